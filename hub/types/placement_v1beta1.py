@@ -1,0 +1,282 @@
+"""placement.kubernetes-fleet.io/v1beta1: placements, policy snapshots and bindings.
+
+Field order follows KubeFleet's Go structs, because the policy hash (reference 2.1) is taken over
+Go's JSON encoding of the policy, which writes fields in struct order. Enumerated strings are
+plain `str` in Python with the enum in the CRD (see `crd_enum`)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from hub import names
+from hub.types.meta import Condition, FleetModel, HubObject, crd_default, crd_enum
+
+__all__ = [
+    "Affinity",
+    "ClusterAffinity",
+    "ClusterDecision",
+    "ClusterResourceBinding",
+    "ClusterResourceBindingSpec",
+    "ClusterResourcePlacement",
+    "ClusterResourcePlacementSpec",
+    "ClusterResourcePlacementStatus",
+    "ClusterSchedulingPolicySnapshot",
+    "ClusterScore",
+    "ClusterSelector",
+    "ClusterSelectorTerm",
+    "LabelSelector",
+    "LabelSelectorRequirement",
+    "PlacementPolicy",
+    "PreferredClusterSelector",
+    "PropertySelector",
+    "PropertySelectorRequirement",
+    "PropertySorter",
+    "ResourceSelector",
+    "SchedulingPolicySnapshotSpec",
+    "SchedulingPolicySnapshotStatus",
+    "Toleration",
+    "TopologySpreadConstraint",
+]
+
+
+# --- selectors -------------------------------------------------------------------------------
+
+
+class LabelSelectorRequirement(FleetModel):
+    key: str
+    operator: str = Field(json_schema_extra=crd_enum(*names.LABEL_OPERATORS))
+    values: list[str] = Field(default_factory=list)
+
+
+class LabelSelector(FleetModel):
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+
+class PropertySelectorRequirement(FleetModel):
+    name: str
+    operator: str = Field(json_schema_extra=crd_enum(*names.PROPERTY_OPERATORS))
+    values: list[str] = Field(default_factory=list, max_length=1)
+
+
+class PropertySelector(FleetModel):
+    match_expressions: list[PropertySelectorRequirement] = Field(default_factory=list)
+
+
+class PropertySorter(FleetModel):
+    name: str
+    sort_order: str = Field(
+        json_schema_extra=crd_enum(names.SORT_ASCENDING, names.SORT_DESCENDING)
+    )
+
+
+class ClusterSelectorTerm(FleetModel):
+    label_selector: LabelSelector | None = None
+    property_selector: PropertySelector | None = None
+    property_sorter: PropertySorter | None = None
+
+
+class ClusterSelector(FleetModel):
+    cluster_selector_terms: list[ClusterSelectorTerm] = Field(max_length=10)
+
+
+class PreferredClusterSelector(FleetModel):
+    weight: int = Field(ge=-100, le=100)
+    preference: ClusterSelectorTerm
+
+
+class ClusterAffinity(FleetModel):
+    required_during_scheduling_ignored_during_execution: ClusterSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[PreferredClusterSelector] = Field(
+        default_factory=list
+    )
+
+
+class Affinity(FleetModel):
+    cluster_affinity: ClusterAffinity | None = None
+
+
+class TopologySpreadConstraint(FleetModel):
+    max_skew: int | None = Field(default=None, ge=1, json_schema_extra=crd_default(1))
+    topology_key: str
+    when_unsatisfiable: str | None = Field(
+        default=None,
+        json_schema_extra={
+            **crd_enum(names.DO_NOT_SCHEDULE, names.SCHEDULE_ANYWAY),
+            **crd_default(names.DO_NOT_SCHEDULE),
+        },
+    )
+
+
+class Toleration(FleetModel):
+    key: str | None = None
+    operator: str | None = Field(
+        default=None,
+        json_schema_extra={**crd_enum(*names.TOLERATION_OPERATORS), **crd_default("Equal")},
+    )
+    value: str | None = None
+    effect: str | None = Field(default=None, json_schema_extra=crd_enum(names.EFFECT_NO_SCHEDULE))
+
+
+class PlacementPolicy(FleetModel):
+    placement_type: str | None = Field(
+        default=None,
+        json_schema_extra={**crd_enum(*names.PLACEMENT_TYPES), **crd_default(names.PICK_ALL)},
+    )
+    cluster_names: list[str] = Field(default_factory=list, max_length=100)
+    number_of_clusters: int | None = Field(default=None, ge=0)
+    affinity: Affinity | None = None
+    topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=100)
+
+    @property
+    def effective_type(self) -> str:
+        """The placement type with the API default applied (empty means PickAll)."""
+        return self.placement_type or names.PICK_ALL
+
+
+# --- ClusterResourcePlacement ----------------------------------------------------------------
+
+
+class ResourceSelector(FleetModel):
+    group: str = ""
+    version: str
+    kind: str
+    name: str | None = None
+    label_selector: LabelSelector | None = None
+
+
+class ClusterResourcePlacementSpec(FleetModel):
+    preserve_unknown_fields: ClassVar[bool] = True  # strategy, and fields of later API versions
+
+    resource_selectors: list[ResourceSelector] = Field(default_factory=list, max_length=100)
+    policy: PlacementPolicy | None = None
+    revision_history_limit: int | None = Field(
+        default=None, ge=1, le=1000, json_schema_extra=crd_default(10)
+    )
+
+
+class ClusterResourcePlacementStatus(FleetModel):
+    preserve_unknown_fields: ClassVar[bool] = True  # placementStatuses, selectedResources, ...
+
+    conditions: list[Condition] = Field(default_factory=list)
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+class ClusterResourcePlacement(HubObject):
+    GROUP: ClassVar[str] = names.PLACEMENT_GROUP
+    KIND: ClassVar[str] = "ClusterResourcePlacement"
+    PLURAL: ClassVar[str] = "clusterresourceplacements"
+    SINGULAR: ClassVar[str] = "clusterresourceplacement"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("crp",)
+    CATEGORIES: ClassVar[tuple[str, ...]] = ("fleet", "fleet-placement")
+    PRINTER_COLUMNS: ClassVar[tuple[tuple[str, str, str], ...]] = (
+        ("Gen", "string", ".metadata.generation"),
+        ("Type", "string", ".spec.policy.placementType"),
+        (
+            "Scheduled",
+            "string",
+            '.status.conditions[?(@.type=="ClusterResourcePlacementScheduled")].status',
+        ),
+        (
+            "Scheduled-Gen",
+            "string",
+            '.status.conditions[?(@.type=="ClusterResourcePlacementScheduled")].observedGeneration',
+        ),
+    )
+
+    spec: ClusterResourcePlacementSpec = Field(default_factory=ClusterResourcePlacementSpec)
+    status: ClusterResourcePlacementStatus = Field(
+        default_factory=ClusterResourcePlacementStatus
+    )
+
+
+# --- ClusterSchedulingPolicySnapshot ---------------------------------------------------------
+
+
+class ClusterScore(FleetModel):
+    affinity_score: int | None = None
+    priority_score: int | None = None
+
+
+class ClusterDecision(FleetModel):
+    cluster_name: str
+    selected: bool
+    cluster_score: ClusterScore | None = None
+    reason: str
+
+
+class SchedulingPolicySnapshotSpec(FleetModel):
+    policy: PlacementPolicy | None = None
+    # Go []byte: base64 on the wire of the ASCII hex SHA-256 digest (reference 2.1).
+    policy_hash: str = Field(json_schema_extra={"format": "byte"})
+
+
+class SchedulingPolicySnapshotStatus(FleetModel):
+    observed_crp_generation: int | None = Field(default=None, alias="observedCRPGeneration")
+    conditions: list[Condition] = Field(default_factory=list)
+    target_clusters: list[ClusterDecision] = Field(
+        default_factory=list, max_length=names.MAX_DECISIONS
+    )
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+class ClusterSchedulingPolicySnapshot(HubObject):
+    GROUP: ClassVar[str] = names.PLACEMENT_GROUP
+    KIND: ClassVar[str] = "ClusterSchedulingPolicySnapshot"
+    PLURAL: ClassVar[str] = "clusterschedulingpolicysnapshots"
+    SINGULAR: ClassVar[str] = "clusterschedulingpolicysnapshot"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("csps",)
+    CATEGORIES: ClassVar[tuple[str, ...]] = ("fleet", "fleet-placement")
+    PRINTER_COLUMNS: ClassVar[tuple[tuple[str, str, str], ...]] = (
+        ("Gen", "string", ".metadata.generation"),
+    )
+
+    spec: SchedulingPolicySnapshotSpec
+    status: SchedulingPolicySnapshotStatus = Field(default_factory=SchedulingPolicySnapshotStatus)
+
+    @property
+    def is_latest(self) -> bool:
+        return self.metadata.labels.get(names.IS_LATEST_SNAPSHOT_LABEL) == "true"
+
+    @property
+    def placement_name(self) -> str | None:
+        return self.metadata.labels.get(names.PARENT_PLACEMENT_LABEL)
+
+
+# --- ClusterResourceBinding ------------------------------------------------------------------
+
+
+class ClusterResourceBindingSpec(FleetModel):
+    preserve_unknown_fields: ClassVar[bool] = True  # override snapshots, applyStrategy, ...
+
+    state: str = Field(
+        json_schema_extra=crd_enum(names.STATE_SCHEDULED, names.STATE_BOUND, names.STATE_UNSCHEDULED)
+    )
+    resource_snapshot_name: str = ""
+    scheduling_policy_snapshot_name: str
+    target_cluster: str
+    cluster_decision: ClusterDecision
+
+
+class ClusterResourceBinding(HubObject):
+    GROUP: ClassVar[str] = names.PLACEMENT_GROUP
+    KIND: ClassVar[str] = "ClusterResourceBinding"
+    PLURAL: ClassVar[str] = "clusterresourcebindings"
+    SINGULAR: ClassVar[str] = "clusterresourcebinding"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("crb",)
+    CATEGORIES: ClassVar[tuple[str, ...]] = ("fleet", "fleet-placement")
+    PRINTER_COLUMNS: ClassVar[tuple[tuple[str, str, str], ...]] = (
+        ("Cluster", "string", ".spec.targetCluster"),
+        ("State", "string", ".spec.state"),
+        ("Policy-Snapshot", "string", ".spec.schedulingPolicySnapshotName"),
+    )
+
+    spec: ClusterResourceBindingSpec
+    status: dict[str, Any] = Field(default_factory=dict)  # written by other controllers only

@@ -1,0 +1,83 @@
+"""The extension points KubeFleet's framework uses, as Protocols (reference 4.3).
+
+A plugin implements any subset and sets `name`. Every method gets the cycle's `CycleState` and
+the policy snapshot being scheduled (`snapshot.spec.policy` may be None: that means PickAll).
+Plugins must be stateless across cycles (one instance serves every cycle) and do no I/O.
+
+Codes each point may return, and what the runner then does:
+
+- post_batch -> (limit, Status). SUCCESS: `limit` is a candidate batch size, used if
+  0 <= limit < the current minimum (which starts at the desired batch size). SKIP: ignored.
+  Anything else aborts the cycle.
+- pre_filter -> Status. SUCCESS: run. SKIP: this plugin's `filter` is not called this cycle.
+  Anything else aborts.
+- filter -> Status, per cluster; plugins in profile order, stopping at the first non-SUCCESS.
+  SUCCESS from all: the cluster passes. CLUSTER_UNSCHEDULABLE: filtered out, and the status is
+  the cluster's decision reason. CLUSTER_ALREADY_SELECTED: dropped silently (neither passed nor
+  filtered). INTERNAL_ERROR or anything else: aborts the cycle.
+- pre_score -> Status. SUCCESS: run. SKIP: this plugin's `score` is not called. Else aborts.
+- score -> (ClusterScore, Status), per passed cluster. SUCCESS: the score is added
+  component-wise to the cluster's total. Anything else aborts.
+
+"Aborts" means the cycle ends with a `PluginError` naming the plugin; a plugin that raises is
+treated the same way. Neither ends the process."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.framework.cycle import CycleState
+from scheduler.framework.score import ClusterScore
+from scheduler.framework.status import Status
+
+__all__ = [
+    "FilterPlugin",
+    "Plugin",
+    "PostBatchPlugin",
+    "PreFilterPlugin",
+    "PreScorePlugin",
+    "ScorePlugin",
+]
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    name: str
+
+
+@runtime_checkable
+class PostBatchPlugin(Plugin, Protocol):
+    def post_batch(
+        self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
+    ) -> tuple[int, Status]: ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Plugin, Protocol):
+    def pre_filter(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status: ...
+
+
+@runtime_checkable
+class FilterPlugin(Plugin, Protocol):
+    def filter(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        cluster: MemberCluster,
+    ) -> Status: ...
+
+
+@runtime_checkable
+class PreScorePlugin(Plugin, Protocol):
+    def pre_score(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status: ...
+
+
+@runtime_checkable
+class ScorePlugin(Plugin, Protocol):
+    def score(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        cluster: MemberCluster,
+    ) -> tuple[ClusterScore, Status]: ...
