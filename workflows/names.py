@@ -1,0 +1,88 @@
+"""Temporal wire names of fleet-scheduler: workflow type, ids, task queue, signals, query, search
+attributes.
+
+Every string here is stored in event histories or typed by users and tools (`temporal workflow
+signal --name requeue`, the UI's list filter), so a rename breaks running workflows and scripts.
+Each is declared once, here, and imported by the workflow, the watcher, the CLI and the tests."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from temporalio.common import SearchAttributeKey
+
+__all__ = [
+    "DEFAULT_TASK_QUEUE",
+    "PLACEMENT_WORKFLOW",
+    "QUERY_STATUS",
+    "SA_FULLY_SCHEDULED",
+    "SA_PLACEMENT_NAME",
+    "SA_PLACEMENT_TYPE",
+    "SEARCH_ATTRIBUTES",
+    "SIGNAL_BINDING_DELETING",
+    "SIGNAL_CLUSTER_CHANGED",
+    "SIGNAL_PLACEMENT_DELETING",
+    "SIGNAL_REQUEUE",
+    "SIGNAL_SNAPSHOT_CHANGED",
+    "WATCHER_SIGNALS",
+    "WORKFLOW_ID_PREFIX",
+    "placement_name",
+    "workflow_id",
+]
+
+# The workflow type: one durable run per ClusterResourcePlacement.
+PLACEMENT_WORKFLOW: Final = "PlacementWorkflow"
+
+# Configurable per deployment (`--task-queue`); this is the default of every command.
+DEFAULT_TASK_QUEUE: Final = "fleet-scheduler"
+
+# Workflow id = "crp/<placement name>". The id is the queue key: Temporal allows one running
+# workflow per id, which gives KubeFleet's "a key is never processed twice at once".
+WORKFLOW_ID_PREFIX: Final = "crp/"
+
+# Signals. `requeue` is the manual one (payload: optional {"fresh": bool, "reason": str}); the
+# others are sent by the watcher, one per kind of hub event that reaches a placement (reference
+# section 7). They are distinct names so a placement's history says why each cycle ran.
+SIGNAL_REQUEUE: Final = "requeue"
+SIGNAL_SNAPSHOT_CHANGED: Final = "snapshot_changed"  # latest snapshot created or re-annotated
+SIGNAL_CLUSTER_CHANGED: Final = "cluster_changed"  # a member cluster changed or left the fleet
+SIGNAL_BINDING_DELETING: Final = "binding_deleting"  # a binding got a deletionTimestamp
+SIGNAL_PLACEMENT_DELETING: Final = "placement_deleting"  # the placement got a deletionTimestamp
+WATCHER_SIGNALS: Final = (
+    SIGNAL_SNAPSHOT_CHANGED,
+    SIGNAL_CLUSTER_CHANGED,
+    SIGNAL_BINDING_DELETING,
+    SIGNAL_PLACEMENT_DELETING,
+)
+
+# Query: the last cycle's summary and what the workflow waits for.
+QUERY_STATUS: Final = "status"
+
+# Custom search attributes, so the Temporal UI can list placements by name, type and state.
+# Prefixed, because custom attributes share one namespace with every other application.
+SA_PLACEMENT_NAME: Final = SearchAttributeKey.for_keyword("FleetPlacementName")
+SA_PLACEMENT_TYPE: Final = SearchAttributeKey.for_keyword("FleetPlacementType")
+SA_FULLY_SCHEDULED: Final = SearchAttributeKey.for_bool("FleetFullyScheduled")
+SEARCH_ATTRIBUTES: Final = (SA_PLACEMENT_NAME, SA_PLACEMENT_TYPE, SA_FULLY_SCHEDULED)
+
+
+def workflow_id(placement_name: str) -> str:
+    """The id of the workflow that schedules `placement_name`: `crp/<name>`."""
+    if not placement_name or "/" in placement_name:
+        raise ValueError(f"not a ClusterResourcePlacement name: {placement_name!r}")
+    return WORKFLOW_ID_PREFIX + placement_name
+
+
+def placement_name(workflow_id: str) -> str:
+    """The placement a workflow id stands for; the inverse of `workflow_id`.
+
+    Raises:
+        ValueError: the id is not of the form `crp/<name>` (not one of our workflows).
+    """
+    name = workflow_id.removeprefix(WORKFLOW_ID_PREFIX)
+    if name == workflow_id or not name or "/" in name:
+        raise ValueError(
+            f"workflow id {workflow_id!r} is not a placement workflow id "
+            f"(expected {WORKFLOW_ID_PREFIX}<placement name>)"
+        )
+    return name
