@@ -1,0 +1,678 @@
+"""HubClient: typed reads, writes and watches of the fleet kinds over the hub's HTTP API.
+
+The only module that imports `kubernetes`. It borrows the official client's configuration
+loading (kubeconfig, in-cluster, exec plugins, client certificates, token refresh) and its
+connection pool, and nothing else: our kinds go out as `obj.to_wire()` and come back through
+`Kind.from_wire(dict)`, never through the generated models, so fields we do not model survive
+a read-modify-write untouched.
+
+Two constraints shaped it:
+
+- Temporal owns retries. Client-side retries are off (a retried POST whose first attempt landed
+  would duplicate a write behind the activity's back) and every request has a connect and read
+  timeout, so a hanging server becomes a `HubUnavailableError` the activity's RetryPolicy
+  handles. Failures leave as the typed errors of `hub.errors`, chained to the original.
+- The scheduler reads whole fleets. A list is one JSON decode and one model validation per
+  item; nothing is copied on the way (see bench/ for the 5,000-cluster figure).
+
+Watching follows kube-apiserver's contract: a watch from resourceVersion R delivers every
+change after R, in order, or fails with 410 Gone when R is too old. `list_then_watch` builds on
+that so a caller never misses an event; its docstring says how."""
+
+from __future__ import annotations
+
+import builtins
+import http.client
+import json
+import os
+import threading
+import time
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Generic, Literal, Self, TypeVar
+from urllib.parse import quote
+
+import kubernetes.client
+import kubernetes.config
+import urllib3
+from kubernetes.client.exceptions import OpenApiException
+from kubernetes.config.config_exception import ConfigException
+from pydantic import ValidationError
+
+from hub.errors import (
+    GoneError,
+    HubConfigError,
+    HubError,
+    HubUnavailableError,
+    MalformedObjectError,
+    error_for_status,
+    parse_retry_after,
+)
+from hub.types.meta import HubObject
+
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "DEFAULT_WATCH_SECONDS",
+    "READ_TIMEOUT",
+    "Bookmark",
+    "EventType",
+    "HubClient",
+    "ListResult",
+    "Resync",
+    "Timeout",
+    "WatchEvent",
+]
+
+T = TypeVar("T", bound=HubObject)
+
+# (connect, read) seconds, or one number for both. The read timeout bounds each wait for bytes,
+# so a server that accepts the connection and then says nothing fails within it.
+Timeout = float | tuple[float, float]
+CONNECT_TIMEOUT: Final = 5.0
+READ_TIMEOUT: Final = 20.0
+# How long the server keeps one watch stream open before ending it cleanly.
+DEFAULT_WATCH_SECONDS: Final = 300
+# Extra read time beyond the server's watch timeout before a silent stream counts as hung.
+WATCH_READ_SLACK: Final = 10.0
+# An expired `continue` token restarts a paginated list this many times before GoneError.
+LIST_RESTARTS: Final = 1
+# list_then_watch gives up after this many streams in a row that broke without an event.
+MAX_BROKEN_STREAMS: Final = 3
+# A stream that ends cleanly this fast with nothing in it is re-opened after a short pause,
+# so a misbehaving server cannot turn list_then_watch into a busy loop.
+QUICK_STREAM_SECONDS: Final = 0.5
+QUICK_STREAM_PAUSE: Final = 0.5
+STREAM_READ_BYTES: Final = 64 * 1024
+USER_AGENT: Final = "fleet-scheduler/hub-client"
+AUTH_SETTINGS: Final = ["BearerToken"]
+
+JSON: Final = "application/json"
+MERGE_PATCH: Final = "application/merge-patch+json"
+JSON_PATCH: Final = "application/json-patch+json"
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+_OBJECT_EVENTS: Final = frozenset({"ADDED", "MODIFIED", "DELETED"})
+Propagation = Literal["Foreground", "Background", "Orphan"]
+Selector = str | Mapping[str, str]
+_Query = list[tuple[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class ListResult(Generic[T]):
+    """Every object that matched, and the resourceVersion to watch from for what comes next."""
+
+    items: list[T]
+    resource_version: str
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.items)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent(Generic[T]):
+    """One change: ADDED, MODIFIED or DELETED (`object` is then the last state seen)."""
+
+    type: EventType
+    object: T
+    resource_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Bookmark:
+    """The server's note that the stream has reached `resource_version`; no object changed."""
+
+    resource_version: str
+    type: Literal["BOOKMARK"] = "BOOKMARK"
+
+
+@dataclass(frozen=True, slots=True)
+class Resync(Generic[T]):
+    """The complete current set of matching objects at `resource_version`.
+
+    Yielded by `list_then_watch` first, and again whenever it had to list anew. A consumer
+    replaces its whole view with `objects`: anything it knew that is absent was deleted while
+    nobody was watching."""
+
+    objects: list[T]
+    resource_version: str
+    type: Literal["RESYNC"] = "RESYNC"
+
+
+def _timeout_pair(timeout: Timeout) -> tuple[float, float]:
+    if isinstance(timeout, tuple):
+        connect, read = timeout
+    else:
+        connect = read = timeout
+    if connect <= 0 or read <= 0:
+        raise ValueError(f"timeouts must be positive seconds, got {timeout!r}")
+    return float(connect), float(read)
+
+
+def _selector(selector: Selector | None) -> str | None:
+    if selector is None or isinstance(selector, str):
+        return selector
+    return ",".join(f"{key}={value}" for key, value in selector.items())
+
+
+def _object_path(kind: type[HubObject], name: str, subresource: str | None = None) -> str:
+    if not name:
+        raise ValueError(f"a {kind.KIND} name is required")
+    path = f"{kind.api_path()}/{quote(name, safe='')}"
+    return f"{path}/{subresource}" if subresource else path
+
+
+def _guard_resource_version(obj: HubObject, verb: str) -> None:
+    if not obj.metadata.resource_version:
+        raise ValueError(
+            f"{verb} of {obj.KIND} {obj.name!r} needs metadata.resourceVersion: read the object "
+            "first (optimistic concurrency), or use patch() to write only your fields"
+        )
+
+
+@contextmanager
+def _translated(doing: str) -> Iterator[None]:
+    """Turn transport and client-library exceptions into hub errors, chained."""
+    try:
+        yield
+    except HubError:
+        raise
+    except urllib3.exceptions.HTTPError as exc:
+        raise HubUnavailableError(f"hub unreachable while {doing}: {exc}") from exc
+    except (OSError, http.client.HTTPException) as exc:
+        raise HubUnavailableError(f"hub unreachable while {doing}: {exc!r}") from exc
+    except ConfigException as exc:
+        raise HubConfigError(f"cannot authenticate to the hub: {exc}") from exc
+    except OpenApiException as exc:
+        # The REST layer reports TLS failures as ApiException(status=0).
+        text = str(exc)
+        if "CERTIFICATE_VERIFY_FAILED" in text:
+            raise HubConfigError(f"hub certificate not trusted while {doing}: {text}") from exc
+        raise HubUnavailableError(f"hub request failed while {doing}: {text}") from exc
+
+
+def _decode(data: bytes, doing: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise MalformedObjectError(f"hub sent invalid JSON while {doing}: {data[:200]!r}") from exc
+
+
+def _load(kind: type[T], doc: Any) -> T:
+    if not isinstance(doc, dict):
+        raise MalformedObjectError(f"expected a {kind.KIND} object, got {type(doc).__name__}")
+    try:
+        return kind.from_wire(doc)
+    except ValidationError as exc:
+        name = (doc.get("metadata") or {}).get("name", "?")
+        raise MalformedObjectError(f"{kind.KIND} {name!r} does not match our model: {exc}") from exc
+
+
+def _status_error(response: urllib3.BaseHTTPResponse, data: bytes) -> HubError:
+    body: Mapping[str, Any] | None = None
+    try:
+        decoded = json.loads(data) if data else None
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict):
+        body = decoded
+    snippet = data[:200].decode("utf-8", "replace").strip()
+    return error_for_status(
+        response.status,
+        body,
+        retry_after=parse_retry_after(response.headers.get("Retry-After")),
+        fallback_message=snippet or str(response.reason or ""),
+    )
+
+
+def _lines(response: urllib3.BaseHTTPResponse, doing: str) -> Iterator[bytes]:
+    """Newline-delimited records from a streaming response, as they arrive."""
+    pending = b""
+    while True:
+        with _translated(doing):
+            chunk = response.read1(STREAM_READ_BYTES)
+        if not chunk:
+            break
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
+
+
+class HubClient:
+    """A blocking client of one hub API server, safe to share between threads.
+
+    Every method either returns what it says or raises a `hub.errors.HubError`; none retries.
+    Build one with `from_kubeconfig`, `in_cluster`, `from_env` or `from_url`, and `close()` it
+    (or use it as a context manager) when done."""
+
+    def __init__(
+        self,
+        configuration: kubernetes.client.Configuration,
+        *,
+        timeout: Timeout = (CONNECT_TIMEOUT, READ_TIMEOUT),
+    ) -> None:
+        self._connect_timeout, self._read_timeout = _timeout_pair(timeout)
+        # Temporal owns retries: never resend a request behind the caller's back.
+        configuration.retries = False
+        self._api = kubernetes.client.ApiClient(configuration)
+        self._api.user_agent = USER_AGENT
+        self._host: str = configuration.host
+
+    # --- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        path: str | os.PathLike[str],
+        context: str | None = None,
+        *,
+        timeout: Timeout = (CONNECT_TIMEOUT, READ_TIMEOUT),
+    ) -> Self:
+        """Connect as the kubeconfig at `path` says (its current context, or `context`)."""
+        configuration = kubernetes.client.Configuration()
+        try:
+            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=os.fspath(path),
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        except (ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
+            raise HubConfigError(f"cannot use kubeconfig {os.fspath(path)!r}: {exc}") from exc
+        return cls(configuration, timeout=timeout)
+
+    @classmethod
+    def in_cluster(cls, *, timeout: Timeout = (CONNECT_TIMEOUT, READ_TIMEOUT)) -> Self:
+        """Connect with the pod's service account (token re-read as it rotates)."""
+        configuration = kubernetes.client.Configuration()
+        try:
+            kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+        except (ConfigException, OSError) as exc:
+            raise HubConfigError(f"not running in a cluster: {exc}") from exc
+        return cls(configuration, timeout=timeout)
+
+    @classmethod
+    def from_env(cls, *, timeout: Timeout = (CONNECT_TIMEOUT, READ_TIMEOUT)) -> Self:
+        """$KUBECONFIG if set, else the pod's service account, else ~/.kube/config (as kubectl)."""
+        if os.environ.get("KUBECONFIG"):
+            # The kubernetes loader merges a path list the way kubectl does.
+            return cls.from_kubeconfig(os.environ["KUBECONFIG"], timeout=timeout)
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return cls.in_cluster(timeout=timeout)
+        default = Path("~/.kube/config").expanduser()
+        if default.exists():
+            return cls.from_kubeconfig(default, timeout=timeout)
+        raise HubConfigError(
+            "no hub configured: set KUBECONFIG, run in a cluster, or create ~/.kube/config"
+        )
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        token: str | None = None,
+        ca_file: str | None = None,
+        verify: bool = True,
+        timeout: Timeout = (CONNECT_TIMEOUT, READ_TIMEOUT),
+    ) -> Self:
+        """Connect to `url` with an optional bearer token, e.g. to a devhub."""
+        configuration = kubernetes.client.Configuration()
+        configuration.host = url.rstrip("/")
+        if token is not None:
+            configuration.api_key = {"authorization": f"Bearer {token}"}
+        configuration.ssl_ca_cert = ca_file
+        configuration.verify_ssl = verify
+        return cls(configuration, timeout=timeout)
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    def close(self) -> None:
+        self._api.close()  # type: ignore[no-untyped-call]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    def get(self, kind: type[T], name: str) -> T:
+        """The object, or NotFoundError."""
+        return _load(kind, self._json("GET", _object_path(kind, name)))
+
+    def list(
+        self,
+        kind: type[T],
+        label_selector: Selector | None = None,
+        field_selector: Selector | None = None,
+        limit: int | None = None,
+    ) -> ListResult[T]:
+        """Every matching object, following `continue` pages until the last.
+
+        `limit` is the page size (None: one request). The resourceVersion is the first page's,
+        which all pages share on kube-apiserver; should a server report different ones, watching
+        from the earliest can repeat an event but never miss one."""
+        if limit is not None and limit <= 0:
+            raise ValueError(f"limit must be a positive page size, got {limit}")
+        base: _Query = []
+        if (labels := _selector(label_selector)) is not None:
+            base.append(("labelSelector", labels))
+        if (fields := _selector(field_selector)) is not None:
+            base.append(("fieldSelector", fields))
+        if limit is not None:
+            base.append(("limit", str(limit)))
+        for attempt in range(LIST_RESTARTS + 1):
+            try:
+                return self._list_pages(kind, base)
+            except GoneError:
+                if attempt == LIST_RESTARTS:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _list_pages(self, kind: type[T], base: _Query) -> ListResult[T]:
+        items: builtins.list[T] = []
+        resource_version: str | None = None
+        token = ""
+        while True:
+            query = [*base, ("continue", token)] if token else base
+            doc = self._json("GET", kind.api_path(), query=query)
+            if not isinstance(doc, dict) or not isinstance(doc.get("items", []), list):
+                raise MalformedObjectError(f"expected a {kind.KIND}List, got {str(doc)[:200]}")
+            items.extend(_load(kind, item) for item in doc.get("items") or ())
+            meta = doc.get("metadata") or {}
+            if resource_version is None:
+                resource_version = str(meta.get("resourceVersion") or "")
+            token = str(meta.get("continue") or "")
+            if not token:
+                return ListResult(items=items, resource_version=resource_version)
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    def create(self, obj: T) -> T:
+        """Create `obj`; AlreadyExistsError if the name is taken, InvalidObjectError if refused."""
+        kind = type(obj)
+        return _load(kind, self._json("POST", kind.api_path(), body=obj.to_wire()))
+
+    def update(self, obj: T) -> T:
+        """Replace the object (not its status) if nobody changed it since it was read.
+
+        Carries metadata.resourceVersion: a stale one is a ConflictError. Fields we do not model
+        are sent back as read."""
+        _guard_resource_version(obj, "update")
+        kind = type(obj)
+        return _load(kind, self._json("PUT", _object_path(kind, obj.name), body=obj.to_wire()))
+
+    def update_status(self, obj: T) -> T:
+        """Replace the status subresource; same concurrency rule as `update`."""
+        _guard_resource_version(obj, "update_status")
+        kind = type(obj)
+        path = _object_path(kind, obj.name, "status")
+        return _load(kind, self._json("PUT", path, body=obj.to_wire()))
+
+    def patch(
+        self,
+        kind: type[T],
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
+        subresource: str | None = None,
+    ) -> T:
+        """Apply a JSON merge patch (RFC 7386): only the fields named change; None deletes.
+
+        With `resource_version`, the patch applies only to that version (ConflictError if the
+        object moved on): use it when the patch was computed from a read."""
+        body = dict(patch)
+        if resource_version is not None:
+            metadata = body.get("metadata")
+            body["metadata"] = {
+                **(metadata if isinstance(metadata, Mapping) else {}),
+                "resourceVersion": resource_version,
+            }
+        path = _object_path(kind, name, subresource)
+        return _load(kind, self._json("PATCH", path, body=body, content_type=MERGE_PATCH))
+
+    def json_patch(
+        self,
+        kind: type[T],
+        name: str,
+        ops: Sequence[Mapping[str, Any]],
+        *,
+        subresource: str | None = None,
+    ) -> T:
+        """Apply a JSON patch (RFC 6902); a failing `test` op makes the whole patch fail."""
+        body = [dict(op) for op in ops]
+        path = _object_path(kind, name, subresource)
+        return _load(kind, self._json("PATCH", path, body=body, content_type=JSON_PATCH))
+
+    def delete(
+        self,
+        kind: type[T],
+        name: str,
+        *,
+        resource_version: str | None = None,
+        propagation: Propagation | None = None,
+    ) -> T | None:
+        """Delete; returns the object while finalizers hold it (deletionTimestamp set), else None.
+
+        `resource_version` is a precondition: ConflictError if the object changed since."""
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if resource_version is not None:
+            options["preconditions"] = {"resourceVersion": resource_version}
+        if propagation is not None:
+            options["propagationPolicy"] = propagation
+        doc = self._json("DELETE", _object_path(kind, name), body=options)
+        if not isinstance(doc, dict) or doc.get("kind") == "Status":
+            return None
+        obj = _load(kind, doc)
+        if obj.metadata.deletion_timestamp is not None and obj.metadata.finalizers:
+            return obj
+        return None
+
+    def delete_collection(self, kind: type[HubObject], label_selector: Selector) -> None:
+        """Delete every object matching `label_selector` ("" matches all of the kind)."""
+        query = [("labelSelector", _selector(label_selector) or "")]
+        body = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        self._json("DELETE", kind.api_path(), query=query, body=body)
+
+    # --- watches --------------------------------------------------------------------------------
+
+    def watch(
+        self,
+        kind: type[T],
+        resource_version: str | None,
+        *,
+        label_selector: Selector | None = None,
+        timeout_seconds: int = DEFAULT_WATCH_SECONDS,
+        allow_bookmarks: bool = True,
+    ) -> Iterator[WatchEvent[T] | Bookmark]:
+        """Every change after `resource_version`, in order, until the server ends the stream.
+
+        The stream ends after about `timeout_seconds`; GoneError when `resource_version` is too
+        old (list again). None or "" starts from "now"; "0" asks for any cached state first. The
+        request goes out at the first `next()`; closing the iterator closes the connection."""
+        response = self._open_watch(
+            kind, resource_version, label_selector, timeout_seconds, allow_bookmarks
+        )
+        yield from self._events(kind, response)
+
+    def list_then_watch(
+        self,
+        kind: type[T],
+        *,
+        label_selector: Selector | None = None,
+        timeout_seconds: int = DEFAULT_WATCH_SECONDS,
+        page_size: int | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[WatchEvent[T] | Resync[T]]:
+        """A Resync with everything, then every change, forever (until `stop` is set).
+
+        How no event is missed: the list is taken at resourceVersion R and yielded as a
+        `Resync`; the watch starts at R, so it delivers exactly the changes after the list.
+        Each event (and bookmark) advances R. When a stream ends (server timeout) or breaks
+        mid-way, a new watch starts from the last R, which the server answers with everything
+        after it. When R is too old for the server (410 Gone), the changes in between cannot
+        be replayed, so it lists again and yields a new `Resync`: the consumer replaces its
+        whole view, which accounts for deletions that happened in the gap.
+
+        Raises HubUnavailableError when a list or a watch cannot be opened, or when streams
+        keep breaking without delivering anything; calling again starts over with a Resync.
+        `stop` is checked after each event and between streams."""
+        while stop is None or not stop.is_set():
+            listing = self.list(kind, label_selector, limit=page_size)
+            resource_version = listing.resource_version
+            yield Resync(objects=listing.items, resource_version=resource_version)
+            broken = 0
+            try:
+                while stop is None or not stop.is_set():
+                    started = time.monotonic()
+                    delivered = False
+                    response = self._open_watch(
+                        kind, resource_version, label_selector, timeout_seconds, True
+                    )
+                    try:
+                        with closing(self._events(kind, response)) as events:
+                            for event in events:
+                                if event.resource_version:
+                                    resource_version = event.resource_version
+                                delivered = True
+                                if isinstance(event, WatchEvent):
+                                    yield event
+                                if stop is not None and stop.is_set():
+                                    return
+                    except HubUnavailableError:
+                        broken = 0 if delivered else broken + 1
+                        if broken >= MAX_BROKEN_STREAMS:
+                            raise
+                        continue
+                    broken = 0
+                    if not delivered and time.monotonic() - started < QUICK_STREAM_SECONDS:
+                        if stop is not None:
+                            stop.wait(QUICK_STREAM_PAUSE)
+                        else:
+                            time.sleep(QUICK_STREAM_PAUSE)
+            except GoneError:
+                continue  # too far behind to replay: list again
+
+    def _open_watch(
+        self,
+        kind: type[HubObject],
+        resource_version: str | None,
+        label_selector: Selector | None,
+        timeout_seconds: int,
+        allow_bookmarks: bool,
+    ) -> urllib3.BaseHTTPResponse:
+        if timeout_seconds <= 0:
+            raise ValueError(f"timeout_seconds must be positive, got {timeout_seconds}")
+        query = [("watch", "true"), ("timeoutSeconds", str(timeout_seconds))]
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        if allow_bookmarks:
+            query.append(("allowWatchBookmarks", "true"))
+        if (labels := _selector(label_selector)) is not None:
+            query.append(("labelSelector", labels))
+        doing = f"watching {kind.PLURAL}"
+        response = self._send(
+            "GET",
+            kind.api_path(),
+            query=query,
+            read_timeout=timeout_seconds + WATCH_READ_SLACK,
+        )
+        if not 200 <= response.status < 300:
+            with _translated(doing):
+                data = response.data
+            raise _status_error(response, data)
+        return response
+
+    def _events(
+        self, kind: type[T], response: urllib3.BaseHTTPResponse
+    ) -> Generator[WatchEvent[T] | Bookmark, None, None]:
+        doing = f"watching {kind.PLURAL}"
+        try:
+            for line in _lines(response, doing):
+                yield self._event(kind, _decode(line, doing))
+        finally:
+            response.close()
+            response.release_conn()
+
+    @staticmethod
+    def _event(kind: type[T], doc: Any) -> WatchEvent[T] | Bookmark:
+        if not isinstance(doc, dict) or not isinstance(doc.get("object"), dict):
+            raise MalformedObjectError(f"not a watch event: {str(doc)[:200]}")
+        event_type, obj = doc.get("type"), doc["object"]
+        if event_type == "ERROR":
+            raise error_for_status(int(obj.get("code") or 500), obj)
+        resource_version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        if event_type == "BOOKMARK":
+            return Bookmark(resource_version=resource_version)
+        if event_type in _OBJECT_EVENTS:
+            return WatchEvent(
+                type=event_type, object=_load(kind, obj), resource_version=resource_version
+            )
+        raise MalformedObjectError(f"unknown watch event type {event_type!r}")
+
+    # --- transport ------------------------------------------------------------------------------
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = JSON,
+        read_timeout: float | None = None,
+    ) -> urllib3.BaseHTTPResponse:
+        doing = f"{method} {path}"
+        headers = {"Accept": JSON}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        timeout = (self._connect_timeout, read_timeout or self._read_timeout)
+        with _translated(doing):
+            method, url, headers, _, _ = self._api.param_serialize(
+                method,
+                path,
+                query_params=list(query),
+                header_params=headers,
+                auth_settings=AUTH_SETTINGS,
+            )
+            response = self._api.call_api(method, url, headers, body, _request_timeout=timeout)
+        raw: urllib3.BaseHTTPResponse = response.response
+        return raw
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = JSON,
+    ) -> Any:
+        response = self._send(method, path, query=query, body=body, content_type=content_type)
+        doing = f"{method} {path}"
+        with _translated(doing):
+            data = response.data
+        if not 200 <= response.status < 300:
+            raise _status_error(response, data)
+        return _decode(data, doing) if data else None
