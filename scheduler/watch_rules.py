@@ -1,0 +1,180 @@
+"""Which hub events reach which placements: KubeFleet's scheduler watchers (reference section 7).
+
+Pure functions of (old object, new object), so the watcher process stays a thin loop and every
+rule is testable without a server. A rule answers "does this event matter?"; the watcher then
+signals the placement workflows it names. Where KubeFleet drops events that we need because we
+also run standalone (placement creation and spec changes, which KubeFleet's placement controller
+turns into snapshot events), the extra rules are marked as such."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+from hub import names
+from hub.types import (
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    MemberCluster,
+)
+from scheduler.eligibility import EligibilityChecker
+from scheduler.quantity import QuantityError, parse_quantity
+
+__all__ = [
+    "binding_deletion_started",
+    "cluster_update_matters",
+    "is_fully_scheduled",
+    "parse_bool_label",
+    "placement_deletion_started",
+    "placement_spec_changed",
+    "placements_for_cluster_event",
+    "snapshot_event_placement",
+]
+
+
+def parse_bool_label(value: str | None) -> bool | None:
+    """Go's strconv.ParseBool, which the snapshot watcher uses: None when unparsable."""
+    if value in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if value in ("0", "f", "F", "FALSE", "false", "False"):
+        return False
+    return None
+
+
+def snapshot_event_placement(
+    old: ClusterSchedulingPolicySnapshot | None, new: ClusterSchedulingPolicySnapshot
+) -> str | None:
+    """The placement to enqueue for a snapshot create (old=None) or update, else None.
+
+    Updates pass when the number-of-clusters or CRP-generation annotation changed, or the
+    is-latest label went to true; then the reconcile skips deleting, non-latest and orphan
+    snapshots."""
+    if old is not None:
+        old_ann, new_ann = old.metadata.annotations, new.metadata.annotations
+        annotation_changed = any(
+            old_ann.get(key) != new_ann.get(key)
+            for key in (names.NUMBER_OF_CLUSTERS_ANNOTATION, names.CRP_GENERATION_ANNOTATION)
+        )
+        was_latest = parse_bool_label(old.metadata.labels.get(names.IS_LATEST_SNAPSHOT_LABEL))
+        is_latest = parse_bool_label(new.metadata.labels.get(names.IS_LATEST_SNAPSHOT_LABEL))
+        became_latest = is_latest is True and was_latest is not True
+        if not (annotation_changed or became_latest):
+            return None
+    if new.metadata.deleting:
+        return None
+    if parse_bool_label(new.metadata.labels.get(names.IS_LATEST_SNAPSHOT_LABEL)) is not True:
+        return None
+    return new.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) or None
+
+
+def placement_deletion_started(
+    old: ClusterResourcePlacement | None, new: ClusterResourcePlacement
+) -> bool:
+    """The placement got a deletionTimestamp and still needs the scheduler's cleanup."""
+    started = new.metadata.deleting and (old is None or not old.metadata.deleting)
+    return started and names.SCHEDULER_CLEANUP_FINALIZER in new.metadata.finalizers
+
+
+def placement_spec_changed(
+    old: ClusterResourcePlacement | None, new: ClusterResourcePlacement
+) -> bool:
+    """Standalone mode only: a new placement, or a spec change (generation moved).
+
+    KubeFleet's scheduler ignores these because its placement controller turns them into
+    snapshot events; our snapshotter runs inside the workflow, so the workflow hears of them."""
+    if new.metadata.deleting:
+        return False
+    return old is None or old.metadata.generation != new.metadata.generation
+
+
+def binding_deletion_started(
+    old: ClusterResourceBinding | None, new: ClusterResourceBinding
+) -> str | None:
+    """The placement whose binding just got a deletionTimestamp while carrying our finalizer."""
+    if old is None or old.metadata.deleting or not new.metadata.deleting:
+        return None
+    if names.SCHEDULER_BINDING_CLEANUP_FINALIZER not in new.metadata.finalizers:
+        return None
+    return new.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) or None
+
+
+def _taint_removed_or_changed(old: MemberCluster, new: MemberCluster) -> bool:
+    current = {(t.key, t.value or "", t.effect) for t in new.spec.taints}
+    return any((t.key, t.value or "", t.effect) not in current for t in old.spec.taints)
+
+
+def _properties_changed(old: MemberCluster, new: MemberCluster) -> bool:
+    before, after = old.status.properties, new.status.properties
+    if len(before) != len(after):
+        return True
+    return any(name not in after or after[name].value != p.value for name, p in before.items())
+
+
+def _resource_usage_changed(old: MemberCluster, new: MemberCluster) -> bool:
+    def same(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
+        if a.keys() != b.keys():
+            return False
+        for key, value in a.items():
+            try:
+                if parse_quantity(value) != parse_quantity(b[key]):
+                    return False
+            except QuantityError:
+                if value != b[key]:
+                    return False
+        return True
+
+    o, n = old.status.resource_usage, new.status.resource_usage
+    return not (
+        same(o.capacity, n.capacity)
+        and same(o.allocatable, n.allocatable)
+        and same(o.available, n.available)
+    )
+
+
+def cluster_update_matters(
+    old: MemberCluster, new: MemberCluster, checker: EligibilityChecker, now: datetime
+) -> bool:
+    """A MemberCluster update that can let a placement pick it (reference section 7).
+
+    Ignored when the new object is leaving; otherwise passes on label changes, taint changes or
+    removals (not additions), property changes, namespace changes, resource usage changes, and
+    the cluster becoming eligible. Becoming ineligible never matters: picks are kept."""
+    if new.metadata.deleting:
+        return False
+    return (
+        old.metadata.labels != new.metadata.labels
+        or _taint_removed_or_changed(old, new)
+        or _properties_changed(old, new)
+        or old.status.namespaces != new.status.namespaces
+        or _resource_usage_changed(old, new)
+        or (checker.check(old, now) is not None and checker.check(new, now) is None)
+    )
+
+
+def is_fully_scheduled(placement: ClusterResourcePlacement) -> bool:
+    """The placement's Scheduled condition is True for its current generation."""
+    condition = placement.status.condition(names.PLACEMENT_SCHEDULED_CONDITION)
+    return (
+        condition is not None
+        and condition.status == names.TRUE
+        and condition.observed_generation == placement.metadata.generation
+    )
+
+
+def placements_for_cluster_event(
+    cluster_left: bool, placements: Iterable[ClusterResourcePlacement]
+) -> list[str]:
+    """The placements a member-cluster event reaches, by name.
+
+    A cluster that is gone (deleted or leaving) reaches every placement: their bindings there are
+    now dangling. Otherwise PickAll and nil-policy placements always, and PickN / PickFixed
+    placements only while not fully scheduled."""
+    chosen: list[str] = []
+    for placement in placements:
+        policy = placement.spec.policy
+        if cluster_left or policy is None or policy.effective_type == names.PICK_ALL:
+            chosen.append(placement.metadata.name)
+        elif not is_fully_scheduled(placement):
+            chosen.append(placement.metadata.name)
+    return chosen

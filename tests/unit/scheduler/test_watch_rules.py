@@ -1,0 +1,251 @@
+"""KubeFleet's watcher filters (reference section 7): which events reach which placements."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from hub import names
+from hub.types import (
+    AgentStatus,
+    ClusterDecision,
+    ClusterResourceBinding,
+    ClusterResourceBindingSpec,
+    ClusterResourcePlacement,
+    ClusterResourcePlacementSpec,
+    ClusterResourcePlacementStatus,
+    ClusterSchedulingPolicySnapshot,
+    Condition,
+    MemberCluster,
+    MemberClusterSpec,
+    MemberClusterStatus,
+    ObjectMeta,
+    PlacementPolicy,
+    PropertyValue,
+    ResourceUsage,
+    SchedulingPolicySnapshotSpec,
+    Taint,
+)
+from scheduler.eligibility import EligibilityChecker
+from scheduler.watch_rules import (
+    binding_deletion_started,
+    cluster_update_matters,
+    parse_bool_label,
+    placement_deletion_started,
+    placement_spec_changed,
+    placements_for_cluster_event,
+    snapshot_event_placement,
+)
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+GONE = NOW - timedelta(seconds=1)
+
+
+def snapshot(
+    latest: str | None = "true",
+    parent: str | None = "web",
+    deleting: bool = False,
+    **annotations: str,
+) -> ClusterSchedulingPolicySnapshot:
+    labels = {}
+    if latest is not None:
+        labels[names.IS_LATEST_SNAPSHOT_LABEL] = latest
+    if parent is not None:
+        labels[names.PARENT_PLACEMENT_LABEL] = parent
+    ann = {
+        {"n": names.NUMBER_OF_CLUSTERS_ANNOTATION, "gen": names.CRP_GENERATION_ANNOTATION}[k]: v
+        for k, v in annotations.items()
+    }
+    meta = ObjectMeta(
+        name="web-0", labels=labels, annotations=ann, deletion_timestamp=GONE if deleting else None
+    )
+    return ClusterSchedulingPolicySnapshot(
+        metadata=meta, spec=SchedulingPolicySnapshotSpec(policy_hash="x")
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        pytest.param(None, snapshot(), "web", id="create-latest"),
+        pytest.param(None, snapshot(latest="false"), None, id="create-not-latest"),
+        pytest.param(None, snapshot(parent=None), None, id="create-orphan"),
+        pytest.param(None, snapshot(deleting=True), None, id="create-deleting"),
+        pytest.param(snapshot(n="2"), snapshot(n="3"), "web", id="n-changed"),
+        pytest.param(snapshot(gen="1"), snapshot(gen="2"), "web", id="generation-changed"),
+        pytest.param(snapshot(n="2"), snapshot(n="2"), None, id="resync-identical"),
+        pytest.param(snapshot(latest="false"), snapshot(latest="true"), "web", id="became-latest"),
+        pytest.param(snapshot(latest="bogus"), snapshot(latest="true"), "web", id="old-unparsable"),
+        pytest.param(snapshot(latest="false"), snapshot(latest="bogus"), None, id="new-unparsable"),
+        pytest.param(snapshot(latest="true"), snapshot(latest="false", n="5"), None, id="demoted"),
+    ],
+)
+def test_snapshot_events_follow_kubefleet_filter(old, new, expected) -> None:
+    assert snapshot_event_placement(old, new) == expected
+
+
+def test_go_bool_parsing_accepts_go_spellings_only() -> None:
+    assert [parse_bool_label(v) for v in ("T", "1", "false", "yes", None)] == [
+        True,
+        True,
+        False,
+        None,
+        None,
+    ]
+
+
+def placement(
+    name: str = "web",
+    policy: PlacementPolicy | None = None,
+    *,
+    generation: int = 1,
+    deleting: bool = False,
+    finalizer: bool = True,
+    scheduled: tuple[str, int] | None = None,
+) -> ClusterResourcePlacement:
+    conditions = []
+    if scheduled is not None:
+        conditions.append(
+            Condition(
+                type=names.PLACEMENT_SCHEDULED_CONDITION,
+                status=scheduled[0],
+                observed_generation=scheduled[1],
+            )
+        )
+    meta = ObjectMeta(
+        name=name,
+        generation=generation,
+        finalizers=[names.SCHEDULER_CLEANUP_FINALIZER] if finalizer else [],
+        deletion_timestamp=GONE if deleting else None,
+    )
+    return ClusterResourcePlacement(
+        metadata=meta,
+        spec=ClusterResourcePlacementSpec(policy=policy),
+        status=ClusterResourcePlacementStatus(conditions=conditions),
+    )
+
+
+def test_placement_deletion_reaches_the_scheduler_only_with_its_finalizer() -> None:
+    assert placement_deletion_started(placement(), placement(deleting=True))
+    assert not placement_deletion_started(placement(deleting=True), placement(deleting=True))
+    assert not placement_deletion_started(
+        placement(finalizer=False), placement(deleting=True, finalizer=False)
+    )
+
+
+def test_placement_spec_changes_reach_the_standalone_snapshotter() -> None:
+    assert placement_spec_changed(None, placement())
+    assert placement_spec_changed(placement(generation=1), placement(generation=2))
+    assert not placement_spec_changed(placement(generation=2), placement(generation=2))
+    assert not placement_spec_changed(None, placement(deleting=True))
+
+
+def binding(deleting: bool, finalizer: bool = True) -> ClusterResourceBinding:
+    meta = ObjectMeta(
+        name="web-a-1",
+        labels={names.PARENT_PLACEMENT_LABEL: "web"},
+        finalizers=[names.SCHEDULER_BINDING_CLEANUP_FINALIZER] if finalizer else [],
+        deletion_timestamp=GONE if deleting else None,
+    )
+    decision = ClusterDecision(cluster_name="a", selected=True, reason="r")
+    return ClusterResourceBinding(
+        metadata=meta,
+        spec=ClusterResourceBindingSpec(
+            state="Bound",
+            scheduling_policy_snapshot_name="web-0",
+            target_cluster="a",
+            cluster_decision=decision,
+        ),
+    )
+
+
+def test_binding_deletion_reaches_its_placement() -> None:
+    assert binding_deletion_started(binding(False), binding(True)) == "web"
+    assert binding_deletion_started(binding(True), binding(True)) is None
+    assert binding_deletion_started(binding(False, False), binding(True, False)) is None
+    assert binding_deletion_started(None, binding(True)) is None  # creates are ignored
+
+
+def cluster(
+    labels: dict[str, str] | None = None,
+    taints: tuple[Taint, ...] = (),
+    props: dict[str, str] | None = None,
+    heartbeat: datetime = NOW,
+    capacity: dict[str, str] | None = None,
+    deleting: bool = False,
+) -> MemberCluster:
+    agent = AgentStatus(
+        type=names.MEMBER_AGENT,
+        last_received_heartbeat=heartbeat,
+        conditions=[
+            Condition(type=names.AGENT_JOINED_CONDITION, status="True"),
+            Condition(type=names.AGENT_HEALTHY_CONDITION, status="True"),
+        ],
+    )
+    return MemberCluster(
+        metadata=ObjectMeta(
+            name="a", labels=labels or {}, deletion_timestamp=GONE if deleting else None
+        ),
+        spec=MemberClusterSpec(taints=list(taints)),
+        status=MemberClusterStatus(
+            agent_status=[agent],
+            properties={k: PropertyValue(value=v) for k, v in (props or {}).items()},
+            resource_usage=ResourceUsage(capacity=capacity or {}),
+        ),
+    )
+
+
+GPU = Taint(key="gpu", value="true", effect="NoSchedule")
+OTHER = Taint(key="other", effect="NoSchedule")
+STALE = NOW - timedelta(minutes=10)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        pytest.param(cluster(), cluster(), False, id="identical"),
+        pytest.param(cluster({"a": "1"}), cluster({"a": "2"}), True, id="label-changed"),
+        pytest.param(cluster(taints=(GPU,)), cluster(), True, id="taint-removed"),
+        pytest.param(cluster(), cluster(taints=(GPU,)), False, id="taint-added"),
+        pytest.param(cluster(props={"p": "1"}), cluster(props={"p": "2"}), True, id="property"),
+        pytest.param(
+            cluster(props={"p": "1"}),
+            cluster(props={"p": "1", "q": "1"}),
+            True,
+            id="property-added",
+        ),
+        pytest.param(
+            cluster(capacity={"cpu": "1"}),
+            cluster(capacity={"cpu": "1000m"}),
+            False,
+            id="capacity-same-value",
+        ),
+        pytest.param(
+            cluster(capacity={"cpu": "1"}),
+            cluster(capacity={"cpu": "2"}),
+            True,
+            id="capacity-changed",
+        ),
+        pytest.param(cluster(heartbeat=STALE), cluster(), True, id="became-eligible"),
+        pytest.param(cluster(), cluster(heartbeat=STALE), False, id="became-ineligible"),
+        pytest.param(cluster({"a": "1"}), cluster({"a": "2"}, deleting=True), False, id="leaving"),
+    ],
+)
+def test_cluster_updates_that_can_change_picks(old, new, expected) -> None:
+    assert cluster_update_matters(old, new, EligibilityChecker(), NOW) is expected
+
+
+def test_cluster_events_reach_unfulfilled_and_pick_all_placements() -> None:
+    pick_n = PlacementPolicy(placement_type="PickN", number_of_clusters=2)
+    fixed = PlacementPolicy(placement_type="PickFixed", cluster_names=["a"])
+    fleet = [
+        placement("all", PlacementPolicy(placement_type="PickAll"), scheduled=("True", 1)),
+        placement("nil", None),
+        placement("n-done", pick_n, scheduled=("True", 1)),
+        placement("n-stale", pick_n, generation=2, scheduled=("True", 1)),
+        placement("n-short", pick_n, scheduled=("False", 1)),
+        placement("fixed-done", fixed, scheduled=("True", 1)),
+    ]
+    assert placements_for_cluster_event(False, fleet) == ["all", "nil", "n-stale", "n-short"]
+    assert placements_for_cluster_event(True, fleet) == [p.metadata.name for p in fleet]
