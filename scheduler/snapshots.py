@@ -55,9 +55,9 @@ from hub.types import (
 
 __all__ = [
     "InvalidPlacementError",
-    "InvalidSnapshotError",
     "MultipleLatestSnapshotsError",
     "SnapshotError",
+    "SnapshotMetadataError",
     "SnapshotSync",
     "SnapshotUpdate",
     "decode_policy_hash",
@@ -95,7 +95,7 @@ class InvalidPlacementError(SnapshotError):
     int32; it was not read from an API server, or the server did not validate it."""
 
 
-class InvalidSnapshotError(SnapshotError):
+class SnapshotMetadataError(SnapshotError):
     """A snapshot's `policy-index` label or one of its annotations is missing or not a
     non-negative integer."""
 
@@ -426,12 +426,12 @@ def policy_index(snapshot: ClusterSchedulingPolicySnapshot) -> int:
     """The snapshot's `policy-index` label as an integer.
 
     Raises:
-        InvalidSnapshotError: the label is missing, not an integer, or negative.
+        SnapshotMetadataError: the label is missing, not an integer, or negative.
     """
     raw = snapshot.metadata.labels.get(names.POLICY_INDEX_LABEL)
     index = _parse_go_int(raw)
     if index is None:
-        raise InvalidSnapshotError(
+        raise SnapshotMetadataError(
             f"policy snapshot {snapshot.name!r} has an invalid {names.POLICY_INDEX_LABEL} label "
             f"{raw!r} (want a non-negative integer); fix the label or delete the snapshot"
         )
@@ -442,7 +442,7 @@ def _annotation_int(snapshot: ClusterSchedulingPolicySnapshot, key: str) -> int:
     raw = snapshot.metadata.annotations.get(key)
     number = _parse_go_int(raw)
     if number is None:
-        raise InvalidSnapshotError(
+        raise SnapshotMetadataError(
             f"policy snapshot {snapshot.name!r} has an invalid {key} annotation {raw!r} "
             "(want a non-negative integer); fix the annotation or delete the snapshot"
         )

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Final, Self
+from typing import IO, Any, Final, Self
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
@@ -104,7 +104,7 @@ def free_port(host: str = LOOPBACK) -> int:
         return port
 
 
-def search_attribute_flags(keys: Sequence[SearchAttributeKey[object]]) -> list[str]:
+def search_attribute_flags(keys: Sequence[SearchAttributeKey[Any]]) -> list[str]:
     """`--search-attribute NAME=Type` arguments registering `keys` at dev-server start."""
     flags: list[str] = []
     for key in keys:
@@ -138,7 +138,7 @@ class DevServer:
         ui: bool = True,
         data_dir: str | os.PathLike[str] | None = None,
         namespace: str = DEFAULT_NAMESPACE,
-        search_attributes: Sequence[SearchAttributeKey[object]] = names.SEARCH_ATTRIBUTES,
+        search_attributes: Sequence[SearchAttributeKey[Any]] = names.SEARCH_ATTRIBUTES,
         binary: str | None = None,
         host: str = LOOPBACK,
         log_level: str = LOG_LEVEL,
@@ -329,7 +329,7 @@ class DevServer:
 async def ensure_search_attributes(
     client: Client,
     namespace: str,
-    keys: Sequence[SearchAttributeKey[object]] = names.SEARCH_ATTRIBUTES,
+    keys: Sequence[SearchAttributeKey[Any]] = names.SEARCH_ATTRIBUTES,
 ) -> list[str]:
     """Register whichever of `keys` `namespace` lacks; return the names it added.
 
@@ -338,7 +338,7 @@ async def ensure_search_attributes(
     the server refuses the operator call."""
     existing = await _list_search_attributes(client, namespace)
     wrong_type = [
-        f"{key.name} is {IndexedValueType.Name(existing[key.name])}, "
+        f"{key.name} is {IndexedValueType.Name(IndexedValueType.ValueType(existing[key.name]))}, "
         f"expected {_CLI_TYPE_NAMES[key.indexed_value_type]}"
         for key in keys
         if key.name in existing and existing[key.name] != int(key.indexed_value_type)
@@ -348,7 +348,11 @@ async def ensure_search_attributes(
             f"search attributes in namespace {namespace!r} have the wrong type: "
             + "; ".join(wrong_type)
         )
-    missing = {key.name: int(key.indexed_value_type) for key in keys if key.name not in existing}
+    missing = {
+        key.name: IndexedValueType.ValueType(key.indexed_value_type)
+        for key in keys
+        if key.name not in existing
+    }
     if not missing:
         return []
     try:

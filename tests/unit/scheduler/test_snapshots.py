@@ -19,8 +19,8 @@ from hub.types import (
 )
 from scheduler.snapshots import (
     InvalidPlacementError,
-    InvalidSnapshotError,
     MultipleLatestSnapshotsError,
+    SnapshotMetadataError,
     SnapshotUpdate,
     decode_policy_hash,
     encode_policy_hash,
@@ -587,63 +587,63 @@ def test_undecodable_stored_hash_rotates_instead_of_failing() -> None:
             id="two-latest",
         ),
         pytest.param(
-            placement(PICK_ALL), [snap("x")], InvalidSnapshotError, "'x'", id="index-text"
+            placement(PICK_ALL), [snap("x")], SnapshotMetadataError, "'x'", id="index-text"
         ),
         pytest.param(
-            placement(PICK_ALL), [snap(-1)], InvalidSnapshotError, "'-1'", id="index-negative"
+            placement(PICK_ALL), [snap(-1)], SnapshotMetadataError, "'-1'", id="index-negative"
         ),
         pytest.param(
-            placement(PICK_ALL), [snap(" 1")], InvalidSnapshotError, "' 1'", id="index-space"
+            placement(PICK_ALL), [snap(" 1")], SnapshotMetadataError, "' 1'", id="index-space"
         ),
         pytest.param(
-            placement(PICK_ALL), [snap("1_0")], InvalidSnapshotError, "1_0", id="index-underscore"
+            placement(PICK_ALL), [snap("1_0")], SnapshotMetadataError, "1_0", id="index-underscore"
         ),
         pytest.param(
             placement(PICK_ALL),
             [snap(None, name="web-0")],
-            InvalidSnapshotError,
+            SnapshotMetadataError,
             "None",
             id="index-missing",
         ),
         pytest.param(
             placement(PICK_ALL),
             [snap(0, latest="false"), snap("bad", latest="false")],
-            InvalidSnapshotError,
+            SnapshotMetadataError,
             "bad",
             id="unlabelled-fallback-parses-every-index",
         ),
         pytest.param(
             placement(PICK_N3),
             [snap("oops", latest="false", hash_of=None), snap(1, hash_of=None)],
-            InvalidSnapshotError,
+            SnapshotMetadataError,
             "oops",
             id="rotation-parses-every-index",
         ),
         pytest.param(
             placement(PICK_ALL),
             [snap(0, crp_generation=None)],
-            InvalidSnapshotError,
+            SnapshotMetadataError,
             names.CRP_GENERATION_ANNOTATION,
             id="generation-annotation-missing",
         ),
         pytest.param(
             placement(PICK_ALL),
             [snap(0, crp_generation="-2")],
-            InvalidSnapshotError,
+            SnapshotMetadataError,
             "'-2'",
             id="generation-annotation-negative",
         ),
         pytest.param(
             placement(PICK_N3),
             [snap(0, pol=PICK_N3)],
-            InvalidSnapshotError,
+            SnapshotMetadataError,
             names.NUMBER_OF_CLUSTERS_ANNOTATION,
             id="pick-n-without-number-annotation",
         ),
         pytest.param(
             placement(PICK_N3),
             [snap(0, pol=PICK_N3, number="three")],
-            InvalidSnapshotError,
+            SnapshotMetadataError,
             "three",
             id="pick-n-number-annotation-not-integer",
         ),

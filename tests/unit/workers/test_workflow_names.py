@@ -1,0 +1,41 @@
+"""Wire names the worker, watcher and CLI share: ids must round-trip and reject strangers."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.common import SearchAttributeIndexedValueType
+
+from workflows import names
+
+
+@pytest.mark.parametrize("placement", ["web", "a", "crp-with-dashes", "x" * 63])
+def test_workflow_id_round_trips(placement: str) -> None:
+    assert names.workflow_id(placement) == f"crp/{placement}"
+    assert names.placement_name(names.workflow_id(placement)) == placement
+
+
+@pytest.mark.parametrize("workflow_id", ["web", "crp/", "crp/ns/web", "rp/web", "temporal-sys-x"])
+def test_foreign_workflow_ids_are_rejected(workflow_id: str) -> None:
+    with pytest.raises(ValueError, match="not a placement workflow id"):
+        names.placement_name(workflow_id)
+
+
+@pytest.mark.parametrize("placement", ["", "ns/web"])
+def test_workflow_id_rejects_names_that_cannot_be_placements(placement: str) -> None:
+    with pytest.raises(ValueError, match="not a ClusterResourcePlacement name"):
+        names.workflow_id(placement)
+
+
+def test_search_attributes_have_the_documented_types() -> None:
+    types = {key.name: key.indexed_value_type for key in names.SEARCH_ATTRIBUTES}
+    assert types == {
+        "FleetPlacementName": SearchAttributeIndexedValueType.KEYWORD,
+        "FleetPlacementType": SearchAttributeIndexedValueType.KEYWORD,
+        "FleetFullyScheduled": SearchAttributeIndexedValueType.BOOL,
+    }
+
+
+def test_signal_names_are_distinct() -> None:
+    signals = (names.SIGNAL_REQUEUE, *names.WATCHER_SIGNALS)
+    assert len(set(signals)) == len(signals) == 5
+    assert names.SIGNAL_REQUEUE == "requeue" and names.QUERY_STATUS == "status"

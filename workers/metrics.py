@@ -1,0 +1,190 @@
+"""Prometheus metrics of the scheduler, named as KubeFleet names them, plus Temporal's SDK metrics.
+
+Dashboards and alerts written for KubeFleet's scheduler keep working: the cycle histogram and the
+active-workers gauge have KubeFleet's names, buckets and labels (reference section 8). Our own
+counters (cycles by placement type and outcome, binding writes, watcher events) are prefixed
+`fleet_scheduler_`. Everything lives in one `SchedulerMetrics` object handed to the activities
+and the watcher, not in module globals, so tests get a fresh registry each.
+
+Temporal's SDK metrics (task latencies, poll counts, sticky cache) are produced by the SDK's Rust
+core, which serves them on its own Prometheus endpoint. `sdk_metrics_runtime` binds that endpoint
+to a free loopback port, and `SchedulerMetrics.exposition` appends its text to ours, so a single
+`/metrics` scrape returns both."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final, Literal, get_args
+
+import aiohttp
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+
+from workers.devserver import LOOPBACK, free_port
+
+__all__ = [
+    "BINDING_WRITES",
+    "CYCLE_DURATION_BUCKETS_MS",
+    "CYCLE_OUTCOMES",
+    "BindingWrite",
+    "CycleOutcome",
+    "SchedulerMetrics",
+    "sdk_metrics_runtime",
+]
+
+# KubeFleet's histogram buckets (pkg/metrics/hub/metrics.go), in milliseconds.
+CYCLE_DURATION_BUCKETS_MS: Final = (10, 50, 100, 500, 1000, 5000, 10000, 50000)
+SDK_SCRAPE_TIMEOUT_S: Final = 2.0
+
+CycleOutcome = Literal["success", "requeue", "error", "unexpected"]
+"""How a cycle ended (reference 3.2): done; done and wants another turn now; failed and will be
+retried with backoff; failed in a way retrying cannot fix (waits for the next event)."""
+CYCLE_OUTCOMES: Final = get_args(CycleOutcome)
+
+# KubeFleet's (is_failed, needs_requeue) label values for each outcome, from the table in 3.2.
+_CYCLE_LABELS: Final[dict[str, tuple[str, str]]] = {
+    "success": ("false", "false"),
+    "requeue": ("false", "true"),
+    "error": ("true", "true"),
+    "unexpected": ("true", "false"),
+}
+
+BindingWrite = Literal["create", "patch", "unschedule", "remove_finalizer", "delete"]
+BINDING_WRITES: Final = get_args(BindingWrite)
+
+
+class SchedulerMetrics:
+    """The scheduler's metric families in one registry. Thread-safe (prometheus_client is), so
+    activities running in a thread pool can share one instance.
+
+    Label values come from closed sets (`CycleOutcome`, `BindingWrite`, placement types, watched
+    kinds); unknown values raise ValueError instead of growing the series count."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        sdk_metrics_url: str | None = None,
+        process_metrics: bool = True,
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.sdk_metrics_url = sdk_metrics_url
+        if process_metrics:
+            ProcessCollector(registry=self.registry)
+            PlatformCollector(registry=self.registry)
+            GCCollector(registry=self.registry)
+        self.cycle_duration = Histogram(
+            "scheduling_cycle_duration_milliseconds",
+            "The duration of a scheduling cycle run in milliseconds.",
+            ["is_failed", "needs_requeue"],
+            buckets=CYCLE_DURATION_BUCKETS_MS,
+            registry=self.registry,
+        )
+        self.active_workers = Gauge(
+            "scheduling_active_workers",
+            "Number of currently running scheduling loop.",
+            registry=self.registry,
+        )
+        self.cycles = Counter(
+            "fleet_scheduler_cycles",
+            "Scheduling cycles run, by placement type and outcome.",
+            ["placement_type", "outcome"],
+            registry=self.registry,
+        )
+        self.binding_writes = Counter(
+            "fleet_scheduler_binding_writes",
+            "Writes to ClusterResourceBindings, by operation.",
+            ["operation"],
+            registry=self.registry,
+        )
+        self.watcher_events = Counter(
+            "fleet_scheduler_watcher_events",
+            "Watch events seen by the watcher, by kind, event type and whether they reached a "
+            "placement workflow.",
+            ["kind", "event", "action"],
+            registry=self.registry,
+        )
+
+    def observe_cycle(
+        self, duration_ms: float, *, placement_type: str, outcome: CycleOutcome
+    ) -> None:
+        """Record one framework cycle: KubeFleet's histogram plus our outcome counter."""
+        if outcome not in _CYCLE_LABELS:
+            raise ValueError(f"unknown cycle outcome {outcome!r}; expected one of {CYCLE_OUTCOMES}")
+        is_failed, needs_requeue = _CYCLE_LABELS[outcome]
+        self.cycle_duration.labels(is_failed=is_failed, needs_requeue=needs_requeue).observe(
+            duration_ms
+        )
+        self.cycles.labels(placement_type=placement_type, outcome=outcome).inc()
+
+    def count_binding_writes(self, operation: BindingWrite, count: int = 1) -> None:
+        if operation not in BINDING_WRITES:
+            raise ValueError(
+                f"unknown binding write {operation!r}; expected one of {BINDING_WRITES}"
+            )
+        if count:
+            self.binding_writes.labels(operation=operation).inc(count)
+
+    def count_watcher_event(self, kind: str, event: str, action: str) -> None:
+        """One watch event: `kind` of object, `event` (ADDED, MODIFIED, DELETED, ...), and
+        `action` (e.g. "signalled", "filtered")."""
+        self.watcher_events.labels(kind=kind, event=event, action=action).inc()
+
+    @contextmanager
+    def active_worker(self) -> Iterator[None]:
+        """Count a placement being processed for the duration of the block (KubeFleet's gauge)."""
+        self.active_workers.inc()
+        try:
+            yield
+        finally:
+            self.active_workers.dec()
+
+    def render(self) -> bytes:
+        """Our metrics in the Prometheus text format."""
+        return generate_latest(self.registry)
+
+    async def exposition(self, session: aiohttp.ClientSession | None = None) -> bytes:
+        """Our metrics followed by the Temporal SDK's, as one Prometheus text document.
+
+        If the SDK endpoint cannot be read, ours are still served, with a comment saying why."""
+        own = self.render()
+        if self.sdk_metrics_url is None:
+            return own
+        try:
+            sdk = await self._fetch_sdk(self.sdk_metrics_url, session)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            note = f"# Temporal SDK metrics unavailable from {self.sdk_metrics_url}: {exc!r}\n"
+            return own + note.encode()
+        return own + (sdk if sdk.endswith(b"\n") or not sdk else sdk + b"\n")
+
+    @staticmethod
+    async def _fetch_sdk(url: str, session: aiohttp.ClientSession | None) -> bytes:
+        if session is None:
+            async with aiohttp.ClientSession() as own_session:
+                return await SchedulerMetrics._fetch_sdk(url, own_session)
+        async with asyncio.timeout(SDK_SCRAPE_TIMEOUT_S):
+            async with session.get(url) as response:
+                response.raise_for_status()
+                return await response.read()
+
+
+def sdk_metrics_runtime(host: str = LOOPBACK, port: int | None = None) -> tuple[Runtime, str]:
+    """A Temporal `Runtime` whose SDK metrics are served on `host:port` (a free port by default),
+    and the URL to scrape them from. Pass the runtime to `Client.connect(runtime=...)`; create
+    one per process (the port stays bound for the runtime's life)."""
+    port = port if port is not None else free_port(host)
+    runtime = Runtime(
+        telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=f"{host}:{port}"))
+    )
+    return runtime, f"http://{host}:{port}/metrics"
