@@ -1,0 +1,267 @@
+"""DevHub: one devhub server on its own thread and event loop, usable from any test.
+
+Sync tests, async tests on pytest-asyncio's loop, the CLI and the benchmarks all drive the same
+object: `DevHub(...).start()` returns once the port is bound, `stop()` returns once every
+connection is closed. The store lives on the server thread; `call()` runs a function there, which
+is how `reset()` and the sample fleet touch it without locks."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import secrets
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, TypeVar
+
+import yaml
+from aiohttp import web
+
+from devhub.faults import Faults, Stats
+from devhub.persistence import SqliteStore
+from devhub.resources import load_resources
+from devhub.server import Api
+from devhub.store import DEFAULT_WATCH_WINDOW, Store
+
+__all__ = ["DEFAULT_BOOKMARK_INTERVAL", "DEFAULT_WATCH_WINDOW", "DevHub"]
+
+log = logging.getLogger("devhub")
+T = TypeVar("T")
+
+DEFAULT_BOOKMARK_INTERVAL: Final = 60.0
+START_TIMEOUT: Final = 30.0
+STOP_TIMEOUT: Final = 10.0
+SHUTDOWN_GRACE: Final = 1.0
+CONTEXT_NAME: Final = "devhub"
+
+
+class DevHub:
+    """A local Kubernetes-compatible hub API server for the fleet CRDs.
+
+    Args:
+        host: interface to bind; loopback unless you mean to share it.
+        port: 0 picks a free port (see `.port` / `.url` after start).
+        data_dir: keep objects in SQLite there across restarts; None keeps them in memory.
+        token: the bearer token clients must send; a random one when None.
+        watch_window: how many recent events a watch can resume from (older: 410 Expired).
+        bookmark_interval: seconds between BOOKMARK events on watches that allow them.
+        crd_dir: the CRD manifests to serve (default: the repo's deploy/crds).
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        data_dir: Path | str | None = None,
+        token: str | None = None,
+        watch_window: int = DEFAULT_WATCH_WINDOW,
+        *,
+        bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
+        crd_dir: Path | None = None,
+        fault_seed: int | None = None,
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.token = token or secrets.token_urlsafe(32)
+        self.watch_window = watch_window
+        self.bookmark_interval = bookmark_interval
+        self.crd_dir = crd_dir
+        self.faults = Faults(seed=fault_seed)
+        self.stats = Stats()
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._store: Store | None = None
+        self._api: Api | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> DevHub:
+        if self._thread is not None:
+            raise RuntimeError("this DevHub is already started")
+        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), name=f"devhub-{self.host}", daemon=True
+        )
+        self._thread.start()
+        try:
+            ready.result(timeout=START_TIMEOUT)
+        except BaseException:
+            self._thread.join(timeout=STOP_TIMEOUT)
+            self._thread = None
+            raise
+        return self
+
+    def _run(self, ready: concurrent.futures.Future[None]) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._startup())
+        except BaseException as exc:
+            ready.set_exception(exc)
+            loop.run_until_complete(self._shutdown())
+            loop.close()
+            return
+        ready.set_result(None)
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(self._shutdown())
+            loop.close()
+
+    async def _startup(self) -> None:
+        persistence = SqliteStore(self.data_dir) if self.data_dir is not None else None
+        self._store = Store(
+            load_resources(self.crd_dir).values(),
+            watch_window=self.watch_window,
+            persistence=persistence,
+        )
+        self._api = Api(
+            self._store,
+            token=self.token,
+            faults=self.faults,
+            stats=self.stats,
+            bookmark_interval=self.bookmark_interval,
+            server_address=lambda: f"{self.host}:{self.port}",
+        )
+        self._runner = web.AppRunner(
+            self._api.app(),
+            handle_signals=False,
+            access_log=None,
+            handler_cancellation=True,
+            shutdown_timeout=SHUTDOWN_GRACE,
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self._requested_port)
+        await site.start()
+        server = getattr(site, "_server", None)
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else self._requested_port
+
+    async def _shutdown(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._api is not None:
+            self._api.closing = True
+        if self._store is not None:
+            for watcher in list(getattr(self._store, "_watchers", ())):
+                watcher.close("server shutting down")
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._store is not None:
+            self._store.close()
+
+    def stop(self) -> None:
+        """Stop serving, close every connection and the data file. Safe to call twice."""
+        thread, loop = self._thread, self._loop
+        if thread is None or loop is None:
+            return
+        if loop.is_running():
+            loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=STOP_TIMEOUT)
+        self._thread = None
+        self._loop = None
+
+    def __enter__(self) -> DevHub:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # --- access ----------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        if not self.port:
+            raise RuntimeError("DevHub is not started: call start() first")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def call(self, fn: Callable[[Store], T], timeout: float = STOP_TIMEOUT) -> T:
+        """Run `fn(store)` on the server thread and return its result."""
+        loop = self._loop
+        if loop is None or self._store is None:
+            raise RuntimeError("DevHub is not started: call start() first")
+        store = self._store
+
+        async def run() -> T:
+            return fn(store)
+
+        if threading.current_thread() is self._thread:
+            return fn(store)
+        return asyncio.run_coroutine_threadsafe(run(), loop).result(timeout)
+
+    @property
+    def resource_version(self) -> int:
+        """The cluster-wide resourceVersion of the last write."""
+        return self.call(lambda store: store.rv)
+
+    def reset(self) -> None:
+        """Drop every object, end open watches, clear faults and stats.
+
+        resourceVersions stay monotonic, so a client holding an old one gets 410, not a lie."""
+        self.faults.clear()
+        self.call(lambda store: store.reset())
+        self.stats.clear()
+
+    def kubeconfig(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": CONTEXT_NAME, "cluster": {"server": self.url}}],
+            "users": [{"name": CONTEXT_NAME, "user": {"token": self.token}}],
+            "contexts": [{
+                "name": CONTEXT_NAME,
+                "context": {"cluster": CONTEXT_NAME, "user": CONTEXT_NAME},
+            }],
+            "current-context": CONTEXT_NAME,
+            "preferences": {},
+        }
+
+    def write_kubeconfig(self, path: Path | str) -> Path:
+        """Write a kubeconfig for this hub (server URL and token) to `path`, mode 0600."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.touch(mode=0o600, exist_ok=True)
+        target.chmod(0o600)
+        target.write_text(yaml.safe_dump(self.kubeconfig(), sort_keys=False), encoding="utf-8")
+        return target
+
+    # --- sample fleet ----------------------------------------------------------------------
+
+    def load_sample_fleet(
+        self, path: Path | None = None, *, heartbeat_interval: float | None = 60.0
+    ) -> list[str]:
+        """Create the sample MemberClusters (when missing) and keep their heartbeats fresh.
+
+        Returns the cluster names. With `heartbeat_interval=None` heartbeats are written once."""
+        from devhub import sample
+
+        documents = sample.read_fleet(path)
+        names = self.call(lambda store: sample.apply_fleet(store, documents))
+        if heartbeat_interval is not None:
+            loop = self._loop
+            assert loop is not None
+
+            def schedule() -> None:
+                store = self._store
+                assert store is not None
+                task = loop.create_task(sample.keep_heartbeats(store, names, heartbeat_interval))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+            loop.call_soon_threadsafe(schedule)
+        return names

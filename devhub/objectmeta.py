@@ -1,0 +1,196 @@
+"""ObjectMeta: the part of every object the API server validates itself, not the CRD schema.
+
+A CRD's schema says only `metadata: {type: object}`; kube-apiserver decodes metadata into its
+typed ObjectMeta, so unknown metadata fields vanish and names, labels, annotations and finalizers
+are checked by the rules below (apimachinery `validation/objectmeta.go`). The same name and label
+rules serve the selector parser."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from devhub.errors import Cause
+
+__all__ = [
+    "KNOWN_FIELDS",
+    "label_key_error",
+    "label_value_error",
+    "normalize_metadata",
+    "subdomain_error",
+]
+
+KNOWN_FIELDS: Final = frozenset({
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+})
+MAX_NAME_LENGTH: Final = 253
+MAX_LABEL_NAME_LENGTH: Final = 63
+MAX_ANNOTATIONS_BYTES: Final = 256 * 1024
+_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUALIFIED_NAME: Final = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+SUBDOMAIN_HINT: Final = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
+    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+QUALIFIED_HINT: Final = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+    "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used "
+    "for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+LABEL_VALUE_HINT: Final = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+    "'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?"
+    "[A-Za-z0-9])?')"
+)
+
+
+def subdomain_error(name: str) -> str | None:
+    """Why `name` is not a DNS-1123 subdomain, or None when it is one."""
+    if len(name) > MAX_NAME_LENGTH:
+        return f"must be no more than {MAX_NAME_LENGTH} characters"
+    if not _SUBDOMAIN.match(name):
+        return SUBDOMAIN_HINT
+    return None
+
+
+def label_key_error(key: str) -> str | None:
+    """Why `key` is not a qualified name (`[prefix/]name`), or None."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and not prefix:
+        return "prefix part must be non-empty"
+    if prefix and (err := subdomain_error(prefix)):
+        return f"prefix part {err}"
+    if not name:
+        return "name part must be non-empty"
+    if len(name) > MAX_LABEL_NAME_LENGTH:
+        return f"name part must be no more than {MAX_LABEL_NAME_LENGTH} characters"
+    if not _QUALIFIED_NAME.match(name):
+        return QUALIFIED_HINT
+    return None
+
+
+def label_value_error(value: str) -> str | None:
+    if len(value) > MAX_LABEL_NAME_LENGTH:
+        return f"must be no more than {MAX_LABEL_NAME_LENGTH} characters"
+    if value and not _QUALIFIED_NAME.match(value):
+        return LABEL_VALUE_HINT
+    return None
+
+
+def _string_map(
+    meta: Mapping[str, Any], key: str, causes: list[Cause], *, labels: bool
+) -> None:
+    value = meta.get(key)
+    if value is None:
+        return
+    path = f"metadata.{key}"
+    if not isinstance(value, dict):
+        causes.append(Cause("FieldValueTypeInvalid",
+                            f"Invalid value: {type(value).__name__}: must be a map of strings",
+                            path))
+        return
+    total = 0
+    for name, item in value.items():
+        if not isinstance(item, str):
+            causes.append(Cause("FieldValueTypeInvalid",
+                                f"Invalid value: {item!r}: must be a string", f"{path}[{name}]"))
+            continue
+        if err := label_key_error(name):
+            causes.append(Cause("FieldValueInvalid", f'Invalid value: "{name}": {err}', path))
+        if labels and (err := label_value_error(item)):
+            causes.append(Cause("FieldValueInvalid", f'Invalid value: "{item}": {err}',
+                                f"{path}[{name}]"))
+        total += len(name) + len(item)
+    if not labels and total > MAX_ANNOTATIONS_BYTES:
+        causes.append(Cause("FieldValueTooLong",
+                            f"Too long: may not be more than {MAX_ANNOTATIONS_BYTES} bytes", path))
+
+
+def _finalizers(meta: Mapping[str, Any], causes: list[Cause]) -> None:
+    value = meta.get("finalizers")
+    if value is None:
+        return
+    if not isinstance(value, list):
+        causes.append(Cause("FieldValueTypeInvalid",
+                            "Invalid value: must be a list of strings", "metadata.finalizers"))
+        return
+    for index, item in enumerate(value):
+        path = f"metadata.finalizers[{index}]"
+        if not isinstance(item, str):
+            causes.append(Cause("FieldValueTypeInvalid", f"Invalid value: {item!r}: must be a "
+                                "string", path))
+        elif err := label_key_error(item):
+            causes.append(Cause("FieldValueInvalid", f'Invalid value: "{item}": {err}', path))
+
+
+def _owner_references(meta: Mapping[str, Any], causes: list[Cause]) -> None:
+    value = meta.get("ownerReferences")
+    if value is None:
+        return
+    if not isinstance(value, list):
+        causes.append(Cause("FieldValueTypeInvalid", "Invalid value: must be a list",
+                            "metadata.ownerReferences"))
+        return
+    for index, ref in enumerate(value):
+        path = f"metadata.ownerReferences[{index}]"
+        if not isinstance(ref, dict):
+            causes.append(Cause("FieldValueTypeInvalid", "Invalid value: must be an object", path))
+            continue
+        for key in ("apiVersion", "kind", "name", "uid"):
+            if not isinstance(ref.get(key), str) or not ref.get(key):
+                causes.append(Cause("FieldValueRequired", "Required value", f"{path}.{key}"))
+
+
+_STRING_FIELDS: Final = ("name", "generateName", "namespace", "uid", "resourceVersion")
+
+
+def normalize_metadata(raw: Any, pruned: list[str]) -> tuple[dict[str, Any], list[Cause]]:
+    """Known ObjectMeta fields of `raw` (unknown ones reported in `pruned`) and type errors.
+
+    The name rules are applied by the caller, because generateName may still supply a name."""
+    if raw is None:
+        return {}, []
+    if not isinstance(raw, dict):
+        return {}, [Cause("FieldValueTypeInvalid", "Invalid value: must be an object", "metadata")]
+    causes: list[Cause] = []
+    meta: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in KNOWN_FIELDS:
+            pruned.append(f"metadata.{key}")
+        elif value is not None:
+            meta[key] = value
+    for key in _STRING_FIELDS:
+        if key in meta and not isinstance(meta[key], str):
+            causes.append(Cause("FieldValueTypeInvalid",
+                                f"Invalid value: {meta[key]!r}: must be a string",
+                                f"metadata.{key}"))
+    _string_map(meta, "labels", causes, labels=True)
+    _string_map(meta, "annotations", causes, labels=False)
+    _finalizers(meta, causes)
+    _owner_references(meta, causes)
+    for key in ("labels", "annotations"):
+        if meta.get(key) == {}:
+            del meta[key]
+    for key in ("finalizers", "ownerReferences"):
+        if meta.get(key) == []:
+            del meta[key]
+    meta.pop("managedFields", None)  # devhub does not track field managers
+    meta.pop("selfLink", None)
+    return meta, causes

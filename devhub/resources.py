@@ -1,0 +1,111 @@
+"""The kinds devhub serves, read from the CRD manifests in deploy/crds.
+
+devhub serves exactly what a hub would have installed: the generated CRD files. When they are
+missing (an installed wheel without the repo), it generates the same CRDs from `hub.crds`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from hub import crds
+
+__all__ = ["DEFAULT_CRD_DIR", "Column", "Resource", "load_resources", "resource_from_crd"]
+
+DEFAULT_CRD_DIR: Final = Path(__file__).resolve().parent.parent / "deploy" / "crds"
+VERBS: Final = ("delete", "deletecollection", "get", "list", "patch", "create", "update", "watch")
+STATUS_VERBS: Final = ("get", "patch", "update")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    json_path: str
+    description: str = ""
+    priority: int = 0
+    format: str = ""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One served kind: its API coordinates, schema and printer columns."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    singular: str
+    list_kind: str
+    short_names: tuple[str, ...]
+    categories: tuple[str, ...]
+    namespaced: bool
+    schema: Mapping[str, Any]
+    columns: tuple[Column, ...]
+    status_subresource: bool
+    crd: Mapping[str, Any] = field(repr=False)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def group_resource(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+
+def resource_from_crd(crd: Mapping[str, Any]) -> Resource:
+    spec = crd["spec"]
+    names = spec["names"]
+    version = next(v for v in spec["versions"] if v.get("storage", True))
+    columns = tuple(
+        Column(
+            name=col["name"],
+            type=col["type"],
+            json_path=col["jsonPath"],
+            description=col.get("description", ""),
+            priority=int(col.get("priority", 0)),
+            format=col.get("format", ""),
+        )
+        for col in version.get("additionalPrinterColumns", ())
+    )
+    return Resource(
+        group=spec["group"],
+        version=version["name"],
+        kind=names["kind"],
+        plural=names["plural"],
+        singular=names.get("singular", names["kind"].lower()),
+        list_kind=names.get("listKind", names["kind"] + "List"),
+        short_names=tuple(names.get("shortNames", ())),
+        categories=tuple(names.get("categories", ())),
+        namespaced=spec.get("scope") == "Namespaced",
+        schema=version["schema"]["openAPIV3Schema"],
+        columns=columns,
+        status_subresource="status" in (version.get("subresources") or {}),
+        crd=crd,
+    )
+
+
+def _crd_documents(crd_dir: Path) -> Iterable[Mapping[str, Any]]:
+    files = sorted(crd_dir.glob("*.yaml")) if crd_dir.is_dir() else []
+    if not files:
+        for text in crds.generate().values():
+            yield yaml.safe_load(text)
+        return
+    for path in files:
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                yield doc
+
+
+def load_resources(crd_dir: Path | None = None) -> dict[tuple[str, str], Resource]:
+    """(group, plural) -> Resource for every CRD in `crd_dir` (default: the repo's deploy/crds)."""
+    resources = {}
+    for doc in _crd_documents(crd_dir or DEFAULT_CRD_DIR):
+        resource = resource_from_crd(doc)
+        resources[(resource.group, resource.plural)] = resource
+    return resources

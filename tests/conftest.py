@@ -1,0 +1,48 @@
+"""Fixtures shared by every test: devhub, the local hub API server, over real HTTP.
+
+- `devhub`: one in-memory DevHub for the whole session (not autouse; tests that need a hub ask).
+- `hub_kubeconfig`: resets that DevHub (no objects, no faults, no stats) and returns a kubeconfig
+  for it, so each test starts from an empty hub without paying for a new server.
+- `devhub_factory`: makes extra DevHubs (e.g. durable ones with `data_dir`, or a small
+  `watch_window`) and stops them at teardown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devhub import DevHub
+
+# Bookmarks every half second keep bookmark tests fast; nothing else depends on it.
+TEST_BOOKMARK_INTERVAL = 0.5
+
+
+@pytest.fixture(scope="session")
+def devhub() -> Iterator[DevHub]:
+    with DevHub(bookmark_interval=TEST_BOOKMARK_INTERVAL) as hub:
+        yield hub
+
+
+@pytest.fixture
+def hub_kubeconfig(devhub: DevHub, tmp_path: Path) -> Path:
+    devhub.reset()
+    return devhub.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+@pytest.fixture
+def devhub_factory(tmp_path: Path) -> Iterator[Callable[..., DevHub]]:
+    started: list[DevHub] = []
+
+    def make(**kwargs: Any) -> DevHub:
+        kwargs.setdefault("bookmark_interval", TEST_BOOKMARK_INTERVAL)
+        hub = DevHub(**kwargs).start()
+        started.append(hub)
+        return hub
+
+    yield make
+    for hub in reversed(started):
+        hub.stop()
