@@ -1,0 +1,109 @@
+"""Cluster eligibility: may a member cluster receive new placements right now?
+
+Reference section 6, after KubeFleet's `pkg/scheduler/clustereligibilitychecker/checker.go`.
+Used by the ClusterEligibility filter, by PickFixed and by the member-cluster watcher, so the
+reasons are user-visible decision text and must read exactly as KubeFleet's.
+
+"now" is an argument, never a clock read, so a cycle stays a pure function of its inputs. Go
+measures elapsed time as a `time.Duration` (int64 nanoseconds, saturating), and a missing
+timestamp is Go's zero time (year 1), which saturates to about 153722867.28 minutes; we
+reproduce both so the minutes in a reason are the same figures KubeFleet would write."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hub import names
+from hub.types import MemberCluster
+
+__all__ = [
+    "DEFAULT_HEALTH_TIMEOUT",
+    "DEFAULT_HEARTBEAT_TIMEOUT",
+    "REASON_AGENT_NOT_JOINED",
+    "REASON_AGENT_NOT_ONLINE",
+    "REASON_HEALTH_UNKNOWN",
+    "REASON_LEFT_FLEET",
+    "REASON_NO_RECENT_HEARTBEAT",
+    "REASON_UNHEALTHY",
+    "EligibilityChecker",
+]
+
+DEFAULT_HEARTBEAT_TIMEOUT = timedelta(minutes=5)
+DEFAULT_HEALTH_TIMEOUT = timedelta(minutes=5)
+
+_NOT_CONNECTED = "cluster is not connected to the fleet: "
+REASON_LEFT_FLEET = "cluster has left the fleet"
+REASON_AGENT_NOT_ONLINE = _NOT_CONNECTED + "member agent not online yet"
+REASON_NO_RECENT_HEARTBEAT = (
+    _NOT_CONNECTED + "no recent heartbeat signals (last received {minutes:.2f} minutes ago)"
+)
+REASON_AGENT_NOT_JOINED = _NOT_CONNECTED + "member agent not joined yet"
+REASON_HEALTH_UNKNOWN = _NOT_CONNECTED + "health condition from member agent is not available"
+REASON_UNHEALTHY = (
+    _NOT_CONNECTED
+    + "unhealthy for a prolonged period of time (last transitioned {minutes:.2f} minutes ago)"
+)
+
+_GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
+_MAX_DURATION_NS = (1 << 63) - 1
+_MIN_DURATION_NS = -(1 << 63)
+_NS_PER_MINUTE = 60_000_000_000
+
+
+class EligibilityChecker:
+    """Checks the six conditions of reference section 6, in order; the first failure decides.
+
+    Stateless apart from its two timeouts, so one instance may serve every cycle."""
+
+    def __init__(
+        self,
+        heartbeat_timeout: timedelta = DEFAULT_HEARTBEAT_TIMEOUT,
+        health_timeout: timedelta = DEFAULT_HEALTH_TIMEOUT,
+    ) -> None:
+        self._heartbeat_timeout_ns = _timedelta_ns(heartbeat_timeout)
+        self._health_timeout_ns = _timedelta_ns(health_timeout)
+
+    def check(self, cluster: MemberCluster, now: datetime) -> str | None:
+        """None if the cluster is eligible, else KubeFleet's ineligibility reason."""
+        if cluster.metadata.deletion_timestamp is not None:
+            return REASON_LEFT_FLEET
+        agent = cluster.status.agent(names.MEMBER_AGENT)
+        if agent is None:
+            return REASON_AGENT_NOT_ONLINE
+        since_heartbeat = _since(agent.last_received_heartbeat, now)
+        if since_heartbeat > self._heartbeat_timeout_ns:
+            return REASON_NO_RECENT_HEARTBEAT.format(minutes=_go_minutes(since_heartbeat))
+        joined = agent.condition(names.AGENT_JOINED_CONDITION)
+        if joined is None or joined.status != names.TRUE:
+            return REASON_AGENT_NOT_JOINED
+        healthy = agent.condition(names.AGENT_HEALTHY_CONDITION)
+        if healthy is None:
+            return REASON_HEALTH_UNKNOWN
+        since_transition = _since(healthy.last_transition_time, now)
+        if healthy.status != names.TRUE and since_transition > self._health_timeout_ns:
+            return REASON_UNHEALTHY.format(minutes=_go_minutes(since_transition))
+        return None
+
+
+def _aware(moment: datetime) -> datetime:
+    # Hub timestamps are RFC 3339 with a zone; a naive value can only come from a caller, and
+    # Kubernetes times are UTC.
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _timedelta_ns(delta: timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+
+
+def _since(moment: datetime | None, now: datetime) -> int:
+    """Go's time.Since in nanoseconds, saturating like time.Time.Sub; None is Go's zero time."""
+    elapsed = _timedelta_ns(_aware(now) - _aware(moment or _GO_ZERO_TIME))
+    return max(_MIN_DURATION_NS, min(_MAX_DURATION_NS, elapsed))
+
+
+def _go_minutes(duration_ns: int) -> float:
+    """Go's Duration.Minutes(): whole minutes plus the remainder, truncating toward zero."""
+    whole = abs(duration_ns) // _NS_PER_MINUTE
+    rest = abs(duration_ns) % _NS_PER_MINUTE
+    sign = -1 if duration_ns < 0 else 1
+    return float(sign * whole) + float(sign * rest) / 60e9
