@@ -1,0 +1,1 @@
+"""The scheduling framework: pure, deterministic, no I/O."""

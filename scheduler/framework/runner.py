@@ -1,0 +1,283 @@
+"""Runs a profile's plugins through the extension points of one cycle (reference 4.3).
+
+KubeFleet filters and scores clusters on 4 goroutines; the result does not depend on it because
+every later step sorts. We run sequentially: same results, no threads, and a plugin that fails is
+reported deterministically (the first failing cluster in input order, not whichever goroutine
+lost the race).
+
+Every call into a plugin goes through this module, so this is the one place where a plugin that
+raises, or returns a code its stage does not allow, becomes a `PluginError` naming the plugin and
+the stage. A plugin returning `None` counts as SUCCESS, as a nil status does in KubeFleet."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.framework.cycle import CycleState
+from scheduler.framework.errors import PluginError
+from scheduler.framework.profile import Profile, ScoreMode
+from scheduler.framework.score import ClusterScore
+from scheduler.framework.status import Code, Status
+
+__all__ = [
+    "FILTER",
+    "POST_BATCH",
+    "PRE_FILTER",
+    "PRE_SCORE",
+    "SCORE",
+    "FilterResult",
+    "Filtered",
+    "Runner",
+    "ScoredCluster",
+]
+
+# Stage names as they appear in PluginError messages (KubeFleet's extension point names).
+POST_BATCH = "PostBatch"
+PRE_FILTER = "PreFilter"
+FILTER = "Filter"
+PRE_SCORE = "PreScore"
+SCORE = "Score"
+
+_SUCCESS = Code.SUCCESS
+_SKIP = Code.SKIP
+_UNSCHEDULABLE = Code.CLUSTER_UNSCHEDULABLE
+_ALREADY_SELECTED = Code.CLUSTER_ALREADY_SELECTED
+
+FinalCheck = Callable[[MemberCluster], Status | None]
+"""A framework check run after every filter plugin passed a cluster (None = pass)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Filtered:
+    """A cluster the Filter stage rejected, with the status (stamped with its plugin)."""
+
+    cluster: MemberCluster
+    status: Status
+
+    @property
+    def name(self) -> str:
+        return self.cluster.metadata.name
+
+
+@dataclass(slots=True)
+class FilterResult:
+    passed: list[MemberCluster] = field(default_factory=list)
+    filtered: list[Filtered] = field(default_factory=list)
+    already_selected: list[str] = field(default_factory=list)
+    not_evaluated: int = 0
+    """Clusters never looked at because enough feasible ones were found (percentage mode)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredCluster:
+    """A cluster that passed Filter, with its summed score.
+
+    `total` is the weighted sum in `ScoreMode.WEIGHTED_SUM` and None otherwise; `key` is what
+    ranking compares, the cluster name last so that equal scores favour the larger name."""
+
+    cluster: MemberCluster
+    score: ClusterScore
+    total: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.cluster.metadata.name
+
+    @property
+    def key(self) -> tuple[int | str, ...]:
+        if self.total is not None:
+            return (self.total, self.name)
+        s = self.score
+        return (
+            s.topology_spread_score,
+            s.affinity_score,
+            s.obsolete_placement_affinity_score,
+            self.name,
+        )
+
+
+def _code(status: Status | None) -> Code:
+    return _SUCCESS if status is None else status.code
+
+
+class Runner:
+    """Executes one profile. Stateless between cycles; build one per profile and reuse it."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+
+    # -- helpers --------------------------------------------------------------------------
+
+    @staticmethod
+    def _fail(plugin: str, stage: str, status: Status | None, what: str) -> PluginError:
+        if status is not None and status.code is Code.INTERNAL_ERROR:
+            return PluginError(plugin, stage, str(status))
+        return PluginError(plugin, stage, f"returned {what}, which {stage} does not allow")
+
+    @staticmethod
+    def _raised(plugin: str, stage: str, exc: Exception) -> PluginError:
+        return PluginError(plugin, stage, f"raised {type(exc).__name__}: {exc}")
+
+    # -- PostBatch ------------------------------------------------------------------------
+
+    def post_batch(
+        self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot, desired: int
+    ) -> int:
+        """The batch size limit: the smallest valid plugin limit, at most `desired`."""
+        limit = desired
+        for plugin in self.profile.post_batch:
+            try:
+                result = plugin.post_batch(state, snapshot)
+            except Exception as exc:  # a plugin bug must fail the cycle, not the process
+                raise self._raised(plugin.name, POST_BATCH, exc) from exc
+            if not (isinstance(result, tuple) and len(result) == 2):
+                raise PluginError(
+                    plugin.name, POST_BATCH, f"returned {result!r}, not (limit, Status)"
+                )
+            candidate, status = result
+            code = _code(status)
+            if code is _SUCCESS:
+                if not isinstance(candidate, int) or isinstance(candidate, bool):
+                    raise PluginError(plugin.name, POST_BATCH, f"returned limit {candidate!r}")
+                if 0 <= candidate < limit:
+                    limit = candidate
+            elif code is not _SKIP:
+                raise self._fail(plugin.name, POST_BATCH, status, code.value)
+        return limit
+
+    # -- PreFilter / PreScore -------------------------------------------------------------
+
+    def pre_filter(
+        self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
+    ) -> frozenset[str]:
+        """Runs PreFilter; returns the names of plugins whose Filter is skipped this cycle."""
+        skipped: set[str] = set()
+        for plugin in self.profile.pre_filter:
+            try:
+                status = plugin.pre_filter(state, snapshot)
+            except Exception as exc:  # see post_batch
+                raise self._raised(plugin.name, PRE_FILTER, exc) from exc
+            code = _code(status)
+            if code is _SKIP:
+                skipped.add(plugin.name)
+            elif code is not _SUCCESS:
+                raise self._fail(plugin.name, PRE_FILTER, status, code.value)
+        return frozenset(skipped)
+
+    def pre_score(
+        self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
+    ) -> frozenset[str]:
+        """Runs PreScore; returns the names of plugins whose Score is skipped this cycle."""
+        skipped: set[str] = set()
+        for plugin in self.profile.pre_score:
+            try:
+                status = plugin.pre_score(state, snapshot)
+            except Exception as exc:  # see post_batch
+                raise self._raised(plugin.name, PRE_SCORE, exc) from exc
+            code = _code(status)
+            if code is _SKIP:
+                skipped.add(plugin.name)
+            elif code is not _SUCCESS:
+                raise self._fail(plugin.name, PRE_SCORE, status, code.value)
+        return frozenset(skipped)
+
+    # -- Filter ---------------------------------------------------------------------------
+
+    def filter(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        clusters: Sequence[MemberCluster],
+        skipped: frozenset[str],
+        *,
+        final_check: FinalCheck | None = None,
+        final_check_name: str = "",
+        enough: int | None = None,
+    ) -> FilterResult:
+        """Filters `clusters` in order; the first non-SUCCESS plugin decides a cluster's fate.
+
+        `enough` (percentage mode, PickN only) stops as soon as that many clusters passed; the
+        rest are counted in `not_evaluated`."""
+        chain = [(p.name, p.filter) for p in self.profile.filter if p.name not in skipped]
+        result = FilterResult()
+        passed = result.passed
+        for index, cluster in enumerate(clusters):
+            if enough is not None and len(passed) >= enough:
+                result.not_evaluated = len(clusters) - index
+                break
+            rejected = False
+            for name, fn in chain:
+                try:
+                    status = fn(state, snapshot, cluster)
+                    code = _SUCCESS if status is None else status.code
+                except Exception as exc:  # see post_batch
+                    raise self._raised(name, FILTER, exc) from exc
+                if code is _SUCCESS:
+                    continue
+                if code is _UNSCHEDULABLE:
+                    result.filtered.append(Filtered(cluster, status.from_plugin(name)))
+                elif code is _ALREADY_SELECTED:
+                    result.already_selected.append(cluster.metadata.name)
+                else:
+                    raise self._fail(name, FILTER, status, code.value)
+                rejected = True
+                break
+            if rejected:
+                continue
+            if final_check is not None:
+                problem = final_check(cluster)
+                if problem is not None:
+                    result.filtered.append(Filtered(cluster, problem.from_plugin(final_check_name)))
+                    continue
+            passed.append(cluster)
+        return result
+
+    # -- Score ----------------------------------------------------------------------------
+
+    def score(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        clusters: Sequence[MemberCluster],
+        skipped: frozenset[str],
+    ) -> list[ScoredCluster]:
+        """Scores every passed cluster: components summed over plugins; in weighted-sum mode
+        also `total` = sum over plugins of weight x (the plugin's three components added)."""
+        profile = self.profile
+        weighted = profile.score_mode is ScoreMode.WEIGHTED_SUM
+        chain = [
+            (p.name, p.score, profile.weight(p.name))
+            for p in profile.score
+            if p.name not in skipped
+        ]
+        scored: list[ScoredCluster] = []
+        for cluster in clusters:
+            topology = affinity = obsolete = total = 0
+            for name, fn, weight in chain:
+                try:
+                    score, status = fn(state, snapshot, cluster)
+                    code = _SUCCESS if status is None else status.code
+                except Exception as exc:  # see post_batch
+                    raise self._raised(name, SCORE, exc) from exc
+                if code is not _SUCCESS:
+                    raise self._fail(name, SCORE, status, code.value)
+                if score is None:
+                    continue
+                t = score.topology_spread_score
+                a = score.affinity_score
+                o = score.obsolete_placement_affinity_score
+                topology += t
+                affinity += a
+                obsolete += o
+                if weighted:
+                    total += weight * (t + a + o)
+            scored.append(
+                ScoredCluster(
+                    cluster,
+                    ClusterScore(topology, affinity, obsolete),
+                    total if weighted else None,
+                )
+            )
+        return scored
