@@ -1,0 +1,113 @@
+"""Explanation: every cluster's fate in one cycle, compact enough for 5,000 clusters.
+
+It is returned by the workflow's `status` query and shown by `fleet-scheduler explain`, so it
+must stay small: clusters are grouped by what happened to them (one score per group of equally
+scored clusters, one reason string per group of clusters filtered by the same plugin for the
+same reason) and listed by name only. A cluster appears in at most one of `picked`,
+`not_picked`, `filtered`, `kept`, `already_selected`, PickFixed's `valid` / `invalid` /
+`not_found`; binding writes other than creates are listed in `bindings`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from scheduler.wire import WireModel
+
+__all__ = [
+    "BindingAction",
+    "BindingGroup",
+    "Explanation",
+    "FilterGroup",
+    "InvalidTarget",
+    "ScoreGroup",
+]
+
+BindingAction = Literal["patched", "revived", "unscheduled", "finalizerRemoved"]
+
+
+class ScoreGroup(WireModel):
+    """Clusters that got the same score, in rank order; groups are listed best first."""
+
+    topology: int
+    affinity: int
+    obsolete: int
+    total: int | None = None
+    """The weighted sum (weightedSum profiles only)."""
+    clusters: list[str]
+
+    def describe(self) -> str:
+        text = f"affinity {self.affinity}, topology spread {self.topology}"
+        if self.obsolete:
+            text += ", has an obsolete binding"
+        if self.total is not None:
+            text += f", weighted total {self.total}"
+        return text
+
+
+class FilterGroup(WireModel):
+    """Clusters the same plugin filtered out for the same reason (names ascending)."""
+
+    plugin: str
+    reason: str
+    """Exactly the decision reason KubeFleet writes, e.g. "ClusterUnschedulable, ..."."""
+    clusters: list[str]
+
+
+class InvalidTarget(WireModel):
+    """A PickFixed target that exists but cannot be placed on."""
+
+    cluster: str
+    reason: str
+
+
+class BindingGroup(WireModel):
+    """Existing bindings a cycle writes, grouped by action and why (target cluster names)."""
+
+    action: BindingAction
+    why: str
+    clusters: list[str]
+
+
+class Explanation(WireModel):
+    placement_type: str
+    snapshot: str
+    score_mode: str = "lexicographic"
+    wanted: int | None = None
+    """N for PickN, the number of targets for PickFixed, None for PickAll."""
+    branch: str | None = None
+    """PickN only: "downscale" (4.6 A), "steady" (B) or "schedule" (C)."""
+    picked: list[ScoreGroup] = Field(default_factory=list)
+    """Newly picked (or re-picked) clusters, best first."""
+    created: int = 0
+    """How many picked clusters get a new binding (the rest re-use one, see `bindings`)."""
+    not_picked: list[ScoreGroup] = Field(default_factory=list)
+    filtered: list[FilterGroup] = Field(default_factory=list)
+    kept: list[str] = Field(default_factory=list)
+    """Clusters whose Scheduled or Bound binding of this snapshot stays as it is."""
+    already_selected: list[str] = Field(default_factory=list)
+    """Dropped by ClusterAlreadySelected although not in `kept` (only third-party plugins)."""
+    not_evaluated: int = 0
+    """Clusters never filtered because enough were found (percentageOfClustersToScore)."""
+    valid: list[str] = Field(default_factory=list)
+    invalid: list[InvalidTarget] = Field(default_factory=list)
+    not_found: list[str] = Field(default_factory=list)
+    bindings: list[BindingGroup] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    def fates(self) -> list[tuple[str, str]]:
+        """(cluster, one line) for every cluster mentioned, sorted by cluster name."""
+        out: list[tuple[str, str]] = []
+        out += [(c, f"picked ({g.describe()})") for g in self.picked for c in g.clusters]
+        out += [(c, f"not picked ({g.describe()})") for g in self.not_picked for c in g.clusters]
+        out += [
+            (c, f"filtered by {g.plugin}: {g.reason}") for g in self.filtered for c in g.clusters
+        ]
+        out += [(c, "kept: already has a binding of this snapshot") for c in self.kept]
+        out += [(c, "dropped: already selected") for c in self.already_selected]
+        out += [(c, "picked: fixed target") for c in self.valid]
+        out += [(t.cluster, f"not placed: {t.reason}") for t in self.invalid]
+        out += [(c, "not placed: no such member cluster") for c in self.not_found]
+        out += [(c, f"binding {g.action}: {g.why}") for g in self.bindings for c in g.clusters]
+        return sorted(out)

@@ -1,0 +1,83 @@
+"""CycleInput and CycleResult: what one scheduling cycle reads and what it returns.
+
+The input is everything KubeFleet's cycle reads (reference 4.1: the latest policy snapshot, all
+MemberClusters, the placement's bindings) plus "now", because eligibility depends on the clock
+and scheduler/ never reads one. The result is a plan for activities to apply, whether to run
+again at once, and an explanation of every cluster's fate."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field
+
+from hub.types import ClusterResourceBinding, ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.explanation import Explanation
+from scheduler.plan import BindingPlan
+from scheduler.wire import WireModel
+
+__all__ = ["CycleInput", "CycleResult", "Outcome"]
+
+
+class CycleInput(WireModel):
+    snapshot: ClusterSchedulingPolicySnapshot
+    """The placement's latest policy snapshot, as read (its status is compared and replaced)."""
+    clusters: list[MemberCluster] = Field(default_factory=list)
+    """Every MemberCluster of the fleet, including ineligible and leaving ones."""
+    bindings: list[ClusterResourceBinding] = Field(default_factory=list)
+    """Every binding labelled with the placement's name, read directly from the API server."""
+    now: datetime
+    fresh: bool = False
+    """PickN only: reschedule from scratch. Scheduled and Bound bindings of the latest snapshot
+    are treated as obsolete for this one cycle, so they compete again with every other cluster
+    (keeping the obsolete-placement preference as a final tie-break) and those not re-picked
+    are marked Unscheduled. Applies to this cycle only: a requeued follow-up cycle must pass
+    False, or it would start over. Ignored for PickAll and PickFixed."""
+
+
+class Outcome(WireModel):
+    placement_type: str
+    wanted: int | None = None
+    """N for PickN, the number of distinct targets for PickFixed, None for PickAll."""
+    picked: int = 0
+    """Clusters selected once the plan is applied (the count in the Scheduled condition)."""
+    fulfilled: bool = False
+    """The Scheduled condition this cycle writes (or would write) is True."""
+
+
+class CycleResult(WireModel):
+    plan: BindingPlan
+    requeue: bool = False
+    """Run another cycle right away (PickN hit a plugin's batch limit, reference 4.6 step 8)."""
+    requeue_after_seconds: float | None = None
+    """Run another cycle after this delay. KubeFleet's framework never asks for one (10.23)."""
+    outcome: Outcome
+    explanation: Explanation
+    error: str | None = None
+    """Why the cycle could not act (bad snapshot, plugin failure, bad binding). The plan then
+    has no binding writes, and a snapshot status with a False condition saying so when the
+    snapshot's CRP-generation can be read. Retrying without a change will not help."""
+
+    def summary(self) -> str:
+        """One line for logs and the Temporal UI, e.g. "PickN 3/3; 1 created, 1 unscheduled"."""
+        o = self.outcome
+        wanted = "" if o.wanted is None else f"/{o.wanted}"
+        head = f"{o.placement_type} {o.picked}{wanted}"
+        if self.error:
+            return f"{head}; error: {self.error}"
+        p = self.plan
+        parts = [
+            f"{n} {what}"
+            for n, what in (
+                (len(p.create), "created"),
+                (len(p.patch), "patched"),
+                (len(p.unschedule) + len(p.unschedule_dangling), "unscheduled"),
+                (len(p.remove_finalizers), "finalizers removed"),
+            )
+            if n
+        ]
+        if p.snapshot_status is not None:
+            parts.append("status written")
+        if self.requeue:
+            parts.append("requeue")
+        return f"{head}; " + (", ".join(parts) if parts else "no change")
