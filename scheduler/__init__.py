@@ -1,1 +1,49 @@
-"""The scheduling framework: pure, deterministic, no I/O."""
+"""The scheduling framework: pure, deterministic, no I/O.
+
+`schedule(CycleInput, profile)` runs one cycle and returns a `CycleResult`: the `BindingPlan`
+activities apply, whether to requeue, and the `Explanation` of every cluster's fate."""
+
+from scheduler.errors import (
+    CycleError,
+    InvalidBindingError,
+    InvalidInputError,
+    InvalidSnapshotError,
+)
+from scheduler.explanation import (
+    BindingGroup,
+    Explanation,
+    FilterGroup,
+    InvalidTarget,
+    ScoreGroup,
+)
+from scheduler.framework.errors import PluginError, ProfileError, SchedulerError
+from scheduler.framework.profile import Profile, ScoreMode, default_profile, load_profile
+from scheduler.models import CycleInput, CycleResult, Outcome
+from scheduler.plan import BindingPatch, BindingPlan, SnapshotStatusWrite
+from scheduler.scheduling import schedule
+
+__all__ = [
+    "BindingGroup",
+    "BindingPatch",
+    "BindingPlan",
+    "CycleError",
+    "CycleInput",
+    "CycleResult",
+    "Explanation",
+    "FilterGroup",
+    "InvalidBindingError",
+    "InvalidInputError",
+    "InvalidSnapshotError",
+    "InvalidTarget",
+    "Outcome",
+    "PluginError",
+    "Profile",
+    "ProfileError",
+    "SchedulerError",
+    "ScoreGroup",
+    "ScoreMode",
+    "SnapshotStatusWrite",
+    "default_profile",
+    "load_profile",
+    "schedule",
+]

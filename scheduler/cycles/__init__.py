@@ -1,0 +1,1 @@
+"""One module per placement type (PickAll, PickN, PickFixed), plus what they share."""

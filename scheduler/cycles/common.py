@@ -1,0 +1,161 @@
+"""What the three placement types share: the cycle context, the binding-name check, and the
+grouping that keeps explanations compact."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from hub.types import (
+    ClusterResourceBinding,
+    ClusterSchedulingPolicySnapshot,
+    MemberCluster,
+)
+from scheduler.classify import Classified
+from scheduler.explanation import BindingAction, BindingGroup, Explanation, FilterGroup, ScoreGroup
+from scheduler.framework.cycle import CycleState
+from scheduler.framework.profile import Profile
+from scheduler.framework.runner import Filtered, FinalCheck, Runner, ScoredCluster
+from scheduler.framework.status import Status
+from scheduler.models import Outcome
+from scheduler.naming import binding_name, name_problem
+from scheduler.plan import BindingPatch, SnapshotStatusWrite
+
+__all__ = ["BindingLog", "Context", "CycleOutput", "filter_groups", "score_groups"]
+
+
+class BindingLog:
+    """Collects existing-binding writes for the explanation, grouped by (action, why)."""
+
+    def __init__(self) -> None:
+        self._groups: dict[tuple[BindingAction, str], list[str]] = {}
+
+    def add(self, action: BindingAction, why: str, cluster: str) -> None:
+        self._groups.setdefault((action, why), []).append(cluster)
+
+    def groups(self) -> list[BindingGroup]:
+        return [
+            BindingGroup(action=action, why=why, clusters=clusters)
+            for (action, why), clusters in self._groups.items()
+        ]
+
+
+@dataclass
+class Context:
+    """Everything one cycle reads, prepared once by `scheduler.schedule`."""
+
+    snapshot: ClusterSchedulingPolicySnapshot
+    placement: str
+    clusters: Sequence[MemberCluster]
+    by_name: dict[str, MemberCluster]
+    classified: Classified
+    crp_generation: int
+    now: datetime
+    profile: Profile
+    runner: Runner
+    placement_type: str
+    used_names: set[str]
+    log: BindingLog = field(default_factory=BindingLog)
+
+    @property
+    def snapshot_name(self) -> str:
+        return self.snapshot.metadata.name
+
+    def cycle_state(self) -> CycleState:
+        c = self.classified
+        return CycleState(
+            clusters=self.clusters,
+            now=self.now,
+            scheduled_or_bound=frozenset(b.spec.target_cluster for b in (*c.scheduled, *c.bound)),
+            obsolete=frozenset(b.spec.target_cluster for b in c.obsolete),
+            _by_name=self.by_name,
+        )
+
+    def reusable(self) -> frozenset[str]:
+        """Clusters holding a binding a cycle may re-point or revive instead of creating one."""
+        c = self.classified
+        return frozenset(b.spec.target_cluster for b in (*c.obsolete, *c.unscheduled))
+
+    def name_check(self) -> FinalCheck:
+        """Filters clusters that would need a new binding whose name cannot be valid."""
+        reusable = self.reusable()
+        placement = self.placement
+
+        def check(cluster: MemberCluster) -> Status | None:
+            name = cluster.metadata.name
+            if name in reusable:
+                return None
+            problem = name_problem(placement, name)
+            return None if problem is None else Status.unschedulable(problem)
+
+        return check
+
+    def new_binding_name(self, cluster: str) -> str:
+        name = binding_name(self.placement, cluster, self.snapshot_name, self.used_names)
+        self.used_names.add(name)
+        return name
+
+    def explanation(self, **fields: object) -> Explanation:
+        return Explanation(
+            placement_type=self.placement_type,
+            snapshot=self.snapshot_name,
+            score_mode=self.profile.score_mode.value,
+            bindings=self.log.groups(),
+            **fields,
+        )
+
+
+@dataclass
+class CycleOutput:
+    """What a placement type's cycle decided; `scheduler.schedule` adds the prelude writes."""
+
+    outcome: Outcome
+    explanation: Explanation
+    create: list[ClusterResourceBinding] = field(default_factory=list)
+    patch: list[BindingPatch] = field(default_factory=list)
+    unschedule: list[BindingPatch] = field(default_factory=list)
+    snapshot_status: SnapshotStatusWrite | None = None
+    requeue: bool = False
+
+
+def score_groups(ranked: Iterable[ScoredCluster]) -> list[ScoreGroup]:
+    """Consecutive clusters with equal scores share one group (input is already ranked)."""
+    groups: list[ScoreGroup] = []
+    last: tuple[int, int, int, int | None] | None = None
+    names: list[str] = []
+    for scored in ranked:
+        s = scored.score
+        key = (
+            s.topology_spread_score,
+            s.affinity_score,
+            s.obsolete_placement_affinity_score,
+            scored.total,
+        )
+        if key != last:
+            if last is not None:
+                groups.append(_score_group(last, names))
+            last, names = key, []
+        names.append(scored.name)
+    if last is not None:
+        groups.append(_score_group(last, names))
+    return groups
+
+
+def _score_group(key: tuple[int, int, int, int | None], clusters: list[str]) -> ScoreGroup:
+    topology, affinity, obsolete, total = key
+    return ScoreGroup(
+        topology=topology, affinity=affinity, obsolete=obsolete, total=total, clusters=clusters
+    )
+
+
+def filter_groups(filtered: Iterable[Filtered]) -> list[FilterGroup]:
+    """One group per (plugin, reason), groups and names sorted."""
+    by_reason: dict[tuple[str, str], list[str]] = {}
+    for item in filtered:
+        key = (item.status.plugin or "", str(item.status))
+        by_reason.setdefault(key, []).append(item.name)
+    return [
+        FilterGroup(plugin=plugin, reason=reason, clusters=sorted(clusters))
+        for (plugin, reason), clusters in sorted(by_reason.items())
+    ]
