@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from workers.devserver import free_port
 from workers.metrics import CYCLE_DURATION_BUCKETS_MS, SchedulerMetrics
 
 
@@ -100,3 +101,12 @@ def test_registries_are_independent() -> None:
 async def test_exposition_without_sdk_url_is_ours_alone() -> None:
     metrics = SchedulerMetrics(process_metrics=False)
     assert await metrics.exposition() == metrics.render()
+
+
+async def test_unreachable_sdk_endpoint_still_serves_ours_with_a_note() -> None:
+    nothing_there = f"http://127.0.0.1:{free_port()}/metrics"
+    metrics = SchedulerMetrics(sdk_metrics_url=nothing_there, process_metrics=False)
+    metrics.count_binding_writes("delete")
+    body = await metrics.exposition()
+    assert body.startswith(metrics.render())
+    assert f"# Temporal SDK metrics unavailable from {nothing_there}".encode() in body

