@@ -244,17 +244,21 @@ class _GoJSON:
             [
                 (
                     "labelSelector",
-                    cls.label_selector(term.label_selector) if term.label_selector else None,
+                    cls.label_selector(term.label_selector)
+                    if term.label_selector is not None
+                    else None,
                 ),
                 (
                     "propertySelector",
                     cls.property_selector(term.property_selector)
-                    if term.property_selector
+                    if term.property_selector is not None
                     else None,
                 ),
                 (
                     "propertySorter",
-                    cls.property_sorter(term.property_sorter) if term.property_sorter else None,
+                    cls.property_sorter(term.property_sorter)
+                    if term.property_sorter is not None
+                    else None,
                 ),
             ]
         )

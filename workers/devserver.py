@@ -226,13 +226,18 @@ class DevServer:
             self._log = tempfile.NamedTemporaryFile(prefix="temporal-dev-", suffix=".log")  # noqa: SIM115
             self.log_path = Path(self._log.name)
         self._log_start = self._log.tell()
-        self._process = subprocess.Popen(
-            self.command(binary),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        try:
+            self._process = subprocess.Popen(
+                self.command(binary),
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._log.close()
+            self._log = None
+            raise DevServerError(f"cannot run the Temporal CLI at {binary}: {exc}") from exc
         try:
             await self._wait_until_ready()
         except BaseException:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.devserver import DevServer, DevServerError, search_attribute_flags
+from workers.devserver import DevServer, DevServerError, free_port, search_attribute_flags
 from workflows import names
 
 BINARY = "/opt/temporal"
@@ -67,5 +67,14 @@ def test_extra_namespace_is_created_at_start() -> None:
 async def test_missing_binary_is_a_clear_error(tmp_path: Path) -> None:
     server = DevServer(port=7300, binary=str(tmp_path / "no-such-temporal"))
     with pytest.raises(DevServerError, match="make install"):
+        await server.start()
+    assert not server.running
+
+
+async def test_binary_that_cannot_run_is_a_clear_error(tmp_path: Path) -> None:
+    not_executable = tmp_path / "temporal"
+    not_executable.write_text("not a program")
+    server = DevServer(port=free_port(), ui=False, binary=str(not_executable))
+    with pytest.raises(DevServerError, match="cannot run the Temporal CLI"):
         await server.start()
     assert not server.running
