@@ -158,6 +158,7 @@ class DevServer:
         self.startup_timeout_s = startup_timeout_s
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._log_start = 0  # where this run's output starts in a reused log file
         self.log_path: Path | None = None
 
     @property
@@ -290,7 +291,7 @@ class DevServer:
         if self.log_path is None or not self.log_path.exists():
             return "(no output captured)"
         with self.log_path.open("rb") as log:
-            log.seek(getattr(self, "_log_start", 0))
+            log.seek(self._log_start)
             text = log.read().decode("utf-8", "replace")
         text = text.strip()
         if not text:
