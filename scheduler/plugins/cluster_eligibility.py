@@ -1,0 +1,66 @@
+"""ClusterEligibility: filters out clusters that left the fleet, lost contact or stay unhealthy.
+
+Reference 5.2 and section 6. Filter only (no PreFilter), so it runs for PickAll and PickN. The
+decision reason is the eligibility checker's reason, word for word; the clock is the cycle's
+`now`, never read here."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.eligibility import EligibilityChecker
+from scheduler.framework.cycle import CycleState
+from scheduler.framework.interfaces import FilterPlugin
+from scheduler.framework.status import Status
+
+__all__ = ["DEFAULT_TIMEOUT_MINUTES", "NAME", "ClusterEligibility"]
+
+NAME = "ClusterEligibility"
+DEFAULT_TIMEOUT_MINUTES = 5
+
+
+class ClusterEligibility:
+    """Filter plugin around `EligibilityChecker`. Stateless, so one instance serves every cycle.
+
+    Args (profile YAML): `heartbeat_timeout_minutes`, `health_timeout_minutes`, both positive
+    numbers, KubeFleet's defaults 5."""
+
+    name = NAME
+
+    def __init__(
+        self,
+        *,
+        heartbeat_timeout_minutes: float = DEFAULT_TIMEOUT_MINUTES,
+        health_timeout_minutes: float = DEFAULT_TIMEOUT_MINUTES,
+    ) -> None:
+        self.checker = EligibilityChecker(
+            heartbeat_timeout=_minutes("heartbeat_timeout_minutes", heartbeat_timeout_minutes),
+            health_timeout=_minutes("health_timeout_minutes", health_timeout_minutes),
+        )
+
+    def filter(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        cluster: MemberCluster,
+    ) -> Status:
+        reason = self.checker.check(cluster, state.now)
+        if reason is None:
+            return Status.success()
+        return Status.unschedulable(reason)
+
+
+def _minutes(argument: str, value: object) -> timedelta:
+    # Profiles come from user YAML: say which argument is wrong and what it must be.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            f"{NAME}: {argument} must be a number of minutes, got {type(value).__name__} {value!r}"
+        )
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{NAME}: {argument} must be a positive number of minutes, got {value!r}")
+    return timedelta(minutes=value)
+
+
+_: FilterPlugin = ClusterEligibility()  # type-checking fails if the contract drifts

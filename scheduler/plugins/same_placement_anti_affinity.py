@@ -1,0 +1,53 @@
+"""SamePlacementAntiAffinity: one binding per cluster per placement, and a nudge to stay put.
+
+Reference 5.5, after KubeFleet's `plugins/sameplacementaffinity/{filtering,scoring}.go`. Filter
+drops clusters that already hold a Scheduled or Bound binding of the current snapshot with
+ClusterAlreadySelected, which the runner treats as "neither passed nor filtered". Score gives 1
+to clusters holding a binding of an older snapshot: the last tie-breaker, which keeps existing
+placements where they are across policy changes."""
+
+from __future__ import annotations
+
+from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.framework.cycle import CycleState
+from scheduler.framework.interfaces import FilterPlugin, ScorePlugin
+from scheduler.framework.score import ClusterScore
+from scheduler.framework.status import Status
+
+__all__ = ["NAME", "REASON_ALREADY_SELECTED", "SamePlacementAntiAffinity"]
+
+NAME = "SamePlacementAntiAffinity"
+REASON_ALREADY_SELECTED = "resource placement has already been scheduled or bounded on the cluster"
+
+_OBSOLETE = ClusterScore(obsolete_placement_affinity_score=1)
+_NOT_OBSOLETE = ClusterScore(obsolete_placement_affinity_score=0)
+
+
+class SamePlacementAntiAffinity:
+    """Filter and Score plugin. Stateless, so one instance serves every cycle."""
+
+    name = NAME
+
+    def filter(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        cluster: MemberCluster,
+    ) -> Status:
+        if state.has_scheduled_or_bound_binding(cluster.metadata.name):
+            return Status.already_selected(REASON_ALREADY_SELECTED)
+        return Status.success()
+
+    def score(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        cluster: MemberCluster,
+    ) -> tuple[ClusterScore, Status]:
+        if state.has_obsolete_binding(cluster.metadata.name):
+            return _OBSOLETE, Status.success()
+        return _NOT_OBSOLETE, Status.success()
+
+
+_plugin = SamePlacementAntiAffinity()
+_: tuple[FilterPlugin, ScorePlugin] = (_plugin, _plugin)  # fails if the contract drifts

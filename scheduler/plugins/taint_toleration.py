@@ -1,0 +1,97 @@
+"""TaintToleration: a cluster is feasible only if the policy tolerates every one of its taints.
+
+Reference 5.4, after KubeFleet's `plugins/tainttoleration/filtering.go`. Filter only, so it runs
+for PickAll and PickN; PickFixed runs no plugins. The reason renders the taint the way Go's `%+v`
+renders a `*Taint`, because that string lands in decisions users and tools already read.
+
+A toleration whose operator is absent (None) gets the API server's default, `Equal`; one whose
+operator is present but empty, or anything but `Equal`/`Exists`, tolerates nothing, as in
+KubeFleet (reference 10.25)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, Taint
+from scheduler.framework.cycle import CycleState, StateKey
+from scheduler.framework.interfaces import FilterPlugin
+from scheduler.framework.status import Status
+
+__all__ = ["NAME", "REASON_UNTOLERATED", "TaintToleration", "render_taint"]
+
+NAME = "TaintToleration"
+REASON_UNTOLERATED = "taint {taint} cannot be tolerated"
+
+EQUAL = "Equal"
+EXISTS = "Exists"
+
+
+@dataclass(frozen=True, slots=True)
+class _Toleration:
+    """A toleration with Go's zero values in place of None."""
+
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == EXISTS:
+            return not self.key or self.key == taint.key
+        if self.operator == EQUAL:
+            return self.key == taint.key and self.value == (taint.value or "")
+        return False
+
+
+TOLERATIONS: StateKey[tuple[_Toleration, ...]] = StateKey(f"{NAME}/tolerations")
+
+
+def render_taint(taint: Taint) -> str:
+    """Go's `%+v` of a *Taint: `&{Key:key1 Value:value1 Effect:NoSchedule}`."""
+    return f"&{{Key:{taint.key} Value:{taint.value or ''} Effect:{taint.effect}}}"
+
+
+class TaintToleration:
+    """Filter plugin. Stateless across cycles; the policy's tolerations are read once per cycle."""
+
+    name = NAME
+
+    def filter(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        cluster: MemberCluster,
+    ) -> Status:
+        taints = cluster.spec.taints
+        if not taints:
+            return Status.success()
+        tolerations = _tolerations(state, snapshot)
+        for taint in taints:
+            if not any(toleration.tolerates(taint) for toleration in tolerations):
+                return Status.unschedulable(REASON_UNTOLERATED.format(taint=render_taint(taint)))
+        return Status.success()
+
+
+def _tolerations(
+    state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
+) -> tuple[_Toleration, ...]:
+    cached = state.read(TOLERATIONS)
+    if cached is not None:
+        return cached
+    policy = snapshot.spec.policy
+    tolerations = tuple(
+        _Toleration(
+            key=t.key or "",
+            operator=EQUAL if t.operator is None else t.operator,
+            value=t.value or "",
+            effect=t.effect or "",
+        )
+        for t in (policy.tolerations if policy else ())
+    )
+    state.write(TOLERATIONS, tolerations)
+    return tolerations
+
+
+_: FilterPlugin = TaintToleration()  # type-checking fails if the contract drifts
