@@ -1,0 +1,128 @@
+"""The ClusterAffinity plugin: required terms filter, preferred terms score (reference 5.1).
+
+The work lives in `filtering.py` and `scoring.py`; this class wires it to the extension points
+and keeps the compiled terms in the cycle store, so each selector is compiled once per cycle
+and each distinct quantity text is parsed once per cycle."""
+
+from __future__ import annotations
+
+from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.framework.cycle import CycleState
+from scheduler.framework.interfaces import (
+    FilterPlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+)
+from scheduler.framework.score import ClusterScore
+from scheduler.framework.status import Status
+from scheduler.plugins.cluster_affinity.filtering import (
+    SKIP_NO_REQUIRED_TERMS,
+    compile_required,
+    filter_cluster,
+    required_terms,
+)
+from scheduler.plugins.cluster_affinity.properties import QuantityCache
+from scheduler.plugins.cluster_affinity.scoring import (
+    SKIP_NO_PREFERRED_TERMS,
+    ScoringError,
+    compile_preferred,
+    preferred_terms,
+    score_cluster,
+)
+from scheduler.plugins.cluster_affinity.state import (
+    NAME,
+    PREFERRED,
+    QUANTITIES,
+    REQUIRED,
+    PreferredTerm,
+    RequiredTerm,
+)
+
+__all__ = ["ClusterAffinity"]
+
+_ZERO = ClusterScore()
+
+
+class ClusterAffinity:
+    """PreFilter, Filter, PreScore and Score plugin. Stateless across cycles."""
+
+    name = NAME
+
+    def pre_filter(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status:
+        terms = required_terms(snapshot.spec.policy)
+        if not terms:
+            return Status.skip(SKIP_NO_REQUIRED_TERMS)
+        state.write(REQUIRED, compile_required(terms))
+        return Status.success()
+
+    def filter(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        cluster: MemberCluster,
+    ) -> Status:
+        terms = self._required(state, snapshot)
+        if not terms:
+            return Status.success()  # nothing required (PreFilter would have skipped us)
+        return filter_cluster(terms, cluster, _quantities(state))
+
+    def pre_score(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status:
+        terms = preferred_terms(snapshot.spec.policy)
+        if not terms:
+            return Status.skip(SKIP_NO_PREFERRED_TERMS)
+        try:
+            compiled = compile_preferred(terms, state.clusters, _quantities(state))
+        except ScoringError as exc:
+            return Status.internal_error(str(exc))
+        state.write(PREFERRED, compiled)
+        return Status.success()
+
+    def score(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        cluster: MemberCluster,
+    ) -> tuple[ClusterScore, Status]:
+        try:
+            terms = self._preferred(state, snapshot)
+            affinity = score_cluster(terms, cluster, _quantities(state))
+        except ScoringError as exc:
+            return _ZERO, Status.internal_error(str(exc))
+        return ClusterScore(affinity_score=affinity), Status.success()
+
+    def _required(
+        self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
+    ) -> tuple[RequiredTerm, ...]:
+        terms = state.read(REQUIRED)
+        if terms is None:  # called without PreFilter: compile now, once
+            terms = compile_required(required_terms(snapshot.spec.policy))
+            state.write(REQUIRED, terms)
+        return terms
+
+    def _preferred(
+        self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
+    ) -> tuple[PreferredTerm, ...]:
+        terms = state.read(PREFERRED)
+        if terms is None:  # called without PreScore: compile now, once
+            preferred = preferred_terms(snapshot.spec.policy)
+            terms = compile_preferred(preferred, state.clusters, _quantities(state))
+            state.write(PREFERRED, terms)
+        return terms
+
+
+def _quantities(state: CycleState) -> QuantityCache:
+    cache = state.read(QUANTITIES)
+    if cache is None:
+        cache = QuantityCache()
+        state.write(QUANTITIES, cache)
+    return cache
+
+
+_plugin = ClusterAffinity()
+_: tuple[PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin] = (
+    _plugin,
+    _plugin,
+    _plugin,
+    _plugin,
+)  # type-checking fails if the contract drifts

@@ -1,0 +1,185 @@
+"""ClusterAffinity's soft preferences: the affinity score of a cluster (reference 5.1).
+
+affinityScore = the sum over preferred terms with a non-zero weight of: 0 if the term's label
+selector does not match; the full weight if it has no property sorter; otherwise the weight
+interpolated by where the cluster's value sits between the smallest and largest value of that
+property across *all* clusters of the cycle (not only those that passed Filter), rounded half
+away from zero. The interpolation uses Go's float conversion of each quantity
+(`Quantity.approximate_float`), so the rounding at .5 lands where KubeFleet's does.
+
+Deviations from KubeFleet, which would abort the cycle in each case:
+
+- a value that is not a quantity, or whose float is infinite, counts as "property not
+  available" (ignored for the extremes, 0 for the term);
+- equal quantities spelled differently ("0.3" and "300m") can convert to neighbouring floats,
+  putting a cluster a hair outside [min, max]; we clamp it instead of failing.
+
+Problems in the policy itself (an invalid label selector, a resource property name that cannot
+be read, an unknown sort order) stay internal errors raised exactly where KubeFleet raises them,
+with a message that names the term: the API server's validation keeps them out of a real hub."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from hub.names import SORT_ASCENDING, SORT_DESCENDING
+from hub.types import MemberCluster, PlacementPolicy, PreferredClusterSelector
+from scheduler.plugins.cluster_affinity.filtering import compile_label_selector
+from scheduler.plugins.cluster_affinity.properties import (
+    PropertyRef,
+    PropertyValueError,
+    QuantityCache,
+    compile_property,
+    lookup,
+)
+from scheduler.plugins.cluster_affinity.state import Extremes, PreferredTerm, Sorter
+from scheduler.quantity import Quantity
+
+__all__ = [
+    "SKIP_NO_PREFERRED_TERMS",
+    "ScoringError",
+    "compile_preferred",
+    "preferred_terms",
+    "round_half_away_from_zero",
+    "score_cluster",
+]
+
+SKIP_NO_PREFERRED_TERMS = "no preferred cluster affinity terms specified"
+
+
+class ScoringError(Exception):
+    """A preferred term KubeFleet cannot evaluate: the plugin returns an internal error."""
+
+
+def preferred_terms(policy: PlacementPolicy | None) -> Sequence[PreferredClusterSelector]:
+    if policy is None or policy.affinity is None or policy.affinity.cluster_affinity is None:
+        return ()
+    return policy.affinity.cluster_affinity.preferred_during_scheduling_ignored_during_execution
+
+
+def compile_preferred(
+    terms: Sequence[PreferredClusterSelector],
+    clusters: Sequence[MemberCluster],
+    cache: QuantityCache,
+) -> tuple[PreferredTerm, ...]:
+    """Compile the terms and find each sorted property's extremes (KubeFleet's PreScore).
+
+    Extremes are computed for every sorter term, whatever its weight, as KubeFleet does; only
+    terms with a non-zero weight are kept for Score. Raises ScoringError for a resource
+    property name that cannot be read, if there is any cluster to read it from."""
+    extremes: dict[str, Extremes] = {}
+    compiled: list[PreferredTerm] = []
+    for index, term in enumerate(terms):
+        preference = term.preference
+        sorter = None
+        if preference.property_sorter is not None:
+            ref = compile_property(preference.property_sorter.name)
+            if ref.error is not None and clusters:
+                raise ScoringError(f"preferred cluster affinity term {index}: {ref.error}")
+            if ref.name not in extremes:
+                extremes[ref.name] = _extremes(ref, clusters, cache)
+            sorter = Sorter(ref, preference.property_sorter.sort_order, extremes[ref.name])
+        if term.weight == 0:
+            continue
+        labels, problem = compile_label_selector(preference.label_selector)
+        compiled.append(
+            PreferredTerm(
+                index=index,
+                weight=term.weight,
+                labels=labels,
+                label_problem=None
+                if problem is None
+                else f"preferred cluster affinity term {index}: {problem}",
+                sorter=sorter,
+            )
+        )
+    return tuple(compiled)
+
+
+def _extremes(
+    ref: PropertyRef, clusters: Sequence[MemberCluster], cache: QuantityCache
+) -> Extremes:
+    smallest: Quantity | None = None
+    largest: Quantity | None = None
+    if ref.error is not None:
+        return Extremes(None, None)
+    for cluster in clusters:
+        value = _readable(ref, cluster, cache)
+        if value is None:
+            continue
+        # Strict comparisons: among equal values the first cluster's spelling wins, as in Go.
+        if smallest is None or value.value < smallest.value:
+            smallest = value
+        if largest is None or value.value > largest.value:
+            largest = value
+    return Extremes(smallest, largest)
+
+
+def _readable(ref: PropertyRef, cluster: MemberCluster, cache: QuantityCache) -> Quantity | None:
+    """The value if it is available, parses and converts to a finite float; else None."""
+    try:
+        value = lookup(ref, cluster, cache)
+    except PropertyValueError:
+        return None
+    if value is None or not math.isfinite(value.approximate_float()):
+        return None
+    return value
+
+
+def score_cluster(
+    terms: Sequence[PreferredTerm], cluster: MemberCluster, cache: QuantityCache
+) -> int:
+    """The cluster's affinity score; raises ScoringError where KubeFleet fails."""
+    total = 0
+    labels = cluster.metadata.labels
+    for term in terms:
+        if term.label_problem is not None:
+            raise ScoringError(term.label_problem)
+        if term.labels is not None and not term.labels(labels):
+            continue
+        if term.sorter is None:
+            total += term.weight
+        else:
+            total += _interpolate(term, term.sorter, cluster, cache)
+    return total
+
+
+def _interpolate(
+    term: PreferredTerm, sorter: Sorter, cluster: MemberCluster, cache: QuantityCache
+) -> int:
+    value = _readable(sorter.ref, cluster, cache)
+    if value is None:
+        return 0
+    smallest, largest = sorter.extremes.smallest, sorter.extremes.largest
+    if smallest is None or largest is None:
+        raise ScoringError(
+            f'extremes of property "{sorter.ref.name}" are not available, yet cluster '
+            f"{cluster.metadata.name} reports a value (is it missing from the cycle's clusters?)"
+        )
+    if not smallest.value <= value.value <= largest.value:
+        raise ScoringError(
+            f'cannot interpolate the weight of property "{sorter.ref.name}" for cluster '
+            f"{cluster.metadata.name}: its value is outside the values of the cycle's clusters"
+        )
+    low, high = smallest.approximate_float(), largest.approximate_float()
+    if low >= high:
+        return 0  # the same value everywhere: KubeFleet gives 0 rather than divide by zero
+    observed = min(max(value.approximate_float(), low), high)
+    position = (observed - low) / (high - low)
+    if sorter.sort_order == SORT_DESCENDING:
+        return round_half_away_from_zero(position * term.weight)
+    if sorter.sort_order == SORT_ASCENDING:
+        return round_half_away_from_zero((1 - position) * term.weight)
+    raise ScoringError(
+        f'preferred cluster affinity term {term.index}: sort order "{sorter.sort_order}" is '
+        f"not {SORT_ASCENDING} or {SORT_DESCENDING}"
+    )
+
+
+def round_half_away_from_zero(x: float) -> int:
+    """Go's math.Round, exactly: no x + 0.5, which is wrong for 0.49999999999999994."""
+    whole = math.trunc(x)
+    if abs(x - whole) >= 0.5:
+        whole += 1 if x > 0 else -1
+    return whole
