@@ -1,0 +1,146 @@
+"""The TopologySpreadConstraints plugin (reference 5.6).
+
+PostBatch limits a PickN cycle to one new cluster whenever the policy has a constraint, because
+every pick changes the domain counts the next pick depends on; the placement then converges one
+cluster per cycle. PreFilter evaluates every cluster once (`state.evaluate`); Filter and Score
+only read that verdict."""
+
+from __future__ import annotations
+
+from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.framework.cycle import CycleState
+from scheduler.framework.interfaces import (
+    FilterPlugin,
+    PostBatchPlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+)
+from scheduler.framework.score import ClusterScore
+from scheduler.framework.status import Status
+from scheduler.plugins.topology_spread_constraints.state import (
+    NAME,
+    STATE,
+    TopologyError,
+    TopologyState,
+    evaluate,
+)
+
+__all__ = [
+    "BATCH_LIMIT",
+    "ERROR_NO_POLICY",
+    "SKIP_NO_CONSTRAINTS",
+    "SKIP_NO_DO_NOT_SCHEDULE",
+    "SKIP_NO_POLICY",
+    "SKIP_NO_SCORES",
+    "TopologySpreadConstraints",
+]
+
+BATCH_LIMIT = 1
+SKIP_NO_POLICY = "policy does not exist"
+ERROR_NO_POLICY = "policy does not exist"
+SKIP_NO_CONSTRAINTS = "no topology spread constraint is present"
+SKIP_NO_DO_NOT_SCHEDULE = "no DoNotSchedule topology spread constraint is present"
+SKIP_NO_SCORES = "no available scores"
+
+_ZERO = ClusterScore()
+
+
+class TopologySpreadConstraints:
+    """PostBatch, PreFilter, Filter, PreScore and Score plugin. Stateless across cycles."""
+
+    name = NAME
+
+    def post_batch(
+        self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
+    ) -> tuple[int, Status]:
+        policy = snapshot.spec.policy
+        if policy is None:  # PostBatch runs for PickN only, which always has a policy
+            return 0, Status.internal_error(ERROR_NO_POLICY)
+        if not policy.topology_spread_constraints:
+            return 0, Status.skip(SKIP_NO_CONSTRAINTS)
+        return BATCH_LIMIT, Status.success()
+
+    def pre_filter(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status:
+        policy = snapshot.spec.policy
+        if policy is None:
+            return Status.skip(SKIP_NO_POLICY)
+        if not policy.topology_spread_constraints:
+            return Status.skip(SKIP_NO_CONSTRAINTS)
+        try:
+            verdict = self._evaluate(state, snapshot)
+        except TopologyError as exc:
+            return Status.internal_error(f"failed to prepare plugin state: {exc}")
+        if not verdict.do_not_schedule:
+            return Status.skip(SKIP_NO_DO_NOT_SCHEDULE)
+        return Status.success()
+
+    def filter(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        cluster: MemberCluster,
+    ) -> Status:
+        verdict = state.read(STATE)
+        if verdict is None:
+            if snapshot.spec.policy is None or not snapshot.spec.policy.topology_spread_constraints:
+                return Status.success()
+            try:
+                verdict = self._evaluate(state, snapshot)
+            except TopologyError as exc:
+                return Status.internal_error(f"failed to prepare plugin state: {exc}")
+        reasons = verdict.violations.get(cluster.metadata.name)
+        if reasons:
+            return Status.unschedulable(*reasons)
+        return Status.success()
+
+    def pre_score(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status:
+        policy = snapshot.spec.policy
+        if policy is None:
+            return Status.internal_error(ERROR_NO_POLICY)
+        if not policy.topology_spread_constraints:
+            return Status.skip(SKIP_NO_CONSTRAINTS)
+        verdict = state.read(STATE)
+        if verdict is None:  # PreFilter did not run (a profile without it): evaluate now
+            try:
+                verdict = self._evaluate(state, snapshot)
+            except TopologyError as exc:
+                return Status.internal_error(f"failed to prepare plugin state: {exc}")
+        if not verdict.scores:
+            return Status.skip(SKIP_NO_SCORES)
+        return Status.success()
+
+    def score(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        cluster: MemberCluster,
+    ) -> tuple[ClusterScore, Status]:
+        verdict = state.read(STATE)
+        if verdict is None:
+            return _ZERO, Status.internal_error("failed to read plugin state: no state is stored")
+        score = verdict.scores.get(cluster.metadata.name)
+        if score is None:
+            return _ZERO, Status.internal_error(
+                f"no score found for cluster {cluster.metadata.name}"
+            )
+        return ClusterScore(topology_spread_score=score), Status.success()
+
+    def _evaluate(
+        self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
+    ) -> TopologyState:
+        policy = snapshot.spec.policy
+        constraints = policy.topology_spread_constraints if policy else []
+        verdict = evaluate(constraints, state.clusters, state.has_scheduled_or_bound_binding)
+        state.write(STATE, verdict)
+        return verdict
+
+
+_plugin = TopologySpreadConstraints()
+_: tuple[PostBatchPlugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin] = (
+    _plugin,
+    _plugin,
+    _plugin,
+    _plugin,
+    _plugin,
+)  # type-checking fails if the contract drifts
