@@ -6,10 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.eligibility import EligibilityChecker
 from scheduler.framework.cycle import CycleState
 from scheduler.framework.profile import Profile, ScoreMode
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status
+
+CHECKER = EligibilityChecker()
 
 REASON_NOT_READY = "cluster is labelled ready=false"
 REASON_ALREADY = "resource placement has already been scheduled or bounded on the cluster"
@@ -27,6 +30,19 @@ class Ready:
         if cluster.metadata.labels.get("ready") == "false":
             return Status.unschedulable(REASON_NOT_READY)
         return Status.success()
+
+
+@dataclass
+class Eligible:
+    """Filter: ineligible clusters are unschedulable (ClusterEligibility's contract)."""
+
+    name: str = "Eligible"
+
+    def filter(
+        self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot, cluster: MemberCluster
+    ) -> Status:
+        reason = CHECKER.check(cluster, state.now)
+        return Status.success() if reason is None else Status.unschedulable(reason)
 
 
 @dataclass
@@ -103,10 +119,6 @@ class Recorder:
         return ClusterScore(), Status.success()
 
 
-def never_ineligible(cluster: MemberCluster, now: object) -> str | None:
-    return "cluster has left the fleet" if cluster.metadata.deletion_timestamp else None
-
-
 def fake_profile(
     *,
     batch: int | None = None,
@@ -114,15 +126,15 @@ def fake_profile(
     mode: ScoreMode = ScoreMode.LEXICOGRAPHIC,
     weights: dict[str, int] | None = None,
 ) -> Profile:
-    """Ready + AntiAffinity filters; AntiAffinity + LabelScore scores; optional batch limit."""
+    """Ready, Eligible and AntiAffinity filters; LabelScore and AntiAffinity scores; an
+    optional batch limit."""
     ready, anti, label = Ready(), AntiAffinity(), LabelScore()
     return Profile(
         name="fake",
         post_batch=(Batch(batch),) if batch is not None else (),
-        filter=(ready, anti),
+        filter=(ready, Eligible(), anti),
         score=(label, anti),
         score_mode=mode,
         weights=weights or {},
         percentage_of_clusters_to_score=percentage,
-        eligibility=never_ineligible,
     )
