@@ -8,8 +8,10 @@ is how `reset()` and the sample fleet touch it without locks."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import logging
+import os
 import secrets
 import threading
 from collections.abc import Callable
@@ -20,7 +22,9 @@ from typing import Any, Final, TypeVar
 import yaml
 from aiohttp import web
 
+from devhub import tls
 from devhub.faults import Faults, Stats
+from devhub.listener import DualProtocolListener
 from devhub.persistence import SqliteStore
 from devhub.resources import load_resources
 from devhub.server import Api
@@ -36,6 +40,23 @@ START_TIMEOUT: Final = 30.0
 STOP_TIMEOUT: Final = 10.0
 SHUTDOWN_GRACE: Final = 1.0
 CONTEXT_NAME: Final = "devhub"
+TOKEN_FILE: Final = "token"
+WILDCARD_HOSTS: Final = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}
+
+
+def _stored_token(data_dir: Path | None) -> str:
+    """A durable hub keeps its token with its data, so kubeconfigs survive restarts."""
+    if data_dir is None:
+        return secrets.token_urlsafe(32)
+    path = data_dir / TOKEN_FILE
+    if path.is_file() and (kept := path.read_text(encoding="utf-8").strip()):
+        return kept
+    token = secrets.token_urlsafe(32)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(token + "\n")
+    return token
 
 
 class DevHub:
@@ -66,7 +87,7 @@ class DevHub:
         self.host = host
         self._requested_port = port
         self.data_dir = Path(data_dir) if data_dir is not None else None
-        self.token = token or secrets.token_urlsafe(32)
+        self.token = token or _stored_token(self.data_dir)
         self.watch_window = watch_window
         self.bookmark_interval = bookmark_interval
         self.crd_dir = crd_dir
@@ -79,6 +100,8 @@ class DevHub:
         self._store: Store | None = None
         self._api: Api | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._listener: DualProtocolListener | None = None
+        self.certificate = tls.load_or_create(self._client_host, self.data_dir)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -139,15 +162,20 @@ class DevHub:
             shutdown_timeout=SHUTDOWN_GRACE,
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self._requested_port)
-        await site.start()
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        self.port = sockets[0].getsockname()[1] if sockets else self._requested_port
+        factory = self._runner.server
+        assert factory is not None
+        self._listener = DualProtocolListener(
+            factory, self.certificate.server_context(), self.host, self._requested_port
+        )
+        await self._listener.start()
+        self.port = self._listener.port
 
     async def _shutdown(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
         if self._api is not None:
             self._api.closing = True
         if self._store is not None:
@@ -184,11 +212,26 @@ class DevHub:
     # --- access ----------------------------------------------------------------------------
 
     @property
-    def url(self) -> str:
+    def _client_host(self) -> str:
+        """Where a local client reaches the server (a wildcard bind is reached on loopback)."""
+        return WILDCARD_HOSTS.get(self.host, self.host)
+
+    def _base(self, scheme: str) -> str:
         if not self.port:
             raise RuntimeError("DevHub is not started: call start() first")
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        host = self._client_host
+        host = f"[{host}]" if ":" in host else host
+        return f"{scheme}://{host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """Plain-HTTP base URL, e.g. http://127.0.0.1:PORT."""
+        return self._base("http")
+
+    @property
+    def tls_url(self) -> str:
+        """The same server over TLS (same port); what the written kubeconfig points at."""
+        return self._base("https")
 
     def call(self, fn: Callable[[Store], T], timeout: float = STOP_TIMEOUT) -> T:
         """Run `fn(store)` on the server thread and return its result."""
@@ -218,10 +261,15 @@ class DevHub:
         self.stats.clear()
 
     def kubeconfig(self) -> dict[str, Any]:
+        """A kubeconfig for this hub: its HTTPS URL and CA (kubectl sends tokens only over TLS)
+        and the bearer token."""
         return {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": CONTEXT_NAME, "cluster": {"server": self.url}}],
+            "clusters": [{"name": CONTEXT_NAME, "cluster": {
+                "server": self.tls_url,
+                "certificate-authority-data": base64.b64encode(self.certificate.cert_pem).decode(),
+            }}],
             "users": [{"name": CONTEXT_NAME, "user": {"token": self.token}}],
             "contexts": [{
                 "name": CONTEXT_NAME,

@@ -20,7 +20,7 @@ import yaml
 from aiohttp import web
 from multidict import MultiMapping
 
-from devhub import errors
+from devhub import errors, openapi
 from devhub.errors import ApiError
 from devhub.faults import Faults, Stats
 from devhub.resources import STATUS_VERBS, VERBS, Resource
@@ -183,6 +183,16 @@ class Api:
         for res in store.resources.values():
             versions = self._by_group.setdefault(res.group, {})
             versions.setdefault(res.version, {})[res.plural] = res
+        self._openapi = {
+            f"apis/{group}/{version}": dumps(
+                openapi.group_version_document(group, version, by_plural.values())
+            )
+            for group, versions in self._by_group.items()
+            for version, by_plural in versions.items()
+        }
+        self._openapi_index = dumps(openapi.index_document(
+            {key: json.loads(doc) for key, doc in self._openapi.items()}
+        ))
 
     def app(self) -> web.Application:
         app = web.Application(
@@ -232,8 +242,8 @@ class Api:
         if request.method not in ("GET", "HEAD") and (not parts or parts[0] != "apis"):
             raise errors.method_not_allowed(request.method, request.path)
         if not parts:
-            return _json_response({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez",
-                                              "/openapi/v2", "/readyz", "/version"]})
+            return _json_response({"paths": ["/api", "/apis", "/healthz", "/livez",
+                                              "/openapi/v3", "/readyz", "/version"]})
         head = parts[0]
         if len(parts) == 1 and head in ("healthz", "livez", "readyz"):
             return web.Response(text="ok", content_type="text/plain")
@@ -241,23 +251,28 @@ class Api:
             return _json_response(SERVER_VERSION)
         if head == "api":
             return self._core_discovery(parts[1:])
+        if parts[:2] == ["openapi", "v3"]:
+            key = "/".join(parts[2:])
+            if not key:
+                return _json_response(self._openapi_index)
+            if key in self._openapi:
+                return _json_response(self._openapi[key])
+            raise _not_found()
         if head == "apis":
             return await self._apis(request, parts[1:])
         raise _not_found()
 
     def _core_discovery(self, rest: list[str]) -> web.Response:
+        # devhub serves no core (legacy) group: saying so keeps kubectl's discovery from
+        # failing on an empty v1 resource list.
         if not rest:
             return _json_response({
                 "kind": "APIVersions",
-                "versions": ["v1"],
+                "versions": [],
                 "serverAddressByClientCIDRs": [
                     {"clientCIDR": "0.0.0.0/0", "serverAddress": self._server_address()}
                 ],
             })
-        if rest == ["v1"]:
-            return _json_response(
-                {"kind": "APIResourceList", "groupVersion": "v1", "resources": []}
-            )
         raise _not_found()
 
     def _group_doc(self, group: str) -> dict[str, Any]:
