@@ -44,6 +44,8 @@ REASON_UNHEALTHY = (
     + "unhealthy for a prolonged period of time (last transitioned {minutes:.2f} minutes ago)"
 )
 
+_JOINED = names.AGENT_JOINED_CONDITION
+_HEALTHY = names.AGENT_HEALTHY_CONDITION
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 _MAX_DURATION_NS = (1 << 63) - 1
 _MIN_DURATION_NS = -(1 << 63)
@@ -60,8 +62,8 @@ class EligibilityChecker:
         heartbeat_timeout: timedelta = DEFAULT_HEARTBEAT_TIMEOUT,
         health_timeout: timedelta = DEFAULT_HEALTH_TIMEOUT,
     ) -> None:
-        self._heartbeat_timeout_ns = _timedelta_ns(heartbeat_timeout)
-        self._health_timeout_ns = _timedelta_ns(health_timeout)
+        self._heartbeat_timeout = heartbeat_timeout
+        self._health_timeout = health_timeout
 
     def check(self, cluster: MemberCluster, now: datetime) -> str | None:
         """None if the cluster is eligible, else KubeFleet's ineligibility reason."""
@@ -70,19 +72,33 @@ class EligibilityChecker:
         agent = cluster.status.agent(names.MEMBER_AGENT)
         if agent is None:
             return REASON_AGENT_NOT_ONLINE
-        since_heartbeat = _since(agent.last_received_heartbeat, now)
-        if since_heartbeat > self._heartbeat_timeout_ns:
-            return REASON_NO_RECENT_HEARTBEAT.format(minutes=_go_minutes(since_heartbeat))
-        joined = agent.condition(names.AGENT_JOINED_CONDITION)
+        now = _aware(now)
+        stale = _elapsed_beyond(agent.last_received_heartbeat, now, self._heartbeat_timeout)
+        if stale is not None:
+            return REASON_NO_RECENT_HEARTBEAT.format(minutes=_go_minutes(stale))
+        joined = healthy = None
+        for condition in agent.conditions:  # one pass: this runs for every cluster of a cycle
+            if condition.type == _JOINED and joined is None:
+                joined = condition
+            elif condition.type == _HEALTHY and healthy is None:
+                healthy = condition
         if joined is None or joined.status != names.TRUE:
             return REASON_AGENT_NOT_JOINED
-        healthy = agent.condition(names.AGENT_HEALTHY_CONDITION)
         if healthy is None:
             return REASON_HEALTH_UNKNOWN
-        since_transition = _since(healthy.last_transition_time, now)
-        if healthy.status != names.TRUE and since_transition > self._health_timeout_ns:
-            return REASON_UNHEALTHY.format(minutes=_go_minutes(since_transition))
+        if healthy.status != names.TRUE:
+            unhealthy = _elapsed_beyond(healthy.last_transition_time, now, self._health_timeout)
+            if unhealthy is not None:
+                return REASON_UNHEALTHY.format(minutes=_go_minutes(unhealthy))
         return None
+
+
+def _elapsed_beyond(moment: datetime | None, now: datetime, timeout: timedelta) -> int | None:
+    """Go's `time.Since(moment) > timeout`: the elapsed nanoseconds if so, else None."""
+    if moment is not None and _aware(moment) >= now - timeout:
+        return None  # the common case, decided without nanosecond arithmetic
+    elapsed = _since(moment, now)
+    return elapsed if elapsed > _timedelta_ns(timeout) else None
 
 
 def _aware(moment: datetime) -> datetime:

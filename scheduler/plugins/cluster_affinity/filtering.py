@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from fractions import Fraction
 
 from hub.types import (
     ClusterSelectorTerm,
@@ -30,7 +29,7 @@ from scheduler.plugins.cluster_affinity.properties import (
     lookup,
 )
 from scheduler.plugins.cluster_affinity.state import PropertyCheck, RequiredTerm
-from scheduler.quantity import QuantityError, parse_quantity
+from scheduler.quantity import QuantityError, parse
 
 __all__ = [
     "OPERATORS",
@@ -50,7 +49,8 @@ REASON_NO_MATCH = "cluster does not match with any of the required cluster affin
 REASON_INVALID_TERM = "invalid required cluster affinity term {index}: {problem}"
 REASON_CANNOT_EVALUATE = "cannot evaluate required cluster affinity term {index}: {problem}"
 
-OPERATORS: dict[str, Callable[[Fraction, Fraction], bool]] = {
+# Compared in nanos: every quantity is a whole number of them (see scheduler.quantity).
+OPERATORS: dict[str, Callable[[int, int], bool]] = {
     "Eq": operator.eq,
     "Ne": operator.ne,
     "Gt": operator.gt,
@@ -116,7 +116,7 @@ def _compile_check(
     if len(expression.values) != 1:
         return invalid(f"want exactly one value, got {len(expression.values)}")
     try:
-        expected = parse_quantity(expression.values[0])
+        expected = parse(expression.values[0]).nanos
     except QuantityError as exc:
         return invalid(f"the expected value is not a quantity: {exc}")
     compare = OPERATORS.get(expression.operator)
@@ -124,10 +124,10 @@ def _compile_check(
         return invalid(
             f'unknown operator "{expression.operator}" (want one of {", ".join(OPERATORS)})'
         )
-    return PropertyCheck(index, ref, lambda value: compare(value, expected))
+    return PropertyCheck(index, ref, lambda nanos: compare(nanos, expected))
 
 
-def _never(value: Fraction) -> bool:
+def _never(nanos: int) -> bool:
     return False
 
 
@@ -162,6 +162,6 @@ def _evaluate(term: RequiredTerm, cluster: MemberCluster, cache: QuantityCache) 
             return False
         if check.problem is not None:
             return check.problem
-        if not check.holds(value.value):
+        if not check.holds(value.nanos):
             return False
     return True

@@ -81,19 +81,22 @@ def compile_property(name: str) -> PropertyRef:
 class QuantityCache:
     """Parsed quantities of one cycle, keyed by their exact text: fleets repeat values a lot."""
 
-    _parsed: dict[str, Quantity | QuantityError] = field(default_factory=dict)
+    parsed: dict[str, Quantity] = field(default_factory=dict)
+    """Texts that parsed; read it directly on hot paths, add to it only through `parse`."""
+    _errors: dict[str, QuantityError] = field(default_factory=dict)
 
     def parse(self, text: str) -> Quantity:
-        parsed = self._parsed.get(text)
-        if parsed is None:
+        parsed = self.parsed.get(text)
+        if parsed is not None:
+            return parsed
+        error = self._errors.get(text)
+        if error is None:
             try:
-                parsed = parse(text)
+                parsed = self.parsed[text] = parse(text)
+                return parsed
             except QuantityError as exc:
-                parsed = exc
-            self._parsed[text] = parsed
-        if isinstance(parsed, QuantityError):
-            raise parsed
-        return parsed
+                error = self._errors[text] = exc
+        raise error
 
 
 def lookup(ref: PropertyRef, cluster: MemberCluster, cache: QuantityCache) -> Quantity | None:
@@ -108,11 +111,19 @@ def lookup(ref: PropertyRef, cluster: MemberCluster, cache: QuantityCache) -> Qu
             return None
         text = reported.value
     else:
-        resources: dict[str, str] = getattr(status.resource_usage, ref.usage)
-        raw = resources.get(ref.key)
+        usage = status.resource_usage
+        if ref.usage == "capacity":
+            raw = usage.capacity.get(ref.key)
+        elif ref.usage == "allocatable":
+            raw = usage.allocatable.get(ref.key)
+        else:
+            raw = usage.available.get(ref.key)
         if raw is None:
             return None
         text = raw.strip()  # Go decodes a ResourceList quantity with strings.TrimSpace
+    known = cache.parsed.get(text)
+    if known is not None:
+        return known
     try:
         return cache.parse(text)
     except QuantityError as exc:

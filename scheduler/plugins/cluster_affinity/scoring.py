@@ -5,7 +5,7 @@ selector does not match; the full weight if it has no property sorter; otherwise
 interpolated by where the cluster's value sits between the smallest and largest value of that
 property across *all* clusters of the cycle (not only those that passed Filter), rounded half
 away from zero. The interpolation uses Go's float conversion of each quantity
-(`Quantity.approximate_float`), so the rounding at .5 lands where KubeFleet's does.
+(`Quantity.approximate`), so the rounding at .5 lands where KubeFleet's does.
 
 Deviations from KubeFleet, which would abort the cycle in each case:
 
@@ -109,9 +109,9 @@ def _extremes(
         if value is None:
             continue
         # Strict comparisons: among equal values the first cluster's spelling wins, as in Go.
-        if smallest is None or value.value < smallest.value:
+        if smallest is None or value.nanos < smallest.nanos:
             smallest = value
-        if largest is None or value.value > largest.value:
+        if largest is None or value.nanos > largest.nanos:
             largest = value
     return Extremes(smallest, largest)
 
@@ -122,7 +122,7 @@ def _readable(ref: PropertyRef, cluster: MemberCluster, cache: QuantityCache) ->
         value = lookup(ref, cluster, cache)
     except PropertyValueError:
         return None
-    if value is None or not math.isfinite(value.approximate_float()):
+    if value is None or not math.isfinite(value.approximate):
         return None
     return value
 
@@ -157,15 +157,15 @@ def _interpolate(
             f'extremes of property "{sorter.ref.name}" are not available, yet cluster '
             f"{cluster.metadata.name} reports a value (is it missing from the cycle's clusters?)"
         )
-    if not smallest.value <= value.value <= largest.value:
+    if not smallest.nanos <= value.nanos <= largest.nanos:
         raise ScoringError(
             f'cannot interpolate the weight of property "{sorter.ref.name}" for cluster '
             f"{cluster.metadata.name}: its value is outside the values of the cycle's clusters"
         )
-    low, high = smallest.approximate_float(), largest.approximate_float()
+    low, high = smallest.approximate, largest.approximate
     if low >= high:
         return 0  # the same value everywhere: KubeFleet gives 0 rather than divide by zero
-    observed = min(max(value.approximate_float(), low), high)
+    observed = min(max(value.approximate, low), high)
     position = (observed - low) / (high - low)
     if sorter.sort_order == SORT_DESCENDING:
         return round_half_away_from_zero(position * term.weight)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 
 from scheduler.framework.cycle import StateKey
 from scheduler.labels import LabelPredicate
@@ -40,7 +39,7 @@ class PropertyCheck:
 
     index: int
     ref: PropertyRef
-    holds: Callable[[Fraction], bool]
+    holds: Callable[[int], bool]  # called with the cluster value in nanos
     problem: str | None = None
 
 

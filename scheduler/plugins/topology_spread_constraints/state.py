@@ -49,6 +49,12 @@ class Constraint:
     topology_key: str
     max_skew: int
     do_not_schedule: bool
+    violation: str = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The reason is the same for every violating cluster: format it once.
+        reason = REASON_VIOLATED.format(key=go_quote(self.topology_key), max_skew=self.max_skew)
+        object.__setattr__(self, "violation", reason)
 
     @classmethod
     def of(cls, constraint: TopologySpreadConstraint) -> Constraint:
@@ -57,10 +63,6 @@ class Constraint:
             max_skew=names.DEFAULT_MAX_SKEW if constraint.max_skew is None else constraint.max_skew,
             do_not_schedule=constraint.when_unsatisfiable != names.SCHEDULE_ANYWAY,
         )
-
-    @property
-    def violation(self) -> str:
-        return REASON_VIOLATED.format(key=go_quote(self.topology_key), max_skew=self.max_skew)
 
 
 @dataclass(frozen=True, slots=True)

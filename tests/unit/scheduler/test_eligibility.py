@@ -155,3 +155,15 @@ def test_a_future_heartbeat_counts_as_recent() -> None:
     assert (
         EligibilityChecker().check(member(agent(heartbeat=NOW + timedelta(hours=1))), NOW) is None
     )
+
+
+def test_the_first_condition_of_a_type_counts_as_in_go() -> None:
+    first = Condition(type="Healthy", status="False", last_transition_time=LONG_AGO)
+    second = Condition(type="Healthy", status="True", last_transition_time=NOW)
+    joined = Condition(type="Joined", status="True", last_transition_time=LONG_AGO)
+    cluster = member(
+        AgentStatus(
+            type="MemberAgent", last_received_heartbeat=NOW, conditions=[first, second, joined]
+        )
+    )
+    assert EligibilityChecker().check(cluster, NOW) == REASON_UNHEALTHY.format(minutes=3 * 24 * 60)

@@ -120,17 +120,17 @@ def test_numbers_longer_than_pythons_int_limit_parse() -> None:
     ],
 )
 def test_approximate_float_follows_go(text: str, expected: float) -> None:
-    assert parse(text).approximate_float() == expected
+    assert parse(text).approximate == expected
 
 
 def test_equal_quantities_can_have_neighbouring_floats() -> None:
     # Go keeps (3, -1) and (300, -3); 3 * 0.1 and 300 * 0.001 round differently.
     assert parse_quantity("0.3") == parse_quantity("300m")
-    assert parse("0.3").approximate_float() > parse("300m").approximate_float()
+    assert parse("0.3").approximate > parse("300m").approximate
 
 
 def test_zero_with_a_huge_exponent_is_nan_as_in_go() -> None:
-    assert math.isnan(parse("0e400").approximate_float())
+    assert math.isnan(parse("0e400").approximate)
 
 
 _DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15}
