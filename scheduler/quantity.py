@@ -19,8 +19,9 @@ Go's quirks, kept on purpose because they decide which clusters match:
 - floats come from Go's internal (mantissa, exponent) pair, so equal quantities spelled
   differently can convert to neighbouring floats ("0.3" vs "300m").
 
-One deliberate difference: Go truncates a decimal exponent to int32 and would then build numbers
-with billions of digits; we reject exponents beyond +-MAX_EXPONENT instead of hanging."""
+One deliberate difference: Go accepts any decimal exponent that fits an int64 (truncating it to
+int32) and keeps it symbolic; exact arithmetic on 10**2000000000 would hang Python, so we reject
+exponents beyond +-MAX_EXPONENT. Such values are far beyond float range either way."""
 
 from __future__ import annotations
 
