@@ -270,6 +270,9 @@ class Store:
             self._sorted[key] = None
         self._events.clear()
         self._pages.clear()
+        # The reset consumes a resourceVersion: watches from any earlier one must relist (410),
+        # because the objects they knew vanished without DELETED events.
+        self.rv += 1
         self.floor = self.rv
         for watcher in list(self._watchers):
             watcher.close("devhub was reset")

@@ -44,7 +44,9 @@ class Client:
     def put(self, path: str, body: Any, **kwargs: Any) -> requests.Response:
         return self.request("PUT", path, json=body, **kwargs)
 
-    def patch(self, path: str, body: Any, content_type: str = MERGE, **kwargs: Any) -> requests.Response:
+    def patch(
+        self, path: str, body: Any, content_type: str = MERGE, **kwargs: Any
+    ) -> requests.Response:
         data = body if isinstance(body, (str, bytes)) else json.dumps(body)
         return self.request("PATCH", path, data=data, headers={"Content-Type": content_type},
                             **kwargs)
@@ -58,14 +60,45 @@ class Client:
         created: dict[str, Any] = response.json()
         return created
 
-    def watch(self, path: str, **params: Any) -> Iterator[dict[str, Any]]:
-        """Events of a watch on `path` as dicts, until the server ends the stream."""
-        params["watch"] = "true"
-        response = self.request("GET", path, params=params, stream=True, timeout=30)
-        assert response.status_code == 200, response.text
-        for line in response.iter_lines():
+    def watch(self, path: str, *, read_timeout: float = 5.0, **params: Any) -> Watch:
+        """Open a watch on `path`; a read waiting longer than `read_timeout` fails the test."""
+        return Watch(self, path, read_timeout, params)
+
+
+class Watch:
+    """One open watch stream: `next()` returns the next event, `take(n)` the next n."""
+
+    def __init__(self, client: Client, path: str, read_timeout: float,
+                 params: dict[str, Any]) -> None:
+        self.response = client.request(
+            "GET", path, params={**params, "watch": "true"}, stream=True,
+            timeout=(5.0, read_timeout),
+        )
+        assert self.response.status_code == 200, self.response.text
+        self._lines: Iterator[bytes] = self.response.iter_lines()
+
+    def next(self) -> dict[str, Any]:
+        for line in self._lines:
             if line:
-                yield json.loads(line)
+                event: dict[str, Any] = json.loads(line)
+                return event
+        raise EOFError("the server ended the watch")
+
+    def take(self, count: int) -> list[dict[str, Any]]:
+        return [self.next() for _ in range(count)]
+
+    def rest(self) -> list[dict[str, Any]]:
+        """Every event until the server ends the stream."""
+        return [json.loads(line) for line in self._lines if line]
+
+    def close(self) -> None:
+        self.response.close()
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def placement(name: str, *, labels: dict[str, str] | None = None, n: int | None = 2,
