@@ -286,7 +286,7 @@ class HubClient:
                 client_configuration=configuration,
                 persist_config=False,
             )
-        except (ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
+        except Exception as exc:  # YAML, I/O, schema, exec plugin: all mean "unusable config"
             raise HubConfigError(f"cannot use kubeconfig {os.fspath(path)!r}: {exc}") from exc
         return cls(configuration, timeout=timeout)
 
