@@ -1,0 +1,128 @@
+"""Bad input gets a 4xx Status with a message: never a 500, a traceback, or a stored object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from devhub_helpers import CLUSTERS, PLACEMENTS, Client, placement
+
+from devhub import DevHub
+from devhub.store import Store
+
+YAML = "application/yaml"
+JSON = "application/json"
+
+
+@pytest.mark.parametrize(("body", "content_type", "code"), [
+    pytest.param(b'{"apiVersion": ', JSON, 400, id="truncated-json"),
+    pytest.param(b"{'single': 'quotes'}", JSON, 400, id="python-not-json"),
+    pytest.param(b'{"a": NaN}', JSON, 400, id="nan"),
+    pytest.param(b"\xff\xfe\x00", JSON, 400, id="not-utf8"),
+    pytest.param(b"[1, 2]", JSON, 400, id="array"),
+    pytest.param(b'"just a string"', JSON, 400, id="string"),
+    pytest.param(b"", JSON, 400, id="empty"),
+    pytest.param(b"apiVersion: [unclosed", YAML, 400, id="malformed-yaml"),
+    pytest.param(b"key: value\n  - broken: indentation", YAML, 400, id="yaml-indentation"),
+    pytest.param(b"- a\n- b", YAML, 400, id="yaml-list"),
+    pytest.param(b"\x00\x01", "application/vnd.kubernetes.protobuf", 415, id="protobuf"),
+    pytest.param(b"x", "text/html", 415, id="html"),
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, JSON, 400, id="deep-nesting"),
+])
+def test_undecodable_bodies_are_refused(
+    api: Client, body: bytes, content_type: str, code: int
+) -> None:
+    response = api.request("POST", CLUSTERS, data=body, headers={"Content-Type": content_type})
+    assert response.status_code == code, response.text
+    status = response.json()
+    assert status["kind"] == "Status"
+    assert status["message"]
+    assert "Traceback" not in response.text
+    assert api.get(CLUSTERS).json()["items"] == []
+
+
+@pytest.mark.parametrize(("mutate", "fragment"), [
+    pytest.param(lambda o: o.update(kind="MemberCluster"), "kind", id="wrong-kind"),
+    pytest.param(lambda o: o.update(apiVersion="placement.kubernetes-fleet.io/v1"),
+                 "API version", id="wrong-version"),
+    pytest.param(lambda o: o.pop("kind"), "Kind", id="no-kind"),
+    pytest.param(lambda o: o.pop("apiVersion"), "apiVersion", id="no-api-version"),
+    pytest.param(lambda o: o["metadata"].update(resourceVersion="5"), "resourceVersion",
+                 id="resource-version-on-create"),
+])
+def test_bodies_for_another_kind_are_bad_requests(
+    api: Client, mutate: Any, fragment: str
+) -> None:
+    body = placement("web")
+    mutate(body)
+    response = api.post(PLACEMENTS, body)
+    assert response.status_code == 400, response.text
+    assert fragment in response.json()["message"]
+    assert api.get(f"{PLACEMENTS}/web").status_code == 404
+
+
+def test_yaml_bodies_are_accepted(api: Client) -> None:
+    body = (b"apiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n"
+            b"metadata:\n  name: m1\n  annotations:\n    when: 2024-01-01T00:00:00Z\nspec: {}\n")
+    response = api.request("POST", CLUSTERS, data=body, headers={"Content-Type": YAML})
+    assert response.status_code == 201, response.text
+    assert response.json()["metadata"]["annotations"] == {"when": "2024-01-01T00:00:00Z"}
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("POST", f"{CLUSTERS}/m1"),
+    ("PUT", CLUSTERS),
+    ("PATCH", CLUSTERS),
+    ("POST", f"{CLUSTERS}/m1/status"),
+    ("DELETE", f"{CLUSTERS}/m1/status"),
+    ("POST", "/version"),
+])
+def test_wrong_methods_are_405(api: Client, method: str, path: str) -> None:
+    response = api.request(method, path, json={})
+    assert response.status_code == 405
+    assert response.json()["reason"] == "MethodNotAllowed"
+
+
+@pytest.mark.parametrize("params", [
+    {"fieldValidation": "Loose"},
+    {"dryRun": "Some"},
+])
+def test_bad_query_parameters_are_bad_requests(api: Client, params: dict[str, str]) -> None:
+    response = api.post(PLACEMENTS, placement("web"), params=params)
+    assert response.status_code == 400
+    assert api.get(f"{PLACEMENTS}/web").status_code == 404
+
+
+def test_an_oversized_body_is_refused(api: Client) -> None:
+    body = placement("web")
+    body["metadata"]["annotations"] = {"big": "x" * (4 * 1024 * 1024)}
+    response = api.post(PLACEMENTS, body)
+    assert response.status_code == 413
+    assert response.json()["kind"] == "Status"
+
+
+def test_a_bad_delete_options_body_is_a_bad_request(api: Client) -> None:
+    api.create(PLACEMENTS, placement("web"))
+    response = api.request("DELETE", f"{PLACEMENTS}/web", data=b"[1]",
+                           headers={"Content-Type": JSON})
+    assert response.status_code == 400
+    assert api.get(f"{PLACEMENTS}/web").status_code == 200
+
+
+def test_an_unexpected_server_error_is_a_500_status_without_internals(
+    api: Client, devhub: DevHub
+) -> None:
+    def explode(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("secret internal detail")
+
+    original = Store.get
+    devhub.call(lambda store: setattr(store, "get", explode))
+    try:
+        response = api.get(f"{PLACEMENTS}/web")
+    finally:
+        devhub.call(lambda store: setattr(store, "get", original.__get__(store)))
+    assert response.status_code == 500
+    assert response.json()["reason"] == "InternalError"
+    assert "secret internal detail" not in response.text
+    assert "Traceback" not in response.text
+    assert api.get(f"{PLACEMENTS}/web").status_code == 404

@@ -1,0 +1,148 @@
+"""kubectl, unchanged, against devhub: get, apply, re-apply, delete and get -w.
+
+Drives the real binary as a subprocess with the kubeconfig devhub writes (HTTPS with devhub's CA
+and the bearer token, because kubectl sends credentials only over TLS)."""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from devhub_helpers import CLUSTERS, PLACEMENTS, Client, cluster
+
+pytestmark = pytest.mark.kubectl
+
+KUBECTL = shutil.which("kubectl")
+TIMEOUT = 30
+PLACEMENT_YAML = """\
+apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterResourcePlacement
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  resourceSelectors:
+  - {group: "", version: v1, kind: Namespace, name: web}
+  policy:
+    placementType: PickN
+    numberOfClusters: NUMBER
+"""
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def kubectl(hub_kubeconfig: Path, tmp_path: Path) -> Kubectl:
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed (make test installs Debian's kubernetes-client)")
+    binary = KUBECTL
+
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [binary, "--kubeconfig", str(hub_kubeconfig), "--cache-dir",
+             str(tmp_path / "kube-cache"), *args],
+            capture_output=True, text=True, timeout=TIMEOUT, check=False,
+        )
+        if check:
+            assert result.returncode == 0, result.stderr
+        return result
+
+    return run
+
+
+def _manifest(tmp_path: Path, number: int) -> str:
+    path = tmp_path / "placement.yaml"
+    path.write_text(PLACEMENT_YAML.replace("NUMBER", str(number)))
+    return str(path)
+
+
+def test_kubectl_get_prints_the_printer_columns(api: Client, kubectl: Kubectl) -> None:
+    api.create(CLUSTERS, cluster("member-1"))
+    api.create(CLUSTERS, cluster("member-2"))
+    out = kubectl("get", "memberclusters").stdout.splitlines()
+    assert out[0].split() == ["NAME", "JOINED", "TAINTS", "AGE"]
+    assert [line.split()[0] for line in out[1:]] == ["member-1", "member-2"]
+    assert kubectl("get", "cluster", "member-2", "-o", "name").stdout.strip() == \
+        "membercluster.cluster.kubernetes-fleet.io/member-2"
+
+
+def test_kubectl_get_by_category(api: Client, kubectl: Kubectl) -> None:
+    api.create(CLUSTERS, cluster("member-1"))
+    assert "member-1" in kubectl("get", "fleet").stdout
+
+
+def test_kubectl_get_of_a_missing_object_fails_cleanly(kubectl: Kubectl) -> None:
+    result = kubectl("get", "crp", "nope", check=False)
+    assert result.returncode != 0
+    assert 'clusterresourceplacements.placement.kubernetes-fleet.io "nope" not found' in \
+        result.stderr
+
+
+def test_kubectl_apply_creates_then_reapplies(
+    api: Client, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    assert "created" in kubectl("apply", "-f", _manifest(tmp_path, 2)).stdout
+    assert "unchanged" in kubectl("apply", "-f", _manifest(tmp_path, 2)).stdout
+    assert "configured" in kubectl("apply", "-f", _manifest(tmp_path, 3)).stdout
+    stored = api.get(f"{PLACEMENTS}/web").json()
+    assert stored["spec"]["policy"]["numberOfClusters"] == 3
+    assert stored["metadata"]["generation"] == 2
+    assert "kubectl.kubernetes.io/last-applied-configuration" in stored["metadata"]["annotations"]
+
+
+def test_kubectl_server_side_apply(api: Client, kubectl: Kubectl, tmp_path: Path) -> None:
+    assert "serverside-applied" in kubectl("apply", "--server-side", "-f",
+                                           _manifest(tmp_path, 4)).stdout
+    assert api.get(f"{PLACEMENTS}/web").json()["spec"]["policy"]["numberOfClusters"] == 4
+
+
+def test_kubectl_apply_reports_invalid_objects(
+    api: Client, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    result = kubectl("apply", "-f", _manifest(tmp_path, -1), check=False)
+    assert result.returncode != 0
+    assert "spec.policy.numberOfClusters" in result.stderr
+    assert api.get(f"{PLACEMENTS}/web").status_code == 404
+
+
+def test_kubectl_delete(api: Client, kubectl: Kubectl) -> None:
+    api.create(CLUSTERS, cluster("member-1"))
+    assert "deleted" in kubectl("delete", "membercluster", "member-1").stdout
+    assert api.get(f"{CLUSTERS}/member-1").status_code == 404
+
+
+def test_kubectl_get_watch_reads_events(
+    api: Client, kubectl: Kubectl, hub_kubeconfig: Path, tmp_path: Path
+) -> None:
+    assert KUBECTL is not None
+    api.create(CLUSTERS, cluster("member-1"))
+    watcher = subprocess.Popen(
+        [KUBECTL, "--kubeconfig", str(hub_kubeconfig), "--cache-dir", str(tmp_path / "kc"),
+         "get", "memberclusters", "--watch", "--output-watch-events"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert watcher.stdout is not None
+    threading.Thread(target=lambda: [lines.put(line) for line in watcher.stdout or ()],
+                     daemon=True).start()
+
+    def next_row() -> list[str]:
+        return lines.get(timeout=TIMEOUT).split()[:2]
+
+    try:
+        assert next_row() == ["EVENT", "NAME"]
+        assert next_row() == ["ADDED", "member-1"]
+        time.sleep(0.2)
+        api.create(CLUSTERS, cluster("member-2"))
+        assert next_row() == ["ADDED", "member-2"]
+        api.delete(f"{CLUSTERS}/member-1")
+        assert next_row() == ["DELETED", "member-1"]
+    finally:
+        watcher.kill()
+        watcher.communicate(timeout=TIMEOUT)
