@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -24,6 +25,8 @@ from hub.types import (
     MemberCluster,
     ObjectMeta,
 )
+
+STAMP = "2024-05-01T10:00:00Z"
 
 
 def binding(name: str, cluster_name: str = "member-1") -> ClusterResourceBinding:
@@ -137,6 +140,55 @@ def test_list_filters_by_label_selector(
     hub.create(cluster("c", labels={"env": "prod"}))
     listing = hub.list(MemberCluster, label_selector=selector)
     assert sorted(obj.name for obj in listing) == expected
+
+
+def test_listed_objects_equal_the_objects_read_one_by_one(hub: HubClient) -> None:
+    hub.create(cluster("a", labels={"env": "prod"}, identity={"kind": "ServiceAccount"}))
+    written = hub.create(cluster("b"))
+    hub.update_status(
+        MemberCluster.from_wire(
+            {
+                **written.to_wire(),
+                "status": {
+                    "conditions": [
+                        {"type": "Joined", "status": "True", "lastTransitionTime": STAMP}
+                    ],
+                    "agentField": [1, 2],
+                },
+            }
+        )
+    )
+    listed = {obj.name: obj for obj in hub.list(MemberCluster)}
+    assert listed == {name: hub.get(MemberCluster, name) for name in ("a", "b")}
+    assert listed["b"].status.model_extra == {"agentField": [1, 2]}
+
+
+class StampedCluster(MemberCluster):
+    """A kind whose from_wire does more than validate: lists must still go through it."""
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> StampedCluster:
+        data = {**data, "metadata": {**data["metadata"], "annotations": {"stamped": "yes"}}}
+        return cls.model_validate(data)
+
+
+def test_list_honours_a_kind_that_overrides_from_wire(hub: HubClient) -> None:
+    hub.create(cluster("a"))
+    (obj,) = hub.list(StampedCluster).items
+    assert isinstance(obj, StampedCluster)
+    assert obj.metadata.annotations == {"stamped": "yes"}
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_list_leaves_the_garbage_collector_as_it_found_it(hub: HubClient, enabled: bool) -> None:
+    hub.create(cluster("a"))
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        hub.list(MemberCluster)
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
 
 
 def test_list_filters_by_metadata_name(hub: HubClient) -> None:
