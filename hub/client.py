@@ -12,8 +12,9 @@ Two constraints shaped it:
   would duplicate a write behind the activity's back) and every request has a connect and read
   timeout, so a hanging server becomes a `HubUnavailableError` the activity's RetryPolicy
   handles. Failures leave as the typed errors of `hub.errors`, chained to the original.
-- The scheduler reads whole fleets. A list is one JSON decode and one model validation per
-  item; nothing is copied on the way (see bench/ for the 5,000-cluster figure).
+- The scheduler reads whole fleets. A list page is validated straight from the response bytes
+  in one pass, with the cyclic GC held off meanwhile (`_gc_paused` says why): 5,000
+  MemberClusters with full status (6.7 MB) load in about a quarter of a second.
 
 Watching follows kube-apiserver's contract: a watch from resourceVersion R delivers every
 change after R, in order, or fails with 410 Gone when R is too old. `list_then_watch` builds on
@@ -234,19 +235,22 @@ def _status_error(response: urllib3.BaseHTTPResponse, data: bytes) -> HubError:
 
 def _lines(response: urllib3.BaseHTTPResponse, doing: str) -> Iterator[bytes]:
     """Newline-delimited records from a streaming response, as they arrive."""
-    pending = b""
+    partial: list[bytes] = []  # pieces of a record longer than one read
     while True:
         with _translated(doing):
             chunk = response.read1(STREAM_READ_BYTES)
         if not chunk:
             break
-        pending += chunk
-        *complete, pending = pending.split(b"\n")
-        for line in complete:
-            if line.strip():
-                yield line
-    if pending.strip():
-        yield pending
+        if b"\n" not in chunk:
+            partial.append(chunk)
+            continue
+        first, *rest = chunk.split(b"\n")
+        complete = [b"".join((*partial, first)), *rest[:-1]]
+        partial = [rest[-1]] if rest[-1] else []
+        yield from (line for line in complete if line.strip())
+    tail = b"".join(partial)
+    if tail.strip():
+        yield tail
 
 
 class _ListMeta(BaseModel):

@@ -81,6 +81,16 @@ def test_watch_delivers_changes_made_while_it_waits(hub: HubClient) -> None:
     assert (event.type, event.object.name) == ("ADDED", "late")
 
 
+def test_watch_reassembles_events_larger_than_one_read(hub: HubClient) -> None:
+    start = position(hub)
+    big = "x" * 150_000  # several socket reads, under the API's 256 KiB annotation limit
+    hub.create(MemberCluster.from_wire({"metadata": {"name": "big", "annotations": {"a": big}}}))
+    hub.create(cluster("small"))
+    events = object_events(hub.watch(MemberCluster, start, timeout_seconds=5), 2)
+    assert summary(events) == [("ADDED", "big"), ("ADDED", "small")]
+    assert events[0].object.metadata.annotations["a"] == big
+
+
 def test_watch_filters_by_label_selector(hub: HubClient) -> None:
     start = position(hub)
     hub.create(cluster("other", labels={"env": "dev"}))

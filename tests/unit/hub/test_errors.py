@@ -12,7 +12,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from hub.client import _translated
+from hub.client import Bookmark, HubClient, WatchEvent, _parse_page, _translated
 from hub.errors import (
     AlreadyExistsError,
     BadRequestError,
@@ -23,12 +23,14 @@ from hub.errors import (
     HubError,
     HubUnavailableError,
     InvalidObjectError,
+    MalformedObjectError,
     NotFoundError,
     StatusCause,
     UnauthorizedError,
     error_for_status,
     parse_retry_after,
 )
+from hub.types import MemberCluster
 
 
 def status(code: int, reason: str = "", message: str = "", **details: Any) -> dict[str, Any]:
@@ -215,3 +217,57 @@ def test_hub_errors_pass_through_translation_unchanged() -> None:
     with pytest.raises(NotFoundError) as caught, _translated("testing"):
         raise original
     assert caught.value is original
+
+
+# --- what the server sends cannot be read -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b"<html>proxy error</html>", id="not-json"),
+        pytest.param(b'{"items": [{"metadata": {"name": 5}}]}', id="item-breaks-model"),
+        pytest.param(b'{"items": {"not": "a list"}}', id="items-not-a-list"),
+    ],
+)
+def test_an_unreadable_list_page_is_a_malformed_object_error(data: bytes) -> None:
+    with pytest.raises(MalformedObjectError):
+        _parse_page(MemberCluster, data)
+
+
+def event(type_: str, obj: dict[str, Any]) -> dict[str, Any]:
+    return {"type": type_, "object": obj}
+
+
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        pytest.param(event("ERROR", status(410, "Expired", "too old")), GoneError, id="410"),
+        pytest.param(event("ERROR", status(500, "InternalError")), HubUnavailableError, id="500"),
+        pytest.param(event("SURPRISE", {"metadata": {}}), MalformedObjectError, id="unknown-type"),
+        pytest.param({"type": "ADDED"}, MalformedObjectError, id="no-object"),
+        pytest.param(
+            event("ADDED", {"metadata": {"name": ["not", "a", "name"]}}),
+            MalformedObjectError,
+            id="object-breaks-model",
+        ),
+    ],
+)
+def test_watch_error_and_garbage_events_raise_hub_errors(
+    doc: dict[str, Any], expected: type[HubError]
+) -> None:
+    with pytest.raises(expected):
+        HubClient._event(MemberCluster, doc)
+
+
+def test_watch_events_carry_type_object_and_resource_version() -> None:
+    added = HubClient._event(
+        MemberCluster, event("ADDED", {"metadata": {"name": "a", "resourceVersion": "9"}})
+    )
+    assert isinstance(added, WatchEvent)
+    assert (added.type, added.object.name, added.resource_version) == ("ADDED", "a", "9")
+    bookmark = HubClient._event(
+        MemberCluster,
+        event("BOOKMARK", {"kind": "MemberCluster", "metadata": {"resourceVersion": "12"}}),
+    )
+    assert bookmark == Bookmark(resource_version="12")
