@@ -104,3 +104,26 @@ def test_from_env_follows_kubeconfig(hub_kubeconfig: Path, monkeypatch: pytest.M
     monkeypatch.setenv("KUBECONFIG", str(hub_kubeconfig))
     with HubClient.from_env() as client:
         assert client.list(MemberCluster).items == []
+
+
+def test_in_cluster_outside_a_cluster_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    with pytest.raises(HubConfigError, match="not running in a cluster"):
+        HubClient.in_cluster()
+
+
+def test_from_env_with_nothing_configured_says_what_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(HubConfigError, match="KUBECONFIG"):
+        HubClient.from_env()
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, (1.0, 0.0)])
+def test_non_positive_timeouts_are_refused(devhub: Any, timeout: Any) -> None:
+    with pytest.raises(ValueError, match="positive"):
+        HubClient.from_url(devhub.url, timeout=timeout)
