@@ -98,12 +98,16 @@ def decisions_from_bindings(
 
     The arithmetic is KubeFleet's, including its quirks (a whole group's size is charged
     against the slots; a skipped filtered cluster still uses up an index), except that no
-    unselected decision is added once the slots are used up (10.10)."""
+    unselected decision is added once the slots are used up (10.10), and a cluster with two
+    live bindings (left behind by KubeFleet, 10.20) gets one decision, not two: KubeFleet's
+    set comparison then never matches and the status is rewritten every cycle."""
     decisions: list[ClusterDecision] = []
     seen: set[str] = set()
     slots = max_decisions
     for group in groups:
         for binding in group[: max(slots, 0)]:
+            if binding.spec.target_cluster in seen:
+                continue  # a second live binding of one cluster: one decision is enough
             decisions.append(binding.spec.cluster_decision)
             seen.add(binding.spec.target_cluster)
         slots -= len(group)

@@ -7,9 +7,7 @@ again at once, and an explanation of every cluster's fate."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from hub.types import ClusterResourceBinding, ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.explanation import Explanation
@@ -26,7 +24,8 @@ class CycleInput(WireModel):
     """Every MemberCluster of the fleet, including ineligible and leaving ones."""
     bindings: list[ClusterResourceBinding] = Field(default_factory=list)
     """Every binding labelled with the placement's name, read directly from the API server."""
-    now: datetime
+    now: AwareDatetime
+    """The cycle's clock (eligibility, lastTransitionTime); must carry a timezone."""
     fresh: bool = False
     """PickN only: reschedule from scratch. Scheduled and Bound bindings of the latest snapshot
     are treated as obsolete for this one cycle, so they compete again with every other cluster

@@ -25,6 +25,7 @@ __all__ = [
     "BINDING_NAME_CHECK",
     "REASON_BAD_BINDING_NAME",
     "binding_name",
+    "can_name_cluster_part",
     "is_dns1123_label",
     "name_problem",
 ]
@@ -61,6 +62,11 @@ def name_problem(placement: str, cluster: str) -> str | None:
         return None
     example = _prefix(placement, cluster) + "x" * SUFFIX_LENGTH
     return REASON_BAD_BINDING_NAME.format(cluster=cluster, name=example)
+
+
+def can_name_cluster_part(cluster: str) -> bool:
+    """Fast path of `name_problem` once the placement part is known to be fine."""
+    return _CLUSTER_PART.fullmatch(cluster[:CLUSTER_SEGMENT]) is not None
 
 
 def binding_name(placement: str, cluster: str, snapshot: str, used: Container[str]) -> str:

@@ -19,7 +19,7 @@ from scheduler.framework.profile import Profile
 from scheduler.framework.runner import Filtered, FinalCheck, Runner, ScoredCluster
 from scheduler.framework.status import Status
 from scheduler.models import Outcome
-from scheduler.naming import binding_name, name_problem
+from scheduler.naming import binding_name, can_name_cluster_part, name_problem
 from scheduler.plan import BindingPatch, SnapshotStatusWrite
 
 __all__ = ["BindingLog", "Context", "CycleOutput", "filter_groups", "score_groups"]
@@ -81,10 +81,11 @@ class Context:
         """Filters clusters that would need a new binding whose name cannot be valid."""
         reusable = self.reusable()
         placement = self.placement
+        nameable = can_name_cluster_part if name_problem(placement, "") is None else None
 
         def check(cluster: MemberCluster) -> Status | None:
             name = cluster.metadata.name
-            if name in reusable:
+            if (nameable is not None and nameable(name)) or name in reusable:
                 return None
             problem = name_problem(placement, name)
             return None if problem is None else Status.unschedulable(problem)
@@ -153,7 +154,7 @@ def filter_groups(filtered: Iterable[Filtered]) -> list[FilterGroup]:
     """One group per (plugin, reason), groups and names sorted."""
     by_reason: dict[tuple[str, str], list[str]] = {}
     for item in filtered:
-        key = (item.status.plugin or "", str(item.status))
+        key = (item.plugin, str(item.status))
         by_reason.setdefault(key, []).append(item.name)
     return [
         FilterGroup(plugin=plugin, reason=reason, clusters=sorted(clusters))

@@ -57,7 +57,7 @@ def run(ctx: Context) -> CycleOutput:
             created=len(xref.create),
             filtered=filter_groups(filtered),
             kept=kept,
-            already_selected=[n for n in result.already_selected if n not in kept_set],
+            already_selected=sorted(n for n in result.already_selected if n not in kept_set),
         ),
         create=xref.create,
         patch=xref.patch,

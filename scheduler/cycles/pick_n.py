@@ -160,13 +160,18 @@ def _evaluation_order(
     enough = max(MIN_FEASIBLE_CLUSTERS, math.ceil(len(clusters) * pct / 100), min(desired, limit))
     if enough >= len(clusters):
         return clusters, None
-    # A per-placement pseudo-random but stable order: different placements start in different
-    # parts of the fleet, and one placement sees the same order every cycle.
+    # Clusters holding an obsolete binding first, so a policy change does not move a placement
+    # merely because its cluster fell outside the sample; then a per-placement pseudo-random
+    # but stable order: different placements start in different parts of the fleet, and one
+    # placement sees the same order every cycle.
     seed = ctx.placement.encode() + b"/"
-    order = sorted(
-        clusters, key=lambda m: (zlib.crc32(seed + m.metadata.name.encode()), m.metadata.name)
-    )
-    return order, enough
+    holding = {b.spec.target_cluster for b in ctx.classified.obsolete}
+
+    def key(cluster: MemberCluster) -> tuple[bool, int, str]:
+        name = cluster.metadata.name
+        return (name not in holding, zlib.crc32(seed + name.encode()), name)
+
+    return sorted(clusters, key=key), enough
 
 
 def _schedule(ctx: Context, n: int, desired: int) -> CycleOutput:
@@ -209,7 +214,7 @@ def _schedule(ctx: Context, n: int, desired: int) -> CycleOutput:
         "not_picked": score_groups(not_picked),
         "filtered": filter_groups(filtered),
         "kept": kept,
-        "already_selected": [x for x in result.already_selected if x not in kept_set],
+        "already_selected": sorted(x for x in result.already_selected if x not in kept_set),
         "not_evaluated": result.not_evaluated,
     }
     reused = len(xref.create) + len(xref.patched)

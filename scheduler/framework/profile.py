@@ -304,21 +304,30 @@ class _Builder:
             if plugin_name not in enabled:
                 raise ProfileError(path, f"plugin {plugin_name!r} is configured but not enabled")
 
-        def instances(key: str) -> tuple[Plugin, ...]:
-            return tuple(self._instance(n, f"plugins.{key}") for n in lists[key])
-
+        plugins = {
+            key: tuple(self._instance(n, f"plugins.{key}") for n in lists[key])
+            for key in EXTENSION_POINTS
+        }
         return Profile(
             name=name,
-            post_batch=instances("postBatch"),  # type: ignore[arg-type]
-            pre_filter=instances("preFilter"),  # type: ignore[arg-type]
-            filter=instances("filter"),  # type: ignore[arg-type]
-            pre_score=instances("preScore"),  # type: ignore[arg-type]
-            score=instances("score"),  # type: ignore[arg-type]
+            post_batch=plugins["postBatch"],  # type: ignore[arg-type]
+            pre_filter=plugins["preFilter"],  # type: ignore[arg-type]
+            filter=plugins["filter"],  # type: ignore[arg-type]
+            pre_score=plugins["preScore"],  # type: ignore[arg-type]
+            score=plugins["score"],  # type: ignore[arg-type]
             plugin_args={n: args for n, (_, args) in self._args.items()},
             score_mode=mode,
             weights=dict(self._weights),
             percentage_of_clusters_to_score=None if pct in (0, 100) else pct,
+            eligibility=self._eligibility(),
         )
+
+    def _eligibility(self) -> Callable[[MemberCluster, datetime], str | None] | None:
+        """PickFixed checks eligibility with the ClusterEligibility plugin's own checker, so one
+        set of timeouts governs both (None = the default checker)."""
+        plugin = self._instances.get(CLUSTER_ELIGIBILITY)
+        check = getattr(getattr(plugin, "checker", None), "check", None)
+        return check if callable(check) else None
 
     def _parse_plugin_config(self, value: object) -> None:
         for index, entry in enumerate(_list(value, "pluginConfig")):

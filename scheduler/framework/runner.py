@@ -51,14 +51,17 @@ FinalCheck = Callable[[MemberCluster], Status | None]
 
 @dataclass(frozen=True, slots=True)
 class Filtered:
-    """A cluster the Filter stage rejected, with the status (stamped with its plugin)."""
+    """A cluster the Filter stage rejected: the plugin that did, and the status it returned
+    (whose string form is the decision reason)."""
 
     cluster: MemberCluster
     status: Status
+    plugin: str
+    name: str = ""
 
-    @property
-    def name(self) -> str:
-        return self.cluster.metadata.name
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.cluster.metadata.name)
 
 
 @dataclass(slots=True)
@@ -70,32 +73,37 @@ class FilterResult:
     """Clusters never looked at because enough feasible ones were found (percentage mode)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ScoredCluster:
     """A cluster that passed Filter, with its summed score.
 
-    `total` is the weighted sum in `ScoreMode.WEIGHTED_SUM` and None otherwise; `key` is what
-    ranking compares, the cluster name last so that equal scores favour the larger name."""
+    `total` is the weighted sum in `ScoreMode.WEIGHTED_SUM` and None otherwise. `key` is what
+    ranking compares: (topology, affinity, obsolete, name), or (total, name) in weighted-sum
+    mode; the name comes last so that equal scores favour the larger name. Treat as read-only
+    (not frozen only because frozen dataclasses are slow to build, and 5,000 are built per
+    cycle)."""
 
     cluster: MemberCluster
     score: ClusterScore
     total: int | None = None
+    name: str = ""
+    key: tuple[int | str, ...] = ()
 
-    @property
-    def name(self) -> str:
-        return self.cluster.metadata.name
-
-    @property
-    def key(self) -> tuple[int | str, ...]:
-        if self.total is not None:
-            return (self.total, self.name)
-        s = self.score
-        return (
-            s.topology_spread_score,
-            s.affinity_score,
-            s.obsolete_placement_affinity_score,
-            self.name,
-        )
+    def __post_init__(self) -> None:
+        if not self.name:
+            self.name = self.cluster.metadata.name
+        if not self.key:
+            s = self.score
+            self.key = (
+                (self.total, self.name)
+                if self.total is not None
+                else (
+                    s.topology_spread_score,
+                    s.affinity_score,
+                    s.obsolete_placement_affinity_score,
+                    self.name,
+                )
+            )
 
 
 def _code(status: Status | None) -> Code:
@@ -202,7 +210,7 @@ class Runner:
         rest are counted in `not_evaluated`."""
         chain = [(p.name, p.filter) for p in self.profile.filter if p.name not in skipped]
         result = FilterResult()
-        passed = result.passed
+        passed, filtered = result.passed, result.filtered
         for index, cluster in enumerate(clusters):
             if enough is not None and len(passed) >= enough:
                 result.not_evaluated = len(clusters) - index
@@ -217,7 +225,7 @@ class Runner:
                 if code is _SUCCESS:
                     continue
                 if code is _UNSCHEDULABLE:
-                    result.filtered.append(Filtered(cluster, status.from_plugin(name)))
+                    filtered.append(Filtered(cluster, status, name, cluster.metadata.name))
                 elif code is _ALREADY_SELECTED:
                     result.already_selected.append(cluster.metadata.name)
                 else:
@@ -229,7 +237,7 @@ class Runner:
             if final_check is not None:
                 problem = final_check(cluster)
                 if problem is not None:
-                    result.filtered.append(Filtered(cluster, problem.from_plugin(final_check_name)))
+                    filtered.append(Filtered(cluster, problem, final_check_name))
                     continue
             passed.append(cluster)
         return result
@@ -255,14 +263,14 @@ class Runner:
         scored: list[ScoredCluster] = []
         for cluster in clusters:
             topology = affinity = obsolete = total = 0
-            for name, fn, weight in chain:
+            for plugin, fn, weight in chain:
                 try:
                     score, status = fn(state, snapshot, cluster)
                     code = _SUCCESS if status is None else status.code
                 except Exception as exc:  # see post_batch
-                    raise self._raised(name, SCORE, exc) from exc
+                    raise self._raised(plugin, SCORE, exc) from exc
                 if code is not _SUCCESS:
-                    raise self._fail(name, SCORE, status, code.value)
+                    raise self._fail(plugin, SCORE, status, code.value)
                 if score is None:
                     continue
                 t = score.topology_spread_score
@@ -273,11 +281,22 @@ class Runner:
                 obsolete += o
                 if weighted:
                     total += weight * (t + a + o)
-            scored.append(
-                ScoredCluster(
-                    cluster,
-                    ClusterScore(topology, affinity, obsolete),
-                    total if weighted else None,
+            name = cluster.metadata.name
+            if weighted:
+                scored.append(
+                    ScoredCluster(
+                        cluster,
+                        ClusterScore(topology, affinity, obsolete),
+                        total,
+                        name,
+                        (total, name),
+                    )
                 )
-            )
+            else:
+                key = (topology, affinity, obsolete, name)
+                scored.append(
+                    ScoredCluster(
+                        cluster, ClusterScore(topology, affinity, obsolete), None, name, key
+                    )
+                )
         return scored

@@ -24,7 +24,7 @@ from scheduler import ScoreMode
 from scheduler.cycles.crossref import WHY_DUPLICATE, WHY_OBSOLETE, WHY_REPOINT, WHY_REVIVE
 from scheduler.cycles.pick_n import WHY_DOWNSCALE, WHY_DOWNSCALE_OBSOLETE
 from scheduler.decisions import NOT_PICKED, SELECTED
-from scheduler.testing import apply_plan, binding, member_cluster
+from scheduler.testing import apply_plan, binding, member_cluster, policy_snapshot
 
 PREV = names.PREVIOUS_BINDING_STATE_ANNOTATION
 
@@ -318,6 +318,7 @@ def test_a_batch_limit_of_one_schedules_one_cluster_per_cycle_and_requeues() -> 
     profile = fake_profile(batch=1)
     first = run(pick_n(3), clusters, profile=profile)
     assert (created(first), first.requeue, first.plan.snapshot_status) == (["d"], True, None)
+    assert first.requeue_after_seconds is None  # KubeFleet never asks for a delayed requeue
     results, bindings, snapshot = converge(pick_n(3), clusters, profile=profile)
     assert [r.requeue for r in results] == [True, True, False]
     assert sorted(b.spec.target_cluster for b in bindings) == ["b", "c", "d"]
@@ -387,12 +388,28 @@ def test_percentage_to_score_order_is_stable_across_cycles() -> None:
     )
 
 
+def test_percentage_to_score_evaluates_clusters_with_obsolete_bindings_first() -> None:
+    clusters = [cluster(f"m{i:03d}") for i in range(300)]
+    old = [bound(f"m{i:03d}", OLD, name=f"x-{i:03d}") for i in (7, 150, 222)]
+    result = run(pick_n(3), clusters, old, profile=fake_profile(percentage=10))
+    assert result.plan.create == [] and result.plan.unschedule == []
+    assert sorted(p.name for p in result.plan.patch) == ["x-007", "x-150", "x-222"]
+
+
 def test_a_deleting_cluster_makes_its_binding_dangling() -> None:
     clusters = [cluster("a"), member_cluster("b", NOW, deleting=True)]
     bindings = [bound("b", name="x-b"), binding("web", "gone", SNAP, state="Bound", name="x-gone")]
     result = run(pick_n(1), clusters, bindings)
     assert [p.name for p in result.plan.unschedule_dangling] == ["x-b", "x-gone"]
     assert created(result) == ["a"]
+
+
+def test_the_annotation_not_the_policy_says_how_many() -> None:
+    # Changing only numberOfClusters updates the annotation, not the snapshot's spec (10.21).
+    snapshot = policy_snapshot(
+        "web", {"placementType": "PickN", "numberOfClusters": 1}, index=1, number_of_clusters=2
+    )
+    assert created(run(snapshot, [cluster("a"), cluster("b"), cluster("c")])) == ["c", "b"]
 
 
 def test_not_picked_uses_template_constant() -> None:

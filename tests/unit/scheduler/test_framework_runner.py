@@ -82,7 +82,7 @@ def test_first_failing_filter_decides_and_is_named() -> None:
     second = Scripted("Second", reject("a", "b", reason="second says no"))
     result = runner(filter=(first, second)).filter(state(), SNAPSHOT, CLUSTERS, frozenset())
     assert [c.metadata.name for c in result.passed] == ["c"]
-    assert [(f.name, f.status.plugin, str(f.status)) for f in result.filtered] == [
+    assert [(f.name, f.plugin, str(f.status)) for f in result.filtered] == [
         ("a", "First", "ClusterUnschedulable, first says no"),
         ("b", "Second", "ClusterUnschedulable, second says no"),
     ]
@@ -243,7 +243,7 @@ def test_final_check_runs_only_after_every_plugin_passed() -> None:
         state(), SNAPSHOT, CLUSTERS, frozenset(), final_check=check, final_check_name="BindingName"
     )
     assert seen == ["b", "c"]
-    assert [(f.name, f.status.plugin) for f in result.filtered] == [
+    assert [(f.name, f.plugin) for f in result.filtered] == [
         ("a", "F"),
         ("c", "BindingName"),
     ]
