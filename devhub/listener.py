@@ -73,8 +73,13 @@ class DualProtocolListener:
 
     async def _serve(self, conn: socket.socket) -> None:
         loop = asyncio.get_running_loop()
-        readable = loop.create_future()
-        loop.add_reader(conn.fileno(), lambda: readable.done() or readable.set_result(None))
+        readable: asyncio.Future[None] = loop.create_future()
+
+        def on_readable() -> None:
+            if not readable.done():
+                readable.set_result(None)
+
+        loop.add_reader(conn.fileno(), on_readable)
         try:
             await asyncio.wait_for(readable, FIRST_BYTE_TIMEOUT)
             first = conn.recv(1, socket.MSG_PEEK)

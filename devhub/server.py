@@ -483,7 +483,7 @@ class Api:
         limit = _int_param(query, "limit")
         if limit is not None and limit <= 0:
             limit = None
-        result = self.store.list(
+        result = self.store.list_entries(
             res, labels, fields, limit=limit, continue_token=query.get("continue") or None
         )
         if _wants_table(request.headers.get("Accept", "")):

@@ -146,17 +146,17 @@ class Watcher:
         matching leaves as DELETED, as from the API server's watch cache."""
         if self.labels.empty and self.fields.empty:
             return event.type
-        now = self._matches(event.obj)
+        now = self.matches(event.obj)
         if event.type != MODIFIED or event.old is None:
             return event.type if now else None
-        before = self._matches(event.old)
+        before = self.matches(event.old)
         if now and before:
             return MODIFIED
         if now:
             return ADDED
         return DELETED if before else None
 
-    def _matches(self, obj: Mapping[str, Any]) -> bool:
+    def matches(self, obj: Mapping[str, Any]) -> bool:
         return self.labels.matches(obj) and self.fields.matches(obj)
 
     def offer(self, event: Event) -> None:
@@ -300,7 +300,7 @@ class Store:
             self._sorted[key] = names
         return [objects[name] for name in names]
 
-    def list(
+    def list_entries(
         self,
         res: Resource,
         labels: LabelSelector,
@@ -384,7 +384,7 @@ class Store:
         initial: list[tuple[str, Event]] = []
         if resource_version in (None, "", "0") or send_initial_events:
             for entry in self._sorted_entries(res):
-                if watcher._matches(entry.obj):
+                if watcher.matches(entry.obj):
                     initial.append((ADDED, Event(entry.rv, ADDED, key, entry.obj, entry.raw, None)))
         else:
             start = _parse_rv(resource_version)
@@ -695,7 +695,7 @@ class Store:
     def delete_collection(
         self, res: Resource, labels: LabelSelector, fields: FieldSelector, *, dry_run: bool = False
     ) -> list[Entry]:
-        targets = self.list(res, labels, fields).entries
+        targets = self.list_entries(res, labels, fields).entries
         return [self.delete(res, entry.obj["metadata"]["name"], dry_run=dry_run)[0]
                 for entry in targets]
 
