@@ -219,7 +219,9 @@ def _schedule(ctx: Context, n: int, desired: int) -> CycleOutput:
     }
     reused = len(xref.create) + len(xref.patched)
     present = len(c.scheduled) + len(c.bound)
-    if desired > limit and reused == limit:
+    # KubeFleet also requeues when a plugin's limit is 0, which can never make progress: an
+    # endless immediate requeue. Here a zero limit ends the cycle with the status instead.
+    if desired > limit and reused == limit and limit > 0:
         notes = [f"batch limit {limit} reached (wanted {desired} more): requeue"]
         return CycleOutput(
             outcome=Outcome(

@@ -76,6 +76,18 @@ def test_weighted_sum_profile_ranks_by_the_total() -> None:
     assert created(run(pick_n(1), clusters, profile=profile)) == ["b"]
 
 
+def test_the_explanation_gives_every_cluster_one_fate() -> None:
+    clusters = [cluster("a", affinity="9"), cluster("b"), cluster("c", ready="false"), cluster("d")]
+    result = run(pick_n(2), clusters, [bound("d")])
+    assert result.explanation.fates() == [
+        ("a", "picked (affinity 9, topology spread 0)"),
+        ("b", "not picked (affinity 0, topology spread 0)"),
+        ("c", f"filtered by Ready: ClusterUnschedulable, {REASON_NOT_READY}"),
+        ("d", "kept: already has a binding of this snapshot"),
+    ]
+    assert result.summary() == "PickN 2/2; 1 created, status written"
+
+
 def test_selected_and_not_picked_decisions_read_exactly_as_kubefleet() -> None:
     result = run(pick_n(1), [cluster("a", affinity="20"), cluster("b", topology="-3")])
     write = result.plan.snapshot_status
@@ -333,6 +345,13 @@ def test_a_batch_limit_stops_requeueing_when_no_cluster_is_left() -> None:
     assert [r.requeue for r in results] == [True, True, False]
     assert len(bindings) == 2
     assert snapshot.status.condition("Scheduled").status == "False"  # type: ignore[union-attr]
+
+
+def test_a_batch_limit_of_zero_does_not_requeue_forever() -> None:
+    result = run(pick_n(2), [cluster("a"), cluster("b")], profile=fake_profile(batch=0))
+    assert (result.plan.create, result.requeue) == ([], False)
+    assert result.outcome.picked == 0 and not result.outcome.fulfilled
+    assert result.plan.snapshot_status is not None
 
 
 def test_a_batch_limit_unschedules_obsolete_bindings_not_in_this_batch() -> None:
