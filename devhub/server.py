@@ -484,7 +484,9 @@ class Api:
         if limit is not None and limit <= 0:
             limit = None
         result = self.store.list_entries(
-            res, labels, fields, limit=limit, continue_token=query.get("continue") or None
+            res, labels, fields, limit=limit, continue_token=query.get("continue") or None,
+            resource_version=query.get("resourceVersion"),
+            match=query.get("resourceVersionMatch"),
         )
         if _wants_table(request.headers.get("Accept", "")):
             doc = table(

@@ -177,10 +177,18 @@ class Watcher:
 
 
 class TooOldError(Exception):
-    """A watch asked for events the window no longer holds."""
+    """A watch asked for events the window no longer holds (or never held)."""
 
-    def __init__(self, requested: int, oldest: int) -> None:
-        super().__init__(f"too old resource version: {requested} ({oldest})")
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+def _too_new_message(requested: int, latest: int) -> str:
+    # kube-apiserver waits and answers 504 "Too large resource version"; a version from the
+    # future can only come from before a restart without --data-dir, so devhub says 410 and the
+    # client relists instead of retrying forever.
+    return (f"resource version {requested} is newer than this hub's latest ({latest}): it "
+            f"comes from before a restart without --data-dir; list again")
 
 
 def _bad_body(message: str) -> ApiError:
@@ -308,7 +316,28 @@ class Store:
         *,
         limit: int | None = None,
         continue_token: str | None = None,
+        resource_version: str | None = None,
+        match: str | None = None,
     ) -> ListResult:
+        """Objects in name order; devhub serves every list at its latest resourceVersion."""
+        if match and match not in ("Exact", "NotOlderThan"):
+            raise errors.bad_request(
+                f'resourceVersionMatch: Unsupported value: "{match}": supported values: '
+                '"Exact", "NotOlderThan"'
+            )
+        if match and not resource_version:
+            raise errors.bad_request(
+                "resourceVersionMatch is forbidden unless resourceVersion is provided"
+            )
+        if resource_version and resource_version != "0":
+            wanted = _parse_rv(resource_version)
+            if wanted > self.rv:
+                raise errors.expired(_too_new_message(wanted, self.rv))
+            if match == "Exact" and wanted != self.rv:
+                raise errors.expired(
+                    f"devhub keeps no history: it cannot list at resource version {wanted}, "
+                    f"only at the latest ({self.rv}); list without resourceVersionMatch=Exact"
+                )
         if continue_token:
             page_id, start = self._decode_continue(continue_token)
             page = self._pages.get(page_id)
@@ -389,7 +418,9 @@ class Store:
         else:
             start = _parse_rv(resource_version)
             if start < self.floor:
-                raise TooOldError(start, self.floor)
+                raise TooOldError(f"too old resource version: {start} ({self.floor})")
+            if start > self.rv:
+                raise TooOldError(_too_new_message(start, self.rv))
             replay: list[Event] = []
             for event in reversed(self._events):
                 if event.rv <= start:

@@ -151,3 +151,30 @@ def test_a_forged_continue_token_is_a_bad_request(fleet: Client, token: str) -> 
 
 def test_a_non_integer_limit_is_a_bad_request(api: Client) -> None:
     assert api.get(CLUSTERS, params={"limit": "ten"}).status_code == 400
+
+
+@pytest.mark.parametrize(("params", "code"), [
+    pytest.param({"resourceVersion": "0"}, 200, id="any"),
+    pytest.param({"resourceVersion": "abc"}, 400, id="not-a-number"),
+    pytest.param({"resourceVersion": "999999999"}, 410, id="from-the-future"),
+    pytest.param({"resourceVersionMatch": "Exact"}, 400, id="match-without-version"),
+    pytest.param({"resourceVersion": "1", "resourceVersionMatch": "Sometime"}, 400,
+                 id="unknown-match"),
+    pytest.param({"resourceVersion": "1", "resourceVersionMatch": "Exact"}, 410,
+                 id="exact-old-version"),
+])
+def test_list_resource_version_parameters(
+    fleet: Client, params: dict[str, str], code: int
+) -> None:
+    response = fleet.get(CLUSTERS, params=params)
+    assert response.status_code == code, response.text
+    if code != 200:
+        assert response.json()["kind"] == "Status"
+
+
+def test_list_at_the_exact_latest_version(fleet: Client) -> None:
+    rv = fleet.get(CLUSTERS).json()["metadata"]["resourceVersion"]
+    response = fleet.get(CLUSTERS, params={"resourceVersion": rv,
+                                           "resourceVersionMatch": "Exact"})
+    assert response.status_code == 200
+    assert len(response.json()["items"]) == len(FLEET)

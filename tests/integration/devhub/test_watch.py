@@ -212,3 +212,19 @@ def test_every_watcher_gets_every_event(api: Client, watchers: int) -> None:
     finally:
         for stream in streams:
             stream.close()
+
+
+def test_watch_from_a_version_newer_than_the_hub_must_relist(api: Client) -> None:
+    """Such a version predates a restart without --data-dir: waiting for it would miss events."""
+    api.create(CLUSTERS, cluster("a"))
+    with api.watch(CLUSTERS, resourceVersion="999999999") as watch:
+        event = watch.next()
+    assert event["type"] == "ERROR"
+    assert event["object"]["code"] == 410
+
+
+def test_a_watch_fault_fails_the_watch_at_start(api: Client, devhub: DevHub) -> None:
+    devhub.faults.inject(verb="watch", resource="memberclusters", status=503)
+    response = api.get(CLUSTERS, params={"watch": "true"})
+    assert response.status_code == 503
+    assert api.get(CLUSTERS).status_code == 200  # list is another verb
