@@ -7,8 +7,8 @@ rules serve the selector parser."""
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
 from typing import Any, Final
 
 from devhub.errors import Cause
@@ -95,7 +95,7 @@ def label_value_error(value: str) -> str | None:
 
 
 def _string_map(
-    meta: Mapping[str, Any], key: str, causes: list[Cause], *, labels: bool
+    meta: dict[str, Any], key: str, causes: list[Cause], *, labels: bool
 ) -> None:
     value = meta.get(key)
     if value is None:
@@ -105,6 +105,7 @@ def _string_map(
         causes.append(Cause("FieldValueTypeInvalid",
                             f"Invalid value: {type(value).__name__}: must be a map of strings",
                             path))
+        del meta[key]
         return
     total = 0
     for name, item in value.items():
@@ -123,30 +124,29 @@ def _string_map(
                             f"Too long: may not be more than {MAX_ANNOTATIONS_BYTES} bytes", path))
 
 
-def _finalizers(meta: Mapping[str, Any], causes: list[Cause]) -> None:
+def _finalizers(meta: dict[str, Any], causes: list[Cause]) -> None:
     value = meta.get("finalizers")
     if value is None:
         return
-    if not isinstance(value, list):
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         causes.append(Cause("FieldValueTypeInvalid",
                             "Invalid value: must be a list of strings", "metadata.finalizers"))
+        del meta["finalizers"]
         return
     for index, item in enumerate(value):
         path = f"metadata.finalizers[{index}]"
-        if not isinstance(item, str):
-            causes.append(Cause("FieldValueTypeInvalid", f"Invalid value: {item!r}: must be a "
-                                "string", path))
-        elif err := label_key_error(item):
+        if err := label_key_error(item):
             causes.append(Cause("FieldValueInvalid", f'Invalid value: "{item}": {err}', path))
 
 
-def _owner_references(meta: Mapping[str, Any], causes: list[Cause]) -> None:
+def _owner_references(meta: dict[str, Any], causes: list[Cause]) -> None:
     value = meta.get("ownerReferences")
     if value is None:
         return
     if not isinstance(value, list):
         causes.append(Cause("FieldValueTypeInvalid", "Invalid value: must be a list",
                             "metadata.ownerReferences"))
+        del meta["ownerReferences"]
         return
     for index, ref in enumerate(value):
         path = f"metadata.ownerReferences[{index}]"
@@ -158,13 +158,18 @@ def _owner_references(meta: Mapping[str, Any], causes: list[Cause]) -> None:
                 causes.append(Cause("FieldValueRequired", "Required value", f"{path}.{key}"))
 
 
-_STRING_FIELDS: Final = ("name", "generateName", "namespace", "uid", "resourceVersion")
+_STRING_FIELDS: Final = (
+    "name", "generateName", "namespace", "uid", "resourceVersion", "creationTimestamp",
+    "deletionTimestamp",
+)
+_INTEGER_FIELDS: Final = ("generation", "deletionGracePeriodSeconds")
 
 
 def normalize_metadata(raw: Any, pruned: list[str]) -> tuple[dict[str, Any], list[Cause]]:
     """Known ObjectMeta fields of `raw` (unknown ones reported in `pruned`) and type errors.
 
-    The name rules are applied by the caller, because generateName may still supply a name."""
+    The name rules are applied by the caller, because generateName may still supply a name.
+    Values of the wrong type are reported and dropped, so nothing downstream trips on them."""
     if raw is None:
         return {}, []
     if not isinstance(raw, dict):
@@ -176,11 +181,15 @@ def normalize_metadata(raw: Any, pruned: list[str]) -> tuple[dict[str, Any], lis
             pruned.append(f"metadata.{key}")
         elif value is not None:
             meta[key] = value
-    for key in _STRING_FIELDS:
-        if key in meta and not isinstance(meta[key], str):
-            causes.append(Cause("FieldValueTypeInvalid",
-                                f"Invalid value: {meta[key]!r}: must be a string",
-                                f"metadata.{key}"))
+    for keys, wanted, label in ((_STRING_FIELDS, str, "a string"),
+                                (_INTEGER_FIELDS, int, "an integer")):
+        for key in keys:
+            value = meta.get(key)
+            if key in meta and (not isinstance(value, wanted) or isinstance(value, bool)):
+                causes.append(Cause("FieldValueTypeInvalid",
+                                    f"Invalid value: {json.dumps(value)}: must be {label}",
+                                    f"metadata.{key}"))
+                del meta[key]
     _string_map(meta, "labels", causes, labels=True)
     _string_map(meta, "annotations", causes, labels=False)
     _finalizers(meta, causes)

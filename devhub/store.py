@@ -30,6 +30,7 @@ import binascii
 import copy
 import json
 import secrets
+import sqlite3
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping
@@ -447,24 +448,30 @@ class Store:
         self, res: Resource, name: str, obj: dict[str, Any], event_type: str,
         old: dict[str, Any] | None,
     ) -> Entry:
-        self.rv += 1
-        obj["metadata"]["resourceVersion"] = str(self.rv)
+        rv = self.rv + 1
+        obj["metadata"]["resourceVersion"] = str(rv)
         raw = dumps(obj)
-        entry = Entry(obj, raw, self.rv)
         key = res.group_resource
+        if self._persistence is not None:
+            # Disk first: a write that cannot be stored must not be seen by anyone.
+            try:
+                if event_type == DELETED:
+                    self._persistence.delete(key, name, rv)
+                else:
+                    self._persistence.put(key, name, raw, rv)
+            except sqlite3.Error as exc:
+                raise errors.internal(f"devhub could not store the object: {exc}") from exc
+        self.rv = rv
+        entry = Entry(obj, raw, rv)
         objects = self._objects[key]
         if event_type == DELETED:
             del objects[name]
             self._sorted[key] = None
-            if self._persistence is not None:
-                self._persistence.delete(key, name, self.rv)
         else:
             if name not in objects:
                 self._sorted[key] = None
             objects[name] = entry
-            if self._persistence is not None:
-                self._persistence.put(key, name, raw, self.rv)
-        event = Event(self.rv, event_type, key, obj, raw, old)
+        event = Event(rv, event_type, key, obj, raw, old)
         self._events.append(event)
         while len(self._events) > self.window:
             self.floor = self._events.popleft().rv
@@ -480,6 +487,10 @@ class Store:
         _check_type(res, body)
         pruned: list[str] = []
         meta, causes = normalize_metadata(body.get("metadata"), pruned)
+        if any(cause.reason == "FieldValueTypeInvalid" for cause in causes):
+            raw_meta = body.get("metadata")
+            raw_name = raw_meta.get("name") if isinstance(raw_meta, dict) else None
+            raise self._invalid(res, raw_name if isinstance(raw_name, str) else "", causes)
         obj = normalize(res.schema, body, "", pruned, skip=SKIP_METADATA)
         obj["metadata"] = meta
         if pruned and field_validation == "Strict":
@@ -577,7 +588,8 @@ class Store:
                 raise errors.bad_request("PATCH /apply requires fieldManager to be set")
             if not isinstance(patch, dict):
                 raise errors.bad_request("an apply patch must be an object")
-            applied_name = (patch.get("metadata") or {}).get("name")
+            applied_meta = patch.get("metadata")
+            applied_name = applied_meta.get("name") if isinstance(applied_meta, dict) else None
             if applied_name != name:
                 raise errors.bad_request(
                     f"the name of the object ({applied_name}) does not match the name on the "

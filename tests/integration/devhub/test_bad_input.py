@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -126,3 +129,70 @@ def test_an_unexpected_server_error_is_a_500_status_without_internals(
     assert "secret internal detail" not in response.text
     assert "Traceback" not in response.text
     assert api.get(f"{PLACEMENTS}/web").status_code == 404
+
+
+WEIRD_VALUES: list[Any] = [None, 5, 1.5, True, "x", "", [], [1], {}, {"a": 1}, "a" * 300]
+META_KEYS = ["name", "generateName", "labels", "annotations", "finalizers", "ownerReferences",
+             "uid", "resourceVersion", "namespace", "creationTimestamp", "deletionTimestamp",
+             "generation", "deletionGracePeriodSeconds"]
+TOP_KEYS = ["metadata", "spec", "status", "apiVersion", "kind"]
+MERGE = {"Content-Type": "application/merge-patch+json"}
+APPLY = {"Content-Type": "application/apply-patch+yaml"}
+
+
+def _every_write_with(api: Client, place: Callable[[dict[str, Any], Any], None]) -> list[str]:
+    """Send every weird value through create, update, status update, patch and apply."""
+    failures = []
+    for value in WEIRD_VALUES:
+        api.delete(f"{PLACEMENTS}/web")
+        created = api.create(PLACEMENTS, placement("web"))
+        attempts: dict[str, Any] = {}
+        body = copy.deepcopy(placement("web"))
+        place(body, value)
+        attempts["create"] = api.post(PLACEMENTS, body)
+        changed = copy.deepcopy(created)
+        place(changed, value)
+        attempts["update"] = api.put(f"{PLACEMENTS}/web", changed)
+        attempts["status"] = api.put(f"{PLACEMENTS}/web/status", changed)
+        patch: dict[str, Any] = {}
+        place(patch, value)
+        attempts["patch"] = api.request("PATCH", f"{PLACEMENTS}/web", headers=MERGE,
+                                        data=json.dumps(patch))
+        attempts["apply"] = api.request("PATCH", f"{PLACEMENTS}/web?fieldManager=t",
+                                        headers=APPLY, data=json.dumps(body))
+        failures += [f"{verb} with {value!r}: {response.status_code} {response.text[:120]}"
+                     for verb, response in attempts.items() if response.status_code >= 500]
+    return failures
+
+
+@pytest.mark.parametrize("key", META_KEYS)
+def test_odd_metadata_values_never_cause_server_errors(api: Client, key: str) -> None:
+    def place(obj: dict[str, Any], value: Any) -> None:
+        obj.setdefault("metadata", {})[key] = value
+
+    assert _every_write_with(api, place) == []
+
+
+@pytest.mark.parametrize("key", TOP_KEYS)
+def test_odd_top_level_values_never_cause_server_errors(api: Client, key: str) -> None:
+    def place(obj: dict[str, Any], value: Any) -> None:
+        obj[key] = value
+
+    assert _every_write_with(api, place) == []
+
+
+@pytest.mark.parametrize("value", WEIRD_VALUES)
+def test_odd_patch_and_delete_bodies_never_cause_server_errors(api: Client, value: Any) -> None:
+    api.create(PLACEMENTS, placement("web"))
+    responses = [
+        api.request("DELETE", f"{PLACEMENTS}/web", data=json.dumps({"preconditions": value})),
+        api.request("DELETE", f"{PLACEMENTS}/web",
+                    data=json.dumps({"preconditions": {"uid": value}})),
+        api.patch(f"{PLACEMENTS}/web", [{"op": "add", "path": value, "value": 1}],
+                  "application/json-patch+json"),
+        api.patch(f"{PLACEMENTS}/web", [{"op": "move", "from": value, "path": "/spec/x"}],
+                  "application/json-patch+json"),
+        api.patch(f"{PLACEMENTS}/web", [{"op": "replace", "path": "", "value": value}],
+                  "application/json-patch+json"),
+    ]
+    assert [r.status_code for r in responses if r.status_code >= 500] == []
