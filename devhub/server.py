@@ -13,6 +13,7 @@ import asyncio
 import hmac
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
@@ -68,6 +69,7 @@ MAX_WATCH_SECONDS: Final = 1800
 HANG_POLL_SECONDS: Final = 0.05
 INITIAL_EVENTS_END: Final = "k8s.io/initial-events-end"
 FIELD_VALIDATIONS: Final = ("Ignore", "Warn", "Strict")
+MIN_NODE_BUDGET: Final = 10_000
 NOT_FOUND_MESSAGE: Final = "the server could not find the requested resource"
 REASONS: Final = {
     400: "BadRequest",
@@ -100,6 +102,42 @@ _YamlLoader.yaml_implicit_resolvers = {
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def _check_plain_json(value: Any, size: int) -> None:
+    """Refuse what YAML (or an overflowing JSON number) can say but JSON objects cannot hold:
+    non-string keys, bytes, sets, infinities, self-referencing anchors, and alias bombs (a few
+    bytes of YAML aliases that expand to more nodes than the body has bytes)."""
+    budget = max(size, MIN_NODE_BUDGET)
+    stack: list[tuple[Any, str, frozenset[int]]] = [(value, "", frozenset())]
+    while stack:
+        budget -= 1
+        if budget < 0:
+            raise errors.bad_request("the request body expands to too many values (YAML aliases?)")
+        node, path, ancestors = stack.pop()
+        if isinstance(node, bool) or node is None or isinstance(node, (str, int)):
+            continue
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                raise errors.bad_request(f"{path or 'the body'}: {node} is not a JSON number")
+            continue
+        if id(node) in ancestors:
+            raise errors.bad_request(f"{path or 'the body'}: a YAML alias refers to itself")
+        inside = ancestors | {id(node)}
+        if isinstance(node, dict):
+            for key, item in node.items():
+                if not isinstance(key, str):
+                    raise errors.bad_request(
+                        f"{path or 'the body'}: key {key!r} is not a string; JSON object keys "
+                        "must be strings"
+                    )
+                stack.append((item, f"{path}.{key}" if path else key, inside))
+        elif isinstance(node, list):
+            stack.extend((item, f"{path}[{index}]", inside) for index, item in enumerate(node))
+        else:
+            raise errors.bad_request(
+                f"{path or 'the body'}: a YAML {type(node).__name__} has no JSON equivalent"
+            )
 
 
 def _not_found() -> ApiError:
@@ -438,17 +476,20 @@ class Api:
         content_type = request.content_type.lower()
         try:
             if content_type in YAML_TYPES:
-                return yaml.load(raw.decode("utf-8"), Loader=_YamlLoader)
-            if content_type in (JSON_TYPE, "application/octet-stream", "text/plain") or \
+                body = yaml.load(raw.decode("utf-8"), Loader=_YamlLoader)
+            elif content_type in (JSON_TYPE, "application/octet-stream", "text/plain") or \
                     content_type.endswith("+json"):
-                return json.loads(raw, parse_constant=_reject_constant)
+                body = json.loads(raw, parse_constant=_reject_constant)
+            else:
+                raise errors.unsupported_media_type(content_type, BODY_TYPES)
         except (ValueError, yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
             kind = "YAML" if content_type in YAML_TYPES else "JSON"
             detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise errors.bad_request(
                 f"the request body is not valid {kind}: {detail}"
             ) from None
-        raise errors.unsupported_media_type(content_type, BODY_TYPES)
+        _check_plain_json(body, len(raw))
+        return body
 
     def _object_response(
         self,

@@ -15,6 +15,8 @@ from devhub.store import Store
 
 YAML = "application/yaml"
 JSON = "application/json"
+MEMBER_YAML = (b"apiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n"
+               b"metadata:\n  name: m1\n")
 
 
 @pytest.mark.parametrize(("body", "content_type", "code"), [
@@ -31,6 +33,16 @@ JSON = "application/json"
     pytest.param(b"\x00\x01", "application/vnd.kubernetes.protobuf", 415, id="protobuf"),
     pytest.param(b"x", "text/html", 415, id="html"),
     pytest.param(b"[" * 100_000 + b"]" * 100_000, JSON, 400, id="deep-nesting"),
+    pytest.param(b'{"spec": {"x": 1e400}}', JSON, 400, id="json-overflow-to-infinity"),
+    pytest.param(MEMBER_YAML + b"  labels: {1: x}\n", YAML, 400, id="yaml-integer-key"),
+    pytest.param(MEMBER_YAML + b"spec: {x: !!binary aGVsbG8=}\n", YAML, 400, id="yaml-binary"),
+    pytest.param(MEMBER_YAML + b"spec: {x: !!set {a, b}}\n", YAML, 400, id="yaml-set"),
+    pytest.param(MEMBER_YAML + b"spec: {x: .nan}\n", YAML, 400, id="yaml-nan"),
+    pytest.param(MEMBER_YAML + b"spec: &a {x: *a}\n", YAML, 400, id="yaml-recursive-alias"),
+    pytest.param(MEMBER_YAML + b"spec:\n" + b"\n".join(
+        b"  a%d: &a%d [" % (i, i) + b", ".join([b"*a%d" % (i - 1)] * 9) + b"]"
+        if i else b"  a0: &a0 [x, x, x, x, x, x, x, x, x]" for i in range(12)) + b"\n",
+        YAML, 400, id="yaml-alias-bomb"),
 ])
 def test_undecodable_bodies_are_refused(
     api: Client, body: bytes, content_type: str, code: int
