@@ -62,6 +62,10 @@ def _stored_token(data_dir: Path | None) -> str:
 class DevHub:
     """A local Kubernetes-compatible hub API server for the fleet CRDs.
 
+    `url` is plain HTTP (what tests and the kubernetes client use); the same port also speaks
+    TLS, and `write_kubeconfig` points at that `tls_url` with devhub's CA, because kubectl only
+    sends a bearer token over TLS. Every request needs the token except /version and health.
+
     Args:
         host: interface to bind; loopback unless you mean to share it.
         port: 0 picks a free port (see `.port` / `.url` after start).
@@ -70,6 +74,7 @@ class DevHub:
         watch_window: how many recent events a watch can resume from (older: 410 Expired).
         bookmark_interval: seconds between BOOKMARK events on watches that allow them.
         crd_dir: the CRD manifests to serve (default: the repo's deploy/crds).
+        fault_seed: seeds the choice of which requests a partial-share fault fails.
     """
 
     def __init__(
@@ -163,7 +168,8 @@ class DevHub:
         )
         await self._runner.setup()
         factory = self._runner.server
-        assert factory is not None
+        if factory is None:
+            raise RuntimeError("aiohttp runner has no server after setup()")
         self._listener = DualProtocolListener(
             factory, self.certificate.server_context(), self.host, self._requested_port
         )
@@ -300,13 +306,10 @@ class DevHub:
 
         documents = sample.read_fleet(path)
         names = self.call(lambda store: sample.apply_fleet(store, documents))
-        if heartbeat_interval is not None:
-            loop = self._loop
-            assert loop is not None
+        loop, store = self._loop, self._store
+        if heartbeat_interval is not None and loop is not None and store is not None:
 
             def schedule() -> None:
-                store = self._store
-                assert store is not None
                 task = loop.create_task(sample.keep_heartbeats(store, names, heartbeat_interval))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)

@@ -96,7 +96,7 @@ def test_bookmarks_arrive_only_when_allowed(api: Client) -> None:
     assert event["type"] == "BOOKMARK"
     assert event["object"]["kind"] == "MemberCluster"
     assert int(event["object"]["metadata"]["resourceVersion"]) >= int(rv)
-    with api.watch(CLUSTERS, resourceVersion=rv, timeoutSeconds=2) as watch:
+    with api.watch(CLUSTERS, resourceVersion=rv, timeoutSeconds=1) as watch:  # > interval
         assert watch.rest() == []
 
 
