@@ -21,6 +21,7 @@ __all__ = [
     "SEARCH_ATTRIBUTES",
     "SIGNAL_BINDING_DELETING",
     "SIGNAL_CLUSTER_CHANGED",
+    "SIGNAL_PLACEMENT_CHANGED",
     "SIGNAL_PLACEMENT_DELETING",
     "SIGNAL_REQUEUE",
     "SIGNAL_SNAPSHOT_CHANGED",
@@ -48,11 +49,15 @@ SIGNAL_SNAPSHOT_CHANGED: Final = "snapshot_changed"  # latest snapshot created o
 SIGNAL_CLUSTER_CHANGED: Final = "cluster_changed"  # a member cluster changed or left the fleet
 SIGNAL_BINDING_DELETING: Final = "binding_deleting"  # a binding got a deletionTimestamp
 SIGNAL_PLACEMENT_DELETING: Final = "placement_deleting"  # the placement got a deletionTimestamp
+# Standalone mode only: the placement was created or its spec changed, so the snapshotter (which
+# runs in the workflow) must look at it; beside KubeFleet this arrives as a snapshot event.
+SIGNAL_PLACEMENT_CHANGED: Final = "placement_changed"
 WATCHER_SIGNALS: Final = (
     SIGNAL_SNAPSHOT_CHANGED,
     SIGNAL_CLUSTER_CHANGED,
     SIGNAL_BINDING_DELETING,
     SIGNAL_PLACEMENT_DELETING,
+    SIGNAL_PLACEMENT_CHANGED,
 )
 
 # Query: the last cycle's summary and what the workflow waits for.
