@@ -19,9 +19,12 @@ __all__ = ["CycleState", "StateKey"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StateKey(Generic[T]):
-    """A typed slot in the cycle store. By convention named `<PluginName>/<what>`."""
+    """A typed slot in the cycle store. By convention named `<PluginName>/<what>`.
+
+    Not slotted: `StateKey[X]("...")` sets `__orig_class__` on the instance, which a slotted
+    frozen dataclass refuses on Python 3.11."""
 
     name: str
 
