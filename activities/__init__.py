@@ -1,0 +1,1 @@
+"""Temporal activities: thin, idempotent I/O around hub.HubClient and the scheduler."""

@@ -1,0 +1,55 @@
+"""Inputs, signals and query results of PlacementWorkflow.
+
+They live in event histories (inputs, signals) or cross to the CLI (the `status` query), so
+fields are only ever added, with defaults, never renamed."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from activities.models import ActivityModel, CycleReport
+
+__all__ = ["CarriedState", "HubEvent", "PlacementInput", "PlacementStatus", "RequeueRequest"]
+
+
+class RequeueRequest(ActivityModel):
+    """Payload of the `requeue` signal; every field optional (`{}` or no payload at all)."""
+
+    fresh: bool = False  # reschedule a PickN placement from scratch instead of keeping its picks
+    reason: str = ""
+
+
+class HubEvent(ActivityModel):
+    """Payload of the watcher's signals: what happened in the hub, for the history's sake."""
+
+    reason: str = ""
+
+
+class CarriedState(ActivityModel):
+    """What one run hands the next through continue-as-new."""
+
+    cycles: int = 0
+    dirty: bool = True
+    fresh: bool = False
+    pending_reasons: list[str] = Field(default_factory=list)
+    last: CycleReport | None = None
+    last_error: str | None = None
+    waiting_for: str = ""
+
+
+class PlacementInput(ActivityModel):
+    placement: str
+    carried: CarriedState | None = None
+
+
+class PlacementStatus(ActivityModel):
+    """The `status` query: the last cycle and what the workflow is waiting for now."""
+
+    placement: str
+    cycles: int
+    waiting_for: str
+    pending_reasons: list[str] = Field(default_factory=list)
+    fresh_pending: bool = False
+    last: CycleReport | None = None
+    last_error: str | None = None
+    cycles_this_run: int = 0

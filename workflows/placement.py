@@ -1,0 +1,298 @@
+"""Keeps one ClusterResourcePlacement scheduled, cycle by cycle, for as long as it exists.
+
+One workflow per placement (id `crp/<name>`): Temporal allows one running execution per id, so a
+placement is never scheduled twice at once, the guarantee KubeFleet gets from its work queue.
+Each loop turn is one KubeFleet `scheduleOnce` (reference 3.2): `prepare_cycle` reads the
+placement and its latest policy snapshot (and, in standalone mode, syncs the snapshot first),
+`run_cycle` runs the filter/score cycle and writes bindings and status, `cleanup_placement` runs
+when the placement is being deleted, after which the workflow completes.
+
+It listens to the watcher's signals and the manual `requeue` signal. Signals coalesce: any
+number of them during a cycle set one dirty flag, which causes exactly one more cycle. "Requeue
+now" is another loop turn; "requeue after" is a durable timer. Transient hub errors are retried
+by the activities' RetryPolicy, which replaces KubeFleet's rate limiter; errors that retrying
+cannot fix are recorded and the workflow waits for the next event, as KubeFleet does. History is
+bounded: the run continues-as-new every MAX_CYCLES_PER_RUN cycles with its state carried over."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.hub import HubActivities
+
+    from activities import failures
+    from activities.models import (
+        CleanupRequest,
+        CycleReport,
+        CycleRequest,
+        PrepareRequest,
+        PrepareResult,
+    )
+    from workflows import names
+    from workflows.models import (
+        CarriedState,
+        HubEvent,
+        PlacementInput,
+        PlacementStatus,
+        RequeueRequest,
+    )
+
+__all__ = ["PlacementWorkflow"]
+
+# Reads are quick; a cycle may write thousands of bindings, so it heartbeats instead of relying
+# on a long start-to-close alone.
+PREPARE_TIMEOUT = timedelta(seconds=60)
+CYCLE_TIMEOUT = timedelta(minutes=10)
+CYCLE_HEARTBEAT = timedelta(seconds=30)
+CLEANUP_TIMEOUT = timedelta(minutes=10)
+
+# Replaces KubeFleet's per-key rate limiter (5 ms x 2^n, capped at 1000 s; reference 1.11). We
+# start at 200 ms because every retry here is a full activity round trip through the server, and
+# cap at 60 s, not 1000 s, so a placement resumes within a minute of the hub coming back. No
+# attempt limit: like KubeFleet, transient errors are retried until they stop. Errors that
+# retrying cannot fix are non-retryable and end the turn instead (reference 3.3).
+HUB_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    non_retryable_error_types=list(failures.NON_RETRYABLE),
+)
+
+# Each cycle adds about a dozen events; 100 cycles keep a run's history near 1,500 events.
+MAX_CYCLES_PER_RUN = 100
+# Signal reasons kept for the status query; older ones are counted, not listed.
+MAX_PENDING_REASONS = 20
+
+
+@workflow.defn(name=names.PLACEMENT_WORKFLOW)
+class PlacementWorkflow:
+    @workflow.init
+    def __init__(self, input: PlacementInput) -> None:
+        carried = input.carried or CarriedState()
+        self._placement = input.placement
+        self._cycles = carried.cycles
+        self._dirty = carried.dirty
+        self._fresh = carried.fresh
+        self._reasons = list(carried.pending_reasons) if input.carried else ["workflow started"]
+        self._last: CycleReport | None = carried.last
+        self._last_error = carried.last_error
+        self._waiting_for = carried.waiting_for or "the first cycle"
+        self._cycles_this_run = 0
+
+    @workflow.run
+    async def run(self, input: PlacementInput) -> PlacementStatus:
+        workflow.upsert_search_attributes([names.SA_PLACEMENT_NAME.value_set(self._placement)])
+        while True:
+            await self._wait_for_work()
+            reasons, fresh = self._take_work()
+            because = "; ".join(reasons[:3]) + (
+                f" (+{len(reasons) - 3})" if len(reasons) > 3 else ""
+            )
+
+            prepared = await self._prepare(because)
+            if prepared is None:
+                continue
+            if prepared.phase == "gone":
+                self._waiting_for = "nothing: the placement is gone"
+                return self._status()
+            if prepared.phase == "deleting":
+                await self._cleanup()
+                return self._status()
+            if prepared.phase != "ready" or prepared.snapshot is None:
+                # KubeFleet forgets the key and waits for the snapshot watcher (3.2 step 4).
+                self._waiting_for = f"an event: {prepared.message}"
+                continue
+
+            await self._cycle(prepared.snapshot, prepared.placement_type or "", fresh, because)
+            if self._should_continue_as_new():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(
+                    PlacementInput(placement=self._placement, carried=self._carried())
+                )
+
+    # --- signals and query -----------------------------------------------------------------
+
+    @workflow.signal(name=names.SIGNAL_REQUEUE)
+    def requeue(self, request: RequeueRequest | None = None) -> None:
+        request = request or RequeueRequest()
+        self._fresh = self._fresh or request.fresh
+        kind = "fresh requeue" if request.fresh else "requeue"
+        self._mark_dirty(f"{kind}: {request.reason}" if request.reason else kind)
+
+    @workflow.signal(name=names.SIGNAL_SNAPSHOT_CHANGED)
+    def snapshot_changed(self, event: HubEvent | None = None) -> None:
+        self._mark_dirty(self._describe(names.SIGNAL_SNAPSHOT_CHANGED, event))
+
+    @workflow.signal(name=names.SIGNAL_CLUSTER_CHANGED)
+    def cluster_changed(self, event: HubEvent | None = None) -> None:
+        self._mark_dirty(self._describe(names.SIGNAL_CLUSTER_CHANGED, event))
+
+    @workflow.signal(name=names.SIGNAL_BINDING_DELETING)
+    def binding_deleting(self, event: HubEvent | None = None) -> None:
+        self._mark_dirty(self._describe(names.SIGNAL_BINDING_DELETING, event))
+
+    @workflow.signal(name=names.SIGNAL_PLACEMENT_DELETING)
+    def placement_deleting(self, event: HubEvent | None = None) -> None:
+        self._mark_dirty(self._describe(names.SIGNAL_PLACEMENT_DELETING, event))
+
+    @workflow.signal(name=names.SIGNAL_PLACEMENT_CHANGED)
+    def placement_changed(self, event: HubEvent | None = None) -> None:
+        self._mark_dirty(self._describe(names.SIGNAL_PLACEMENT_CHANGED, event))
+
+    @workflow.query(name=names.QUERY_STATUS)
+    def status(self) -> PlacementStatus:
+        return self._status()
+
+    # --- one loop turn ---------------------------------------------------------------------
+
+    async def _wait_for_work(self) -> None:
+        if not self._dirty:
+            workflow.set_current_details(f"waiting for {self._waiting_for}")
+        await workflow.wait_condition(lambda: self._dirty)
+
+    def _take_work(self) -> tuple[list[str], bool]:
+        reasons, fresh = self._reasons, self._fresh
+        self._dirty, self._fresh, self._reasons = False, False, []
+        return reasons or ["requeue"], fresh
+
+    async def _prepare(self, because: str) -> PrepareResult | None:
+        self._waiting_for = "prepare_cycle"
+        try:
+            return await workflow.execute_activity_method(
+                HubActivities.prepare_cycle,
+                PrepareRequest(placement=self._placement),
+                start_to_close_timeout=PREPARE_TIMEOUT,
+                retry_policy=HUB_RETRY,
+                summary=f"read placement {self._placement} and its latest snapshot ({because})",
+            )
+        except ActivityError as err:
+            self._record_failure("prepare_cycle", err)
+            return None
+
+    async def _cycle(self, snapshot: str, placement_type: str, fresh: bool, because: str) -> None:
+        cycle = self._cycles + 1
+        self._waiting_for = f"cycle {cycle}"
+        workflow.set_current_details(f"running cycle {cycle} on {snapshot}")
+        try:
+            report = await workflow.execute_activity_method(
+                HubActivities.run_cycle,
+                CycleRequest(
+                    placement=self._placement,
+                    snapshot=snapshot,
+                    cycle=cycle,
+                    fresh=fresh,
+                    reason=because,
+                ),
+                start_to_close_timeout=CYCLE_TIMEOUT,
+                heartbeat_timeout=CYCLE_HEARTBEAT,
+                retry_policy=HUB_RETRY,
+                summary=(
+                    f"cycle {cycle}: {'fresh ' if fresh else ''}{placement_type} "
+                    f"on {snapshot} ({because})"
+                ),
+            )
+        except ActivityError as err:
+            self._cycles = cycle
+            self._cycles_this_run += 1
+            self._record_failure(f"cycle {cycle}", err)
+            return
+        self._cycles = cycle
+        self._cycles_this_run += 1
+        self._last = report
+        self._last_error = report.error
+        workflow.upsert_search_attributes(
+            [
+                names.SA_PLACEMENT_TYPE.value_set(report.placement_type),
+                names.SA_FULLY_SCHEDULED.value_set(report.fulfilled and not report.requeue),
+            ]
+        )
+        if report.requeue:
+            self._mark_dirty(f"cycle {cycle} asked to requeue now")
+            self._waiting_for = "the next batch"
+        elif report.requeue_after_seconds:
+            await self._requeue_after(cycle, report.requeue_after_seconds)
+        else:
+            self._waiting_for = (
+                "an event (placement, snapshot, cluster or binding change, or requeue)"
+            )
+        workflow.set_current_details(report.summary)
+
+    async def _requeue_after(self, cycle: int, seconds: float) -> None:
+        self._waiting_for = f"a {seconds:g}s requeue timer, or an event"
+        try:
+            await workflow.wait_condition(
+                lambda: self._dirty,
+                timeout=timedelta(seconds=seconds),
+                timeout_summary=f"cycle {cycle} asked to requeue after {seconds:g}s",
+            )
+        except TimeoutError:
+            self._mark_dirty(f"requeue after {seconds:g}s (cycle {cycle})")
+
+    async def _cleanup(self) -> None:
+        self._waiting_for = "cleanup"
+        workflow.set_current_details("placement deleting: removing its bindings and finalizer")
+        report = await workflow.execute_activity_method(
+            HubActivities.cleanup_placement,
+            CleanupRequest(placement=self._placement),
+            start_to_close_timeout=CLEANUP_TIMEOUT,
+            heartbeat_timeout=CYCLE_HEARTBEAT,
+            retry_policy=HUB_RETRY,
+            summary=f"placement {self._placement} is being deleted: clean up",
+        )
+        self._waiting_for = f"nothing: cleaned up ({report.summary})"
+        workflow.set_current_details(self._waiting_for)
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _record_failure(self, what: str, err: ActivityError) -> None:
+        cause = err.cause
+        if isinstance(cause, ApplicationError) and cause.type in failures.NON_RETRYABLE:
+            message = f"{what} failed ({cause.type}): {cause.message}"
+        else:
+            message = f"{what} failed: {cause or err}"
+        self._last_error = message
+        self._waiting_for = f"an event (last attempt: {message})"
+        workflow.logger.warning("placement %s: %s", self._placement, message)
+
+    def _mark_dirty(self, reason: str) -> None:
+        self._dirty = True
+        if len(self._reasons) < MAX_PENDING_REASONS:
+            self._reasons.append(reason)
+
+    @staticmethod
+    def _describe(signal: str, event: HubEvent | None) -> str:
+        return f"{signal}: {event.reason}" if event and event.reason else signal
+
+    def _should_continue_as_new(self) -> bool:
+        return (
+            self._cycles_this_run >= MAX_CYCLES_PER_RUN
+            or workflow.info().is_continue_as_new_suggested()
+        )
+
+    def _carried(self) -> CarriedState:
+        return CarriedState(
+            cycles=self._cycles,
+            dirty=self._dirty,
+            fresh=self._fresh,
+            pending_reasons=self._reasons,
+            last=self._last,
+            last_error=self._last_error,
+            waiting_for=self._waiting_for,
+        )
+
+    def _status(self) -> PlacementStatus:
+        return PlacementStatus(
+            placement=self._placement,
+            cycles=self._cycles,
+            waiting_for=self._waiting_for,
+            pending_reasons=list(self._reasons) if self._dirty else [],
+            fresh_pending=self._fresh,
+            last=self._last,
+            last_error=self._last_error,
+            cycles_this_run=self._cycles_this_run,
+        )
