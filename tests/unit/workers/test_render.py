@@ -1,0 +1,268 @@
+"""`explain` and `status` text: every cluster shows its fate and the numbers or reason behind it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from activities.models import CycleReport, WriteCounts
+from scheduler import (
+    BindingGroup,
+    CycleInput,
+    Explanation,
+    FilterGroup,
+    InvalidTarget,
+    Outcome,
+    ScoreGroup,
+    default_profile,
+    schedule,
+)
+from scheduler.testing import member_cluster, policy_snapshot
+from workers.render import (
+    FATE_FILTERED,
+    FATE_INVALID,
+    FATE_KEPT,
+    FATE_NOT_FOUND,
+    FATE_NOT_PICKED,
+    FATE_PICKED,
+    FATE_VALID,
+    PlacementRow,
+    cluster_rows,
+    render_explain,
+    render_status,
+    table,
+)
+from workflows.models import PlacementStatus
+
+NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def explanation(**fields: object) -> Explanation:
+    return Explanation.model_validate({"placement_type": "PickN", "snapshot": "web-1", **fields})
+
+
+def scores(
+    affinity: int, *clusters: str, topology: int = 0, obsolete: int = 0, total: int | None = None
+) -> ScoreGroup:
+    return ScoreGroup(
+        affinity=affinity,
+        topology=topology,
+        obsolete=obsolete,
+        total=total,
+        clusters=list(clusters),
+    )
+
+
+def report(exp: Explanation | None, **fields: object) -> CycleReport:
+    defaults: dict[str, object] = {
+        "cycle": 3,
+        "placement": "web",
+        "snapshot": "web-1",
+        "outcome": Outcome(placement_type="PickN", wanted=2, picked=2, fulfilled=True),
+        "explanation": exp,
+        "summary": "PickN 2/2; 1 created, status written",
+    }
+    return CycleReport.model_validate({**defaults, **fields})
+
+
+def status(last: CycleReport | None = None, **fields: object) -> PlacementStatus:
+    return PlacementStatus.model_validate(
+        {"placement": "web", "cycles": 3, "waiting_for": "an event", "last": last, **fields}
+    )
+
+
+def row_of(rows: list[tuple[str, ...]], cluster: str) -> tuple[str, ...]:
+    (found,) = [row for row in rows if row[0] == cluster]
+    return found
+
+
+@pytest.mark.parametrize(
+    ("exp", "cluster", "fate", "affinity", "detail"),
+    [
+        pytest.param(explanation(picked=[scores(20, "a")]), "a", FATE_PICKED, "20", "",
+                     id="picked"),
+        pytest.param(
+            explanation(not_picked=[scores(-5, "b", topology=1)]),
+            "b", FATE_NOT_PICKED, "-5", "", id="not-picked",
+        ),
+        pytest.param(
+            explanation(filtered=[FilterGroup(plugin="TaintToleration", reason="taint x",
+                                              clusters=["c"])]),
+            "c", FATE_FILTERED, "-", "TaintToleration: taint x", id="filtered",
+        ),
+        pytest.param(explanation(kept=["d"]), "d", FATE_KEPT, "-",
+                     "already has a binding of this snapshot", id="kept"),
+        pytest.param(explanation(valid=["e"]), "e", FATE_VALID, "-", "fixed target", id="valid"),
+        pytest.param(
+            explanation(invalid=[InvalidTarget(cluster="f", reason="cluster is leaving")]),
+            "f", FATE_INVALID, "-", "cluster is leaving", id="invalid",
+        ),
+        pytest.param(explanation(not_found=["g"]), "g", FATE_NOT_FOUND, "-",
+                     "no such member cluster", id="not-found"),
+        pytest.param(
+            explanation(picked=[scores(1, "h", obsolete=1, total=7)]), "h", FATE_PICKED, "1",
+            "has an obsolete binding (preferred on ties); weighted total 7", id="obsolete-total",
+        ),
+    ],
+)  # fmt: skip
+def test_each_fate_has_its_own_row(
+    exp: Explanation, cluster: str, fate: str, affinity: str, detail: str
+) -> None:
+    row = row_of(cluster_rows(exp), cluster)
+    assert row[1:3] == (fate, affinity)
+    assert row[4] == detail
+
+
+def test_picked_clusters_keep_their_rank_and_fates_come_in_reading_order() -> None:
+    exp = explanation(
+        picked=[scores(30, "zeta"), scores(10, "beta", "alpha")],
+        not_picked=[scores(5, "omega")],
+        filtered=[FilterGroup(plugin="ClusterAffinity", reason="no match", clusters=["aaa"])],
+        kept=["kappa"],
+    )
+    assert [row[0] for row in cluster_rows(exp)] == [
+        "zeta",
+        "beta",
+        "alpha",
+        "kappa",
+        "omega",
+        "aaa",
+    ]
+
+
+def test_table_aligns_columns_without_trailing_blanks() -> None:
+    text = table(("A", "LONG HEADER"), [("wide value", "x"), ("b", "")])
+    assert text.splitlines() == [
+        "A           LONG HEADER",
+        "wide value  x",
+        "b",
+    ]
+
+
+def test_explain_shows_the_cycle_summary_writes_and_every_cluster() -> None:
+    exp = explanation(
+        wanted=2,
+        branch="schedule",
+        picked=[scores(20, "member-a", "member-b")],
+        not_picked=[scores(0, "member-c")],
+        filtered=[
+            FilterGroup(plugin="TaintToleration", reason="untolerated", clusters=["member-d"])
+        ],
+        bindings=[BindingGroup(action="unscheduled", why="not picked any more", clusters=["old"])],
+        notes=["something worth knowing"],
+    )
+    text = render_explain(
+        status(
+            report(
+                exp,
+                writes=WriteCounts(created=1, unscheduled=1, status_written=True),
+                clusters_seen=4,
+                bindings_seen=2,
+                duration_ms=12.4,
+            ),
+            last_error="cycle 2 failed: hub unavailable",
+        )
+    )
+    assert "placement web: 3 cycles" in text
+    assert "waiting for: an event" in text
+    assert "last error: cycle 2 failed: hub unavailable" in text
+    assert "last cycle 3: PickN 2/2; 1 created, status written" in text
+    assert "PickN 2/2 picked, fully scheduled" in text
+    assert "branch schedule" in text
+    assert "read:      4 member clusters, 2 bindings in 12 ms" in text
+    assert (
+        "1 created, 0 patched, 1 unscheduled, 0 finalizers removed, snapshot status written" in text
+    )
+    lines = text.splitlines()
+    assert any(line.split()[:4] == ["member-a", "picked", "20", "0"] for line in lines)
+    assert any(
+        line.split()[:3] == ["member-d", "filtered", "-"]
+        and line.endswith("TaintToleration: untolerated")
+        for line in lines
+    )
+    assert any(
+        line.split() == ["old", "unscheduled", "not", "picked", "any", "more"] for line in lines
+    )
+    assert "note: something worth knowing" in text
+
+
+def test_explain_before_any_cycle_says_so() -> None:
+    text = render_explain(status(None, cycles=0, waiting_for="an event: no latest snapshot"))
+    assert "placement web: 0 cycles" in text
+    assert "waiting for: an event: no latest snapshot" in text
+    assert "no cycle has finished yet" in text
+    assert "CLUSTER" not in text
+
+
+def test_explain_shows_a_cycle_error_and_pending_requeue() -> None:
+    text = render_explain(
+        status(
+            report(explanation(), error="snapshot has no policy", summary="PickN 0/2; error"),
+            pending_reasons=["fresh requeue: operator asked"],
+            fresh_pending=True,
+        )
+    )
+    assert "error:     snapshot has no policy" in text
+    assert "pending (fresh): fresh requeue: operator asked" in text
+    assert "no member clusters were considered" in text
+
+
+def test_explain_of_a_real_cycle_lists_every_member_cluster() -> None:
+    clusters = [
+        member_cluster("prod-1", NOW, labels={"env": "prod"}),
+        member_cluster("prod-2", NOW, labels={"env": "prod"}),
+        member_cluster("dev-1", NOW, labels={"env": "dev"}),
+        member_cluster("gpu-1", NOW, labels={"env": "prod"}, taints=[("gpu", "a100")]),
+        member_cluster("old-1", NOW, heartbeat_age=NOW - datetime(2025, 1, 1, tzinfo=UTC)),
+    ]
+    snapshot = policy_snapshot(
+        "web",
+        {
+            "placementType": "PickN",
+            "numberOfClusters": 1,
+            "affinity": {"clusterAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 40, "preference": {"labelSelector": {"matchLabels": {"env": "prod"}}}},
+            ]}},
+        },
+        index=1,
+    )  # fmt: skip
+    result = schedule(CycleInput(snapshot=snapshot, clusters=clusters, now=NOW), default_profile())
+    text = render_explain(
+        status(
+            report(
+                result.explanation,
+                outcome=result.outcome,
+                summary=result.summary(),
+                clusters_seen=len(clusters),
+            )
+        )
+    )
+    fates = {line.split()[0]: line for line in text.splitlines() if line.split()[:1] in (
+        [c.name] for c in clusters)}  # fmt: skip
+    assert sorted(fates) == sorted(c.name for c in clusters)
+    assert fates["prod-2"].split()[1:3] == ["picked", "40"]  # ties break toward the larger name
+    assert fates["prod-1"].split()[1:4] == ["not", "picked", "40"]
+    assert fates["dev-1"].split()[1:4] == ["not", "picked", "0"]
+    assert "TaintToleration" in fates["gpu-1"]
+    assert "ClusterEligibility" in fates["old-1"]
+
+
+def test_status_lists_placements_by_name_with_unknowns_as_dashes() -> None:
+    text = render_status(
+        [
+            PlacementRow("web", "PickN", True, 4, "Running", "an event"),
+            PlacementRow("api", None, None, None, "Running", None),
+            PlacementRow("gone", "PickAll", False, 2, "Completed", "nothing: cleaned up"),
+        ]
+    )
+    lines = text.splitlines()
+    assert lines[0].split() == ["NAME", "TYPE", "SCHEDULED", "CYCLES", "STATE", "WAITING", "FOR"]
+    assert [line.split()[0] for line in lines[1:]] == ["api", "gone", "web"]
+    assert lines[1].split() == ["api", "-", "-", "-", "Running", "-"]
+    assert lines[3].split() == ["web", "PickN", "yes", "4", "Running", "an", "event"]
+    assert lines[2].split()[:5] == ["gone", "PickAll", "no", "2", "Completed"]
+
+
+def test_status_with_no_placements_says_so() -> None:
+    assert render_status([]) == "no placement workflows found\n"

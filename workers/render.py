@@ -1,0 +1,232 @@
+"""Plain-text rendering of what `fleet-scheduler explain` and `status` print.
+
+Pure functions from the workflow's `status` query (`PlacementStatus`) and from visibility rows
+to text, so the output can be tested without a server and stays the same whichever process asks.
+A terminal is the target: fixed-width columns, one cluster per line, nothing wider than the data
+needs. Every cluster of the last cycle appears with its fate (picked, not picked, filtered, kept,
+or PickFixed's valid / invalid / not found) and the numbers or reason behind it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from activities.models import CycleReport, WriteCounts
+from scheduler import Explanation, ScoreGroup
+from workflows.models import PlacementStatus
+
+__all__ = [
+    "FATE_FILTERED",
+    "FATE_INVALID",
+    "FATE_KEPT",
+    "FATE_NOT_FOUND",
+    "FATE_NOT_PICKED",
+    "FATE_PICKED",
+    "FATE_VALID",
+    "PlacementRow",
+    "cluster_rows",
+    "render_explain",
+    "render_status",
+    "table",
+]
+
+# The fate column of `explain`, one word or two per cluster.
+FATE_PICKED: Final = "picked"
+FATE_NOT_PICKED: Final = "not picked"
+FATE_FILTERED: Final = "filtered"
+FATE_KEPT: Final = "kept"
+FATE_ALREADY_SELECTED: Final = "dropped"
+FATE_VALID: Final = "valid target"
+FATE_INVALID: Final = "invalid target"
+FATE_NOT_FOUND: Final = "not found"
+
+NONE: Final = "-"
+COLUMN_GAP: Final = "  "
+CLUSTER_HEADERS: Final = ("CLUSTER", "FATE", "AFFINITY", "TOPOLOGY", "DETAIL")
+BINDING_HEADERS: Final = ("CLUSTER", "BINDING WRITE", "WHY")
+STATUS_HEADERS: Final = ("NAME", "TYPE", "SCHEDULED", "CYCLES", "STATE", "WAITING FOR")
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Left-aligned columns separated by two spaces; no trailing blanks on any line."""
+    materialised = [list(headers), *([str(cell) for cell in row] for row in rows)]
+    widths = [max(len(row[i]) for row in materialised) for i in range(len(headers))]
+    lines = [
+        COLUMN_GAP.join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in materialised
+    ]
+    return "\n".join(lines)
+
+
+def _score_detail(group: ScoreGroup) -> str:
+    notes = []
+    if group.obsolete:
+        notes.append("has an obsolete binding (preferred on ties)")
+    if group.total is not None:
+        notes.append(f"weighted total {group.total}")
+    return "; ".join(notes)
+
+
+def _scored(fate: str, groups: Sequence[ScoreGroup]) -> list[tuple[str, ...]]:
+    # Groups come best first and clusters within a group in rank order: keep that order, it is
+    # the ranking the cycle used.
+    return [
+        (cluster, fate, str(group.affinity), str(group.topology), _score_detail(group))
+        for group in groups
+        for cluster in group.clusters
+    ]
+
+
+def cluster_rows(explanation: Explanation) -> list[tuple[str, ...]]:
+    """One row per cluster the cycle mentions: (cluster, fate, affinity, topology, detail).
+
+    Ordered by fate as a reader scans it (what was chosen, then what was not and why); within a
+    fate, picked and not-picked clusters keep their rank, the others are sorted by name."""
+    rows: list[tuple[str, ...]] = []
+    rows += _scored(FATE_PICKED, explanation.picked)
+    rows += [(c, FATE_VALID, NONE, NONE, "fixed target") for c in sorted(explanation.valid)]
+    rows += [
+        (c, FATE_KEPT, NONE, NONE, "already has a binding of this snapshot")
+        for c in sorted(explanation.kept)
+    ]
+    rows += _scored(FATE_NOT_PICKED, explanation.not_picked)
+    rows += sorted(
+        (c, FATE_FILTERED, NONE, NONE, f"{group.plugin}: {group.reason}")
+        for group in explanation.filtered
+        for c in group.clusters
+    )
+    rows += [
+        (c, FATE_ALREADY_SELECTED, NONE, NONE, "already selected")
+        for c in sorted(explanation.already_selected)
+    ]
+    rows += sorted((t.cluster, FATE_INVALID, NONE, NONE, t.reason) for t in explanation.invalid)
+    rows += [
+        (c, FATE_NOT_FOUND, NONE, NONE, "no such member cluster")
+        for c in sorted(explanation.not_found)
+    ]
+    return rows
+
+
+def _writes(writes: WriteCounts) -> str:
+    parts = [
+        f"{writes.created} created",
+        f"{writes.patched} patched",
+        f"{writes.unscheduled} unscheduled",
+        f"{writes.finalizers_removed} finalizers removed",
+        "snapshot status written" if writes.status_written else "snapshot status unchanged",
+    ]
+    if writes.placement_condition_written:
+        parts.append("placement Scheduled condition written")
+    return ", ".join(parts)
+
+
+def _wanted(report: CycleReport) -> str:
+    outcome = report.outcome
+    wanted = "" if outcome.wanted is None else f"/{outcome.wanted}"
+    fulfilled = "fully scheduled" if outcome.fulfilled else "not fully scheduled"
+    return f"{outcome.placement_type} {outcome.picked}{wanted} picked, {fulfilled}"
+
+
+def _report_lines(report: CycleReport) -> list[str]:
+    lines = [f"last cycle {report.cycle}: {report.summary or _wanted(report)}"]
+    lines.append(f"  outcome:   {_wanted(report)}")
+    explanation = report.explanation
+    snapshot = f"  snapshot:  {report.snapshot}"
+    if explanation is not None:
+        snapshot += f" (score mode {explanation.score_mode}"
+        snapshot += f", branch {explanation.branch})" if explanation.branch else ")"
+    lines.append(snapshot)
+    lines.append(
+        f"  read:      {report.clusters_seen} member clusters, {report.bindings_seen} bindings "
+        f"in {report.duration_ms:.0f} ms"
+    )
+    lines.append(f"  writes:    {_writes(report.writes)}")
+    if report.requeue:
+        lines.append("  requeue:   another cycle right away")
+    elif report.requeue_after_seconds:
+        lines.append(f"  requeue:   after {report.requeue_after_seconds:g}s")
+    if report.error:
+        lines.append(f"  error:     {report.error}")
+    return lines
+
+
+def render_explain(status: PlacementStatus) -> str:
+    """The `explain` text: header, the last cycle's summary, every cluster's fate, the binding
+    writes and notes of that cycle."""
+    lines = [
+        f"placement {status.placement}: {status.cycles} cycle{'s' if status.cycles != 1 else ''}",
+        f"waiting for: {status.waiting_for or NONE}",
+    ]
+    if status.pending_reasons:
+        fresh = " (fresh)" if status.fresh_pending else ""
+        lines.append(f"pending{fresh}: {'; '.join(status.pending_reasons)}")
+    lines.append(f"last error: {status.last_error or NONE}")
+    report = status.last
+    if report is None:
+        lines.append("no cycle has finished yet")
+        return "\n".join(lines) + "\n"
+    lines.append("")
+    lines += _report_lines(report)
+    explanation = report.explanation
+    if explanation is None:
+        lines.append("(this cycle recorded no per-cluster explanation)")
+        return "\n".join(lines) + "\n"
+    rows = cluster_rows(explanation)
+    lines.append("")
+    lines.append(table(CLUSTER_HEADERS, rows) if rows else "no member clusters were considered")
+    if explanation.not_evaluated:
+        lines.append(
+            f"{explanation.not_evaluated} more clusters not evaluated: enough feasible clusters "
+            "were found first (percentageOfClustersToScore)"
+        )
+    if explanation.bindings:
+        lines.append("")
+        lines.append(
+            table(
+                BINDING_HEADERS,
+                sorted(
+                    (cluster, group.action, group.why)
+                    for group in explanation.bindings
+                    for cluster in group.clusters
+                ),
+            )
+        )
+    if explanation.notes:
+        lines.append("")
+        lines += [f"note: {note}" for note in explanation.notes]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class PlacementRow:
+    """One placement workflow as `status` lists it. None means "not known" (shown as -)."""
+
+    name: str
+    placement_type: str | None
+    fully_scheduled: bool | None
+    cycles: int | None
+    state: str
+    waiting_for: str | None
+
+
+def _yes_no(value: bool | None) -> str:
+    return NONE if value is None else ("yes" if value else "no")
+
+
+def render_status(rows: Sequence[PlacementRow]) -> str:
+    """The `status` table, sorted by placement name."""
+    if not rows:
+        return "no placement workflows found\n"
+    body = [
+        (
+            row.name,
+            row.placement_type or NONE,
+            _yes_no(row.fully_scheduled),
+            NONE if row.cycles is None else str(row.cycles),
+            row.state,
+            row.waiting_for or NONE,
+        )
+        for row in sorted(rows, key=lambda r: r.name)
+    ]
+    return table(STATUS_HEADERS, body) + "\n"
