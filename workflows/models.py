@@ -40,6 +40,9 @@ class CarriedState(ActivityModel):
 class PlacementInput(ActivityModel):
     placement: str
     carried: CarriedState | None = None
+    # Continue-as-new after this many cycles (None: the workflow's default). A tuning knob, and
+    # what lets a test watch state cross a run boundary without a hundred cycles.
+    cycles_per_run: int | None = Field(default=None, ge=1)
 
 
 class PlacementStatus(ActivityModel):

@@ -83,6 +83,7 @@ class PlacementWorkflow:
         self._last_error = carried.last_error
         self._waiting_for = carried.waiting_for or "the first cycle"
         self._cycles_this_run = 0
+        self._cycles_per_run = input.cycles_per_run or MAX_CYCLES_PER_RUN
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
@@ -112,7 +113,11 @@ class PlacementWorkflow:
             if self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
-                    PlacementInput(placement=self._placement, carried=self._carried())
+                    PlacementInput(
+                        placement=self._placement,
+                        carried=self._carried(),
+                        cycles_per_run=input.cycles_per_run,
+                    )
                 )
 
     # --- signals and query -----------------------------------------------------------------
@@ -270,7 +275,7 @@ class PlacementWorkflow:
 
     def _should_continue_as_new(self) -> bool:
         return (
-            self._cycles_this_run >= MAX_CYCLES_PER_RUN
+            self._cycles_this_run >= self._cycles_per_run
             or workflow.info().is_continue_as_new_suggested()
         )
 

@@ -1,0 +1,95 @@
+"""Same-named stand-ins for the placement activities, scripted per placement.
+
+The workflow under test is the real PlacementWorkflow; only its activities are replaced, by
+functions registered under the same activity type names (STYLE section 9), so these tests pin
+the loop's rules (coalescing, requeue, waiting, cleanup, continue-as-new) without a hub."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities import failures
+from activities.models import (
+    CleanupReport,
+    CleanupRequest,
+    CycleReport,
+    CycleRequest,
+    PrepareRequest,
+    PrepareResult,
+)
+from scheduler import Outcome
+
+
+@dataclass
+class Script:
+    """What the stand-ins answer for one placement, and what they were asked."""
+
+    phases: list[str] = field(default_factory=lambda: ["ready"])  # last one repeats
+    requeues: list[bool] = field(default_factory=list)  # per cycle; then False
+    requeue_after: float | None = None  # for the first cycle only
+    failures: list[ApplicationError] = field(default_factory=list)  # raised by run_cycle, in turn
+    gate: asyncio.Event | None = None  # run_cycle waits on it when set
+    prepares: int = 0
+    cycles: list[CycleRequest] = field(default_factory=list)
+    cycle_attempts: int = 0
+    cleanups: int = 0
+
+
+SCRIPTS: dict[str, Script] = defaultdict(Script)
+
+
+@activity.defn(name="prepare_cycle")
+async def prepare_cycle(request: PrepareRequest) -> PrepareResult:
+    script = SCRIPTS[request.placement]
+    phase = script.phases[min(script.prepares, len(script.phases) - 1)]
+    script.prepares += 1
+    return PrepareResult(
+        phase=phase,  # type: ignore[arg-type]
+        message=f"scripted {phase}",
+        snapshot=f"{request.placement}-0" if phase == "ready" else None,
+        placement_type="PickN",
+    )
+
+
+@activity.defn(name="run_cycle")
+async def run_cycle(request: CycleRequest) -> CycleReport:
+    script = SCRIPTS[request.placement]
+    script.cycle_attempts += 1
+    if script.gate is not None:
+        await script.gate.wait()
+    if script.failures:
+        raise script.failures.pop(0)
+    index = len(script.cycles)
+    script.cycles.append(request)
+    requeue = script.requeues[index] if index < len(script.requeues) else False
+    return CycleReport(
+        cycle=request.cycle,
+        placement=request.placement,
+        snapshot=request.snapshot,
+        outcome=Outcome(placement_type="PickN", wanted=1, picked=1, fulfilled=True),
+        requeue=requeue,
+        requeue_after_seconds=script.requeue_after if index == 0 else None,
+        summary=f"cycle {request.cycle}: scripted",
+    )
+
+
+@activity.defn(name="cleanup_placement")
+async def cleanup_placement(request: CleanupRequest) -> CleanupReport:
+    SCRIPTS[request.placement].cleanups += 1
+    return CleanupReport(bindings_deleted=2, finalizer_removed=True, summary="2 bindings deleted")
+
+
+def unexpected(message: str) -> ApplicationError:
+    return ApplicationError(message, type=failures.UNEXPECTED, non_retryable=True)
+
+
+def transient(message: str) -> ApplicationError:
+    return ApplicationError(message, type=failures.HUB_UNAVAILABLE)
+
+
+STAND_INS = [prepare_cycle, run_cycle, cleanup_placement]

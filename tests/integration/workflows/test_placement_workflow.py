@@ -1,0 +1,214 @@
+"""PlacementWorkflow's loop rules on a real Temporal dev server, with stand-in activities.
+
+Each test uses its own placement name and task queue; workers run with max_cached_workflows=0
+so every workflow task replays the history from the start (a determinism check for free)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Worker
+
+from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS, Script, transient, unexpected
+from workflows import names
+from workflows.models import HubEvent, PlacementInput, PlacementStatus, RequeueRequest
+from workflows.placement import PlacementWorkflow
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def worker(temporal_client: Client, task_queue: str) -> AsyncIterator[Worker]:
+    async with Worker(
+        temporal_client,
+        task_queue=task_queue,
+        workflows=[PlacementWorkflow],
+        activities=STAND_INS,
+        max_cached_workflows=0,
+    ) as running:
+        yield running
+
+
+def placement_name() -> str:
+    return f"p-{uuid.uuid4().hex[:10]}"
+
+
+async def start(
+    client: Client, queue: str, name: str, script: Script, cycles_per_run: int | None = None
+) -> WorkflowHandle[PlacementWorkflow, PlacementStatus]:
+    SCRIPTS[name] = script
+    return await client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(placement=name, cycles_per_run=cycles_per_run),
+        id=names.workflow_id(name),
+        task_queue=queue,
+    )
+
+
+async def eventually(
+    handle: WorkflowHandle[PlacementWorkflow, PlacementStatus],
+    check: Callable[[PlacementStatus], bool],
+    timeout: float = 20.0,
+) -> PlacementStatus:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = await handle.query(PlacementWorkflow.status)
+        if check(status):
+            return status
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not reached; last status: {status}")
+        await asyncio.sleep(0.1)
+
+
+def idle(status: PlacementStatus) -> bool:
+    return status.waiting_for.startswith("an event")
+
+
+async def test_one_requeue_signal_runs_exactly_one_cycle(temporal_client, task_queue, worker):
+    name = placement_name()
+    handle = await start(temporal_client, task_queue, name, Script())
+    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+
+    await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason="by hand"))
+    await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+    await asyncio.sleep(1.0)
+
+    assert (await handle.query(PlacementWorkflow.status)).cycles == 2
+    assert len(SCRIPTS[name].cycles) == 2
+    assert "requeue: by hand" in SCRIPTS[name].cycles[1].reason
+
+
+async def test_signals_during_a_cycle_coalesce_into_exactly_one_more(
+    temporal_client, task_queue, worker
+):
+    name = placement_name()
+    gate = asyncio.Event()
+    handle = await start(temporal_client, task_queue, name, Script(gate=gate))
+    await eventually(handle, lambda s: SCRIPTS[name].cycle_attempts == 1)
+
+    await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason="member-1 labels"))
+    await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason="member-2 labels"))
+    await handle.signal(PlacementWorkflow.snapshot_changed, HubEvent(reason="N changed"))
+    await handle.signal(PlacementWorkflow.requeue)
+    await handle.signal(PlacementWorkflow.binding_deleting)
+    gate.set()
+
+    await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+    await asyncio.sleep(1.0)
+    script = SCRIPTS[name]
+    assert [c.cycle for c in script.cycles] == [1, 2]
+    assert "cluster_changed: member-1 labels" in script.cycles[1].reason
+    assert script.cycles[1].reason.endswith("(+2)")  # five reasons, three listed
+
+
+async def test_requeue_now_runs_the_next_batch_without_an_event(
+    temporal_client, task_queue, worker
+):
+    name = placement_name()
+    handle = await start(temporal_client, task_queue, name, Script(requeues=[True, True]))
+    status = await eventually(handle, lambda s: s.cycles == 3 and idle(s))
+    assert status.last is not None and status.last.cycle == 3
+    assert "asked to requeue now" in SCRIPTS[name].cycles[1].reason
+
+
+async def test_requeue_after_is_a_durable_timer(temporal_client, task_queue, worker):
+    name = placement_name()
+    handle = await start(temporal_client, task_queue, name, Script(requeue_after=1.0))
+    first = await eventually(handle, lambda s: s.cycles == 1)
+    assert "requeue timer" in first.waiting_for or first.cycles == 1
+    await eventually(handle, lambda s: s.cycles == 2 and idle(s), timeout=10)
+    assert "requeue after 1s" in SCRIPTS[name].cycles[1].reason
+    history = await handle.fetch_history()
+    assert any(e.HasField("timer_started_event_attributes") for e in history.events)
+
+
+async def test_without_a_latest_snapshot_it_waits_for_an_event_instead_of_retrying(
+    temporal_client, task_queue, worker
+):
+    name = placement_name()
+    handle = await start(
+        temporal_client, task_queue, name, Script(phases=["no_latest_snapshot", "ready"])
+    )
+    status = await eventually(handle, lambda s: "scripted no_latest_snapshot" in s.waiting_for)
+    await asyncio.sleep(1.0)
+    assert SCRIPTS[name].prepares == 1 and status.cycles == 0
+
+    await handle.signal(PlacementWorkflow.snapshot_changed, HubEvent(reason="web-0 created"))
+    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+
+
+async def test_a_deleting_placement_is_cleaned_up_and_the_workflow_completes(
+    temporal_client, task_queue, worker
+):
+    name = placement_name()
+    handle = await start(temporal_client, task_queue, name, Script(phases=["ready", "deleting"]))
+    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    await handle.signal(PlacementWorkflow.placement_deleting)
+
+    result = await asyncio.wait_for(handle.result(), timeout=20)
+    assert SCRIPTS[name].cleanups == 1
+    assert "cleaned up (2 bindings deleted)" in result.waiting_for
+
+
+async def test_a_gone_placement_completes_without_cleanup(temporal_client, task_queue, worker):
+    name = placement_name()
+    handle = await start(temporal_client, task_queue, name, Script(phases=["gone"]))
+    result = await asyncio.wait_for(handle.result(), timeout=20)
+    assert result.cycles == 0 and SCRIPTS[name].cleanups == 0
+
+
+async def test_an_unexpected_failure_is_recorded_and_the_next_event_runs_a_cycle(
+    temporal_client, task_queue, worker
+):
+    name = placement_name()
+    script = Script(failures=[unexpected("bad number-of-clusters annotation")])
+    handle = await start(temporal_client, task_queue, name, script)
+    status = await eventually(handle, lambda s: s.last_error is not None)
+    assert "UnexpectedBehavior" in status.last_error
+    assert "bad number-of-clusters annotation" in status.last_error
+    await asyncio.sleep(0.5)
+    assert script.cycle_attempts == 1  # not retried
+
+    await handle.signal(PlacementWorkflow.requeue)
+    status = await eventually(handle, lambda s: s.last is not None and idle(s))
+    assert status.last_error is None
+
+
+async def test_transient_failures_are_retried_by_the_activity_retry_policy(
+    temporal_client, task_queue, worker
+):
+    name = placement_name()
+    script = Script(failures=[transient("503"), transient("503")])
+    handle = await start(temporal_client, task_queue, name, script)
+    status = await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    assert script.cycle_attempts == 3 and status.last_error is None
+
+
+async def test_fresh_requeue_applies_to_one_cycle_only(temporal_client, task_queue, worker):
+    name = placement_name()
+    handle = await start(temporal_client, task_queue, name, Script())
+    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    await handle.signal(PlacementWorkflow.requeue, RequeueRequest(fresh=True, reason="rebalance"))
+    await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+    await handle.signal(PlacementWorkflow.requeue)
+    await eventually(handle, lambda s: s.cycles == 3 and idle(s))
+    assert [c.fresh for c in SCRIPTS[name].cycles] == [False, True, False]
+
+
+async def test_continue_as_new_carries_the_state_across_runs(temporal_client, task_queue, worker):
+    name = placement_name()
+    handle = await start(
+        temporal_client, task_queue, name, Script(requeues=[True] * 4), cycles_per_run=2
+    )
+    status = await eventually(handle, lambda s: s.cycles == 5 and idle(s))
+    assert status.cycles_this_run == 1  # runs of 2, 2, then the fifth cycle
+    assert status.last is not None and status.last.cycle == 5
+    description = await handle.describe()
+    assert description.run_id != handle.result_run_id
+    assert [c.cycle for c in SCRIPTS[name].cycles] == [1, 2, 3, 4, 5]

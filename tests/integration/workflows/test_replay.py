@@ -1,0 +1,81 @@
+"""Determinism guard: PlacementWorkflow histories replay against today's workflow code.
+
+Two sources: histories produced just now (a cycle, a requeue, a coalesced burst, a
+continue-as-new and a deletion), and histories recorded earlier and committed under
+tests/integration/histories/, which fail here if a code change would break running workflows.
+Re-record with FLEET_RECORD_HISTORIES=1 only for a deliberate, patched change."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer, Worker
+
+from tests.integration.workflows.stand_ins import STAND_INS, Script
+from tests.integration.workflows.test_placement_workflow import (
+    eventually,
+    idle,
+    placement_name,
+    start,
+)
+from workflows.models import HubEvent
+from workflows.placement import PlacementWorkflow
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+HISTORIES = Path(__file__).resolve().parent.parent / "histories"
+
+
+def replayer() -> Replayer:
+    return Replayer(workflows=[PlacementWorkflow], data_converter=pydantic_data_converter)
+
+
+async def test_fresh_histories_replay(temporal_client: Client, task_queue: str) -> None:
+    name = placement_name()
+    async with Worker(
+        temporal_client,
+        task_queue=task_queue,
+        workflows=[PlacementWorkflow],
+        activities=STAND_INS,
+        max_cached_workflows=0,
+    ):
+        handle = await start(
+            temporal_client,
+            task_queue,
+            name,
+            Script(requeues=[True, False, False], phases=["ready"] * 3 + ["deleting"]),
+            cycles_per_run=2,
+        )
+        await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+        for reason in ("a", "b", "c"):
+            await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason=reason))
+        await eventually(handle, lambda s: s.cycles == 3 and idle(s))
+        await handle.signal(PlacementWorkflow.placement_deleting)
+        await asyncio.wait_for(handle.result(), timeout=20)
+
+    histories: list[WorkflowHistory] = []
+    async for execution in temporal_client.list_workflows(f"WorkflowId = '{handle.id}'"):
+        run = temporal_client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        histories.append(await run.fetch_history())
+    assert len(histories) == 2  # one continue-as-new
+    for history in histories:
+        result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+        assert result.replay_failure is None, result.replay_failure
+
+    if os.environ.get("FLEET_RECORD_HISTORIES"):
+        HISTORIES.mkdir(exist_ok=True)
+        for index, history in enumerate(histories):
+            (HISTORIES / f"placement-{index}.json").write_text(history.to_json())
+
+
+@pytest.mark.parametrize(
+    "path", sorted(HISTORIES.glob("*.json")), ids=lambda p: p.name
+)
+async def test_recorded_histories_replay(path: Path) -> None:
+    history = WorkflowHistory.from_json("recorded", path.read_text())
+    await replayer().replay_workflow(history)
