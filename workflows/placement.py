@@ -23,9 +23,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.hub import HubActivities
-
     from activities import failures
+    from activities.hub import HubActivities
     from activities.models import (
         CleanupRequest,
         CycleReport,
