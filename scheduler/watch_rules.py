@@ -22,8 +22,15 @@ from scheduler.eligibility import EligibilityChecker
 from scheduler.quantity import QuantityError, parse_quantity
 
 __all__ = [
+    "CLUSTER_CHANGE_ELIGIBLE",
+    "CLUSTER_CHANGE_LABELS",
+    "CLUSTER_CHANGE_NAMESPACES",
+    "CLUSTER_CHANGE_PROPERTIES",
+    "CLUSTER_CHANGE_RESOURCES",
+    "CLUSTER_CHANGE_TAINTS",
     "binding_deletion_started",
     "cluster_update_matters",
+    "cluster_update_reasons",
     "is_fully_scheduled",
     "parse_bool_label",
     "placement_deletion_started",
@@ -152,6 +159,39 @@ def cluster_update_matters(
     )
 
 
+# What `cluster_update_reasons` reports, in the order it checks; the watcher puts them in the
+# signal's reason ("cluster member-3: labels changed"), so a history says why a cycle ran.
+CLUSTER_CHANGE_LABELS = "labels changed"
+CLUSTER_CHANGE_TAINTS = "a taint was removed or changed"
+CLUSTER_CHANGE_PROPERTIES = "properties changed"
+CLUSTER_CHANGE_NAMESPACES = "namespaces changed"
+CLUSTER_CHANGE_RESOURCES = "resource usage changed"
+CLUSTER_CHANGE_ELIGIBLE = "became eligible"
+
+
+def cluster_update_reasons(
+    old: MemberCluster, new: MemberCluster, checker: EligibilityChecker, now: datetime
+) -> list[str]:
+    """Why a MemberCluster update matters, one phrase per rule that fired; empty when it does not.
+
+    The same rules as `cluster_update_matters` (non-empty exactly when it is True), all of them
+    evaluated, for the watcher's signal reasons."""
+    if new.metadata.deleting:
+        return []
+    fired = (
+        (CLUSTER_CHANGE_LABELS, old.metadata.labels != new.metadata.labels),
+        (CLUSTER_CHANGE_TAINTS, _taint_removed_or_changed(old, new)),
+        (CLUSTER_CHANGE_PROPERTIES, _properties_changed(old, new)),
+        (CLUSTER_CHANGE_NAMESPACES, old.status.namespaces != new.status.namespaces),
+        (CLUSTER_CHANGE_RESOURCES, _resource_usage_changed(old, new)),
+        (
+            CLUSTER_CHANGE_ELIGIBLE,
+            checker.check(old, now) is not None and checker.check(new, now) is None,
+        ),
+    )
+    return [reason for reason, changed in fired if changed]
+
+
 def is_fully_scheduled(placement: ClusterResourcePlacement) -> bool:
     """The placement's Scheduled condition is True for its current generation."""
     condition = placement.status.condition(names.PLACEMENT_SCHEDULED_CONDITION)
@@ -173,8 +213,7 @@ def placements_for_cluster_event(
     chosen: list[str] = []
     for placement in placements:
         policy = placement.spec.policy
-        if cluster_left or policy is None or policy.effective_type == names.PICK_ALL:
-            chosen.append(placement.metadata.name)
-        elif not is_fully_scheduled(placement):
+        always = cluster_left or policy is None or policy.effective_type == names.PICK_ALL
+        if always or not is_fully_scheduled(placement):
             chosen.append(placement.metadata.name)
     return chosen

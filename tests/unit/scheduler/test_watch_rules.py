@@ -29,8 +29,15 @@ from hub.types import (
 )
 from scheduler.eligibility import EligibilityChecker
 from scheduler.watch_rules import (
+    CLUSTER_CHANGE_ELIGIBLE,
+    CLUSTER_CHANGE_LABELS,
+    CLUSTER_CHANGE_NAMESPACES,
+    CLUSTER_CHANGE_PROPERTIES,
+    CLUSTER_CHANGE_RESOURCES,
+    CLUSTER_CHANGE_TAINTS,
     binding_deletion_started,
     cluster_update_matters,
+    cluster_update_reasons,
     parse_bool_label,
     placement_deletion_started,
     placement_spec_changed,
@@ -234,6 +241,60 @@ STALE = NOW - timedelta(minutes=10)
 )
 def test_cluster_updates_that_can_change_picks(old, new, expected) -> None:
     assert cluster_update_matters(old, new, EligibilityChecker(), NOW) is expected
+
+
+def with_namespaces(obj: MemberCluster, namespaces: dict[str, str]) -> MemberCluster:
+    status = obj.status.model_copy(update={"namespaces": namespaces})
+    return obj.model_copy(update={"status": status})
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        pytest.param(cluster(), cluster(), [], id="identical"),
+        pytest.param(
+            cluster({"a": "1"}), cluster({"a": "2"}), [CLUSTER_CHANGE_LABELS], id="labels"
+        ),
+        pytest.param(
+            cluster(taints=(GPU,)), cluster(), [CLUSTER_CHANGE_TAINTS], id="taint-removed"
+        ),
+        pytest.param(
+            cluster(taints=(GPU,)),
+            cluster(taints=(GPU.model_copy(update={"value": "false"}),)),
+            [CLUSTER_CHANGE_TAINTS],
+            id="taint-changed",
+        ),
+        pytest.param(cluster(), cluster(taints=(GPU, OTHER)), [], id="taints-added"),
+        pytest.param(
+            cluster(props={"p": "1"}), cluster(props={}), [CLUSTER_CHANGE_PROPERTIES], id="prop"
+        ),
+        pytest.param(
+            cluster(),
+            with_namespaces(cluster(), {"app": "ok"}),
+            [CLUSTER_CHANGE_NAMESPACES],
+            id="namespaces",
+        ),
+        pytest.param(
+            cluster(capacity={"cpu": "1"}),
+            cluster(capacity={"cpu": "3"}),
+            [CLUSTER_CHANGE_RESOURCES],
+            id="capacity",
+        ),
+        pytest.param(cluster(heartbeat=STALE), cluster(), [CLUSTER_CHANGE_ELIGIBLE], id="eligible"),
+        pytest.param(
+            cluster({"a": "1"}, taints=(GPU,), heartbeat=STALE),
+            cluster({"a": "2"}),
+            [CLUSTER_CHANGE_LABELS, CLUSTER_CHANGE_TAINTS, CLUSTER_CHANGE_ELIGIBLE],
+            id="several-in-check-order",
+        ),
+        pytest.param(cluster({"a": "1"}), cluster({"a": "2"}, deleting=True), [], id="leaving"),
+    ],
+)
+def test_cluster_update_reasons_name_every_rule_that_fired(old, new, expected) -> None:
+    reasons = cluster_update_reasons(old, new, EligibilityChecker(), NOW)
+    assert reasons == expected
+    # The watcher relies on the two agreeing: a reason exactly when the update matters.
+    assert bool(reasons) is cluster_update_matters(old, new, EligibilityChecker(), NOW)
 
 
 def test_cluster_events_reach_unfulfilled_and_pick_all_placements() -> None:
