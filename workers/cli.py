@@ -2,29 +2,100 @@
 
 Each subcommand is a pair: `add_<name>_arguments(parser)` declares its flags and `run_<name>(args)`
 runs it and returns the exit code. Adding a subcommand is adding one pair and one COMMANDS row;
-`main` knows nothing else. Long-running subcommands run until SIGINT/SIGTERM and then stop what
-they started."""
+`main` knows nothing else. Long-running subcommands (`dev`, `run`, `devhub`) run until
+SIGINT/SIGTERM and then stop what they started, in reverse order.
+
+A problem the user can fix (nothing listening, no such placement, a missing kubeconfig, a bad
+profile) is one line on stderr and exit code 2, never a traceback; `--log-level DEBUG` shows
+the traceback when one is wanted."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import dataclasses
 import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from types import FrameType
+from typing import Final
 
-__all__ = ["COMMANDS", "Command", "main", "wait_for_signal"]
+import yaml
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+)
+from temporalio.runtime import Runtime
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.hub import ActivitySettings
+from devhub import DevHub
+from hub.client import HubClient
+from hub.errors import AlreadyExistsError, HubConfigError
+from hub.types import ClusterResourcePlacement
+from scheduler import Profile, ProfileError, load_profile
+from workers.client import (
+    DEFAULT_TEMPORAL_ADDRESS,
+    ENV_TEMPORAL_ADDRESS,
+    ENV_TEMPORAL_NAMESPACE,
+    TemporalUnavailableError,
+    connect,
+    default_address,
+    default_namespace,
+)
+from workers.devserver import (
+    DEFAULT_NAMESPACE,
+    LOOPBACK,
+    DevServer,
+    DevServerError,
+    SearchAttributeError,
+    ensure_search_attributes,
+)
+from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
+from workers.render import PlacementRow, render_explain, render_status
+from workers.telemetry import TelemetryConfigError, setup_tracing
+from workers.worker import DEFAULT_MAX_CONCURRENT_ACTIVITIES, Serving, serve
+from workflows import names
+from workflows.models import PlacementStatus, RequeueRequest
+
+__all__ = ["COMMANDS", "CliError", "Command", "apply_placements", "main", "read_placements",
+           "wait_for_signal"]
 
 log = logging.getLogger("fleet_scheduler.cli")
 
+PROG: Final = "fleet-scheduler"
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+MAX_PORT: Final = 65535
+
+SAMPLE_PLACEMENTS: Final = (
+    Path(__file__).resolve().parent.parent / "deploy" / "samples" / "placements.yaml"
+)
+DEVHUB_DIR: Final = "devhub"  # under `dev --data-dir`, beside Temporal's temporal.db
+DEFAULT_METRICS_PORT: Final = 8080  # `run` in a pod: the port the probes and Prometheus use
+ALL_INTERFACES: Final = "0.0.0.0"  # a pod's probes and Prometheus come from outside loopback
+# A signal or query is one round trip; a query also waits for a worker to answer it.
+RPC_TIMEOUT: Final = timedelta(seconds=10)
+WAIT_TIMEOUT_S: Final = 60.0  # `requeue --wait`
+WAIT_POLL_S: Final = 0.25
+STATUS_LIMIT: Final = 500
+STATUS_QUERY_CONCURRENCY: Final = 8
+STATUS_QUERY_TIMEOUT: Final = timedelta(seconds=5)
 
 
 @dataclass(frozen=True)
@@ -96,7 +167,559 @@ def run_devhub(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --- errors ----------------------------------------------------------------------------------
+
+
+class CliError(Exception):
+    """A problem the user can fix (bad input, nothing listening, no such placement): printed as
+    one line, exit code 2, no traceback."""
+
+
+# What each library raises for "your setup is wrong"; main() prints these as one line.
+_USER_ERRORS: tuple[type[BaseException], ...] = (
+    CliError,
+    OSError,  # a busy port or an unreadable file; the message names it
+    TemporalUnavailableError,
+    DevServerError,
+    SearchAttributeError,
+    HubConfigError,
+    ProfileError,
+    TelemetryConfigError,
+)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text
+
+
+def _self_command() -> str:
+    """How the user ran us, for the hints we print (e.g. `.venv/bin/fleet-scheduler`)."""
+    invoked = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if invoked is None or invoked.name != PROG:
+        return PROG
+    with contextlib.suppress(ValueError):
+        return str(invoked.resolve().relative_to(Path.cwd()))
+    return str(invoked)
+
+
+def _install_stop_handlers(stop: asyncio.Event) -> Callable[[], None]:
+    """SIGINT/SIGTERM set `stop`; returns a function that removes the handlers."""
+    loop = asyncio.get_running_loop()
+    received: list[str] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        if stop.is_set():
+            log.warning("%s received while stopping; still stopping", sig.name)
+            return
+        received.append(sig.name)
+        print(f"{PROG}: {sig.name} received, stopping", flush=True)
+        stop.set()
+
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, on_signal, sig)
+
+    def remove() -> None:
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+
+    return remove
+
+
+def _load_profile(path: Path | None) -> Profile | None:
+    if path is None:
+        return None
+    if not path.is_file():
+        raise CliError(f"profile {str(path)!r} does not exist")
+    try:
+        return load_profile(path)
+    except ProfileError as exc:
+        raise CliError(f"profile {str(path)!r}: {_one_line(exc)}") from exc
+
+
+def _add_temporal_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--temporal-address", default=default_address(), metavar="HOST:PORT",
+        help=f"Temporal frontend (default ${ENV_TEMPORAL_ADDRESS} or {DEFAULT_TEMPORAL_ADDRESS})",
+    )
+    parser.add_argument(
+        "--namespace", default=default_namespace(),
+        help=f"Temporal namespace (default ${ENV_TEMPORAL_NAMESPACE} or {DEFAULT_NAMESPACE})",
+    )
+
+
+def _add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: int) -> None:
+    parser.add_argument("--task-queue", default=names.DEFAULT_TASK_QUEUE,
+                        help=f"task queue of the workers (default {names.DEFAULT_TASK_QUEUE})")
+    parser.add_argument("--no-snapshotter", action="store_true",
+                        help="do not create policy snapshots (KubeFleet's hub agent does)")
+    parser.add_argument("--metrics-port", type=int, default=metrics_port, metavar="N",
+                        help="serve /metrics, /healthz and /readyz here "
+                             f"({'0 = a free port, ' if metrics_port == 0 else ''}"
+                             f"default {metrics_port})")
+    parser.add_argument("--profile", type=Path, default=None, metavar="FILE",
+                        help="scheduler profile YAML (default: KubeFleet's default profile)")
+    parser.add_argument("--max-concurrent-activities", type=int,
+                        default=DEFAULT_MAX_CONCURRENT_ACTIVITIES, metavar="N",
+                        help="activity slots and threads "
+                             f"(default {DEFAULT_MAX_CONCURRENT_ACTIVITIES})")
+
+
+def _settings(args: argparse.Namespace, metrics: SchedulerMetrics) -> ActivitySettings:
+    return ActivitySettings(
+        snapshotter=not args.no_snapshotter, profile=_load_profile(args.profile), metrics=metrics
+    )
+
+
+def _check_port(value: int, flag: str) -> None:
+    if not 0 <= value <= MAX_PORT:
+        raise CliError(f"{flag} {value} is not a port number (0-{MAX_PORT})")
+
+
+# --- dev -------------------------------------------------------------------------------------
+
+
+def add_dev_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig-out", type=Path, required=True, metavar="PATH",
+                        help="where to write a kubeconfig for the devhub")
+    parser.add_argument("--hub-port", type=int, required=True, metavar="N",
+                        help="devhub port (HTTP and HTTPS on the same port)")
+    parser.add_argument("--temporal-port", type=int, required=True, metavar="N",
+                        help="Temporal dev server frontend (gRPC) port")
+    parser.add_argument("--ui-port", type=int, required=True, metavar="N",
+                        help="Temporal web UI port")
+    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                        help="keep state across restarts: DIR/devhub for the hub, "
+                             "DIR/temporal.db for Temporal (default: in memory)")
+    parser.add_argument("--sample-fleet", action="store_true",
+                        help="load deploy/samples/fleet.yaml and keep its heartbeats fresh")
+    parser.add_argument("--sample-placements", action="store_true",
+                        help="apply deploy/samples/placements.yaml (skips existing ones)")
+    _add_scheduler_arguments(parser, metrics_port=0)
+
+
+def read_placements(path: Path = SAMPLE_PLACEMENTS) -> list[ClusterResourcePlacement]:
+    """The ClusterResourcePlacements in a YAML file (other kinds are an error)."""
+    try:
+        documents = [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
+    except (OSError, yaml.YAMLError) as exc:
+        raise CliError(f"cannot read placements from {str(path)!r}: {_one_line(exc)}") from exc
+    placements = []
+    for doc in documents:
+        if not isinstance(doc, dict) or doc.get("kind") != ClusterResourcePlacement.KIND:
+            kind = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
+            raise CliError(f"{path}: only ClusterResourcePlacement documents are supported, "
+                           f"found {kind!r}")
+        placements.append(ClusterResourcePlacement.from_wire(doc))
+    return placements
+
+
+def apply_placements(hub: HubClient, placements: Sequence[ClusterResourcePlacement]) -> list[str]:
+    """Create each placement unless one of that name exists; returns the names created."""
+    created = []
+    for placement in placements:
+        try:
+            hub.create(placement)
+        except AlreadyExistsError:
+            continue  # a restarted `dev --data-dir` keeps what the user changed
+        created.append(placement.name)
+    return created
+
+
+@dataclass
+class _DevStack:
+    hub: DevHub
+    server: DevServer
+    client: Client
+    hub_client: HubClient
+    kubeconfig: Path
+    fleet: list[str]
+    placements: list[str]
+
+
+async def _start_dev(
+    args: argparse.Namespace, stack: contextlib.AsyncExitStack, runtime: Runtime
+) -> _DevStack:
+    data_dir: Path | None = args.data_dir
+    hub = DevHub(port=args.hub_port, data_dir=data_dir / DEVHUB_DIR if data_dir else None)
+    server = DevServer(port=args.temporal_port, ui_port=args.ui_port, data_dir=data_dir)
+
+    async def start_hub() -> None:
+        try:
+            await asyncio.to_thread(hub.start)
+        except OSError as exc:
+            raise CliError(
+                f"devhub cannot listen on 127.0.0.1:{args.hub_port}: {exc.strerror or exc}; "
+                "choose another --hub-port or stop whatever is listening there"
+            ) from exc
+
+    # The hub is up in a fraction of a second; Temporal takes a few: start both at once.
+    results = await asyncio.gather(start_hub(), server.start(), return_exceptions=True)
+    stack.push_async_callback(server.stop)
+    stack.callback(hub.stop)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    kubeconfig = hub.write_kubeconfig(args.kubeconfig_out)
+    where = f"data in {data_dir / DEVHUB_DIR}" if data_dir else "in memory"
+    print(f"devhub:       {hub.tls_url} ({where})")
+    print(f"kubeconfig:   {kubeconfig}")
+    fleet = hub.load_sample_fleet() if args.sample_fleet else []
+    hub_client = HubClient.from_kubeconfig(kubeconfig)
+    stack.callback(hub_client.close)
+    placements: list[str] = []
+    if args.sample_placements:
+        placements = await asyncio.to_thread(apply_placements, hub_client, read_placements())
+    stored = f"data in {server.db_path}" if server.db_path else "in memory"
+    print(f"Temporal:     {server.target}, namespace {server.namespace} ({stored})")
+    print(f"Temporal UI:  {server.ui_url}/namespaces/{server.namespace}/workflows")
+    client = await connect(server.target, server.namespace, runtime=runtime)
+    return _DevStack(hub, server, client, hub_client, kubeconfig, fleet, placements)
+
+
+def _print_dev_ready(args: argparse.Namespace, dev: _DevStack, serving: Serving) -> None:
+    me = _self_command()
+    temporal = (
+        "" if dev.server.target == DEFAULT_TEMPORAL_ADDRESS
+        else f" --temporal-address {dev.server.target}"
+    )
+    example = dev.placements[0] if dev.placements else "NAME"
+    lines = [f"metrics:      {serving.metrics_url} (health: {serving.health_url}/healthz, /readyz)"]
+    if dev.fleet:
+        lines.append(f"sample fleet: {len(dev.fleet)} member clusters")
+    if args.sample_placements:
+        lines.append(
+            f"placements:   {len(dev.placements)} applied from {SAMPLE_PLACEMENTS.name}"
+            + (f" ({', '.join(dev.placements)})" if dev.placements else " (all existed)")
+        )
+    lines += [
+        f"{PROG} dev: ready in {time.monotonic() - args.started:.1f}s "
+        f"(task queue {serving.task_queue}); try:",
+        f"  kubectl --kubeconfig {dev.kubeconfig} get crp,crb",
+        f"  {me} explain {example}{temporal}",
+        f"  {me} requeue {example}{temporal}",
+        f"  {me} status{temporal}",
+        "Ctrl-C stops everything.",
+    ]
+    print("\n".join(lines), flush=True)
+
+
+async def _dev(args: argparse.Namespace) -> int:
+    stop = asyncio.Event()
+    remove_handlers = _install_stop_handlers(stop)
+    settings = _settings(args, metrics := SchedulerMetrics())
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            runtime, metrics.sdk_metrics_url = sdk_metrics_runtime()
+            starting = asyncio.create_task(_start_dev(args, stack, runtime))
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not starting.done():  # stopped while starting: undo what has started
+                starting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await starting
+                return EXIT_OK
+            dev = starting.result()
+            sys.stdout.flush()
+            await serve(
+                dev.client,
+                dev.hub_client,
+                stop,
+                task_queue=args.task_queue,
+                settings=settings,
+                metrics=metrics,
+                health_host=LOOPBACK,
+                health_port=args.metrics_port,
+                max_concurrent_activities=args.max_concurrent_activities,
+                on_ready=lambda serving: _print_dev_ready(args, dev, serving),
+            )
+            print(f"{PROG} dev: stopping the worker, watcher, Temporal and devhub", flush=True)
+    finally:
+        remove_handlers()
+    print(f"{PROG} dev: stopped", flush=True)
+    return EXIT_OK
+
+
+def run_dev(args: argparse.Namespace) -> int:
+    args.started = time.monotonic()
+    for flag in ("hub_port", "temporal_port", "ui_port", "metrics_port"):
+        _check_port(getattr(args, flag), "--" + flag.replace("_", "-"))
+    setup_tracing("dev")
+    return asyncio.run(_dev(args))
+
+
+# --- run -------------------------------------------------------------------------------------
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", type=Path, default=None, metavar="PATH",
+                        help="the hub's kubeconfig (default: $KUBECONFIG, the pod's service "
+                             "account, or ~/.kube/config)")
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    _add_temporal_arguments(parser)
+    _add_scheduler_arguments(parser, metrics_port=DEFAULT_METRICS_PORT)
+    parser.add_argument("--metrics-host", default=ALL_INTERFACES,
+                        help=f"interface for /metrics and the probes (default {ALL_INTERFACES})")
+    parts = parser.add_mutually_exclusive_group()
+    parts.add_argument("--no-watcher", action="store_true",
+                       help="run only the worker (the watcher runs elsewhere)")
+    parts.add_argument("--no-worker", action="store_true",
+                       help="run only the watcher (workers run elsewhere)")
+
+
+def _hub_client(kubeconfig: Path | None, context: str | None) -> HubClient:
+    if kubeconfig is None:
+        return HubClient.from_env()
+    if not kubeconfig.is_file():
+        raise CliError(f"kubeconfig {str(kubeconfig)!r} does not exist; pass the hub's "
+                       "kubeconfig with --kubeconfig, or omit it to use in-cluster config")
+    return HubClient.from_kubeconfig(kubeconfig, context)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    stop = asyncio.Event()
+    remove_handlers = _install_stop_handlers(stop)
+    metrics = SchedulerMetrics()
+    try:
+        settings = _settings(args, metrics)
+        hub = _hub_client(args.kubeconfig, args.context)
+        try:
+            runtime, metrics.sdk_metrics_url = sdk_metrics_runtime()
+            client = await connect(args.temporal_address, args.namespace, runtime=runtime)
+            added = await ensure_search_attributes(client, args.namespace)
+            if added:
+                print(f"registered search attributes {', '.join(added)} in namespace "
+                      f"{args.namespace}", flush=True)
+            await serve(
+                client,
+                hub,
+                stop,
+                task_queue=args.task_queue,
+                settings=settings,
+                metrics=metrics,
+                run_worker=not args.no_worker,
+                run_watcher=not args.no_watcher,
+                health_host=args.metrics_host,
+                health_port=args.metrics_port,
+                max_concurrent_activities=args.max_concurrent_activities,
+                on_ready=lambda serving: print(
+                    f"{PROG} run: ready in {serving.ready_after_s:.1f}s; hub {hub.host}, "
+                    f"Temporal {args.temporal_address}/{args.namespace}, task queue "
+                    f"{serving.task_queue}, metrics {serving.metrics_url}",
+                    flush=True,
+                ),
+            )
+        finally:
+            hub.close()
+    finally:
+        remove_handlers()
+    print(f"{PROG} run: stopped", flush=True)
+    return EXIT_OK
+
+
+def run_run(args: argparse.Namespace) -> int:
+    _check_port(args.metrics_port, "--metrics-port")
+    setup_tracing("worker")
+    return asyncio.run(_run(args))
+
+
+# --- requeue, explain, status ----------------------------------------------------------------
+
+
+def _workflow_id(name: str) -> str:
+    try:
+        return names.workflow_id(name)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def _rpc_problem(exc: RPCError, workflow_id: str, namespace: str) -> CliError:
+    if exc.status == RPCStatusCode.NOT_FOUND:
+        return CliError(
+            f"no placement workflow {workflow_id} in namespace {namespace}: is there a "
+            f"ClusterResourcePlacement named {names.placement_name(workflow_id)!r}, and is the "
+            f"watcher ({PROG} run or dev) running?"
+        )
+    if exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+        return CliError(
+            f"no worker answered for {workflow_id} within {RPC_TIMEOUT.total_seconds():g}s: is "
+            f"{PROG} run (or dev) running for namespace {namespace}?"
+        )
+    return CliError(f"{workflow_id}: {exc.message}")
+
+
+async def _query_status(client: Client, workflow_id: str, namespace: str) -> PlacementStatus:
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        status: PlacementStatus = await handle.query(
+            names.QUERY_STATUS, result_type=PlacementStatus, rpc_timeout=RPC_TIMEOUT
+        )
+    except RPCError as exc:
+        raise _rpc_problem(exc, workflow_id, namespace) from exc
+    except (WorkflowQueryFailedError, WorkflowQueryRejectedError) as exc:
+        raise CliError(f"the status query of {workflow_id} failed: {_one_line(exc)}") from exc
+    return status
+
+
+def add_requeue_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", help="the ClusterResourcePlacement's name")
+    parser.add_argument("--fresh", action="store_true",
+                        help="PickN: reschedule from scratch instead of keeping current picks")
+    parser.add_argument("--reason", default="", help="recorded in the workflow's history")
+    parser.add_argument("--wait", action="store_true",
+                        help="wait for the cycle the requeue causes and print its summary")
+    _add_temporal_arguments(parser)
+
+
+async def _requeue(args: argparse.Namespace) -> int:
+    workflow_id = _workflow_id(args.name)
+    client = await connect(args.temporal_address, args.namespace)
+    before = await _query_status(client, workflow_id, args.namespace) if args.wait else None
+    request = RequeueRequest(fresh=args.fresh, reason=args.reason or "requested with the CLI")
+    try:
+        await client.get_workflow_handle(workflow_id).signal(
+            names.SIGNAL_REQUEUE, request, rpc_timeout=RPC_TIMEOUT
+        )
+    except RPCError as exc:
+        raise _rpc_problem(exc, workflow_id, args.namespace) from exc
+    kind = "fresh requeue" if args.fresh else "requeue"
+    print(f"sent {kind} to {workflow_id}" + (f" ({args.reason})" if args.reason else ""))
+    if before is None:
+        return EXIT_OK
+    deadline = time.monotonic() + WAIT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        now = await _query_status(client, workflow_id, args.namespace)
+        if now.cycles > before.cycles and not now.pending_reasons:
+            summary = now.last.summary if now.last is not None else now.last_error or ""
+            print(f"cycle {now.cycles}: {summary}")
+            return EXIT_OK
+        await asyncio.sleep(WAIT_POLL_S)
+    raise CliError(f"{workflow_id} ran no new cycle within {WAIT_TIMEOUT_S:g}s "
+                   f"(still at {before.cycles}); see `{_self_command()} explain {args.name}`")
+
+
+def run_requeue(args: argparse.Namespace) -> int:
+    return asyncio.run(_requeue(args))
+
+
+def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", help="the ClusterResourcePlacement's name")
+    _add_temporal_arguments(parser)
+
+
+async def _explain(args: argparse.Namespace) -> int:
+    workflow_id = _workflow_id(args.name)
+    client = await connect(args.temporal_address, args.namespace)
+    status = await _query_status(client, workflow_id, args.namespace)
+    sys.stdout.write(render_explain(status))
+    return EXIT_OK
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    return asyncio.run(_explain(args))
+
+
+def add_status_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--all", action="store_true",
+                        help="include finished workflows (deleted placements)")
+    parser.add_argument("--limit", type=int, default=STATUS_LIMIT, metavar="N",
+                        help=f"list at most N placements (default {STATUS_LIMIT})")
+    _add_temporal_arguments(parser)
+
+
+async def _status_row(
+    client: Client, execution: WorkflowExecution, gate: asyncio.Semaphore
+) -> PlacementRow:
+    attributes = execution.typed_search_attributes
+    try:
+        name = names.placement_name(execution.id)
+    except ValueError:
+        name = execution.id
+    state = execution.status.name.title() if execution.status is not None else "Unknown"
+    row = PlacementRow(
+        name=attributes.get(names.SA_PLACEMENT_NAME) or name,
+        placement_type=attributes.get(names.SA_PLACEMENT_TYPE),
+        fully_scheduled=attributes.get(names.SA_FULLY_SCHEDULED),
+        cycles=None,
+        state=state,
+        waiting_for=None,
+    )
+    handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+    async with gate:
+        try:
+            if execution.status == WorkflowExecutionStatus.RUNNING:
+                status: PlacementStatus = await handle.query(
+                    names.QUERY_STATUS, result_type=PlacementStatus,
+                    rpc_timeout=STATUS_QUERY_TIMEOUT,
+                )
+            elif execution.status == WorkflowExecutionStatus.COMPLETED:
+                status = await handle.result(result_type=PlacementStatus,
+                                             rpc_timeout=STATUS_QUERY_TIMEOUT)
+            else:
+                return row
+        except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError,
+                WorkflowFailureError) as exc:
+            log.debug("no status for %s: %s", execution.id, exc)
+            return row
+    return dataclasses.replace(row, cycles=status.cycles, waiting_for=status.waiting_for)
+
+
+async def _status(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise CliError(f"--limit must be at least 1, got {args.limit}")
+    client = await connect(args.temporal_address, args.namespace)
+    query = f"WorkflowType = '{names.PLACEMENT_WORKFLOW}'"
+    if not args.all:
+        query += " AND ExecutionStatus = 'Running'"
+    executions: dict[str, WorkflowExecution] = {}
+    try:
+        async for execution in client.list_workflows(query, limit=args.limit * 2):
+            if execution.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
+                continue  # the same placement's newer run is listed too
+            executions.setdefault(execution.id, execution)  # newest run first
+            if len(executions) >= args.limit:
+                break
+    except RPCError as exc:
+        raise CliError(f"cannot list workflows in namespace {args.namespace}: "
+                       f"{exc.message}") from exc
+    gate = asyncio.Semaphore(STATUS_QUERY_CONCURRENCY)
+    rows = await asyncio.gather(*(_status_row(client, e, gate) for e in executions.values()))
+    sys.stdout.write(render_status(rows))
+    return EXIT_OK
+
+
+def run_status(args: argparse.Namespace) -> int:
+    return asyncio.run(_status(args))
+
+
 COMMANDS: dict[str, Command] = {
+    "dev": Command(
+        help="run everything locally: devhub, the Temporal dev server with its UI, the worker "
+             "and the watcher",
+        add_arguments=add_dev_arguments,
+        run=run_dev,
+    ),
+    "run": Command(
+        help="run the worker and the watcher against a real hub and Temporal",
+        add_arguments=add_run_arguments,
+        run=run_run,
+    ),
+    "requeue": Command(
+        help="run one more scheduling cycle for a placement now",
+        add_arguments=add_requeue_arguments,
+        run=run_requeue,
+    ),
+    "explain": Command(
+        help="show a placement's last cycle: every cluster's fate, with scores or reasons",
+        add_arguments=add_explain_arguments,
+        run=run_explain,
+    ),
+    "status": Command(
+        help="list placement workflows and their scheduling state",
+        add_arguments=add_status_arguments,
+        run=run_status,
+    ),
     "devhub": Command(
         help="run devhub, the local hub API server, alone",
         add_arguments=add_devhub_arguments,
@@ -107,7 +730,7 @@ COMMANDS: dict[str, Command] = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fleet-scheduler",
+        prog=PROG,
         description="KubeFleet's hub scheduler on Temporal: one durable workflow per placement.",
     )
     parser.add_argument("--log-level", default="INFO",
@@ -125,7 +748,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
-    return COMMANDS[args.command].run(args)
+    try:
+        return COMMANDS[args.command].run(args)
+    except _USER_ERRORS as exc:
+        log.debug("%s failed", args.command, exc_info=True)
+        print(f"{PROG} {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        log.debug("%s failed", args.command, exc_info=True)
+        print(f"{PROG} {args.command}: failed: {type(exc).__name__}: {_one_line(exc)} "
+              "(--log-level DEBUG shows the traceback)", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

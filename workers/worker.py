@@ -1,0 +1,309 @@
+"""The scheduler process: a Temporal worker, the watcher and the health/metrics server, together.
+
+`build_worker` is the registration (which workflow, which activities, on which executor);
+`serve` runs the parts side by side until a stop event, and is what `fleet-scheduler run` and
+`dev` call. The activities are plain `def`s because the kubernetes client blocks, so the worker
+runs them on a thread pool sized to its activity slots: one thread per concurrent activity,
+never a queue of activities waiting for a thread while holding a slot.
+
+Readiness is truthful rather than optimistic: the worker part turns ready once the Temporal
+server itself reports this process polling both the workflow and the activity task queue, and
+the watcher part once the watcher has listed the hub and is watching. Shutdown goes in the
+opposite order of need: the watcher stops sending signals, the worker finishes the activities
+it holds (up to `SHUTDOWN_GRACE`) and the health server stops last, so a probe never sees a
+half-stopped process as healthy for long."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Final
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
+from temporalio.worker import Worker
+
+from activities.hub import ActivitySettings, HubActivities
+from hub.client import HubClient
+from workers.devserver import LOOPBACK
+from workers.health import HealthServer, Readiness
+from workers.metrics import SchedulerMetrics
+from workflows import names
+from workflows.placement import PlacementWorkflow
+
+__all__ = [
+    "DEFAULT_MAX_CONCURRENT_ACTIVITIES",
+    "PART_WATCHER",
+    "PART_WORKER",
+    "ServeError",
+    "Serving",
+    "build_worker",
+    "serve",
+]
+
+log = logging.getLogger("fleet_scheduler.worker")
+
+# Each activity holds a thread while it waits on the hub; 16 keeps a 2-core machine busy
+# without letting one slow hub hold hundreds of threads.
+DEFAULT_MAX_CONCURRENT_ACTIVITIES: Final = 16
+# How long activities in flight may finish after a stop before they are cancelled.
+SHUTDOWN_GRACE: Final = timedelta(seconds=20)
+# How often the readiness loop asks the server whether our pollers arrived.
+READY_POLL_INTERVAL_S: Final = 0.25
+READY_RPC_TIMEOUT: Final = timedelta(seconds=5)
+
+PART_WORKER: Final = "worker"
+PART_WATCHER: Final = "watcher"
+_POLLED_QUEUES: Final = (
+    TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+)
+
+
+class ServeError(RuntimeError):
+    """A part of the process (worker or watcher) stopped on its own; the message names it."""
+
+
+def build_worker(
+    client: Client,
+    hub: HubClient,
+    *,
+    task_queue: str = names.DEFAULT_TASK_QUEUE,
+    settings: ActivitySettings | None = None,
+    max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    activity_executor: ThreadPoolExecutor | None = None,
+    **worker_options: Any,
+) -> Worker:
+    """A worker for PlacementWorkflow and the three hub activities on `task_queue`.
+
+    The activities run on `activity_executor`, or on a new thread pool with one thread per
+    activity slot; the caller owns a pool it passes in (`serve` shuts its own down).
+    `worker_options` go to `temporalio.worker.Worker` as they are (tests pass
+    `max_cached_workflows=0`)."""
+    if max_concurrent_activities < 1:
+        raise ValueError(
+            f"max_concurrent_activities must be at least 1, got {max_concurrent_activities}"
+        )
+    activities = HubActivities(hub, settings or ActivitySettings())
+    executor = activity_executor or ThreadPoolExecutor(
+        max_workers=max_concurrent_activities, thread_name_prefix="activity"
+    )
+    worker_options.setdefault("graceful_shutdown_timeout", SHUTDOWN_GRACE)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[PlacementWorkflow],
+        activities=[activities.prepare_cycle, activities.run_cycle, activities.cleanup_placement],
+        activity_executor=executor,
+        max_concurrent_activities=max_concurrent_activities,
+        **worker_options,
+    )
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What `serve` tells its caller once every part is ready."""
+
+    health_url: str | None
+    metrics_url: str | None
+    task_queue: str
+    ready_after_s: float
+
+
+async def _worker_polling(client: Client, task_queue: str, identity: str) -> bool:
+    """True once the server lists `identity` among the pollers of both task queue types."""
+    for queue_type in _POLLED_QUEUES:
+        response = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=client.namespace,
+                task_queue=TaskQueue(name=task_queue),
+                task_queue_type=queue_type,
+            ),
+            timeout=READY_RPC_TIMEOUT,
+        )
+        if not any(poller.identity == identity for poller in response.pollers):
+            return False
+    return True
+
+
+async def _watch_worker_readiness(
+    client: Client, task_queue: str, identity: str, readiness: Readiness
+) -> None:
+    while True:
+        try:
+            polling = await _worker_polling(client, task_queue, identity)
+        except RPCError as exc:
+            readiness.set(PART_WORKER, False, f"cannot describe task queue: {exc.message}")
+        else:
+            if polling:
+                readiness.set(PART_WORKER, True)
+                return
+            readiness.set(PART_WORKER, False, f"not yet polling task queue {task_queue!r}")
+        await asyncio.sleep(READY_POLL_INTERVAL_S)
+
+
+def _make_watcher(
+    client: Client,
+    hub: HubClient,
+    *,
+    task_queue: str,
+    settings: ActivitySettings,
+    metrics: SchedulerMetrics,
+    readiness: Readiness,
+) -> Callable[[asyncio.Event], Coroutine[Any, Any, None]]:
+    from workers.watcher import Watcher
+
+    watcher = Watcher(
+        hub,
+        client,
+        task_queue=task_queue,
+        snapshotter=settings.snapshotter,
+        metrics=metrics,
+        on_synced=lambda: readiness.set(PART_WATCHER, True),
+    )
+    return watcher.run
+
+
+async def serve(
+    client: Client,
+    hub: HubClient,
+    stop: asyncio.Event,
+    *,
+    task_queue: str = names.DEFAULT_TASK_QUEUE,
+    settings: ActivitySettings | None = None,
+    metrics: SchedulerMetrics | None = None,
+    run_worker: bool = True,
+    run_watcher: bool = True,
+    health_host: str = LOOPBACK,
+    health_port: int | None = 0,
+    max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    on_ready: Callable[[Serving], None] | None = None,
+) -> None:
+    """Run the worker, the watcher and the health server until `stop` is set, then stop them.
+
+    `health_port=None` serves no health endpoints; 0 picks a free port. `on_ready` is called
+    once, when every part is ready. Returns after a clean stop.
+
+    Raises:
+        ServeError: the worker or the watcher ended by itself (the cause is chained).
+        OSError: the health port cannot be bound.
+    """
+    if not (run_worker or run_watcher):
+        raise ValueError("nothing to serve: both the worker and the watcher are off")
+    started = time.monotonic()
+    metrics = metrics if metrics is not None else SchedulerMetrics()
+    settings = settings if settings is not None else ActivitySettings(metrics=metrics)
+    parts = [name for name, on in ((PART_WORKER, run_worker), (PART_WATCHER, run_watcher)) if on]
+    readiness = Readiness(*parts)
+    health = (
+        HealthServer(health_host, health_port, readiness, metrics)
+        if health_port is not None
+        else None
+    )
+    if health is not None:
+        await health.start()
+    executor = ThreadPoolExecutor(
+        max_workers=max_concurrent_activities, thread_name_prefix="activity"
+    )
+    tasks: dict[str, asyncio.Task[None]] = {}
+    helpers: list[asyncio.Task[None]] = []
+    worker: Worker | None = None
+    try:
+        if run_worker:
+            worker = build_worker(
+                client,
+                hub,
+                task_queue=task_queue,
+                settings=settings,
+                max_concurrent_activities=max_concurrent_activities,
+                activity_executor=executor,
+            )
+            tasks[PART_WORKER] = asyncio.create_task(worker.run(), name=PART_WORKER)
+            helpers.append(
+                asyncio.create_task(
+                    _watch_worker_readiness(client, task_queue, client.identity, readiness)
+                )
+            )
+        if run_watcher:
+            run = _make_watcher(
+                client,
+                hub,
+                task_queue=task_queue,
+                settings=settings,
+                metrics=metrics,
+                readiness=readiness,
+            )
+            tasks[PART_WATCHER] = asyncio.create_task(run(stop), name=PART_WATCHER)
+        if on_ready is not None:
+            helpers.append(
+                asyncio.create_task(
+                    _announce_when_ready(readiness, on_ready, health, task_queue, started)
+                )
+            )
+        stopper = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait(
+            [stopper, *tasks.values()], return_when=asyncio.FIRST_COMPLETED
+        )
+        stopper.cancel()
+        ended = [name for name, task in tasks.items() if task in done]
+        if ended and not stop.is_set():
+            stop.set()  # one part ended by itself: take the others down too
+            name = ended[0]
+            error = tasks[name].exception() if not tasks[name].cancelled() else None
+            raise ServeError(
+                f"the {name} stopped unexpectedly"
+                + (f": {type(error).__name__}: {error}" if error else "")
+            ) from error
+    finally:
+        stop.set()
+        for helper in helpers:
+            helper.cancel()
+        watcher_task = tasks.get(PART_WATCHER)
+        if watcher_task is not None:
+            await _finish(watcher_task, PART_WATCHER)
+        if worker is not None:
+            with contextlib.suppress(Exception):
+                await worker.shutdown()
+            await _finish(tasks[PART_WORKER], PART_WORKER)
+        executor.shutdown(wait=False, cancel_futures=True)
+        if health is not None:
+            await health.stop()
+
+
+async def _finish(task: asyncio.Task[None], name: str) -> None:
+    if not task.done():
+        try:
+            await asyncio.wait_for(asyncio.shield(task), SHUTDOWN_GRACE.total_seconds())
+        except TimeoutError:
+            log.warning("the %s did not stop within %s; cancelling it", name, SHUTDOWN_GRACE)
+            task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+
+
+async def _announce_when_ready(
+    readiness: Readiness,
+    on_ready: Callable[[Serving], None],
+    health: HealthServer | None,
+    task_queue: str,
+    started: float,
+) -> None:
+    while not readiness()[0]:
+        await asyncio.sleep(READY_POLL_INTERVAL_S)
+    on_ready(
+        Serving(
+            health_url=health.url if health is not None else None,
+            metrics_url=f"{health.url}/metrics" if health is not None else None,
+            task_queue=task_queue,
+            ready_after_s=time.monotonic() - started,
+        )
+    )
