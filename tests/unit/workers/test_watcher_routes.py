@@ -1,0 +1,307 @@
+"""Which placement workflows each hub change reaches, with which signal and reason."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from hub import names as hub_names
+from hub.types import (
+    ClusterDecision,
+    ClusterResourceBinding,
+    ClusterResourceBindingSpec,
+    ClusterResourcePlacement,
+    ClusterResourcePlacementSpec,
+    ClusterResourcePlacementStatus,
+    ClusterSchedulingPolicySnapshot,
+    Condition,
+    MemberCluster,
+    MemberClusterSpec,
+    ObjectMeta,
+    PlacementPolicy,
+    SchedulingPolicySnapshotSpec,
+    Taint,
+)
+from hub.types.meta import HubObject
+from scheduler.eligibility import EligibilityChecker
+from workers.watcher_routes import Route, may_start, route_change, startup_routes
+from workers.watcher_views import Change
+from workflows import names
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+GONE = NOW - timedelta(seconds=1)
+PICK_ALL = PlacementPolicy(placement_type="PickAll")
+PICK_2 = PlacementPolicy(placement_type="PickN", number_of_clusters=2)
+
+
+def placement(
+    name: str,
+    policy: PlacementPolicy | None = PICK_ALL,
+    *,
+    generation: int = 1,
+    deleting: bool = False,
+    finalizer: bool = True,
+    fulfilled: bool = False,
+) -> ClusterResourcePlacement:
+    conditions = []
+    if fulfilled:
+        conditions.append(
+            Condition(
+                type=hub_names.PLACEMENT_SCHEDULED_CONDITION,
+                status="True",
+                observed_generation=generation,
+            )
+        )
+    return ClusterResourcePlacement(
+        metadata=ObjectMeta(
+            name=name,
+            generation=generation,
+            finalizers=[hub_names.SCHEDULER_CLEANUP_FINALIZER] if finalizer else [],
+            deletion_timestamp=GONE if deleting else None,
+        ),
+        spec=ClusterResourcePlacementSpec(policy=policy),
+        status=ClusterResourcePlacementStatus(conditions=conditions),
+    )
+
+
+def snapshot(latest: bool = True, **annotations: str) -> ClusterSchedulingPolicySnapshot:
+    keys = {
+        "n": hub_names.NUMBER_OF_CLUSTERS_ANNOTATION,
+        "gen": hub_names.CRP_GENERATION_ANNOTATION,
+    }
+    return ClusterSchedulingPolicySnapshot(
+        metadata=ObjectMeta(
+            name="web-0",
+            labels={
+                hub_names.PARENT_PLACEMENT_LABEL: "web",
+                hub_names.IS_LATEST_SNAPSHOT_LABEL: "true" if latest else "false",
+            },
+            annotations={keys[k]: v for k, v in annotations.items()},
+        ),
+        spec=SchedulingPolicySnapshotSpec(policy_hash="h"),
+    )
+
+
+def binding(deleting: bool) -> ClusterResourceBinding:
+    return ClusterResourceBinding(
+        metadata=ObjectMeta(
+            name="web-m1-abc",
+            labels={hub_names.PARENT_PLACEMENT_LABEL: "web"},
+            finalizers=[hub_names.SCHEDULER_BINDING_CLEANUP_FINALIZER],
+            deletion_timestamp=GONE if deleting else None,
+        ),
+        spec=ClusterResourceBindingSpec(
+            state="Bound",
+            scheduling_policy_snapshot_name="web-0",
+            target_cluster="m1",
+            cluster_decision=ClusterDecision(cluster_name="m1", selected=True, reason="r"),
+        ),
+    )
+
+
+def cluster(taints: tuple[Taint, ...] = (), **labels: str) -> MemberCluster:
+    return MemberCluster(
+        metadata=ObjectMeta(name="m1", labels=labels), spec=MemberClusterSpec(taints=list(taints))
+    )
+
+
+FLEET = {
+    p.metadata.name: p
+    for p in (
+        placement("all", PICK_ALL, fulfilled=True),
+        placement("nil", None),
+        placement("n-done", PICK_2, fulfilled=True),
+        placement("n-short", PICK_2),
+        placement("n-deleting", PICK_2, fulfilled=True, deleting=True),
+        placement("n-finished", PICK_2, fulfilled=True, deleting=True, finalizer=False),
+    )
+}
+
+
+def routes(kind: str, old: HubObject | None, new: HubObject, standalone: bool = True) -> list:
+    change = Change(kind, old, new)  # type: ignore[arg-type]
+    found = route_change(
+        change, placements=FLEET, standalone=standalone, checker=EligibilityChecker(), now=NOW
+    )
+    return [(r.placement, r.signal, r.reason, r.may_start) for r in found]
+
+
+CHANGED = names.SIGNAL_PLACEMENT_CHANGED
+DELETING = names.SIGNAL_PLACEMENT_DELETING
+SNAPSHOT = names.SIGNAL_SNAPSHOT_CHANGED
+CLUSTER = names.SIGNAL_CLUSTER_CHANGED
+
+
+@pytest.mark.parametrize(
+    ("kind", "old", "new", "standalone", "expected"),
+    [
+        pytest.param(
+            "ADDED",
+            None,
+            placement("web"),
+            True,
+            [("web", CHANGED, "placement web created", True)],
+            id="created-standalone",
+        ),
+        pytest.param("ADDED", None, placement("web"), False, [], id="created-beside-kubefleet"),
+        pytest.param(
+            "MODIFIED",
+            placement("web"),
+            placement("web", generation=2),
+            True,
+            [("web", CHANGED, "placement web: spec changed (generation 1 -> 2)", True)],
+            id="spec-changed-standalone",
+        ),
+        pytest.param(
+            "MODIFIED",
+            placement("web"),
+            placement("web", generation=2),
+            False,
+            [],
+            id="spec-beside",
+        ),
+        pytest.param(
+            "MODIFIED",
+            placement("web"),
+            placement("web", fulfilled=True),
+            True,
+            [],
+            id="status-only",
+        ),
+        pytest.param(
+            "MODIFIED",
+            placement("web"),
+            placement("web", deleting=True),
+            False,
+            [("web", DELETING, "placement web: deletion started", True)],
+            id="deletion-started",
+        ),
+        pytest.param(
+            "MODIFIED",
+            placement("web", finalizer=False),
+            placement("web", deleting=True, finalizer=False),
+            True,
+            [],
+            id="deletion-without-our-finalizer",
+        ),
+        pytest.param(
+            "DELETED",
+            placement("web"),
+            placement("web"),
+            True,
+            [("web", DELETING, "placement web was deleted", False)],
+            id="gone-never-starts",
+        ),
+    ],
+)
+def test_placement_changes(kind, old, new, standalone, expected) -> None:
+    assert routes(kind, old, new, standalone) == expected
+
+
+@pytest.mark.parametrize(
+    ("kind", "old", "new", "expected"),
+    [
+        pytest.param(
+            "ADDED",
+            None,
+            snapshot(),
+            [("web", SNAPSHOT, "policy snapshot web-0 created", True)],
+            id="latest-created",
+        ),
+        pytest.param("ADDED", None, snapshot(latest=False), [], id="older-created"),
+        pytest.param(
+            "MODIFIED",
+            snapshot(n="2", gen="1"),
+            snapshot(n="3", gen="1"),
+            [("web", SNAPSHOT, "policy snapshot web-0: number-of-clusters 2 -> 3", True)],
+            id="annotation",
+        ),
+        pytest.param(
+            "MODIFIED",
+            snapshot(latest=False, gen="1"),
+            snapshot(gen="2"),
+            [
+                (
+                    "web",
+                    SNAPSHOT,
+                    "policy snapshot web-0: CRP-generation 1 -> 2, became the latest",
+                    True,
+                )
+            ],
+            id="promoted",
+        ),
+        pytest.param("MODIFIED", snapshot(n="2"), snapshot(n="2"), [], id="status-only"),
+        pytest.param("DELETED", snapshot(), snapshot(), [], id="deleted"),
+    ],
+)
+def test_snapshot_changes(kind, old, new, expected) -> None:
+    assert routes(kind, old, new) == expected
+
+
+def test_binding_deletion_reaches_its_placement_and_nothing_else_does() -> None:
+    reason = "binding web-m1-abc (cluster m1): deletion started"
+    assert routes("MODIFIED", binding(False), binding(True)) == [
+        ("web", names.SIGNAL_BINDING_DELETING, reason, True)
+    ]
+    assert routes("ADDED", None, binding(False)) == []
+    assert routes("DELETED", binding(True), binding(True)) == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "old", "new", "expected"),
+    [
+        pytest.param(
+            "MODIFIED",
+            cluster(env="a"),
+            cluster(env="b"),
+            ("cluster m1: labels changed", ["all", "n-short", "nil"]),
+            id="label-change-reaches-pick-all-and-unfulfilled",
+        ),
+        pytest.param(
+            "DELETED",
+            cluster(),
+            cluster(),
+            ("cluster m1 was deleted", ["all", "n-deleting", "n-done", "n-short", "nil"]),
+            id="deletion-reaches-all-that-want-the-scheduler",
+        ),
+        pytest.param(
+            "MODIFIED",
+            cluster(),
+            cluster((Taint(key="gpu", effect="NoSchedule"),)),
+            None,
+            id="taint-addition-reaches-none",
+        ),
+        pytest.param("ADDED", None, cluster(env="a"), None, id="creation-reaches-none"),
+    ],
+)
+def test_cluster_changes(kind, old, new, expected) -> None:
+    found = routes(kind, old, new)
+    if expected is None:
+        assert found == []
+        return
+    reason, targets = expected
+    assert sorted(p for p, *_ in found) == targets
+    assert {(signal, why) for _, signal, why, _ in found} == {(CLUSTER, reason)}
+
+
+def test_startup_signals_every_placement_that_wants_the_scheduler() -> None:
+    standalone = startup_routes(FLEET.values(), standalone=True)
+    beside = startup_routes(FLEET.values(), standalone=False)
+    assert [r.placement for r in standalone] == ["all", "n-deleting", "n-done", "n-short", "nil"]
+    assert {r.placement: r.signal for r in standalone}["n-deleting"] == DELETING
+    assert {r.signal for r in standalone if r.placement != "n-deleting"} == {CHANGED}
+    assert {r.signal for r in beside if r.placement != "n-deleting"} == {SNAPSHOT}
+    assert standalone[0] == Route("all", CHANGED, "watcher started: placement all exists")
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        pytest.param(placement("p"), True, id="live"),
+        pytest.param(placement("p", deleting=True), True, id="deleting-with-our-finalizer"),
+        pytest.param(placement("p", deleting=True, finalizer=False), False, id="cleaned-up"),
+    ],
+)
+def test_may_start(obj, expected) -> None:
+    assert may_start(obj) is expected

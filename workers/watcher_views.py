@@ -1,0 +1,108 @@
+"""The watcher's in-memory view of one kind, and the changes each watch item makes to it.
+
+KubeFleet's watchers sit on informer caches: an update handler gets the old object beside the new
+one, and every filter in reference section 7 compares the two. `View` is that cache for one kind.
+It turns `HubClient.list_then_watch` items into `Change`s carrying the old object: a watch event
+becomes one change; a `Resync` (the hub was listed again after a 410 or a broken watch) replaces
+the whole view and yields the changes that would have been seen had nobody missed anything:
+adds, updates (resourceVersion moved) and deletes (absent from the new list). The first Resync
+only fills the view: it is the start-up list, which the watcher handles as a whole.
+
+Pure and single-threaded: the watcher's asyncio loop owns every View."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Generic, Literal, TypeVar
+
+from hub.client import Resync, WatchEvent
+from hub.types.meta import HubObject
+
+__all__ = ["Change", "ChangeType", "View"]
+
+T = TypeVar("T", bound=HubObject)
+
+ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
+
+
+@dataclass(frozen=True, slots=True)
+class Change(Generic[T]):
+    """One object changed: `old` is the cached object (None for an add), `new` the object now
+    (for DELETED, the last state seen). `resynced` marks changes synthesised from a Resync."""
+
+    type: ChangeType
+    old: T | None
+    new: T
+    resynced: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.new.metadata.name
+
+
+def _same_version(old: HubObject, new: HubObject) -> bool:
+    if old.metadata.resource_version and new.metadata.resource_version:
+        return old.metadata.resource_version == new.metadata.resource_version
+    return old == new
+
+
+class View(Generic[T]):
+    """The current objects of one kind by name, as the watch last reported them."""
+
+    def __init__(self, kind: type[T]) -> None:
+        self.kind = kind
+        self.objects: dict[str, T] = {}
+        self.synced = False  # the first Resync (the start-up list) has been applied
+        self.resyncs = 0
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+    def get(self, name: str) -> T | None:
+        return self.objects.get(name)
+
+    def values(self) -> Iterable[T]:
+        return self.objects.values()
+
+    def apply_event(self, event: WatchEvent[T]) -> Change[T] | None:
+        """Apply one watch event; None when it changes nothing (a replay of what we hold).
+
+        An ADDED for an object we already hold is an update (informers treat it so), which
+        keeps `Change.type == "ADDED"` meaning "no old object"."""
+        obj = event.object
+        name = obj.metadata.name
+        old = self.objects.get(name)
+        if event.type == "DELETED":
+            if old is None:
+                return None
+            del self.objects[name]
+            return Change("DELETED", old, obj)
+        self.objects[name] = obj
+        if old is None:
+            return Change("ADDED", None, obj)
+        if _same_version(old, obj):
+            return None
+        return Change("MODIFIED", old, obj)
+
+    def apply_resync(self, resync: Resync[T]) -> list[Change[T]]:
+        """Replace the view with a full list; the changes since the previous view, by name.
+
+        Empty for the first Resync: there is no previous view to compare with."""
+        before = self.objects
+        self.objects = {obj.metadata.name: obj for obj in resync.objects}
+        self.resyncs += 1
+        if not self.synced:
+            self.synced = True
+            return []
+        changes: list[Change[T]] = []
+        for name in sorted(before.keys() | self.objects.keys()):
+            old, new = before.get(name), self.objects.get(name)
+            if old is None:
+                if new is not None:
+                    changes.append(Change("ADDED", None, new, resynced=True))
+            elif new is None:
+                changes.append(Change("DELETED", old, old, resynced=True))
+            elif not _same_version(old, new):
+                changes.append(Change("MODIFIED", old, new, resynced=True))
+        return changes
