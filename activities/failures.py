@@ -1,7 +1,8 @@
 """Failure types shared by the activities that raise them and the RetryPolicies that read them.
 
 Temporal retries every activity failure unless its type is listed as non-retryable; these names
-are the contract between the two sides, so they are declared once."""
+are the contract between the two sides, so they are declared once. `activities.translate` maps
+hub and scheduler errors onto them, in one place."""
 
 from typing import Final
 
@@ -12,7 +13,14 @@ INVALID_OBJECT: Final = "InvalidObject"
 UNEXPECTED: Final = "UnexpectedBehavior"
 # A write raced another controller (HTTP 409 Conflict): re-read and retry (retryable).
 CONFLICT: Final = "Conflict"
+# An object the activity read vanished before it could write it (HTTP 404 on a write): the
+# world moved on, so re-read everything and decide again (retryable).
+VANISHED: Final = "ObjectVanished"
 # The hub could not be reached or answered 429/5xx (retryable).
 HUB_UNAVAILABLE: Final = "HubUnavailable"
+# The worker's credentials are missing, rejected or not allowed (401/403, unusable kubeconfig).
+# Retryable: fixing RBAC or the secret should resume scheduling without touching workflows.
+HUB_ACCESS: Final = "HubAccess"
 
 NON_RETRYABLE: Final = (INVALID_OBJECT, UNEXPECTED)
+RETRYABLE: Final = (CONFLICT, VANISHED, HUB_UNAVAILABLE, HUB_ACCESS)

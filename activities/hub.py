@@ -1,17 +1,36 @@
 """Activities that read and write hub objects for one placement's cycle.
 
-Thin, idempotent adapters: hub errors in, Temporal failure types out. Settings come from the
-worker (`ActivitySettings`), never from inputs (inputs are stored in history)."""
+Thin, idempotent adapters: hub errors in, Temporal failure types out (`activities.translate`).
+Settings come from the worker (`ActivitySettings`), never from inputs (inputs are stored in
+history). Each activity may run twice, or overlap a timed-out earlier attempt of itself, so
+every one re-reads what it acts on and every write is safe to repeat:
+
+- `prepare_cycle` is KubeFleet's `scheduleOnce` steps 2-5 (reference 3.2), plus, in standalone
+  mode, the placement controller's snapshot sync (reference 2).
+- `run_cycle` reads, decides and writes in one activity: a first PickAll plan at 5,000 clusters
+  is megabytes, too big to pass between activities, so only a compact `CycleReport` leaves it.
+  Its stages carry OpenTelemetry spans (`read`, `schedule`, `apply`, `write_status`).
+- `cleanup_placement` is the placement deletion cleanup (reference 3.4).
+
+A cycle the scheduler cannot act on (bad annotation, failing plugin) is not a failure: its False
+condition is written and the report carries the error (reference 3.2 table, first row)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
+from opentelemetry import trace
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
+from activities import failures
+from activities.bindings import Pacer, Tally, apply_binding_plan
+from activities.conditions import sync_failed_condition, write_scheduled_condition
 from activities.models import (
     CleanupReport,
     CleanupRequest,
@@ -19,11 +38,43 @@ from activities.models import (
     CycleRequest,
     PrepareRequest,
     PrepareResult,
+    WriteCounts,
 )
+from activities.snapshotter import sync_policy_snapshots
+from activities.translate import hub_failures, is_retryable
+from hub import names
 from hub.client import HubClient
-from scheduler import Profile
+from hub.errors import NotFoundError
+from hub.types import (
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    MemberCluster,
+)
+from scheduler import CycleInput, CycleResult, Outcome, Profile, schedule
+from scheduler.scheduling import placement_type_of
+from scheduler.snapshots import (
+    MultipleLatestSnapshotsError,
+    SnapshotError,
+    placement_scheduled_condition,
+)
 
 __all__ = ["ActivitySettings", "HubActivities"]
+
+# How many picked cluster names a cycle's one-line summary lists before "+N more".
+SUMMARY_NAMES: Final = 5
+# Metric label for a placement type outside KubeFleet's three (a bad snapshot), so a typo in
+# one snapshot cannot grow the series count.
+INVALID_TYPE_LABEL: Final = "Invalid"
+
+NO_LATEST_MESSAGE: Final = (
+    "placement {placement!r} has no policy snapshot labelled {label}=true yet; waiting for the "
+    "placement controller to create one"
+)
+MULTIPLE_LATEST_MESSAGE: Final = (
+    "placement {placement!r} has {count} policy snapshots labelled {label}=true ({listed}); "
+    'set the label to "false" on all but the newest'
+)
 
 
 def _utcnow() -> datetime:
@@ -40,23 +91,453 @@ class ActivitySettings:
     profile: Profile | None = None  # None: KubeFleet's default profile
     metrics: Any = None  # workers.metrics.SchedulerMetrics, when the worker exports metrics
     clock: Callable[[], datetime] = field(default=_utcnow)
+    # Spans of the cycle stages go to this tracer; None: OpenTelemetry's global one (a no-op
+    # until a provider is installed). A worker that installs its own provider passes its tracer.
+    tracer: trace.Tracer | None = None
+
+
+@dataclass
+class _CycleRun:
+    """What one run_cycle attempt has learnt so far, for its report and metrics on any exit."""
+
+    started: float = field(default_factory=time.perf_counter)
+    placement_type: str = ""
+    counted: bool = False  # reached the framework cycle (KubeFleet meters only those)
+    tally: Tally = field(default_factory=Tally)
+
+    @property
+    def duration_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000.0
+
+
+def _heartbeat(progress: str) -> None:
+    activity.heartbeat(progress)
 
 
 class HubActivities:
-    """One instance per worker process, holding that process's HubClient."""
+    """One instance per worker process, holding that process's HubClient. Thread-safe: the
+    worker runs these sync activities in a thread pool, and HubClient is shareable."""
 
     def __init__(self, client: HubClient, settings: ActivitySettings | None = None) -> None:
         self._client = client
         self._settings = settings or ActivitySettings()
+        self._tracer = self._settings.tracer or trace.get_tracer(__name__)
+
+    # --- prepare_cycle ---------------------------------------------------------------------
 
     @activity.defn
     def prepare_cycle(self, request: PrepareRequest) -> PrepareResult:
-        raise NotImplementedError
+        """Read the placement; sync its snapshots (standalone); find its latest snapshot."""
+        with hub_failures(f"preparing a cycle of placement {request.placement!r}"):
+            return self._prepare(request.placement)
+
+    def _prepare(self, name: str) -> PrepareResult:
+        client = self._client
+        try:
+            placement = client.get(ClusterResourcePlacement, name)
+        except NotFoundError:
+            return PrepareResult(phase="gone", message=f"placement {name!r} does not exist")
+        generation = placement.metadata.generation
+        if placement.metadata.deleting:
+            return PrepareResult(
+                phase="deleting",
+                message=f"placement {name!r} is being deleted",
+                placement_generation=generation,
+            )
+
+        action: str | None = None
+        if self._settings.snapshotter:
+            try:
+                action = sync_policy_snapshots(client, placement)
+            except SnapshotError as exc:
+                return self._sync_failed(placement, exc)
+
+        latest = client.list(
+            ClusterSchedulingPolicySnapshot,
+            {names.PARENT_PLACEMENT_LABEL: name, names.IS_LATEST_SNAPSHOT_LABEL: "true"},
+        ).items
+        if not latest:
+            message = NO_LATEST_MESSAGE.format(placement=name, label=names.IS_LATEST_SNAPSHOT_LABEL)
+            return PrepareResult(
+                phase="no_latest_snapshot",
+                message=message,
+                placement_generation=generation,
+                snapshot_action=action,
+            )
+        if len(latest) > 1:
+            message = MULTIPLE_LATEST_MESSAGE.format(
+                placement=name,
+                count=len(latest),
+                label=names.IS_LATEST_SNAPSHOT_LABEL,
+                listed=", ".join(sorted(s.name for s in latest)),
+            )
+            return PrepareResult(
+                phase="multiple_latest_snapshots",
+                message=message,
+                placement_generation=generation,
+                snapshot_action=action,
+            )
+        snapshot = latest[0]
+        placement = self._ensure_finalizer(placement)
+        if self._settings.snapshotter:
+            # The placement controller re-derives the condition on every reconcile (2.7): a
+            # new snapshot makes it SchedulePending until the cycle reports.
+            now = self._now()
+            write_scheduled_condition(
+                client, placement, lambda p: placement_scheduled_condition(p, snapshot, now)
+            )
+        placement_type = placement_type_of(snapshot)
+        return PrepareResult(
+            phase="ready",
+            message=f"latest policy snapshot {snapshot.name} ({placement_type})",
+            snapshot=snapshot.name,
+            placement_type=placement_type,
+            placement_generation=generation,
+            snapshot_action=action,
+        )
+
+    def _ensure_finalizer(self, placement: ClusterResourcePlacement) -> ClusterResourcePlacement:
+        finalizers = placement.metadata.finalizers
+        if names.SCHEDULER_CLEANUP_FINALIZER in finalizers:
+            return placement
+        return self._client.patch(
+            ClusterResourcePlacement,
+            placement.name,
+            {"metadata": {"finalizers": [*finalizers, names.SCHEDULER_CLEANUP_FINALIZER]}},
+            resource_version=placement.metadata.resource_version,
+        )
+
+    def _sync_failed(
+        self, placement: ClusterResourcePlacement, exc: SnapshotError
+    ) -> PrepareResult:
+        """Say on the placement why its snapshots cannot be kept, then wait for a change."""
+        error = str(exc)
+        now = self._now()
+        write_scheduled_condition(
+            self._client, placement, lambda p: sync_failed_condition(p, error, now)
+        )
+        phase = (
+            "multiple_latest_snapshots"
+            if isinstance(exc, MultipleLatestSnapshotsError)
+            else "no_latest_snapshot"
+        )
+        return PrepareResult(
+            phase=phase,
+            message=f"policy snapshot sync failed: {error}",
+            placement_generation=placement.metadata.generation,
+            snapshot_action="failed",
+        )
+
+    # --- run_cycle -------------------------------------------------------------------------
 
     @activity.defn
     def run_cycle(self, request: CycleRequest) -> CycleReport:
-        raise NotImplementedError
+        """Read, schedule, write bindings and status; report what was decided and written."""
+        run = _CycleRun()
+        doing = f"cycle {request.cycle} of placement {request.placement!r}"
+        with self._active_worker():
+            try:
+                with hub_failures(doing):
+                    report = self._cycle(request, run)
+            except ApplicationError as err:
+                self._meter(run, "error" if is_retryable(err) else "unexpected")
+                raise
+        if run.counted:
+            self._meter(run, _outcome_label(report))
+        return report
+
+    def _cycle(self, request: CycleRequest, run: _CycleRun) -> CycleReport:
+        client = self._client
+        with self._tracer.start_as_current_span("read") as span:
+            span.set_attribute("placement", request.placement)
+            span.set_attribute("snapshot", request.snapshot)
+            try:
+                placement = client.get(ClusterResourcePlacement, request.placement)
+            except NotFoundError:
+                return self._skipped(request, run, "the placement is gone")
+            run.placement_type = _placement_type(placement)
+            if placement.metadata.deleting:
+                return self._skipped(request, run, "the placement is being deleted")
+            try:
+                snapshot = client.get(ClusterSchedulingPolicySnapshot, request.snapshot)
+            except NotFoundError:
+                return self._skipped(request, run, f"policy snapshot {request.snapshot} is gone")
+            if snapshot.placement_name != request.placement or not snapshot.is_latest:
+                return self._skipped(
+                    request, run, f"policy snapshot {request.snapshot} is no longer the latest"
+                )
+            run.placement_type = placement_type_of(snapshot)
+            run.counted = True
+            clusters = client.list(MemberCluster).items
+            bindings = client.list(
+                ClusterResourceBinding, {names.PARENT_PLACEMENT_LABEL: request.placement}
+            ).items
+            span.set_attribute("clusters", len(clusters))
+            span.set_attribute("bindings", len(bindings))
+
+        now = self._now()
+        with self._tracer.start_as_current_span("schedule") as span:
+            result = schedule(
+                CycleInput(
+                    snapshot=snapshot,
+                    clusters=clusters,
+                    bindings=bindings,
+                    now=now,
+                    fresh=request.fresh,
+                ),
+                self._settings.profile,
+            )
+            explanation = result.explanation
+            span.set_attribute("placement_type", result.outcome.placement_type)
+            span.set_attribute("clusters", len(clusters))
+            span.set_attribute("picked", result.outcome.picked)
+            span.set_attribute("filtered", sum(len(g.clusters) for g in explanation.filtered))
+            span.set_attribute("binding_writes", result.plan.binding_writes)
+            if result.error:
+                span.set_attribute("error", result.error)
+
+        with self._tracer.start_as_current_span("apply") as span:
+            apply_binding_plan(client, result.plan, run.tally, _heartbeat)
+            span.set_attribute("created", run.tally.created)
+            span.set_attribute("patched", run.tally.patched)
+            span.set_attribute("unscheduled", run.tally.unscheduled)
+
+        with self._tracer.start_as_current_span("write_status") as span:
+            status_written = False
+            write = result.plan.snapshot_status
+            if write is not None:
+                metadata = snapshot.metadata.model_copy(
+                    update={"resource_version": write.resource_version}
+                )
+                snapshot = client.update_status(
+                    snapshot.model_copy(update={"status": write.status, "metadata": metadata})
+                )
+                status_written = True
+            condition_written = False
+            if self._settings.snapshotter:
+                written_snapshot = snapshot
+                condition_written = write_scheduled_condition(
+                    client,
+                    placement,
+                    lambda p: placement_scheduled_condition(p, written_snapshot, now),
+                )
+            span.set_attribute("status_written", status_written)
+            span.set_attribute("placement_condition_written", condition_written)
+
+        tally = run.tally
+        writes = WriteCounts(
+            created=tally.created,
+            adopted=tally.adopted,
+            patched=tally.patched,
+            unscheduled=tally.unscheduled,
+            finalizers_removed=tally.finalizers_removed,
+            status_written=status_written,
+            placement_condition_written=condition_written,
+        )
+        return CycleReport(
+            cycle=request.cycle,
+            placement=request.placement,
+            snapshot=snapshot.name,
+            outcome=result.outcome,
+            explanation=explanation,
+            writes=writes,
+            requeue=result.requeue,
+            requeue_after_seconds=result.requeue_after_seconds,
+            error=result.error,
+            clusters_seen=len(clusters),
+            bindings_seen=len(bindings),
+            duration_ms=run.duration_ms,
+            summary=cycle_summary(request.cycle, result, writes),
+        )
+
+    def _skipped(self, request: CycleRequest, run: _CycleRun, why: str) -> CycleReport:
+        """No cycle: what it was asked to schedule moved on; requeue so prepare looks again."""
+        return CycleReport(
+            cycle=request.cycle,
+            placement=request.placement,
+            snapshot=request.snapshot,
+            outcome=Outcome(placement_type=run.placement_type),
+            requeue=True,
+            duration_ms=run.duration_ms,
+            summary=f"cycle {request.cycle}: skipped, {why}; no writes",
+        )
+
+    # --- cleanup_placement -----------------------------------------------------------------
 
     @activity.defn
     def cleanup_placement(self, request: CleanupRequest) -> CleanupReport:
-        raise NotImplementedError
+        """Delete the placement's bindings (and snapshots, standalone), then its finalizer."""
+        with hub_failures(f"cleaning up placement {request.placement!r}"):
+            return self._cleanup(request.placement)
+
+    def _cleanup(self, name: str) -> CleanupReport:
+        client = self._client
+        try:
+            placement: ClusterResourcePlacement | None = client.get(ClusterResourcePlacement, name)
+        except NotFoundError:
+            placement = None  # gone already: still sweep any bindings it left behind
+        if placement is not None and not placement.metadata.deleting:
+            raise ApplicationError(
+                f"refusing to clean up placement {name!r}: it is not being deleted",
+                type=failures.UNEXPECTED,
+                non_retryable=True,
+            )
+        pacer = Pacer(_heartbeat)
+        bindings = client.list(ClusterResourceBinding, {names.PARENT_PLACEMENT_LABEL: name})
+        deleted = 0
+        for binding in sorted(bindings, key=lambda b: b.name):
+            if self._remove_binding(binding):
+                deleted += 1
+            pacer.tick(f"cleaned binding {binding.name}")
+
+        snapshots = 0
+        if self._settings.snapshotter:
+            # Standalone, we are the placement controller too: its snapshots go (reference 2.6).
+            selector = {names.PARENT_PLACEMENT_LABEL: name}
+            snapshots = len(client.list(ClusterSchedulingPolicySnapshot, selector))
+            if snapshots:
+                client.delete_collection(ClusterSchedulingPolicySnapshot, selector)
+
+        removed = placement is not None and self._remove_placement_finalizer(placement)
+        parts = [f"{deleted} binding(s) deleted"]
+        if self._settings.snapshotter:
+            parts.append(f"{snapshots} policy snapshot(s) deleted")
+        parts.append("finalizer removed" if removed else "no finalizer to remove")
+        return CleanupReport(
+            bindings_deleted=deleted,
+            snapshots_deleted=snapshots,
+            finalizer_removed=removed,
+            summary=f"placement {name}: " + ", ".join(parts),
+        )
+
+    def _remove_binding(self, binding: ClusterResourceBinding) -> bool:
+        """Drop our finalizer, then delete unless deleting already; True if deleted now."""
+        client = self._client
+        ours = names.SCHEDULER_BINDING_CLEANUP_FINALIZER
+        finalizers = binding.metadata.finalizers
+        try:
+            if ours in finalizers:
+                remaining = [f for f in finalizers if f != ours]
+                client.patch(
+                    ClusterResourceBinding,
+                    binding.name,
+                    {"metadata": {"finalizers": remaining}},
+                    resource_version=binding.metadata.resource_version,
+                )
+            if binding.metadata.deleting:
+                return False
+            client.delete(ClusterResourceBinding, binding.name)
+        except NotFoundError:
+            return False  # gone meanwhile: nothing left to do for it
+        return True
+
+    def _remove_placement_finalizer(self, placement: ClusterResourcePlacement) -> bool:
+        finalizers = placement.metadata.finalizers
+        if names.SCHEDULER_CLEANUP_FINALIZER not in finalizers:
+            return False
+        try:
+            self._client.patch(
+                ClusterResourcePlacement,
+                placement.name,
+                {
+                    "metadata": {
+                        "finalizers": [
+                            f for f in finalizers if f != names.SCHEDULER_CLEANUP_FINALIZER
+                        ]
+                    }
+                },
+                resource_version=placement.metadata.resource_version,
+            )
+        except NotFoundError:
+            return False  # deleted by another finalizer owner finishing first
+        return True
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        # metav1.Time has second precision; conditions compare equal after a round trip.
+        return self._settings.clock().replace(microsecond=0)
+
+    @contextmanager
+    def _active_worker(self) -> Iterator[None]:
+        metrics = self._settings.metrics
+        if metrics is None:
+            yield
+            return
+        with metrics.active_worker():
+            yield
+
+    def _meter(self, run: _CycleRun, outcome: str) -> None:
+        metrics = self._settings.metrics
+        if metrics is None:
+            return
+        tally = run.tally
+        for operation, count in (
+            ("create", tally.created),
+            ("patch", tally.patched),
+            ("unschedule", tally.unscheduled),
+            ("remove_finalizer", tally.finalizers_removed),
+        ):
+            metrics.count_binding_writes(operation, count)
+        if run.counted:
+            placement_type = (
+                run.placement_type
+                if run.placement_type in names.PLACEMENT_TYPES
+                else INVALID_TYPE_LABEL
+            )
+            metrics.observe_cycle(run.duration_ms, placement_type=placement_type, outcome=outcome)
+
+
+def _placement_type(placement: ClusterResourcePlacement) -> str:
+    policy = placement.spec.policy
+    return names.PICK_ALL if policy is None else policy.effective_type
+
+
+def _outcome_label(report: CycleReport) -> str:
+    """KubeFleet's outcome of a finished cycle (reference 3.2 table)."""
+    if report.error:
+        return "unexpected"
+    return "requeue" if report.requeue else "success"
+
+
+def _names(names_: list[str]) -> str:
+    shown = ",".join(names_[:SUMMARY_NAMES])
+    more = len(names_) - SUMMARY_NAMES
+    return f"{shown} +{more} more" if more > 0 else shown
+
+
+def cycle_summary(cycle: int, result: CycleResult, writes: WriteCounts) -> str:
+    """One line for the Temporal UI, e.g. "cycle 7: PickN 3/3, picked a,b,c; 1 created"."""
+    outcome = result.outcome
+    wanted = "" if outcome.wanted is None else f"/{outcome.wanted}"
+    head = f"cycle {cycle}: {outcome.placement_type} {outcome.picked}{wanted}"
+    explanation = result.explanation
+    selected = list(
+        dict.fromkeys(
+            [c for g in explanation.picked for c in g.clusters]
+            + explanation.kept
+            + explanation.valid
+        )
+    )
+    if selected:
+        head += f", picked {_names(selected)}"
+    if result.error:
+        return f"{head}; error: {result.error}"
+    parts = [
+        f"{count} {what}"
+        for count, what in (
+            (writes.created, "created"),
+            (writes.adopted, "adopted"),
+            (writes.patched, "patched"),
+            (writes.unscheduled, "unscheduled"),
+            (writes.finalizers_removed, "finalizers removed"),
+        )
+        if count
+    ]
+    if writes.status_written:
+        parts.append("status written")
+    if writes.placement_condition_written:
+        parts.append("placement condition written")
+    if result.requeue:
+        parts.append("requeue")
+    return f"{head}; " + (", ".join(parts) if parts else "no change")

@@ -61,6 +61,7 @@ class CycleRequest(ActivityModel):
 
 class WriteCounts(ActivityModel):
     created: int = 0
+    adopted: int = 0  # creates that found an earlier attempt's binding (not a write)
     patched: int = 0
     unscheduled: int = 0
     finalizers_removed: int = 0

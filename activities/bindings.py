@@ -1,0 +1,135 @@
+"""Apply a cycle's BindingPlan to the hub, step by step, in the plan's order (reference 4.9).
+
+Steps run strictly one after another, each write in turn; the first failure aborts the rest and
+the activity is retried from fresh reads, which is safe because:
+
+- every existing-binding write is a merge patch carrying the resourceVersion the cycle read, so
+  a binding that moved on meanwhile (the rollout controller Bound it) is a Conflict, never a
+  lost update, and a re-run plans against what is really there;
+- new bindings have deterministic names (`scheduler.naming`), so a create that meets
+  AlreadyExists found what an earlier attempt of the same decision made and adopts it, provided
+  it is the same placement's binding to the same cluster; anything else holding the name is an
+  invariant broken, reported as such rather than retried forever;
+- a finalizer removal whose binding is already gone has nothing left to do.
+
+`Tally` counts writes as they land, so a failed attempt still reports (and meters) what it did."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from hub import names
+from hub.client import HubClient
+from hub.errors import AlreadyExistsError, NotFoundError
+from hub.types import ClusterResourceBinding
+from scheduler import BindingPatch, BindingPlan
+
+__all__ = ["BindingNameTakenError", "Pacer", "Tally", "apply_binding_plan"]
+
+# Heartbeats are cheap but not free; one per second keeps a long apply visibly alive.
+HEARTBEAT_EVERY_S: Final = 1.0
+
+Heartbeat = Callable[[str], None]
+
+
+class BindingNameTakenError(Exception):
+    """A binding we meant to create exists but is not ours to adopt (KubeFleet: unexpected)."""
+
+
+@dataclass
+class Tally:
+    """Binding writes that landed, by kind (the activity's WriteCounts and metrics)."""
+
+    created: int = 0
+    adopted: int = 0
+    patched: int = 0
+    unscheduled: int = 0
+    finalizers_removed: int = 0
+
+
+class Pacer:
+    """Calls `heartbeat` with a progress note at most every HEARTBEAT_EVERY_S seconds."""
+
+    def __init__(self, heartbeat: Heartbeat | None) -> None:
+        self._heartbeat = heartbeat
+        self._last = time.monotonic()
+
+    def tick(self, progress: str) -> None:
+        now = time.monotonic()
+        if self._heartbeat is not None and now - self._last >= HEARTBEAT_EVERY_S:
+            self._heartbeat(progress)
+            self._last = now
+
+
+def apply_binding_plan(
+    client: HubClient,
+    plan: BindingPlan,
+    tally: Tally,
+    heartbeat: Heartbeat | None = None,
+) -> None:
+    """Make the plan's binding writes (not its snapshot status), counting them in `tally`.
+
+    Raises:
+        BindingNameTakenError: a binding to create exists for another placement or cluster.
+        HubError: the first write that failed (ConflictError, NotFoundError of a vanished
+            binding, HubUnavailableError, ...); later writes were not attempted.
+    """
+    pacer = Pacer(heartbeat)
+    for patch in plan.remove_finalizers:
+        try:
+            _patch(client, patch)
+        except NotFoundError:
+            continue  # deleted already: the finalizer is gone with it
+        tally.finalizers_removed += 1
+        pacer.tick(f"removed finalizer of {patch.name}")
+    _patch_all(client, plan.unschedule_dangling, pacer, "unscheduled", tally)
+    for binding in plan.create:
+        if _create(client, binding):
+            tally.created += 1
+        else:
+            tally.adopted += 1
+        pacer.tick(f"created {tally.created + tally.adopted}/{len(plan.create)}")
+    _patch_all(client, plan.patch, pacer, "patched", tally)
+    _patch_all(client, plan.unschedule, pacer, "unscheduled", tally)
+
+
+def _patch(client: HubClient, patch: BindingPatch) -> None:
+    # The merge patch already carries metadata.resourceVersion (scheduler.plan).
+    client.patch(ClusterResourceBinding, patch.name, patch.merge_patch)
+
+
+def _patch_all(
+    client: HubClient,
+    patches: Iterable[BindingPatch],
+    pacer: Pacer,
+    field: Literal["patched", "unscheduled"],
+    tally: Tally,
+) -> None:
+    for patch in patches:
+        _patch(client, patch)
+        setattr(tally, field, getattr(tally, field) + 1)
+        pacer.tick(f"{field} {patch.name}")
+
+
+def _create(client: HubClient, binding: ClusterResourceBinding) -> bool:
+    """Create the binding: True if created, False if an earlier attempt's copy was adopted."""
+    try:
+        client.create(binding)
+        return True
+    except AlreadyExistsError:
+        existing = client.get(ClusterResourceBinding, binding.name)  # NotFound: it just vanished
+    placement = binding.metadata.labels.get(names.PARENT_PLACEMENT_LABEL)
+    if (
+        existing.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) != placement
+        or existing.spec.target_cluster != binding.spec.target_cluster
+    ):
+        raise BindingNameTakenError(
+            f"binding {binding.name!r} already exists for placement "
+            f"{existing.metadata.labels.get(names.PARENT_PLACEMENT_LABEL)!r} and cluster "
+            f"{existing.spec.target_cluster!r}, so it cannot be created for placement "
+            f"{placement!r} and cluster {binding.spec.target_cluster!r}; delete or relabel it"
+        )
+    return False

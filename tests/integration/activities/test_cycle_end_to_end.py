@@ -1,0 +1,188 @@
+"""prepare_cycle + run_cycle against a real devhub: what lands in the hub is what
+scheduler.schedule decides, and a cycle with nothing to change writes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from temporalio.testing import ActivityEnvironment
+
+from activities.models import WriteCounts
+from devhub import DevHub
+from hub import names
+from hub.client import HubClient
+from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler import CycleInput, schedule
+from tests.integration.activities.activity_helpers import (
+    Rig,
+    add_cluster,
+    add_placement,
+    bindings_of,
+    cycle,
+    placement_condition,
+    prepare,
+    prepare_and_cycle,
+    targets,
+    writes,
+)
+
+PICK_TWO = {"placementType": "PickN", "numberOfClusters": 2}
+
+
+def fleet(hub: HubClient) -> None:
+    """a, b, c eligible; d tainted (filtered by TaintToleration)."""
+    for name in ("a", "b", "c"):
+        add_cluster(hub, name)
+    add_cluster(hub, "d", taints=[("gpu", "true")])
+
+
+def test_a_pick_n_placement_gets_the_bindings_and_status_the_scheduler_decides(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    fleet(hub)
+    add_placement(hub, "web", PICK_TWO)
+    rig = make_activities()
+
+    prepared = prepare(env, rig.activities, "web")
+    assert (prepared.phase, prepared.snapshot, prepared.placement_type) == (
+        "ready",
+        "web-0",
+        "PickN",
+    )
+    assert prepared.snapshot_action == "created web-0"
+    assert prepared.placement_generation == 1
+    crp = hub.get(ClusterResourcePlacement, "web")
+    assert names.SCHEDULER_CLEANUP_FINALIZER in crp.metadata.finalizers
+    pending = placement_condition(hub, "web")
+    assert pending is not None and pending.reason == names.SCHEDULE_PENDING_REASON
+
+    # What the framework decides on exactly what the hub holds now.
+    snapshot = hub.get(ClusterSchedulingPolicySnapshot, "web-0")
+    expected = schedule(
+        CycleInput(
+            snapshot=snapshot,
+            clusters=list(hub.list(MemberCluster)),
+            bindings=[],
+            now=datetime.now(UTC),
+        )
+    )
+    assert sorted(b.spec.target_cluster for b in expected.plan.create) == ["b", "c"]
+
+    report = cycle(env, rig.activities, "web", "web-0", 7)
+
+    bindings = bindings_of(hub, "web")
+    assert targets(bindings, names.STATE_SCHEDULED) == ["b", "c"]
+    assert all(b.spec.scheduling_policy_snapshot_name == "web-0" for b in bindings)
+    assert all(
+        b.metadata.finalizers == [names.SCHEDULER_BINDING_CLEANUP_FINALIZER] for b in bindings
+    )
+    written = hub.get(ClusterSchedulingPolicySnapshot, "web-0").status
+    assert expected.plan.snapshot_status is not None
+    assert written.target_clusters == expected.plan.snapshot_status.status.target_clusters
+    assert written.observed_crp_generation == 1
+    scheduled = written.condition(names.SCHEDULED_CONDITION)
+    assert scheduled is not None and scheduled.reason == names.POLICY_FULFILLED_REASON
+    condition = placement_condition(hub, "web")
+    assert condition is not None
+    assert (
+        condition.status,
+        condition.reason,
+        condition.message,
+        condition.observed_generation,
+    ) == (
+        names.TRUE,
+        names.POLICY_FULFILLED_REASON,
+        scheduled.message,
+        1,
+    )
+
+    assert report.outcome.fulfilled and report.outcome.picked == 2
+    assert (report.writes.created, report.writes.status_written) == (2, True)
+    assert report.writes.placement_condition_written
+    assert (report.clusters_seen, report.bindings_seen, report.error) == (4, 0, None)
+    assert report.summary.startswith("cycle 7: PickN 2/2, picked c,b; 2 created, status written")
+    assert report.explanation is not None
+    assert report.explanation.filtered[0].clusters == ["d"]
+
+
+def test_a_second_pick_all_cycle_writes_nothing(
+    hub: HubClient,
+    devhub: DevHub,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    fleet(hub)
+    add_placement(hub, "web", {"placementType": "PickAll"})
+    rig = make_activities()
+    _, first = prepare_and_cycle(env, rig.activities, "web", 1)
+    assert first.writes.created == 3
+    devhub.stats.clear()
+
+    prepared, report = prepare_and_cycle(env, rig.activities, "web", 2)
+
+    assert writes(devhub) == 0, devhub.stats.snapshot()
+    assert prepared.snapshot_action == "unchanged"
+    assert report.writes == WriteCounts()
+    assert report.summary == "cycle 2: PickAll 3, picked a,b,c; no change"
+    assert (report.bindings_seen, report.requeue) == (3, False)
+
+
+def test_a_pick_n_placement_settles_after_kubefleets_one_status_refresh(
+    hub: HubClient,
+    devhub: DevHub,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    """Reference 4.6 branch B: once N bindings exist the status lists only them, so the second
+    cycle drops the not-picked and filtered decisions; from then on nothing is written."""
+    fleet(hub)
+    add_placement(hub, "web", PICK_TWO)
+    rig = make_activities()
+    prepare_and_cycle(env, rig.activities, "web", 1)
+    devhub.stats.clear()
+
+    _, second = prepare_and_cycle(env, rig.activities, "web", 2)
+
+    assert devhub.stats.snapshot().get(("update", "clusterschedulingpolicysnapshots/status")) == 1
+    assert writes(devhub) == 1
+    assert second.writes == WriteCounts(status_written=True)
+    decisions = hub.get(ClusterSchedulingPolicySnapshot, "web-0").status.target_clusters
+    assert sorted(d.cluster_name for d in decisions) == ["b", "c"]
+    devhub.stats.clear()
+
+    _, third = prepare_and_cycle(env, rig.activities, "web", 3)
+
+    assert writes(devhub) == 0, devhub.stats.snapshot()
+    assert third.writes == WriteCounts()
+    assert third.summary == "cycle 3: PickN 2/2, picked b,c; no change"
+
+
+def test_a_cycle_is_metered_and_traced_stage_by_stage(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    fleet(hub)
+    add_placement(hub, "web", PICK_TWO)
+    rig = make_activities()
+
+    prepare_and_cycle(env, rig.activities, "web")
+
+    sample = rig.metrics.registry.get_sample_value
+    assert (
+        sample(
+            "scheduling_cycle_duration_milliseconds_count",
+            {"is_failed": "false", "needs_requeue": "false"},
+        )
+        == 1
+    )
+    assert (
+        sample("fleet_scheduler_cycles_total", {"placement_type": "PickN", "outcome": "success"})
+        == 1
+    )
+    assert sample("fleet_scheduler_binding_writes_total", {"operation": "create"}) == 2
+    spans = {s.name: s for s in rig.spans.get_finished_spans()}
+    assert list(spans) == ["read", "schedule", "apply", "write_status"]
+    assert spans["read"].attributes is not None and spans["read"].attributes["clusters"] == 4
+    attributes = spans["schedule"].attributes
+    assert attributes is not None
+    assert (attributes["picked"], attributes["filtered"]) == (2, 1)
