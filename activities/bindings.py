@@ -16,6 +16,7 @@ the activity is retried from fresh reads, which is safe because:
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ class Pacer:
 
     def __init__(self, heartbeat: Heartbeat | None) -> None:
         self._heartbeat = heartbeat
-        self._last = time.monotonic()
+        self._last = -math.inf  # the first write beats at once: progress shows from the start
 
     def tick(self, progress: str) -> None:
         now = time.monotonic()

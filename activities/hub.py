@@ -54,6 +54,7 @@ from hub.types import (
 from scheduler import CycleInput, CycleResult, Outcome, Profile, schedule
 from scheduler.scheduling import placement_type_of
 from scheduler.snapshots import (
+    InvalidPlacementError,
     MultipleLatestSnapshotsError,
     SnapshotError,
     placement_scheduled_condition,
@@ -70,6 +71,14 @@ INVALID_TYPE_LABEL: Final = "Invalid"
 NO_LATEST_MESSAGE: Final = (
     "placement {placement!r} has no policy snapshot labelled {label}=true yet; waiting for the "
     "placement controller to create one"
+)
+# Label values are at most 63 characters, and the placement's name is the parent-CRP label value
+# of its snapshots and bindings; KubeFleet's webhook refuses longer placement names.
+MAX_LABEL_VALUE_LENGTH: Final = 63
+NAME_TOO_LONG_MESSAGE: Final = (
+    "placement name {placement!r} is {length} characters long; it labels the placement's policy "
+    "snapshots and bindings ({label}), and a label value holds at most {limit}: recreate the "
+    "placement with a shorter name"
 )
 MULTIPLE_LATEST_MESSAGE: Final = (
     "placement {placement!r} has {count} policy snapshots labelled {label}=true ({listed}); "
@@ -143,6 +152,13 @@ class HubActivities:
                 phase="deleting",
                 message=f"placement {name!r} is being deleted",
                 placement_generation=generation,
+            )
+
+        if too_long := _name_too_long(name):
+            if self._settings.snapshotter:
+                return self._sync_failed(placement, InvalidPlacementError(too_long))
+            return PrepareResult(
+                phase="no_latest_snapshot", message=too_long, placement_generation=generation
             )
 
         action: str | None = None
@@ -382,6 +398,14 @@ class HubActivities:
                 type=failures.UNEXPECTED,
                 non_retryable=True,
             )
+        if _name_too_long(name):
+            # No object can carry the name as a label, so none was ever made; the finalizer
+            # was never added either (prepare_cycle stops first).
+            removed = placement is not None and self._remove_placement_finalizer(placement)
+            return CleanupReport(
+                finalizer_removed=removed,
+                summary=f"placement {name}: nothing to clean up (name too long to label objects)",
+            )
         pacer = Pacer(_heartbeat)
         bindings = client.list(ClusterResourceBinding, {names.PARENT_PLACEMENT_LABEL: name})
         deleted = 0
@@ -486,6 +510,17 @@ class HubActivities:
                 else INVALID_TYPE_LABEL
             )
             metrics.observe_cycle(run.duration_ms, placement_type=placement_type, outcome=outcome)
+
+
+def _name_too_long(name: str) -> str | None:
+    if len(name) <= MAX_LABEL_VALUE_LENGTH:
+        return None
+    return NAME_TOO_LONG_MESSAGE.format(
+        placement=name,
+        length=len(name),
+        label=names.PARENT_PLACEMENT_LABEL,
+        limit=MAX_LABEL_VALUE_LENGTH,
+    )
 
 
 def _placement_type(placement: ClusterResourcePlacement) -> str:

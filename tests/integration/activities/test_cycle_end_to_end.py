@@ -104,6 +104,7 @@ def test_a_pick_n_placement_gets_the_bindings_and_status_the_scheduler_decides(
     assert report.summary.startswith("cycle 7: PickN 2/2, picked c,b; 2 created, status written")
     assert report.explanation is not None
     assert report.explanation.filtered[0].clusters == ["d"]
+    assert env.heartbeats[0] == ("created 1/2",)  # type: ignore[attr-defined]
 
 
 def test_a_second_pick_all_cycle_writes_nothing(

@@ -1,0 +1,257 @@
+"""prepare_cycle's phases, with and without the standalone snapshotter, and the bad inputs that
+must end as a clear condition and a finished turn instead of a retry loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from temporalio.testing import ActivityEnvironment
+
+from activities.conditions import SNAPSHOT_SYNC_FAILED_REASON
+from devhub import DevHub
+from hub import names
+from hub.client import HubClient
+from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
+from tests.integration.activities.activity_helpers import (
+    Rig,
+    add_cluster,
+    add_placement,
+    add_snapshot,
+    bindings_of,
+    placement_condition,
+    prepare,
+    prepare_and_cycle,
+    targets,
+    writes,
+)
+
+PICK_TWO = {"placementType": "PickN", "numberOfClusters": 2}
+SNAPSHOTS = "clusterschedulingpolicysnapshots"
+
+
+def test_a_placement_that_does_not_exist_is_gone(
+    make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    prepared = prepare(env, make_activities().activities, "nowhere")
+    assert (prepared.phase, prepared.message) == ("gone", "placement 'nowhere' does not exist")
+
+
+def test_without_the_snapshotter_a_placement_waits_for_its_snapshot_untouched(
+    hub: HubClient,
+    devhub: DevHub,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    add_placement(hub, "web", PICK_TWO)
+    devhub.stats.clear()
+
+    prepared = prepare(env, make_activities(snapshotter=False).activities, "web")
+
+    assert prepared.phase == "no_latest_snapshot"
+    assert "has no policy snapshot labelled kubernetes-fleet.io/is-latest-snapshot=true" in (
+        prepared.message
+    )
+    assert writes(devhub) == 0  # no snapshot, no finalizer, no condition
+    assert hub.get(ClusterResourcePlacement, "web").metadata.finalizers == []
+
+
+def test_two_latest_snapshots_are_reported_and_nothing_is_written(
+    hub: HubClient,
+    devhub: DevHub,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    add_placement(hub, "web", PICK_TWO)
+    add_snapshot(hub, "web", PICK_TWO, index=0)
+    add_snapshot(hub, "web", PICK_TWO, index=1)
+    devhub.stats.clear()
+
+    prepared = prepare(env, make_activities(snapshotter=False).activities, "web")
+
+    assert prepared.phase == "multiple_latest_snapshots"
+    assert "has 2 policy snapshots labelled" in prepared.message
+    assert "(web-0, web-1)" in prepared.message
+    assert writes(devhub) == 0
+
+
+def test_without_the_snapshotter_a_cycle_uses_kubefleets_snapshot_and_leaves_the_placement(
+    hub: HubClient,
+    devhub: DevHub,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    for cluster in ("a", "b", "c"):
+        add_cluster(hub, cluster)
+    add_placement(hub, "web", PICK_TWO)
+    add_snapshot(hub, "web", PICK_TWO, index=4)
+    devhub.stats.clear()
+
+    prepared, report = prepare_and_cycle(env, make_activities(snapshotter=False).activities, "web")
+
+    assert (prepared.snapshot, prepared.snapshot_action) == ("web-4", None)
+    assert devhub.stats.count("create", SNAPSHOTS) == 0
+    assert devhub.stats.count("*", "clusterresourceplacements/status") == 0
+    crp = hub.get(ClusterResourcePlacement, "web")
+    assert crp.metadata.finalizers == [names.SCHEDULER_CLEANUP_FINALIZER]
+    assert crp.status.conditions == []
+    assert targets(bindings_of(hub, "web")) == ["b", "c"]
+    assert report.writes.status_written and not report.writes.placement_condition_written
+
+
+def test_an_invalid_number_of_clusters_annotation_ends_the_cycle_with_a_false_condition(
+    hub: HubClient,
+    devhub: DevHub,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    add_cluster(hub, "a")
+    add_placement(hub, "web", PICK_TWO)
+    add_snapshot(hub, "web", PICK_TWO, annotations={names.NUMBER_OF_CLUSTERS_ANNOTATION: "two"})
+    rig = make_activities(snapshotter=False)
+
+    _, report = prepare_and_cycle(env, rig.activities, "web")
+
+    assert report.error is not None and names.NUMBER_OF_CLUSTERS_ANNOTATION in report.error
+    assert (report.requeue, report.outcome.fulfilled, report.writes.bindings) == (False, False, 0)
+    assert report.summary.startswith("cycle 1: PickN 0; error: ")
+    condition = hub.get(ClusterSchedulingPolicySnapshot, "web-0").status.condition(
+        names.SCHEDULED_CONDITION
+    )
+    assert condition is not None
+    assert (condition.status, condition.reason) == (names.FALSE, names.POLICY_UNFULFILLED_REASON)
+    assert condition.message == f"scheduling failed: {report.error}"
+    assert bindings_of(hub, "web") == []
+    unexpected = {"placement_type": "PickN", "outcome": "unexpected"}
+    assert rig.metrics.registry.get_sample_value("fleet_scheduler_cycles_total", unexpected) == 1
+    devhub.stats.clear()
+
+    # Retrying without a change gives the same answer and writes nothing more.
+    _, again = prepare_and_cycle(env, rig.activities, "web", 2)
+    assert again.error == report.error and writes(devhub) == 0
+
+
+def test_pick_fixed_with_an_unknown_cluster_finishes_with_a_clear_false_condition(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    add_cluster(hub, "a")
+    add_placement(hub, "web", {"placementType": "PickFixed", "clusterNames": ["a", "nope"]})
+
+    _, report = prepare_and_cycle(env, make_activities().activities, "web")
+
+    assert (report.error, report.outcome.fulfilled, report.writes.created) == (None, False, 1)
+    assert report.summary.startswith("cycle 1: PickFixed 1/2, picked a; 1 created")
+    assert targets(bindings_of(hub, "web")) == ["a"]
+    decisions = hub.get(ClusterSchedulingPolicySnapshot, "web-0").status.target_clusters
+    assert [(d.cluster_name, d.selected) for d in decisions] == [("a", True), ("nope", False)]
+    assert decisions[1].reason == 'Specified cluster "nope" is not found'
+    condition = placement_condition(hub, "web")
+    assert condition is not None
+    assert (condition.status, condition.reason) == (names.FALSE, names.POLICY_UNFULFILLED_REASON)
+    assert "found 1 cluster(s) instead" in condition.message
+
+
+def _sync_failure(
+    hub: HubClient, devhub: DevHub, rig: Rig, env: ActivityEnvironment, placement: str
+) -> tuple[str, str]:
+    """Prepare twice: the first says why on the placement, the second writes nothing more."""
+    prepared = prepare(env, rig.activities, placement)
+    condition = placement_condition(hub, placement)
+    assert condition is not None
+    assert (condition.status, condition.reason) == (names.FALSE, SNAPSHOT_SYNC_FAILED_REASON)
+    assert condition.observed_generation == 1
+    assert prepared.snapshot_action == "failed"
+    assert prepared.message.startswith("policy snapshot sync failed: ")
+    devhub.stats.clear()
+    again = prepare(env, rig.activities, placement)
+    assert again == prepared
+    assert writes(devhub) == 0, devhub.stats.snapshot()
+    return prepared.phase, condition.message
+
+
+def test_a_snapshot_with_a_broken_index_label_is_shown_on_the_placement_not_retried(
+    hub: HubClient,
+    devhub: DevHub,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    add_placement(hub, "web", PICK_TWO)
+    add_snapshot(hub, "web", PICK_TWO, latest=False, labels={names.POLICY_INDEX_LABEL: "first"})
+    rig = make_activities()
+
+    phase, message = _sync_failure(hub, devhub, rig, env, "web")
+
+    assert phase == "no_latest_snapshot"
+    assert "invalid kubernetes-fleet.io/policy-index label 'first'" in message
+    assert "fix the label or delete the snapshot" in message
+    # Fixing it (here: deleting the snapshot) lets the next turn go ahead.
+    hub.delete(ClusterSchedulingPolicySnapshot, "web-0")
+    prepared = prepare(env, rig.activities, "web")
+    assert (prepared.phase, prepared.snapshot_action) == ("ready", "created web-0")
+    condition = placement_condition(hub, "web")
+    assert condition is not None and condition.reason == names.SCHEDULE_PENDING_REASON
+
+
+def test_two_latest_snapshots_in_standalone_mode_are_shown_on_the_placement(
+    hub: HubClient,
+    devhub: DevHub,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    add_placement(hub, "web", PICK_TWO)
+    add_snapshot(hub, "web", PICK_TWO, index=0)
+    add_snapshot(hub, "web", PICK_TWO, index=1)
+
+    phase, message = _sync_failure(hub, devhub, make_activities(), env, "web")
+
+    assert phase == "multiple_latest_snapshots"
+    assert "2 policy snapshots labelled kubernetes-fleet.io/is-latest-snapshot=true" in message
+
+
+def test_a_policy_the_snapshotter_cannot_encode_is_shown_on_the_placement(
+    hub: HubClient,
+    devhub: DevHub,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    spread = [{"maxSkew": 2**31, "topologyKey": "zone"}]
+    add_placement(hub, "web", {**PICK_TWO, "topologySpreadConstraints": spread})
+
+    phase, message = _sync_failure(hub, devhub, make_activities(), env, "web")
+
+    assert phase == "no_latest_snapshot"
+    assert "maxSkew = 2147483648 does not fit in an int32" in message
+
+
+LONG_NAME = "p" * 64
+
+
+def test_a_placement_name_too_long_to_label_its_objects_is_shown_on_the_placement(
+    hub: HubClient,
+    devhub: DevHub,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    # KubeFleet's webhook caps placement names at 63 characters, the most a label value (the
+    # parent-CRP label of its snapshots and bindings) can hold; devhub has no such webhook.
+    add_placement(hub, LONG_NAME, PICK_TWO)
+
+    phase, message = _sync_failure(hub, devhub, make_activities(), env, LONG_NAME)
+
+    assert phase == "no_latest_snapshot"
+    assert f"placement name '{LONG_NAME}' is 64 characters long" in message
+    assert "recreate the placement with a shorter name" in message
+
+
+def test_a_placement_name_too_long_to_label_its_objects_waits_without_the_snapshotter(
+    hub: HubClient,
+    devhub: DevHub,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    add_placement(hub, LONG_NAME, PICK_TWO)
+    devhub.stats.clear()
+
+    prepared = prepare(env, make_activities(snapshotter=False).activities, LONG_NAME)
+
+    assert prepared.phase == "no_latest_snapshot" and "64 characters long" in prepared.message
+    assert writes(devhub) == 0
