@@ -1,0 +1,337 @@
+"""Builders of hub objects, stand-in activities and history readers for the watcher tests.
+
+The workflow under test is the real PlacementWorkflow; its activities are same-named stand-ins
+that read the devhub the way the real `prepare_cycle` does for the phases the watcher cares
+about (gone, deleting, otherwise "no latest snapshot": wait for the next event), and a
+`cleanup_placement` that removes the scheduler's finalizer so a deleted placement goes away.
+What the watcher did is read back from each workflow's event history: every
+WorkflowExecutionSignaled event, with its signal name and HubEvent reason."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from temporalio import activity
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Worker
+
+from activities.models import (
+    CleanupReport,
+    CleanupRequest,
+    CycleReport,
+    CycleRequest,
+    PrepareRequest,
+    PrepareResult,
+)
+from hub import names as hub_names
+from hub.client import HubClient
+from hub.errors import NotFoundError
+from hub.types import (
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    Condition,
+    MemberCluster,
+    Taint,
+)
+from workers.watcher import Watcher
+from workflows import names
+from workflows.models import HubEvent
+from workflows.placement import PlacementWorkflow
+
+T = TypeVar("T")
+
+# Generous for a loaded 2-core CI machine; a healthy run needs well under a second.
+WAIT_SECONDS = 20.0
+READY_SECONDS = 20.0
+# A foreign finalizer, so a deleted object lingers with a deletionTimestamp.
+OTHER_FINALIZER = "example.com/other-controller"
+
+
+def unique(prefix: str) -> str:
+    """A placement name no other test (in this session's Temporal) uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# --- hub objects --------------------------------------------------------------------------------
+
+
+def cluster(name: str, **labels: str) -> MemberCluster:
+    return MemberCluster.from_wire(
+        {"metadata": {"name": name, "labels": labels}, "spec": {"heartbeatPeriodSeconds": 60}}
+    )
+
+
+def placement(
+    name: str,
+    placement_type: str = "PickAll",
+    n: int | None = None,
+    finalizers: tuple[str, ...] = (hub_names.SCHEDULER_CLEANUP_FINALIZER,),
+) -> ClusterResourcePlacement:
+    policy: dict[str, Any] = {"placementType": placement_type}
+    if n is not None:
+        policy["numberOfClusters"] = n
+    return ClusterResourcePlacement.from_wire(
+        {
+            "metadata": {"name": name, "finalizers": list(finalizers)},
+            "spec": {
+                "resourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace"}],
+                "policy": policy,
+            },
+        }
+    )
+
+
+def snapshot(
+    placement: str, index: int = 0, n: int | None = None
+) -> ClusterSchedulingPolicySnapshot:
+    annotations = {hub_names.CRP_GENERATION_ANNOTATION: "1"}
+    if n is not None:
+        annotations[hub_names.NUMBER_OF_CLUSTERS_ANNOTATION] = str(n)
+    return ClusterSchedulingPolicySnapshot.from_wire(
+        {
+            "metadata": {
+                "name": f"{placement}-{index}",
+                "labels": {
+                    hub_names.PARENT_PLACEMENT_LABEL: placement,
+                    hub_names.IS_LATEST_SNAPSHOT_LABEL: "true",
+                    hub_names.POLICY_INDEX_LABEL: str(index),
+                },
+                "annotations": annotations,
+            },
+            "spec": {"policyHash": "aGFzaA=="},
+        }
+    )
+
+
+def binding(placement: str, target: str) -> ClusterResourceBinding:
+    return ClusterResourceBinding.from_wire(
+        {
+            "metadata": {
+                "name": f"{placement}-{target}",
+                "labels": {hub_names.PARENT_PLACEMENT_LABEL: placement},
+                "finalizers": [hub_names.SCHEDULER_BINDING_CLEANUP_FINALIZER],
+            },
+            "spec": {
+                "state": hub_names.STATE_BOUND,
+                "schedulingPolicySnapshotName": f"{placement}-0",
+                "targetCluster": target,
+                "clusterDecision": {"clusterName": target, "selected": True, "reason": "picked"},
+            },
+        }
+    )
+
+
+def relabel(hub: HubClient, name: str, **labels: str) -> None:
+    hub.patch(MemberCluster, name, {"metadata": {"labels": labels}})
+
+
+def add_taint(hub: HubClient, name: str, key: str) -> None:
+    current = hub.get(MemberCluster, name)
+    taints = [*current.spec.taints, Taint(key=key, effect="NoSchedule")]
+    hub.update(
+        current.model_copy(update={"spec": current.spec.model_copy(update={"taints": taints})})
+    )
+
+
+def mark_fulfilled(hub: HubClient, name: str) -> None:
+    """Write the Scheduled condition True for the placement's current generation."""
+    current = hub.get(ClusterResourcePlacement, name)
+    condition = Condition(
+        type=hub_names.PLACEMENT_SCHEDULED_CONDITION,
+        status=hub_names.TRUE,
+        reason=hub_names.POLICY_FULFILLED_REASON,
+        observed_generation=current.metadata.generation,
+    )
+    status = current.status.model_copy(update={"conditions": [condition]})
+    hub.update_status(current.model_copy(update={"status": status}))
+
+
+def remove_finalizer(hub: HubClient, name: str, finalizer: str) -> None:
+    current = hub.get(ClusterResourcePlacement, name)
+    kept = [f for f in current.metadata.finalizers if f != finalizer]
+    hub.update(
+        current.model_copy(
+            update={"metadata": current.metadata.model_copy(update={"finalizers": kept})}
+        )
+    )
+
+
+# --- stand-in activities ------------------------------------------------------------------------
+
+
+class StandIns:
+    """Same-named stand-ins for the placement activities, reading one devhub."""
+
+    def __init__(self, hub: HubClient) -> None:
+        self._hub = hub
+        self.cleanups: list[str] = []
+
+    @activity.defn(name="prepare_cycle")
+    async def prepare_cycle(self, request: PrepareRequest) -> PrepareResult:
+        try:
+            current = await asyncio.to_thread(
+                self._hub.get, ClusterResourcePlacement, request.placement
+            )
+        except NotFoundError:
+            return PrepareResult(phase="gone", message="stand-in: placement not found")
+        if current.metadata.deleting:
+            return PrepareResult(phase="deleting", message="stand-in: deleting")
+        return PrepareResult(phase="no_latest_snapshot", message="stand-in: waiting for events")
+
+    @activity.defn(name="run_cycle")
+    async def run_cycle(self, request: CycleRequest) -> CycleReport:
+        raise RuntimeError("the watcher tests never reach a cycle")
+
+    @activity.defn(name="cleanup_placement")
+    async def cleanup_placement(self, request: CleanupRequest) -> CleanupReport:
+        self.cleanups.append(request.placement)
+        with suppress(NotFoundError):
+            await asyncio.to_thread(
+                remove_finalizer,
+                self._hub,
+                request.placement,
+                hub_names.SCHEDULER_CLEANUP_FINALIZER,
+            )
+        return CleanupReport(finalizer_removed=True, summary="stand-in cleanup")
+
+    @property
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.prepare_cycle, self.run_cycle, self.cleanup_placement]
+
+
+@asynccontextmanager
+async def placement_worker(
+    client: Client, task_queue: str, hub: HubClient
+) -> AsyncIterator[StandIns]:
+    """The real PlacementWorkflow with stand-in activities, on `task_queue`."""
+    stand_ins = StandIns(hub)
+    async with Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[PlacementWorkflow],
+        activities=stand_ins.activities,
+        max_cached_workflows=0,
+    ):
+        yield stand_ins
+
+
+@asynccontextmanager
+async def running_watcher(
+    hub: HubClient, client: Client, task_queue: str, *, wait_ready: bool = True, **options: Any
+) -> AsyncIterator[Watcher]:
+    """A Watcher running in the background until the block ends (then stopped and awaited)."""
+    watcher = Watcher(hub, client, task_queue=task_queue, **options)
+    stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    try:
+        if wait_ready:
+            await watcher.wait_ready(READY_SECONDS)
+        yield watcher
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, READY_SECONDS)
+
+
+# --- reading what the workflows received --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Signalled:
+    signal: str
+    reason: str
+
+
+async def signals(client: Client, placement: str) -> list[Signalled]:
+    """Every signal the placement's latest workflow run received, in order ([] if none ran)."""
+    handle = client.get_workflow_handle(names.workflow_id(placement))
+    found: list[Signalled] = []
+    try:
+        async for event in handle.fetch_history_events():
+            if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                continue
+            attributes = event.workflow_execution_signaled_event_attributes
+            reason = ""
+            if attributes.input.payloads:
+                (decoded,) = await client.data_converter.decode(
+                    attributes.input.payloads, [HubEvent]
+                )
+                reason = decoded.reason
+            found.append(Signalled(attributes.signal_name, reason))
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+    return found
+
+
+async def run_status(
+    client: Client, placement: str
+) -> tuple[str, WorkflowExecutionStatus | None] | None:
+    """(run id, status) of the placement's latest workflow run, or None when none ever ran."""
+    try:
+        described = await client.get_workflow_handle(names.workflow_id(placement)).describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    return described.run_id, described.status
+
+
+async def eventually(check: Callable[[], Awaitable[T]], timeout: float = WAIT_SECONDS) -> T:
+    """Poll `check` until it returns something truthy; fail with its last value after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not reached in {timeout}s; last value: {value!r}")
+        await asyncio.sleep(0.1)
+
+
+async def until(predicate: Callable[[], bool], timeout: float = WAIT_SECONDS) -> None:
+    """Wait until a synchronous `predicate` holds (e.g. on the watcher's counters)."""
+
+    async def check() -> bool:
+        return predicate()
+
+    await eventually(check, timeout)
+
+
+async def signals_matching(
+    client: Client, placement: str, signal: str, containing: str = ""
+) -> list[Signalled]:
+    """Wait until the placement received `signal` with a reason containing `containing`."""
+
+    async def check() -> list[Signalled]:
+        return [
+            s
+            for s in await signals(client, placement)
+            if s.signal == signal and containing in s.reason
+        ]
+
+    return await eventually(check)
+
+
+async def quiet(watcher: Watcher, seconds: float = 0.3) -> None:
+    """Wait until the watcher has been idle (nothing queued, waiting or in flight) for `seconds`."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    calm_since: float | None = None
+    while time.monotonic() < deadline:
+        now = time.monotonic()
+        if watcher.idle:
+            calm_since = calm_since or now
+            if now - calm_since >= seconds:
+                return
+        else:
+            calm_since = None
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the watcher never went quiet: {watcher.stats}")

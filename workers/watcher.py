@@ -1,0 +1,562 @@
+"""The watcher: turns hub changes into signals to placement workflows, as KubeFleet's scheduler
+watchers turn them into work-queue keys (reference section 7).
+
+It list-then-watches the four kinds the scheduler reads (ClusterResourcePlacements, policy
+snapshots, MemberClusters, ClusterResourceBindings), keeps an in-memory view of each so an
+update can be compared with the object it replaced, routes every change through KubeFleet's
+filters (`workers.watcher_routes` over `scheduler.watch_rules`) and signals the placement
+workflows they name with signal-with-start, so a workflow exists whenever it has work.
+
+What shaped it:
+
+- `HubClient.list_then_watch` blocks, so each kind is watched on its own thread, which hands
+  items to the asyncio loop through a bounded queue; all state lives on the loop. A watch that
+  fails is restarted with backoff and starts over with a Resync, which the kind's `View` diffs
+  against what it held, so changes made while nobody watched (410 Gone, a hub restart) still
+  arrive as adds, updates and deletes.
+- Temporal calls are few and bounded: routes for one placement coalesce in the `Outbox` for a
+  short window (and while a send for it is in flight), at most `max_in_flight` calls run at
+  once, and failed calls are retried per placement with backoff, never raised: a Temporal
+  outage delays signals, it does not stop the watch or lose the cache.
+- Several watchers may run at once (two replicas, a rolling update): signal-with-start on the
+  workflow id is idempotent in effect, extra signals only cause extra coalesced cycles.
+- Late events never resurrect a deleted placement: a workflow is started only for a placement
+  the cache (or, failing that, the hub) holds and that still wants the scheduler; anything else
+  gets a plain signal, which reaches a running workflow or nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, Literal
+
+from temporalio.client import Client
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from hub.client import HubClient, Resync, WatchEvent
+from hub.errors import HubError, NotFoundError
+from hub.types import (
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    MemberCluster,
+)
+from hub.types.meta import HubObject
+from scheduler.eligibility import EligibilityChecker
+from workers.metrics import SchedulerMetrics
+from workers.telemetry import span
+from workers.watcher_outbox import Backoff, Batch, Outbox
+from workers.watcher_routes import Route, may_start, route_change, startup_routes
+from workers.watcher_views import Change, View
+from workflows import names
+from workflows.models import HubEvent, PlacementInput
+from workflows.placement import PlacementWorkflow
+
+__all__ = [
+    "DEFAULT_COALESCE_SECONDS",
+    "DEFAULT_MAX_IN_FLIGHT",
+    "DEFAULT_WATCH_SECONDS",
+    "SEND_RETRY",
+    "WATCHED_KINDS",
+    "WATCH_RETRY",
+    "Watcher",
+    "WatcherStats",
+]
+
+_log = logging.getLogger(__name__)
+
+# The kinds watched, in the order their threads start. Placements first: every other kind's
+# routes are resolved against the placement cache.
+WATCHED_KINDS: Final[tuple[type[HubObject], ...]] = (
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    MemberCluster,
+    ClusterResourceBinding,
+)
+
+# Routes for one placement that arrive within this window go out as one signal. Short enough to
+# be invisible next to a cycle, long enough to fold a burst of watch events into one call.
+DEFAULT_COALESCE_SECONDS: Final = 0.05
+# Concurrent Temporal calls: a cluster change reaching 10,000 placements opens at most this many.
+DEFAULT_MAX_IN_FLIGHT: Final = 32
+# Server-side length of one watch stream. The thread notices a stop request at the next event,
+# bookmark or stream end, so this also bounds how long a stopped watcher's thread can linger.
+DEFAULT_WATCH_SECONDS: Final = 60
+# A failed watch (hub down, forbidden, missing CRD) is restarted after this backoff; it resets
+# once a list succeeds.
+WATCH_RETRY: Final = Backoff(initial=0.2, maximum=10.0)
+# A failed Temporal call is retried per placement after this backoff, resetting on success.
+SEND_RETRY: Final = Backoff(initial=0.2, maximum=30.0)
+# Bounds each Temporal call, so a hung frontend becomes a retried error, not a stuck slot.
+RPC_TIMEOUT: Final = timedelta(seconds=10)
+# Watch items waiting for the loop; a full queue holds the watch threads back.
+QUEUE_SIZE: Final = 1024
+# How often a watch thread waiting on a full queue looks at the stop flag.
+HANDOVER_POLL_SECONDS: Final = 0.5
+# How long stopping waits for watch threads blocked in a stream; they are daemons and exit at
+# their next event or stream end.
+THREAD_JOIN_SECONDS: Final = 2.0
+# Temporal answers that retrying the same call cannot change.
+PERMANENT_RPC_STATUSES: Final = frozenset(
+    {RPCStatusCode.INVALID_ARGUMENT, RPCStatusCode.UNIMPLEMENTED}
+)
+
+SendOutcome = Literal["signal_with_start", "signalled", "not_running", "gone"]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class WatcherStats:
+    """Counters of one watcher's life, for logs, tests and the CLI (not a metrics registry).
+
+    `events`: watch changes routed (synthesised ones included); `routes`: signals requested;
+    `signal_with_start`, `signalled`: Temporal calls that landed; `not_running`, `gone`: plain
+    signals that found no workflow and needed none; `retries`: failed calls put back with
+    backoff; `dropped`: calls Temporal refused for good; `resyncs`: full lists applied;
+    `watch_failures`: watches restarted after an error."""
+
+    events: int = 0
+    routes: int = 0
+    signal_with_start: int = 0
+    signalled: int = 0
+    not_running: int = 0
+    gone: int = 0
+    retries: int = 0
+    dropped: int = 0
+    resyncs: int = 0
+    watch_failures: int = 0
+
+    @property
+    def sent(self) -> int:
+        return self.signal_with_start + self.signalled
+
+    def copy(self) -> WatcherStats:
+        return WatcherStats(**{f.name: getattr(self, f.name) for f in fields(self)})
+
+
+@dataclass(frozen=True, slots=True)
+class _WatchFailed:
+    kind: type[HubObject]
+    error: str
+
+
+_Item = tuple[type[HubObject], "WatchEvent[Any] | Resync[Any] | _WatchFailed"]
+
+
+class Watcher:
+    """Watches the hub and signals placement workflows; one `run` per instance.
+
+    Args:
+        hub: the hub to watch; shared with nothing that closes it while the watcher runs.
+        temporal: a connected client (with the pydantic data converter, like every client here).
+        task_queue: where started workflows run.
+        snapshotter: standalone mode (our workflows create policy snapshots): placement creation
+            and spec changes signal `placement_changed`, and start-up signals use it too.
+            False beside KubeFleet's hub agent: those arrive as snapshot events instead.
+        metrics: counts every routed change as `count_watcher_event(kind, event, action)`,
+            action "signalled" or "ignored" (and one "RESYNC"/"listed" per full list).
+        eligibility: decides "became eligible" on MemberCluster updates.
+        clock: wall-clock time for eligibility.
+        coalesce_seconds, max_in_flight, watch_seconds, watch_retry, send_retry: see the
+            module constants of the same meaning.
+    """
+
+    def __init__(
+        self,
+        hub: HubClient,
+        temporal: Client,
+        *,
+        task_queue: str = names.DEFAULT_TASK_QUEUE,
+        snapshotter: bool = True,
+        metrics: SchedulerMetrics | None = None,
+        eligibility: EligibilityChecker | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+        coalesce_seconds: float = DEFAULT_COALESCE_SECONDS,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        watch_seconds: int = DEFAULT_WATCH_SECONDS,
+        watch_retry: Backoff = WATCH_RETRY,
+        send_retry: Backoff = SEND_RETRY,
+    ) -> None:
+        if coalesce_seconds < 0:
+            raise ValueError(f"coalesce_seconds must not be negative, got {coalesce_seconds}")
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
+        if watch_seconds < 1:
+            raise ValueError(f"watch_seconds must be at least 1, got {watch_seconds}")
+        self._hub = hub
+        self._temporal = temporal
+        self.task_queue = task_queue
+        self.snapshotter = snapshotter
+        self._metrics = metrics
+        self._checker = eligibility or EligibilityChecker()
+        self._clock = clock
+        self._window = coalesce_seconds
+        self._watch_seconds = watch_seconds
+        self._watch_retry = watch_retry
+        self._send_retry = send_retry
+
+        self._views: dict[type[HubObject], View[Any]] = {kind: View(kind) for kind in WATCHED_KINDS}
+        self._placements: View[ClusterResourcePlacement] = self._views[ClusterResourcePlacement]
+        self._outbox = Outbox()
+        self._in_flight: set[str] = set()
+        self._attempts: dict[str, int] = {}
+        self._stats = WatcherStats()
+        self._watch_errors: dict[type[HubObject], str] = {}
+        self._started = False
+        # asyncio primitives bind to the loop that first waits on them: run() and wait_ready()
+        # must share one loop, like everything else about a Watcher.
+        self._queue: asyncio.Queue[_Item] = asyncio.Queue(maxsize=QUEUE_SIZE)
+        self._wake = asyncio.Event()
+        self._ready = asyncio.Event()
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._sends: set[asyncio.Task[None]] = set()
+
+    # --- public view ---------------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """All four kinds have been listed once: the caches hold the whole hub and every existing
+        placement has been queued for its start-up signal. Stays True through later re-lists."""
+        return all(view.synced for view in self._views.values())
+
+    def readiness(self) -> tuple[bool, str]:
+        """`(ready, reason)` for `/readyz` (a `workers.health.ReadyCheck`)."""
+        if self.ready:
+            return True, "ok"
+        waiting = [kind.PLURAL for kind, view in self._views.items() if not view.synced]
+        reason = "waiting for the first list of " + ", ".join(waiting)
+        errors = [f"{kind.PLURAL}: {self._watch_errors[kind]}" for kind in self._watch_errors]
+        return False, reason + (f" (last errors: {'; '.join(errors)})" if errors else "")
+
+    async def wait_ready(self, timeout: float | None = None) -> None:
+        """Return once `ready`; TimeoutError after `timeout` seconds."""
+        async with asyncio.timeout(timeout):
+            await self._ready.wait()
+
+    @property
+    def stats(self) -> WatcherStats:
+        """A snapshot of the counters."""
+        return self._stats.copy()
+
+    @property
+    def pending(self) -> int:
+        """Placements with a signal waiting or in flight."""
+        return len(self._outbox) + len(self._in_flight)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing handed over and unprocessed, waiting to be sent or in flight (events still on
+        the wire or in a watch thread are not counted)."""
+        return self._queue.empty() and self.pending == 0
+
+    def synced(self, kind: type[HubObject]) -> bool:
+        """`kind` has been listed once."""
+        return self._views[kind].synced
+
+    def cached(self, kind: type[HubObject]) -> int:
+        """How many objects of `kind` the watcher's view holds."""
+        return len(self._views[kind])
+
+    # --- running ---------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Watch and signal until `stop` is set (or the task is cancelled); then stop the watch
+        threads and abandon unsent signals (the next watcher's start-up signals cover them).
+
+        Never raises for hub or Temporal trouble: it logs, backs off and carries on."""
+        if self._started:
+            raise RuntimeError("a Watcher runs once; make a new one")
+        self._started = True
+        loop = asyncio.get_running_loop()
+        halt = threading.Event()
+        threads = [
+            threading.Thread(
+                target=self._watch_kind,
+                args=(kind, loop, halt),
+                name=f"watch-{kind.PLURAL}",
+                daemon=True,
+            )
+            for kind in WATCHED_KINDS
+        ]
+        tasks = [
+            asyncio.create_task(self._consume(self._queue), name="watcher-consume"),
+            asyncio.create_task(self._flush(self._wake, self._slots), name="watcher-flush"),
+        ]
+        for thread in threads:
+            thread.start()
+        _log.info(
+            "watcher started (task queue %s, %s mode)",
+            self.task_queue,
+            "standalone" if self.snapshotter else "beside-KubeFleet",
+        )
+        try:
+            await stop.wait()
+        finally:
+            halt.set()
+            pending = [*tasks, *self._sends]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            await asyncio.to_thread(_join, threads, THREAD_JOIN_SECONDS)
+            _log.info("watcher stopped: %s", self._stats)
+
+    # --- watch threads ---------------------------------------------------------------------------
+
+    def _watch_kind(
+        self, kind: type[HubObject], loop: asyncio.AbstractEventLoop, halt: threading.Event
+    ) -> None:
+        """Thread body: list-then-watch `kind` forever, restarting with backoff on failure."""
+        attempt = 0
+        while not halt.is_set():
+            try:
+                for item in self._hub.list_then_watch(
+                    kind, timeout_seconds=self._watch_seconds, stop=halt
+                ):
+                    if isinstance(item, Resync):
+                        attempt = 0
+                    if not self._hand_over(loop, (kind, item), halt):
+                        return
+            except HubError as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+            except Exception as exc:  # a bug must not end the watch for good
+                _log.exception("watch of %s failed unexpectedly", kind.PLURAL)
+                reason = f"unexpected {type(exc).__name__}: {exc}"
+            else:
+                continue  # only returns when halted
+            attempt += 1
+            delay = self._watch_retry.delay(attempt)
+            _log.warning("watch of %s failed (%s); restarting in %.1fs", kind.PLURAL, reason, delay)
+            if not self._hand_over(loop, (kind, _WatchFailed(kind, reason)), halt):
+                return
+            halt.wait(delay)
+
+    def _hand_over(
+        self, loop: asyncio.AbstractEventLoop, item: _Item, halt: threading.Event
+    ) -> bool:
+        """Put `item` on the loop's queue, waiting while it is full; False when stopping."""
+        try:
+            future = asyncio.run_coroutine_threadsafe(self._queue.put(item), loop)
+        except RuntimeError:  # the loop is closed: the watcher is gone
+            return False
+        while not halt.is_set():
+            try:
+                future.result(timeout=HANDOVER_POLL_SECONDS)
+                return True
+            except TimeoutError:
+                continue
+            except Exception:  # cancelled with the loop's tasks
+                return False
+        future.cancel()
+        return False
+
+    # --- the loop: caches and routes -------------------------------------------------------------
+
+    async def _consume(self, queue: asyncio.Queue[_Item]) -> None:
+        while True:
+            kind, item = await queue.get()
+            try:
+                self._apply(kind, item)
+            except Exception:  # one bad item must not end the watcher
+                _log.exception("could not process a %s watch item", kind.PLURAL)
+
+    def _apply(
+        self, kind: type[HubObject], item: WatchEvent[Any] | Resync[Any] | _WatchFailed
+    ) -> None:
+        view = self._views[kind]
+        if isinstance(item, _WatchFailed):
+            self._stats.watch_failures += 1
+            self._watch_errors[kind] = item.error
+            return
+        self._watch_errors.pop(kind, None)
+        if isinstance(item, Resync):
+            first = not view.synced
+            changes = view.apply_resync(item)
+            self._stats.resyncs += 1
+            self._count(kind, "RESYNC", "listed")
+            _log.info(
+                "listed %d %s%s",
+                len(item.objects),
+                kind.PLURAL,
+                "" if first else f" again: {len(changes)} changes while not watching",
+            )
+            if first and kind is ClusterResourcePlacement:
+                for route in startup_routes(self._placements.values(), standalone=self.snapshotter):
+                    self._enqueue(route)
+            for change in changes:
+                self._route(change)
+            if first and self.ready:
+                self._ready.set()
+                _log.info("watcher ready: %d placements cached", len(self._placements))
+            return
+        event_change = view.apply_event(item)
+        if event_change is not None:
+            self._route(event_change)
+
+    def _route(self, change: Change[Any]) -> None:
+        routes = route_change(
+            change,
+            placements=self._placements.objects,
+            standalone=self.snapshotter,
+            checker=self._checker,
+            now=self._clock(),
+        )
+        self._stats.events += 1
+        self._count(type(change.new), change.type, "signalled" if routes else "ignored")
+        for route in routes:
+            self._enqueue(route)
+
+    def _enqueue(self, route: Route) -> None:
+        self._stats.routes += 1
+        self._outbox.add(route)
+        self._wake.set()
+
+    def _count(self, kind: type[HubObject], event: str, action: str) -> None:
+        if self._metrics is not None:
+            self._metrics.count_watcher_event(kind.KIND, event, action)
+
+    # --- the loop: sending -----------------------------------------------------------------------
+
+    async def _flush(self, wake: asyncio.Event, slots: asyncio.Semaphore) -> None:
+        """Send due batches every coalescing window, at most `max_in_flight` at once."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await wake.wait()
+            await asyncio.sleep(self._window)
+            wake.clear()
+            batches = self._outbox.take_due(loop.time(), self._in_flight)
+            self._in_flight.update(batch.placement for batch in batches)
+            for batch in batches:
+                await slots.acquire()
+                task = asyncio.create_task(self._send(batch), name=f"signal {batch.placement}")
+                self._sends.add(task)
+                task.add_done_callback(functools.partial(self._sent, batch.placement, slots))
+            due = self._outbox.next_due(loop.time(), self._in_flight)
+            if due is not None:
+                loop.call_at(due, wake.set)
+
+    def _sent(self, placement: str, slots: asyncio.Semaphore, task: asyncio.Task[None]) -> None:
+        self._sends.discard(task)
+        slots.release()
+        self._in_flight.discard(placement)
+        if placement in self._outbox:
+            self._wake_up()  # events arrived while it was in flight
+
+    async def _send(self, batch: Batch) -> None:
+        name = batch.placement
+        try:
+            outcome = await self._deliver(batch)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if _permanent(exc):
+                self._stats.dropped += 1
+                self._attempts.pop(name, None)
+                _log.error("dropping %s for placement %s: %s", batch.signal, name, exc)
+                return
+            attempt = self._attempts.get(name, 0) + 1
+            self._attempts[name] = attempt
+            delay = self._send_retry.delay(attempt)
+            self._stats.retries += 1
+            _log.warning(
+                "%s for placement %s failed (attempt %d: %s); retrying in %.1fs",
+                batch.signal,
+                name,
+                attempt,
+                exc,
+                delay,
+            )
+            loop = asyncio.get_running_loop()
+            self._outbox.put_back(batch, not_before=loop.time() + delay)
+            loop.call_later(delay, self._wake_up)
+            return
+        self._attempts.pop(name, None)
+        setattr(self._stats, outcome, getattr(self._stats, outcome) + 1)
+        _log.debug("%s -> %s: %s (%s)", batch.signal, name, outcome, batch.reason)
+
+    def _wake_up(self) -> None:
+        self._wake.set()
+
+    async def _deliver(self, batch: Batch) -> SendOutcome:
+        """Signal the placement's workflow, starting it when the placement wants one."""
+        name = batch.placement
+        workflow_id = names.workflow_id(name)
+        event = HubEvent(reason=batch.reason)
+        with span("watcher.signal", placement=name, signal=batch.signal, events=batch.events):
+            cached = self._placements.get(name)
+            if cached is not None and may_start(cached):
+                await self._signal_with_start(name, workflow_id, batch.signal, event)
+                return "signal_with_start"
+            try:
+                await self._temporal.get_workflow_handle(workflow_id).signal(
+                    batch.signal, event, rpc_timeout=RPC_TIMEOUT
+                )
+                return "signalled"
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+            # No workflow runs. Start one only for a placement that exists and wants the
+            # scheduler; the cache may simply not have seen it yet (its snapshot's event came
+            # first), so ask the hub before deciding it is gone.
+            if cached is not None or not batch.may_start:
+                return "not_running"
+            current = await asyncio.to_thread(self._read_placement, name)
+            if current is None or not may_start(current):
+                return "gone"
+            await self._signal_with_start(name, workflow_id, batch.signal, event)
+            return "signal_with_start"
+
+    async def _signal_with_start(
+        self, name: str, workflow_id: str, signal: str, event: HubEvent
+    ) -> None:
+        await self._temporal.start_workflow(
+            PlacementWorkflow.run,
+            PlacementInput(placement=name),
+            id=workflow_id,
+            task_queue=self.task_queue,
+            start_signal=signal,
+            start_signal_args=[event],
+            # Signal-with-start signals a running workflow and starts one otherwise; a closed
+            # one (the placement was deleted, then re-created with the same name) starts anew.
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(names.SA_PLACEMENT_NAME, name)]
+            ),
+            static_summary=f"placement {name}",
+            rpc_timeout=RPC_TIMEOUT,
+        )
+
+    def _read_placement(self, name: str) -> ClusterResourcePlacement | None:
+        try:
+            return self._hub.get(ClusterResourcePlacement, name)
+        except NotFoundError:
+            return None
+
+
+def _permanent(exc: Exception) -> bool:
+    """Errors that sending the same call again cannot fix: log and drop instead of retrying."""
+    if isinstance(exc, RPCError):
+        return exc.status in PERMANENT_RPC_STATUSES
+    # A name the workflow id refuses, or a payload the converter cannot encode.
+    return isinstance(exc, ValueError | TypeError)
+
+
+def _join(threads: list[threading.Thread], timeout: float) -> None:
+    for thread in threads:
+        thread.join(timeout)
+        if thread.is_alive():
+            _log.info("%s is still in a watch stream; it ends at its next event", thread.name)
