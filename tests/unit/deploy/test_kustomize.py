@@ -1,0 +1,315 @@
+"""The Kustomize output of each overlay, as `kubectl kustomize` renders it, holds what a hub
+cluster needs: the right objects, Deployments that the CLI accepts and the probes can reach, a
+PodDisruptionBudget that covers the workers and a NetworkPolicy that lets exactly our traffic
+through. (RBAC has its own module, test_rbac.)"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import tomllib
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+from deploy_helpers import (
+    BESIDE_KUBEFLEET,
+    DEPLOY,
+    REPO,
+    STANDALONE,
+    by_kind,
+    kubectl,
+    one,
+    render,
+)
+
+from hub import crds
+from hub.types import KINDS
+from workers.cli import build_parser
+from workers.devserver import LOOPBACK
+
+NAMESPACE = "fleet-scheduler"
+SERVICE_ACCOUNT = "fleet-scheduler"
+WORKER = "fleet-scheduler-worker"
+WATCHER = "fleet-scheduler-watcher"
+METRICS_PORT = 9090
+UID = 65532
+CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+# Objects per overlay, by kind; the CRDs are counted separately.
+COMMON_KINDS = {
+    "Namespace": 1,
+    "ServiceAccount": 1,
+    "ConfigMap": 1,
+    "Deployment": 2,
+    "PodDisruptionBudget": 1,
+    "NetworkPolicy": 1,
+}
+EXPECTED_KINDS = {
+    STANDALONE: {**COMMON_KINDS, "ClusterRole": 2, "ClusterRoleBinding": 2,
+                 "CustomResourceDefinition": len(KINDS)},
+    BESIDE_KUBEFLEET: {**COMMON_KINDS, "ClusterRole": 1, "ClusterRoleBinding": 1},
+}
+OVERLAYS = list(EXPECTED_KINDS)
+DNS_PORT = 53
+API_SERVER_PORTS = {443, 6443}
+OTLP_PORTS = {4317, 4318}
+ENV_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kubectl() -> Iterator[None]:
+    if kubectl() is None:
+        pytest.skip("kubectl is not installed (make system-deps installs Debian's kubectl)")
+    yield
+
+
+def deployments(overlay: str) -> dict[str, dict[str, Any]]:
+    return by_kind(render(overlay), "Deployment")
+
+
+def container(deployment: Mapping[str, Any]) -> dict[str, Any]:
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1, "one container per pod: fleet-scheduler"
+    return dict(containers[0])
+
+
+def config_map(overlay: str) -> dict[str, Any]:
+    (found,) = by_kind(render(overlay), "ConfigMap").values()
+    return dict(found)
+
+
+def environment(overlay: str, deployment: Mapping[str, Any]) -> dict[str, str]:
+    """The container's environment as the kubelet builds it (ConfigMap, then env, expanded)."""
+    maps = by_kind(render(overlay), "ConfigMap")
+    env: dict[str, str] = {}
+    spec = container(deployment)
+    for source in spec.get("envFrom", []):
+        name = source["configMapRef"]["name"]
+        assert name in maps, f"envFrom names ConfigMap {name!r}; the overlay has {sorted(maps)}"
+        env.update(maps[name]["data"])
+    for var in spec.get("env", []):
+        if "value" in var:
+            env[var["name"]] = ENV_REF.sub(lambda m: env.get(m[1], m[0]), var["value"])
+        else:
+            env[var["name"]] = f"<{var['valueFrom']}>"
+    return env
+
+
+def parsed_args(overlay: str, deployment: Mapping[str, Any]) -> argparse.Namespace:
+    """The container's args, expanded as the kubelet does, through fleet-scheduler's own parser."""
+    env = environment(overlay, deployment)
+    args = []
+    for arg in container(deployment)["args"]:
+        for name in ENV_REF.findall(arg):
+            assert name in env, f"{arg!r} refers to ${name}, which the container does not have"
+        args.append(ENV_REF.sub(lambda m: env[m[1]], arg))
+    try:
+        return build_parser().parse_args(args)
+    except SystemExit as exc:  # argparse's way of refusing
+        raise AssertionError(f"fleet-scheduler refuses {args}") from exc
+
+
+def pod_labels(deployment: Mapping[str, Any]) -> dict[str, str]:
+    return dict(deployment["spec"]["template"]["metadata"]["labels"])
+
+
+def selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    assert set(selector) == {"matchLabels"}, "only matchLabels selectors are expected here"
+    return all(labels.get(k) == v for k, v in selector["matchLabels"].items())
+
+
+def ports(rule: Mapping[str, Any]) -> set[tuple[str, int]]:
+    return {(p.get("protocol", "TCP"), p["port"]) for p in rule.get("ports", [])}
+
+
+# --- objects -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlay_has_exactly_the_expected_objects(overlay: str) -> None:
+    kinds = Counter(o["kind"] for o in render(overlay))
+    assert dict(kinds) == EXPECTED_KINDS[overlay]
+
+
+def test_standalone_installs_the_generated_crds_unchanged() -> None:
+    rendered = by_kind(render(STANDALONE), "CustomResourceDefinition")
+    generated = {}
+    for text in crds.generate().values():
+        crd = yaml.safe_load(text)
+        generated[crd["metadata"]["name"]] = crd
+    assert set(rendered) == set(generated)
+    for name, crd in rendered.items():
+        labels = crd["metadata"].pop("labels")  # the base's part-of label is the only change
+        assert labels == {"app.kubernetes.io/part-of": "fleet-scheduler"}
+        assert crd == generated[name]
+
+
+def test_crds_kustomization_lists_every_generated_file() -> None:
+    kustomization = yaml.safe_load((DEPLOY / "crds" / "kustomization.yaml").read_text())
+    assert sorted(kustomization["resources"]) == sorted(crds.generate())
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_namespaced_objects_live_in_the_fleet_scheduler_namespace(overlay: str) -> None:
+    for obj in render(overlay):
+        where = obj["metadata"].get("namespace")
+        if obj["kind"] in CLUSTER_SCOPED:
+            assert where is None, f"{obj['kind']} {obj['metadata']['name']} is cluster-scoped"
+        else:
+            assert where == NAMESPACE, f"{obj['kind']} {obj['metadata']['name']} is in {where}"
+    namespace = one(render(overlay), "Namespace", NAMESPACE)
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+# --- Deployments -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_worker_and_watcher_run_one_part_each(overlay: str) -> None:
+    found = deployments(overlay)
+    assert set(found) == {WORKER, WATCHER}
+    worker = parsed_args(overlay, found[WORKER])
+    watcher = parsed_args(overlay, found[WATCHER])
+    assert worker.command == watcher.command == "run"
+    assert (worker.no_watcher, worker.no_worker) == (True, False)
+    assert (watcher.no_watcher, watcher.no_worker) == (False, True)
+    beside = overlay == BESIDE_KUBEFLEET
+    assert worker.no_snapshotter is beside and watcher.no_snapshotter is beside
+    assert found[WORKER]["spec"]["replicas"] >= 2  # one may be drained (PDB) or rolling
+    assert found[WATCHER]["spec"]["replicas"] == 1
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("name", [WORKER, WATCHER])
+def test_deployment_connects_from_inside_the_cluster(overlay: str, name: str) -> None:
+    deployment = deployments(overlay)[name]
+    args = parsed_args(overlay, deployment)
+    data = config_map(overlay)["data"]
+    # No kubeconfig: the hub client falls back to the pod's service account.
+    assert args.kubeconfig is None
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == SERVICE_ACCOUNT
+    assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+    assert args.temporal_address == data["FLEET_TEMPORAL_ADDRESS"]
+    assert args.namespace == data["FLEET_TEMPORAL_NAMESPACE"]
+    assert container(deployment)["args"].count(
+        "--temporal-address=$(FLEET_TEMPORAL_ADDRESS)") == 1
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("name", [WORKER, WATCHER])
+def test_probes_and_scrapes_reach_the_metrics_port(overlay: str, name: str) -> None:
+    deployment = deployments(overlay)[name]
+    spec = container(deployment)
+    args = parsed_args(overlay, deployment)
+    assert args.metrics_port == METRICS_PORT
+    assert args.metrics_host != LOOPBACK  # the kubelet and Prometheus come from outside the pod
+    (port,) = spec["ports"]
+    assert port == {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}
+    probes = {probe: spec[probe]["httpGet"] for probe in
+              ("startupProbe", "livenessProbe", "readinessProbe")}
+    assert probes["livenessProbe"] == {"path": "/healthz", "port": "metrics"}
+    assert probes["startupProbe"] == {"path": "/healthz", "port": "metrics"}
+    assert probes["readinessProbe"] == {"path": "/readyz", "port": "metrics"}
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(METRICS_PORT),
+        "prometheus.io/path": "/metrics",
+    }
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("name", [WORKER, WATCHER])
+def test_pods_are_locked_down_and_bounded(overlay: str, name: str) -> None:
+    deployment = deployments(overlay)[name]
+    pod = deployment["spec"]["template"]["spec"]
+    spec = container(deployment)
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert spec["securityContext"] == {
+        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
+    }
+    # A read-only root needs a writable /tmp (tempfile, the SDK).
+    mounts = {m["mountPath"]: m["name"] for m in spec["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "emptyDir" in volumes[mounts["/tmp"]]
+    for bound in ("requests", "limits"):
+        assert set(spec["resources"][bound]) == {"cpu", "memory"}, f"{name} {bound}"
+    # Activities in flight get SHUTDOWN_GRACE (20 s) after SIGTERM; leave room beyond it.
+    assert pod["terminationGracePeriodSeconds"] > 20
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_both_deployments_run_the_project_image_at_its_version(overlay: str) -> None:
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    images = {container(d)["image"] for d in deployments(overlay).values()}
+    assert images == {f"fleet-scheduler:{version}"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_tracing_is_off_by_default_and_points_at_a_collector(overlay: str) -> None:
+    data = config_map(overlay)["data"]
+    assert data["OTEL_TRACES_EXPORTER"] == "none"
+    endpoint = urlsplit(data["OTEL_EXPORTER_OTLP_ENDPOINT"])
+    assert endpoint.scheme == "http" and endpoint.port in OTLP_PORTS
+    assert data["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"  # the exporter we install
+    for deployment in deployments(overlay).values():
+        env = environment(overlay, deployment)
+        assert "k8s.pod.name=<" in env["OTEL_RESOURCE_ATTRIBUTES"]
+
+
+# --- PodDisruptionBudget and NetworkPolicy -----------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_pdb_keeps_a_worker_and_selects_only_workers(overlay: str) -> None:
+    found = deployments(overlay)
+    (pdb,) = by_kind(render(overlay), "PodDisruptionBudget").values()
+    selector = pdb["spec"]["selector"]
+    assert selects(selector, pod_labels(found[WORKER]))
+    assert not selects(selector, pod_labels(found[WATCHER]))
+    assert selector == found[WORKER]["spec"]["selector"]
+    assert 1 <= pdb["spec"]["minAvailable"] < found[WORKER]["spec"]["replicas"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_network_policy_allows_exactly_our_traffic(overlay: str) -> None:
+    (policy,) = by_kind(render(overlay), "NetworkPolicy").values()
+    spec = policy["spec"]
+    for deployment in deployments(overlay).values():
+        assert selects(spec["podSelector"], pod_labels(deployment))
+    assert sorted(spec["policyTypes"]) == ["Egress", "Ingress"]
+    (ingress,) = spec["ingress"]
+    assert ports(ingress) == {("TCP", METRICS_PORT)}
+    egress: set[tuple[str, int]] = set()
+    for rule in spec["egress"]:
+        assert ports(rule), f"an egress rule without ports opens everything: {rule}"
+        egress |= ports(rule)
+    data = config_map(overlay)["data"]
+    temporal_port = int(data["FLEET_TEMPORAL_ADDRESS"].rpartition(":")[2])
+    otlp_port = urlsplit(data["OTEL_EXPORTER_OTLP_ENDPOINT"]).port
+    assert egress == (
+        {("UDP", DNS_PORT), ("TCP", DNS_PORT), ("TCP", temporal_port)}
+        | {("TCP", p) for p in API_SERVER_PORTS | OTLP_PORTS}
+    )
+    assert ("TCP", otlp_port) in egress
+
+
+def test_kustomization_files_parse_and_name_existing_resources() -> None:
+    for path in sorted((DEPLOY / "base").glob("kustomization.yaml")) + sorted(
+        (DEPLOY / "overlays").glob("*/kustomization.yaml")
+    ):
+        kustomization = yaml.safe_load(path.read_text())
+        for resource in kustomization.get("resources", []):
+            assert (path.parent / resource).exists(), f"{path}: {resource} does not exist"
+
+
+def test_every_overlay_is_tested() -> None:
+    on_disk = {p.name for p in (DEPLOY / "overlays").iterdir() if p.is_dir()}
+    assert on_disk == set(OVERLAYS)
