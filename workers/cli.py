@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import signal
 import sys
 import threading
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
-from typing import Final
+from typing import Final, NoReturn
 
 import yaml
 from temporalio.client import (
@@ -39,7 +40,8 @@ from temporalio.client import (
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.hub import ActivitySettings
+from activities.hub import ActivitySettings, HubActivities
+from activities.models import CycleReport
 from devhub import DevHub
 from hub.client import HubClient
 from hub.errors import AlreadyExistsError, HubConfigError
@@ -63,14 +65,22 @@ from workers.devserver import (
     ensure_search_attributes,
 )
 from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
-from workers.render import PlacementRow, render_explain, render_status
-from workers.telemetry import TelemetryConfigError, setup_tracing
+from workers.render import PlacementRow, evaluated_clusters, render_explain, render_status
+from workers.telemetry import TelemetryConfigError, setup_tracing, shutdown_tracing
 from workers.worker import DEFAULT_MAX_CONCURRENT_ACTIVITIES, Serving, serve
 from workflows import names
 from workflows.models import PlacementStatus, RequeueRequest
 
-__all__ = ["COMMANDS", "CliError", "Command", "apply_placements", "main", "read_placements",
-           "wait_for_signal"]
+__all__ = [
+    "COMMANDS",
+    "CliError",
+    "Command",
+    "apply_placements",
+    "execute",
+    "main",
+    "read_placements",
+    "wait_for_signal",
+]
 
 log = logging.getLogger("fleet_scheduler.cli")
 
@@ -94,6 +104,8 @@ RPC_TIMEOUT: Final = timedelta(seconds=10)
 WAIT_TIMEOUT_S: Final = 60.0  # `requeue --wait`
 WAIT_POLL_S: Final = 0.25
 STATUS_LIMIT: Final = 500
+# An activity's type name is its function's name (activity.defn's default).
+RUN_CYCLE_ACTIVITY: Final = HubActivities.run_cycle.__name__
 STATUS_QUERY_CONCURRENCY: Final = 8
 STATUS_QUERY_TIMEOUT: Final = timedelta(seconds=5)
 
@@ -590,13 +602,28 @@ async def _requeue(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + WAIT_TIMEOUT_S
     while time.monotonic() < deadline:
         now = await _query_status(client, workflow_id, args.namespace)
+        # Settled: at least one new cycle, and no follow-up cycle (e.g. PickN's next batch)
+        # queued behind it.
         if now.cycles > before.cycles and not now.pending_reasons:
-            summary = now.last.summary if now.last is not None else now.last_error or ""
-            print(f"cycle {now.cycles}: {summary}")
+            print(_cycles_ran(before.cycles, now))
             return EXIT_OK
         await asyncio.sleep(WAIT_POLL_S)
     raise CliError(f"{workflow_id} ran no new cycle within {WAIT_TIMEOUT_S:g}s "
                    f"(still at {before.cycles}); see `{_self_command()} explain {args.name}`")
+
+
+def _cycles_ran(before: int, now: PlacementStatus) -> str:
+    """e.g. "cycle 5: PickN 3/3, ..." or "cycles 5-7 ran; cycle 7: PickN 3/3, ..."."""
+    last = now.last
+    if last is not None and last.cycle == now.cycles:
+        summary = last.summary
+        if not summary.startswith(f"cycle {last.cycle}:"):
+            summary = f"cycle {last.cycle}: {summary}"
+    else:  # the newest cycle failed before reporting
+        summary = f"cycle {now.cycles}: {now.last_error or 'no report'}"
+    if now.cycles == before + 1:
+        return summary
+    return f"cycles {before + 1}-{now.cycles} ran; {summary}"
 
 
 def run_requeue(args: argparse.Namespace) -> int:
@@ -608,11 +635,42 @@ def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
     _add_temporal_arguments(parser)
 
 
+async def _last_evaluating_cycle(client: Client, workflow_id: str) -> CycleReport | None:
+    """The newest `run_cycle` result in the current run's history that evaluated clusters.
+
+    A PickN placement that already has its clusters runs cycles that only keep them; the
+    reasons for its picks are in the cycle that chose them, which the history still holds
+    (unless the run has continued-as-new since)."""
+    scheduled: dict[int, str] = {}
+    found: CycleReport | None = None
+    handle = client.get_workflow_handle(workflow_id)
+    async for event in handle.fetch_history_events(rpc_timeout=RPC_TIMEOUT):
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            attributes = event.activity_task_scheduled_event_attributes
+            scheduled[event.event_id] = attributes.activity_type.name
+        elif event.HasField("activity_task_completed_event_attributes"):
+            completed = event.activity_task_completed_event_attributes
+            if scheduled.get(completed.scheduled_event_id) != RUN_CYCLE_ACTIVITY:
+                continue
+            (report,) = await client.data_converter.decode(
+                completed.result.payloads, [CycleReport]
+            )
+            if isinstance(report, CycleReport) and evaluated_clusters(report.explanation):
+                found = report
+    return found
+
+
 async def _explain(args: argparse.Namespace) -> int:
     workflow_id = _workflow_id(args.name)
     client = await connect(args.temporal_address, args.namespace)
     status = await _query_status(client, workflow_id, args.namespace)
-    sys.stdout.write(render_explain(status))
+    evaluating = None
+    if status.last is not None and not evaluated_clusters(status.last.explanation):
+        try:
+            evaluating = await _last_evaluating_cycle(client, workflow_id)
+        except RPCError as exc:  # the table of the last cycle is still worth printing
+            log.warning("cannot read the history of %s: %s", workflow_id, exc.message)
+    sys.stdout.write(render_explain(status, evaluating))
     return EXIT_OK
 
 
@@ -741,7 +799,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def execute(argv: Sequence[str] | None = None) -> int:
+    """Parse `argv`, run the command, return its exit code; never raises for a user's mistake."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -758,10 +817,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as exc:
         log.debug("%s failed", args.command, exc_info=True)
-        print(f"{PROG} {args.command}: failed: {type(exc).__name__}: {_one_line(exc)} "
-              "(--log-level DEBUG shows the traceback)", file=sys.stderr)
+        print(
+            f"{PROG} {args.command}: failed: {type(exc).__name__}: {_one_line(exc)} "
+            "(--log-level DEBUG shows the traceback)",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
+    finally:
+        shutdown_tracing()
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """The `fleet-scheduler` console script: `execute`, then end the process at once.
+
+    The Temporal SDK's Rust threads can still hold Python objects when the interpreter
+    finalises, which now and then aborts the process (SIGABRT, "PyGILState_Release: thread state
+    must be current", temporalio/sdk-python#300) after the command has done its work. Every
+    command has stopped what it started and flushed its output by then, so we skip
+    finalisation instead of risking an exit code the user did not earn."""
+    code = execute(argv)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

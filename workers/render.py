@@ -26,6 +26,7 @@ __all__ = [
     "FATE_VALID",
     "PlacementRow",
     "cluster_rows",
+    "evaluated_clusters",
     "render_explain",
     "render_status",
     "table",
@@ -42,6 +43,8 @@ FATE_INVALID: Final = "invalid target"
 FATE_NOT_FOUND: Final = "not found"
 
 NONE: Final = "-"
+KEPT_DETAIL: Final = "already has a binding of this snapshot"
+KEPT_SUFFIX: Final = "; keeps its binding"
 COLUMN_GAP: Final = "  "
 CLUSTER_HEADERS: Final = ("CLUSTER", "FATE", "AFFINITY", "TOPOLOGY", "DETAIL")
 BINDING_HEADERS: Final = ("CLUSTER", "BINDING WRITE", "WHY")
@@ -82,14 +85,18 @@ def cluster_rows(explanation: Explanation) -> list[tuple[str, ...]]:
     """One row per cluster the cycle mentions: (cluster, fate, affinity, topology, detail).
 
     Ordered by fate as a reader scans it (what was chosen, then what was not and why); within a
-    fate, picked and not-picked clusters keep their rank, the others are sorted by name."""
+    fate, picked and not-picked clusters keep their rank, the others are sorted by name. A
+    PickFixed target that keeps its binding is one row: a valid target, with "kept" in its
+    detail."""
+    kept = set(explanation.kept)
     rows: list[tuple[str, ...]] = []
     rows += _scored(FATE_PICKED, explanation.picked)
-    rows += [(c, FATE_VALID, NONE, NONE, "fixed target") for c in sorted(explanation.valid)]
     rows += [
-        (c, FATE_KEPT, NONE, NONE, "already has a binding of this snapshot")
-        for c in sorted(explanation.kept)
+        (c, FATE_VALID, NONE, NONE, f"fixed target{KEPT_SUFFIX if c in kept else ''}")
+        for c in sorted(explanation.valid)
     ]
+    listed = {row[0] for row in rows}
+    rows += [(c, FATE_KEPT, NONE, NONE, KEPT_DETAIL) for c in sorted(kept - listed)]
     rows += _scored(FATE_NOT_PICKED, explanation.not_picked)
     rows += sorted(
         (c, FATE_FILTERED, NONE, NONE, f"{group.plugin}: {group.reason}")
@@ -129,7 +136,14 @@ def _wanted(report: CycleReport) -> str:
 
 
 def _report_lines(report: CycleReport) -> list[str]:
-    lines = [f"last cycle {report.cycle}: {report.summary or _wanted(report)}"]
+    summary = report.summary or _wanted(report)
+    # The activity's summary usually names its cycle already ("cycle 7: PickN 3/3, ...").
+    head = (
+        summary
+        if summary.startswith(f"cycle {report.cycle}:")
+        else (f"cycle {report.cycle}: {summary}")
+    )
+    lines = [f"last {head}"]
     lines.append(f"  outcome:   {_wanted(report)}")
     explanation = report.explanation
     snapshot = f"  snapshot:  {report.snapshot}"
@@ -151,30 +165,26 @@ def _report_lines(report: CycleReport) -> list[str]:
     return lines
 
 
-def render_explain(status: PlacementStatus) -> str:
-    """The `explain` text: header, the last cycle's summary, every cluster's fate, the binding
-    writes and notes of that cycle."""
-    lines = [
-        f"placement {status.placement}: {status.cycles} cycle{'s' if status.cycles != 1 else ''}",
-        f"waiting for: {status.waiting_for or NONE}",
-    ]
-    if status.pending_reasons:
-        fresh = " (fresh)" if status.fresh_pending else ""
-        lines.append(f"pending{fresh}: {'; '.join(status.pending_reasons)}")
-    lines.append(f"last error: {status.last_error or NONE}")
-    report = status.last
-    if report is None:
-        lines.append("no cycle has finished yet")
-        return "\n".join(lines) + "\n"
-    lines.append("")
-    lines += _report_lines(report)
-    explanation = report.explanation
+def evaluated_clusters(explanation: Explanation | None) -> bool:
+    """Did this cycle judge clusters (filter, score or check targets)? A PickN cycle that already
+    had its N clusters only keeps their bindings and looks at no other cluster."""
     if explanation is None:
-        lines.append("(this cycle recorded no per-cluster explanation)")
-        return "\n".join(lines) + "\n"
+        return False
+    return any(
+        (
+            explanation.picked,
+            explanation.not_picked,
+            explanation.filtered,
+            explanation.valid,
+            explanation.invalid,
+            explanation.not_found,
+        )
+    )
+
+
+def _explanation_lines(explanation: Explanation) -> list[str]:
     rows = cluster_rows(explanation)
-    lines.append("")
-    lines.append(table(CLUSTER_HEADERS, rows) if rows else "no member clusters were considered")
+    lines = [table(CLUSTER_HEADERS, rows) if rows else "no member clusters were considered"]
     if explanation.not_evaluated:
         lines.append(
             f"{explanation.not_evaluated} more clusters not evaluated: enough feasible clusters "
@@ -195,6 +205,55 @@ def render_explain(status: PlacementStatus) -> str:
     if explanation.notes:
         lines.append("")
         lines += [f"note: {note}" for note in explanation.notes]
+    return lines
+
+
+def render_explain(status: PlacementStatus, evaluating: CycleReport | None = None) -> str:
+    """The `explain` text: header, the last cycle's summary, every cluster's fate, the binding
+    writes and notes of that cycle.
+
+    When the last cycle evaluated no cluster (PickN already had its clusters), `evaluating` is
+    the most recent cycle that did, if the caller found one (e.g. in the workflow's history):
+    its table follows, so every cluster's fate is still shown."""
+    lines = [
+        f"placement {status.placement}: {status.cycles} cycle{'s' if status.cycles != 1 else ''}",
+        f"waiting for: {status.waiting_for or NONE}",
+    ]
+    if status.pending_reasons:
+        fresh = " (fresh)" if status.fresh_pending else ""
+        lines.append(f"pending{fresh}: {'; '.join(status.pending_reasons)}")
+    lines.append(f"last error: {status.last_error or NONE}")
+    report = status.last
+    if report is None:
+        lines.append("no cycle has finished yet")
+        return "\n".join(lines) + "\n"
+    lines.append("")
+    lines += _report_lines(report)
+    explanation = report.explanation
+    if explanation is None:
+        lines.append("(this cycle recorded no per-cluster explanation)")
+        return "\n".join(lines) + "\n"
+    lines.append("")
+    lines += _explanation_lines(explanation)
+    if evaluated_clusters(explanation):
+        return "\n".join(lines) + "\n"
+    others = report.clusters_seen - len(explanation.kept)
+    lines.append("")
+    lines.append(
+        f"cycle {report.cycle} kept the current picks and evaluated no other cluster"
+        + (f" ({others} more in the fleet)" if others > 0 else "")
+        + "."
+    )
+    if evaluating is not None and evaluating.explanation is not None:
+        headline, *details = _report_lines(evaluating)
+        lines.append("The last cycle that evaluated them: " + headline.removeprefix("last "))
+        lines += details
+        lines.append("")
+        lines += _explanation_lines(evaluating.explanation)
+    else:
+        lines.append(
+            "Requeue with --fresh to evaluate every cluster again (PickN may then pick others)."
+        )
     return "\n".join(lines) + "\n"
 
 

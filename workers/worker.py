@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -37,6 +37,7 @@ from hub.client import HubClient
 from workers.devserver import LOOPBACK
 from workers.health import HealthServer, Readiness
 from workers.metrics import SchedulerMetrics
+from workers.watcher import Watcher
 from workflows import names
 from workflows.placement import PlacementWorkflow
 
@@ -151,26 +152,13 @@ async def _watch_worker_readiness(
         await asyncio.sleep(READY_POLL_INTERVAL_S)
 
 
-def _make_watcher(
-    client: Client,
-    hub: HubClient,
-    *,
-    task_queue: str,
-    settings: ActivitySettings,
-    metrics: SchedulerMetrics,
-    readiness: Readiness,
-) -> Callable[[asyncio.Event], Coroutine[Any, Any, None]]:
-    from workers.watcher import Watcher
-
-    watcher = Watcher(
-        hub,
-        client,
-        task_queue=task_queue,
-        snapshotter=settings.snapshotter,
-        metrics=metrics,
-        on_synced=lambda: readiness.set(PART_WATCHER, True),
-    )
-    return watcher.run
+async def _mirror_watcher_readiness(watcher: Watcher, readiness: Readiness) -> None:
+    # The watcher knows why it is not ready ("waiting for the first list of ..."); /readyz
+    # shows its words under the "watcher" part.
+    while True:
+        ready, reason = watcher.readiness()
+        readiness.set(PART_WATCHER, ready, reason)
+        await asyncio.sleep(READY_POLL_INTERVAL_S)
 
 
 async def serve(
@@ -234,15 +222,15 @@ async def serve(
                 )
             )
         if run_watcher:
-            run = _make_watcher(
-                client,
+            watcher = Watcher(
                 hub,
+                client,
                 task_queue=task_queue,
-                settings=settings,
+                snapshotter=settings.snapshotter,
                 metrics=metrics,
-                readiness=readiness,
             )
-            tasks[PART_WATCHER] = asyncio.create_task(run(stop), name=PART_WATCHER)
+            tasks[PART_WATCHER] = asyncio.create_task(watcher.run(stop), name=PART_WATCHER)
+            helpers.append(asyncio.create_task(_mirror_watcher_readiness(watcher, readiness)))
         if on_ready is not None:
             helpers.append(
                 asyncio.create_task(
@@ -267,16 +255,24 @@ async def serve(
         stop.set()
         for helper in helpers:
             helper.cancel()
-        watcher_task = tasks.get(PART_WATCHER)
-        if watcher_task is not None:
-            await _finish(watcher_task, PART_WATCHER)
-        if worker is not None:
-            with contextlib.suppress(Exception):
-                await worker.shutdown()
-            await _finish(tasks[PART_WORKER], PART_WORKER)
+        # The watcher stops sending signals while the worker finishes the activities it holds:
+        # both take a while (watch streams, in-flight hub writes), so they stop side by side.
+        await asyncio.gather(
+            *(_finish(task, name) for name, task in tasks.items() if name != PART_WORKER),
+            _stop_worker(worker, tasks.get(PART_WORKER)),
+        )
         executor.shutdown(wait=False, cancel_futures=True)
         if health is not None:
             await health.stop()
+
+
+async def _stop_worker(worker: Worker | None, task: asyncio.Task[None] | None) -> None:
+    if worker is None or task is None:
+        return
+    if not task.done():
+        with contextlib.suppress(Exception):
+            await worker.shutdown()
+    await _finish(task, PART_WORKER)
 
 
 async def _finish(task: asyncio.Task[None], name: str) -> None:

