@@ -303,16 +303,21 @@ def kubectl() -> str | None:
     return shutil.which("kubectl")
 
 
-@functools.cache
-def _render(overlay: str) -> tuple[dict[str, Any], ...]:
+def render_directory(directory: Path) -> list[dict[str, Any]]:
+    """The objects `kubectl kustomize <directory>` prints."""
     binary = kubectl()
     assert binary is not None
     done = subprocess.run(
-        [binary, "kustomize", str(OVERLAYS / overlay)],
+        [binary, "kustomize", str(directory)],
         capture_output=True, text=True, timeout=60, check=False,
     )
-    assert done.returncode == 0, f"kubectl kustomize {overlay} failed: {done.stderr}"
-    return tuple(doc for doc in yaml.safe_load_all(done.stdout) if doc)
+    assert done.returncode == 0, f"kubectl kustomize {directory} failed: {done.stderr}"
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@functools.cache
+def _render(overlay: str) -> tuple[dict[str, Any], ...]:
+    return tuple(render_directory(OVERLAYS / overlay))
 
 
 def render(overlay: str) -> list[dict[str, Any]]:

@@ -6,10 +6,12 @@ through. (RBAC has its own module, test_rbac.)"""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import tomllib
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,6 +26,7 @@ from deploy_helpers import (
     kubectl,
     one,
     render,
+    render_directory,
 )
 
 from hub import crds
@@ -313,3 +316,27 @@ def test_kustomization_files_parse_and_name_existing_resources() -> None:
 def test_every_overlay_is_tested() -> None:
     on_disk = {p.name for p in (DEPLOY / "overlays").iterdir() if p.is_dir()}
     assert on_disk == set(OVERLAYS)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_readme_customisation_sets_image_and_temporal_address(
+    overlay: str, tmp_path: Path
+) -> None:
+    readme = (DEPLOY / "README.md").read_text()
+    block = re.search(r"```yaml\n(# my-hub/kustomization.yaml\n.*?)```", readme, re.S)
+    assert block, "deploy/README.md lost its example kustomization"
+    own = tmp_path / "my-hub"
+    own.mkdir()
+    text = block[1].replace("../deploy/overlays/standalone",
+                            os.path.relpath(DEPLOY / "overlays" / overlay, own))
+    text = text.replace("temporal-frontend.temporal.svc.cluster.local:7233",
+                        "temporal.example.com:7233")
+    (own / "kustomization.yaml").write_text(text)
+    objects = render_directory(own)
+    (config,) = by_kind(objects, "ConfigMap").values()
+    assert config["data"]["FLEET_TEMPORAL_ADDRESS"] == "temporal.example.com:7233"
+    assert config["data"]["OTEL_TRACES_EXPORTER"] == "none"  # merged, not replaced
+    for deployment in by_kind(objects, "Deployment").values():
+        spec = container(deployment)
+        assert spec["image"] == "REGISTRY/fleet-scheduler:0.1.0"
+        assert spec["envFrom"] == [{"configMapRef": {"name": config["metadata"]["name"]}}]
