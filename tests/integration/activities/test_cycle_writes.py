@@ -39,17 +39,17 @@ HANG_WAIT_S = 5.0
 def made_meanwhile(
     hub: HubClient, devhub: DevHub, env: ActivityEnvironment, rig: Rig, made: dict[str, str]
 ) -> Future[CycleReport]:
-    """Start cycle 1 of "web"; while its first create is held, bindings named as the cycle
+    """Start cycle 1 of "web"; while its two creates are held, bindings named as the cycle
     names them appear (`made`: cluster -> the target cluster the squatter points at)."""
-    # count=1: only the cycle's first create is held, not the squatters' creates below.
+    # count=2: the cycle's creates (sent together) are held, not the squatters' creates below.
     held = devhub.faults.inject(
-        verb="create", resource="clusterresourcebindings", hang=True, count=1
+        verb="create", resource="clusterresourcebindings", hang=True, count=2
     )
     pool = ThreadPoolExecutor(1)
     attempt = pool.submit(cycle, env, rig.activities, "web", "web-0", 1)
     deadline = time.monotonic() + HANG_WAIT_S
-    while held.hits < 1:
-        assert time.monotonic() < deadline, "the cycle never sent its first create"
+    while held.hits < 2:
+        assert time.monotonic() < deadline, "the cycle never sent its creates"
         time.sleep(0.01)
     for cluster, target in made.items():
         squatter = binding("web", target, "web-0", name=binding_name("web", cluster, "web-0", ()))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -54,7 +53,7 @@ def ready_placement(hub: HubClient, env: ActivityEnvironment, rig: Rig, name: st
     return prepared.snapshot
 
 
-def test_a_cycle_retried_after_its_second_create_failed_converges_without_duplicates(
+def test_a_cycle_retried_after_one_of_its_creates_failed_converges_without_duplicates(
     hub: HubClient,
     devhub: DevHub,
     make_activities: Callable[..., Rig],
@@ -62,19 +61,16 @@ def test_a_cycle_retried_after_its_second_create_failed_converges_without_duplic
 ) -> None:
     rig = make_activities()
     snapshot = ready_placement(hub, env, rig, "web")
-    # Hold the first create until a 503 is armed for the next one, then let it through: the
-    # first binding lands, the second create fails, the third is never sent.
-    creates = {"verb": "create", "resource": "clusterresourcebindings"}
-    held = devhub.faults.inject(**creates, hang=True, count=1)
-    with ThreadPoolExecutor(1) as pool:
-        attempt = pool.submit(cycle, env, rig.activities, "web", snapshot, 1)
-        wait_for(lambda: held.hits == 1, "the first binding create")
-        devhub.faults.inject(**creates, status=503, count=1)
-        held.remove()
-        with pytest.raises(ApplicationError) as failed:
-            attempt.result(timeout=HANG_WAIT_S)
+    # The creates go out a few at a time: one fails; those already in flight land, the rest
+    # are not sent. How many landed depends on timing, so the test reads it from the hub.
+    devhub.faults.inject(verb="create", resource="clusterresourcebindings", status=503, count=1)
+
+    with pytest.raises(ApplicationError) as failed:
+        cycle(env, rig.activities, "web", snapshot, 1)
+
     assert failed.value.type == failures.HUB_UNAVAILABLE and is_retryable(failed.value)
-    assert len(bindings_of(hub, "web")) == 1
+    landed = len(bindings_of(hub, "web"))
+    assert landed < 3
     status = hub.get(ClusterSchedulingPolicySnapshot, snapshot).status
     assert status.condition(names.SCHEDULED_CONDITION) is None  # not written by the failed try
 
@@ -84,12 +80,12 @@ def test_a_cycle_retried_after_its_second_create_failed_converges_without_duplic
     assert targets(bindings) == ["a", "b", "c"]
     assert len({b.name for b in bindings}) == 3
     assert (retried.writes.created, retried.bindings_seen, retried.outcome.fulfilled) == (
-        2,
-        1,
+        3 - landed,
+        landed,
         True,
     )
     sample = rig.metrics.registry.get_sample_value
-    # Both attempts are metered: one failed and retried, one that succeeded.
+    # Both attempts are metered, the failed one with the writes that landed before it failed.
     assert sample("fleet_scheduler_cycles_total", {"placement_type": "PickN", "outcome": "error"})
     assert sample("fleet_scheduler_binding_writes_total", {"operation": "create"}) == 3
 
@@ -122,8 +118,13 @@ def test_a_conflict_on_a_binding_patch_is_a_retryable_conflict_then_converges(
 
     assert failed.value.type == failures.CONFLICT and not failed.value.non_retryable
     assert "re-reading" in failed.value.message
+    # Patches in flight when the conflict came back landed; the rest were not sent.
+    moved = [
+        b for b in bindings_of(hub, "web") if b.spec.scheduling_policy_snapshot_name == "web-1"
+    ]
+    assert len(moved) < 3
     report = cycle(env, rig.activities, "web", "web-1", 2)
-    assert report.writes.patched == 3
+    assert report.writes.patched == 3 - len(moved)
     bindings = bindings_of(hub, "web")
     assert [b.spec.scheduling_policy_snapshot_name for b in bindings] == ["web-1"] * 3
 
