@@ -26,7 +26,7 @@ from scheduler.errors import CycleError, InvalidInputError, InvalidSnapshotError
 from scheduler.explanation import Explanation
 from scheduler.framework.errors import PluginError
 from scheduler.framework.profile import Profile, default_profile
-from scheduler.framework.runner import Runner
+from scheduler.framework.runner import PhaseObserver, Runner
 from scheduler.models import CycleInput, CycleResult, Outcome
 from scheduler.plan import BindingPlan, SnapshotStatusWrite
 from scheduler.writes import mark_unscheduled, remove_finalizer
@@ -52,17 +52,23 @@ def placement_type_of(snapshot: ClusterSchedulingPolicySnapshot) -> str:
     return names.PICK_ALL if policy is None else policy.effective_type
 
 
-def schedule(input: CycleInput, profile: Profile | None = None) -> CycleResult:
-    """Runs one cycle. Never raises for bad input or failing plugins: see the module doc."""
+def schedule(
+    input: CycleInput, profile: Profile | None = None, observer: PhaseObserver | None = None
+) -> CycleResult:
+    """Runs one cycle. Never raises for bad input or failing plugins: see the module doc.
+
+    `observer`, when given, is told when each extension point starts and ends (tracing)."""
     profile = profile if profile is not None else default_profile()
     placement_type = placement_type_of(input.snapshot)
     try:
-        return _run(input, profile, placement_type)
+        return _run(input, profile, placement_type, observer)
     except (CycleError, PluginError) as exc:
         return _failed(input, placement_type, exc)
 
 
-def _run(input: CycleInput, profile: Profile, placement_type: str) -> CycleResult:
+def _run(
+    input: CycleInput, profile: Profile, placement_type: str, observer: PhaseObserver | None
+) -> CycleResult:
     snapshot = input.snapshot
     by_name = {c.metadata.name: c for c in input.clusters}
     if len(by_name) != len(input.clusters):
@@ -91,7 +97,7 @@ def _run(input: CycleInput, profile: Profile, placement_type: str) -> CycleResul
         crp_generation=generation,
         now=input.now,
         profile=profile,
-        runner=Runner(profile),
+        runner=Runner(profile, observer),
         placement_type=placement_type,
         used_names={b.metadata.name for b in input.bindings},
     )

@@ -55,7 +55,9 @@ class PostBatchPlugin(Plugin, Protocol):
 
 @runtime_checkable
 class PreFilterPlugin(Plugin, Protocol):
-    def pre_filter(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status: ...
+    def pre_filter(
+        self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
+    ) -> Status: ...
 
 
 @runtime_checkable

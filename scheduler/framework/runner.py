@@ -11,8 +11,11 @@ the stage. A plugin returning `None` counts as SUCCESS, as a nil status does in 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.framework.cycle import CycleState
@@ -29,6 +32,7 @@ __all__ = [
     "SCORE",
     "FilterResult",
     "Filtered",
+    "PhaseObserver",
     "Runner",
     "ScoredCluster",
 ]
@@ -44,6 +48,38 @@ _SUCCESS = Code.SUCCESS
 _SKIP = Code.SKIP
 _UNSCHEDULABLE = Code.CLUSTER_UNSCHEDULABLE
 _ALREADY_SELECTED = Code.CLUSTER_ALREADY_SELECTED
+
+
+class PhaseObserver(Protocol):
+    """Told when each extension point of a cycle starts and ends (e.g. to open a trace span).
+
+    The scheduler stays pure: it only enters the context manager the observer hands back; what
+    the observer does with it (timing, tracing) is the caller's business."""
+
+    def phase(self, stage: str) -> AbstractContextManager[object]: ...
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _observed(
+    stage: str,
+) -> Callable[[Callable[Concatenate[Runner, P], R]], Callable[Concatenate[Runner, P], R]]:
+    def decorate(
+        method: Callable[Concatenate[Runner, P], R],
+    ) -> Callable[Concatenate[Runner, P], R]:
+        @functools.wraps(method)
+        def run(self: Runner, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            if self.observer is None:
+                return method(self, *args, **kwargs)
+            with self.observer.phase(stage):
+                return method(self, *args, **kwargs)
+
+        return run
+
+    return decorate
+
 
 FinalCheck = Callable[[MemberCluster], Status | None]
 """A framework check run after every filter plugin passed a cluster (None = pass)."""
@@ -113,8 +149,9 @@ def _code(status: Status | None) -> Code:
 class Runner:
     """Executes one profile. Stateless between cycles; build one per profile and reuse it."""
 
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Profile, observer: PhaseObserver | None = None) -> None:
         self.profile = profile
+        self.observer = observer
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -130,6 +167,7 @@ class Runner:
 
     # -- PostBatch ------------------------------------------------------------------------
 
+    @_observed(POST_BATCH)
     def post_batch(
         self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot, desired: int
     ) -> int:
@@ -157,6 +195,7 @@ class Runner:
 
     # -- PreFilter / PreScore -------------------------------------------------------------
 
+    @_observed(PRE_FILTER)
     def pre_filter(
         self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
     ) -> frozenset[str]:
@@ -174,6 +213,7 @@ class Runner:
                 raise self._fail(plugin.name, PRE_FILTER, status, code.value)
         return frozenset(skipped)
 
+    @_observed(PRE_SCORE)
     def pre_score(
         self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
     ) -> frozenset[str]:
@@ -193,6 +233,7 @@ class Runner:
 
     # -- Filter ---------------------------------------------------------------------------
 
+    @_observed(FILTER)
     def filter(
         self,
         state: CycleState,
@@ -244,6 +285,7 @@ class Runner:
 
     # -- Score ----------------------------------------------------------------------------
 
+    @_observed(SCORE)
     def score(
         self,
         state: CycleState,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ClusterScore", "ZERO"]
+__all__ = ["ZERO", "ClusterScore"]
 
 
 @dataclass(frozen=True, slots=True)
