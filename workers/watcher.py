@@ -30,6 +30,7 @@ import asyncio
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
@@ -556,7 +557,8 @@ def _permanent(exc: Exception) -> bool:
 
 
 def _join(threads: list[threading.Thread], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
     for thread in threads:
-        thread.join(timeout)
+        thread.join(max(deadline - time.monotonic(), 0.0))
         if thread.is_alive():
             _log.info("%s is still in a watch stream; it ends at its next event", thread.name)
