@@ -1,0 +1,51 @@
+"""Watcher construction and readiness before any server answers (no network is touched)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+
+from hub.client import HubClient
+from workers.watcher import WATCHED_KINDS, Watcher
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def lazy_client() -> AsyncIterator[Client]:
+    # lazy: nothing connects until a call is made, and no call is made here.
+    yield await Client.connect("127.0.0.1:1", lazy=True)
+
+
+@pytest.fixture
+def hub() -> HubClient:
+    return HubClient.from_url("http://127.0.0.1:1")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        pytest.param({"coalesce_seconds": -1.0}, "coalesce_seconds", id="negative-window"),
+        pytest.param({"max_in_flight": 0}, "max_in_flight", id="no-slots"),
+        pytest.param({"watch_seconds": 0}, "watch_seconds", id="no-watch-time"),
+    ],
+)
+async def test_nonsense_settings_are_refused_with_their_name(
+    hub: HubClient, lazy_client: Client, options: dict[str, float], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        Watcher(hub, lazy_client, **options)  # type: ignore[arg-type]
+
+
+async def test_a_new_watcher_is_not_ready_and_says_which_lists_it_waits_for(
+    hub: HubClient, lazy_client: Client
+) -> None:
+    watcher = Watcher(hub, lazy_client)
+    ready, reason = watcher.readiness()
+    assert not ready and not watcher.ready
+    assert reason == "waiting for the first list of " + ", ".join(k.PLURAL for k in WATCHED_KINDS)
+    assert watcher.idle and watcher.pending == 0
+    assert watcher.stats.sent == 0
