@@ -9,7 +9,8 @@ every one re-reads what it acts on and every write is safe to repeat:
   mode, the placement controller's snapshot sync (reference 2).
 - `run_cycle` reads, decides and writes in one activity: a first PickAll plan at 5,000 clusters
   is megabytes, too big to pass between activities, so only a compact `CycleReport` leaves it.
-  Its stages carry OpenTelemetry spans (`read`, `schedule`, `apply`, `write_status`).
+  Its stages carry OpenTelemetry spans (`read`, `schedule` with a child span per extension
+  point the scheduler runs, `apply`, `write_status`).
 - `cleanup_placement` is the placement deletion cleanup (reference 3.4).
 
 A cycle the scheduler cannot act on (bad annotation, failing plugin) is not a failure: its False
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -52,6 +53,7 @@ from hub.types import (
     MemberCluster,
 )
 from scheduler import CycleInput, CycleResult, Outcome, Profile, schedule
+from scheduler.framework.runner import PhaseObserver
 from scheduler.scheduling import placement_type_of
 from scheduler.snapshots import (
     InvalidPlacementError,
@@ -123,6 +125,16 @@ def _heartbeat(progress: str) -> None:
     activity.heartbeat(progress)
 
 
+class _PhaseSpans:
+    """Opens a child span per extension point the scheduler runs (PreFilter, Filter, ...)."""
+
+    def __init__(self, tracer: trace.Tracer) -> None:
+        self._tracer = tracer
+
+    def phase(self, stage: str) -> AbstractContextManager[object]:
+        return self._tracer.start_as_current_span(stage)
+
+
 class HubActivities:
     """One instance per worker process, holding that process's HubClient. Thread-safe: the
     worker runs these sync activities in a thread pool, and HubClient is shareable."""
@@ -131,6 +143,7 @@ class HubActivities:
         self._client = client
         self._settings = settings or ActivitySettings()
         self._tracer = self._settings.tracer or trace.get_tracer(__name__)
+        self._phases: PhaseObserver = _PhaseSpans(self._tracer)
 
     # --- prepare_cycle ---------------------------------------------------------------------
 
@@ -302,6 +315,7 @@ class HubActivities:
                     fresh=request.fresh,
                 ),
                 self._settings.profile,
+                self._phases,
             )
             explanation = result.explanation
             span.set_attribute("placement_type", result.outcome.placement_type)

@@ -181,8 +181,26 @@ def test_a_cycle_is_metered_and_traced_stage_by_stage(
         == 1
     )
     assert sample("fleet_scheduler_binding_writes_total", {"operation": "create"}) == 2
-    spans = {s.name: s for s in rig.spans.get_finished_spans()}
-    assert list(spans) == ["read", "schedule", "apply", "write_status"]
+    finished = rig.spans.get_finished_spans()
+    spans = {s.name: s for s in finished}
+    # Children end before their parent: the extension points PickN ran, then `schedule`.
+    assert [s.name for s in finished] == [
+        "read",
+        "PostBatch",
+        "PreFilter",
+        "Filter",
+        "PreScore",
+        "Score",
+        "schedule",
+        "apply",
+        "write_status",
+    ]
+    schedule_span = spans["schedule"].context
+    assert schedule_span is not None
+    for phase in ("PostBatch", "PreFilter", "Filter", "PreScore", "Score"):
+        parent = spans[phase].parent
+        assert parent is not None and parent.span_id == schedule_span.span_id, phase
+    assert all(spans[s].parent is None for s in ("read", "schedule", "apply", "write_status"))
     assert spans["read"].attributes is not None and spans["read"].attributes["clusters"] == 4
     attributes = spans["schedule"].attributes
     assert attributes is not None
