@@ -41,7 +41,8 @@ STANDALONE_ONLY_MODULES: Final = frozenset(
     {"activities/snapshotter.py", "activities/conditions.py"}
 )
 # ... and calls in the body of an `if` that tests an attribute of this name, positively
-# (`if self._settings.snapshotter:`): KubeFleet's hub agent does that work beside it.
+# (`if self._settings.snapshotter:`, also as one term of an `and`): KubeFleet's hub agent does
+# that work beside it.
 SNAPSHOTTER_FLAG: Final = "snapshotter"
 # Functions that never run in a deployed pod, with the reason; their calls need no RBAC.
 DEV_ONLY_FUNCTIONS: Final[Mapping[str, str]] = {
@@ -264,15 +265,23 @@ def hub_calls() -> CallScan:
     )
 
 
-def _guarded_lines(path: Path) -> set[int]:
-    """Lines in the body of `if <...>.snapshotter:` blocks of the file."""
+def _names_flag(test: ast.expr) -> bool:
+    flag = test.attr if isinstance(test, ast.Attribute) else getattr(test, "id", None)
+    return flag == SNAPSHOTTER_FLAG
+
+
+def guarded_lines(path: Path) -> set[int]:
+    """Lines in the body of `if <...>.snapshotter:` (or `if ....snapshotter and ...:`) blocks.
+
+    Other shapes (an early `if not ....snapshotter: return`) are not recognised: their calls
+    count for both modes, which the RBAC test then reports as needed beside KubeFleet too."""
     lines: set[int] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if not isinstance(node, ast.If):
             continue
-        test = node.test
-        flag = test.attr if isinstance(test, ast.Attribute) else getattr(test, "id", None)
-        if flag != SNAPSHOTTER_FLAG:
+        tests = node.test.values if isinstance(node.test, ast.BoolOp) and isinstance(
+            node.test.op, ast.And) else [node.test]
+        if not any(_names_flag(test) for test in tests):
             continue
         for statement in node.body:
             lines.update(range(statement.lineno, (statement.end_lineno or statement.lineno) + 1))
@@ -281,7 +290,7 @@ def _guarded_lines(path: Path) -> set[int]:
 
 @functools.cache
 def _guarded(path: str) -> frozenset[int]:
-    return frozenset(_guarded_lines(REPO / path))
+    return frozenset(guarded_lines(REPO / path))
 
 
 def standalone_only(call: HubCall) -> bool:

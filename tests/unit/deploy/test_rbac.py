@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from deploy_helpers import (
@@ -19,6 +20,7 @@ from deploy_helpers import (
     Permission,
     by_kind,
     granted_permissions,
+    guarded_lines,
     hub_calls,
     kubectl,
     render,
@@ -152,3 +154,20 @@ def test_every_binding_binds_our_service_account_only(overlay: str) -> None:
             {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
         ]
     assert not by_kind(objects, "Role") and not by_kind(objects, "RoleBinding")
+
+
+GUARD_CASES = [
+    ("if self._settings.snapshotter:\n    a()\n    b()\nc()\n", {2, 3}),
+    ("if settings.snapshotter and ready:\n    a()\nelse:\n    b()\n", {2}),
+    ("if snapshotter:\n    a()\n", {2}),
+    ("if not self._settings.snapshotter:\n    a()\n", set()),
+    ("if self._settings.snapshotter or force:\n    a()\n", set()),
+    ("if self._settings.profile:\n    a()\n", set()),
+]
+
+
+@pytest.mark.parametrize(("source", "lines"), GUARD_CASES)
+def test_snapshotter_guards_are_recognised(source: str, lines: set[int], tmp_path: Path) -> None:
+    path = tmp_path / "module.py"
+    path.write_text(source)
+    assert guarded_lines(path) == lines
