@@ -35,7 +35,13 @@ def test_search_attributes_have_the_documented_types() -> None:
     }
 
 
-def test_signal_names_are_distinct() -> None:
+def test_every_signal_name_has_exactly_one_workflow_handler() -> None:
+    from temporalio import workflow
+
+    from workflows.placement import PlacementWorkflow
+
     signals = (names.SIGNAL_REQUEUE, *names.WATCHER_SIGNALS)
-    assert len(set(signals)) == len(signals) == 5
+    handlers = workflow._Definition.must_from_class(PlacementWorkflow).signals
+    assert len(set(signals)) == len(signals)
+    assert set(handlers) == set(signals)
     assert names.SIGNAL_REQUEUE == "requeue" and names.QUERY_STATUS == "status"
