@@ -76,6 +76,8 @@ T = TypeVar("T", bound=HubObject)
 Timeout = float | tuple[float, float]
 CONNECT_TIMEOUT: Final = 5.0
 READ_TIMEOUT: Final = 20.0
+# Connections kept per hub: enough for a worker's activity slots times their write fan-out.
+CONNECTION_POOL_SIZE: Final = 64
 # How long the server keeps one watch stream open before ending it cleanly.
 DEFAULT_WATCH_SECONDS: Final = 300
 # Extra read time beyond the server's watch timeout before a silent stream counts as hung.
@@ -346,6 +348,11 @@ class HubClient:
         self._connect_timeout, self._read_timeout = _timeout_pair(timeout)
         # Temporal owns retries: never resend a request behind the caller's back.
         configuration.retries = False
+        # One worker runs many activities at once, each writing several bindings in parallel;
+        # the client's default pool (5 per CPU) would churn connections under that load.
+        configuration.connection_pool_maxsize = max(
+            configuration.connection_pool_maxsize or 0, CONNECTION_POOL_SIZE
+        )
         self._api = kubernetes.client.ApiClient(configuration)
         self._api.user_agent = USER_AGENT
         self._host: str = configuration.host

@@ -101,8 +101,9 @@ class PlacementWorkflow:
                 self._waiting_for = "nothing: the placement is gone"
                 return self._status()
             if prepared.phase == "deleting":
-                await self._cleanup()
-                return self._status()
+                if await self._cleanup():
+                    return self._status()
+                continue
             if prepared.phase != "ready" or prepared.snapshot is None:
                 # KubeFleet forgets the key and waits for the snapshot watcher (3.2 step 4).
                 self._waiting_for = f"an event: {prepared.message}"
@@ -237,19 +238,26 @@ class PlacementWorkflow:
         except TimeoutError:
             self._mark_dirty(f"requeue after {seconds:g}s (cycle {cycle})")
 
-    async def _cleanup(self) -> None:
+    async def _cleanup(self) -> bool:
         self._waiting_for = "cleanup"
         workflow.set_current_details("placement deleting: removing its bindings and finalizer")
-        report = await workflow.execute_activity_method(
-            HubActivities.cleanup_placement,
-            CleanupRequest(placement=self._placement),
-            start_to_close_timeout=CLEANUP_TIMEOUT,
-            heartbeat_timeout=CYCLE_HEARTBEAT,
-            retry_policy=HUB_RETRY,
-            summary=f"placement {self._placement} is being deleted: clean up",
-        )
+        try:
+            report = await workflow.execute_activity_method(
+                HubActivities.cleanup_placement,
+                CleanupRequest(placement=self._placement),
+                start_to_close_timeout=CLEANUP_TIMEOUT,
+                heartbeat_timeout=CYCLE_HEARTBEAT,
+                retry_policy=HUB_RETRY,
+                summary=f"placement {self._placement} is being deleted: clean up",
+            )
+        except ActivityError as err:
+            # E.g. the placement was re-created between prepare and cleanup: not a reason to
+            # fail the workflow; record it and let the next event decide again.
+            self._record_failure("cleanup", err)
+            return False
         self._waiting_for = f"nothing: cleaned up ({report.summary})"
         workflow.set_current_details(self._waiting_for)
+        return True
 
     # --- helpers ---------------------------------------------------------------------------
 

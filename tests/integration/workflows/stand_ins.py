@@ -38,6 +38,7 @@ class Script:
     cycles: list[CycleRequest] = field(default_factory=list)
     cycle_attempts: int = 0
     cleanups: int = 0
+    cleanup_failures: list[ApplicationError] = field(default_factory=list)
 
 
 SCRIPTS: dict[str, Script] = defaultdict(Script)
@@ -80,7 +81,10 @@ async def run_cycle(request: CycleRequest) -> CycleReport:
 
 @activity.defn(name="cleanup_placement")
 async def cleanup_placement(request: CleanupRequest) -> CleanupReport:
-    SCRIPTS[request.placement].cleanups += 1
+    script = SCRIPTS[request.placement]
+    script.cleanups += 1
+    if script.cleanup_failures:
+        raise script.cleanup_failures.pop(0)
     return CleanupReport(bindings_deleted=2, finalizer_removed=True, summary="2 bindings deleted")
 
 

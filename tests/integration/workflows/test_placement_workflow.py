@@ -54,7 +54,7 @@ async def start(
 async def eventually(
     handle: WorkflowHandle[PlacementWorkflow, PlacementStatus],
     check: Callable[[PlacementStatus], bool],
-    timeout: float = 20.0,
+    timeout: float = 60.0,
 ) -> PlacementStatus:
     deadline = time.monotonic() + timeout
     while True:
@@ -151,7 +151,7 @@ async def test_a_deleting_placement_is_cleaned_up_and_the_workflow_completes(
     await eventually(handle, lambda s: s.cycles == 1 and idle(s))
     await handle.signal(PlacementWorkflow.placement_deleting)
 
-    result = await asyncio.wait_for(handle.result(), timeout=20)
+    result = await asyncio.wait_for(handle.result(), timeout=60)
     assert SCRIPTS[name].cleanups == 1
     assert "cleaned up (2 bindings deleted)" in result.waiting_for
 
@@ -159,7 +159,7 @@ async def test_a_deleting_placement_is_cleaned_up_and_the_workflow_completes(
 async def test_a_gone_placement_completes_without_cleanup(temporal_client, task_queue, worker):
     name = placement_name()
     handle = await start(temporal_client, task_queue, name, Script(phases=["gone"]))
-    result = await asyncio.wait_for(handle.result(), timeout=20)
+    result = await asyncio.wait_for(handle.result(), timeout=60)
     assert result.cycles == 0 and SCRIPTS[name].cleanups == 0
 
 
@@ -212,3 +212,17 @@ async def test_continue_as_new_carries_the_state_across_runs(temporal_client, ta
     description = await handle.describe()
     assert description.run_id != handle.result_run_id
     assert [c.cycle for c in SCRIPTS[name].cycles] == [1, 2, 3, 4, 5]
+
+
+async def test_a_failed_cleanup_is_recorded_and_retried_on_the_next_event(
+    temporal_client, task_queue, worker
+):
+    name = placement_name()
+    script = Script(phases=["deleting"], cleanup_failures=[unexpected("placement is live")])
+    handle = await start(temporal_client, task_queue, name, script)
+    status = await eventually(handle, lambda s: s.last_error is not None)
+    assert "cleanup failed (UnexpectedBehavior): placement is live" in status.last_error
+
+    await handle.signal(PlacementWorkflow.placement_deleting)
+    result = await asyncio.wait_for(handle.result(), timeout=60)
+    assert script.cleanups == 2 and "cleaned up" in result.waiting_for

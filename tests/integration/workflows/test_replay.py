@@ -56,7 +56,7 @@ async def test_fresh_histories_replay(temporal_client: Client, task_queue: str) 
             await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason=reason))
         await eventually(handle, lambda s: s.cycles == 3 and idle(s))
         await handle.signal(PlacementWorkflow.placement_deleting)
-        await asyncio.wait_for(handle.result(), timeout=20)
+        await asyncio.wait_for(handle.result(), timeout=60)
 
     histories: list[WorkflowHistory] = []
     async for execution in temporal_client.list_workflows(f"WorkflowId = '{handle.id}'"):
@@ -73,9 +73,7 @@ async def test_fresh_histories_replay(temporal_client: Client, task_queue: str) 
             (HISTORIES / f"placement-{index}.json").write_text(history.to_json())
 
 
-@pytest.mark.parametrize(
-    "path", sorted(HISTORIES.glob("*.json")), ids=lambda p: p.name
-)
+@pytest.mark.parametrize("path", sorted(HISTORIES.glob("*.json")), ids=lambda p: p.name)
 async def test_recorded_histories_replay(path: Path) -> None:
     history = WorkflowHistory.from_json("recorded", path.read_text())
     await replayer().replay_workflow(history)
