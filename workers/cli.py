@@ -104,6 +104,8 @@ RPC_TIMEOUT: Final = timedelta(seconds=10)
 WAIT_TIMEOUT_S: Final = 60.0  # `requeue --wait`
 WAIT_POLL_S: Final = 0.25
 STATUS_LIMIT: Final = 500
+# What the server says when a signal reaches a workflow that has completed.
+COMPLETED_MESSAGE: Final = "already completed"
 # An activity's type name is its function's name (activity.defn's default).
 RUN_CYCLE_ACTIVITY: Final = HubActivities.run_cycle.__name__
 STATUS_QUERY_CONCURRENCY: Final = 8
@@ -346,7 +348,8 @@ class _DevStack:
     hub_client: HubClient
     kubeconfig: Path
     fleet: list[str]
-    placements: list[str]
+    placements: list[str]  # created now
+    samples: list[str]  # every sample placement's name (created now or before)
 
 
 async def _start_dev(
@@ -380,13 +383,16 @@ async def _start_dev(
     hub_client = HubClient.from_kubeconfig(kubeconfig)
     stack.callback(hub_client.close)
     placements: list[str] = []
+    samples: list[str] = []
     if args.sample_placements:
-        placements = await asyncio.to_thread(apply_placements, hub_client, read_placements())
+        wanted = read_placements()
+        samples = [placement.name for placement in wanted]
+        placements = await asyncio.to_thread(apply_placements, hub_client, wanted)
     stored = f"data in {server.db_path}" if server.db_path else "in memory"
     print(f"Temporal:     {server.target}, namespace {server.namespace} ({stored})")
     print(f"Temporal UI:  {server.ui_url}/namespaces/{server.namespace}/workflows")
     client = await connect(server.target, server.namespace, runtime=runtime)
-    return _DevStack(hub, server, client, hub_client, kubeconfig, fleet, placements)
+    return _DevStack(hub, server, client, hub_client, kubeconfig, fleet, placements, samples)
 
 
 def _print_dev_ready(args: argparse.Namespace, dev: _DevStack, serving: Serving) -> None:
@@ -395,7 +401,7 @@ def _print_dev_ready(args: argparse.Namespace, dev: _DevStack, serving: Serving)
         "" if dev.server.target == DEFAULT_TEMPORAL_ADDRESS
         else f" --temporal-address {dev.server.target}"
     )
-    example = dev.placements[0] if dev.placements else "NAME"
+    example = next(iter(dev.placements or dev.samples), "NAME")
     lines = [f"metrics:      {serving.metrics_url} (health: {serving.health_url}/healthz, /readyz)"]
     if dev.fleet:
         lines.append(f"sample fleet: {len(dev.fleet)} member clusters")
@@ -547,6 +553,12 @@ def _workflow_id(name: str) -> str:
 
 
 def _rpc_problem(exc: RPCError, workflow_id: str, namespace: str) -> CliError:
+    if exc.status == RPCStatusCode.NOT_FOUND and COMPLETED_MESSAGE in exc.message:
+        return CliError(
+            f"{workflow_id} has finished: its placement was deleted and cleaned up, so there is "
+            f"nothing to requeue (`{_self_command()} explain "
+            f"{names.placement_name(workflow_id)}` still shows its last cycle)"
+        )
     if exc.status == RPCStatusCode.NOT_FOUND:
         return CliError(
             f"no placement workflow {workflow_id} in namespace {namespace}: is there a "
@@ -703,7 +715,9 @@ async def _status_row(
         state=state,
         waiting_for=None,
     )
-    handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+    handle = client.get_workflow_handle(
+        execution.id, run_id=execution.run_id, result_type=PlacementStatus
+    )
     async with gate:
         try:
             if execution.status == WorkflowExecutionStatus.RUNNING:
@@ -712,8 +726,7 @@ async def _status_row(
                     rpc_timeout=STATUS_QUERY_TIMEOUT,
                 )
             elif execution.status == WorkflowExecutionStatus.COMPLETED:
-                status = await handle.result(result_type=PlacementStatus,
-                                             rpc_timeout=STATUS_QUERY_TIMEOUT)
+                status = await handle.result(follow_runs=False, rpc_timeout=STATUS_QUERY_TIMEOUT)
             else:
                 return row
         except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError,

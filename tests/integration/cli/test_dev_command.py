@@ -28,6 +28,7 @@ from cli_helpers import (
 
 from devhub.sample import read_fleet
 from hub import names as hub_names
+from hub.types import ClusterResourcePlacement
 from workers.devserver import find_temporal_binary
 
 pytestmark = pytest.mark.skipif(
@@ -81,8 +82,6 @@ def placement(dev: DevProcess, tmp_path_factory: pytest.TempPathFactory) -> str:
         assert f"{name} created" in applied.stdout
     else:
         import yaml
-
-        from hub.types import ClusterResourcePlacement
 
         with dev.hub() as hub:
             hub.create(ClusterResourcePlacement.from_wire(yaml.safe_load(body)))
@@ -176,6 +175,41 @@ def test_status_lists_the_placement_as_fully_scheduled(dev: DevProcess, placemen
     assert row[1:3] == ["PickN", "yes"]
     assert int(row[3]) >= 1
     assert row[4] == "Running"
+
+
+def test_a_deleted_placement_is_listed_as_completed_and_cannot_be_requeued(
+    dev: DevProcess,
+) -> None:
+    name = "short-lived"
+    with dev.hub() as hub:
+        hub.create(
+            ClusterResourcePlacement.from_wire(
+                {
+                    "apiVersion": "placement.kubernetes-fleet.io/v1beta1",
+                    "kind": "ClusterResourcePlacement",
+                    "metadata": {"name": name},
+                    "spec": {"policy": {"placementType": "PickAll"}},
+                }
+            )
+        )
+        wait_for(f"bindings of {name}", lambda: len(bindings_of(hub, name)) == len(FLEET) - 2)
+        hub.delete(ClusterResourcePlacement, name)
+        wait_for(f"{name}'s bindings to go", lambda: bindings_of(hub, name) == [])
+
+    def completed_row() -> list[str] | None:
+        listed = dev.cli("status", "--all")
+        assert listed.returncode == 0, listed.stderr
+        rows = [line.split() for line in listed.stdout.splitlines() if line.startswith(name)]
+        return rows[0] if rows and rows[0][4] == "Completed" else None
+
+    row = wait_for(f"{name} listed as Completed", completed_row)
+    assert row[5:7] == ["nothing:", "cleaned"]
+    running = dev.cli("status")
+    assert name not in running.stdout
+    requeued = dev.cli("requeue", name)
+    assert requeued.returncode == 2
+    assert f"crp/{name} has finished" in requeued.stderr
+    assert "Traceback" not in requeued.stderr
 
 
 def test_sample_placements_are_scheduled_and_sigterm_stops_everything(tmp_path: Path) -> None:
