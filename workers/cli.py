@@ -368,10 +368,12 @@ async def _start_dev(
                 "choose another --hub-port or stop whatever is listening there"
             ) from exc
 
+    # Undone in reverse order on the way out, whether starting succeeded or not (both stops
+    # are safe on something that never started).
+    stack.callback(hub.stop)
+    stack.push_async_callback(server.stop)
     # The hub is up in a fraction of a second; Temporal takes a few: start both at once.
     results = await asyncio.gather(start_hub(), server.start(), return_exceptions=True)
-    stack.push_async_callback(server.stop)
-    stack.callback(hub.stop)
     for result in results:
         if isinstance(result, BaseException):
             raise result
@@ -437,6 +439,7 @@ async def _dev(args: argparse.Namespace) -> int:
                 starting.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await starting
+                print(f"{PROG} dev: stopped while starting", flush=True)
                 return EXIT_OK
             dev = starting.result()
             sys.stdout.flush()
