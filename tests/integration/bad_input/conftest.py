@@ -1,0 +1,89 @@
+"""The whole system, as the end-to-end tests run it, fed bad input.
+
+Fixtures (all real: devhub over HTTP, the Temporal dev server, the worker and the watcher):
+
+- `hub`: a HubClient on the session devhub, reset for the test (the e2e fixture, reused).
+- `standalone`: worker + watcher with the snapshotter on (`fleet-scheduler dev`): bad input is
+  written on the placement, as a user would write it.
+- `beside_kubefleet`: the snapshotter off (`--no-snapshotter`): the test plays KubeFleet's
+  placement controller and writes policy snapshots directly, so annotations and labels that our
+  snapshotter would never produce reach the scheduler.
+- `skewed_hub` / `skewed_system`: a devhub whose policy-snapshot CRD has no enums, as on a hub
+  running another KubeFleet version than the one our CRDs follow (version skew). Placement types
+  and operators our schema refuses can then be stored, and the scheduler must cope with them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import pytest_asyncio
+import yaml
+from temporalio.client import Client
+
+from devhub import DevHub
+from devhub.resources import DEFAULT_CRD_DIR
+from hub.client import HubClient
+from hub.types import ClusterSchedulingPolicySnapshot
+from tests.integration.e2e.conftest import TEST_TIMEOUT, fleet_scheduler
+from tests.integration.e2e.conftest import hub as hub  # the e2e fixture, re-exported here
+from workers.watcher import Watcher
+
+SNAPSHOT_CRD: Final = (
+    f"{ClusterSchedulingPolicySnapshot.GROUP}_{ClusterSchedulingPolicySnapshot.PLURAL}.yaml"
+)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def standalone(
+    temporal_client: Client, hub: HubClient, task_queue: str
+) -> AsyncIterator[Watcher]:
+    async with fleet_scheduler(temporal_client, hub, task_queue, snapshotter=True) as watcher:
+        yield watcher
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def beside_kubefleet(
+    temporal_client: Client, hub: HubClient, task_queue: str
+) -> AsyncIterator[Watcher]:
+    async with fleet_scheduler(temporal_client, hub, task_queue, snapshotter=False) as watcher:
+        yield watcher
+
+
+def _without_enums(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {key: _without_enums(value) for key, value in node.items() if key != "enum"}
+    if isinstance(node, list):
+        return [_without_enums(item) for item in node]
+    return node
+
+
+@pytest.fixture
+def skewed_hub(devhub_factory: Callable[..., DevHub], tmp_path: Path) -> Iterator[HubClient]:
+    crd_dir = tmp_path / "crds"
+    crd_dir.mkdir()
+    for source in DEFAULT_CRD_DIR.glob("*.yaml"):
+        shutil.copy(source, crd_dir / source.name)
+    snapshot_crd = crd_dir / SNAPSHOT_CRD
+    loose = _without_enums(yaml.safe_load(snapshot_crd.read_text(encoding="utf-8")))
+    snapshot_crd.write_text(yaml.safe_dump(loose), encoding="utf-8")
+    server = devhub_factory(crd_dir=crd_dir)
+    client = HubClient.from_kubeconfig(
+        server.write_kubeconfig(tmp_path / "kubeconfig"), timeout=TEST_TIMEOUT
+    )
+    yield client
+    client.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def skewed_system(
+    temporal_client: Client, skewed_hub: HubClient, task_queue: str
+) -> AsyncIterator[Watcher]:
+    async with fleet_scheduler(
+        temporal_client, skewed_hub, task_queue, snapshotter=False
+    ) as watcher:
+        yield watcher

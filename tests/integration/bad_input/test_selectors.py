@@ -1,0 +1,260 @@
+"""Label selectors and operators the CRD schema does not catch.
+
+Two ways a bad selector reaches the scheduler: values the schema allows but Kubernetes cannot
+build a selector from (`In` without values, `Exists` with values, a key that is not a label
+key), written on the placement by a user; and operators, sort orders and placement types outside
+our CRD's enums, stored on a hub whose snapshot CRD comes from another KubeFleet version
+(`skewed_hub`), written into a snapshot as KubeFleet's placement controller would copy them.
+
+What the user must see: in a required term, each cluster's decision names the broken term (the
+term matches nothing, other terms still count); anywhere else the cycle cannot act, so the
+snapshot and the placement say `scheduling failed: <what is wrong>`. Either way the cycle
+finishes once, without retries, and a fixed policy is scheduled on the next event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from hub import names
+from hub.client import HubClient
+from hub.types import ClusterResourcePlacement
+from scheduler.plugins.cluster_affinity.filtering import REASON_INVALID_TERM
+from scheduler.scheduling import ERROR_CONDITION_MESSAGE, UNKNOWN_PLACEMENT_TYPE
+from tests.integration.bad_input.outcome import (
+    add_snapshot,
+    assert_no_retries,
+    decisions,
+    filtered,
+    finished,
+    placement_condition,
+    policy_condition,
+)
+from tests.integration.e2e.fleet import (
+    add_cluster,
+    add_placement,
+    eventually,
+    live_targets,
+    unique,
+)
+from workers.watcher import Watcher
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+def required(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "clusterAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"clusterSelectorTerms": list(terms)}
+        }
+    }
+
+
+def preferred(weight: int, preference: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "clusterAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": weight, "preference": preference}
+            ]
+        }
+    }
+
+
+def pick_n(n: int, affinity: dict[str, Any]) -> dict[str, Any]:
+    return {"placementType": "PickN", "numberOfClusters": n, "affinity": affinity}
+
+
+@pytest.mark.parametrize(
+    ("selector", "problem"),
+    [
+        pytest.param(
+            {"matchExpressions": [{"key": "env", "operator": "In", "values": []}]},
+            "key 'env': operator In needs at least one value",
+            id="in-without-values",
+        ),
+        pytest.param(
+            {"matchExpressions": [{"key": "env", "operator": "DoesNotExist", "values": ["x"]}]},
+            "key 'env': operator DoesNotExist takes no values",
+            id="does-not-exist-with-values",
+        ),
+        pytest.param(
+            {"matchLabels": {"team name": "web"}},
+            "invalid label key 'team name'",
+            id="key-with-a-space",
+        ),
+        pytest.param(
+            {"matchLabels": {"env": "prod/eu"}},
+            "invalid value 'prod/eu' for label key 'env'",
+            id="value-with-a-slash",
+        ),
+    ],
+)
+async def test_an_invalid_required_selector_filters_every_cluster_with_the_reason(
+    hub: HubClient,
+    temporal_client: Client,
+    standalone: Watcher,
+    selector: dict[str, Any],
+    problem: str,
+) -> None:
+    add_cluster(hub, "member-a", labels={"env": "prod"})
+    add_cluster(hub, "member-b", labels={"env": "dev"})
+    web = unique("web")
+    add_placement(hub, web, pick_n(1, required({"labelSelector": selector})))
+
+    done = await finished(temporal_client, web)
+    assert_no_retries(done)
+    assert done.error is None  # the cycle could act: it filtered, decided and wrote the status
+    assert live_targets(hub, web) == {}
+    term = REASON_INVALID_TERM.format(index=0, problem="label selector: ")
+    for cluster in ("member-a", "member-b"):
+        decision = decisions(hub, web)[cluster]
+        assert not decision.selected
+        assert decision.reason.startswith(filtered(term)), decision.reason
+        assert problem in decision.reason, decision.reason
+    condition = policy_condition(hub, web)
+    assert condition is not None and condition.status == names.FALSE
+    assert condition.reason == names.POLICY_UNFULFILLED_REASON
+    assert condition.message == names.POLICY_UNFULFILLED_MESSAGE.format(count=0)
+    shown = placement_condition(hub, web)
+    assert shown is not None and (shown.status, shown.message) == ("False", condition.message)
+
+    # Fixed on the placement: the next event schedules it.
+    fixed = {"matchLabels": {"env": "prod"}}
+    hub.patch(
+        ClusterResourcePlacement,
+        web,
+        {"spec": {"policy": {"affinity": required({"labelSelector": fixed})}}},
+    )
+    await eventually(lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED})
+
+
+async def test_an_invalid_preferred_selector_fails_the_cycle_with_a_clear_condition(
+    hub: HubClient, temporal_client: Client, standalone: Watcher
+) -> None:
+    add_cluster(hub, "member-a", labels={"env": "prod"})
+    web = unique("web")
+    bad = {"matchExpressions": [{"key": "env", "operator": "Exists", "values": ["prod"]}]}
+    add_placement(hub, web, pick_n(1, preferred(10, {"labelSelector": bad})))
+
+    done = await finished(temporal_client, web)
+    assert_no_retries(done)
+    assert done.error is not None
+    assert "plugin ClusterAffinity failed at" in done.error
+    assert "operator Exists takes no values" in done.error
+    assert live_targets(hub, web) == {}
+    condition = policy_condition(hub, web)
+    assert condition is not None and condition.status == names.FALSE
+    assert condition.reason == names.POLICY_UNFULFILLED_REASON
+    assert condition.message == ERROR_CONDITION_MESSAGE.format(error=done.error)
+    shown = placement_condition(hub, web)
+    assert shown is not None and shown.message == condition.message
+
+
+def _skewed_placement(hub: HubClient, policy: dict[str, Any]) -> str:
+    """A placement whose latest snapshot carries `policy`, as another KubeFleet wrote it."""
+    web = unique("web")
+    add_placement(hub, web, {"placementType": "PickN", "numberOfClusters": 1})
+    add_snapshot(hub, web, policy, annotations={names.NUMBER_OF_CLUSTERS_ANNOTATION: "1"})
+    return web
+
+
+@pytest.mark.parametrize(
+    ("term", "problem"),
+    [
+        pytest.param(
+            {"labelSelector": {"matchExpressions": [{"key": "env", "operator": "Matches"}]}},
+            "label selector: matchExpressions[0]: 'Matches' is not a valid label selector "
+            "operator (want In, NotIn, Exists or DoesNotExist)",
+            id="label-operator",
+        ),
+        pytest.param(
+            {
+                "propertySelector": {
+                    "matchExpressions": [{"name": "cost", "operator": "Approx", "values": ["3"]}]
+                }
+            },
+            'property selector expression 0 ("cost"): unknown operator "Approx" '
+            "(want one of Eq, Ne, Gt, Ge, Lt, Le)",
+            id="property-operator",
+        ),
+    ],
+)
+async def test_an_unknown_operator_in_a_required_term_is_named_in_each_decision(
+    skewed_hub: HubClient,
+    temporal_client: Client,
+    skewed_system: Watcher,
+    term: dict[str, Any],
+    problem: str,
+) -> None:
+    hub = skewed_hub
+    add_cluster(hub, "member-a", labels={"env": "prod"}, properties={"cost": "3"})
+    # The second term is fine, so the cluster is still placed: only the broken term is void.
+    policy = pick_n(1, required(term, {"labelSelector": {"matchLabels": {"env": "prod"}}}))
+    web = _skewed_placement(hub, policy)
+    add_cluster(hub, "member-b", labels={"env": "dev"}, properties={"cost": "3"})
+
+    done = await finished(temporal_client, web)
+    assert_no_retries(done)
+    assert done.error is None
+    assert live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED}
+    decision = decisions(hub, web)["member-b"]
+    assert not decision.selected
+    assert decision.reason == filtered(REASON_INVALID_TERM.format(index=0, problem=problem))
+    condition = policy_condition(hub, web)
+    assert condition is not None and condition.reason == names.POLICY_FULFILLED_REASON
+    # Beside KubeFleet the placement's condition is KubeFleet's to write, not ours.
+    assert placement_condition(hub, web) is None
+
+
+@pytest.mark.parametrize(
+    ("policy", "error"),
+    [
+        pytest.param(
+            {"placementType": "PickSome"},
+            UNKNOWN_PLACEMENT_TYPE.format(type="PickSome"),
+            id="placement-type",
+        ),
+        pytest.param(
+            pick_n(
+                1,
+                preferred(
+                    10,
+                    {"labelSelector": {"matchExpressions": [{"key": "env", "operator": "Near"}]}},
+                ),
+            ),
+            "'Near' is not a valid label selector operator",
+            id="preferred-label-operator",
+        ),
+        pytest.param(
+            pick_n(
+                1,
+                preferred(10, {"propertySorter": {"name": "cost", "sortOrder": "Sideways"}}),
+            ),
+            'sort order "Sideways" is not Ascending or Descending',
+            id="sort-order",
+        ),
+    ],
+)
+async def test_an_unknown_value_outside_required_terms_fails_the_cycle_on_the_snapshot(
+    skewed_hub: HubClient,
+    temporal_client: Client,
+    skewed_system: Watcher,
+    policy: dict[str, Any],
+    error: str,
+) -> None:
+    hub = skewed_hub
+    add_cluster(hub, "member-a", labels={"env": "prod"}, properties={"cost": "3"})
+    add_cluster(hub, "member-b", labels={"env": "dev"}, properties={"cost": "5"})
+    web = _skewed_placement(hub, policy)
+
+    done = await finished(temporal_client, web)
+    assert_no_retries(done)
+    assert done.error is not None and error in done.error, done.error
+    assert live_targets(hub, web) == {}
+    condition = policy_condition(hub, web)
+    assert condition is not None and condition.status == names.FALSE
+    assert condition.reason == names.POLICY_UNFULFILLED_REASON
+    assert condition.message == ERROR_CONDITION_MESSAGE.format(error=done.error)
+    assert done.status.last is not None and done.status.last.error == done.error
