@@ -155,8 +155,6 @@ def add_devhub_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_devhub(args: argparse.Namespace) -> int:
-    from devhub import DevHub
-
     hub = DevHub(host=args.host, port=args.port, data_dir=args.data_dir, token=args.token)
     try:
         hub.start()
@@ -220,13 +218,11 @@ def _self_command() -> str:
 def _install_stop_handlers(stop: asyncio.Event) -> Callable[[], None]:
     """SIGINT/SIGTERM set `stop`; returns a function that removes the handlers."""
     loop = asyncio.get_running_loop()
-    received: list[str] = []
 
     def on_signal(sig: signal.Signals) -> None:
         if stop.is_set():
             log.warning("%s received while stopping; still stopping", sig.name)
             return
-        received.append(sig.name)
         print(f"{PROG}: {sig.name} received, stopping", flush=True)
         stop.set()
 
@@ -288,6 +284,14 @@ def _settings(args: argparse.Namespace, metrics: SchedulerMetrics) -> ActivitySe
 def _check_port(value: int, flag: str) -> None:
     if not 0 <= value <= MAX_PORT:
         raise CliError(f"{flag} {value} is not a port number (0-{MAX_PORT})")
+
+
+def _check_scheduler_arguments(args: argparse.Namespace) -> None:
+    _check_port(args.metrics_port, "--metrics-port")
+    if args.max_concurrent_activities < 1:
+        raise CliError(
+            f"--max-concurrent-activities must be at least 1, got {args.max_concurrent_activities}"
+        )
 
 
 # --- dev -------------------------------------------------------------------------------------
@@ -464,8 +468,9 @@ async def _dev(args: argparse.Namespace) -> int:
 
 def run_dev(args: argparse.Namespace) -> int:
     args.started = time.monotonic()
-    for flag in ("hub_port", "temporal_port", "ui_port", "metrics_port"):
+    for flag in ("hub_port", "temporal_port", "ui_port"):
         _check_port(getattr(args, flag), "--" + flag.replace("_", "-"))
+    _check_scheduler_arguments(args)
     setup_tracing("dev")
     return asyncio.run(_dev(args))
 
@@ -540,7 +545,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def run_run(args: argparse.Namespace) -> int:
-    _check_port(args.metrics_port, "--metrics-port")
+    _check_scheduler_arguments(args)
     setup_tracing("worker")
     return asyncio.run(_run(args))
 

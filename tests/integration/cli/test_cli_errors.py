@@ -170,3 +170,16 @@ def test_no_command_prints_usage() -> None:
     )  # fmt: skip
     assert result.returncode == EXIT_USAGE
     assert "usage: fleet-scheduler" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        pytest.param(["--max-concurrent-activities", "0"],
+                     "--max-concurrent-activities must be at least 1", id="no-activity-slots"),
+        pytest.param(["--metrics-port", "-1"], "--metrics-port -1 is not a port number",
+                     id="negative-port"),
+    ],
+)  # fmt: skip
+def test_run_with_bad_numbers_is_one_line(flags: list[str], expected: str) -> None:
+    assert_one_line_error(run_cli("run", *flags, "--temporal-address", unreachable()), expected)
