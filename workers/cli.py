@@ -163,10 +163,11 @@ def run_devhub(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_FAILED
     try:
-        path = hub.write_kubeconfig(args.kubeconfig_out)
+        # The kubeconfig appears last: whoever waits for it finds the sample fleet loaded.
         if args.sample_fleet:
             names = hub.load_sample_fleet()
             print(f"sample fleet: {len(names)} member clusters, heartbeats refreshed every minute")
+        path = hub.write_kubeconfig(args.kubeconfig_out)
         where = f"data in {args.data_dir}" if args.data_dir else "in memory"
         print(f"devhub serving {hub.url} ({where})")
         print(f"kubeconfig: {path}")
