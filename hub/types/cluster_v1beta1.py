@@ -80,7 +80,7 @@ class MemberCluster(HubObject):
     CATEGORIES: ClassVar[tuple[str, ...]] = ("fleet", "fleet-cluster")
     PRINTER_COLUMNS: ClassVar[tuple[tuple[str, str, str], ...]] = (
         ("Joined", "string", '.status.conditions[?(@.type=="Joined")].status'),
-        ("Taints", "integer", ".spec.taints[*].key"),
+        ("Taints", "string", ".spec.taints[*].key"),
     )
 
     spec: MemberClusterSpec = Field(default_factory=MemberClusterSpec)
