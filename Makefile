@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 RUN_DIR ?= .run
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test unit lint crds bench clean system-deps
+.PHONY: install run test unit lint crds bench clean system-deps soak
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ run: $(STAMP)
 
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The long reliability run: 1,000 placements, rounds of SIGKILLs under faults and churn. Sizes
+# come from RELIABILITY_SOAK_* variables (see tests/reliability/test_soak.py).
+soak: $(STAMP)
+	$(BIN)/python -m pytest -q -s -p no:cacheprovider -m soak tests/reliability
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
