@@ -70,9 +70,11 @@ SUMMARY_NAMES: Final = 5
 # one snapshot cannot grow the series count.
 INVALID_TYPE_LABEL: Final = "Invalid"
 
+# Both labels are named: a snapshot that lacks its parent-CRP label is invisible to this lookup
+# (and to KubeFleet's), and a user reading only "is-latest-snapshot" would look in vain.
 NO_LATEST_MESSAGE: Final = (
-    "placement {placement!r} has no policy snapshot labelled {label}=true yet; waiting for the "
-    "placement controller to create one"
+    "placement {placement!r} has no policy snapshot labelled {label}=true and "
+    "{parent}={placement} yet; waiting for the placement controller to create one"
 )
 # Label values are at most 63 characters, and the placement's name is the parent-CRP label value
 # of its snapshots and bindings; KubeFleet's webhook refuses longer placement names.
@@ -186,7 +188,11 @@ class HubActivities:
             {names.PARENT_PLACEMENT_LABEL: name, names.IS_LATEST_SNAPSHOT_LABEL: "true"},
         ).items
         if not latest:
-            message = NO_LATEST_MESSAGE.format(placement=name, label=names.IS_LATEST_SNAPSHOT_LABEL)
+            message = NO_LATEST_MESSAGE.format(
+                placement=name,
+                label=names.IS_LATEST_SNAPSHOT_LABEL,
+                parent=names.PARENT_PLACEMENT_LABEL,
+            )
             return PrepareResult(
                 phase="no_latest_snapshot",
                 message=message,
