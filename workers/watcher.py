@@ -58,7 +58,13 @@ from scheduler.eligibility import EligibilityChecker
 from workers.metrics import SchedulerMetrics
 from workers.telemetry import span
 from workers.watcher_outbox import Backoff, Batch, Outbox
-from workers.watcher_routes import Route, may_start, route_change, startup_routes
+from workers.watcher_routes import (
+    Route,
+    may_start,
+    orphan_snapshot_warning,
+    route_change,
+    startup_routes,
+)
 from workers.watcher_views import Change, View
 from workflows import names
 from workflows.models import HubEvent, PlacementInput
@@ -397,6 +403,9 @@ class Watcher:
             if first and kind is ClusterResourcePlacement:
                 for route in startup_routes(self._placements.values(), standalone=self.snapshotter):
                     self._enqueue(route)
+            if first:  # routed as nothing, but broken objects found at start are still named
+                for obj in item.objects:
+                    self._warn_if_orphan(Change("ADDED", None, obj))
             for change in changes:
                 self._route(change)
             if first and self.ready:
@@ -417,8 +426,15 @@ class Watcher:
         )
         self._stats.events += 1
         self._count(type(change.new), change.type, "signalled" if routes else "ignored")
+        if not routes:
+            self._warn_if_orphan(change)
         for route in routes:
             self._enqueue(route)
+
+    @staticmethod
+    def _warn_if_orphan(change: Change[Any]) -> None:
+        if warning := orphan_snapshot_warning(change):
+            _log.warning("%s", warning)
 
     def _enqueue(self, route: Route) -> None:
         self._stats.routes += 1

@@ -43,7 +43,7 @@ from scheduler.watch_rules import (
 from workers.watcher_views import Change
 from workflows import names
 
-__all__ = ["Route", "may_start", "route_change", "startup_routes"]
+__all__ = ["Route", "may_start", "orphan_snapshot_warning", "route_change", "startup_routes"]
 
 T = TypeVar("T", bound=HubObject)
 
@@ -59,6 +59,14 @@ REASON_SNAPSHOT_CHANGED: Final = "policy snapshot {name}: {changes}"
 REASON_BINDING_DELETING: Final = "binding {name} (cluster {cluster}): deletion started"
 REASON_CLUSTER_CHANGED: Final = "cluster {name}: {changes}"
 REASON_CLUSTER_GONE: Final = "cluster {name} was deleted"
+
+
+# Logged, not signalled: the snapshot names no placement, so no workflow can show it.
+ORPHAN_SNAPSHOT_WARNING: Final = (
+    "policy snapshot {name} is labelled {latest}=true but has no {parent} label, so it belongs "
+    "to no placement and nothing is scheduled from it; its placement controller must set the "
+    "label"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +138,26 @@ def route_change(
     if isinstance(new, MemberCluster):
         return _cluster(change.type, _as(old, MemberCluster), new, placements, checker, now)
     raise TypeError(f"the watcher does not watch {type(new).__name__}")
+
+
+def orphan_snapshot_warning(change: Change[HubObject]) -> str | None:
+    """What to log for a latest policy snapshot without a `parent-CRP` label, else None.
+
+    KubeFleet's snapshot watcher drops such a snapshot with an error log (reference 7); the
+    watcher does the same, so the one trace of the bad snapshot names it and the label."""
+    new = change.new
+    if change.type == "DELETED" or not isinstance(new, ClusterSchedulingPolicySnapshot):
+        return None
+    labels = new.metadata.labels
+    if new.metadata.deleting or labels.get(hub_names.PARENT_PLACEMENT_LABEL):
+        return None
+    if parse_bool_label(labels.get(hub_names.IS_LATEST_SNAPSHOT_LABEL)) is not True:
+        return None
+    return ORPHAN_SNAPSHOT_WARNING.format(
+        name=new.metadata.name,
+        latest=hub_names.IS_LATEST_SNAPSHOT_LABEL,
+        parent=hub_names.PARENT_PLACEMENT_LABEL,
+    )
 
 
 def _as(obj: HubObject | None, kind: type[T]) -> T | None:

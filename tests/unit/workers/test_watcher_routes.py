@@ -25,7 +25,13 @@ from hub.types import (
 )
 from hub.types.meta import HubObject
 from scheduler.eligibility import EligibilityChecker
-from workers.watcher_routes import Route, may_start, route_change, startup_routes
+from workers.watcher_routes import (
+    Route,
+    may_start,
+    orphan_snapshot_warning,
+    route_change,
+    startup_routes,
+)
 from workers.watcher_views import Change
 from workflows import names
 
@@ -237,6 +243,37 @@ def test_placement_changes(kind, old, new, standalone, expected) -> None:
 )
 def test_snapshot_changes(kind, old, new, expected) -> None:
     assert routes(kind, old, new) == expected
+
+
+def orphan(latest: bool = True) -> ClusterSchedulingPolicySnapshot:
+    """web-0 as a broken placement controller would write it: no parent-CRP label."""
+    labelled = snapshot(latest=latest)
+    labels = dict(labelled.metadata.labels)
+    del labels[hub_names.PARENT_PLACEMENT_LABEL]
+    metadata = labelled.metadata.model_copy(update={"labels": labels})
+    return labelled.model_copy(update={"metadata": metadata})
+
+
+@pytest.mark.parametrize(
+    ("kind", "old", "new", "warned"),
+    [
+        pytest.param("ADDED", None, orphan(), True, id="latest-without-parent"),
+        pytest.param("MODIFIED", orphan(), orphan(), True, id="updated-without-parent"),
+        pytest.param("ADDED", None, orphan(latest=False), False, id="older-without-parent"),
+        pytest.param("DELETED", orphan(), orphan(), False, id="deleted"),
+        pytest.param("ADDED", None, snapshot(), False, id="with-parent"),
+    ],
+)
+def test_a_latest_snapshot_without_a_parent_label_reaches_nobody_but_a_warning(
+    kind, old, new, warned
+) -> None:
+    warning = orphan_snapshot_warning(Change(kind, old, new))
+    if not warned:
+        assert warning is None
+        return
+    assert routes(kind, old, new) == []
+    assert warning is not None
+    assert "policy snapshot web-0" in warning and hub_names.PARENT_PLACEMENT_LABEL in warning
 
 
 def test_binding_deletion_reaches_its_placement_and_nothing_else_does() -> None:
