@@ -150,18 +150,19 @@ def add_snapshot(
     labels: dict[str, str | None] | None = None,
     annotations: dict[str, str | None] | None = None,
 ) -> ClusterSchedulingPolicySnapshot:
-    """A policy snapshot written the way KubeFleet's placement controller writes one, with
-    `labels` / `annotations` overriding (None removes) what it would set."""
+    """A policy snapshot written the way KubeFleet's placement controller writes one (its three
+    labels, CRP-generation 1, PickN's number-of-clusters), with `labels` / `annotations`
+    overriding (None removes) what it would set."""
     wanted_labels: dict[str, str | None] = {
         names.PARENT_PLACEMENT_LABEL: placement,
         names.IS_LATEST_SNAPSHOT_LABEL: "true",
         names.POLICY_INDEX_LABEL: str(index),
         **(labels or {}),
     }
-    wanted_annotations: dict[str, str | None] = {
-        names.CRP_GENERATION_ANNOTATION: "1",
-        **(annotations or {}),
-    }
+    wanted_annotations: dict[str, str | None] = {names.CRP_GENERATION_ANNOTATION: "1"}
+    if policy is not None and policy.get("placementType") == names.PICK_N:
+        wanted_annotations[names.NUMBER_OF_CLUSTERS_ANNOTATION] = str(policy["numberOfClusters"])
+    wanted_annotations.update(annotations or {})
     spec: dict[str, Any] = {"policyHash": ""}
     if policy is not None:
         spec["policy"] = policy

@@ -156,7 +156,7 @@ def _skewed_placement(hub: HubClient, policy: dict[str, Any]) -> str:
     """A placement whose latest snapshot carries `policy`, as another KubeFleet wrote it."""
     web = unique("web")
     add_placement(hub, web, {"placementType": "PickN", "numberOfClusters": 1})
-    add_snapshot(hub, web, policy, annotations={names.NUMBER_OF_CLUSTERS_ANNOTATION: "1"})
+    add_snapshot(hub, web, policy)
     return web
 
 

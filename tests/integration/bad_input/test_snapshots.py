@@ -1,0 +1,165 @@
+"""Placements and policy snapshots the scheduler cannot use as they are.
+
+- A placement name longer than 63 characters cannot be the `parent-CRP` label value of its
+  snapshots and bindings (KubeFleet's webhook refuses such names; devhub has no webhook).
+  Standalone, the placement says so in its Scheduled condition and the workflow waits.
+- Beside KubeFleet the test writes snapshots directly, as its placement controller would, but
+  with a missing or garbage `number-of-clusters` annotation, or without the `parent-CRP`
+  label, which our snapshotter never produces.
+
+Each ends in one finished turn with the reason on the snapshot or in the workflow's status, no
+retries, and the next event after a fix schedules the placement."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from activities.conditions import SNAPSHOT_SYNC_FAILED_MESSAGE, SNAPSHOT_SYNC_FAILED_REASON
+from hub import names
+from hub.client import HubClient
+from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
+from scheduler.scheduling import ERROR_CONDITION_MESSAGE
+from tests.integration.bad_input.outcome import (
+    add_snapshot,
+    assert_no_retries,
+    finished,
+    placement_condition,
+    policy_condition,
+)
+from tests.integration.e2e.conftest import fleet_scheduler
+from tests.integration.e2e.fleet import (
+    add_cluster,
+    add_placement,
+    bindings,
+    eventually,
+    live_targets,
+    unique,
+)
+from workers.watcher import Watcher
+from workflows.models import PlacementStatus, RequeueRequest
+from workflows.names import SIGNAL_REQUEUE, workflow_id
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+PICK_ONE = {"placementType": "PickN", "numberOfClusters": 1}
+
+
+async def test_a_placement_name_too_long_for_its_label_is_shown_on_the_placement(
+    hub: HubClient, temporal_client: Client, standalone: Watcher
+) -> None:
+    add_cluster(hub, "member-a")
+    long_name = unique("p" * 57)  # 64 characters
+    assert len(long_name) == 64
+    add_placement(hub, long_name, PICK_ONE)
+
+    done = await finished(temporal_client, long_name, cycles=0)
+    assert_no_retries(done)
+    assert done.status.cycles == 0  # nothing to schedule: no snapshot can be labelled
+    assert f"placement name {long_name!r} is 64 characters long" in done.status.waiting_for
+    shown = placement_condition(hub, long_name)
+    assert shown is not None and shown.status == names.FALSE
+    assert shown.reason == SNAPSHOT_SYNC_FAILED_REASON
+    assert shown.message.startswith(SNAPSHOT_SYNC_FAILED_MESSAGE.format(error=""))
+    assert "recreate the placement with a shorter name" in shown.message
+    assert not hub.list(ClusterSchedulingPolicySnapshot).items
+    assert not bindings(hub, long_name[:63])
+    placement = hub.get(ClusterResourcePlacement, long_name)
+    assert names.SCHEDULER_CLEANUP_FINALIZER not in placement.metadata.finalizers
+
+    # Deleting it needs nothing from the scheduler; its workflow sees it gone and completes.
+    hub.delete(ClusterResourcePlacement, long_name)
+    handle = temporal_client.get_workflow_handle(
+        workflow_id(long_name), result_type=PlacementStatus
+    )
+    result = await handle.result()
+    assert result.waiting_for == "nothing: the placement is gone"
+    assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+
+
+@pytest.mark.parametrize(
+    ("annotation", "problem"),
+    [
+        pytest.param(None, "has no {key} annotation", id="missing"),
+        pytest.param("three", "annotation {key}='three' is not an integer", id="not-a-number"),
+        pytest.param("", "annotation {key}='' is not an integer", id="empty"),
+        pytest.param("-1", "annotation {key}='-1' is negative", id="negative"),
+    ],
+)
+async def test_a_bad_number_of_clusters_annotation_fails_the_cycle_until_it_is_fixed(
+    hub: HubClient,
+    temporal_client: Client,
+    beside_kubefleet: Watcher,
+    annotation: str | None,
+    problem: str,
+) -> None:
+    add_cluster(hub, "member-a")
+    web = unique("web")
+    add_placement(hub, web, PICK_ONE)
+    add_snapshot(hub, web, PICK_ONE, annotations={names.NUMBER_OF_CLUSTERS_ANNOTATION: annotation})
+
+    done = await finished(temporal_client, web)
+    assert_no_retries(done)
+    key = names.NUMBER_OF_CLUSTERS_ANNOTATION
+    assert done.error == f"policy snapshot '{web}-0'" + (
+        " " if annotation is None else ": "
+    ) + problem.format(key=key)
+    assert live_targets(hub, web) == {}
+    condition = policy_condition(hub, web)
+    assert condition is not None and condition.status == names.FALSE
+    assert condition.reason == names.POLICY_UNFULFILLED_REASON
+    assert condition.message == ERROR_CONDITION_MESSAGE.format(error=done.error)
+    # The placement's condition is KubeFleet's to write: it copies the snapshot's (2.7).
+    assert placement_condition(hub, web) is None
+
+    # KubeFleet's controller fixes the annotation: that change is an event, the cycle runs.
+    hub.patch(
+        ClusterSchedulingPolicySnapshot, f"{web}-0", {"metadata": {"annotations": {key: "1"}}}
+    )
+    await eventually(lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED})
+    await eventually(
+        lambda: (c := policy_condition(hub, web)) and c.reason == names.POLICY_FULFILLED_REASON
+    )
+
+
+async def test_a_snapshot_without_the_parent_label_is_reported_and_never_scheduled(
+    hub: HubClient,
+    temporal_client: Client,
+    task_queue: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    add_cluster(hub, "member-a")
+    web = unique("web")
+    add_placement(hub, web, PICK_ONE)
+    add_snapshot(hub, web, PICK_ONE, labels={names.PARENT_PLACEMENT_LABEL: None})
+
+    # The scheduler starts on a hub that already holds both: the placement gets its workflow
+    # from the watcher's start-up signals, the orphan snapshot reaches nobody.
+    with caplog.at_level(logging.WARNING, logger="workers.watcher"):
+        async with fleet_scheduler(temporal_client, hub, task_queue, snapshotter=False):
+            done = await finished(temporal_client, web, cycles=0)
+            assert_no_retries(done)
+            assert done.status.cycles == 0
+            waiting = done.status.waiting_for
+            assert f"{names.PARENT_PLACEMENT_LABEL}={web}" in waiting, waiting
+            assert f"{names.IS_LATEST_SNAPSHOT_LABEL}=true" in waiting, waiting
+            assert live_targets(hub, web) == {}
+            orphan = hub.get(ClusterSchedulingPolicySnapshot, f"{web}-0")
+            assert not orphan.status.conditions  # nobody can claim it, nobody writes to it
+
+            # Labelled, then requeued (a label is not an event KubeFleet's watcher routes).
+            hub.patch(
+                ClusterSchedulingPolicySnapshot,
+                f"{web}-0",
+                {"metadata": {"labels": {names.PARENT_PLACEMENT_LABEL: web}}},
+            )
+            await temporal_client.get_workflow_handle(workflow_id(web)).signal(
+                SIGNAL_REQUEUE, RequeueRequest(reason="labelled the snapshot")
+            )
+            await eventually(lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED})
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any(
+        f"{web}-0" in message and names.PARENT_PLACEMENT_LABEL in message for message in warnings
+    ), warnings
