@@ -4,8 +4,8 @@
   snapshots and bindings (KubeFleet's webhook refuses such names; devhub has no webhook).
   Standalone, the placement says so in its Scheduled condition and the workflow waits.
 - Beside KubeFleet the test writes snapshots directly, as its placement controller would, but
-  with a missing or garbage `number-of-clusters` annotation, or without the `parent-CRP`
-  label, which our snapshotter never produces.
+  with a missing or garbage `number-of-clusters` or `CRP-generation` annotation, or without the
+  `parent-CRP` label, which our snapshotter never produces.
 
 Each ends in one finished turn with the reason on the snapshot or in the workflow's status, no
 retries, and the next event after a fix schedules the placement."""
@@ -163,3 +163,30 @@ async def test_a_snapshot_without_the_parent_label_is_reported_and_never_schedul
     assert any(
         f"{web}-0" in message and names.PARENT_PLACEMENT_LABEL in message for message in warnings
     ), warnings
+
+
+async def test_a_garbage_crp_generation_is_reported_by_the_workflow_and_nothing_is_written(
+    hub: HubClient, temporal_client: Client, beside_kubefleet: Watcher
+) -> None:
+    add_cluster(hub, "member-a")
+    web = unique("web")
+    add_placement(hub, web, PICK_ONE)
+    add_snapshot(hub, web, PICK_ONE, annotations={names.CRP_GENERATION_ANNOTATION: "latest"})
+
+    done = await finished(temporal_client, web)
+    assert_no_retries(done)
+    key = names.CRP_GENERATION_ANNOTATION
+    assert done.error == f"policy snapshot '{web}-0': annotation {key}='latest' is not an integer"
+    last = done.status.last
+    assert last is not None and last.summary.endswith(f"error: {done.error}")
+    assert last.writes.bindings == 0 and not last.writes.status_written
+    # observedCRPGeneration must say which placement generation the status reflects, and the
+    # snapshot does not say it: there is no truthful status to write (scheduler/README.md), so
+    # the snapshot stays as KubeFleet wrote it and the error lives in the workflow's status.
+    assert hub.get(ClusterSchedulingPolicySnapshot, f"{web}-0").status.conditions == []
+    assert live_targets(hub, web) == {}
+
+    hub.patch(
+        ClusterSchedulingPolicySnapshot, f"{web}-0", {"metadata": {"annotations": {key: "1"}}}
+    )
+    await eventually(lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED})
