@@ -200,35 +200,38 @@ class Runner:
         self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
     ) -> frozenset[str]:
         """Runs PreFilter; returns the names of plugins whose Filter is skipped this cycle."""
-        skipped: set[str] = set()
-        for plugin in self.profile.pre_filter:
-            try:
-                status = plugin.pre_filter(state, snapshot)
-            except Exception as exc:  # see post_batch
-                raise self._raised(plugin.name, PRE_FILTER, exc) from exc
-            code = _code(status)
-            if code is _SKIP:
-                skipped.add(plugin.name)
-            elif code is not _SUCCESS:
-                raise self._fail(plugin.name, PRE_FILTER, status, code.value)
-        return frozenset(skipped)
+        calls = [(p.name, p.pre_filter) for p in self.profile.pre_filter]
+        return self._prepare(PRE_FILTER, calls, state, snapshot)
 
     @_observed(PRE_SCORE)
     def pre_score(
         self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
     ) -> frozenset[str]:
         """Runs PreScore; returns the names of plugins whose Score is skipped this cycle."""
+        calls = [(p.name, p.pre_score) for p in self.profile.pre_score]
+        return self._prepare(PRE_SCORE, calls, state, snapshot)
+
+    def _prepare(
+        self,
+        stage: str,
+        calls: Sequence[
+            tuple[str, Callable[[CycleState, ClusterSchedulingPolicySnapshot], Status]]
+        ],
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+    ) -> frozenset[str]:
+        """PreFilter and PreScore share their rules: SKIP drops the plugin's next stage."""
         skipped: set[str] = set()
-        for plugin in self.profile.pre_score:
+        for name, call in calls:
             try:
-                status = plugin.pre_score(state, snapshot)
+                status = call(state, snapshot)
             except Exception as exc:  # see post_batch
-                raise self._raised(plugin.name, PRE_SCORE, exc) from exc
+                raise self._raised(name, stage, exc) from exc
             code = _code(status)
             if code is _SKIP:
-                skipped.add(plugin.name)
+                skipped.add(name)
             elif code is not _SUCCESS:
-                raise self._fail(plugin.name, PRE_SCORE, status, code.value)
+                raise self._fail(name, stage, status, code.value)
         return frozenset(skipped)
 
     # -- Filter ---------------------------------------------------------------------------
