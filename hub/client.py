@@ -30,7 +30,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -306,11 +306,20 @@ def _gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
-def _parse_page(kind: type[T], data: bytes) -> _ListPage[T]:
+# Told about each object that `list` or `list_then_watch` leaves out because it does not match
+# our model (when the caller asked for that rather than a MalformedObjectError).
+OnMalformed = Callable[[MalformedObjectError], None]
+
+
+def _parse_page(
+    kind: type[T], data: bytes, on_malformed: OnMalformed | None = None
+) -> _ListPage[T]:
     """A list page, parsed and validated in one pass over the bytes (no intermediate dicts).
 
     Equivalent to `kind.from_wire` on each item, which is plain validation; a kind that
-    overrides `from_wire` takes the dict path so its override runs."""
+    overrides `from_wire` takes the dict path so its override runs. With `on_malformed`, a page
+    that fails is parsed again item by item, and items that do not match are reported and left
+    out (the fast path stays the common one)."""
     try:
         with _gc_paused():
             if getattr(kind.from_wire, "__func__", None) is _PLAIN_FROM_WIRE:
@@ -322,10 +331,41 @@ def _parse_page(kind: type[T], data: bytes) -> _ListPage[T]:
             meta = _ListMeta.model_validate(doc.get("metadata") or {})
             items = [_load(kind, item) for item in doc.get("items") or ()]
             return _ListPage.model_construct(items=items, metadata=meta)
-    except ValueError as exc:  # pydantic's ValidationError and JSON errors
+    except ValidationError:
+        # Parse again item by item, so the error names the object that does not match (or the
+        # object is left out); only a failing page pays for it.
+        return _parse_page_by_item(kind, data, on_malformed or _raise)
+    except ValueError as exc:  # JSON errors
         raise MalformedObjectError(
             f"a {kind.KIND} list page does not match our model: {exc}"
         ) from exc
+    except MalformedObjectError:
+        if on_malformed is None:
+            raise
+        return _parse_page_by_item(kind, data, on_malformed)
+
+
+def _raise(error: MalformedObjectError) -> None:
+    raise error
+
+
+def _parse_page_by_item(kind: type[T], data: bytes, on_malformed: OnMalformed) -> _ListPage[T]:
+    try:
+        doc = json.loads(data)
+        if not isinstance(doc, dict) or not isinstance(doc.get("items") or [], list):
+            raise MalformedObjectError(f"expected a {kind.KIND}List, got {data[:200]!r}")
+        meta = _ListMeta.model_validate(doc.get("metadata") or {})
+    except ValueError as exc:  # the page itself, not one of its items
+        raise MalformedObjectError(
+            f"a {kind.KIND} list page does not match our model: {exc}"
+        ) from exc
+    items: list[T] = []
+    for item in doc.get("items") or ():
+        try:
+            items.append(_load(kind, item))
+        except MalformedObjectError as exc:
+            on_malformed(exc)
+    return _ListPage.model_construct(items=items, metadata=meta)
 
 
 # from_wire as FleetModel defines it: plain validation, which the JSON fast path reproduces.
@@ -456,12 +496,16 @@ class HubClient:
         label_selector: Selector | None = None,
         field_selector: Selector | None = None,
         limit: int | None = None,
+        *,
+        on_malformed: OnMalformed | None = None,
     ) -> ListResult[T]:
         """Every matching object, following `continue` pages until the last.
 
         `limit` is the page size (None: one request). The resourceVersion is the first page's,
         which all pages share on kube-apiserver; should a server report different ones, watching
-        from the earliest can repeat an event but never miss one."""
+        from the earliest can repeat an event but never miss one. An object that does not match
+        our model fails the call (MalformedObjectError), unless `on_malformed` is given: then it
+        is reported to it and left out."""
         if limit is not None and limit <= 0:
             raise ValueError(f"limit must be a positive page size, got {limit}")
         base: _Query = []
@@ -473,19 +517,22 @@ class HubClient:
             base.append(("limit", str(limit)))
         for attempt in range(LIST_RESTARTS + 1):
             try:
-                return self._list_pages(kind, base)
+                return self._list_pages(kind, base, on_malformed)
             except GoneError:
                 if attempt == LIST_RESTARTS:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _list_pages(self, kind: type[T], base: _Query) -> ListResult[T]:
+    def _list_pages(
+        self, kind: type[T], base: _Query, on_malformed: OnMalformed | None = None
+    ) -> ListResult[T]:
         items: builtins.list[T] = []
         resource_version: str | None = None
         token = ""
         while True:
             query = [*base, ("continue", token)] if token else base
-            page = _parse_page(kind, self._bytes("GET", kind.api_path(), query=query))
+            data = self._bytes("GET", kind.api_path(), query=query)
+            page = _parse_page(kind, data, on_malformed)
             items.extend(page.items or ())
             if resource_version is None:
                 resource_version = page.metadata.resource_version
@@ -611,6 +658,7 @@ class HubClient:
         timeout_seconds: int = DEFAULT_WATCH_SECONDS,
         page_size: int | None = None,
         stop: threading.Event | None = None,
+        on_malformed: OnMalformed | None = None,
     ) -> Iterator[WatchEvent[T] | Resync[T]]:
         """A Resync with everything, then every change, forever (until `stop` is set).
 
@@ -624,9 +672,16 @@ class HubClient:
 
         Raises HubUnavailableError when a list or a watch cannot be opened, or when streams
         keep breaking without delivering anything; calling again starts over with a Resync.
-        `stop` is checked after each event and between streams."""
+        `stop` is checked after each event and between streams.
+
+        An object that does not match our model (written under another CRD version, say) fails
+        the call with MalformedObjectError, and so does every later call while it exists. With
+        `on_malformed`, it is reported there and left out instead: absent from the Resync, its
+        events not yielded (the watch moves past them), so one bad object cannot stop the watch
+        of its whole kind. A consumer then sees such an object only once it matches again; a
+        deletion of it while malformed shows at the next Resync."""
         while stop is None or not stop.is_set():
-            listing = self.list(kind, label_selector, limit=page_size)
+            listing = self.list(kind, label_selector, limit=page_size, on_malformed=on_malformed)
             resource_version = listing.resource_version
             yield Resync(objects=listing.items, resource_version=resource_version)
             broken = 0
@@ -638,7 +693,7 @@ class HubClient:
                         kind, resource_version, label_selector, timeout_seconds, True
                     )
                     try:
-                        with closing(self._events(kind, response)) as events:
+                        with closing(self._events(kind, response, on_malformed)) as events:
                             for event in events:
                                 if event.resource_version:
                                     resource_version = event.resource_version
@@ -692,18 +747,23 @@ class HubClient:
         return response
 
     def _events(
-        self, kind: type[T], response: urllib3.BaseHTTPResponse
+        self,
+        kind: type[T],
+        response: urllib3.BaseHTTPResponse,
+        on_malformed: OnMalformed | None = None,
     ) -> Generator[WatchEvent[T] | Bookmark, None, None]:
         doing = f"watching {kind.PLURAL}"
         try:
             for line in _lines(response, doing):
-                yield self._event(kind, _decode(line, doing))
+                yield self._event(kind, _decode(line, doing), on_malformed)
         finally:
             response.close()
             response.release_conn()
 
     @staticmethod
-    def _event(kind: type[T], doc: Any) -> WatchEvent[T] | Bookmark:
+    def _event(
+        kind: type[T], doc: Any, on_malformed: OnMalformed | None = None
+    ) -> WatchEvent[T] | Bookmark:
         if not isinstance(doc, dict) or not isinstance(doc.get("object"), dict):
             raise MalformedObjectError(f"not a watch event: {str(doc)[:200]}")
         event_type, obj = doc.get("type"), doc["object"]
@@ -713,9 +773,15 @@ class HubClient:
         if event_type == "BOOKMARK":
             return Bookmark(resource_version=resource_version)
         if event_type in _OBJECT_EVENTS:
-            return WatchEvent(
-                type=event_type, object=_load(kind, obj), resource_version=resource_version
-            )
+            try:
+                loaded = _load(kind, obj)
+            except MalformedObjectError as exc:
+                if on_malformed is None:
+                    raise
+                on_malformed(exc)
+                # Skipped, but its resourceVersion still moves the watch past it.
+                return Bookmark(resource_version=resource_version)
+            return WatchEvent(type=event_type, object=loaded, resource_version=resource_version)
         raise MalformedObjectError(f"unknown watch event type {event_type!r}")
 
     # --- transport ------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from temporalio.common import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from hub.client import HubClient, Resync, WatchEvent
-from hub.errors import HubError, NotFoundError
+from hub.errors import HubError, MalformedObjectError, NotFoundError
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
@@ -153,6 +153,15 @@ class WatcherStats:
 
     def copy(self) -> WatcherStats:
         return WatcherStats(**{f.name: getattr(self, f.name) for f in fields(self)})
+
+
+def _ignored(error: MalformedObjectError) -> None:
+    """One object the watch leaves out: it cannot be read, so it routes nothing."""
+    _log.warning(
+        "ignoring an object that does not match fleet-scheduler's model, until it is fixed "
+        "(no placement is signalled for it): %s",
+        error,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +340,7 @@ class Watcher:
         while not halt.is_set():
             try:
                 for item in self._hub.list_then_watch(
-                    kind, timeout_seconds=self._watch_seconds, stop=halt
+                    kind, timeout_seconds=self._watch_seconds, stop=halt, on_malformed=_ignored
                 ):
                     if isinstance(item, Resync):
                         attempt = 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import json
 import pickle
 from datetime import UTC, datetime
 from typing import Any
@@ -233,6 +234,38 @@ def test_hub_errors_pass_through_translation_unchanged() -> None:
 def test_an_unreadable_list_page_is_a_malformed_object_error(data: bytes) -> None:
     with pytest.raises(MalformedObjectError):
         _parse_page(MemberCluster, data)
+
+
+# A MemberCluster another CRD version allows and our model does not: a 64-character taint value.
+SKEWED_CLUSTER: dict[str, Any] = {
+    "metadata": {"name": "bad", "resourceVersion": "7"},
+    "spec": {"taints": [{"key": "k", "value": "v" * 64, "effect": "NoSchedule"}]},
+}
+SKEWED_PAGE = json.dumps(
+    {"metadata": {"resourceVersion": "8"}, "items": [{"metadata": {"name": "a"}}, SKEWED_CLUSTER]}
+).encode()
+
+
+def test_a_list_page_that_does_not_match_names_the_object() -> None:
+    with pytest.raises(MalformedObjectError, match="MemberCluster 'bad' does not match our model"):
+        _parse_page(MemberCluster, SKEWED_PAGE)
+
+
+def test_a_list_page_can_leave_out_objects_that_do_not_match_and_report_them() -> None:
+    reported: list[MalformedObjectError] = []
+    page = _parse_page(MemberCluster, SKEWED_PAGE, reported.append)
+    assert [item.name for item in page.items] == ["a"]
+    assert page.metadata.resource_version == "8"
+    assert len(reported) == 1 and "'bad'" in str(reported[0])
+
+
+def test_a_watch_event_that_does_not_match_can_be_skipped_past() -> None:
+    reported: list[MalformedObjectError] = []
+    skipped = HubClient._event(MemberCluster, event("MODIFIED", SKEWED_CLUSTER), reported.append)
+    assert skipped == Bookmark(resource_version="7")  # nothing yielded; the watch moves past it
+    assert len(reported) == 1
+    with pytest.raises(MalformedObjectError):
+        HubClient._event(MemberCluster, event("MODIFIED", SKEWED_CLUSTER))
 
 
 def event(type_: str, obj: dict[str, Any]) -> dict[str, Any]:
