@@ -15,7 +15,9 @@ Fixtures (all real: devhub over HTTP, the Temporal dev server, the worker and th
 
 from __future__ import annotations
 
+import json
 import shutil
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -29,6 +31,7 @@ from devhub import DevHub
 from devhub.resources import DEFAULT_CRD_DIR
 from hub.client import HubClient
 from hub.types import ClusterSchedulingPolicySnapshot
+from hub.types.meta import HubObject
 from tests.integration.e2e.conftest import TEST_TIMEOUT, fleet_scheduler
 from tests.integration.e2e.conftest import hub as hub  # the e2e fixture, re-exported here
 from workers.watcher import Watcher
@@ -54,29 +57,56 @@ async def beside_kubefleet(
         yield watcher
 
 
-def _without_enums(node: Any) -> Any:
+LOOSENED: Final = ("enum", "maxItems")
+
+
+def _loosened(node: Any) -> Any:
     if isinstance(node, dict):
-        return {key: _without_enums(value) for key, value in node.items() if key != "enum"}
+        return {key: _loosened(value) for key, value in node.items() if key not in LOOSENED}
     if isinstance(node, list):
-        return [_without_enums(item) for item in node]
+        return [_loosened(item) for item in node]
     return node
 
 
 @pytest.fixture
-def skewed_hub(devhub_factory: Callable[..., DevHub], tmp_path: Path) -> Iterator[HubClient]:
+def skewed_devhub(devhub_factory: Callable[..., DevHub], tmp_path: Path) -> DevHub:
     crd_dir = tmp_path / "crds"
     crd_dir.mkdir()
     for source in DEFAULT_CRD_DIR.glob("*.yaml"):
         shutil.copy(source, crd_dir / source.name)
     snapshot_crd = crd_dir / SNAPSHOT_CRD
-    loose = _without_enums(yaml.safe_load(snapshot_crd.read_text(encoding="utf-8")))
+    loose = _loosened(yaml.safe_load(snapshot_crd.read_text(encoding="utf-8")))
     snapshot_crd.write_text(yaml.safe_dump(loose), encoding="utf-8")
-    server = devhub_factory(crd_dir=crd_dir)
+    return devhub_factory(crd_dir=crd_dir)
+
+
+@pytest.fixture
+def skewed_hub(skewed_devhub: DevHub, tmp_path: Path) -> Iterator[HubClient]:
     client = HubClient.from_kubeconfig(
-        server.write_kubeconfig(tmp_path / "kubeconfig"), timeout=TEST_TIMEOUT
+        skewed_devhub.write_kubeconfig(tmp_path / "kubeconfig"), timeout=TEST_TIMEOUT
     )
     yield client
     client.close()
+
+
+@pytest.fixture
+def raw_create(skewed_devhub: DevHub) -> Callable[[type[HubObject], dict[str, Any]], None]:
+    """POST a wire document to the skewed hub as is, bypassing our models."""
+
+    def create(kind: type[HubObject], doc: dict[str, Any]) -> None:
+        request = urllib.request.Request(
+            f"{skewed_devhub.url}{kind.api_path()}",
+            data=json.dumps(doc).encode(),
+            method="POST",
+            headers={
+                "Authorization": f"Bearer {skewed_devhub.token}",
+                "Content-Type": "application/json",
+            },
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 201, response.read()
+
+    return create
 
 
 @pytest_asyncio.fixture(loop_scope="session")

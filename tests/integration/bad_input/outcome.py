@@ -141,17 +141,16 @@ def decisions(hub: HubClient, placement: str) -> dict[str, ClusterDecision]:
     return {d.cluster_name: d for d in snapshot.status.target_clusters}
 
 
-def add_snapshot(
-    hub: HubClient,
+def snapshot_doc(
     placement: str,
     policy: dict[str, Any] | None,
     *,
     index: int = 0,
     labels: dict[str, str | None] | None = None,
     annotations: dict[str, str | None] | None = None,
-) -> ClusterSchedulingPolicySnapshot:
-    """A policy snapshot written the way KubeFleet's placement controller writes one (its three
-    labels, CRP-generation 1, PickN's number-of-clusters), with `labels` / `annotations`
+) -> dict[str, Any]:
+    """A policy snapshot as KubeFleet's placement controller writes one (its three labels,
+    CRP-generation 1, PickN's number-of-clusters), in wire form, with `labels` / `annotations`
     overriding (None removes) what it would set."""
     wanted_labels: dict[str, str | None] = {
         names.PARENT_PLACEMENT_LABEL: placement,
@@ -166,17 +165,27 @@ def add_snapshot(
     spec: dict[str, Any] = {"policyHash": ""}
     if policy is not None:
         spec["policy"] = policy
-    return hub.create(
-        ClusterSchedulingPolicySnapshot.from_wire(
-            {
-                "apiVersion": SNAPSHOT_CRD_VERSION,
-                "kind": ClusterSchedulingPolicySnapshot.KIND,
-                "metadata": {
-                    "name": f"{placement}-{index}",
-                    "labels": {k: v for k, v in wanted_labels.items() if v is not None},
-                    "annotations": {k: v for k, v in wanted_annotations.items() if v is not None},
-                },
-                "spec": spec,
-            }
-        )
-    )
+    return {
+        "apiVersion": SNAPSHOT_CRD_VERSION,
+        "kind": ClusterSchedulingPolicySnapshot.KIND,
+        "metadata": {
+            "name": f"{placement}-{index}",
+            "labels": {k: v for k, v in wanted_labels.items() if v is not None},
+            "annotations": {k: v for k, v in wanted_annotations.items() if v is not None},
+        },
+        "spec": spec,
+    }
+
+
+def add_snapshot(
+    hub: HubClient,
+    placement: str,
+    policy: dict[str, Any] | None,
+    *,
+    index: int = 0,
+    labels: dict[str, str | None] | None = None,
+    annotations: dict[str, str | None] | None = None,
+) -> ClusterSchedulingPolicySnapshot:
+    """Create `snapshot_doc(...)` through our client (so our models must accept it)."""
+    doc = snapshot_doc(placement, policy, index=index, labels=labels, annotations=annotations)
+    return hub.create(ClusterSchedulingPolicySnapshot.from_wire(doc))

@@ -13,6 +13,8 @@ finishes once, without retries, and a fixed policy is scheduled on the next even
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,7 +22,8 @@ from temporalio.client import Client
 
 from hub import names
 from hub.client import HubClient
-from hub.types import ClusterResourcePlacement
+from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
+from hub.types.meta import HubObject
 from scheduler.plugins.cluster_affinity.filtering import REASON_INVALID_TERM
 from scheduler.scheduling import ERROR_CONDITION_MESSAGE, UNKNOWN_PLACEMENT_TYPE
 from tests.integration.bad_input.outcome import (
@@ -31,6 +34,7 @@ from tests.integration.bad_input.outcome import (
     finished,
     placement_condition,
     policy_condition,
+    snapshot_doc,
 )
 from tests.integration.e2e.fleet import (
     add_cluster,
@@ -40,6 +44,8 @@ from tests.integration.e2e.fleet import (
     unique,
 )
 from workers.watcher import Watcher
+from workflows.models import RequeueRequest
+from workflows.names import SIGNAL_REQUEUE, workflow_id
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -258,3 +264,46 @@ async def test_an_unknown_value_outside_required_terms_fails_the_cycle_on_the_sn
     assert condition.reason == names.POLICY_UNFULFILLED_REASON
     assert condition.message == ERROR_CONDITION_MESSAGE.format(error=done.error)
     assert done.status.last is not None and done.status.last.error == done.error
+
+
+async def test_a_snapshot_our_model_cannot_read_is_named_and_blocks_no_other_placement(
+    skewed_hub: HubClient,
+    temporal_client: Client,
+    skewed_system: Watcher,
+    raw_create: Callable[[type[HubObject], dict[str, Any]], None],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    hub = skewed_hub
+    add_cluster(hub, "member-a", labels={"env": "prod"})
+    web = _skewed_placement(hub, {"placementType": "PickN", "numberOfClusters": 1})
+    await eventually(lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED})
+    before = (await finished(temporal_client, web)).status.cycles
+
+    # Another KubeFleet version allows more than 10 required terms: its next snapshot has 11.
+    term = {"labelSelector": {"matchLabels": {"env": "prod"}}}
+    eleven = pick_n(1, required(*[term] * 11))
+    with caplog.at_level(logging.WARNING, logger="workers.watcher"):
+        hub.patch(
+            ClusterSchedulingPolicySnapshot,
+            f"{web}-0",
+            {"metadata": {"labels": {names.IS_LATEST_SNAPSHOT_LABEL: "false"}}},
+        )
+        raw_create(ClusterSchedulingPolicySnapshot, snapshot_doc(web, eleven, index=1))
+
+        # The watch of snapshots goes on: a placement created afterwards is scheduled.
+        other = _skewed_placement(hub, {"placementType": "PickN", "numberOfClusters": 1})
+        await eventually(lambda: live_targets(hub, other) == {"member-a": names.STATE_SCHEDULED})
+    assert skewed_system.stats.watch_failures == 0
+    warned = [r.getMessage() for r in caplog.records if f"{web}-1" in r.getMessage()]
+    assert warned and "does not match our model" in warned[0], warned
+
+    # Asked to look again, the placement's turn ends with the reason, once, and nothing moves.
+    await temporal_client.get_workflow_handle(workflow_id(web)).signal(
+        SIGNAL_REQUEUE, RequeueRequest(reason="a new snapshot was written")
+    )
+    done = await finished(temporal_client, web, cycles=before)
+    assert done.max_attempt == 1 and len(done.failures) == 1, done.failures
+    assert done.error is not None and "(UnexpectedBehavior)" in done.error
+    assert f"'{web}-1' does not match our model" in done.error
+    assert "clusterSelectorTerms" in done.error
+    assert live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED}
