@@ -14,6 +14,7 @@ step is logged with its time since the start, which is what a failure or the soa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -47,6 +48,8 @@ FAULT_DWELL_S: Final = 5.0
 # Once converged, nobody may read or write a placement's objects for this long: a workflow
 # cycling forever, or an activity retrying, would.
 QUIET_WINDOW_S: Final = 5.0
+# Member agents heartbeat every minute or so; eligibility allows five.
+HEARTBEAT_EVERY_S: Final = 60.0
 QUIET_VERBS: Final = ("get", "create", "update", "patch", "delete", "deletecollection")
 
 
@@ -185,6 +188,29 @@ async def run_chaos(system: System, config: ChaosConfig) -> tuple[Fleet, ChaosLo
     )
     fleet = Fleet(system.hub_client, seed=config.seed)
     await asyncio.to_thread(fleet.add_clusters, config.clusters)
+    heartbeats = asyncio.create_task(_keep_heartbeats(fleet))
+    try:
+        return await _chaos(system, config, fleet, log)
+    finally:
+        heartbeats.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeats
+
+
+async def _keep_heartbeats(fleet: Fleet) -> None:
+    """Play the member agents: without fresh heartbeats every cluster goes ineligible after
+    KubeFleet's five minutes, and a long run would converge to something else."""
+    while True:
+        await asyncio.sleep(HEARTBEAT_EVERY_S)
+        try:
+            await asyncio.to_thread(fleet.refresh_heartbeats)
+        except Exception as exc:  # devhub down longer than the writes retry: next time
+            print(f"heartbeat refresh failed: {type(exc).__name__}: {exc}", flush=True)
+
+
+async def _chaos(
+    system: System, config: ChaosConfig, fleet: Fleet, log: ChaosLog
+) -> tuple[Fleet, ChaosLog, Convergence]:
     await asyncio.to_thread(fleet.add_placements, config.placements)
     log.note(f"load: {config.clusters} clusters, {config.placements} placements created")
     _inject_faults(system)
@@ -192,7 +218,6 @@ async def run_chaos(system: System, config: ChaosConfig) -> tuple[Fleet, ChaosLo
 
     for n in range(config.rounds):
         await run_round(system, fleet, config, log, n)
-        await asyncio.to_thread(fleet.refresh_heartbeats)
 
     await asyncio.sleep(FAULT_DWELL_S)
     log.fault_hits += sum(system.hub.hits().values())

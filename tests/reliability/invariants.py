@@ -45,6 +45,9 @@ __all__ = ["Convergence", "converge", "hub_violations", "temporal_violations"]
 MAX_ATTEMPT: Final = 3
 DESCRIBE_PARALLELISM: Final = 16
 POLL_S: Final = 2.0
+# Wait this many times as long as a check took before the next one.
+CHECK_SHARE_FACTOR: Final = 3.0
+PROGRESS_EVERY_S: Final = 15.0
 SHOWN_VIOLATIONS: Final = 25
 
 
@@ -193,19 +196,30 @@ async def converge(
     started = time.monotonic()
     polls = 0
     violations: list[str] = []
+    reported = started
     while True:
         polls += 1
+        checking = time.monotonic()
         try:
             violations = await asyncio.to_thread(hub_violations, hub, expectations, deleted)
             if not violations:
                 violations = await temporal_violations(client, expectations, deleted)
         except Exception as exc:  # a read that failed is not convergence
             violations = [f"check failed: {type(exc).__name__}: {exc}"]
+        now = time.monotonic()
         if not violations:
-            return Convergence(time.monotonic() - started, polls)
-        if time.monotonic() - started > timeout_s:
+            return Convergence(now - started, polls)
+        if now - started > timeout_s:
             shown = "\n  ".join(violations[:SHOWN_VIOLATIONS])
             raise AssertionError(
                 f"not converged after {timeout_s:g}s ({len(violations)} violations):\n  {shown}"
             )
-        await asyncio.sleep(POLL_S)
+        if now - reported >= PROGRESS_EVERY_S:
+            reported = now
+            print(
+                f"  converging: {len(violations)} violations after {now - started:.0f}s, "
+                f"e.g. {violations[0]}",
+                flush=True,
+            )
+        # Reading a whole 1,000-placement hub is work too: keep the checks a small share of it.
+        await asyncio.sleep(max(POLL_S, CHECK_SHARE_FACTOR * (now - checking)))
