@@ -139,5 +139,5 @@ class HubObject(FleetModel):
 
     @classmethod
     def api_path(cls) -> str:
-        """The collection URL path, e.g. /apis/placement.kubernetes-fleet.io/v1beta1/clusterresourcebindings."""
+        """The collection URL path, e.g. /apis/<group>/v1beta1/clusterresourcebindings."""
         return f"/apis/{cls.GROUP}/{cls.VERSION}/{cls.PLURAL}"

@@ -67,9 +67,7 @@ class PropertySelector(FleetModel):
 
 class PropertySorter(FleetModel):
     name: str
-    sort_order: str = Field(
-        json_schema_extra=crd_enum(names.SORT_ASCENDING, names.SORT_DESCENDING)
-    )
+    sort_order: str = Field(json_schema_extra=crd_enum(names.SORT_ASCENDING, names.SORT_DESCENDING))
 
 
 class ClusterSelectorTerm(FleetModel):
@@ -190,9 +188,7 @@ class ClusterResourcePlacement(HubObject):
     )
 
     spec: ClusterResourcePlacementSpec = Field(default_factory=ClusterResourcePlacementSpec)
-    status: ClusterResourcePlacementStatus = Field(
-        default_factory=ClusterResourcePlacementStatus
-    )
+    status: ClusterResourcePlacementStatus = Field(default_factory=ClusterResourcePlacementStatus)
 
 
 # --- ClusterSchedulingPolicySnapshot ---------------------------------------------------------
@@ -257,7 +253,9 @@ class ClusterResourceBindingSpec(FleetModel):
     preserve_unknown_fields: ClassVar[bool] = True  # override snapshots, applyStrategy, ...
 
     state: str = Field(
-        json_schema_extra=crd_enum(names.STATE_SCHEDULED, names.STATE_BOUND, names.STATE_UNSCHEDULED)
+        json_schema_extra=crd_enum(
+            names.STATE_SCHEDULED, names.STATE_BOUND, names.STATE_UNSCHEDULED
+        )
     )
     resource_snapshot_name: str = ""
     scheduling_policy_snapshot_name: str
