@@ -34,7 +34,11 @@ system-deps:
 run: $(STAMP)
 	$(BIN)/fleet-scheduler dev --kubeconfig-out $(RUN_DIR)/kubeconfig --hub-port 6443 --temporal-port 7233 --ui-port 8233 --data-dir $(RUN_DIR) --sample-fleet --sample-placements
 
+# The layering contracts (scheduler/ pure, one-way imports) and strict typing are checked first:
+# they are what keeps the scheduler testable alone and the workflows deterministic.
 test: $(STAMP) system-deps
+	$(BIN)/lint-imports
+	$(BIN)/mypy scheduler hub
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # The long reliability run: 1,000 placements, rounds of SIGKILLs under faults and churn. Sizes
