@@ -178,6 +178,12 @@ class HubActivities:
 
         action: str | None = None
         if self._settings.snapshotter:
+            # Finalizer first, as KubeFleet's placement controller adds its own before making
+            # snapshots: once one exists, a deletion waits for the cleanup that removes it.
+            # The other way round, a placement deleted after the snapshot was made but before
+            # the finalizer landed (a failed write, a killed worker) vanished at once and left
+            # its snapshots behind for good.
+            placement = self._ensure_finalizer(placement)
             try:
                 action = sync_policy_snapshots(client, placement)
             except SnapshotError as exc:

@@ -241,3 +241,28 @@ def test_cleanup_refuses_a_placement_that_is_not_being_deleted(
     assert failed.value.type == failures.UNEXPECTED and failed.value.non_retryable
     assert "it is not being deleted" in failed.value.message
     assert len(bindings_of(hub, "web")) == 2
+
+
+def test_a_placement_deleted_after_a_failed_first_prepare_leaves_no_policy_snapshot(
+    hub: HubClient,
+    devhub: DevHub,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    # Standalone, prepare creates the placement's policy snapshots, and only our finalizer makes
+    # a deletion wait for the cleanup that removes them. The first prepare's finalizer write
+    # fails (a conflict here; a worker killed at that moment does the same); the user deletes
+    # the placement, which nothing holds, so it is gone at once and the next prepare finds it
+    # gone: no cleanup will ever run, so no snapshot may have been made before the finalizer.
+    rig = make_activities()
+    add_placement(hub, "web", PICK_TWO)
+    devhub.faults.inject(verb="patch", resource="clusterresourceplacements", status=409, count=1)
+
+    with pytest.raises(ApplicationError) as failed:
+        prepare(env, rig.activities, "web")
+
+    assert failed.value.type == failures.CONFLICT
+    hub.delete(ClusterResourcePlacement, "web")
+    assert prepare(env, rig.activities, "web").phase == "gone"
+    left = hub.list(ClusterSchedulingPolicySnapshot, {names.PARENT_PLACEMENT_LABEL: "web"})
+    assert [s.name for s in left] == []
