@@ -245,6 +245,40 @@ def test_snapshot_changes(kind, old, new, expected) -> None:
     assert routes(kind, old, new) == expected
 
 
+@pytest.mark.parametrize(
+    ("standalone", "cached_generation", "kind", "old", "new", "routed"),
+    [
+        pytest.param(True, 2, "ADDED", None, snapshot(gen="2"), False, id="own-creation"),
+        pytest.param(
+            True, 2, "MODIFIED", snapshot(gen="1"), snapshot(gen="2"), False, id="own-refresh"
+        ),
+        pytest.param(True, 1, "ADDED", None, snapshot(gen="2"), True, id="cache-behind"),
+        pytest.param(True, None, "ADDED", None, snapshot(gen="2"), True, id="not-cached"),
+        pytest.param(True, 2, "ADDED", None, snapshot(), True, id="no-generation-annotation"),
+        pytest.param(False, 2, "ADDED", None, snapshot(gen="2"), True, id="beside-kubefleet"),
+    ],
+)
+def test_standalone_snapshot_writes_at_the_signalled_generation_are_not_echoed(
+    standalone: bool,
+    cached_generation: int | None,
+    kind: str,
+    old: ClusterSchedulingPolicySnapshot | None,
+    new: ClusterSchedulingPolicySnapshot,
+    routed: bool,
+) -> None:
+    cache = dict(FLEET)
+    if cached_generation is not None:
+        cache["web"] = placement("web", PICK_2, generation=cached_generation)
+    found = route_change(
+        Change(kind, old, new),  # type: ignore[arg-type]
+        placements=cache,
+        standalone=standalone,
+        checker=EligibilityChecker(),
+        now=NOW,
+    )
+    assert [(r.placement, r.signal) for r in found] == ([("web", SNAPSHOT)] if routed else [])
+
+
 def orphan(latest: bool = True) -> ClusterSchedulingPolicySnapshot:
     """web-0 as a broken placement controller would write it: no parent-CRP label."""
     labelled = snapshot(latest=latest)
