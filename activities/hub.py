@@ -107,6 +107,10 @@ class ActivitySettings:
     # Spans of the cycle stages go to this tracer; None: OpenTelemetry's global one (a no-op
     # until a provider is installed). A worker that installs its own provider passes its tracer.
     tracer: trace.Tracer | None = None
+    # Where run_cycle reads MemberClusters: a cache's `clusters` (activities.clusters, as
+    # KubeFleet reads them from its informer), which may answer None when it cannot be trusted
+    # yet; None, or a None answer: list them from the hub. Bindings are always read directly.
+    clusters: Callable[[], list[MemberCluster] | None] | None = None
 
 
 @dataclass
@@ -309,7 +313,9 @@ class HubActivities:
                 )
             run.placement_type = placement_type_of(snapshot)
             run.counted = True
-            clusters = client.list(MemberCluster).items
+            cached = self._settings.clusters() if self._settings.clusters is not None else None
+            clusters = cached if cached is not None else client.list(MemberCluster).items
+            span.set_attribute("clusters_cached", cached is not None)
             bindings = client.list(
                 ClusterResourceBinding, {names.PARENT_PLACEMENT_LABEL: request.placement}
             ).items

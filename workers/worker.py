@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from activities.clusters import ClusterCache
 from activities.hub import ActivitySettings, HubActivities
 from hub.client import HubClient
 from workers.devserver import LOOPBACK
@@ -202,6 +204,12 @@ async def serve(
     executor = ThreadPoolExecutor(
         max_workers=max_concurrent_activities, thread_name_prefix="activity"
     )
+    cache: ClusterCache | None = None
+    if run_worker and settings.clusters is None:
+        # KubeFleet's cycles read clusters from an informer (activities.clusters says why);
+        # until its first list lands, cycles list them from the hub.
+        cache = ClusterCache(hub).start()
+        settings = dataclasses.replace(settings, clusters=cache.clusters)
     tasks: dict[str, asyncio.Task[None]] = {}
     helpers: list[asyncio.Task[None]] = []
     worker: Worker | None = None
@@ -262,6 +270,8 @@ async def serve(
             _stop_worker(worker, tasks.get(PART_WORKER)),
         )
         executor.shutdown(wait=False, cancel_futures=True)
+        if cache is not None:
+            await asyncio.to_thread(cache.stop)
         if health is not None:
             await health.stop()
 

@@ -1,0 +1,105 @@
+"""The worker's MemberCluster cache against a real devhub: it follows creates, label changes
+and deletes, run_cycle schedules from it, and it answers None (cycles list from the hub) until
+its first list and after its watch fails."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.clusters import ClusterCache
+from devhub import DevHub
+from hub.client import HubClient
+from hub.types import MemberCluster
+from tests.integration.activities.activity_helpers import (
+    Rig,
+    add_cluster,
+    add_placement,
+    bindings_of,
+    prepare_and_cycle,
+    targets,
+)
+
+T = TypeVar("T")
+WAIT_S = 10.0
+
+
+def eventually(check: Callable[[], T | None], what: str) -> T:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"not within {WAIT_S}s: {what}")
+
+
+@pytest.fixture
+def cache(hub: HubClient) -> Iterator[ClusterCache]:
+    started = ClusterCache(hub, watch_seconds=5).start()
+    yield started
+    started.stop()
+
+
+def names(cache: ClusterCache) -> list[str] | None:
+    listed = cache.clusters()
+    return None if listed is None else [c.metadata.name for c in listed]
+
+
+def test_the_cache_follows_creates_label_changes_and_deletes(
+    hub: HubClient, cache: ClusterCache
+) -> None:
+    add_cluster(hub, "b")
+    add_cluster(hub, "a", labels={"env": "prod"})
+    assert cache.wait_synced(WAIT_S)
+    eventually(lambda: names(cache) == ["a", "b"], "both clusters, in name order")
+
+    hub.patch(MemberCluster, "a", {"metadata": {"labels": {"env": "dev"}}})
+    eventually(
+        lambda: (c := cache.clusters()) and c[0].metadata.labels.get("env") == "dev",
+        "a's new label",
+    )
+    hub.delete(MemberCluster, "b")
+    eventually(lambda: names(cache) == ["a"], "b gone")
+
+
+def test_run_cycle_schedules_from_the_cache(
+    hub: HubClient,
+    cache: ClusterCache,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    for name in ("a", "b", "c"):
+        add_cluster(hub, name)
+    eventually(lambda: names(cache) == ["a", "b", "c"], "three clusters cached")
+    rig = make_activities(clusters=cache.clusters)
+    add_placement(hub, "web", {"placementType": "PickAll"})
+
+    _, report = prepare_and_cycle(env, rig.activities, "web")
+
+    assert report.clusters_seen == 3
+    assert sorted(targets(bindings_of(hub, "web"), "Scheduled")) == ["a", "b", "c"]
+    (read,) = [s for s in rig.spans.get_finished_spans() if s.name == "read"]
+    assert read.attributes is not None and read.attributes["clusters_cached"] is True
+
+
+def test_until_listed_and_after_a_failed_watch_the_cache_answers_none(
+    devhub_factory: Callable[..., DevHub],
+) -> None:
+    hub_server = devhub_factory()
+    client = HubClient.from_url(hub_server.url, token=hub_server.token, timeout=(1.0, 2.0))
+    cache = ClusterCache(client, watch_seconds=5)
+    try:
+        assert cache.clusters() is None  # not started: nothing listed yet
+        cache.start()
+        assert cache.wait_synced(WAIT_S)
+        assert cache.clusters() == []
+        hub_server.stop()
+        eventually(lambda: cache.clusters() is None, "the cache to distrust itself")
+    finally:
+        cache.stop()
+        client.close()
