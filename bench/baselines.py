@@ -8,7 +8,8 @@ worker (added meanwhile, it is marked dirty and queued again when the first is d
 turn is re-added with per-key backoff (5 ms x 2^n, capped), a cycle that asks to requeue is
 re-added at once. Keys come from an informer-like list+watch of ClusterResourcePlacements:
 creation, spec (generation) changes and deletion. N workers take keys; each turn runs in a
-thread because the kubernetes client blocks, as in the real worker.
+thread because the kubernetes client blocks, as in the real worker. MemberClusters come from
+the same cache the worker uses (activities.clusters), bindings straight from the hub.
 
 `ceiling`: Temporal's own ceiling for our workflow shape: the real PlacementWorkflow on a worker
 built like ours (same thread pool and activity slots), whose prepare_cycle and run_cycle do
@@ -39,6 +40,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
+from activities.clusters import ClusterCache
 from activities.hub import ActivitySettings, HubActivities
 from activities.models import (
     CleanupReport,
@@ -124,7 +126,10 @@ class QueueScheduler:
     """N workers over a KeyQueue; each turn is one PlacementWorkflow loop turn, no Temporal."""
 
     def __init__(self, hub: HubClient, workers: int) -> None:
-        self._activities = HubActivities(hub, ActivitySettings(snapshotter=True))
+        # Clusters from an informer-like cache, as the worker (and KubeFleet) reads them.
+        self._clusters = ClusterCache(hub).start()
+        settings = ActivitySettings(snapshotter=True, clusters=self._clusters.clusters)
+        self._activities = HubActivities(hub, settings)
         self._hub = hub
         self._workers = workers
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="turn")
@@ -235,6 +240,7 @@ class QueueScheduler:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._clusters.stop()
 
 
 async def run_queue(args: argparse.Namespace) -> None:

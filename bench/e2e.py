@@ -264,7 +264,7 @@ class Bench:
                     [
                         str(Path(sys.executable).with_name("py-spy")), "record",
                         "--pid", str(part.pid), "--format", "raw", "--rate", "50",
-                        "--nonblocking", "--output", str(output),
+                        "--nonblocking", "--gil", "--output", str(output),
                     ],
                 ).start()
             )  # fmt: skip
