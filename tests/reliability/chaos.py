@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from tests.reliability.fleet import Fleet
 from tests.reliability.invariants import Convergence, converge, hub_violations
-from tests.reliability.system import SchedulerProcess, System
+from tests.reliability.system import System
 
 __all__ = ["FAULTS", "ChaosConfig", "ChaosLog", "run_chaos"]
 
@@ -129,17 +129,21 @@ async def _kill_and_restart(
     name: str,
     kill: Callable[[], None],
     restart: Callable[[], Awaitable[object]],
-    churn_while_down: int,
+    *,
+    churn: int,
+    churn_while_down: bool = True,
 ) -> None:
-    await _churn(fleet, fleet_size := churn_while_down or 1)
+    """Churn, let the work get going, SIGKILL `name`, churn again while it is down (unless
+    nothing can be written then), restart it."""
+    await _churn(fleet, churn)
     await asyncio.sleep(IN_FLIGHT_PAUSE_S)
     unsettled = await _unsettled(system, fleet)
     log.note(f"kill -9 {name} ({unsettled} hub-side violations at that moment)")
     kill()
     down = time.monotonic()
     if churn_while_down:
-        await _churn(fleet, fleet_size)
-        log.note(f"churned {fleet_size} of each change while {name} was down")
+        await _churn(fleet, churn)
+        log.note(f"churned {churn} of each change while {name} was down")
     await restart()
     restart_s = time.monotonic() - down
     log.killed(name, restart_s)
@@ -154,32 +158,35 @@ async def _restart_hub(system: System) -> None:
 async def run_round(
     system: System, fleet: Fleet, config: ChaosConfig, log: ChaosLog, n: int
 ) -> None:
+    """Kill each kind of process once (workers and watchers in rotation), churning around it."""
     worker = system.workers[n % len(system.workers)]
     watcher = system.watchers[n % len(system.watchers)]
-
-    async def restart_part(part: SchedulerProcess) -> None:
-        await part.start()
-
+    churn = config.churn
+    await _kill_and_restart(system, fleet, log, worker.name, worker.kill, worker.start, churn=churn)
     await _kill_and_restart(
-        system, fleet, log, worker.name, worker.kill, lambda: restart_part(worker), config.churn
+        system, fleet, log, watcher.name, watcher.kill, watcher.start, churn=churn
     )
     await _kill_and_restart(
-        system, fleet, log, watcher.name, watcher.kill, lambda: restart_part(watcher), config.churn
+        system, fleet, log, "temporal", system.temporal.kill, system.temporal.start, churn=churn
     )
+    log.fault_hits += sum(system.hub.hits().values())  # the new devhub counts from zero
     await _kill_and_restart(
-        system, fleet, log, "temporal", system.temporal.kill, system.temporal.start, config.churn
+        system,
+        fleet,
+        log,
+        "devhub",
+        system.hub.kill,
+        lambda: _restart_hub(system),
+        churn=churn,
+        churn_while_down=False,  # nothing can be written: churn once it is back instead
     )
-    # Nothing can be written while devhub is down: churn before and after instead.
-    log.fault_hits += sum(system.hub.hits().values())
-    await _kill_and_restart(
-        system, fleet, log, "devhub", system.hub.kill, lambda: _restart_hub(system), 0
-    )
-    await _churn(fleet, config.churn)
+    await _churn(fleet, churn)
     log.note(f"round {n + 1}: churned after devhub came back")
 
 
 async def run_chaos(system: System, config: ChaosConfig) -> tuple[Fleet, ChaosLog, Convergence]:
-    """Load, rounds of kills under faults and churn, then convergence. Returns what happened."""
+    """Load, rounds of kills under faults and churn, convergence, then a quiet hub. Returns
+    what happened; AssertionError if it did not converge or stay quiet."""
     log = ChaosLog()
     await system.start()
     log.note(
@@ -188,29 +195,34 @@ async def run_chaos(system: System, config: ChaosConfig) -> tuple[Fleet, ChaosLo
     )
     fleet = Fleet(system.hub_client, seed=config.seed)
     await asyncio.to_thread(fleet.add_clusters, config.clusters)
-    heartbeats = asyncio.create_task(_keep_heartbeats(fleet))
+    stop = asyncio.Event()
+    heartbeats = asyncio.create_task(_keep_heartbeats(fleet, stop))
     try:
-        return await _chaos(system, config, fleet, log)
+        result = await _chaos(system, config, fleet, log)
     finally:
-        heartbeats.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await heartbeats
+        stop.set()
+        await heartbeats  # a refresh in progress finishes first: the hub must be quiet next
+
+    busy = await quiet(system, QUIET_WINDOW_S)
+    assert not busy, f"hub requests {QUIET_WINDOW_S:g}s after convergence: {busy}"
+    log.note(f"quiet: no hub reads or writes of objects for {QUIET_WINDOW_S:g}s")
+    return fleet, log, result
 
 
-async def _keep_heartbeats(fleet: Fleet) -> None:
+async def _keep_heartbeats(fleet: Fleet, stop: asyncio.Event) -> None:
     """Play the member agents: without fresh heartbeats every cluster goes ineligible after
     KubeFleet's five minutes, and a long run would converge to something else."""
-    while True:
-        await asyncio.sleep(HEARTBEAT_EVERY_S)
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), HEARTBEAT_EVERY_S)
+            return
         try:
             await asyncio.to_thread(fleet.refresh_heartbeats)
         except Exception as exc:  # devhub down longer than the writes retry: next time
             print(f"heartbeat refresh failed: {type(exc).__name__}: {exc}", flush=True)
 
 
-async def _chaos(
-    system: System, config: ChaosConfig, fleet: Fleet, log: ChaosLog
-) -> tuple[Fleet, ChaosLog, Convergence]:
+async def _chaos(system: System, config: ChaosConfig, fleet: Fleet, log: ChaosLog) -> Convergence:
     await asyncio.to_thread(fleet.add_placements, config.placements)
     log.note(f"load: {config.clusters} clusters, {config.placements} placements created")
     _inject_faults(system)
@@ -235,10 +247,7 @@ async def _chaos(
         timeout_s=config.converge_s,
     )
     log.note(f"converged {result.seconds:.1f}s after the faults stopped ({result.polls} polls)")
-    busy = await quiet(system, QUIET_WINDOW_S)
-    assert not busy, f"hub requests {QUIET_WINDOW_S:g}s after convergence: {busy}"
-    log.note(f"quiet: no hub reads or writes of objects for {QUIET_WINDOW_S:g}s")
-    return fleet, log, result
+    return result
 
 
 async def quiet(system: System, seconds: float) -> dict[str, int]:
