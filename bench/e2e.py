@@ -403,7 +403,7 @@ def _metrics_url(ready_line: str) -> str:
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> None:
-    stack = Stack(workdir, temporal_db=args.temporal_db)
+    stack = Stack(workdir, temporal_db=args.temporal_db, server_args=args.server_arg)
     hub: Hub | None = None
     bench: Bench | None = None
     beats: asyncio.Task[None] | None = None
@@ -415,6 +415,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> None:
         report("config.clusters", args.clusters)
         report("config.placements", args.placements)
         report("config.temporal_db", args.temporal_db)
+        if args.server_arg:
+            report("config.server_args", "_".join(args.server_arg).replace(" ", ""))
         started = time.monotonic()
         await hub.add_clusters(load.fleet(args.clusters))
         report("setup.clusters_s", time.monotonic() - started)
@@ -470,6 +472,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--churn", action="store_true",
                         help="policy change of 1,000 placements, then one cluster label change")
     parser.add_argument("--temporal-db", choices=("sqlite", "memory"), default="sqlite")
+    parser.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                        help="extra argument for `temporal server start-dev` (repeatable), "
+                             "e.g. --server-arg=--dynamic-config-value --server-arg=KEY=VALUE")
     parser.add_argument("--queue-workers", type=int, default=16,
                         help="workers of the queue baseline (default 16, the worker's "
                              "activity slots)")

@@ -214,7 +214,8 @@ _CHILDREN: list[Child] = []
 class Stack:
     """devhub and the Temporal dev server for the whole run, plus the children of each phase."""
 
-    def __init__(self, workdir: Path, *, temporal_db: str) -> None:
+    def __init__(self, workdir: Path, *, temporal_db: str, server_args: list[str]) -> None:
+        self.server_args = server_args
         self.workdir = workdir
         self.temporal_db = temporal_db
         self.devhub: Child | None = None
@@ -238,7 +239,9 @@ class Stack:
 
     async def start_temporal(self) -> DevServer:
         data_dir = self.workdir / "temporal" if self.temporal_db == "sqlite" else None
-        self.server = DevServer(port=free_port(), ui=False, data_dir=data_dir)
+        self.server = DevServer(
+            port=free_port(), ui=False, data_dir=data_dir, extra_args=self.server_args
+        )
         await self.server.start()
         pids = children_named("temporal")
         self.temporal_pid = pids[0] if len(pids) == 1 else None
