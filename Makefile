@@ -54,6 +54,11 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy scheduler hub
 
+# The end-to-end bench at 100 clusters and 1,000 placements (bench/RESULTS.md has the matrix).
+BENCH_ARGS ?= --clusters 100 --placements 1000
+bench: $(STAMP)
+	$(BIN)/python bench/e2e.py $(BENCH_ARGS)
+
 crds: $(STAMP)
 	$(BIN)/python -m hub.crds deploy/crds
 
