@@ -8,11 +8,15 @@ placement and its latest policy snapshot (and, in standalone mode, syncs the sna
 when the placement is being deleted, after which the workflow completes.
 
 It listens to the watcher's signals and the manual `requeue` signal. Signals coalesce: any
-number of them during a cycle set one dirty flag, which causes exactly one more cycle. "Requeue
-now" is another loop turn; "requeue after" is a durable timer. Transient hub errors are retried
-by the activities' RetryPolicy, which replaces KubeFleet's rate limiter; errors that retrying
-cannot fix are recorded and the workflow waits for the next event, as KubeFleet does. History is
-bounded: the run continues-as-new every MAX_CYCLES_PER_RUN cycles with its state carried over."""
+number of them during a cycle set one dirty flag, which causes exactly one more cycle. That holds
+for the last turn too: a signal that arrives while prepare finds the placement gone, or while
+its cleanup runs, means one more look before completing (the watcher's signal-with-start for a
+placement deleted and created again under the same name lands on this workflow as it ends).
+"Requeue now" is another loop turn; "requeue after" is a durable timer. Transient hub errors are
+retried by the activities' RetryPolicy, which replaces KubeFleet's rate limiter; errors that
+retrying cannot fix are recorded and the workflow waits for the next event, as KubeFleet does.
+History is bounded: the run continues-as-new every MAX_CYCLES_PER_RUN cycles with its state
+carried over."""
 
 from __future__ import annotations
 
@@ -99,9 +103,11 @@ class PlacementWorkflow:
                 continue
             if prepared.phase == "gone":
                 self._waiting_for = "nothing: the placement is gone"
+                if self._dirty:
+                    continue  # an event since: the placement may have been created again
                 return self._status()
             if prepared.phase == "deleting":
-                if await self._cleanup():
+                if await self._cleanup() and not self._dirty:
                     return self._status()
                 continue
             if prepared.phase != "ready" or prepared.snapshot is None:

@@ -34,6 +34,8 @@ class Script:
     requeue_after: float | None = None  # for the first cycle only
     failures: list[ApplicationError] = field(default_factory=list)  # raised by run_cycle, in turn
     gate: asyncio.Event | None = None  # run_cycle waits on it when set
+    prepare_gate: asyncio.Event | None = None  # prepare_cycle waits on it when set
+    cleanup_gate: asyncio.Event | None = None  # cleanup_placement waits on it when set
     prepares: int = 0
     cycles: list[CycleRequest] = field(default_factory=list)
     cycle_attempts: int = 0
@@ -49,6 +51,8 @@ async def prepare_cycle(request: PrepareRequest) -> PrepareResult:
     script = SCRIPTS[request.placement]
     phase = script.phases[min(script.prepares, len(script.phases) - 1)]
     script.prepares += 1
+    if script.prepare_gate is not None:
+        await script.prepare_gate.wait()
     return PrepareResult(
         phase=phase,  # type: ignore[arg-type]
         message=f"scripted {phase}",
@@ -83,6 +87,8 @@ async def run_cycle(request: CycleRequest) -> CycleReport:
 async def cleanup_placement(request: CleanupRequest) -> CleanupReport:
     script = SCRIPTS[request.placement]
     script.cleanups += 1
+    if script.cleanup_gate is not None:
+        await script.cleanup_gate.wait()
     if script.cleanup_failures:
         raise script.cleanup_failures.pop(0)
     return CleanupReport(bindings_deleted=2, finalizer_removed=True, summary="2 bindings deleted")

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 import pytest_asyncio
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.worker import Worker
 
 from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS, Script, transient, unexpected
@@ -226,3 +226,32 @@ async def test_a_failed_cleanup_is_recorded_and_retried_on_the_next_event(
     await handle.signal(PlacementWorkflow.placement_deleting)
     result = await asyncio.wait_for(handle.result(), timeout=60)
     assert script.cleanups == 2 and "cleaned up" in result.waiting_for
+
+
+@pytest.mark.parametrize("last_turn", ["gone", "deleting"])
+async def test_an_event_during_the_last_turn_is_not_lost_to_a_placement_created_again(
+    temporal_client, task_queue, worker, last_turn
+):
+    # The placement is deleted and, while its workflow's last turn runs (prepare finding it gone,
+    # or its cleanup), created again under the same name: the watcher's signal-with-start finds
+    # the old workflow still running and signals it. Completing anyway would drop that signal,
+    # and the new placement would wait with no workflow until some unrelated event.
+    name = placement_name()
+    gate = asyncio.Event()
+    script = Script(phases=[last_turn, "ready"])
+    if last_turn == "gone":
+        script.prepare_gate = gate
+    else:
+        script.cleanup_gate = gate
+    handle = await start(temporal_client, task_queue, name, script)
+    deadline = time.monotonic() + 30
+    while not (script.prepares if last_turn == "gone" else script.cleanups):
+        assert time.monotonic() < deadline, "the last turn never started"
+        await asyncio.sleep(0.05)
+
+    await handle.signal(PlacementWorkflow.placement_changed, HubEvent(reason=f"{name} created"))
+    gate.set()
+
+    status = await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    assert status.last is not None and script.prepares == 2
+    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
