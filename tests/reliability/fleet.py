@@ -221,9 +221,10 @@ class Fleet:
 
     # --- placements --------------------------------------------------------------------------
 
-    def _new_model(self) -> PlacementModel:
-        name = f"{self.prefix}-{self._next_placement:04d}"
-        self._next_placement += 1
+    def _new_model(self, name: str | None = None) -> PlacementModel:
+        if name is None:
+            name = f"{self.prefix}-{self._next_placement:04d}"
+            self._next_placement += 1
         roll = self.rng.random()
         if roll < 0.3:
             require = self.rng.choice([{}, {"env": self.rng.choice(ENVS)}, {GOLD: "true"}])
@@ -315,10 +316,25 @@ class Fleet:
         self._count("placements deleted", len(chosen))
         return chosen
 
+    def recreate(self, count: int) -> list[str]:
+        """Create new placements under the names of deleted ones that are gone from the hub:
+        the new one must get a new workflow (the old one completed or is completing)."""
+        present = {p.name for p in retrying(lambda: self.hub.list(ClusterResourcePlacement))}
+        gone = sorted(self.deleted - present)
+        chosen = self.rng.sample(gone, min(count, len(gone)))
+        models = [self._new_model(name) for name in chosen]
+        for model in models:
+            self.deleted.discard(model.name)
+            self.placements[model.name] = model
+        self._parallel(models, self._create_placement)
+        self._count("placements re-created", len(models))
+        return chosen
+
     def churn(self, size: int) -> None:
         """One round of user activity, about `size` changes of each kind."""
         self.add_placements(size)
         self.modify(size)
+        self.recreate(max(1, size // 4))
         self.delete(max(1, size // 2))
         self.relabel(max(1, size // 8))
 
