@@ -330,11 +330,24 @@ class Bench:
         await self._quiet(cycles)
         before = await cycles.count()
         started = time.monotonic()
-        await each(
+        generations: dict[str, int] = {}
+
+        async def change(name: str) -> None:
+            patched = await self.hub.patch(
+                load.PLACEMENTS_PATH, name, load.policy_change(bodies[name])
+            )
+            generations[name] = int(patched["metadata"]["generation"])
+
+        await each(chosen, change)
+        unchanged = [n for n, g in generations.items() if g < 2]
+        if unchanged:
+            raise RuntimeError(f"policy change left the generation of {unchanged[:5]} as it was")
+        scheduled = await self.tracker.wait(
+            lambda n: self.tracker.scheduled_at(n, generations[n]) is not None,
             chosen,
-            lambda n: self.hub.patch(load.PLACEMENTS_PATH, n, load.policy_change(bodies[n])),
+            self.args.timeout,
+            "churn: policy change",
         )
-        scheduled = await self.wait_scheduled(chosen, "churn: policy change", generation=2)
         report("churn.policy.scheduled_s", scheduled - started)
         last_cycle = await self._quiet(cycles)
         report("churn.policy.quiet_s", last_cycle - started)

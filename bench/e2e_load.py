@@ -199,8 +199,9 @@ def policy_change(current: dict[str, Any]) -> dict[str, Any]:
     tolerations = [{"key": "gpu", "operator": "Exists"}]
     if policy.get("placementType") == "PickFixed":
         # Tolerations mean nothing to PickFixed; changing its clusters is its policy change.
-        clusters = list(policy["clusterNames"])
-        return {"spec": {"policy": {"clusterNames": sorted({*clusters, cluster_name(2)})}}}
+        clusters = set(policy["clusterNames"])
+        added = next(cluster_name(i) for i in range(2, 5) if cluster_name(i) not in clusters)
+        return {"spec": {"policy": {"clusterNames": sorted({*clusters, added})}}}
     return {"spec": {"policy": {"tolerations": tolerations}}}
 
 
