@@ -10,8 +10,9 @@ Hub side (`hub_violations`), read in one list per kind:
 - every deleted placement is gone, with its bindings and policy snapshots.
 
 Temporal side (`temporal_violations`):
-- every live placement has a running workflow `crp/<name>`, with no activity retrying past
-  `max_attempt`, and its FleetFullyScheduled search attribute is true;
+- every live placement has a running workflow `crp/<name>` that is idle (no activity or
+  workflow task pending; an activity past `max_attempt` attempts is reported as stuck
+  retrying), and its FleetFullyScheduled search attribute is true;
 - every deleted placement's workflow has completed (or never started).
 
 `converge` polls both until they hold or a deadline passes, then fails listing what did not."""
@@ -150,13 +151,18 @@ async def temporal_violations(
         if status != WorkflowExecutionStatus.RUNNING:
             return [f"{name}: workflow is {status}, not RUNNING"]
         problems = []
-        for pending in description.raw_description.pending_activities:
+        raw = description.raw_description
+        for pending in raw.pending_activities:
+            failure = pending.last_failure.message if pending.HasField("last_failure") else ""
             if pending.attempt > max_attempt:
-                failure = pending.last_failure.message if pending.HasField("last_failure") else ""
                 problems.append(
-                    f"{name}: {pending.activity_type.name} at attempt {pending.attempt} "
-                    f"({failure[:200]})"
+                    f"{name}: stuck retrying {pending.activity_type.name}, attempt "
+                    f"{pending.attempt} ({failure[:200]})"
                 )
+            else:
+                problems.append(f"{name}: still running {pending.activity_type.name}")
+        if raw.HasField("pending_workflow_task"):
+            problems.append(f"{name}: a workflow task is pending")
         return problems
 
     results = await asyncio.gather(
