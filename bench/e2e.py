@@ -459,12 +459,15 @@ async def run(args: argparse.Namespace, workdir: Path) -> None:
             if name in args.skip:
                 continue
             began = time.monotonic()
+            # The machine is shared: the load before each phase says how quiet it was.
+            report(f"machine.load1.before_{name}", os.getloadavg()[0])
             await phase()
             stack.sample_peaks()
             report(f"phase.{name}_s", time.monotonic() - began)
         if bench.tracker.errors:
             report("tracker.watch_errors", len(bench.tracker.errors))
     finally:
+        report("machine.load1.end", os.getloadavg()[0])
         if beats is not None:
             beats.cancel()
         stack.sample_peaks()
