@@ -30,6 +30,7 @@ class Script:
     """What the stand-ins answer for one placement, and what they were asked."""
 
     phases: list[str] = field(default_factory=lambda: ["ready"])  # last one repeats
+    deleted: bool = False  # once set, prepare answers "deleting" whatever the phases say
     requeues: list[bool] = field(default_factory=list)  # per cycle; then False
     requeue_after: float | None = None  # for the first cycle only
     failures: list[ApplicationError] = field(default_factory=list)  # raised by run_cycle, in turn
@@ -50,6 +51,8 @@ SCRIPTS: dict[str, Script] = defaultdict(Script)
 async def prepare_cycle(request: PrepareRequest) -> PrepareResult:
     script = SCRIPTS[request.placement]
     phase = script.phases[min(script.prepares, len(script.phases) - 1)]
+    if script.deleted:
+        phase = "deleting"
     script.prepares += 1
     if script.prepare_gate is not None:
         await script.prepare_gate.wait()

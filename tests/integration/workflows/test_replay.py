@@ -44,17 +44,14 @@ async def test_fresh_histories_replay(temporal_client: Client, task_queue: str) 
         activities=STAND_INS,
         max_cached_workflows=0,
     ):
-        handle = await start(
-            temporal_client,
-            task_queue,
-            name,
-            Script(requeues=[True, False, False], phases=["ready"] * 3 + ["deleting"]),
-            cycles_per_run=2,
-        )
+        script = Script(requeues=[True, False, False])
+        handle = await start(temporal_client, task_queue, name, script, cycles_per_run=2)
         await eventually(handle, lambda s: s.cycles == 2 and idle(s))
         for reason in ("a", "b", "c"):
             await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason=reason))
-        await eventually(handle, lambda s: s.cycles == 3 and idle(s))
+        # Under load the three signals may take one or two more turns.
+        await eventually(handle, lambda s: s.cycles >= 3 and idle(s))
+        script.deleted = True
         await handle.signal(PlacementWorkflow.placement_deleting)
         await asyncio.wait_for(handle.result(), timeout=60)
 
@@ -62,7 +59,7 @@ async def test_fresh_histories_replay(temporal_client: Client, task_queue: str) 
     async for execution in temporal_client.list_workflows(f"WorkflowId = '{handle.id}'"):
         run = temporal_client.get_workflow_handle(execution.id, run_id=execution.run_id)
         histories.append(await run.fetch_history())
-    assert len(histories) == 2  # one continue-as-new
+    assert len(histories) >= 2  # at least one continue-as-new (runs of two cycles)
     for history in histories:
         result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, result.replay_failure
