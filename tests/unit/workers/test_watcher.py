@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from hub.client import HubClient
 from workers.watcher import WATCHED_KINDS, Watcher
@@ -49,3 +50,18 @@ async def test_a_new_watcher_is_not_ready_and_says_which_lists_it_waits_for(
     assert reason == "waiting for the first list of " + ", ".join(k.PLURAL for k in WATCHED_KINDS)
     assert watcher.idle and watcher.pending == 0
     assert watcher.stats.sent == 0
+
+
+@pytest.mark.parametrize(
+    ("status", "permanent"),
+    [
+        pytest.param(RPCStatusCode.INVALID_ARGUMENT, True, id="invalid-argument"),
+        pytest.param(RPCStatusCode.UNIMPLEMENTED, False, id="server-still-starting"),
+        pytest.param(RPCStatusCode.UNAVAILABLE, False, id="unavailable"),
+    ],
+)
+def test_only_errors_a_retry_cannot_fix_drop_a_signal(status, permanent) -> None:
+    from workers.watcher import _permanent
+
+    error = RPCError("unknown service temporal.api.workflowservice.v1.WorkflowService", status, b"")
+    assert _permanent(error) is permanent
