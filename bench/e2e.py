@@ -487,8 +487,10 @@ async def main_async(args: argparse.Namespace, workdir: Path) -> None:
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
-    # SIGTERM like Ctrl-C: cancel the run, whose finally stops every child.
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    # Ctrl-C and SIGTERM cancel the run, whose finally stops every child. Installed for SIGINT
+    # too: a shell starts background jobs with SIGINT ignored, which Python would keep.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
     await run(args, workdir)
 
 
