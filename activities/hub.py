@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -39,13 +39,15 @@ from activities.models import (
     CycleRequest,
     PrepareRequest,
     PrepareResult,
+    TurnRequest,
+    TurnResult,
     WriteCounts,
 )
 from activities.snapshotter import sync_policy_snapshots
 from activities.translate import hub_failures, is_retryable
 from hub import names
 from hub.client import HubClient
-from hub.errors import NotFoundError
+from hub.errors import HubError, NotFoundError
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
@@ -127,6 +129,15 @@ class _CycleRun:
         return (time.perf_counter() - self.started) * 1000.0
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """prepare's answer, and for a ready placement the objects it read (for the cycle)."""
+
+    result: PrepareResult
+    placement: ClusterResourcePlacement | None = None
+    snapshot: ClusterSchedulingPolicySnapshot | None = None
+
+
 def _heartbeat(progress: str) -> None:
     activity.heartbeat(progress)
 
@@ -160,27 +171,42 @@ class HubActivities:
             return self._prepare(request.placement)
 
     def _prepare(self, name: str) -> PrepareResult:
+        return self._prepare_turn(name, pending_condition=True).result
+
+    def _prepare_turn(self, name: str, *, pending_condition: bool) -> _Prepared:
+        """Steps 2-5 of scheduleOnce; with the objects read, for a cycle in the same activity.
+
+        `pending_condition`: write the placement's Scheduled condition for the latest snapshot
+        now (SchedulePending for a new one). A caller that runs the cycle next passes False:
+        the cycle writes the condition moments later, and writes it on failure too."""
         client = self._client
         try:
             placement = client.get(ClusterResourcePlacement, name)
         except NotFoundError:
-            return PrepareResult(phase="gone", message=f"placement {name!r} does not exist")
+            return _Prepared(
+                PrepareResult(phase="gone", message=f"placement {name!r} does not exist")
+            )
         generation = placement.metadata.generation
         if placement.metadata.deleting:
-            return PrepareResult(
-                phase="deleting",
-                message=f"placement {name!r} is being deleted",
-                placement_generation=generation,
+            return _Prepared(
+                PrepareResult(
+                    phase="deleting",
+                    message=f"placement {name!r} is being deleted",
+                    placement_generation=generation,
+                )
             )
 
         if too_long := _name_too_long(name):
             if self._settings.snapshotter:
-                return self._sync_failed(placement, InvalidPlacementError(too_long))
-            return PrepareResult(
-                phase="no_latest_snapshot", message=too_long, placement_generation=generation
+                return _Prepared(self._sync_failed(placement, InvalidPlacementError(too_long)))
+            return _Prepared(
+                PrepareResult(
+                    phase="no_latest_snapshot", message=too_long, placement_generation=generation
+                )
             )
 
         action: str | None = None
+        known: tuple[ClusterSchedulingPolicySnapshot, ...] | None = None
         if self._settings.snapshotter:
             # Finalizer first, as KubeFleet's placement controller adds its own before making
             # snapshots: once one exists, a deletion waits for the cleanup that removes it.
@@ -189,25 +215,32 @@ class HubActivities:
             # its snapshots behind for good.
             placement = self._ensure_finalizer(placement)
             try:
-                action = sync_policy_snapshots(client, placement)
+                synced = sync_policy_snapshots(client, placement)
             except SnapshotError as exc:
-                return self._sync_failed(placement, exc)
+                return _Prepared(self._sync_failed(placement, exc))
+            action, known = synced.action, synced.latest
 
-        latest = client.list(
-            ClusterSchedulingPolicySnapshot,
-            {names.PARENT_PLACEMENT_LABEL: name, names.IS_LATEST_SNAPSHOT_LABEL: "true"},
-        ).items
+        latest = (
+            list(known)
+            if known is not None
+            else client.list(
+                ClusterSchedulingPolicySnapshot,
+                {names.PARENT_PLACEMENT_LABEL: name, names.IS_LATEST_SNAPSHOT_LABEL: "true"},
+            ).items
+        )
         if not latest:
             message = NO_LATEST_MESSAGE.format(
                 placement=name,
                 label=names.IS_LATEST_SNAPSHOT_LABEL,
                 parent=names.PARENT_PLACEMENT_LABEL,
             )
-            return PrepareResult(
-                phase="no_latest_snapshot",
-                message=message,
-                placement_generation=generation,
-                snapshot_action=action,
+            return _Prepared(
+                PrepareResult(
+                    phase="no_latest_snapshot",
+                    message=message,
+                    placement_generation=generation,
+                    snapshot_action=action,
+                )
             )
         if len(latest) > 1:
             message = MULTIPLE_LATEST_MESSAGE.format(
@@ -216,29 +249,37 @@ class HubActivities:
                 label=names.IS_LATEST_SNAPSHOT_LABEL,
                 listed=", ".join(sorted(s.name for s in latest)),
             )
-            return PrepareResult(
-                phase="multiple_latest_snapshots",
-                message=message,
-                placement_generation=generation,
-                snapshot_action=action,
+            return _Prepared(
+                PrepareResult(
+                    phase="multiple_latest_snapshots",
+                    message=message,
+                    placement_generation=generation,
+                    snapshot_action=action,
+                )
             )
         snapshot = latest[0]
         placement = self._ensure_finalizer(placement)
-        if self._settings.snapshotter:
-            # The placement controller re-derives the condition on every reconcile (2.7): a
-            # new snapshot makes it SchedulePending until the cycle reports.
-            now = self._now()
-            write_scheduled_condition(
-                client, placement, lambda p: placement_scheduled_condition(p, snapshot, now)
-            )
+        if self._settings.snapshotter and pending_condition:
+            self._write_pending_condition(placement, snapshot)
         placement_type = placement_type_of(snapshot)
-        return PrepareResult(
+        result = PrepareResult(
             phase="ready",
             message=f"latest policy snapshot {snapshot.name} ({placement_type})",
             snapshot=snapshot.name,
             placement_type=placement_type,
             placement_generation=generation,
             snapshot_action=action,
+        )
+        return _Prepared(result, placement, snapshot)
+
+    def _write_pending_condition(
+        self, placement: ClusterResourcePlacement, snapshot: ClusterSchedulingPolicySnapshot
+    ) -> None:
+        # The placement controller re-derives the condition on every reconcile (2.7): a new
+        # snapshot makes it SchedulePending until the cycle reports.
+        now = self._now()
+        write_scheduled_condition(
+            self._client, placement, lambda p: placement_scheduled_condition(p, snapshot, now)
         )
 
     def _ensure_finalizer(self, placement: ClusterResourcePlacement) -> ClusterResourcePlacement:
@@ -291,26 +332,34 @@ class HubActivities:
             self._meter(run, _outcome_label(report))
         return report
 
-    def _cycle(self, request: CycleRequest, run: _CycleRun) -> CycleReport:
+    def _cycle(
+        self, request: CycleRequest, run: _CycleRun, prepared: _Prepared | None = None
+    ) -> CycleReport:
+        """The cycle; `prepared`: the placement and snapshot this activity has just read."""
         client = self._client
         with self._tracer.start_as_current_span("read") as span:
             span.set_attribute("placement", request.placement)
             span.set_attribute("snapshot", request.snapshot)
-            try:
-                placement = client.get(ClusterResourcePlacement, request.placement)
-            except NotFoundError:
-                return self._skipped(request, run, "the placement is gone")
-            run.placement_type = _placement_type(placement)
-            if placement.metadata.deleting:
-                return self._skipped(request, run, "the placement is being deleted")
-            try:
-                snapshot = client.get(ClusterSchedulingPolicySnapshot, request.snapshot)
-            except NotFoundError:
-                return self._skipped(request, run, f"policy snapshot {request.snapshot} is gone")
-            if snapshot.placement_name != request.placement or not snapshot.is_latest:
-                return self._skipped(
-                    request, run, f"policy snapshot {request.snapshot} is no longer the latest"
-                )
+            if prepared is not None and prepared.placement and prepared.snapshot:
+                placement, snapshot = prepared.placement, prepared.snapshot
+            else:
+                try:
+                    placement = client.get(ClusterResourcePlacement, request.placement)
+                except NotFoundError:
+                    return self._skipped(request, run, "the placement is gone")
+                run.placement_type = _placement_type(placement)
+                if placement.metadata.deleting:
+                    return self._skipped(request, run, "the placement is being deleted")
+                try:
+                    snapshot = client.get(ClusterSchedulingPolicySnapshot, request.snapshot)
+                except NotFoundError:
+                    return self._skipped(
+                        request, run, f"policy snapshot {request.snapshot} is gone"
+                    )
+                if snapshot.placement_name != request.placement or not snapshot.is_latest:
+                    return self._skipped(
+                        request, run, f"policy snapshot {request.snapshot} is no longer the latest"
+                    )
             run.placement_type = placement_type_of(snapshot)
             run.counted = True
             cached = self._settings.clusters() if self._settings.clusters is not None else None
@@ -397,6 +446,50 @@ class HubActivities:
             duration_ms=run.duration_ms,
             summary=cycle_summary(request.cycle, result, writes),
         )
+
+    # --- schedule_once ---------------------------------------------------------------------
+
+    @activity.defn
+    def schedule_once(self, request: TurnRequest) -> TurnResult:
+        """One loop turn in one activity: prepare, then, when the placement is ready, the cycle.
+
+        The same work as `prepare_cycle` followed by `run_cycle`, in one round trip through
+        Temporal instead of two, and without reading the placement and its snapshot twice."""
+        run = _CycleRun()
+        doing = f"cycle {request.cycle} of placement {request.placement!r}"
+        with self._active_worker():
+            try:
+                with hub_failures(doing):
+                    prepared = self._prepare_turn(request.placement, pending_condition=False)
+                    if prepared.result.phase != "ready" or prepared.result.snapshot is None:
+                        return TurnResult(prepared=prepared.result)
+                    cycle = CycleRequest(
+                        placement=request.placement,
+                        snapshot=prepared.result.snapshot,
+                        cycle=request.cycle,
+                        fresh=request.fresh,
+                        reason=request.reason,
+                    )
+                    try:
+                        report = self._cycle(cycle, run, prepared)
+                    except BaseException:
+                        self._pending_after_failure(prepared)
+                        raise
+            except ApplicationError as err:
+                self._meter(run, "error" if is_retryable(err) else "unexpected")
+                raise
+        if run.counted:
+            self._meter(run, _outcome_label(report))
+        return TurnResult(prepared=prepared.result, report=report)
+
+    def _pending_after_failure(self, prepared: _Prepared) -> None:
+        """A cycle that failed before its status write leaves the condition KubeFleet's
+        placement controller would show (SchedulePending for a new snapshot); best effort:
+        the hub is likely what failed, and the retry writes the real condition anyway."""
+        if not self._settings.snapshotter or not prepared.placement or not prepared.snapshot:
+            return
+        with suppress(HubError):
+            self._write_pending_condition(prepared.placement, prepared.snapshot)
 
     def _skipped(self, request: CycleRequest, run: _CycleRun, why: str) -> CycleReport:
         """No cycle: what it was asked to schedule moved on; requeue so prepare looks again."""

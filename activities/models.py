@@ -21,6 +21,8 @@ __all__ = [
     "CycleRequest",
     "PrepareRequest",
     "PrepareResult",
+    "TurnRequest",
+    "TurnResult",
     "WriteCounts",
 ]
 
@@ -100,6 +102,20 @@ class CycleReport(ActivityModel):
     @property
     def fulfilled(self) -> bool:
         return self.outcome.fulfilled
+
+
+class TurnRequest(ActivityModel):
+    """One loop turn (`schedule_once`): prepare, then the cycle numbered `cycle` if ready."""
+
+    placement: str
+    cycle: int
+    fresh: bool = False
+    reason: str = ""
+
+
+class TurnResult(ActivityModel):
+    prepared: PrepareResult
+    report: CycleReport | None = None  # set when prepared.phase == "ready"
 
 
 class CleanupRequest(ActivityModel):

@@ -14,6 +14,7 @@ the object and the fix; the activity writes it into the placement's Scheduled co
 from __future__ import annotations
 
 from contextlib import suppress
+from dataclasses import dataclass
 from typing import Any, Final
 
 from hub import names
@@ -22,7 +23,12 @@ from hub.errors import AlreadyExistsError, InvalidObjectError, NotFoundError
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
 from scheduler.snapshots import SnapshotError, SnapshotUpdate, UpdatePurpose, plan_snapshot_sync
 
-__all__ = ["SnapshotRefusedError", "SnapshotTakenError", "sync_policy_snapshots"]
+__all__ = [
+    "SnapshotRefusedError",
+    "SnapshotSync",
+    "SnapshotTakenError",
+    "sync_policy_snapshots",
+]
 
 _PAST: Final[dict[UpdatePurpose, str]] = {"refresh": "refreshed", "demote": "demoted"}
 
@@ -35,7 +41,19 @@ class SnapshotTakenError(SnapshotError):
     """The name of the snapshot to create is held by another placement's snapshot."""
 
 
-def sync_policy_snapshots(client: HubClient, placement: ClusterResourcePlacement) -> str:
+@dataclass(frozen=True)
+class SnapshotSync:
+    """What a sync did, and the placement's latest snapshots when the sync already knows them.
+
+    `latest` saves the caller a second list: it holds the objects labelled latest after the
+    sync (zero, one, or, on a hub in a bad state, several) when no write of ours could have
+    changed them since they were read, or the snapshot we just created. None: list again."""
+
+    action: str
+    latest: tuple[ClusterSchedulingPolicySnapshot, ...] | None = None
+
+
+def sync_policy_snapshots(client: HubClient, placement: ClusterResourcePlacement) -> SnapshotSync:
     """Make the placement's latest policy snapshot match its policy; say what was done.
 
     Raises:
@@ -56,8 +74,17 @@ def sync_policy_snapshots(client: HubClient, placement: ClusterResourcePlacement
             client.delete(ClusterSchedulingPolicySnapshot, name)
         done.append(f"deleted {name}")
     if plan.create is not None:
-        done.append(_create(client, placement, plan.create))
-    return ", ".join(done) if done else "unchanged"
+        said, created = _create(client, placement, plan.create)
+        done.append(said)
+        # The plan's update (if any) took the latest label off the previous snapshot.
+        latest = (created,) if created is not None else None
+        return SnapshotSync(", ".join(done), latest)
+    if done:
+        return SnapshotSync(", ".join(done))
+    unchanged = tuple(
+        s for s in listing.items if s.placement_name == placement.name and s.is_latest
+    )
+    return SnapshotSync("unchanged", unchanged)
 
 
 def _update(client: HubClient, update: SnapshotUpdate) -> None:
@@ -83,9 +110,10 @@ def _create(
     client: HubClient,
     placement: ClusterResourcePlacement,
     new: ClusterSchedulingPolicySnapshot,
-) -> str:
+) -> tuple[str, ClusterSchedulingPolicySnapshot | None]:
+    """Create the snapshot; say so, with the object when we made it (None when adopted)."""
     try:
-        client.create(new)
+        created = client.create(new)
     except InvalidObjectError as exc:
         raise SnapshotRefusedError(
             f"the hub refused policy snapshot {new.name!r} for placement {placement.name!r}: "
@@ -98,5 +126,5 @@ def _create(
                 f"policy snapshot {new.name!r} already exists and belongs to placement "
                 f"{existing.placement_name!r}, not {placement.name!r}; delete or rename it"
             ) from None
-        return f"adopted {new.name}"
-    return f"created {new.name}"
+        return f"adopted {new.name}", None
+    return f"created {new.name}", created

@@ -1,7 +1,7 @@
 """The two baselines of the end-to-end bench, each a process bench/e2e.py starts and stops.
 
 `queue`: what KubeFleet's design costs in Python. The same scheduler framework and the very same
-activity code (HubActivities' prepare_cycle, run_cycle and cleanup_placement, called directly in
+activity code (HubActivities' schedule_once and cleanup_placement, called directly in
 an activity context, no Temporal server) driven by a plain asyncio work queue with client-go's
 semantics: a key waiting is not added twice, a key being processed is never handed to a second
 worker (added meanwhile, it is marked dirty and queued again when the first is done), a failed
@@ -12,8 +12,8 @@ thread because the kubernetes client blocks, as in the real worker. MemberCluste
 the same cache the worker uses (activities.clusters), bindings straight from the hub.
 
 `ceiling`: Temporal's own ceiling for our workflow shape: the real PlacementWorkflow on a worker
-built like ours (same thread pool and activity slots), whose prepare_cycle and run_cycle do
-nothing but return a ready snapshot and a fulfilled report. Each finished run_cycle prints
+built like ours (same thread pool and activity slots), whose schedule_once does nothing but
+return a ready snapshot and a fulfilled report. Each finished schedule_once prints
 `cycle <placement>` so the bench can time the burst; bench/e2e.py sends the signal-with-starts.
 
 Both print `ready` once they can take work, and `stat <name> <value>` lines when stopped
@@ -46,9 +46,9 @@ from activities.models import (
     CleanupReport,
     CleanupRequest,
     CycleReport,
-    CycleRequest,
-    PrepareRequest,
     PrepareResult,
+    TurnRequest,
+    TurnResult,
 )
 from activities.translate import is_retryable
 from hub.client import HubClient, Resync, WatchEvent
@@ -139,20 +139,17 @@ class QueueScheduler:
         self.listed = asyncio.Event()
 
     def _turn(self, key: str, cycle: int) -> tuple[str, float]:
-        """prepare_cycle, then run_cycle or cleanup_placement; what to do with the key next."""
+        """schedule_once, then cleanup_placement if deleting; what to do with the key next."""
         env = ActivityEnvironment()
-        prepared: PrepareResult = env.run(
-            self._activities.prepare_cycle, PrepareRequest(placement=key)
+        turn: TurnResult = env.run(
+            self._activities.schedule_once, TurnRequest(placement=key, cycle=cycle, reason="queue")
         )
-        if prepared.phase == "deleting":
+        if turn.prepared.phase == "deleting":
             env.run(self._activities.cleanup_placement, CleanupRequest(placement=key))
             return "cleaned", 0.0
-        if prepared.phase != "ready" or prepared.snapshot is None:
+        report = turn.report
+        if report is None:
             return "forget", 0.0
-        report: CycleReport = env.run(
-            self._activities.run_cycle,
-            CycleRequest(placement=key, snapshot=prepared.snapshot, cycle=cycle, reason="queue"),
-        )
         if report.requeue:
             return "requeue", 0.0
         if report.requeue_after_seconds:
@@ -259,34 +256,34 @@ async def run_queue(args: argparse.Namespace) -> None:
 
 
 class NoopActivities:
-    """prepare_cycle/run_cycle/cleanup_placement by name and types, doing nothing."""
+    """schedule_once/cleanup_placement by name and types, doing nothing."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.cycles = 0
 
-    @activity.defn(name="prepare_cycle")
-    def prepare_cycle(self, request: PrepareRequest) -> PrepareResult:
-        return PrepareResult(
-            phase="ready",
-            message="ceiling: nothing read",
-            snapshot=f"{request.placement}-0",
-            placement_type="PickN",
-            placement_generation=1,
-        )
-
-    @activity.defn(name="run_cycle")
-    def run_cycle(self, request: CycleRequest) -> CycleReport:
+    @activity.defn(name="schedule_once")
+    def schedule_once(self, request: TurnRequest) -> TurnResult:
         with self._lock:
             self.cycles += 1
             sys.stdout.write(f"cycle {request.placement}\n")
             sys.stdout.flush()
-        return CycleReport(
-            cycle=request.cycle,
-            placement=request.placement,
-            snapshot=request.snapshot,
-            outcome=Outcome(placement_type="PickN", wanted=3, picked=3, fulfilled=True),
-            summary=f"cycle {request.cycle}: ceiling, nothing done",
+        snapshot = f"{request.placement}-0"
+        return TurnResult(
+            prepared=PrepareResult(
+                phase="ready",
+                message="ceiling: nothing read",
+                snapshot=snapshot,
+                placement_type="PickN",
+                placement_generation=1,
+            ),
+            report=CycleReport(
+                cycle=request.cycle,
+                placement=request.placement,
+                snapshot=snapshot,
+                outcome=Outcome(placement_type="PickN", wanted=3, picked=3, fulfilled=True),
+                summary=f"cycle {request.cycle}: ceiling, nothing done",
+            ),
         )
 
     @activity.defn(name="cleanup_placement")
@@ -304,7 +301,7 @@ async def run_ceiling(args: argparse.Namespace) -> None:
             client,
             task_queue=args.task_queue,
             workflows=[PlacementWorkflow],
-            activities=[noop.prepare_cycle, noop.run_cycle, noop.cleanup_placement],
+            activities=[noop.schedule_once, noop.cleanup_placement],
             activity_executor=executor,
             max_concurrent_activities=slots,
         )

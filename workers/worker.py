@@ -105,7 +105,13 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=[PlacementWorkflow],
-        activities=[activities.prepare_cycle, activities.run_cycle, activities.cleanup_placement],
+        # prepare_cycle and run_cycle serve runs begun before PATCH_ONE_ACTIVITY_TURN.
+        activities=[
+            activities.schedule_once,
+            activities.cleanup_placement,
+            activities.prepare_cycle,
+            activities.run_cycle,
+        ],
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,
         **worker_options,

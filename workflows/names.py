@@ -13,6 +13,7 @@ from temporalio.common import SearchAttributeKey
 
 __all__ = [
     "DEFAULT_TASK_QUEUE",
+    "PATCH_ONE_ACTIVITY_TURN",
     "PLACEMENT_WORKFLOW",
     "QUERY_STATUS",
     "SA_FULLY_SCHEDULED",
@@ -33,6 +34,13 @@ __all__ = [
 
 # The workflow type: one durable run per ClusterResourcePlacement.
 PLACEMENT_WORKFLOW: Final = "PlacementWorkflow"
+
+# Workflow patch ids (workflow.patched): each marks a change of the commands a loop turn
+# issues, so that histories written before it replay on the old branch. A running workflow
+# takes the new branch from its next run (continue-as-new) on. Remove a branch only once no
+# history that lacks its marker can still be replayed (see README, "Upgrades").
+# One activity per loop turn (`schedule_once`) instead of `prepare_cycle` + `run_cycle`.
+PATCH_ONE_ACTIVITY_TURN: Final = "one-activity-turn"
 
 # Configurable per deployment (`--task-queue`); this is the default of every command.
 DEFAULT_TASK_QUEUE: Final = "fleet-scheduler"

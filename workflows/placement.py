@@ -2,10 +2,12 @@
 
 One workflow per placement (id `crp/<name>`): Temporal allows one running execution per id, so a
 placement is never scheduled twice at once, the guarantee KubeFleet gets from its work queue.
-Each loop turn is one KubeFleet `scheduleOnce` (reference 3.2): `prepare_cycle` reads the
-placement and its latest policy snapshot (and, in standalone mode, syncs the snapshot first),
-`run_cycle` runs the filter/score cycle and writes bindings and status, `cleanup_placement` runs
-when the placement is being deleted, after which the workflow completes.
+Each loop turn is one KubeFleet `scheduleOnce` (reference 3.2) and one activity,
+`schedule_once`: it reads the placement and its latest policy snapshot (in standalone mode it
+syncs the snapshot first) and, when there is one to schedule, runs the filter/score cycle and
+writes bindings and status. `cleanup_placement` runs when the placement is being deleted, after
+which the workflow completes. (Runs begun before PATCH_ONE_ACTIVITY_TURN used two activities per
+turn, `prepare_cycle` and `run_cycle`; that branch stays so their histories replay.)
 
 It listens to the watcher's signals and the manual `requeue` signal. Signals coalesce: any
 number of them during a cycle set one dirty flag, which causes exactly one more cycle. That holds
@@ -35,6 +37,8 @@ with workflow.unsafe.imports_passed_through():
         CycleRequest,
         PrepareRequest,
         PrepareResult,
+        TurnRequest,
+        TurnResult,
     )
     from workflows import names
     from workflows.models import (
@@ -87,10 +91,16 @@ class PlacementWorkflow:
         self._waiting_for = carried.waiting_for or "the first cycle"
         self._cycles_this_run = 0
         self._cycles_per_run = input.cycles_per_run or MAX_CYCLES_PER_RUN
+        # Search attribute values this run last upserted (type, fully scheduled).
+        self._attributes: tuple[str, bool] | None = None
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
-        workflow.upsert_search_attributes([names.SA_PLACEMENT_NAME.value_set(self._placement)])
+        one_activity_turn = workflow.patched(names.PATCH_ONE_ACTIVITY_TURN)
+        started_with = workflow.info().typed_search_attributes.get(names.SA_PLACEMENT_NAME)
+        if not one_activity_turn or started_with != self._placement:
+            # The watcher starts workflows with the name set; a start without it gets it here.
+            workflow.upsert_search_attributes([names.SA_PLACEMENT_NAME.value_set(self._placement)])
         while True:
             await self._wait_for_work()
             reasons, fresh = self._take_work()
@@ -98,7 +108,13 @@ class PlacementWorkflow:
                 f" (+{len(reasons) - 3})" if len(reasons) > 3 else ""
             )
 
-            prepared = await self._prepare(because)
+            report: CycleReport | None = None
+            if one_activity_turn:
+                turn = await self._schedule_once(fresh, because)
+                prepared = turn.prepared if turn is not None else None
+                report = turn.report if turn is not None else None
+            else:
+                prepared = await self._prepare(because)
             if prepared is None:
                 continue
             if prepared.phase == "gone":
@@ -115,7 +131,10 @@ class PlacementWorkflow:
                 self._waiting_for = f"an event: {prepared.message}"
                 continue
 
-            await self._cycle(prepared.snapshot, prepared.placement_type or "", fresh, because)
+            if report is not None:
+                await self._after_cycle(report, only_changed_attributes=True)
+            else:
+                await self._cycle(prepared.snapshot, prepared.placement_type or "", fresh, because)
             if self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
@@ -171,7 +190,36 @@ class PlacementWorkflow:
         self._dirty, self._fresh, self._reasons = False, False, []
         return reasons or ["requeue"], fresh
 
+    async def _schedule_once(self, fresh: bool, because: str) -> TurnResult | None:
+        """The loop turn as one activity: prepare and, when ready, the cycle (reference 3.2)."""
+        cycle = self._cycles + 1
+        self._waiting_for = f"cycle {cycle}"
+        workflow.set_current_details(f"running cycle {cycle}")
+        kind = f"{self._last.placement_type} " if self._last is not None else ""
+        try:
+            turn = await workflow.execute_activity_method(
+                HubActivities.schedule_once,
+                TurnRequest(placement=self._placement, cycle=cycle, fresh=fresh, reason=because),
+                start_to_close_timeout=CYCLE_TIMEOUT,
+                heartbeat_timeout=CYCLE_HEARTBEAT,
+                retry_policy=HUB_RETRY,
+                summary=(
+                    f"cycle {cycle}: {'fresh ' if fresh else ''}{kind}"
+                    f"placement {self._placement} ({because})"
+                ),
+            )
+        except ActivityError as err:
+            self._fresh = self._fresh or fresh  # the fresh cycle asked for has not happened
+            self._record_failure(f"cycle {cycle}", err)
+            return None
+        if turn.report is None:
+            # Nothing was scheduled: the turn ends as prepare said; any fresh request was for a
+            # cycle that did not happen, so it waits for the next one.
+            self._fresh = self._fresh or fresh
+        return turn
+
     async def _prepare(self, because: str) -> PrepareResult | None:
+        """Histories written before PATCH_ONE_ACTIVITY_TURN: prepare_cycle, then run_cycle."""
         self._waiting_for = "prepare_cycle"
         try:
             return await workflow.execute_activity_method(
@@ -212,16 +260,25 @@ class PlacementWorkflow:
             self._cycles_this_run += 1
             self._record_failure(f"cycle {cycle}", err)
             return
+        await self._after_cycle(report, only_changed_attributes=False)
+
+    async def _after_cycle(self, report: CycleReport, *, only_changed_attributes: bool) -> None:
+        cycle = report.cycle
         self._cycles = cycle
         self._cycles_this_run += 1
         self._last = report
         self._last_error = report.error
-        workflow.upsert_search_attributes(
-            [
-                names.SA_PLACEMENT_TYPE.value_set(report.placement_type),
-                names.SA_FULLY_SCHEDULED.value_set(report.fulfilled and not report.requeue),
-            ]
-        )
+        attributes = (report.placement_type, report.fulfilled and not report.requeue)
+        # Histories before PATCH_ONE_ACTIVITY_TURN upserted after every cycle; newer runs skip
+        # an upsert that would not change anything (each one is a visibility write).
+        if not only_changed_attributes or attributes != self._attributes:
+            self._attributes = attributes
+            workflow.upsert_search_attributes(
+                [
+                    names.SA_PLACEMENT_TYPE.value_set(attributes[0]),
+                    names.SA_FULLY_SCHEDULED.value_set(attributes[1]),
+                ]
+            )
         if report.requeue:
             self._mark_dirty(f"cycle {cycle} asked to requeue now")
             self._waiting_for = "the next batch"

@@ -37,7 +37,7 @@ FAULTS: Final[tuple[dict[str, Any], ...]] = (
     {"verb": "create", "resource": "clusterschedulingpolicysnapshots", "status": 500, "share": 0.1},
     {"verb": "delete", "resource": "*", "status": 503, "share": 0.1},
     # Held until the worker's read timeout (20 s) gives up on them; a cycle stuck on one still
-    # heartbeats within run_cycle's 30 s heartbeat timeout.
+    # heartbeats within the cycle activity's 30 s heartbeat timeout.
     {"verb": "create", "resource": "clusterresourcebindings", "hang": True, "share": 0.02,
      "count": 2},
 )  # fmt: skip

@@ -2,8 +2,8 @@
 
 Everything is a real process (devhub, Temporal, `fleet-scheduler run` workers and watcher).
 The cycle is made slow deterministically: devhub holds every second binding create (a seeded
-`hang` fault), so the first worker's `run_cycle` has written some bindings and is stuck on the
-rest when it is killed. A second worker starts, the fault is cleared, and once `run_cycle`'s
+`hang` fault), so the first worker's `schedule_once` has written some bindings and is stuck on the
+rest when it is killed. A second worker starts, the fault is cleared, and once `schedule_once`'s
 heartbeat timeout (30 s, workflows.placement.CYCLE_HEARTBEAT) declares the first attempt dead,
 the second worker runs it again from fresh reads: the placement ends fully scheduled, with one
 binding per cluster and no duplicate, and the history shows who finished it and why."""
@@ -33,7 +33,7 @@ CLUSTERS = 12
 # Half the binding creates hang (seeded): with 4 writes in flight, some land before all four
 # slots hold a hanging create.
 HANG_SHARE = 0.5
-RUN_CYCLE = "run_cycle"
+RUN_CYCLE = "schedule_once"
 # Heartbeat timeout, then a cold workflow task on the new worker, then the rest of the writes.
 CONVERGE_AFTER_KILL_S = CYCLE_HEARTBEAT.total_seconds() + 25.0
 
@@ -95,7 +95,7 @@ async def test_a_worker_killed_mid_cycle_is_replaced_by_another_that_finishes(
     assert creates >= CLUSTERS  # the hung ones were sent and refused, then sent again
 
     # The history says who finished the cycle, on which attempt, after which failure.
-    finished = await _finished_run_cycle(client, name)
+    finished = await _finished_cycle(client, name)
     assert finished.identity == second.identity, (finished.identity, killed_identity)
     assert finished.attempt >= 2
     assert finished.last_failure.timeout_failure_info.timeout_type == (
@@ -104,8 +104,8 @@ async def test_a_worker_killed_mid_cycle_is_replaced_by_another_that_finishes(
     assert not system.dead(), system.dead()
 
 
-async def _finished_run_cycle(client: Client, placement: str) -> ActivityTaskStartedEventAttributes:
-    """The ActivityTaskStarted event of the first run_cycle that completed."""
+async def _finished_cycle(client: Client, placement: str) -> ActivityTaskStartedEventAttributes:
+    """The ActivityTaskStarted event of the first cycle activity that completed."""
     scheduled: dict[int, str] = {}
     started: dict[int, ActivityTaskStartedEventAttributes] = {}
     async for event in client.get_workflow_handle(workflow_id(placement)).fetch_history_events():

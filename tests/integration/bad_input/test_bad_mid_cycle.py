@@ -18,7 +18,7 @@ import asyncio
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from activities.models import CycleReport
+from activities.models import CycleReport, TurnResult
 from devhub import DevHub
 from devhub.faults import Fault
 from hub import names
@@ -53,9 +53,10 @@ async def test_a_placement_deleted_mid_cycle_is_cleaned_up_after_the_cycle(
 ) -> None:
     add_cluster(hub, "member-a")
     add_cluster(hub, "member-b")
-    # run_cycle reads the placement, then gets its snapshot: hold that get.
+    # The turn reads the placement and makes its snapshot, then its cycle lists the bindings:
+    # hold that list.
     fault = devhub.faults.inject(
-        verb="get", resource="clusterschedulingpolicysnapshots", hang=True, count=1
+        verb="list", resource="clusterresourcebindings", hang=True, count=1
     )
     web = unique("web")
     add_placement(hub, web, {"placementType": "PickAll"})
@@ -136,7 +137,7 @@ async def test_a_cluster_deleted_mid_cycle_has_its_new_binding_unscheduled_next_
 
 
 async def cycle_reports(client: Client, placement: str) -> list[CycleReport]:
-    """Every run_cycle result in the placement's history, in order."""
+    """Every cycle report in the placement's history (schedule_once results), in order."""
     handle = client.get_workflow_handle(workflow_id(placement))
     scheduled: dict[int, str] = {}
     reports: list[CycleReport] = []
@@ -146,9 +147,10 @@ async def cycle_reports(client: Client, placement: str) -> list[CycleReport]:
             scheduled[event.event_id] = kind
         elif event.HasField("activity_task_completed_event_attributes"):
             completed = event.activity_task_completed_event_attributes
-            if scheduled.get(completed.scheduled_event_id) == "run_cycle":
-                [report] = await client.data_converter.decode(
-                    completed.result.payloads, [CycleReport]
+            if scheduled.get(completed.scheduled_event_id) == "schedule_once":
+                [turn] = await client.data_converter.decode(
+                    completed.result.payloads, [TurnResult]
                 )
-                reports.append(report)
+                if turn.report is not None:
+                    reports.append(turn.report)
     return reports

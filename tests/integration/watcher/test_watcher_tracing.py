@@ -64,4 +64,4 @@ async def test_the_watchers_signal_span_is_the_root_of_the_placements_trace(
     assert [s.name for s in children] == [f"SignalWithStartWorkflow:{names.PLACEMENT_WORKFLOW}"]
     in_trace = {s.name for s in spans if s.context.trace_id == root.context.trace_id}
     assert f"RunWorkflow:{names.PLACEMENT_WORKFLOW}" in in_trace
-    assert "RunActivity:prepare_cycle" in in_trace
+    assert "RunActivity:schedule_once" in in_trace

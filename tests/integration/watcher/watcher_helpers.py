@@ -30,6 +30,8 @@ from activities.models import (
     CycleRequest,
     PrepareRequest,
     PrepareResult,
+    TurnRequest,
+    TurnResult,
 )
 from hub import names as hub_names
 from hub.client import HubClient
@@ -187,6 +189,11 @@ class StandIns:
             return PrepareResult(phase="deleting", message="stand-in: deleting")
         return PrepareResult(phase="no_latest_snapshot", message="stand-in: waiting for events")
 
+    @activity.defn(name="schedule_once")
+    async def schedule_once(self, request: TurnRequest) -> TurnResult:
+        prepared = await self.prepare_cycle(PrepareRequest(placement=request.placement))
+        return TurnResult(prepared=prepared)  # never ready: no cycle
+
     @activity.defn(name="run_cycle")
     async def run_cycle(self, request: CycleRequest) -> CycleReport:
         raise RuntimeError("the watcher tests never reach a cycle")
@@ -205,7 +212,7 @@ class StandIns:
 
     @property
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.prepare_cycle, self.run_cycle, self.cleanup_placement]
+        return [self.schedule_once, self.prepare_cycle, self.run_cycle, self.cleanup_placement]
 
 
 @asynccontextmanager

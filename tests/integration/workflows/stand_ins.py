@@ -21,6 +21,8 @@ from activities.models import (
     CycleRequest,
     PrepareRequest,
     PrepareResult,
+    TurnRequest,
+    TurnResult,
 )
 from scheduler import Outcome
 
@@ -45,6 +47,24 @@ class Script:
 
 
 SCRIPTS: dict[str, Script] = defaultdict(Script)
+
+
+@activity.defn(name="schedule_once")
+async def schedule_once(request: TurnRequest) -> TurnResult:
+    """prepare_cycle's answer, then, when ready, run_cycle's: as the real one composes them."""
+    prepared = await prepare_cycle(PrepareRequest(placement=request.placement))
+    if prepared.phase != "ready" or prepared.snapshot is None:
+        return TurnResult(prepared=prepared)
+    report = await run_cycle(
+        CycleRequest(
+            placement=request.placement,
+            snapshot=prepared.snapshot,
+            cycle=request.cycle,
+            fresh=request.fresh,
+            reason=request.reason,
+        )
+    )
+    return TurnResult(prepared=prepared, report=report)
 
 
 @activity.defn(name="prepare_cycle")
@@ -105,4 +125,4 @@ def transient(message: str) -> ApplicationError:
     return ApplicationError(message, type=failures.HUB_UNAVAILABLE)
 
 
-STAND_INS = [prepare_cycle, run_cycle, cleanup_placement]
+STAND_INS = [schedule_once, prepare_cycle, run_cycle, cleanup_placement]

@@ -3,7 +3,10 @@
 Two sources: histories produced just now (a cycle, a requeue, a coalesced burst, a
 continue-as-new and a deletion), and histories recorded earlier and committed under
 tests/integration/histories/, which fail here if a code change would break running workflows.
-Re-record with FLEET_RECORD_HISTORIES=1 only for a deliberate, patched change."""
+Each recorded file is named after the newest workflow patch its history carries
+(`two-activity-turn-*` predate PATCH_ONE_ACTIVITY_TURN; keep them while that branch exists).
+Record with FLEET_RECORD_HISTORIES=1 after a deliberate, patched change: it adds files for the
+newest patch and leaves older ones alone."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from tests.integration.workflows.test_placement_workflow import (
     placement_name,
     start,
 )
+from workflows import names
 from workflows.models import HubEvent
 from workflows.placement import PlacementWorkflow
 
@@ -67,7 +71,8 @@ async def test_fresh_histories_replay(temporal_client: Client, task_queue: str) 
     if os.environ.get("FLEET_RECORD_HISTORIES"):
         HISTORIES.mkdir(exist_ok=True)
         for index, history in enumerate(histories):
-            (HISTORIES / f"placement-{index}.json").write_text(history.to_json())
+            path = HISTORIES / f"{names.PATCH_ONE_ACTIVITY_TURN}-{index}.json"
+            path.write_text(history.to_json())
 
 
 @pytest.mark.parametrize("path", sorted(HISTORIES.glob("*.json")), ids=lambda p: p.name)
