@@ -242,6 +242,12 @@ class Store:
         self.floor = 0  # the newest resourceVersion evicted from the window
         self._objects: dict[str, dict[str, Entry]] = {key: {} for key in self.resources}
         self._sorted: dict[str, list[str] | None] = {key: None for key in self.resources}
+        # Names by (label key, value), per kind: a list selecting on a label equality (every
+        # binding list of a cycle selects on its placement's parent-CRP label) reads only the
+        # objects that carry it, not every object of the kind.
+        self._by_label: dict[str, dict[tuple[str, str], set[str]]] = {
+            key: {} for key in self.resources
+        }
         self._events: deque[Event] = deque()
         self._watchers: set[Watcher] = set()
         self._pages: OrderedDict[str, _Page] = OrderedDict()
@@ -258,6 +264,7 @@ class Store:
             obj = json.loads(body)
             rv = int(obj.get("metadata", {}).get("resourceVersion", "0") or 0)
             self._objects[key][name] = Entry(obj, bytes(body), rv)
+            self._index(key, name, obj)
         self.rv = max(
             [persistence.resource_version()]
             + [entry.rv for objects in self._objects.values() for entry in objects.values()]
@@ -277,6 +284,7 @@ class Store:
         for key in self._objects:
             self._objects[key] = {}
             self._sorted[key] = None
+            self._by_label[key] = {}
         self._events.clear()
         self._pages.clear()
         # The reset consumes a resourceVersion: watches from any earlier one must relist (410),
@@ -308,6 +316,36 @@ class Store:
             names = sorted(objects)
             self._sorted[key] = names
         return [objects[name] for name in names]
+
+    def _index(self, key: str, name: str, obj: Mapping[str, Any]) -> None:
+        index = self._by_label[key]
+        for pair in _label_pairs(obj):
+            index.setdefault(pair, set()).add(name)
+
+    def _unindex(self, key: str, name: str, obj: Mapping[str, Any]) -> None:
+        index = self._by_label[key]
+        for pair in _label_pairs(obj):
+            names = index.get(pair)
+            if names is not None:
+                names.discard(name)
+                if not names:
+                    del index[pair]
+
+    def _candidates(self, res: Resource, labels: LabelSelector) -> list[Entry] | None:
+        """In name order, the objects that can match `labels` by its narrowest equality
+        requirement; None when it has none (then every object is a candidate)."""
+        index = self._by_label[res.group_resource]
+        best: set[str] | None = None
+        for requirement in labels.requirements:
+            if requirement.operator in ("=", "in") and len(requirement.values) == 1:
+                names = index.get((requirement.key, requirement.values[0]), set())
+                if best is None or len(names) < len(best):
+                    best = names
+        if best is None:
+            return None
+        objects = self._objects[res.group_resource]
+        # Matching re-checks every requirement, so a name indexed too widely costs nothing.
+        return [objects[name] for name in sorted(best) if name in objects]
 
     def list_entries(
         self,
@@ -351,7 +389,8 @@ class Store:
                 found = self._objects[res.group_resource].get(exact)
                 entries = [found] if found is not None else []
             else:
-                entries = self._sorted_entries(res)
+                narrowed = self._candidates(res, labels)
+                entries = narrowed if narrowed is not None else self._sorted_entries(res)
             rv, start, page_id = self.rv, 0, ""
         selected: list[Entry] = []
         filtered = not (labels.empty and fields.empty)
@@ -464,6 +503,9 @@ class Store:
         self.rv = rv
         entry = Entry(obj, raw, rv)
         objects = self._objects[key]
+        previous = objects.get(name)
+        if previous is not None:
+            self._unindex(key, name, previous.obj)
         if event_type == DELETED:
             del objects[name]
             self._sorted[key] = None
@@ -471,6 +513,7 @@ class Store:
             if name not in objects:
                 self._sorted[key] = None
             objects[name] = entry
+            self._index(key, name, obj)
         event = Event(rv, event_type, key, obj, raw, old)
         self._events.append(event)
         while len(self._events) > self.window:
@@ -751,3 +794,8 @@ def _parse_rv(value: str) -> int:
     if number < 0:
         raise errors.bad_request(f"invalid resource version: {value!r}")
     return number
+
+
+def _label_pairs(obj: Mapping[str, Any]) -> list[tuple[str, str]]:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return [(k, v) for k, v in labels.items() if isinstance(v, str)]

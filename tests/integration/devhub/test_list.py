@@ -178,3 +178,25 @@ def test_list_at_the_exact_latest_version(fleet: Client) -> None:
                                            "resourceVersionMatch": "Exact"})
     assert response.status_code == 200
     assert len(response.json()["items"]) == len(FLEET)
+
+
+def test_label_selected_lists_follow_relabels_and_deletes(fleet: Client) -> None:
+    """Equality selectors are answered from a label index: it must track every change."""
+
+    def selected(selector: str) -> list[str]:
+        return _names(fleet.get(CLUSTERS, params={"labelSelector": selector}))
+
+    assert selected("env=prod") == ["a", "b"]
+    patched = fleet.patch(f"{CLUSTERS}/a", {"metadata": {"labels": {"env": "dev"}}})
+    assert patched.status_code == 200, patched.text
+    assert selected("env=prod") == ["b"]
+    assert selected("env=dev") == ["a", "c"]
+    assert selected("env=dev,region=east") == ["a", "c"]
+    removed = fleet.patch(f"{CLUSTERS}/c", {"metadata": {"labels": {"env": None}}})
+    assert removed.status_code == 200, removed.text
+    assert selected("env in (dev)") == ["a"]
+    assert selected("!env") == ["c", "e"]
+    assert fleet.delete(f"{CLUSTERS}/a").status_code == 200
+    assert selected("env=dev") == []
+    fleet.create(CLUSTERS, cluster("a", labels={"env": "prod"}))
+    assert selected("env=prod") == ["a", "b"]
