@@ -10,9 +10,9 @@ memory can be read from /proc: devhub (`fleet-scheduler devhub`), the Temporal d
 (`fleet-scheduler run --no-watcher`) and the watcher (`fleet-scheduler run --no-worker`). It
 puts K member clusters in devhub (heartbeats kept fresh), then runs, in this order:
 
-1. ceiling: the real PlacementWorkflow on a worker built like ours but whose prepare_cycle and
-   run_cycle do nothing (bench/baselines.py ceiling); the bench signal-with-starts P workflows
-   as the watcher does (same call, 32 at once) and times until every run_cycle has run.
+1. ceiling: the real PlacementWorkflow on a worker built like ours but whose schedule_once
+   does nothing (bench/baselines.py ceiling); the bench signal-with-starts P workflows as the
+   watcher does (same call, 32 at once) and times until every schedule_once has run.
 2. queue: the same HubActivities code driven by an asyncio work queue with KubeFleet's queue
    semantics and no Temporal (bench/baselines.py queue); P placements are created at once and
    timed until all are fully scheduled; then deleted and cleaned up by the queue, so the next
@@ -178,7 +178,7 @@ class Bench:
         started = time.monotonic()
         await each(names_, lambda n: self._signal_with_start(n), SIGNAL_CONCURRENCY)
         last = await self.tracker.wait(
-            lambda n: n in done, names_, self.args.timeout, "ceiling run_cycles"
+            lambda n: n in done, names_, self.args.timeout, "ceiling cycles"
         )
         elapsed = last - started
         report_cpu("ceiling.burst", cpu_before, self.stack.cpu(child), elapsed)

@@ -26,6 +26,26 @@ COLUMNS = (
     ("load", "machine.load1.before_e2e"),
 )
 RSS = ("devhub", "temporal", "worker", "watcher", "queue", "ceiling_worker", "bench")
+CHURN = (
+    ("policy changes", "churn.policy.placements"),
+    ("all rescheduled s", "churn.policy.scheduled_s"),
+    ("quiet s", "churn.policy.quiet_s"),
+    ("cycles", "churn.policy.cycles"),
+    ("placements on the relabelled cluster", "churn.label.placements_sharing_cluster"),
+    ("cycles", "churn.label.cycles"),
+    ("quiet s", "churn.label.quiet_s"),
+)
+# CPU milliseconds per placement of each process during a burst: (phase, process).
+CPU = (
+    ("e2e", "temporal"),
+    ("e2e", "worker"),
+    ("e2e", "devhub"),
+    ("e2e", "watcher"),
+    ("ceiling", "temporal"),
+    ("ceiling", "ceiling"),
+    ("queue", "queue"),
+    ("queue", "devhub"),
+)
 
 
 def read(path: Path) -> dict[str, str]:
@@ -35,6 +55,14 @@ def read(path: Path) -> dict[str, str]:
         if name and value and not name.startswith("#"):
             figures[name] = value
     return figures
+
+
+def _per_placement(figures: dict[str, str], phase: str, process: str) -> str:
+    seconds = figures.get(f"cpu.{phase}.burst.{process}_s")
+    placements = figures.get("config.placements")
+    if seconds is None or not placements:
+        return "-"
+    return f"{float(seconds) * 1000 / int(placements):.1f}"
 
 
 def main() -> int:
@@ -53,6 +81,20 @@ def main() -> int:
     for path, figures in runs:
         cells = [figures.get(f"rss.{name}.peak_mb", "-") for name in RSS]
         print(f"| {path.stem} | " + " | ".join(cells) + " |")
+    print()
+    print("| run | " + " | ".join(title for title, _ in CHURN) + " |")
+    print("|---" * (len(CHURN) + 1) + "|")
+    for path, figures in runs:
+        if "churn.policy.placements" in figures:
+            cells = [figures.get(key, "-") for _, key in CHURN]
+            print(f"| {path.stem} | " + " | ".join(cells) + " |")
+    print()
+    print("| run | " + " | ".join(f"{phase}: {process}" for phase, process in CPU) + " |")
+    print("|---" * (len(CPU) + 1) + "|")
+    for path, figures in runs:
+        print(
+            f"| {path.stem} | " + " | ".join(_per_placement(figures, *pair) for pair in CPU) + " |"
+        )
     for path, figures in runs:
         print(f"\n<details><summary>{path.stem}: every figure</summary>\n\n```")
         for name, value in figures.items():
