@@ -165,6 +165,28 @@ def test_requeue_runs_one_more_cycle(dev: DevProcess, placement: str) -> None:
     assert cycles_of(dev, placement) >= before + 1
 
 
+def test_explain_after_a_cycle_that_only_kept_its_picks_shows_the_deciding_cycle(
+    dev: DevProcess, placement: str
+) -> None:
+    """A fulfilled PickN's later cycles evaluate no cluster; explain finds the cycle that did
+    in the workflow's history (a schedule_once result)."""
+    before = wait_for("a finished cycle", lambda: cycles_of(dev, placement))
+    requeued = dev.cli("requeue", placement, "--reason", "keep picks", "--wait")
+    assert requeued.returncode == 0, requeued.stderr
+    wait_for("the requeued cycle", lambda: cycles_of(dev, placement) > before)
+    explained = dev.cli("explain", placement)
+    assert explained.returncode == 0, explained.stderr
+    deciding = re.search(r"The last cycle that evaluated them: cycle (\d+):", explained.stdout)
+    assert deciding is not None, explained.stdout
+    assert int(deciding.group(1)) < cycles_of(dev, placement)
+    rows = {
+        line.split()[0]: line for line in explained.stdout.splitlines() if line.split()[:1] in (
+            [c] for c in FLEET)
+    }  # fmt: skip
+    assert sorted(rows) == FLEET
+    assert "ClusterAffinity" in rows["member-eastus-3"]
+
+
 def test_status_lists_the_placement_as_fully_scheduled(dev: DevProcess, placement: str) -> None:
     wait_for("a finished cycle", lambda: cycles_of(dev, placement) >= 1)
     listed = dev.cli("status")
