@@ -138,6 +138,11 @@ class _Prepared:
     snapshot: ClusterSchedulingPolicySnapshot | None = None
 
 
+def _doing(placement: str, cycle: int) -> str:
+    """What a failure message says was being done."""
+    return f"cycle {cycle} of placement {placement!r}"
+
+
 def _heartbeat(progress: str) -> None:
     activity.heartbeat(progress)
 
@@ -319,12 +324,24 @@ class HubActivities:
     @activity.defn
     def run_cycle(self, request: CycleRequest) -> CycleReport:
         """Read, schedule, write bindings and status; report what was decided and written."""
+        return self._metered_cycle(request)
+
+    def _metered_cycle(
+        self, request: CycleRequest, prepared: _Prepared | None = None
+    ) -> CycleReport:
+        """The cycle, counted in scheduling_active_workers and metered by outcome. With
+        `prepared` (the placement and snapshot just read), a failure leaves the placement's
+        condition as KubeFleet's placement controller would show it."""
         run = _CycleRun()
-        doing = f"cycle {request.cycle} of placement {request.placement!r}"
         with self._active_worker():
             try:
-                with hub_failures(doing):
-                    report = self._cycle(request, run)
+                with hub_failures(_doing(request.placement, request.cycle)):
+                    try:
+                        report = self._cycle(request, run, prepared)
+                    except BaseException:
+                        if prepared is not None:
+                            self._pending_after_failure(prepared)
+                        raise
             except ApplicationError as err:
                 self._meter(run, "error" if is_retryable(err) else "unexpected")
                 raise
@@ -455,32 +472,18 @@ class HubActivities:
 
         The same work as `prepare_cycle` followed by `run_cycle`, in one round trip through
         Temporal instead of two, and without reading the placement and its snapshot twice."""
-        run = _CycleRun()
-        doing = f"cycle {request.cycle} of placement {request.placement!r}"
-        with self._active_worker():
-            try:
-                with hub_failures(doing):
-                    prepared = self._prepare_turn(request.placement, pending_condition=False)
-                    if prepared.result.phase != "ready" or prepared.result.snapshot is None:
-                        return TurnResult(prepared=prepared.result)
-                    cycle = CycleRequest(
-                        placement=request.placement,
-                        snapshot=prepared.result.snapshot,
-                        cycle=request.cycle,
-                        fresh=request.fresh,
-                        reason=request.reason,
-                    )
-                    try:
-                        report = self._cycle(cycle, run, prepared)
-                    except BaseException:
-                        self._pending_after_failure(prepared)
-                        raise
-            except ApplicationError as err:
-                self._meter(run, "error" if is_retryable(err) else "unexpected")
-                raise
-        if run.counted:
-            self._meter(run, _outcome_label(report))
-        return TurnResult(prepared=prepared.result, report=report)
+        with hub_failures(_doing(request.placement, request.cycle)):
+            prepared = self._prepare_turn(request.placement, pending_condition=False)
+        if prepared.result.phase != "ready" or prepared.result.snapshot is None:
+            return TurnResult(prepared=prepared.result)
+        cycle = CycleRequest(
+            placement=request.placement,
+            snapshot=prepared.result.snapshot,
+            cycle=request.cycle,
+            fresh=request.fresh,
+            reason=request.reason,
+        )
+        return TurnResult(prepared=prepared.result, report=self._metered_cycle(cycle, prepared))
 
     def _pending_after_failure(self, prepared: _Prepared) -> None:
         """A cycle that failed before its status write leaves the condition KubeFleet's

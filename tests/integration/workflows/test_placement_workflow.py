@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.worker import Worker
 
 from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS, Script, transient, unexpected
@@ -255,3 +256,39 @@ async def test_an_event_during_the_last_turn_is_not_lost_to_a_placement_created_
     status = await eventually(handle, lambda s: s.cycles == 1 and idle(s))
     assert status.last is not None and script.prepares == 2
     assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+
+
+async def test_search_attributes_are_upserted_only_when_they_change(
+    temporal_client: Client, task_queue: str, worker: Worker
+) -> None:
+    """The watcher starts workflows with the name set, so the workflow does not upsert it
+    again; cycles with the same outcome upsert type and fully-scheduled once (each upsert is a
+    visibility write)."""
+    name = placement_name()
+    SCRIPTS[name] = Script(requeues=[False, False, False])
+    handle = await temporal_client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(placement=name),
+        id=names.workflow_id(name),
+        task_queue=task_queue,
+        search_attributes=TypedSearchAttributes(
+            [SearchAttributePair(names.SA_PLACEMENT_NAME, name)]
+        ),
+    )
+    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    for cycle in (2, 3):
+        await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason=f"again {cycle}"))
+        await eventually(handle, lambda s, c=cycle: s.cycles == c and idle(s))
+
+    # workflow.patched adds Temporal's own TemporalChangeVersion upsert; ours are the Fleet ones.
+    upserted: list[list[str]] = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("upsert_workflow_search_attributes_event_attributes"):
+            attributes = event.upsert_workflow_search_attributes_event_attributes
+            ours = sorted(k for k in attributes.search_attributes.indexed_fields if "Fleet" in k)
+            if ours:
+                upserted.append(ours)
+    assert upserted == [sorted([names.SA_PLACEMENT_TYPE.name, names.SA_FULLY_SCHEDULED.name])]
+    description = await handle.describe()
+    assert description.typed_search_attributes.get(names.SA_PLACEMENT_NAME) == name
+    assert description.typed_search_attributes.get(names.SA_FULLY_SCHEDULED) is True
