@@ -1,4 +1,4 @@
-"""Apply a cycle's BindingPlan to the hub, step by step, in the plan's order (reference 4.9).
+"""Apply a cycle's BindingPlan to the hub, step by step, in the plan's order (kubefleet-rules 4.9).
 
 Steps run strictly one after another, each step's writes a few at a time (as KubeFleet writes
 them in parallel); the first failure aborts the rest and the activity is retried from fresh

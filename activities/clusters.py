@@ -1,7 +1,7 @@
 """The worker's MemberCluster cache: what KubeFleet's scheduler reads clusters from.
 
 KubeFleet lists all MemberClusters from its informer cache in every cycle and reads only the
-placement's bindings from the API server (reference 4.1, steps 2 and 3): a stale binding read
+placement's bindings from the API server (kubefleet-rules 4.1, steps 2 and 3): a stale binding read
 could over-schedule, a cluster read a moment old cannot. Listing the whole fleet from the hub
 in every cycle instead cost a 5,000-cluster worker most of its time (a 6.7 MB response parsed
 into models per cycle, sixteen cycles at once, and the garbage collector walking all of them)

@@ -9,7 +9,7 @@ from typing import Final
 # A hub object is malformed in a way that re-sending cannot fix (HTTP 422, bad annotation).
 INVALID_OBJECT: Final = "InvalidObject"
 # KubeFleet's ErrUnexpectedBehavior: an invariant is broken; retrying gives the same answer, so
-# the workflow records it and waits for the next event (reference 3.3).
+# the workflow records it and waits for the next event (kubefleet-rules 3.3).
 UNEXPECTED: Final = "UnexpectedBehavior"
 # A write raced another controller (HTTP 409 Conflict): re-read and retry (retryable).
 CONFLICT: Final = "Conflict"

@@ -5,16 +5,16 @@ Settings come from the worker (`ActivitySettings`), never from inputs (inputs ar
 history). Each activity may run twice, or overlap a timed-out earlier attempt of itself, so
 every one re-reads what it acts on and every write is safe to repeat:
 
-- `prepare_cycle` is KubeFleet's `scheduleOnce` steps 2-5 (reference 3.2), plus, in standalone
-  mode, the placement controller's snapshot sync (reference 2).
+- `prepare_cycle` is KubeFleet's `scheduleOnce` steps 2-5 (kubefleet-rules 3.2), plus, in standalone
+  mode, the placement controller's snapshot sync (kubefleet-rules 2).
 - `run_cycle` reads, decides and writes in one activity: a first PickAll plan at 5,000 clusters
   is megabytes, too big to pass between activities, so only a compact `CycleReport` leaves it.
   Its stages carry OpenTelemetry spans (`read`, `schedule` with a child span per extension
   point the scheduler runs, `apply`, `write_status`).
-- `cleanup_placement` is the placement deletion cleanup (reference 3.4).
+- `cleanup_placement` is the placement deletion cleanup (kubefleet-rules 3.4).
 
 A cycle the scheduler cannot act on (bad annotation, failing plugin) is not a failure: its False
-condition is written and the report carries the error (reference 3.2 table, first row)."""
+condition is written and the report carries the error (kubefleet-rules 3.2 table, first row)."""
 
 from __future__ import annotations
 
@@ -544,7 +544,7 @@ class HubActivities:
 
         snapshots = 0
         if self._settings.snapshotter:
-            # Standalone, we are the placement controller too: its snapshots go (reference 2.6).
+            # Standalone, we are the placement controller too: its snapshots go (kubefleet-rules 2.6).
             selector = {names.PARENT_PLACEMENT_LABEL: name}
             snapshots = len(client.list(ClusterSchedulingPolicySnapshot, selector))
             if snapshots:
@@ -657,7 +657,7 @@ def _placement_type(placement: ClusterResourcePlacement) -> str:
 
 
 def _outcome_label(report: CycleReport) -> str:
-    """KubeFleet's outcome of a finished cycle (reference 3.2 table)."""
+    """KubeFleet's outcome of a finished cycle (kubefleet-rules 3.2 table)."""
     if report.error:
         return "unexpected"
     return "requeue" if report.requeue else "success"

@@ -34,7 +34,7 @@ class ActivityModel(BaseModel):
 PreparePhase = Literal[
     "gone",  # the placement does not exist: nothing to do, ever
     "deleting",  # deletionTimestamp set: clean up, then finish
-    "no_latest_snapshot",  # wait for the snapshot watcher (reference 3.2 step 4)
+    "no_latest_snapshot",  # wait for the snapshot watcher (kubefleet-rules 3.2 step 4)
     "multiple_latest_snapshots",  # invariant broken: wait for an event
     "ready",  # schedule `snapshot`
 ]

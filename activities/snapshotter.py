@@ -1,7 +1,7 @@
 """Standalone mode's policy snapshotter: apply `scheduler.snapshots.plan_snapshot_sync`.
 
 The decisions (refresh in place, demote, trim history, create `<name>-<index>`) are made by the
-pure planner, exactly as KubeFleet's placement controller makes them (reference 2.2-2.5); this
+pure planner, exactly as KubeFleet's placement controller makes them (kubefleet-rules 2.2-2.5); this
 module does the reads and writes, in the planner's order. Every write is safe to repeat: the
 label/annotation update carries the resourceVersion read (a race is a Conflict, retried on a
 fresh read), deletes ignore NotFound, and a create that meets AlreadyExists adopts the snapshot

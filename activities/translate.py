@@ -2,7 +2,7 @@
 
 An activity's failure type decides what Temporal does next (`activities.failures`): retryable
 types are retried with the workflow's backoff, non-retryable ones end the turn and the workflow
-waits for the next event, as KubeFleet does for "unexpected behaviour" (reference 3.3). Every
+waits for the next event, as KubeFleet does for "unexpected behaviour" (kubefleet-rules 3.3). Every
 expected failure leaves as an `ApplicationError` with a message that names what was being done,
 so the Temporal UI shows a sentence, not a traceback. Errors that are not hub or scheduler
 errors are bugs: they are left to propagate unchanged."""

@@ -58,7 +58,7 @@ from workers.client import connect
 from workers.worker import DEFAULT_MAX_CONCURRENT_ACTIVITIES
 from workflows.placement import PlacementWorkflow
 
-# client-go's per-key exponential backoff (reference 1.11): 5 ms x 2^n, at most 1000 s.
+# client-go's per-key exponential backoff (kubefleet-rules 1.11): 5 ms x 2^n, at most 1000 s.
 BACKOFF_BASE_S: Final = 0.005
 BACKOFF_MAX_S: Final = 1000.0
 WATCH_SECONDS: Final = 300

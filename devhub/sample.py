@@ -1,6 +1,6 @@
 """The sample fleet behind `make run`: MemberClusters that stay eligible while devhub runs.
 
-KubeFleet's eligibility check (reference section 6) drops a cluster whose member agent has not
+KubeFleet's eligibility check (kubefleet-rules section 6) drops a cluster whose member agent has not
 sent a heartbeat for five minutes. There is no member agent here, so devhub plays its part: it
 creates the sample clusters when missing, writes their status through the status subresource
 (create drops status, exactly as a real hub does) and refreshes `lastReceivedHeartbeat` every

@@ -1,7 +1,7 @@
 """KubeFleet's wire names: API groups, labels, annotations, finalizers, condition types and reasons.
 
 Every string here is a contract with KubeFleet's own controllers and with users' tooling; they are
-spelled exactly as KubeFleet spells them (reference sections 1.2-1.9) and declared once."""
+spelled exactly as KubeFleet spells them (kubefleet-rules sections 1.2-1.9) and declared once."""
 
 from typing import Final
 
@@ -13,36 +13,36 @@ CLUSTER_API_VERSION: Final = f"{CLUSTER_GROUP}/{VERSION}"
 
 _PREFIX: Final = "kubernetes-fleet.io/"
 
-# Labels (reference 1.2).
+# Labels (kubefleet-rules 1.2).
 PARENT_PLACEMENT_LABEL: Final = _PREFIX + "parent-CRP"
 IS_LATEST_SNAPSHOT_LABEL: Final = _PREFIX + "is-latest-snapshot"
 POLICY_INDEX_LABEL: Final = _PREFIX + "policy-index"
 MEMBER_NAME_LABEL: Final = _PREFIX + "member-name"
 
-# Annotations (reference 1.3).
+# Annotations (kubefleet-rules 1.3).
 CRP_GENERATION_ANNOTATION: Final = _PREFIX + "CRP-generation"
 NUMBER_OF_CLUSTERS_ANNOTATION: Final = _PREFIX + "number-of-clusters"
 PREVIOUS_BINDING_STATE_ANNOTATION: Final = _PREFIX + "previous-binding-state"
 
-# Finalizers (reference 1.4).
+# Finalizers (kubefleet-rules 1.4).
 SCHEDULER_CLEANUP_FINALIZER: Final = _PREFIX + "scheduler-cleanup"
 SCHEDULER_BINDING_CLEANUP_FINALIZER: Final = _PREFIX + "scheduler-crb-cleanup"
 PLACEMENT_CLEANUP_FINALIZER: Final = _PREFIX + "crp-cleanup"
 WORK_FINALIZER: Final = _PREFIX + "work-cleanup"
 
-# Placement types (reference 1.5).
+# Placement types (kubefleet-rules 1.5).
 PICK_ALL: Final = "PickAll"
 PICK_N: Final = "PickN"
 PICK_FIXED: Final = "PickFixed"
 PLACEMENT_TYPES: Final = (PICK_ALL, PICK_N, PICK_FIXED)
 
-# Binding states (reference 1.8).
+# Binding states (kubefleet-rules 1.8).
 STATE_SCHEDULED: Final = "Scheduled"
 STATE_BOUND: Final = "Bound"
 STATE_UNSCHEDULED: Final = "Unscheduled"
 BINDING_STATES: Final = (STATE_SCHEDULED, STATE_BOUND, STATE_UNSCHEDULED)
 
-# Taints, tolerations, topology, sorters (reference 1.5, 1.10).
+# Taints, tolerations, topology, sorters (kubefleet-rules 1.5, 1.10).
 EFFECT_NO_SCHEDULE: Final = "NoSchedule"
 TOLERATION_OPERATORS: Final = ("Equal", "Exists")
 DO_NOT_SCHEDULE: Final = "DoNotSchedule"
@@ -57,7 +57,7 @@ TRUE: Final = "True"
 FALSE: Final = "False"
 UNKNOWN: Final = "Unknown"
 
-# Policy snapshot condition, written by the scheduler (reference 1.9).
+# Policy snapshot condition, written by the scheduler (kubefleet-rules 1.9).
 SCHEDULED_CONDITION: Final = "Scheduled"
 POLICY_FULFILLED_REASON: Final = "SchedulingPolicyFulfilled"
 POLICY_UNFULFILLED_REASON: Final = "SchedulingPolicyUnfulfilled"
@@ -69,24 +69,24 @@ POLICY_UNFULFILLED_MESSAGE: Final = (
     "found {count} cluster(s) instead"
 )
 
-# Placement condition, written by the placement controller / our snapshotter (reference 2.7).
+# Placement condition, written by the placement controller / our snapshotter (kubefleet-rules 2.7).
 PLACEMENT_SCHEDULED_CONDITION: Final = "ClusterResourcePlacementScheduled"
 SCHEDULE_PENDING_REASON: Final = "SchedulePending"
 SCHEDULE_PENDING_MESSAGE: Final = "Scheduling has not completed"
 INVALID_RESOURCE_SELECTORS_REASON: Final = "InvalidResourceSelectors"
 SCHEDULE_FAILED_REASON: Final = "ScheduleFailed"
 
-# MemberCluster agent status (reference 1.10, section 6).
+# MemberCluster agent status (kubefleet-rules 1.10, section 6).
 MEMBER_AGENT: Final = "MemberAgent"
 AGENT_JOINED_CONDITION: Final = "Joined"
 AGENT_HEALTHY_CONDITION: Final = "Healthy"
 NAMESPACE_COLLECTION_CONDITION: Final = "NamespaceCollectionSucceeded"
 
-# Resource properties (reference 5.1).
+# Resource properties (kubefleet-rules 5.1).
 RESOURCE_PROPERTY_PREFIX: Final = "resources.kubernetes-fleet.io/"
 NODE_COUNT_PROPERTY: Final = _PREFIX + "node-count"
 
-# Limits (reference 1.11).
+# Limits (kubefleet-rules 1.11).
 MAX_DECISIONS: Final = 1000
 MAX_UNSELECTED_DECISIONS: Final = 20
 MAX_BINDING_NAME_LENGTH: Final = 63

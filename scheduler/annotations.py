@@ -1,6 +1,6 @@
 """Reads the integer annotations of a policy snapshot the way KubeFleet does (Go strconv.Atoi:
 optional sign, ASCII digits only) and rejects what KubeFleet rejects: missing, not an integer,
-or negative (reference 1.3). Python's int() is more lenient (" 3", "3_0", non-ASCII digits), so
+or negative (kubefleet-rules 1.3). Python's int() is more lenient (" 3", "3_0", non-ASCII digits), so
 it is not used alone."""
 
 from __future__ import annotations

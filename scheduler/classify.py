@@ -1,4 +1,4 @@
-"""Binding classification, the first step of every cycle (reference 4.1 step 4).
+"""Binding classification, the first step of every cycle (kubefleet-rules 4.1 step 4).
 
 Rules apply in order, first match wins; each class keeps name order because the bindings are
 sorted by name first, as KubeFleet does after listing them. "Dangling" is only about clusters

@@ -1,4 +1,4 @@
-"""Decisions and the Scheduled condition, written exactly as KubeFleet writes them (reference
+"""Decisions and the Scheduled condition, written exactly as KubeFleet writes them (kubefleet-rules
 1.9, 4.7 step 5, 4.10).
 
 The templates are module constants so tests import them instead of retyping. One deliberate

@@ -53,7 +53,7 @@ _NS_PER_MINUTE = 60_000_000_000
 
 
 class EligibilityChecker:
-    """Checks the six conditions of reference section 6, in order; the first failure decides.
+    """Checks the six conditions of kubefleet-rules section 6, in order; the first failure decides.
 
     Stateless apart from its two timeouts, so one instance may serve every cycle."""
 

@@ -1,7 +1,7 @@
 """Binding names: KubeFleet's pattern, made deterministic.
 
 KubeFleet names a binding `<placement[:26]>-<cluster[:27]>-<8 hex>` with the hex taken from a
-random UUID (reference 4.11), so an activity retried after an unknown outcome could create a
+random UUID (kubefleet-rules 4.11), so an activity retried after an unknown outcome could create a
 second binding for the same cluster. We keep the pattern (63 characters at most, a DNS-1123
 label) but take the 8 hex from SHA-256 of (placement, cluster, snapshot name, attempt), using
 the first attempt whose name no listed binding (and no binding created earlier in the same

@@ -1,7 +1,7 @@
 """BindingPlan: every write one cycle wants, in the order KubeFleet makes them.
 
 Activities apply a plan step by step, each step all-or-nothing before the next starts
-(reference 4.1 steps 5-6, then 4.9):
+(kubefleet-rules 4.1 steps 5-6, then 4.9):
 
 1. `remove_finalizers`  - deleting bindings lose the scheduler's cleanup finalizer;
 2. `unschedule_dangling` - bindings whose cluster left the fleet are marked Unscheduled;

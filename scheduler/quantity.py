@@ -1,7 +1,7 @@
 """Kubernetes resource quantities, read exactly as KubeFleet's scheduler reads them.
 
 Property selectors compare cluster properties by exact value and property sorters interpolate
-with floats (reference 5.1). Both must agree with Go's `resource.ParseQuantity` and
+with floats (kubefleet-rules 5.1). Both must agree with Go's `resource.ParseQuantity` and
 `Quantity.AsApproximateFloat64` (k8s.io/apimachinery, `pkg/api/resource/quantity.go`), or a
 hub that switches schedulers would see placements move. So this module follows Go's scanner,
 not only the documented grammar:

@@ -1,6 +1,6 @@
 """`schedule`: one scheduling cycle for one placement, as a pure function.
 
-It does what KubeFleet's RunSchedulingCycleFor does between listing and writing (reference
+It does what KubeFleet's RunSchedulingCycleFor does between listing and writing (kubefleet-rules
 4.1): classify the bindings, plan the prelude writes (finalizers of deleting bindings, dangling
 bindings), dispatch on the placement type, and return the plan with the explanation.
 

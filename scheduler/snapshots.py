@@ -2,7 +2,7 @@
 
 fleet-scheduler can run without KubeFleet's hub agent, so something must turn each
 ClusterResourcePlacement into ClusterSchedulingPolicySnapshots and report the placement's
-Scheduled condition (reference section 2). This module decides *what* to write; the snapshotter
+Scheduled condition (kubefleet-rules section 2). This module decides *what* to write; the snapshotter
 process does the reads and writes. Pure: no I/O, no clock (`now` is passed in).
 
 Interoperability shaped it: snapshots written here and by KubeFleet's Go controller must be
@@ -398,7 +398,7 @@ def go_json(policy: PlacementPolicy | None, *, with_number_of_clusters: bool = T
 
 def policy_hash(policy: PlacementPolicy | None) -> str:
     """KubeFleet's policy hash: lowercase hex SHA-256 of the Go JSON of the policy without
-    `numberOfClusters` (reference 2.1), so scaling a PickN placement keeps its snapshot."""
+    `numberOfClusters` (kubefleet-rules 2.1), so scaling a PickN placement keeps its snapshot."""
     return hashlib.sha256(go_json(policy, with_number_of_clusters=False)).hexdigest()
 
 
@@ -517,7 +517,7 @@ class SnapshotUpdate:
 
 @dataclass(frozen=True, slots=True)
 class SnapshotSync:
-    """What to write so the placement's latest snapshot matches its policy (reference 2.2-2.5).
+    """What to write so the placement's latest snapshot matches its policy (kubefleet-rules 2.2-2.5).
 
     Apply in order: `update` (refresh in place, or demote the old latest), then `delete`
     (oldest first; NotFound is fine), then `create` (AlreadyExists means an earlier attempt
@@ -710,7 +710,7 @@ def placement_scheduled_condition(
     now: datetime,
 ) -> Condition:
     """The placement's `ClusterResourcePlacementScheduled` condition, derived from its latest
-    snapshot (reference 2.7).
+    snapshot (kubefleet-rules 2.7).
 
     Unknown/SchedulePending until the scheduler has reported on this snapshot generation and
     this placement generation; then the snapshot's `Scheduled` status, reason and message.
@@ -748,7 +748,7 @@ def placement_scheduled_condition(
 
 def placement_fully_scheduled(placement: ClusterResourcePlacement) -> bool:
     """KubeFleet's "fully scheduled": the Scheduled condition is True for the current
-    generation (reference 7). The member-cluster watcher skips such PickN/PickFixed placements."""
+    generation (kubefleet-rules 7). The member-cluster watcher skips such PickN/PickFixed placements."""
     condition = placement.status.condition(names.PLACEMENT_SCHEDULED_CONDITION)
     return (
         condition is not None

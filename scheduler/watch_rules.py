@@ -1,4 +1,4 @@
-"""Which hub events reach which placements: KubeFleet's scheduler watchers (reference section 7).
+"""Which hub events reach which placements: KubeFleet's scheduler watchers (kubefleet-rules section 7).
 
 Pure functions of (old object, new object), so the watcher process stays a thin loop and every
 rule is testable without a server. A rule answers "does this event matter?"; the watcher then
@@ -142,7 +142,7 @@ def _resource_usage_changed(old: MemberCluster, new: MemberCluster) -> bool:
 def cluster_update_matters(
     old: MemberCluster, new: MemberCluster, checker: EligibilityChecker, now: datetime
 ) -> bool:
-    """A MemberCluster update that can let a placement pick it (reference section 7).
+    """A MemberCluster update that can let a placement pick it (kubefleet-rules section 7).
 
     Ignored when the new object is leaving; otherwise passes on label changes, taint changes or
     removals (not additions), property changes, namespace changes, resource usage changes, and

@@ -1,4 +1,4 @@
-"""Builders for every binding write a cycle makes (reference 4.2, 4.8, 4.11).
+"""Builders for every binding write a cycle makes (kubefleet-rules 4.2, 4.8, 4.11).
 
 Existing bindings are only ever changed by JSON merge patches naming our own fields, with the
 resourceVersion read, so fields other controllers own (status, resourceSnapshotName, overrides,
@@ -131,7 +131,7 @@ def rebind(
 def new_binding(
     name: str, placement: str, cluster: str, snapshot_name: str, decision: ClusterDecision
 ) -> ClusterResourceBinding:
-    """A complete Scheduled binding as KubeFleet creates it (reference 1.7, 1.12)."""
+    """A complete Scheduled binding as KubeFleet creates it (kubefleet-rules 1.7, 1.12)."""
     return ClusterResourceBinding(
         metadata=ObjectMeta(
             name=name,

@@ -1,7 +1,7 @@
 """Prometheus metrics of the scheduler, named as KubeFleet names them, plus Temporal's SDK metrics.
 
 Dashboards and alerts written for KubeFleet's scheduler keep working: the cycle histogram and the
-active-workers gauge have KubeFleet's names, buckets and labels (reference section 8). Our own
+active-workers gauge have KubeFleet's names, buckets and labels (kubefleet-rules section 8). Our own
 counters (cycles by placement type and outcome, binding writes, watcher events) are prefixed
 `fleet_scheduler_`. Everything lives in one `SchedulerMetrics` object handed to the activities
 and the watcher, not in module globals, so tests get a fresh registry each.
@@ -48,7 +48,7 @@ CYCLE_DURATION_BUCKETS_MS: Final = (10, 50, 100, 500, 1000, 5000, 10000, 50000)
 SDK_SCRAPE_TIMEOUT_S: Final = 2.0
 
 CycleOutcome = Literal["success", "requeue", "error", "unexpected"]
-"""How a cycle ended (reference 3.2): done; done and wants another turn now; failed and will be
+"""How a cycle ended (kubefleet-rules 3.2): done; done and wants another turn now; failed and will be
 retried with backoff; failed in a way retrying cannot fix (waits for the next event)."""
 CYCLE_OUTCOMES: Final = get_args(CycleOutcome)
 

@@ -1,5 +1,5 @@
 """The watcher: turns hub changes into signals to placement workflows, as KubeFleet's scheduler
-watchers turn them into work-queue keys (reference section 7).
+watchers turn them into work-queue keys (kubefleet-rules section 7).
 
 It list-then-watches the four kinds the scheduler reads (ClusterResourcePlacements, policy
 snapshots, MemberClusters, ClusterResourceBindings), keeps an in-memory view of each so an

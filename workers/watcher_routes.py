@@ -1,12 +1,12 @@
 """Which placement workflows a hub change reaches, with which signal and why.
 
-The decisions are KubeFleet's watcher filters (reference section 7, in `scheduler.watch_rules`);
+The decisions are KubeFleet's watcher filters (kubefleet-rules section 7, in `scheduler.watch_rules`);
 this module only names the signal and writes the reason a user reads in the placement's history
 ("cluster member-3: labels changed"). Two additions, both because each placement is a long-lived
 workflow here rather than a key in an in-memory queue:
 
 - At start-up every existing placement is signalled (with signal-with-start), not only those
-  whose latest policy snapshot happens to be replayed: KubeFleet's start-up gap (reference
+  whose latest policy snapshot happens to be replayed: KubeFleet's start-up gap (kubefleet-rules
   10.18) would otherwise leave a placement that was deleted while the scheduler was down
   without its cleanup.
 - A placement that is gone gets a plain signal (never a start), so a workflow still waiting for
@@ -155,7 +155,7 @@ def route_change(
 def orphan_snapshot_warning(change: Change[HubObject]) -> str | None:
     """What to log for a latest policy snapshot without a `parent-CRP` label, else None.
 
-    KubeFleet's snapshot watcher drops such a snapshot with an error log (reference 7); the
+    KubeFleet's snapshot watcher drops such a snapshot with an error log (kubefleet-rules 7); the
     watcher does the same, so the one trace of the bad snapshot names it and the label."""
     new = change.new
     if change.type == "DELETED" or not isinstance(new, ClusterSchedulingPolicySnapshot):

@@ -50,7 +50,7 @@ DEFAULT_TASK_QUEUE: Final = "fleet-scheduler"
 WORKFLOW_ID_PREFIX: Final = "crp/"
 
 # Signals. `requeue` is the manual one (payload: optional {"fresh": bool, "reason": str}); the
-# others are sent by the watcher, one per kind of hub event that reaches a placement (reference
+# others are sent by the watcher, one per kind of hub event that reaches a placement (kubefleet-rules
 # section 7). They are distinct names so a placement's history says why each cycle ran.
 SIGNAL_REQUEUE: Final = "requeue"
 SIGNAL_SNAPSHOT_CHANGED: Final = "snapshot_changed"  # latest snapshot created or re-annotated

@@ -2,7 +2,7 @@
 
 One workflow per placement (id `crp/<name>`): Temporal allows one running execution per id, so a
 placement is never scheduled twice at once, the guarantee KubeFleet gets from its work queue.
-Each loop turn is one KubeFleet `scheduleOnce` (reference 3.2) and one activity,
+Each loop turn is one KubeFleet `scheduleOnce` (kubefleet-rules 3.2) and one activity,
 `schedule_once`: it reads the placement and its latest policy snapshot (in standalone mode it
 syncs the snapshot first) and, when there is one to schedule, runs the filter/score cycle and
 writes bindings and status. `cleanup_placement` runs when the placement is being deleted, after
@@ -58,11 +58,11 @@ CYCLE_TIMEOUT = timedelta(minutes=10)
 CYCLE_HEARTBEAT = timedelta(seconds=30)
 CLEANUP_TIMEOUT = timedelta(minutes=10)
 
-# Replaces KubeFleet's per-key rate limiter (5 ms x 2^n, capped at 1000 s; reference 1.11). We
+# Replaces KubeFleet's per-key rate limiter (5 ms x 2^n, capped at 1000 s; kubefleet-rules 1.11). We
 # start at 200 ms because every retry here is a full activity round trip through the server, and
 # cap at 60 s, not 1000 s, so a placement resumes within a minute of the hub coming back. No
 # attempt limit: like KubeFleet, transient errors are retried until they stop. Errors that
-# retrying cannot fix are non-retryable and end the turn instead (reference 3.3).
+# retrying cannot fix are non-retryable and end the turn instead (kubefleet-rules 3.3).
 HUB_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),
     backoff_coefficient=2.0,
@@ -191,7 +191,7 @@ class PlacementWorkflow:
         return reasons or ["requeue"], fresh
 
     async def _schedule_once(self, fresh: bool, because: str) -> TurnResult | None:
-        """The loop turn as one activity: prepare and, when ready, the cycle (reference 3.2)."""
+        """The loop turn as one activity: prepare and, when ready, the cycle (kubefleet-rules 3.2)."""
         cycle = self._cycles + 1
         self._waiting_for = f"cycle {cycle}"
         workflow.set_current_details(f"running cycle {cycle}")

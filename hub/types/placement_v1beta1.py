@@ -1,6 +1,6 @@
 """placement.kubernetes-fleet.io/v1beta1: placements, policy snapshots and bindings.
 
-Field order follows KubeFleet's Go structs, because the policy hash (reference 2.1) is taken over
+Field order follows KubeFleet's Go structs, because the policy hash (kubefleet-rules 2.1) is taken over
 Go's JSON encoding of the policy, which writes fields in struct order. Enumerated strings are
 plain `str` in Python with the enum in the CRD (see `crd_enum`)."""
 
@@ -208,7 +208,7 @@ class ClusterDecision(FleetModel):
 
 class SchedulingPolicySnapshotSpec(FleetModel):
     policy: PlacementPolicy | None = None
-    # Go []byte: base64 on the wire of the ASCII hex SHA-256 digest (reference 2.1).
+    # Go []byte: base64 on the wire of the ASCII hex SHA-256 digest (kubefleet-rules 2.1).
     policy_hash: str = Field(json_schema_extra={"format": "byte"})
 
 

@@ -1,4 +1,4 @@
-"""Cross-referencing picked clusters with existing bindings (reference 4.8).
+"""Cross-referencing picked clusters with existing bindings (kubefleet-rules 4.8).
 
 The result says which bindings to create, which to patch (re-point an obsolete binding at the
 latest snapshot, or revive an Unscheduled one to its previous state) and which to mark
@@ -101,7 +101,7 @@ def cross_reference_picked(
     unscheduled: Sequence[ClusterResourceBinding],
     obsolete: Sequence[ClusterResourceBinding],
 ) -> CrossReference:
-    """Reference 4.8.1 (PickAll, PickN). `picked` is in rank order; creates follow it."""
+    """kubefleet-rules 4.8.1 (PickAll, PickN). `picked` is in rank order; creates follow it."""
     out = CrossReference()
     wanted = set(picked)
     checked: set[str] = set()
@@ -140,7 +140,7 @@ def cross_reference_fixed(
     unscheduled: Sequence[ClusterResourceBinding],
     obsolete: Sequence[ClusterResourceBinding],
 ) -> CrossReference:
-    """Reference 4.8.2 (PickFixed), valid targets in list order."""
+    """kubefleet-rules 4.8.2 (PickFixed), valid targets in list order."""
     out = CrossReference()
     current = {b.spec.target_cluster for b in scheduled_or_bound}
     # KubeFleet builds maps by target cluster: the last binding in name order wins.

@@ -1,4 +1,4 @@
-"""PickAll (or no policy): every cluster that passes the filters (reference 4.5).
+"""PickAll (or no policy): every cluster that passes the filters (kubefleet-rules 4.5).
 
 Only PreFilter and Filter run; there is no scoring, so candidates are taken in name order.
 Scheduled and Bound bindings of the current snapshot are never removed (the policy is

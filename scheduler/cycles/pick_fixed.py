@@ -1,4 +1,4 @@
-"""PickFixed: exactly the listed clusters (reference 4.7). No plugin runs.
+"""PickFixed: exactly the listed clusters (kubefleet-rules 4.7). No plugin runs.
 
 Each distinct target is valid (exists and eligible), invalid (exists, ineligible, with the
 eligibility reason) or not found. Valid targets get a binding; obsolete bindings of other

@@ -1,4 +1,4 @@
-"""PickN: the N best clusters, changing as little as possible (reference 4.6).
+"""PickN: the N best clusters, changing as little as possible (kubefleet-rules 4.6).
 
 With present = Scheduled + Bound bindings of the latest snapshot:
 
@@ -50,7 +50,7 @@ minFeasibleNodesToFind)."""
 def downscale_order(
     bindings: Sequence[ClusterResourceBinding], mode: ScoreMode
 ) -> list[ClusterResourceBinding]:
-    """Lowest-ranked first (reference 4.4): bindings without a stored score, by target name;
+    """Lowest-ranked first (kubefleet-rules 4.4): bindings without a stored score, by target name;
     then by stored (topology, affinity) score, then target name. Weighted-sum profiles compare
     the stored topology + affinity instead (per-plugin contributions are not persisted)."""
 

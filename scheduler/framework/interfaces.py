@@ -1,4 +1,4 @@
-"""The extension points KubeFleet's framework uses, as Protocols (reference 4.3).
+"""The extension points KubeFleet's framework uses, as Protocols (kubefleet-rules 4.3).
 
 A plugin implements any subset and sets `name`. Every method gets the cycle's `CycleState` and
 the policy snapshot being scheduled (`snapshot.spec.policy` may be None: that means PickAll).

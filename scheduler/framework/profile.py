@@ -1,7 +1,7 @@
 """Profiles: which plugins run at each extension point, with which arguments, and how scores
 combine.
 
-`default_profile()` is KubeFleet's DefaultProfile (reference 5.0): five extension points, the
+`default_profile()` is KubeFleet's DefaultProfile (kubefleet-rules 5.0): five extension points, the
 plugins in KubeFleet's order, scores compared component by component (topology spread, then
 affinity, then the obsolete-placement preference), never summed. A profile may instead rank by
 a weighted sum, the way kube-scheduler's score weights work:
@@ -73,7 +73,7 @@ EXTENSION_POINTS: Mapping[str, str] = {
 }
 MULTI_POINT = "multiPoint"
 
-# Reference 5.0, in KubeFleet's order.
+# kubefleet-rules 5.0, in KubeFleet's order.
 CLUSTER_AFFINITY = "ClusterAffinity"
 CLUSTER_ELIGIBILITY = "ClusterEligibility"
 NAMESPACE_AFFINITY = "NamespaceAffinity"
@@ -188,7 +188,7 @@ def _default_eligibility() -> Callable[[MemberCluster, datetime], str | None]:
 
 @functools.cache
 def default_profile() -> Profile:
-    """KubeFleet's DefaultProfile (reference 5.0), built from the in-tree plugins."""
+    """KubeFleet's DefaultProfile (kubefleet-rules 5.0), built from the in-tree plugins."""
     builder = _Builder({}, name=DEFAULT_PROFILE_NAME)
     return builder.build()
 

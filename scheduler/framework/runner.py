@@ -1,4 +1,4 @@
-"""Runs a profile's plugins through the extension points of one cycle (reference 4.3).
+"""Runs a profile's plugins through the extension points of one cycle (kubefleet-rules 4.3).
 
 KubeFleet filters and scores clusters on 4 goroutines; the result does not depend on it because
 every later step sorts. We run sequentially: same results, no threads, and a plugin that fails is

@@ -1,4 +1,4 @@
-"""Scores: three components compared in order, never summed (reference 4.4).
+"""Scores: three components compared in order, never summed (kubefleet-rules 4.4).
 
 KubeFleet keeps one integer per concern: the topology spread score, the affinity score, and the
 obsolete-placement preference (0 or 1, never persisted). A cluster outranks another when its

@@ -2,7 +2,7 @@
 
 Expected outcomes (a cluster that does not fit, a plugin with nothing to do) are Status values;
 surprises are raised by the plugin and wrapped by the runner. The string form is KubeFleet's
-(reference 4.3): the code name, then `, <error>` for an internal error, then `, <reason>` for
+(kubefleet-rules 4.3): the code name, then `, <error>` for an internal error, then `, <reason>` for
 each reason; the plugin name is never part of it, so decisions read exactly as KubeFleet's."""
 
 from __future__ import annotations

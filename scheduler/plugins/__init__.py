@@ -1,6 +1,6 @@
 """The built-in plugins, one module (or package) each, keyed by their NAME.
 
-Names are KubeFleet's (reference 5.0) and double as profile keys and cycle-store prefixes.
+Names are KubeFleet's (kubefleet-rules 5.0) and double as profile keys and cycle-store prefixes.
 Each value is a factory: the plugin class, called with the profile's keyword arguments."""
 
 from collections.abc import Callable, Mapping

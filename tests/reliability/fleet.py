@@ -9,7 +9,7 @@ things settle (`Expectation`), from the final cluster labels alone.
 The changes are chosen so that the expectation is exact under KubeFleet's rules:
 - PickAll placements select on `env` (never changed) or on `gold=true`, a label clusters only
   ever gain, so the matching set only grows and IgnoredDuringExecution never leaves a binding
-  on a cluster that no longer matches (reference 4.5);
+  on a cluster that no longer matches (kubefleet-rules 4.5);
 - PickN placements only prefer (weights), never require, so N is always reachable: exactly N
   live bindings;
 - PickFixed placements name existing, eligible clusters: exactly those.

@@ -1,4 +1,4 @@
-"""The ClusterAffinity plugin: required terms filter, preferred terms score (reference 5.1).
+"""The ClusterAffinity plugin: required terms filter, preferred terms score (kubefleet-rules 5.1).
 
 The work lives in `filtering.py` and `scoring.py`; this class wires it to the extension points
 and keeps the compiled terms in the cycle store, so each selector is compiled once per cycle

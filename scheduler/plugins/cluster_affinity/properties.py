@@ -1,4 +1,4 @@
-"""Reading a named property from a MemberCluster (reference 5.1, "Property lookup").
+"""Reading a named property from a MemberCluster (kubefleet-rules 5.1, "Property lookup").
 
 Two kinds of names: `resources.kubernetes-fleet.io/<capacity type>-<resource>` reads
 `status.resourceUsage`, anything else reads `status.properties[name].value`. A missing value is

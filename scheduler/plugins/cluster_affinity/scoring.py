@@ -1,4 +1,4 @@
-"""ClusterAffinity's soft preferences: the affinity score of a cluster (reference 5.1).
+"""ClusterAffinity's soft preferences: the affinity score of a cluster (kubefleet-rules 5.1).
 
 affinityScore = the sum over preferred terms with a non-zero weight of: 0 if the term's label
 selector does not match; the full weight if it has no property sorter; otherwise the weight

@@ -1,4 +1,4 @@
-"""The TopologySpreadConstraints plugin (reference 5.6).
+"""The TopologySpreadConstraints plugin (kubefleet-rules 5.6).
 
 PostBatch limits a PickN cycle to one new cluster whenever the policy has a constraint, because
 every pick changes the domain counts the next pick depends on; the placement then converges one

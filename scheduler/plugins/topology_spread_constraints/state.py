@@ -1,4 +1,4 @@
-"""Topology domains, skew and the per-cycle verdict of every cluster (reference 5.6).
+"""Topology domains, skew and the per-cycle verdict of every cluster (kubefleet-rules 5.6).
 
 Computed once per cycle in PreFilter, over *all* clusters of the cycle (ineligible and leaving
 ones included, as in KubeFleet), then read by Filter and Score. A domain is a distinct value of

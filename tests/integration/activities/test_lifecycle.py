@@ -71,7 +71,7 @@ def test_a_placement_deleted_after_prepare_makes_the_cycle_requeue_without_write
     assert (report.outcome.placement_type, prepared.snapshot) == ("PickN", "web-0")
     assert writes(devhub) == 0
     assert prepare(env, rig.activities, "web").phase == "deleting"
-    # A skipped cycle is not a scheduling cycle: nothing is metered (reference 3.2, steps 2-5).
+    # A skipped cycle is not a scheduling cycle: nothing is metered (kubefleet-rules 3.2, steps 2-5).
     assert (
         rig.metrics.registry.get_sample_value(
             "fleet_scheduler_cycles_total", {"placement_type": "PickN", "outcome": "requeue"}

@@ -2,7 +2,7 @@
 
 The rollout controller turns Scheduled bindings into Bound ones as it applies resources. When a
 user then shrinks a PickN placement, KubeFleet trims Scheduled bindings before Bound ones
-(reference 4.6 branch A: obsolete first, then the lowest-scored Scheduled, then the
+(kubefleet-rules 4.6 branch A: obsolete first, then the lowest-scored Scheduled, then the
 lowest-scored Bound), so work already running stays where it is even when a Scheduled cluster
 scores higher. Growing again revives the Unscheduled bindings of the clusters picked, each to
 the state it had (its `previous-binding-state`)."""

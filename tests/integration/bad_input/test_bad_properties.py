@@ -3,7 +3,7 @@
 A cluster's property provider can report any string (`status.properties[name].value` is a plain
 string in the CRD), and a placement's property selector can ask for any string. KubeFleet
 aborts the whole cycle, for every placement that reads the property, as long as one cluster
-reports garbage (reference 10.15); here only what is broken is affected:
+reports garbage (kubefleet-rules 10.15); here only what is broken is affected:
 
 - a cluster value in a required term: that cluster is filtered, and its decision names the
   property and the value; a corrected value schedules it on the next event;
@@ -145,7 +145,7 @@ async def test_a_sorted_value_that_does_not_parse_counts_as_not_available(
     assert done.error is None
     # Extremes come from the clusters that report a quantity (3 and 9), so 9 scores 100 and 6
     # scores 50; "cheap" scores 0 like a missing value and ties with 3, where the larger name
-    # wins (reference 4.4). The cycle is not aborted for anyone.
+    # wins (kubefleet-rules 4.4). The cycle is not aborted for anyone.
     assert live_targets(hub, web) == {
         "member-b": names.STATE_SCHEDULED,
         "member-c": names.STATE_SCHEDULED,

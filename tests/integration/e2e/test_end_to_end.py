@@ -68,7 +68,7 @@ async def test_a_pick_n_placement_is_scheduled_and_rescheduled_on_policy_change(
         decisions["member-a"].selected and decisions["member-a"].cluster_score.affinity_score == 50
     )
     # Later cycles take KubeFleet's steady branch (N bindings present), whose status lists
-    # only the selected decisions (reference 4.6 branch B), so member-b need not appear.
+    # only the selected decisions (kubefleet-rules 4.6 branch B), so member-b need not appear.
     assert {n for n, d in decisions.items() if d.selected} == {"member-a", "member-c"}
     placement = hub.get(ClusterResourcePlacement, web)
     assert names.SCHEDULER_CLEANUP_FINALIZER in placement.metadata.finalizers

@@ -1,4 +1,4 @@
-"""End to end with the real default profile: reference 1.12's example reproduced exactly, and
+"""End to end with the real default profile: kubefleet-rules 1.12's example reproduced exactly, and
 the plugins' effects on whole cycles (taints, eligibility, topology batching)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""PickAll (reference 4.5): every feasible cluster, in name order, never removing a current
+"""PickAll (kubefleet-rules 4.5): every feasible cluster, in name order, never removing a current
 binding, condition always True."""
 
 from __future__ import annotations

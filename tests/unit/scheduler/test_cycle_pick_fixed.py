@@ -1,4 +1,4 @@
-"""PickFixed (reference 4.7, 4.8.2): valid / invalid / not found targets, and the deliberate
+"""PickFixed (kubefleet-rules 4.7, 4.8.2): valid / invalid / not found targets, and the deliberate
 choices for empty and duplicate lists."""
 
 from __future__ import annotations

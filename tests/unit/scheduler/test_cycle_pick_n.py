@@ -1,4 +1,4 @@
-"""PickN (reference 4.6): ranking, ties, the three branches, downscale order, cross-referencing,
+"""PickN (kubefleet-rules 4.6): ranking, ties, the three branches, downscale order, cross-referencing,
 requeue on a batch limit, fresh, and percentageOfClustersToScore."""
 
 from __future__ import annotations
@@ -355,7 +355,7 @@ def test_a_batch_limit_of_zero_does_not_requeue_forever() -> None:
 
 
 def test_a_batch_limit_unschedules_obsolete_bindings_not_in_this_batch() -> None:
-    # Reference 10.13: only one cluster is picked, every other obsolete binding goes now.
+    # kubefleet-rules 10.13: only one cluster is picked, every other obsolete binding goes now.
     bindings = [bound(c, OLD, name=f"x-{c}") for c in "abc"]
     result = run(pick_n(3), [cluster(c) for c in "abc"], bindings, profile=fake_profile(batch=1))
     assert [p.name for p in result.plan.patch] == ["x-c"]

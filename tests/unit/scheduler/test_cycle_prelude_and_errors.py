@@ -1,4 +1,4 @@
-"""What every cycle does first (classification, prelude writes, reference 4.1) and how a cycle
+"""What every cycle does first (classification, prelude writes, kubefleet-rules 4.1) and how a cycle
 that cannot act ends: a clear error, no binding writes, and a False condition when possible."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Decisions and the Scheduled condition (reference 4.10): the 1000/20 caps with KubeFleet's
+"""Decisions and the Scheduled condition (kubefleet-rules 4.10): the 1000/20 caps with KubeFleet's
 arithmetic (minus the overflow of 10.10), the skip-if-unchanged rule, lastTransitionTime."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cluster eligibility follows reference section 6: order, boundaries and exact reasons."""
+"""Cluster eligibility follows kubefleet-rules section 6: order, boundaries and exact reasons."""
 
 from __future__ import annotations
 

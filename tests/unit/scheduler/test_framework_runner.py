@@ -1,4 +1,4 @@
-"""The plugin runner follows reference 4.3: codes, skips, first failure decides, and every
+"""The plugin runner follows kubefleet-rules 4.3: codes, skips, first failure decides, and every
 plugin failure becomes a PluginError naming the plugin and the stage."""
 
 from __future__ import annotations

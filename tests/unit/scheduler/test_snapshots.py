@@ -1,5 +1,5 @@
 """The snapshotter's decisions, checked against KubeFleet's placement controller rules
-(reference section 2) and the policy hash against Go's encoding/json, byte for byte."""
+(kubefleet-rules section 2) and the policy hash against Go's encoding/json, byte for byte."""
 
 from __future__ import annotations
 

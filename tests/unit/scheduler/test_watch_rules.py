@@ -1,4 +1,4 @@
-"""KubeFleet's watcher filters (reference section 7): which events reach which placements."""
+"""KubeFleet's watcher filters (kubefleet-rules section 7): which events reach which placements."""
 
 from __future__ import annotations
 

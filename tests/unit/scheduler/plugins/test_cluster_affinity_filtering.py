@@ -1,4 +1,4 @@
-"""ClusterAffinity PreFilter and Filter: required terms, ORed (reference 5.1)."""
+"""ClusterAffinity PreFilter and Filter: required terms, ORed (kubefleet-rules 5.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TaintToleration filters clusters whose taints the policy does not tolerate (reference 5.4)."""
+"""TaintToleration filters clusters whose taints the policy does not tolerate (kubefleet-rules 5.4)."""
 
 from __future__ import annotations
 
