@@ -44,7 +44,12 @@ from activities.hub import ActivitySettings, HubActivities
 from activities.models import CycleReport, TurnResult
 from devhub import DevHub
 from hub.client import HubClient
-from hub.errors import AlreadyExistsError, HubConfigError
+from hub.errors import (
+    AlreadyExistsError,
+    HubConfigError,
+    HubUnavailableError,
+    UnauthorizedError,
+)
 from hub.types import ClusterResourcePlacement
 from scheduler import Profile, ProfileError, load_profile
 from workers.client import (
@@ -65,6 +70,7 @@ from workers.devserver import (
     ensure_search_attributes,
 )
 from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
+from workers.plan import PlacementFileError, load_placement_file, render_plan, what_if
 from workers.render import PlacementRow, evaluated_clusters, render_explain, render_status
 from workers.telemetry import TelemetryConfigError, setup_tracing, shutdown_tracing
 from workers.worker import DEFAULT_MAX_CONCURRENT_ACTIVITIES, Serving, serve
@@ -197,6 +203,7 @@ _USER_ERRORS: tuple[type[BaseException], ...] = (
     DevServerError,
     SearchAttributeError,
     HubConfigError,
+    PlacementFileError,
     ProfileError,
     TelemetryConfigError,
 )
@@ -781,6 +788,35 @@ def run_status(args: argparse.Namespace) -> int:
     return asyncio.run(_status(args))
 
 
+# --- plan ------------------------------------------------------------------------------------
+
+
+def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--filename", type=Path, required=True, metavar="FILE",
+                        help="the ClusterResourcePlacement to plan (YAML or JSON); it need not "
+                             "be applied, or may be an edited copy of one that is")
+    parser.add_argument("--kubeconfig", type=Path, default=None, metavar="PATH",
+                        help="the hub's kubeconfig (default: $KUBECONFIG, the pod's service "
+                             "account, or ~/.kube/config)")
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    parser.add_argument("--profile", type=Path, default=None, metavar="FILE",
+                        help="scheduler profile YAML (default: KubeFleet's default profile)")
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    placement = load_placement_file(args.filename)
+    profile = _load_profile(args.profile)
+    hub = _hub_client(args.kubeconfig, args.context)
+    try:
+        planned = what_if(hub, placement, profile=profile)
+    except (HubUnavailableError, UnauthorizedError) as exc:
+        raise CliError(f"cannot read the hub at {hub.host}: {_one_line(exc)}") from exc
+    finally:
+        hub.close()
+    sys.stdout.write(render_plan(planned))
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Command] = {
     "dev": Command(
         help="run everything locally: devhub, the Temporal dev server with its UI, the worker "
@@ -807,6 +843,11 @@ COMMANDS: dict[str, Command] = {
         help="list placement workflows and their scheduling state",
         add_arguments=add_status_arguments,
         run=run_status,
+    ),
+    "plan": Command(
+        help="what-if: schedule a placement from a file against the live fleet; writes nothing",
+        add_arguments=add_plan_arguments,
+        run=run_plan,
     ),
     "devhub": Command(
         help="run devhub, the local hub API server, alone",

@@ -27,6 +27,7 @@ __all__ = [
     "PlacementRow",
     "cluster_rows",
     "evaluated_clusters",
+    "explanation_lines",
     "render_explain",
     "render_status",
     "table",
@@ -182,7 +183,8 @@ def evaluated_clusters(explanation: Explanation | None) -> bool:
     )
 
 
-def _explanation_lines(explanation: Explanation) -> list[str]:
+def explanation_lines(explanation: Explanation) -> list[str]:
+    """Every cluster's fate, the binding writes and the notes of one cycle (explain and plan)."""
     rows = cluster_rows(explanation)
     lines = [table(CLUSTER_HEADERS, rows) if rows else "no member clusters were considered"]
     if explanation.not_evaluated:
@@ -234,7 +236,7 @@ def render_explain(status: PlacementStatus, evaluating: CycleReport | None = Non
         lines.append("(this cycle recorded no per-cluster explanation)")
         return "\n".join(lines) + "\n"
     lines.append("")
-    lines += _explanation_lines(explanation)
+    lines += explanation_lines(explanation)
     if evaluated_clusters(explanation):
         return "\n".join(lines) + "\n"
     others = report.clusters_seen - len(explanation.kept)
@@ -249,7 +251,7 @@ def render_explain(status: PlacementStatus, evaluating: CycleReport | None = Non
         lines.append("The last cycle that evaluated them: " + headline.removeprefix("last "))
         lines += details
         lines.append("")
-        lines += _explanation_lines(evaluating.explanation)
+        lines += explanation_lines(evaluating.explanation)
     else:
         lines.append(
             "Requeue with --fresh to evaluate every cluster again (PickN may then pick others)."

@@ -1,0 +1,250 @@
+"""`fleet-scheduler plan -f FILE`: the real scheduler on a placement that is not applied, or on
+an edited copy of one that is, against devhub's sample fleet over real HTTP; nothing written.
+
+The hub state for an applied placement is made the way the scheduler makes it (the snapshot the
+snapshotter plans, the bindings a cycle creates), so `plan` is checked against a hub that looks
+like one fleet-scheduler has been running on."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cli_helpers import run_cli
+
+from devhub import DevHub, sample
+from hub import names
+from hub.client import HubClient
+from hub.types import (
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    MemberCluster,
+)
+from scheduler import CycleInput, schedule
+from scheduler.snapshots import plan_snapshot_sync
+
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+PROD = "fleet.example.com/environment"
+
+
+def sample_environments() -> dict[str, str]:
+    return {
+        doc["metadata"]["name"]: doc["metadata"]["labels"].get(PROD, "")
+        for doc in sample.read_fleet()
+    }
+
+
+SAMPLE_ENVIRONMENTS = sample_environments()
+
+
+def placement(name: str, n: int, *, environment: str = "prod") -> dict[str, Any]:
+    return {
+        "apiVersion": "placement.kubernetes-fleet.io/v1beta1",
+        "kind": "ClusterResourcePlacement",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceSelectors": [
+                {"group": "", "version": "v1", "kind": "Namespace", "name": name}
+            ],
+            "policy": {
+                "placementType": "PickN",
+                "numberOfClusters": n,
+                "affinity": {"clusterAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "clusterSelectorTerms": [
+                        {"labelSelector": {"matchLabels": {PROD: environment}}}
+                    ]}}},
+            },
+        },
+    }
+
+
+@pytest.fixture
+def fleet(devhub_factory: Callable[..., DevHub], tmp_path: Path) -> tuple[DevHub, Path]:
+    hub = devhub_factory()
+    hub.load_sample_fleet()
+    return hub, hub.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+def write(tmp_path: Path, document: Any, name: str = "placement.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(document if isinstance(document, str) else yaml.safe_dump(document))
+    return path
+
+
+def writes(hub: DevHub) -> int:
+    return sum(hub.stats.count(verb) for verb in WRITE_VERBS)
+
+
+def apply_and_schedule(kubeconfig: Path, document: dict[str, Any]) -> list[str]:
+    """Apply the placement and do what the snapshotter and one cycle would: make its snapshot,
+    create the bindings the scheduler picks. Returns the picked clusters."""
+    client = HubClient.from_kubeconfig(kubeconfig)
+    try:
+        crp = client.create(ClusterResourcePlacement.model_validate(document))
+        snapshot = plan_snapshot_sync(crp, []).create
+        assert snapshot is not None
+        snapshot = client.create(snapshot)
+        result = schedule(
+            CycleInput(
+                snapshot=snapshot,
+                clusters=list(client.list(MemberCluster).items),
+                bindings=[],
+                now=datetime.now(UTC),
+            )
+        )
+        for binding in result.plan.create:
+            client.create(binding)
+        return sorted(b.spec.target_cluster for b in result.plan.create)
+    finally:
+        client.close()
+
+
+def objects(kubeconfig: Path) -> tuple[int, int, int]:
+    client = HubClient.from_kubeconfig(kubeconfig)
+    try:
+        return (
+            len(client.list(ClusterResourcePlacement).items),
+            len(client.list(ClusterSchedulingPolicySnapshot).items),
+            len(client.list(ClusterResourceBinding).items),
+        )
+    finally:
+        client.close()
+
+
+def fates(output: str) -> dict[str, str]:
+    """CLUSTER -> FATE from the cluster table `plan` prints."""
+    table: dict[str, str] = {}
+    rows = iter(output.splitlines())
+    for line in rows:
+        if line.startswith("CLUSTER") and "FATE" in line:
+            fate_at = line.index("FATE")
+            break
+    for line in rows:
+        if not line.strip():
+            break
+        table[line.split()[0]] = line[fate_at:].split("  ")[0].strip()
+    return table
+
+
+def test_unapplied_placement_is_planned_and_nothing_is_written(
+    fleet: tuple[DevHub, Path], tmp_path: Path
+) -> None:
+    hub, kubeconfig = fleet
+    before = writes(hub)
+    done = run_cli("plan", "-f", str(write(tmp_path, placement("web", 2))),
+                   "--kubeconfig", str(kubeconfig))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "plan for placement web (not applied); nothing was written" in out
+    assert "policy snapshot: web-0, new (the placement has no policy snapshot yet)" in out
+    table = fates(out)
+    # Equal scores: KubeFleet breaks the tie towards the larger name (kubefleet-rules 4.4).
+    assert sorted(c for c, fate in table.items() if fate == "picked") == [
+        "member-japaneast-1", "member-westeurope-1"]
+    assert len(table) == len(SAMPLE_ENVIRONMENTS)  # every cluster of the fleet, with its fate
+    detail = {line.split()[0]: line for line in out.splitlines() if line.startswith("member-")}
+    assert table["member-westeurope-2"] == "filtered"
+    assert "TaintToleration" in detail["member-westeurope-2"]
+    for cluster, environment in SAMPLE_ENVIRONMENTS.items():
+        if environment != "prod":
+            assert table[cluster] == "filtered", cluster
+            assert "ClusterAffinity" in detail[cluster], detail[cluster]
+    assert "policy snapshots: create web-0" in out
+    assert "bindings: 2 bindings created, 0 patched, 0 unscheduled" in out
+    assert objects(kubeconfig) == (0, 0, 0)
+    assert writes(hub) == before
+
+
+def test_edited_copy_keeps_current_picks_and_adds_one(
+    fleet: tuple[DevHub, Path], tmp_path: Path
+) -> None:
+    hub, kubeconfig = fleet
+    applied = placement("api", 2)
+    current = apply_and_schedule(kubeconfig, applied)
+    state, before = objects(kubeconfig), writes(hub)
+
+    edited = copy.deepcopy(applied)
+    edited["spec"]["policy"]["numberOfClusters"] = 3  # not part of the policy hash
+    done = run_cli("plan", "-f", str(write(tmp_path, edited)), "--kubeconfig", str(kubeconfig))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "(same policy as the applied placement)" in out
+    assert "policy snapshot: api-0, same policy, refreshed" in out
+    assert "read: 8 member clusters, 2 bindings" in out
+    assert "outcome: PickN 3/3 picked, fully scheduled" in out
+    table = fates(out)
+    for cluster in current:
+        assert table[cluster] in {"kept", "picked"}, (cluster, table)
+    assert "bindings: 1 bindings created, 0 patched, 0 unscheduled" in out
+    assert objects(kubeconfig) == state
+    assert writes(hub) == before
+
+
+def test_edited_policy_makes_a_new_snapshot_and_moves_the_placement(
+    fleet: tuple[DevHub, Path], tmp_path: Path
+) -> None:
+    hub, kubeconfig = fleet
+    applied = placement("jobs", 2)
+    current = apply_and_schedule(kubeconfig, applied)
+    state, before = objects(kubeconfig), writes(hub)
+
+    edited = placement("jobs", 1, environment="staging")
+    done = run_cli("plan", "-f", str(write(tmp_path, edited)), "--kubeconfig", str(kubeconfig))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "edited copy of the applied placement, with a different policy" in out
+    assert "policy snapshot: jobs-1, new (the policy differs from jobs-0's)" in out
+    assert f"policy snapshots: label jobs-0 {names.IS_LATEST_SNAPSHOT_LABEL}=false; " \
+           "create jobs-1" in out
+    table = fates(out)
+    picked = [c for c, fate in table.items() if fate == "picked"]
+    assert len(picked) == 1 and picked[0] not in current
+    for cluster in current:  # prod clusters no longer match the required term
+        assert table[cluster] == "filtered"
+    assert "bindings: 1 bindings created, 0 patched, 2 unscheduled" in out
+    assert objects(kubeconfig) == state
+    assert writes(hub) == before
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("spec: [unclosed", "not YAML"),
+        ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},
+         "expected apiVersion placement.kubernetes-fleet.io/v1beta1"),
+        ({**placement("bad", 2), "spec": {"policy": {"numberOfClusters": "many"}}},
+         "spec.policy.numberOfClusters"),
+        ("---\n" + yaml.safe_dump(placement("a", 1)) + "---\n" + yaml.safe_dump(placement("b", 1)),
+         "found 2 documents"),
+        ({k: v for k, v in placement("x", 1).items() if k != "metadata"}, "metadata"),
+    ],
+    ids=["not-yaml", "wrong-kind", "wrong-type", "two-documents", "no-name"],
+)
+def test_a_file_that_is_not_a_valid_placement_is_one_line_and_exit_2(
+    fleet: tuple[DevHub, Path], tmp_path: Path, content: Any, expected: str
+) -> None:
+    hub, kubeconfig = fleet
+    before = writes(hub)
+    done = run_cli("plan", "-f", str(write(tmp_path, content)), "--kubeconfig", str(kubeconfig))
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("fleet-scheduler plan: error: ")
+    assert expected in lines[0]
+    assert "Traceback" not in done.stderr
+    assert writes(hub) == before
+
+
+def test_missing_file_is_one_line_and_exit_2(fleet: tuple[DevHub, Path], tmp_path: Path) -> None:
+    _, kubeconfig = fleet
+    done = run_cli("plan", "-f", str(tmp_path / "nope.yaml"), "--kubeconfig", str(kubeconfig))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"fleet-scheduler plan: error: {tmp_path / 'nope.yaml'}: no such file"
+    )

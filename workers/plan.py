@@ -1,0 +1,272 @@
+"""`fleet-scheduler plan -f FILE`: what the scheduler would do with a placement, writing nothing.
+
+The placement in FILE may be one that is not applied yet, or an edited copy of one that is. Plan
+reads the live fleet and the placement's existing policy snapshots and bindings, derives the
+policy snapshot the snapshotter (or KubeFleet's placement controller: both hash the policy the
+same way) would leave as latest, runs the real scheduler on it with the configured profile, and
+reports every cluster's fate and every write the cycle would make. It only ever reads: no
+object is created, patched or deleted, and no workflow is started.
+
+What it cannot know: a real cycle runs later, against the fleet as it is then; and when a PickN
+cycle would stop at a plugin's batch limit and requeue, the plan shows that first cycle only
+(the explanation says so)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+from pydantic import ValidationError
+
+from hub import names
+from hub.client import HubClient
+from hub.errors import NotFoundError
+from hub.types import (
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    MemberCluster,
+)
+from scheduler import CycleInput, CycleResult, Profile, schedule
+from scheduler.snapshots import SnapshotError, SnapshotSync, plan_snapshot_sync
+from workers.render import explanation_lines
+
+__all__ = ["PlacementFileError", "WhatIf", "load_placement_file", "render_plan", "what_if"]
+
+API_VERSION: Final = names.PLACEMENT_API_VERSION
+KIND: Final = ClusterResourcePlacement.KIND
+# Stands in for the uid of a placement the API server has not seen yet (the snapshot's owner).
+UNAPPLIED_UID: Final = "00000000-0000-0000-0000-000000000000"
+MAX_FILE_BYTES: Final = 1 << 20
+
+
+class PlacementFileError(ValueError):
+    """FILE is not one valid ClusterResourcePlacement; the message says why in one line."""
+
+
+def _first_problem(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    more = exc.error_count() - 1
+    return f"{where}: {first['msg']}" + (f" (and {more} more problems)" if more else "")
+
+
+def load_placement_file(path: Path) -> ClusterResourcePlacement:
+    """The one ClusterResourcePlacement in a YAML or JSON file.
+
+    Raises:
+        PlacementFileError: missing or unreadable file, not YAML, not exactly one document, not a
+            v1beta1 ClusterResourcePlacement, no name, or fields of the wrong shape.
+    """
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise PlacementFileError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlacementFileError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlacementFileError(f"{path}: cannot read it ({exc})") from None
+    try:
+        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        raise PlacementFileError(f"{path}: not YAML ({' '.join(str(exc).split())})") from None
+    if len(documents) != 1:
+        raise PlacementFileError(
+            f"{path}: expected one ClusterResourcePlacement, found {len(documents)} documents"
+        )
+    document: Any = documents[0]
+    if not isinstance(document, dict):
+        raise PlacementFileError(f"{path}: expected an object, found {type(document).__name__}")
+    kind, api_version = document.get("kind"), document.get("apiVersion")
+    if kind != KIND or api_version != API_VERSION:
+        raise PlacementFileError(
+            f"{path}: expected apiVersion {API_VERSION}, kind {KIND}; "
+            f"found apiVersion {api_version!r}, kind {kind!r}"
+        )
+    try:
+        placement = ClusterResourcePlacement.model_validate(document)
+    except ValidationError as exc:
+        raise PlacementFileError(f"{path}: {_first_problem(exc)}") from None
+    if not placement.metadata.name:
+        raise PlacementFileError(f"{path}: metadata.name is missing")
+    return placement
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """One planned cycle and everything it was computed from."""
+
+    placement: str
+    applied: ClusterResourcePlacement | None
+    """The placement as the hub has it, None when FILE's placement is not applied."""
+    policy_changed: bool
+    """FILE's policy differs from the applied placement's latest snapshot (or there is none)."""
+    snapshots: SnapshotSync
+    """The snapshot writes the snapshotter would make first (planned, not made)."""
+    snapshot: ClusterSchedulingPolicySnapshot
+    """The latest policy snapshot the cycle would run on."""
+    clusters_seen: int
+    bindings_seen: int
+    result: CycleResult
+
+
+def _as_if_applied(
+    placement: ClusterResourcePlacement, applied: ClusterResourcePlacement | None
+) -> ClusterResourcePlacement:
+    """FILE's placement with the metadata the API server would give it on apply: the applied
+    object's uid and, for a changed spec, the next generation."""
+    if applied is None:
+        meta = placement.metadata.model_copy(
+            update={"uid": UNAPPLIED_UID, "generation": 1, "resource_version": None}
+        )
+    else:
+        same_spec = applied.spec.model_dump() == placement.spec.model_dump()
+        generation = applied.metadata.generation or 0
+        meta = placement.metadata.model_copy(
+            update={
+                "uid": applied.metadata.uid,
+                "generation": generation if same_spec else generation + 1,
+                "resource_version": applied.metadata.resource_version,
+                "finalizers": applied.metadata.finalizers,
+            }
+        )
+    return placement.model_copy(update={"metadata": meta})
+
+
+def _latest_after(
+    sync: SnapshotSync, snapshots: list[ClusterSchedulingPolicySnapshot]
+) -> ClusterSchedulingPolicySnapshot:
+    if sync.create is not None:
+        return sync.create
+    latest = next(s for s in snapshots if s.name == sync.latest_name)
+    return sync.update.apply(latest) if sync.update is not None else latest
+
+
+def what_if(
+    hub: HubClient,
+    placement: ClusterResourcePlacement,
+    *,
+    profile: Profile | None = None,
+    now: datetime | None = None,
+) -> WhatIf:
+    """Plan one cycle of `placement` against the hub's fleet and bindings; write nothing.
+
+    Raises:
+        PlacementFileError: the applied placement is being deleted, or its snapshots break the
+            controller's invariants (the message says which and how to fix them).
+        HubError: reading the hub failed.
+    """
+    name = placement.name
+    try:
+        applied: ClusterResourcePlacement | None = hub.get(ClusterResourcePlacement, name)
+    except NotFoundError:
+        applied = None
+    if applied is not None and applied.metadata.deleting:
+        raise PlacementFileError(f"placement {name!r} is being deleted; nothing to plan")
+    own = {names.PARENT_PLACEMENT_LABEL: name}
+    snapshots = (
+        list(hub.list(ClusterSchedulingPolicySnapshot, own).items) if applied is not None else []
+    )
+    try:
+        sync = plan_snapshot_sync(_as_if_applied(placement, applied), snapshots)
+    except SnapshotError as exc:
+        raise PlacementFileError(str(exc)) from None
+    snapshot = _latest_after(sync, snapshots)
+    clusters = hub.list(MemberCluster).items
+    bindings = hub.list(ClusterResourceBinding, own).items if applied is not None else []
+    result = schedule(
+        CycleInput(
+            snapshot=snapshot,
+            clusters=list(clusters),
+            bindings=list(bindings),
+            now=now or datetime.now(UTC),
+        ),
+        profile,
+    )
+    return WhatIf(
+        placement=name,
+        applied=applied,
+        policy_changed=sync.create is not None,
+        snapshots=sync,
+        snapshot=snapshot,
+        clusters_seen=len(clusters),
+        bindings_seen=len(bindings),
+        result=result,
+    )
+
+
+def _snapshot_line(plan: WhatIf) -> str:
+    sync = plan.snapshots
+    if sync.create is not None:
+        since = (
+            f"the policy differs from {sync.previous_name}'s"
+            if sync.previous_name is not None
+            else "the placement has no policy snapshot yet"
+        )
+        return f"policy snapshot: {sync.create.name}, new ({since})"
+    if sync.update is not None:
+        changed = ", ".join(f"{k}={v}" for k, v in {**sync.update.labels,
+                                                     **sync.update.annotations}.items())
+        return f"policy snapshot: {plan.snapshot.name}, same policy, refreshed ({changed})"
+    return f"policy snapshot: {plan.snapshot.name}, same policy, unchanged"
+
+
+def _snapshot_writes(sync: SnapshotSync) -> list[str]:
+    writes = []
+    if sync.update is not None and sync.update.purpose == "demote":
+        writes.append(f"label {sync.update.name} {names.IS_LATEST_SNAPSHOT_LABEL}=false")
+    elif sync.update is not None:
+        writes.append(f"update {sync.update.name}")
+    writes += [f"delete {name} (beyond revisionHistoryLimit)" for name in sync.delete]
+    if sync.create is not None:
+        writes.append(f"create {sync.create.name}")
+    return writes
+
+
+def _binding_writes(result: CycleResult) -> str:
+    plan = result.plan
+    parts = [
+        f"{len(plan.create)} bindings created",
+        f"{len(plan.patch)} patched",
+        f"{len(plan.unschedule) + len(plan.unschedule_dangling)} unscheduled",
+        f"{len(plan.remove_finalizers)} finalizers removed",
+        "snapshot status written" if plan.snapshot_status is not None else
+        "snapshot status unchanged",
+    ]
+    return ", ".join(parts)
+
+
+def render_plan(plan: WhatIf) -> str:
+    """The `plan` text: what was read, the snapshot, every cluster's fate, the writes."""
+    if plan.applied is None:
+        state = "not applied"
+    elif plan.policy_changed:
+        state = "edited copy of the applied placement, with a different policy"
+    else:
+        state = "same policy as the applied placement"
+    outcome = plan.result.outcome
+    wanted = "" if outcome.wanted is None else f"/{outcome.wanted}"
+    fulfilled = "fully scheduled" if outcome.fulfilled else "not fully scheduled"
+    lines = [
+        f"plan for placement {plan.placement} ({state}); nothing was written",
+        _snapshot_line(plan),
+        f"read: {plan.clusters_seen} member clusters, {plan.bindings_seen} bindings",
+        f"outcome: {outcome.placement_type} {outcome.picked}{wanted} picked, {fulfilled}",
+    ]
+    if plan.result.requeue:
+        lines.append("requeue: another cycle would follow right away (a plugin's batch limit); "
+                     "this plan shows the first")
+    if plan.result.error:
+        lines.append(f"error: {plan.result.error}")
+    lines.append("")
+    lines += explanation_lines(plan.result.explanation)
+    lines.append("")
+    snapshot_writes = _snapshot_writes(plan.snapshots)
+    lines.append("writes it would make:")
+    if snapshot_writes:
+        lines.append(f"  policy snapshots: {'; '.join(snapshot_writes)}")
+    lines.append(f"  bindings: {_binding_writes(plan.result)}")
+    return "\n".join(lines) + "\n"
