@@ -1,7 +1,7 @@
 """The placement's ClusterResourcePlacementScheduled condition, written in standalone mode.
 
-Beside KubeFleet's hub agent its placement controller owns this condition (kubefleet-rules 2.7); when
-fleet-scheduler runs standalone the activities write it instead: derived from the latest policy
+Beside KubeFleet's hub agent its placement controller owns this condition (kubefleet-rules 2.7);
+when fleet-scheduler runs standalone the activities write it instead: derived from the latest policy
 snapshot after each cycle, or False with the reason below when the placement's snapshots cannot
 be kept (so a user sees why nothing is scheduled, instead of a stuck placement).
 

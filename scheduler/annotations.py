@@ -1,7 +1,7 @@
 """Reads the integer annotations of a policy snapshot the way KubeFleet does (Go strconv.Atoi:
 optional sign, ASCII digits only) and rejects what KubeFleet rejects: missing, not an integer,
-or negative (kubefleet-rules 1.3). Python's int() is more lenient (" 3", "3_0", non-ASCII digits), so
-it is not used alone."""
+or negative (kubefleet-rules 1.3). Python's int() is more lenient (" 3", "3_0", non-ASCII digits),
+so it is not used alone."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """CycleInput and CycleResult: what one scheduling cycle reads and what it returns.
 
-The input is everything KubeFleet's cycle reads (kubefleet-rules 4.1: the latest policy snapshot, all
-MemberClusters, the placement's bindings) plus "now", because eligibility depends on the clock
+The input is everything KubeFleet's cycle reads (kubefleet-rules 4.1: the latest policy snapshot,
+all MemberClusters, the placement's bindings) plus "now", because eligibility depends on the clock
 and scheduler/ never reads one. The result is a plan for activities to apply, whether to run
 again at once, and an explanation of every cluster's fate."""
 
@@ -47,7 +47,8 @@ class Outcome(WireModel):
 class CycleResult(WireModel):
     plan: BindingPlan
     requeue: bool = False
-    """Run another cycle right away (PickN hit a plugin's batch limit, kubefleet-rules 4.6 step 8)."""
+    """Run another cycle right away (PickN hit a plugin's batch limit, kubefleet-rules 4.6 step
+    8)."""
     requeue_after_seconds: float | None = None
     """Run another cycle after this delay. KubeFleet's framework never asks for one (10.23)."""
     outcome: Outcome

@@ -1,4 +1,5 @@
-"""Which hub events reach which placements: KubeFleet's scheduler watchers (kubefleet-rules section 7).
+"""Which hub events reach which placements: KubeFleet's scheduler watchers (kubefleet-rules section
+7).
 
 Pure functions of (old object, new object), so the watcher process stays a thin loop and every
 rule is testable without a server. A rule answers "does this event matter?"; the watcher then

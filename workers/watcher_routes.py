@@ -1,6 +1,7 @@
 """Which placement workflows a hub change reaches, with which signal and why.
 
-The decisions are KubeFleet's watcher filters (kubefleet-rules section 7, in `scheduler.watch_rules`);
+The decisions are KubeFleet's watcher filters (kubefleet-rules section 7, in
+`scheduler.watch_rules`);
 this module only names the signal and writes the reason a user reads in the placement's history
 ("cluster member-3: labels changed"). Two additions, both because each placement is a long-lived
 workflow here rather than a key in an in-memory queue:

@@ -1,10 +1,10 @@
 """The watcher's in-memory view of one kind, and the changes each watch item makes to it.
 
 KubeFleet's watchers sit on informer caches: an update handler gets the old object beside the new
-one, and every filter in kubefleet-rules section 7 compares the two. `View` is that cache for one kind.
-It turns `HubClient.list_then_watch` items into `Change`s carrying the old object: a watch event
-becomes one change; a `Resync` (the hub was listed again after a 410 or a broken watch) replaces
-the whole view and yields the changes that would have been seen had nobody missed anything:
+one, and every filter in kubefleet-rules section 7 compares the two. `View` is that cache for one
+kind. It turns `HubClient.list_then_watch` items into `Change`s carrying the old object: a watch
+event becomes one change; a `Resync` (the hub was listed again after a 410 or a broken watch)
+replaces the whole view and yields the changes that would have been seen had nobody missed anything:
 adds, updates (resourceVersion moved) and deletes (absent from the new list). The first Resync
 only fills the view: it is the start-up list, which the watcher handles as a whole.
 

@@ -1,7 +1,7 @@
 """placement.kubernetes-fleet.io/v1beta1: placements, policy snapshots and bindings.
 
-Field order follows KubeFleet's Go structs, because the policy hash (kubefleet-rules 2.1) is taken over
-Go's JSON encoding of the policy, which writes fields in struct order. Enumerated strings are
+Field order follows KubeFleet's Go structs, because the policy hash (kubefleet-rules 2.1) is taken
+over Go's JSON encoding of the policy, which writes fields in struct order. Enumerated strings are
 plain `str` in Python with the enum in the CRD (see `crd_enum`)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """CycleState: what every plugin of one scheduling cycle sees, and where plugins keep notes.
 
-One cycle reads one snapshot of the world (kubefleet-rules 4.3: plugins share a per-cycle store, list
-the cycle's clusters, and ask about the placement's bindings). "now" is passed in, never read
+One cycle reads one snapshot of the world (kubefleet-rules 4.3: plugins share a per-cycle store,
+list the cycle's clusters, and ask about the placement's bindings). "now" is passed in, never read
 from a clock, so a cycle is a pure function of its inputs. Per-cycle data lives under typed keys
 (`StateKey`), not casts."""
 

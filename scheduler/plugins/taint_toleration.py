@@ -1,8 +1,8 @@
 """TaintToleration: a cluster is feasible only if the policy tolerates every one of its taints.
 
-kubefleet-rules 5.4, after KubeFleet's `plugins/tainttoleration/filtering.go`. Filter only, so it runs
-for PickAll and PickN; PickFixed runs no plugins. The reason renders the taint the way Go's `%+v`
-renders a `*Taint`, because that string lands in decisions users and tools already read.
+kubefleet-rules 5.4, after KubeFleet's `plugins/tainttoleration/filtering.go`. Filter only, so it
+runs for PickAll and PickN; PickFixed runs no plugins. The reason renders the taint the way Go's
+`%+v` renders a `*Taint`, because that string lands in decisions users and tools already read.
 
 A toleration whose operator is absent (None) gets the API server's default, `Equal`; one whose
 operator is present but empty, or anything but `Equal`/`Exists`, tolerates nothing, as in

@@ -1,4 +1,5 @@
-"""ClusterAffinity: required terms filter clusters, preferred terms score them (kubefleet-rules 5.1).
+"""ClusterAffinity: required terms filter clusters, preferred terms score them (kubefleet-rules
+5.1).
 
 Split like KubeFleet's `plugins/clusteraffinity/`: `filtering.py` (PreFilter, Filter),
 `scoring.py` (PreScore, Score), `state.py` (compiled terms in the cycle store),

@@ -1,4 +1,5 @@
-"""Binding names (kubefleet-rules 4.11, made deterministic) and the merge patches of binding writes."""
+"""Binding names (kubefleet-rules 4.11, made deterministic) and the merge patches of binding
+writes."""
 
 from __future__ import annotations
 

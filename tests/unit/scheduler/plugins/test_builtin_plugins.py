@@ -1,4 +1,5 @@
-"""The built-in plugins: KubeFleet's names, and exactly the extension points of kubefleet-rules 5.0."""
+"""The built-in plugins: KubeFleet's names, and exactly the extension points of kubefleet-rules
+5.0."""
 
 from __future__ import annotations
 

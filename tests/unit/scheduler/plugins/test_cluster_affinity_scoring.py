@@ -1,4 +1,5 @@
-"""ClusterAffinity PreScore and Score: preferred terms and property sorters (kubefleet-rules 5.1)."""
+"""ClusterAffinity PreScore and Score: preferred terms and property sorters (kubefleet-rules
+5.1)."""
 
 from __future__ import annotations
 

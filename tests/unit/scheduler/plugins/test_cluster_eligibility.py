@@ -1,4 +1,5 @@
-"""ClusterEligibility filters ineligible clusters with the checker's reason (kubefleet-rules 5.2)."""
+"""ClusterEligibility filters ineligible clusters with the checker's reason (kubefleet-rules
+5.2)."""
 
 from __future__ import annotations
 

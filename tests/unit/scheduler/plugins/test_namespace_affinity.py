@@ -1,4 +1,5 @@
-"""NamespaceAffinity: namespaced placements need their namespace on the cluster (kubefleet-rules 5.3)."""
+"""NamespaceAffinity: namespaced placements need their namespace on the cluster (kubefleet-rules
+5.3)."""
 
 from __future__ import annotations
 

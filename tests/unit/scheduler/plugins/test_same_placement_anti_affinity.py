@@ -1,4 +1,5 @@
-"""SamePlacementAntiAffinity: one binding per cluster, and a preference to stay (kubefleet-rules 5.5)."""
+"""SamePlacementAntiAffinity: one binding per cluster, and a preference to stay (kubefleet-rules
+5.5)."""
 
 from __future__ import annotations
 

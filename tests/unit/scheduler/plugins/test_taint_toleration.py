@@ -1,4 +1,5 @@
-"""TaintToleration filters clusters whose taints the policy does not tolerate (kubefleet-rules 5.4)."""
+"""TaintToleration filters clusters whose taints the policy does not tolerate (kubefleet-rules
+5.4)."""
 
 from __future__ import annotations
 

@@ -74,7 +74,8 @@ def outcome(cycle: CycleState, snap: ClusterSchedulingPolicySnapshot) -> dict[st
     return result
 
 
-# --- the worked examples of kubefleet-rules 5.6 ------------------------------------------------------
+# --- the worked examples of kubefleet-rules 5.6
+# ------------------------------------------------------
 
 
 def test_worked_example_counts_1_1_0() -> None:
