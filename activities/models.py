@@ -6,7 +6,7 @@ clusters are listed with their scores, filtered clusters are grouped by (plugin,
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -14,17 +14,23 @@ from pydantic.alias_generators import to_camel
 from scheduler import Explanation, Outcome
 
 __all__ = [
+    "CLEANUP_PLACEMENT",
+    "SCHEDULE_ONCE",
     "ActivityModel",
     "CleanupReport",
     "CleanupRequest",
     "CycleReport",
-    "CycleRequest",
-    "PrepareRequest",
     "PrepareResult",
     "TurnRequest",
     "TurnResult",
     "WriteCounts",
 ]
+
+
+# Registered activity type names: stored in every placement's history, so they are wire
+# contracts, never derived from a Python method name (workflows.names re-exports them).
+SCHEDULE_ONCE: Final = "schedule_once"
+CLEANUP_PLACEMENT: Final = "cleanup_placement"
 
 
 class ActivityModel(BaseModel):
@@ -40,10 +46,6 @@ PreparePhase = Literal[
 ]
 
 
-class PrepareRequest(ActivityModel):
-    placement: str
-
-
 class PrepareResult(ActivityModel):
     phase: PreparePhase
     message: str = ""
@@ -51,14 +53,6 @@ class PrepareResult(ActivityModel):
     placement_type: str | None = None
     placement_generation: int | None = None
     snapshot_action: str | None = None  # what the snapshotter did, when it runs in this worker
-
-
-class CycleRequest(ActivityModel):
-    placement: str
-    snapshot: str
-    cycle: int
-    fresh: bool = False
-    reason: str = ""
 
 
 class WriteCounts(ActivityModel):

@@ -1,7 +1,7 @@
 """The two baselines of the end-to-end bench, each a process bench/e2e.py starts and stops.
 
 `queue`: what KubeFleet's design costs in Python. The same scheduler framework and the very same
-activity code (HubActivities' schedule_once and cleanup_placement, called directly in
+activity code (schedule_once and cleanup_placement, called directly in
 an activity context, no Temporal server) driven by a plain asyncio work queue with client-go's
 semantics: a key waiting is not added twice, a key being processed is never handed to a second
 worker (added meanwhile, it is marked dirty and queued again when the first is done), a failed
@@ -40,8 +40,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
+from activities.cleanup import CleanupPlacement
 from activities.clusters import ClusterCache
-from activities.hub import ActivitySettings, HubActivities
 from activities.models import (
     CleanupReport,
     CleanupRequest,
@@ -50,7 +50,9 @@ from activities.models import (
     TurnRequest,
     TurnResult,
 )
+from activities.plumbing import ActivitySettings
 from activities.translate import is_retryable
+from activities.turn import ScheduleOnce
 from hub.client import HubClient, Resync, WatchEvent
 from hub.types import ClusterResourcePlacement
 from scheduler import Outcome
@@ -129,7 +131,8 @@ class QueueScheduler:
         # Clusters from an informer-like cache, as the worker (and KubeFleet) reads them.
         self._clusters = ClusterCache(hub).start()
         settings = ActivitySettings(snapshotter=True, clusters=self._clusters.clusters)
-        self._activities = HubActivities(hub, settings)
+        self._schedule_once = ScheduleOnce(hub, settings).schedule_once
+        self._cleanup_placement = CleanupPlacement(hub, settings).cleanup_placement
         self._hub = hub
         self._workers = workers
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="turn")
@@ -142,10 +145,10 @@ class QueueScheduler:
         """schedule_once, then cleanup_placement if deleting; what to do with the key next."""
         env = ActivityEnvironment()
         turn: TurnResult = env.run(
-            self._activities.schedule_once, TurnRequest(placement=key, cycle=cycle, reason="queue")
+            self._schedule_once, TurnRequest(placement=key, cycle=cycle, reason="queue")
         )
         if turn.prepared.phase == "deleting":
-            env.run(self._activities.cleanup_placement, CleanupRequest(placement=key))
+            env.run(self._cleanup_placement, CleanupRequest(placement=key))
             return "cleaned", 0.0
         report = turn.report
         if report is None:
@@ -325,7 +328,7 @@ def _stop_on_signals() -> asyncio.Event:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="baseline", required=True)
-    queue = sub.add_parser("queue", help="HubActivities driven by an asyncio work queue")
+    queue = sub.add_parser("queue", help="the activities driven by an asyncio work queue")
     queue.add_argument("--kubeconfig", type=Path, required=True)
     queue.add_argument("--workers", type=int, default=DEFAULT_MAX_CONCURRENT_ACTIVITIES)
     ceiling = sub.add_parser("ceiling", help="PlacementWorkflow with activities doing nothing")

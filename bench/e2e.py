@@ -13,7 +13,7 @@ puts K member clusters in devhub (heartbeats kept fresh), then runs, in this ord
 1. ceiling: the real PlacementWorkflow on a worker built like ours but whose schedule_once
    does nothing (bench/baselines.py ceiling); the bench signal-with-starts P workflows as the
    watcher does (same call, 32 at once) and times until every schedule_once has run.
-2. queue: the same HubActivities code driven by an asyncio work queue with KubeFleet's queue
+2. queue: the same activity code driven by an asyncio work queue with KubeFleet's queue
    semantics and no Temporal (bench/baselines.py queue); P placements are created at once and
    timed until all are fully scheduled; then deleted and cleaned up by the queue, so the next
    phase starts from the same hub.

@@ -2,8 +2,8 @@
 
 fleet-scheduler can run without KubeFleet's hub agent, so something must turn each
 ClusterResourcePlacement into ClusterSchedulingPolicySnapshots and report the placement's
-Scheduled condition (kubefleet-rules section 2). This module decides *what* to write; the snapshotter
-process does the reads and writes. Pure: no I/O, no clock (`now` is passed in).
+Scheduled condition (kubefleet-rules section 2). This module decides *what* to write; the
+snapshotter process does the reads and writes. Pure: no I/O, no clock (`now` is passed in).
 
 Interoperability shaped it: snapshots written here and by KubeFleet's Go controller must be
 interchangeable, so a placement can move between the two without a new snapshot (and a full
@@ -517,7 +517,8 @@ class SnapshotUpdate:
 
 @dataclass(frozen=True, slots=True)
 class SnapshotSync:
-    """What to write so the placement's latest snapshot matches its policy (kubefleet-rules 2.2-2.5).
+    """What to write so the placement's latest snapshot matches its policy (kubefleet-rules
+    2.2-2.5).
 
     Apply in order: `update` (refresh in place, or demote the old latest), then `delete`
     (oldest first; NotFound is fine), then `create` (AlreadyExists means an earlier attempt
@@ -551,7 +552,7 @@ def _find_latest(
     """KubeFleet's lookupLatestSchedulingPolicySnapshot: the one labelled latest, else the one
     with the highest index (left unlabelled by a crash between demote and create)."""
     labelled = [
-        s for s in snapshots if s.metadata.labels.get(names.IS_LATEST_SNAPSHOT_LABEL) == TRUE_LABEL
+        s for s in snapshots if s.is_latest
     ]
     if len(labelled) > 1:
         listed = ", ".join(sorted(s.name for s in labelled))
@@ -609,7 +610,7 @@ def plan_snapshot_sync(
     update = None
     if (
         latest is not None
-        and latest.metadata.labels.get(names.IS_LATEST_SNAPSHOT_LABEL) == TRUE_LABEL
+        and latest.is_latest
     ):
         update = SnapshotUpdate(
             name=latest.name,
@@ -639,7 +640,7 @@ def _refresh(
 ) -> SnapshotUpdate | None:
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
-    if latest.metadata.labels.get(names.IS_LATEST_SNAPSHOT_LABEL) != TRUE_LABEL:
+    if not latest.is_latest:
         # The old latest was demoted, the new one never created, and the policy was reverted.
         labels[names.IS_LATEST_SNAPSHOT_LABEL] = TRUE_LABEL
     if _annotation_int(latest, names.CRP_GENERATION_ANNOTATION) != generation:
@@ -748,7 +749,8 @@ def placement_scheduled_condition(
 
 def placement_fully_scheduled(placement: ClusterResourcePlacement) -> bool:
     """KubeFleet's "fully scheduled": the Scheduled condition is True for the current
-    generation (kubefleet-rules 7). The member-cluster watcher skips such PickN/PickFixed placements."""
+    generation (kubefleet-rules 7). The member-cluster watcher skips such PickN/PickFixed
+    placements."""
     condition = placement.status.condition(names.PLACEMENT_SCHEDULED_CONDITION)
     return (
         condition is not None

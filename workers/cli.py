@@ -40,8 +40,8 @@ from temporalio.client import (
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.hub import ActivitySettings, HubActivities
-from activities.models import CycleReport, TurnResult
+from activities.models import SCHEDULE_ONCE, CycleReport, TurnResult
+from activities.plumbing import ActivitySettings
 from devhub import DevHub
 from hub.client import HubClient
 from hub.errors import (
@@ -112,9 +112,6 @@ WAIT_POLL_S: Final = 0.25
 STATUS_LIMIT: Final = 500
 # What the server says when a signal reaches a workflow that has completed.
 COMPLETED_MESSAGE: Final = "already completed"
-# An activity's type name is its function's name (activity.defn's default).
-RUN_CYCLE_ACTIVITY: Final = HubActivities.run_cycle.__name__
-SCHEDULE_ONCE_ACTIVITY: Final = HubActivities.schedule_once.__name__
 STATUS_QUERY_CONCURRENCY: Final = 8
 STATUS_QUERY_TIMEOUT: Final = timedelta(seconds=5)
 
@@ -667,10 +664,10 @@ def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
 async def _last_evaluating_cycle(client: Client, workflow_id: str) -> CycleReport | None:
     """The newest cycle report in the current run's history that evaluated clusters.
 
-    Reports are the results of `schedule_once` (a `TurnResult` holding one), or of `run_cycle`
-    in runs begun before the one-activity turn. A PickN placement that already has its
-    clusters runs cycles that only keep them; the reasons for its picks are in the cycle that
-    chose them, which the history still holds (unless the run has continued-as-new since)."""
+    Reports are the results of `schedule_once` (a `TurnResult` holding one). A PickN placement
+    that already has its clusters runs cycles that only keep them; the reasons for its picks are
+    in the cycle that chose them, which the history still holds (unless the run has
+    continued-as-new since)."""
     scheduled: dict[int, str] = {}
     found: CycleReport | None = None
     handle = client.get_workflow_handle(workflow_id)
@@ -681,16 +678,10 @@ async def _last_evaluating_cycle(client: Client, workflow_id: str) -> CycleRepor
         elif event.HasField("activity_task_completed_event_attributes"):
             completed = event.activity_task_completed_event_attributes
             activity_type = scheduled.get(completed.scheduled_event_id)
-            report: object = None
-            if activity_type == SCHEDULE_ONCE_ACTIVITY:
-                (turn,) = await client.data_converter.decode(
-                    completed.result.payloads, [TurnResult]
-                )
-                report = turn.report if isinstance(turn, TurnResult) else None
-            elif activity_type == RUN_CYCLE_ACTIVITY:
-                (report,) = await client.data_converter.decode(
-                    completed.result.payloads, [CycleReport]
-                )
+            if activity_type != SCHEDULE_ONCE:
+                continue
+            (turn,) = await client.data_converter.decode(completed.result.payloads, [TurnResult])
+            report = turn.report if isinstance(turn, TurnResult) else None
             if isinstance(report, CycleReport) and evaluated_clusters(report.explanation):
                 found = report
     return found

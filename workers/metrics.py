@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Final, Literal, get_args
+from typing import Final, get_args
 
 import aiohttp
 from prometheus_client import (
@@ -31,6 +31,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
+from activities.plumbing import BindingWrite, CycleOutcome
 from workers.devserver import LOOPBACK, free_port
 
 __all__ = [
@@ -47,9 +48,6 @@ __all__ = [
 CYCLE_DURATION_BUCKETS_MS: Final = (10, 50, 100, 500, 1000, 5000, 10000, 50000)
 SDK_SCRAPE_TIMEOUT_S: Final = 2.0
 
-CycleOutcome = Literal["success", "requeue", "error", "unexpected"]
-"""How a cycle ended (kubefleet-rules 3.2): done; done and wants another turn now; failed and will be
-retried with backoff; failed in a way retrying cannot fix (waits for the next event)."""
 CYCLE_OUTCOMES: Final = get_args(CycleOutcome)
 
 # KubeFleet's (is_failed, needs_requeue) label values for each outcome, from the table in 3.2.
@@ -60,7 +58,6 @@ _CYCLE_LABELS: Final[dict[str, tuple[str, str]]] = {
     "unexpected": ("true", "false"),
 }
 
-BindingWrite = Literal["create", "patch", "unschedule", "remove_finalizer", "delete"]
 BINDING_WRITES: Final = get_args(BindingWrite)
 
 

@@ -33,8 +33,10 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from activities.cleanup import CleanupPlacement
 from activities.clusters import ClusterCache
-from activities.hub import ActivitySettings, HubActivities
+from activities.plumbing import ActivitySettings
+from activities.turn import ScheduleOnce
 from hub.client import HubClient
 from workers.devserver import LOOPBACK
 from workers.health import HealthServer, Readiness
@@ -76,6 +78,14 @@ class ServeError(RuntimeError):
     """A part of the process (worker or watcher) stopped on its own; the message names it."""
 
 
+def worker_activities(hub: HubClient, settings: ActivitySettings) -> list[Callable[..., Any]]:
+    """Every activity a worker registers, bound to its HubClient and settings."""
+    return [
+        ScheduleOnce(hub, settings).schedule_once,
+        CleanupPlacement(hub, settings).cleanup_placement,
+    ]
+
+
 def build_worker(
     client: Client,
     hub: HubClient,
@@ -86,7 +96,7 @@ def build_worker(
     activity_executor: ThreadPoolExecutor | None = None,
     **worker_options: Any,
 ) -> Worker:
-    """A worker for PlacementWorkflow and the three hub activities on `task_queue`.
+    """A worker for PlacementWorkflow and its activities on `task_queue`.
 
     The activities run on `activity_executor`, or on a new thread pool with one thread per
     activity slot; the caller owns a pool it passes in (`serve` shuts its own down).
@@ -96,7 +106,6 @@ def build_worker(
         raise ValueError(
             f"max_concurrent_activities must be at least 1, got {max_concurrent_activities}"
         )
-    activities = HubActivities(hub, settings or ActivitySettings())
     executor = activity_executor or ThreadPoolExecutor(
         max_workers=max_concurrent_activities, thread_name_prefix="activity"
     )
@@ -105,13 +114,7 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=[PlacementWorkflow],
-        # prepare_cycle and run_cycle serve runs begun before PATCH_ONE_ACTIVITY_TURN.
-        activities=[
-            activities.schedule_once,
-            activities.cleanup_placement,
-            activities.prepare_cycle,
-            activities.run_cycle,
-        ],
+        activities=worker_activities(hub, settings or ActivitySettings()),
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,
         **worker_options,

@@ -11,9 +11,12 @@ from typing import Final
 
 from temporalio.common import SearchAttributeKey
 
+from activities.models import CLEANUP_PLACEMENT, SCHEDULE_ONCE
+
 __all__ = [
+    "ACTIVITY_CLEANUP_PLACEMENT",
+    "ACTIVITY_SCHEDULE_ONCE",
     "DEFAULT_TASK_QUEUE",
-    "PATCH_ONE_ACTIVITY_TURN",
     "PLACEMENT_WORKFLOW",
     "QUERY_STATUS",
     "SA_FULLY_SCHEDULED",
@@ -35,12 +38,10 @@ __all__ = [
 # The workflow type: one durable run per ClusterResourcePlacement.
 PLACEMENT_WORKFLOW: Final = "PlacementWorkflow"
 
-# Workflow patch ids (workflow.patched): each marks a change of the commands a loop turn
-# issues, so that histories written before it replay on the old branch. A running workflow
-# takes the new branch from its next run (continue-as-new) on. Remove a branch only once no
-# history that lacks its marker can still be replayed (see README, "Upgrades").
-# One activity per loop turn (`schedule_once`) instead of `prepare_cycle` + `run_cycle`.
-PATCH_ONE_ACTIVITY_TURN: Final = "one-activity-turn"
+# Activity types, declared beside the activities (which cannot import this module) and listed
+# here with the other wire names: one loop turn, and the cleanup of a deleted placement.
+ACTIVITY_SCHEDULE_ONCE: Final = SCHEDULE_ONCE
+ACTIVITY_CLEANUP_PLACEMENT: Final = CLEANUP_PLACEMENT
 
 # Configurable per deployment (`--task-queue`); this is the default of every command.
 DEFAULT_TASK_QUEUE: Final = "fleet-scheduler"
@@ -50,7 +51,8 @@ DEFAULT_TASK_QUEUE: Final = "fleet-scheduler"
 WORKFLOW_ID_PREFIX: Final = "crp/"
 
 # Signals. `requeue` is the manual one (payload: optional {"fresh": bool, "reason": str}); the
-# others are sent by the watcher, one per kind of hub event that reaches a placement (kubefleet-rules
+# others are sent by the watcher, one per kind of hub event that reaches a placement
+# (kubefleet-rules
 # section 7). They are distinct names so a placement's history says why each cycle ran.
 SIGNAL_REQUEUE: Final = "requeue"
 SIGNAL_SNAPSHOT_CHANGED: Final = "snapshot_changed"  # latest snapshot created or re-annotated

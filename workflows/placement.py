@@ -6,8 +6,7 @@ Each loop turn is one KubeFleet `scheduleOnce` (kubefleet-rules 3.2) and one act
 `schedule_once`: it reads the placement and its latest policy snapshot (in standalone mode it
 syncs the snapshot first) and, when there is one to schedule, runs the filter/score cycle and
 writes bindings and status. `cleanup_placement` runs when the placement is being deleted, after
-which the workflow completes. (Runs begun before PATCH_ONE_ACTIVITY_TURN used two activities per
-turn, `prepare_cycle` and `run_cycle`; that branch stays so their histories replay.)
+which the workflow completes.
 
 It listens to the watcher's signals and the manual `requeue` signal. Signals coalesce: any
 number of them during a cycle set one dirty flag, which causes exactly one more cycle. That holds
@@ -30,16 +29,14 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities import failures
-    from activities.hub import HubActivities
+    from activities.cleanup import CleanupPlacement
     from activities.models import (
         CleanupRequest,
         CycleReport,
-        CycleRequest,
-        PrepareRequest,
-        PrepareResult,
         TurnRequest,
         TurnResult,
     )
+    from activities.turn import ScheduleOnce
     from workflows import names
     from workflows.models import (
         CarriedState,
@@ -51,9 +48,8 @@ with workflow.unsafe.imports_passed_through():
 
 __all__ = ["PlacementWorkflow"]
 
-# Reads are quick; a cycle may write thousands of bindings, so it heartbeats instead of relying
-# on a long start-to-close alone.
-PREPARE_TIMEOUT = timedelta(seconds=60)
+# A cycle may write thousands of bindings, so it heartbeats instead of relying on a long
+# start-to-close alone.
 CYCLE_TIMEOUT = timedelta(minutes=10)
 CYCLE_HEARTBEAT = timedelta(seconds=30)
 CLEANUP_TIMEOUT = timedelta(minutes=10)
@@ -96,9 +92,8 @@ class PlacementWorkflow:
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
-        one_activity_turn = workflow.patched(names.PATCH_ONE_ACTIVITY_TURN)
         started_with = workflow.info().typed_search_attributes.get(names.SA_PLACEMENT_NAME)
-        if not one_activity_turn or started_with != self._placement:
+        if started_with != self._placement:
             # The watcher starts workflows with the name set; a start without it gets it here.
             workflow.upsert_search_attributes([names.SA_PLACEMENT_NAME.value_set(self._placement)])
         while True:
@@ -108,15 +103,10 @@ class PlacementWorkflow:
                 f" (+{len(reasons) - 3})" if len(reasons) > 3 else ""
             )
 
-            report: CycleReport | None = None
-            if one_activity_turn:
-                turn = await self._schedule_once(fresh, because)
-                prepared = turn.prepared if turn is not None else None
-                report = turn.report if turn is not None else None
-            else:
-                prepared = await self._prepare(because)
-            if prepared is None:
+            turn = await self._schedule_once(fresh, because)
+            if turn is None:
                 continue
+            prepared, report = turn.prepared, turn.report
             if prepared.phase == "gone":
                 self._waiting_for = "nothing: the placement is gone"
                 if self._dirty:
@@ -126,15 +116,12 @@ class PlacementWorkflow:
                 if await self._cleanup() and not self._dirty:
                     return self._status()
                 continue
-            if prepared.phase != "ready" or prepared.snapshot is None:
+            if prepared.phase != "ready" or report is None:
                 # KubeFleet forgets the key and waits for the snapshot watcher (3.2 step 4).
                 self._waiting_for = f"an event: {prepared.message}"
                 continue
 
-            if report is not None:
-                await self._after_cycle(report, only_changed_attributes=True)
-            else:
-                await self._cycle(prepared.snapshot, prepared.placement_type or "", fresh, because)
+            await self._after_cycle(report)
             if self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
@@ -191,14 +178,15 @@ class PlacementWorkflow:
         return reasons or ["requeue"], fresh
 
     async def _schedule_once(self, fresh: bool, because: str) -> TurnResult | None:
-        """The loop turn as one activity: prepare and, when ready, the cycle (kubefleet-rules 3.2)."""
+        """The loop turn as one activity: prepare and, when ready, the cycle (kubefleet-rules
+        3.2)."""
         cycle = self._cycles + 1
         self._waiting_for = f"cycle {cycle}"
         workflow.set_current_details(f"running cycle {cycle}")
         kind = f"{self._last.placement_type} " if self._last is not None else ""
         try:
             turn = await workflow.execute_activity_method(
-                HubActivities.schedule_once,
+                ScheduleOnce.schedule_once,
                 TurnRequest(placement=self._placement, cycle=cycle, fresh=fresh, reason=because),
                 start_to_close_timeout=CYCLE_TIMEOUT,
                 heartbeat_timeout=CYCLE_HEARTBEAT,
@@ -218,60 +206,15 @@ class PlacementWorkflow:
             self._fresh = self._fresh or fresh
         return turn
 
-    async def _prepare(self, because: str) -> PrepareResult | None:
-        """Histories written before PATCH_ONE_ACTIVITY_TURN: prepare_cycle, then run_cycle."""
-        self._waiting_for = "prepare_cycle"
-        try:
-            return await workflow.execute_activity_method(
-                HubActivities.prepare_cycle,
-                PrepareRequest(placement=self._placement),
-                start_to_close_timeout=PREPARE_TIMEOUT,
-                retry_policy=HUB_RETRY,
-                summary=f"read placement {self._placement} and its latest snapshot ({because})",
-            )
-        except ActivityError as err:
-            self._record_failure("prepare_cycle", err)
-            return None
-
-    async def _cycle(self, snapshot: str, placement_type: str, fresh: bool, because: str) -> None:
-        cycle = self._cycles + 1
-        self._waiting_for = f"cycle {cycle}"
-        workflow.set_current_details(f"running cycle {cycle} on {snapshot}")
-        try:
-            report = await workflow.execute_activity_method(
-                HubActivities.run_cycle,
-                CycleRequest(
-                    placement=self._placement,
-                    snapshot=snapshot,
-                    cycle=cycle,
-                    fresh=fresh,
-                    reason=because,
-                ),
-                start_to_close_timeout=CYCLE_TIMEOUT,
-                heartbeat_timeout=CYCLE_HEARTBEAT,
-                retry_policy=HUB_RETRY,
-                summary=(
-                    f"cycle {cycle}: {'fresh ' if fresh else ''}{placement_type} "
-                    f"on {snapshot} ({because})"
-                ),
-            )
-        except ActivityError as err:
-            self._cycles = cycle
-            self._cycles_this_run += 1
-            self._record_failure(f"cycle {cycle}", err)
-            return
-        await self._after_cycle(report, only_changed_attributes=False)
-
-    async def _after_cycle(self, report: CycleReport, *, only_changed_attributes: bool) -> None:
+    async def _after_cycle(self, report: CycleReport) -> None:
         cycle = report.cycle
         self._cycles = cycle
         self._cycles_this_run += 1
         self._last = report
         self._last_error = report.error
         attributes = (report.placement_type, report.fulfilled and not report.requeue)
-        # Histories before PATCH_ONE_ACTIVITY_TURN upserted after every cycle; newer runs skip
-        # an upsert that would not change anything (each one is a visibility write).
-        if not only_changed_attributes or attributes != self._attributes:
+        # An upsert that would change nothing is skipped: each one is a visibility write.
+        if attributes != self._attributes:
             self._attributes = attributes
             workflow.upsert_search_attributes(
                 [
@@ -306,7 +249,7 @@ class PlacementWorkflow:
         workflow.set_current_details("placement deleting: removing its bindings and finalizer")
         try:
             report = await workflow.execute_activity_method(
-                HubActivities.cleanup_placement,
+                CleanupPlacement.cleanup_placement,
                 CleanupRequest(placement=self._placement),
                 start_to_close_timeout=CLEANUP_TIMEOUT,
                 heartbeat_timeout=CYCLE_HEARTBEAT,

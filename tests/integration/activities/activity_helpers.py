@@ -10,8 +10,11 @@ from typing import Any, Final
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.testing import ActivityEnvironment
 
-from activities.hub import HubActivities
-from activities.models import CycleReport, CycleRequest, PrepareRequest, PrepareResult
+from activities.cleanup import CleanupPlacement
+from activities.models import CycleReport, PrepareResult, TurnRequest, TurnResult
+from activities.plumbing import ActivitySettings
+from activities.snapshotter import sync_policy_snapshots
+from activities.turn import ScheduleOnce
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
@@ -29,11 +32,19 @@ SELECTOR: Final = {"group": "", "version": "v1", "kind": "Namespace", "name": "a
 WRITE_VERBS: Final = ("create", "update", "patch", "delete", "deletecollection")
 
 
+class Activities:
+    """Both activities of a worker, bound to one HubClient and one ActivitySettings."""
+
+    def __init__(self, hub: HubClient, settings: ActivitySettings) -> None:
+        self.schedule_once = ScheduleOnce(hub, settings).schedule_once
+        self.cleanup_placement = CleanupPlacement(hub, settings).cleanup_placement
+
+
 @dataclass
 class Rig:
-    """One HubActivities and what it reports on the side."""
+    """A worker's activities and what they report on the side."""
 
-    activities: HubActivities
+    activities: Activities
     metrics: SchedulerMetrics
     spans: InMemorySpanExporter
 
@@ -108,28 +119,54 @@ def writes(devhub: DevHub, resource: str = "*") -> int:
     return sum(devhub.stats.count(verb, resource) for verb in WRITE_VERBS)
 
 
-def prepare(env: ActivityEnvironment, activities: HubActivities, placement: str) -> PrepareResult:
-    return env.run(activities.prepare_cycle, PrepareRequest(placement=placement))
+def sync_snapshots(hub: HubClient, placement: str) -> tuple[str, str]:
+    """The snapshotter's part of a turn alone, so a test can act between it and the cycle:
+    returns the latest snapshot's name and what the sync did."""
+    synced = sync_policy_snapshots(hub, hub.get(ClusterResourcePlacement, placement))
+    assert synced.latest is not None and len(synced.latest) == 1, synced
+    return synced.latest[0].name, synced.action
+
+
+def turn(
+    env: ActivityEnvironment,
+    activities: Activities,
+    placement: str,
+    number: int = 1,
+    *,
+    fresh: bool = False,
+) -> TurnResult:
+    """One workflow loop turn: `schedule_once` for cycle `number`."""
+    request = TurnRequest(placement=placement, cycle=number, fresh=fresh, reason="test")
+    result: TurnResult = env.run(activities.schedule_once, request)
+    return result
+
+
+def prepare(env: ActivityEnvironment, activities: Activities, placement: str) -> PrepareResult:
+    """How a turn's first half ended (a ready placement's turn also ran its cycle)."""
+    return turn(env, activities, placement).prepared
 
 
 def cycle(
     env: ActivityEnvironment,
-    activities: HubActivities,
+    activities: Activities,
     placement: str,
     snapshot: str,
     number: int = 1,
     *,
     fresh: bool = False,
 ) -> CycleReport:
-    request = CycleRequest(placement=placement, snapshot=snapshot, cycle=number, fresh=fresh)
-    return env.run(activities.run_cycle, request)
+    """A turn that must find `snapshot` ready and run cycle `number` on it."""
+    result = turn(env, activities, placement, number, fresh=fresh)
+    assert result.report is not None, result.prepared
+    assert result.report.snapshot == snapshot, (result.report.snapshot, snapshot)
+    return result.report
 
 
 def prepare_and_cycle(
-    env: ActivityEnvironment, activities: HubActivities, placement: str, number: int = 1
+    env: ActivityEnvironment, activities: Activities, placement: str, number: int = 1
 ) -> tuple[PrepareResult, CycleReport]:
     """One workflow loop turn that finds the placement ready."""
-    prepared = prepare(env, activities, placement)
-    assert prepared.phase == "ready", prepared
-    assert prepared.snapshot is not None
-    return prepared, cycle(env, activities, placement, prepared.snapshot, number)
+    result = turn(env, activities, placement, number)
+    assert result.prepared.phase == "ready", result.prepared
+    assert result.report is not None
+    return result.prepared, result.report

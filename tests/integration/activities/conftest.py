@@ -19,10 +19,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.testing import ActivityEnvironment
 
-from activities.hub import ActivitySettings, HubActivities
+from activities.plumbing import ActivitySettings
 from devhub import DevHub
 from hub.client import HubClient
-from tests.integration.activities.activity_helpers import Rig
+from tests.integration.activities.activity_helpers import Activities, Rig
 from workers.metrics import SchedulerMetrics
 
 # Short enough that a hanging devhub fails a test in seconds, long enough for a loaded 2-core
@@ -48,7 +48,7 @@ def make_activities(hub: HubClient) -> Iterator[Callable[..., Rig]]:
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(spans))
         providers.append(provider)
-        activities = HubActivities(
+        activities = Activities(
             hub,
             ActivitySettings(
                 snapshotter=snapshotter,

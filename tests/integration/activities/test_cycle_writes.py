@@ -27,8 +27,8 @@ from tests.integration.activities.activity_helpers import (
     bindings_of,
     cycle,
     placement_condition,
-    prepare,
     prepare_and_cycle,
+    sync_snapshots,
     targets,
 )
 
@@ -64,7 +64,7 @@ def two_of_three(hub: HubClient, env: ActivityEnvironment, rig: Rig) -> None:
     for cluster in ("a", "b", "c"):
         add_cluster(hub, cluster)
     add_placement(hub, "web", PICK_TWO)
-    assert prepare(env, rig.activities, "web").snapshot == "web-0"
+    assert sync_snapshots(hub, "web")[0] == "web-0"
 
 
 def test_a_create_that_finds_an_earlier_attempts_binding_adopts_it(

@@ -29,6 +29,7 @@ from tests.integration.activities.activity_helpers import (
     cycle,
     prepare,
     prepare_and_cycle,
+    sync_snapshots,
     targets,
 )
 
@@ -48,9 +49,7 @@ def ready_placement(hub: HubClient, env: ActivityEnvironment, rig: Rig, name: st
     for cluster in ("a", "b", "c"):
         add_cluster(hub, cluster)
     add_placement(hub, name, PICK_THREE)
-    prepared = prepare(env, rig.activities, name)
-    assert prepared.snapshot is not None
-    return prepared.snapshot
+    return sync_snapshots(hub, name)[0]
 
 
 def test_a_cycle_retried_after_one_of_its_creates_failed_converges_without_duplicates(
@@ -107,10 +106,7 @@ def test_a_conflict_on_a_binding_patch_is_a_retryable_conflict_then_converges(
         {"spec": {"policy": {"tolerations": [{"key": "gpu", "operator": "Exists"}]}}},
         resource_version=crp.metadata.resource_version,
     )
-    prepared = prepare(env, rig.activities, "web")
-    assert (
-        prepared.snapshot == "web-1" and prepared.snapshot_action == "demoted web-0, created web-1"
-    )
+    assert sync_snapshots(hub, "web") == ("web-1", "demoted web-0, created web-1")
     devhub.faults.inject(verb="patch", resource="clusterresourcebindings", status=409, count=1)
 
     with pytest.raises(ApplicationError) as failed:

@@ -26,7 +26,6 @@ from tests.integration.activities.activity_helpers import (
     add_cluster,
     add_placement,
     bindings_of,
-    cycle,
     prepare,
     prepare_and_cycle,
     targets,
@@ -48,69 +47,6 @@ def scheduled(hub: HubClient, env: ActivityEnvironment, rig: Rig, name: str = "w
 
 def cleanup(env: ActivityEnvironment, rig: Rig, name: str = "web") -> CleanupReport:
     return env.run(rig.activities.cleanup_placement, CleanupRequest(placement=name))
-
-
-def test_a_placement_deleted_after_prepare_makes_the_cycle_requeue_without_writes(
-    hub: HubClient,
-    devhub: DevHub,
-    make_activities: Callable[..., Rig],
-    env: ActivityEnvironment,
-) -> None:
-    for cluster in ("a", "b"):
-        add_cluster(hub, cluster)
-    add_placement(hub, "web", PICK_TWO)
-    rig = make_activities()
-    prepared = prepare(env, rig.activities, "web")
-    hub.delete(ClusterResourcePlacement, "web")  # held by our finalizer: deleting
-    devhub.stats.clear()
-
-    report = cycle(env, rig.activities, "web", "web-0")
-
-    assert report.requeue and report.explanation is None
-    assert report.summary == "cycle 1: skipped, the placement is being deleted; no writes"
-    assert (report.outcome.placement_type, prepared.snapshot) == ("PickN", "web-0")
-    assert writes(devhub) == 0
-    assert prepare(env, rig.activities, "web").phase == "deleting"
-    # A skipped cycle is not a scheduling cycle: nothing is metered (kubefleet-rules 3.2, steps 2-5).
-    assert (
-        rig.metrics.registry.get_sample_value(
-            "fleet_scheduler_cycles_total", {"placement_type": "PickN", "outcome": "requeue"}
-        )
-        is None
-    )
-
-
-@pytest.mark.parametrize(
-    ("snapshot", "why"),
-    [
-        pytest.param("web-0", "policy snapshot web-0 is no longer the latest", id="superseded"),
-        pytest.param("web-9", "policy snapshot web-9 is gone", id="gone"),
-    ],
-)
-def test_a_snapshot_that_moved_on_after_prepare_makes_the_cycle_requeue_without_writes(
-    snapshot: str,
-    why: str,
-    hub: HubClient,
-    devhub: DevHub,
-    make_activities: Callable[..., Rig],
-    env: ActivityEnvironment,
-) -> None:
-    add_cluster(hub, "a")
-    add_placement(hub, "web", PICK_TWO)
-    rig = make_activities()
-    prepare(env, rig.activities, "web")
-    hub.patch(
-        ClusterResourcePlacement,
-        "web",
-        {"spec": {"policy": {"tolerations": [{"key": "gpu", "operator": "Exists"}]}}},
-    )
-    assert prepare(env, rig.activities, "web").snapshot == "web-1"
-    devhub.stats.clear()
-
-    report = cycle(env, rig.activities, "web", snapshot, 3)
-
-    assert report.requeue and report.summary == f"cycle 3: skipped, {why}; no writes"
-    assert writes(devhub) == 0
 
 
 def test_a_cluster_deleted_between_cycles_has_its_dangling_binding_unscheduled(

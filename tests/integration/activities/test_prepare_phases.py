@@ -1,5 +1,6 @@
-"""prepare_cycle's phases, with and without the standalone snapshotter, and the bad inputs that
-must end as a clear condition and a finished turn instead of a retry loop."""
+"""The phases of a turn's first half (schedule_once), with and without the standalone
+snapshotter, and the bad inputs that must end as a clear condition and a finished turn instead
+of a retry loop."""
 
 from __future__ import annotations
 
@@ -187,8 +188,10 @@ def test_a_snapshot_with_a_broken_index_label_is_shown_on_the_placement_not_retr
     hub.delete(ClusterSchedulingPolicySnapshot, "web-0")
     prepared = prepare(env, rig.activities, "web")
     assert (prepared.phase, prepared.snapshot_action) == ("ready", "created web-0")
+    # The cycle ran and replaced the sync failure with the cycle's own condition (no cluster).
     condition = placement_condition(hub, "web")
-    assert condition is not None and condition.reason == names.SCHEDULE_PENDING_REASON
+    assert condition is not None
+    assert condition.reason == names.POLICY_UNFULFILLED_REASON, condition
 
 
 def test_two_latest_snapshots_in_standalone_mode_are_shown_on_the_placement(

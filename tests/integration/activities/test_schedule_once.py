@@ -1,6 +1,5 @@
-"""schedule_once, the one-activity loop turn, against a real devhub: it lands exactly what
-prepare_cycle + run_cycle land, with fewer requests, and a turn with nothing to schedule runs
-no cycle."""
+"""schedule_once, the loop turn, against a real devhub: what one turn lands and reads, and a
+turn with nothing to schedule runs no cycle."""
 
 from __future__ import annotations
 
@@ -21,8 +20,8 @@ from tests.integration.activities.activity_helpers import (
     add_placement,
     bindings_of,
     placement_condition,
-    prepare_and_cycle,
     targets,
+    writes,
 )
 
 PICK_TWO = {"placementType": "PickN", "numberOfClusters": 2}
@@ -50,33 +49,33 @@ def landed(hub: HubClient, placement: str) -> tuple[object, ...]:
     )
 
 
-def test_one_turn_lands_what_prepare_and_run_land_with_fewer_requests(
+def test_one_turn_syncs_the_snapshot_schedules_and_writes_status_reading_the_placement_once(
     hub: HubClient, devhub: DevHub, make_activities: Callable[..., Rig], env: ActivityEnvironment
 ) -> None:
     for name in ("a", "b", "c"):
         add_cluster(hub, name)
     add_cluster(hub, "d", taints=[("gpu", "true")])
-    add_placement(hub, "two", PICK_TWO)
     add_placement(hub, "one", PICK_TWO)
     rig = make_activities()
 
     devhub.stats.clear()
-    prepare_and_cycle(env, rig.activities, "two")
-    two_activities = devhub.stats.count()
-    devhub.stats.clear()
     result = turn(env, rig, "one", 3)
-    one_activity = devhub.stats.count()
 
+    # The placement is read once, and its condition written once (no SchedulePending first).
+    assert devhub.stats.count("get", "clusterresourceplacements") == 1
+    assert writes(devhub, "clusterresourceplacements/status") == 1, devhub.stats.snapshot()
     assert result.prepared.phase == "ready" and result.prepared.snapshot == "one-0"
     assert result.prepared.snapshot_action == "created one-0"
     assert result.report is not None and result.report.cycle == 3
     assert result.report.outcome.fulfilled and result.report.writes.created == 2
     assert result.report.writes.placement_condition_written
-    assert landed(hub, "one") == landed(hub, "two")
-    assert targets(bindings_of(hub, "one"), names.STATE_SCHEDULED) == ["b", "c"]
-    # No second read of the placement or of its snapshot, and no SchedulePending condition
-    # written moments before the cycle's own.
-    assert one_activity <= two_activities - 3, (one_activity, two_activities)
+    fulfilled = (names.TRUE, names.POLICY_FULFILLED_REASON)
+    bindings, decided, scheduled, condition, finalizers = landed(hub, "one")
+    assert bindings == ["b", "c"]
+    assert decided == ["a", "b", "c", "d"]  # picked, not picked and filtered, as KubeFleet
+    assert scheduled is not None and scheduled[:2] == fulfilled
+    assert condition is not None and condition[:2] == fulfilled
+    assert finalizers == [names.SCHEDULER_CLEANUP_FINALIZER]
 
     # Later turns keep what the first decided: after KubeFleet's one status refresh (see
     # test_cycle_end_to_end), nothing is written at all.

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import pytest
 from temporalio.client import Client
 
-from activities.hub import ActivitySettings
+from activities.plumbing import ActivitySettings
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient

@@ -1,5 +1,5 @@
 """The whole system in one process: a real devhub, the real Temporal dev server, the real
-worker (PlacementWorkflow + HubActivities on the HubClient) and the real watcher. Nothing is
+worker (PlacementWorkflow and its activities on the HubClient) and the real watcher. Nothing is
 stood in; faults come from devhub's fault injection."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-from activities.hub import ActivitySettings
+from activities.plumbing import ActivitySettings
 from hub.client import HubClient
 from workers.watcher import Watcher
 from workers.worker import build_worker

@@ -1,7 +1,7 @@
 """Builders of hub objects, stand-in activities and history readers for the watcher tests.
 
 The workflow under test is the real PlacementWorkflow; its activities are same-named stand-ins
-that read the devhub the way the real `prepare_cycle` does for the phases the watcher cares
+that read the devhub the way the real `schedule_once` does for the phases the watcher cares
 about (gone, deleting, otherwise "no latest snapshot": wait for the next event), and a
 `cleanup_placement` that removes the scheduler's finalizer so a deleted placement goes away.
 What the watcher did is read back from each workflow's event history: every
@@ -24,11 +24,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from activities.models import (
+    CLEANUP_PLACEMENT,
+    SCHEDULE_ONCE,
     CleanupReport,
     CleanupRequest,
-    CycleReport,
-    CycleRequest,
-    PrepareRequest,
     PrepareResult,
     TurnRequest,
     TurnResult,
@@ -177,8 +176,7 @@ class StandIns:
         self._hub = hub
         self.cleanups: list[str] = []
 
-    @activity.defn(name="prepare_cycle")
-    async def prepare_cycle(self, request: PrepareRequest) -> PrepareResult:
+    async def _prepare(self, request: TurnRequest) -> PrepareResult:
         try:
             current = await asyncio.to_thread(
                 self._hub.get, ClusterResourcePlacement, request.placement
@@ -189,16 +187,11 @@ class StandIns:
             return PrepareResult(phase="deleting", message="stand-in: deleting")
         return PrepareResult(phase="no_latest_snapshot", message="stand-in: waiting for events")
 
-    @activity.defn(name="schedule_once")
+    @activity.defn(name=SCHEDULE_ONCE)
     async def schedule_once(self, request: TurnRequest) -> TurnResult:
-        prepared = await self.prepare_cycle(PrepareRequest(placement=request.placement))
-        return TurnResult(prepared=prepared)  # never ready: no cycle
+        return TurnResult(prepared=await self._prepare(request))  # never ready: no cycle
 
-    @activity.defn(name="run_cycle")
-    async def run_cycle(self, request: CycleRequest) -> CycleReport:
-        raise RuntimeError("the watcher tests never reach a cycle")
-
-    @activity.defn(name="cleanup_placement")
+    @activity.defn(name=CLEANUP_PLACEMENT)
     async def cleanup_placement(self, request: CleanupRequest) -> CleanupReport:
         self.cleanups.append(request.placement)
         with suppress(NotFoundError):
@@ -212,7 +205,7 @@ class StandIns:
 
     @property
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.schedule_once, self.prepare_cycle, self.run_cycle, self.cleanup_placement]
+        return [self.schedule_once, self.cleanup_placement]
 
 
 @asynccontextmanager

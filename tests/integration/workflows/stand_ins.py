@@ -15,11 +15,11 @@ from temporalio.exceptions import ApplicationError
 
 from activities import failures
 from activities.models import (
+    CLEANUP_PLACEMENT,
+    SCHEDULE_ONCE,
     CleanupReport,
     CleanupRequest,
     CycleReport,
-    CycleRequest,
-    PrepareRequest,
     PrepareResult,
     TurnRequest,
     TurnResult,
@@ -35,12 +35,12 @@ class Script:
     deleted: bool = False  # once set, prepare answers "deleting" whatever the phases say
     requeues: list[bool] = field(default_factory=list)  # per cycle; then False
     requeue_after: float | None = None  # for the first cycle only
-    failures: list[ApplicationError] = field(default_factory=list)  # raised by run_cycle, in turn
-    gate: asyncio.Event | None = None  # run_cycle waits on it when set
-    prepare_gate: asyncio.Event | None = None  # prepare_cycle waits on it when set
+    failures: list[ApplicationError] = field(default_factory=list)  # raised by cycles, in turn
+    gate: asyncio.Event | None = None  # a ready turn's cycle waits on it when set
+    prepare_gate: asyncio.Event | None = None  # every turn waits on it first when set
     cleanup_gate: asyncio.Event | None = None  # cleanup_placement waits on it when set
     prepares: int = 0
-    cycles: list[CycleRequest] = field(default_factory=list)
+    cycles: list[TurnRequest] = field(default_factory=list)
     cycle_attempts: int = 0
     cleanups: int = 0
     cleanup_failures: list[ApplicationError] = field(default_factory=list)
@@ -49,26 +49,16 @@ class Script:
 SCRIPTS: dict[str, Script] = defaultdict(Script)
 
 
-@activity.defn(name="schedule_once")
+@activity.defn(name=SCHEDULE_ONCE)
 async def schedule_once(request: TurnRequest) -> TurnResult:
-    """prepare_cycle's answer, then, when ready, run_cycle's: as the real one composes them."""
-    prepared = await prepare_cycle(PrepareRequest(placement=request.placement))
+    """The scripted phase, then, when ready, a scripted cycle: as the real turn composes them."""
+    prepared = await _prepare(request)
     if prepared.phase != "ready" or prepared.snapshot is None:
         return TurnResult(prepared=prepared)
-    report = await run_cycle(
-        CycleRequest(
-            placement=request.placement,
-            snapshot=prepared.snapshot,
-            cycle=request.cycle,
-            fresh=request.fresh,
-            reason=request.reason,
-        )
-    )
-    return TurnResult(prepared=prepared, report=report)
+    return TurnResult(prepared=prepared, report=await _cycle(request, prepared.snapshot))
 
 
-@activity.defn(name="prepare_cycle")
-async def prepare_cycle(request: PrepareRequest) -> PrepareResult:
+async def _prepare(request: TurnRequest) -> PrepareResult:
     script = SCRIPTS[request.placement]
     phase = script.phases[min(script.prepares, len(script.phases) - 1)]
     if script.deleted:
@@ -84,8 +74,7 @@ async def prepare_cycle(request: PrepareRequest) -> PrepareResult:
     )
 
 
-@activity.defn(name="run_cycle")
-async def run_cycle(request: CycleRequest) -> CycleReport:
+async def _cycle(request: TurnRequest, snapshot: str) -> CycleReport:
     script = SCRIPTS[request.placement]
     script.cycle_attempts += 1
     if script.gate is not None:
@@ -98,7 +87,7 @@ async def run_cycle(request: CycleRequest) -> CycleReport:
     return CycleReport(
         cycle=request.cycle,
         placement=request.placement,
-        snapshot=request.snapshot,
+        snapshot=snapshot,
         outcome=Outcome(placement_type="PickN", wanted=1, picked=1, fulfilled=True),
         requeue=requeue,
         requeue_after_seconds=script.requeue_after if index == 0 else None,
@@ -106,7 +95,7 @@ async def run_cycle(request: CycleRequest) -> CycleReport:
     )
 
 
-@activity.defn(name="cleanup_placement")
+@activity.defn(name=CLEANUP_PLACEMENT)
 async def cleanup_placement(request: CleanupRequest) -> CleanupReport:
     script = SCRIPTS[request.placement]
     script.cleanups += 1
@@ -125,4 +114,4 @@ def transient(message: str) -> ApplicationError:
     return ApplicationError(message, type=failures.HUB_UNAVAILABLE)
 
 
-STAND_INS = [schedule_once, prepare_cycle, run_cycle, cleanup_placement]
+STAND_INS = [schedule_once, cleanup_placement]

@@ -3,10 +3,11 @@
 Two sources: histories produced just now (a cycle, a requeue, a coalesced burst, a
 continue-as-new and a deletion), and histories recorded earlier and committed under
 tests/integration/histories/, which fail here if a code change would break running workflows.
-Each recorded file is named after the newest workflow patch its history carries
-(`two-activity-turn-*` predate PATCH_ONE_ACTIVITY_TURN; keep them while that branch exists).
-Record with FLEET_RECORD_HISTORIES=1 after a deliberate, patched change: it adds files for the
-newest patch and leaves older ones alone."""
+A third test proves the guard works: a workflow that leaves out one command of a turn (the
+cleanup activity) fails to replay the recorded deletion.
+
+Record with FLEET_RECORD_HISTORIES=1 (it rewrites `placement-<run>.json`). Once a release has
+run, keep its recordings and add new ones next to them after a deliberate, patched change."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import os
 from pathlib import Path
 
 import pytest
+from temporalio import workflow
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
@@ -27,7 +29,7 @@ from tests.integration.workflows.test_placement_workflow import (
     start,
 )
 from workflows import names
-from workflows.models import HubEvent
+from workflows.models import HubEvent, PlacementInput, PlacementStatus
 from workflows.placement import PlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -71,7 +73,7 @@ async def test_fresh_histories_replay(temporal_client: Client, task_queue: str) 
     if os.environ.get("FLEET_RECORD_HISTORIES"):
         HISTORIES.mkdir(exist_ok=True)
         for index, history in enumerate(histories):
-            path = HISTORIES / f"{names.PATCH_ONE_ACTIVITY_TURN}-{index}.json"
+            path = HISTORIES / f"placement-{index}.json"
             path.write_text(history.to_json())
 
 
@@ -79,3 +81,28 @@ async def test_fresh_histories_replay(temporal_client: Client, task_queue: str) 
 async def test_recorded_histories_replay(path: Path) -> None:
     history = WorkflowHistory.from_json("recorded", path.read_text())
     await replayer().replay_workflow(history)
+
+
+@workflow.defn(name=names.PLACEMENT_WORKFLOW, sandboxed=False)
+class WithoutCleanup(PlacementWorkflow):
+    """Today's workflow less one command: deletion skips the cleanup activity."""
+
+    @workflow.run
+    async def run(self, input: PlacementInput) -> PlacementStatus:
+        return await super().run(input)
+
+    async def _cleanup(self) -> bool:
+        return True
+
+
+async def test_a_workflow_missing_a_command_fails_to_replay() -> None:
+    recorded = sorted(HISTORIES.glob("*.json"))
+    with_cleanup = [
+        p for p in recorded if f'"{names.ACTIVITY_CLEANUP_PLACEMENT}"' in p.read_text()
+    ]
+    assert with_cleanup, "no recorded history runs the cleanup activity"
+    history = WorkflowHistory.from_json("recorded", with_cleanup[0].read_text())
+    broken = Replayer(workflows=[WithoutCleanup], data_converter=pydantic_data_converter)
+    result = await broken.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is not None
+    assert "nondetermin" in str(result.replay_failure).lower()

@@ -1,0 +1,126 @@
+"""`cleanup_placement`: the scheduler's part of deleting a placement (kubefleet-rules 3.4).
+
+It deletes the placement's bindings (after dropping the scheduler's finalizer from each), in
+standalone mode its policy snapshots too (the placement controller's part, kubefleet-rules 2.6),
+then removes the scheduler-cleanup finalizer so the deletion can finish. Every step is safe to
+repeat: a retried attempt finds less to do."""
+
+from __future__ import annotations
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities import failures
+from activities.bindings import Pacer
+from activities.models import CLEANUP_PLACEMENT, CleanupReport, CleanupRequest
+from activities.plumbing import ActivitySettings, heartbeat
+from activities.translate import hub_failures
+from activities.turn import name_too_long
+from hub import names
+from hub.client import HubClient
+from hub.errors import NotFoundError
+from hub.types import (
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+)
+
+__all__ = ["CleanupPlacement"]
+
+
+class CleanupPlacement:
+    """The cleanup activity; one instance per worker process, like `ScheduleOnce`."""
+
+    def __init__(self, client: HubClient, settings: ActivitySettings | None = None) -> None:
+        self._client = client
+        self._settings = settings or ActivitySettings()
+
+    @activity.defn(name=CLEANUP_PLACEMENT)
+    def cleanup_placement(self, request: CleanupRequest) -> CleanupReport:
+        """Delete the placement's bindings (and snapshots, standalone), then its finalizer."""
+        with hub_failures(f"cleaning up placement {request.placement!r}"):
+            return self._cleanup(request.placement)
+
+    def _cleanup(self, name: str) -> CleanupReport:
+        client = self._client
+        try:
+            placement: ClusterResourcePlacement | None = client.get(ClusterResourcePlacement, name)
+        except NotFoundError:
+            placement = None  # gone already: still sweep any bindings it left behind
+        if placement is not None and not placement.metadata.deleting:
+            raise ApplicationError(
+                f"refusing to clean up placement {name!r}: it is not being deleted",
+                type=failures.UNEXPECTED,
+                non_retryable=True,
+            )
+        if name_too_long(name):
+            # No object can carry the name as a label, so none was ever made; the finalizer
+            # was never added either (the turn stops first).
+            removed = placement is not None and self._remove_placement_finalizer(placement)
+            return CleanupReport(
+                finalizer_removed=removed,
+                summary=f"placement {name}: nothing to clean up (name too long to label objects)",
+            )
+        pacer = Pacer(heartbeat)
+        bindings = client.list(ClusterResourceBinding, {names.PARENT_PLACEMENT_LABEL: name})
+        deleted = 0
+        for binding in sorted(bindings, key=lambda b: b.name):
+            if self._remove_binding(binding):
+                deleted += 1
+            pacer.tick(f"cleaned binding {binding.name}")
+
+        snapshots = 0
+        if self._settings.snapshotter:
+            selector = {names.PARENT_PLACEMENT_LABEL: name}
+            snapshots = len(client.list(ClusterSchedulingPolicySnapshot, selector))
+            if snapshots:
+                client.delete_collection(ClusterSchedulingPolicySnapshot, selector)
+
+        removed = placement is not None and self._remove_placement_finalizer(placement)
+        parts = [f"{deleted} binding(s) deleted"]
+        if self._settings.snapshotter:
+            parts.append(f"{snapshots} policy snapshot(s) deleted")
+        parts.append("finalizer removed" if removed else "no finalizer to remove")
+        return CleanupReport(
+            bindings_deleted=deleted,
+            snapshots_deleted=snapshots,
+            finalizer_removed=removed,
+            summary=f"placement {name}: " + ", ".join(parts),
+        )
+
+    def _remove_binding(self, binding: ClusterResourceBinding) -> bool:
+        """Drop our finalizer, then delete unless deleting already; True if deleted now."""
+        client = self._client
+        ours = names.SCHEDULER_BINDING_CLEANUP_FINALIZER
+        finalizers = binding.metadata.finalizers
+        try:
+            if ours in finalizers:
+                remaining = [f for f in finalizers if f != ours]
+                client.patch(
+                    ClusterResourceBinding,
+                    binding.name,
+                    {"metadata": {"finalizers": remaining}},
+                    resource_version=binding.metadata.resource_version,
+                )
+            if binding.metadata.deleting:
+                return False
+            client.delete(ClusterResourceBinding, binding.name)
+        except NotFoundError:
+            return False  # gone meanwhile: nothing left to do for it
+        return True
+
+    def _remove_placement_finalizer(self, placement: ClusterResourcePlacement) -> bool:
+        finalizers = placement.metadata.finalizers
+        ours = names.SCHEDULER_CLEANUP_FINALIZER
+        if ours not in finalizers:
+            return False
+        try:
+            self._client.patch(
+                ClusterResourcePlacement,
+                placement.name,
+                {"metadata": {"finalizers": [f for f in finalizers if f != ours]}},
+                resource_version=placement.metadata.resource_version,
+            )
+        except NotFoundError:
+            return False  # deleted by another finalizer owner finishing first
+        return True

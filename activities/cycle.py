@@ -1,0 +1,211 @@
+"""One scheduling cycle against the hub: read, schedule, write bindings, write status.
+
+Reading, deciding and writing happen in one activity: a first PickAll plan at 5,000 clusters is
+megabytes, too big to pass between activities, so only a compact `CycleReport` leaves it. Its
+stages carry OpenTelemetry spans (`read`, `schedule` with a child span per extension point the
+scheduler runs, `apply`, `write_status`). A cycle the scheduler cannot act on (bad annotation,
+failing plugin) is not a failure: its False condition is written and the report carries the
+error (kubefleet-rules 3.2 table, first row)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from activities.bindings import apply_binding_plan
+from activities.conditions import write_scheduled_condition
+from activities.models import CycleReport, TurnRequest, WriteCounts
+from activities.plumbing import ActivitySettings, CycleOutcome, CycleRun, PhaseSpans, heartbeat
+from hub import names
+from hub.client import HubClient
+from hub.types import (
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    MemberCluster,
+)
+from scheduler import CycleInput, CycleResult, schedule
+from scheduler.scheduling import placement_type_of
+from scheduler.snapshots import placement_scheduled_condition
+
+__all__ = ["Fleet", "cycle_summary", "outcome_of", "read_fleet", "run_cycle"]
+
+# How many picked cluster names a cycle's one-line summary lists before "+N more".
+SUMMARY_NAMES: Final = 5
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """What a cycle reads besides its snapshot: every member cluster, the placement's bindings."""
+
+    clusters: list[MemberCluster]
+    bindings: list[ClusterResourceBinding]
+    clusters_cached: bool = False
+
+
+def read_fleet(
+    client: HubClient,
+    placement: str,
+    cached_clusters: Callable[[], list[MemberCluster] | None] | None = None,
+) -> Fleet:
+    """Every MemberCluster (from the cache when it answers, as KubeFleet reads its informer) and
+    the bindings labelled with the placement's name, read directly (kubefleet-rules 4.1). Writes
+    nothing: `fleet-scheduler plan` reads with it too."""
+    cached = cached_clusters() if cached_clusters is not None else None
+    clusters = cached if cached is not None else list(client.list(MemberCluster).items)
+    bindings = client.list(ClusterResourceBinding, {names.PARENT_PLACEMENT_LABEL: placement})
+    return Fleet(clusters=clusters, bindings=list(bindings.items), clusters_cached=cached is not
+    None)
+
+
+def run_cycle(
+    client: HubClient,
+    settings: ActivitySettings,
+    request: TurnRequest,
+    placement: ClusterResourcePlacement,
+    snapshot: ClusterSchedulingPolicySnapshot,
+    run: CycleRun,
+) -> CycleReport:
+    """The cycle on the placement and latest snapshot this activity has just read."""
+    tracer = settings.get_tracer()
+    with tracer.start_as_current_span("read") as span:
+        span.set_attribute("placement", request.placement)
+        span.set_attribute("snapshot", snapshot.name)
+        run.placement_type = placement_type_of(snapshot)
+        run.counted = True
+        fleet = read_fleet(client, request.placement, settings.clusters)
+        span.set_attribute("clusters_cached", fleet.clusters_cached)
+        span.set_attribute("clusters", len(fleet.clusters))
+        span.set_attribute("bindings", len(fleet.bindings))
+    heartbeat(f"cycle {request.cycle}: read {len(fleet.clusters)} clusters")
+
+    now = settings.now()
+    with tracer.start_as_current_span("schedule") as span:
+        result = schedule(
+            CycleInput(
+                snapshot=snapshot,
+                clusters=fleet.clusters,
+                bindings=fleet.bindings,
+                now=now,
+                fresh=request.fresh,
+            ),
+            settings.profile,
+            PhaseSpans(tracer),
+        )
+        explanation = result.explanation
+        span.set_attribute("placement_type", result.outcome.placement_type)
+        span.set_attribute("clusters", len(fleet.clusters))
+        span.set_attribute("picked", result.outcome.picked)
+        span.set_attribute("filtered", sum(len(g.clusters) for g in explanation.filtered))
+        span.set_attribute("binding_writes", result.plan.binding_writes)
+        if result.error:
+            span.set_attribute("error", result.error)
+    heartbeat(f"cycle {request.cycle}: scheduled, {result.plan.binding_writes} binding writes")
+
+    with tracer.start_as_current_span("apply") as span:
+        apply_binding_plan(client, result.plan, run.tally, heartbeat)
+        span.set_attribute("created", run.tally.created)
+        span.set_attribute("patched", run.tally.patched)
+        span.set_attribute("unscheduled", run.tally.unscheduled)
+
+    with tracer.start_as_current_span("write_status") as span:
+        status_written = False
+        write = result.plan.snapshot_status
+        if write is not None:
+            metadata = snapshot.metadata.model_copy(
+                update={"resource_version": write.resource_version}
+            )
+            snapshot = client.update_status(
+                snapshot.model_copy(update={"status": write.status, "metadata": metadata})
+            )
+            status_written = True
+        condition_written = False
+        if settings.snapshotter:
+            written_snapshot = snapshot
+            condition_written = write_scheduled_condition(
+                client,
+                placement,
+                lambda p: placement_scheduled_condition(p, written_snapshot, now),
+            )
+        span.set_attribute("status_written", status_written)
+        span.set_attribute("placement_condition_written", condition_written)
+
+    tally = run.tally
+    writes = WriteCounts(
+        created=tally.created,
+        adopted=tally.adopted,
+        patched=tally.patched,
+        unscheduled=tally.unscheduled,
+        finalizers_removed=tally.finalizers_removed,
+        status_written=status_written,
+        placement_condition_written=condition_written,
+    )
+    return CycleReport(
+        cycle=request.cycle,
+        placement=request.placement,
+        snapshot=snapshot.name,
+        outcome=result.outcome,
+        explanation=explanation,
+        writes=writes,
+        requeue=result.requeue,
+        requeue_after_seconds=result.requeue_after_seconds,
+        error=result.error,
+        clusters_seen=len(fleet.clusters),
+        bindings_seen=len(fleet.bindings),
+        duration_ms=run.duration_ms,
+        summary=cycle_summary(request.cycle, result, writes),
+    )
+
+
+def outcome_of(report: CycleReport) -> CycleOutcome:
+    """KubeFleet's outcome of a finished cycle (kubefleet-rules 3.2 table)."""
+    if report.error:
+        return "unexpected"
+    return "requeue" if report.requeue else "success"
+
+
+def _names(names_: list[str]) -> str:
+    shown = ",".join(names_[:SUMMARY_NAMES])
+    more = len(names_) - SUMMARY_NAMES
+    return f"{shown} +{more} more" if more > 0 else shown
+
+
+def cycle_summary(cycle: int, result: CycleResult, writes: WriteCounts) -> str:
+    """One line for the Temporal UI and logs, e.g. "cycle 7: PickN 3/3, picked a,b,c; 1 created".
+
+    The only summary of a cycle: it names what was picked and what was actually written (an
+    adopted binding is an earlier attempt's create, not a new write)."""
+    outcome = result.outcome
+    wanted = "" if outcome.wanted is None else f"/{outcome.wanted}"
+    head = f"cycle {cycle}: {outcome.placement_type} {outcome.picked}{wanted}"
+    explanation = result.explanation
+    selected = list(
+        dict.fromkeys(
+            [c for g in explanation.picked for c in g.clusters]
+            + explanation.kept
+            + explanation.valid
+        )
+    )
+    if selected:
+        head += f", picked {_names(selected)}"
+    if result.error:
+        return f"{head}; error: {result.error}"
+    parts = [
+        f"{count} {what}"
+        for count, what in (
+            (writes.created, "created"),
+            (writes.adopted, "adopted"),
+            (writes.patched, "patched"),
+            (writes.unscheduled, "unscheduled"),
+            (writes.finalizers_removed, "finalizers removed"),
+        )
+        if count
+    ]
+    if writes.status_written:
+        parts.append("status written")
+    if writes.placement_condition_written:
+        parts.append("placement condition written")
+    if result.requeue:
+        parts.append("requeue")
+    return f"{head}; " + (", ".join(parts) if parts else "no change")

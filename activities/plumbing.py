@@ -1,0 +1,147 @@
+"""What every activity of a worker shares: its settings, metering, spans and heartbeats.
+
+Settings come from the worker process, never from activity inputs (inputs are stored in
+history). Metrics and tracing are optional: a worker that exports neither passes nothing and
+pays nothing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Final, Literal, Protocol
+
+from opentelemetry import trace
+from temporalio import activity
+
+from activities.bindings import Tally
+from hub import names
+from hub.types import MemberCluster
+from scheduler import Profile
+
+__all__ = [
+    "ActivitySettings",
+    "BindingWrite",
+    "CycleMetrics",
+    "CycleOutcome",
+    "CycleRun",
+    "PhaseSpans",
+    "heartbeat",
+    "metered",
+]
+
+CycleOutcome = Literal["success", "requeue", "error", "unexpected"]
+"""How a cycle ended (kubefleet-rules 3.2): done; done and wants another turn now; failed and
+will be retried with backoff; failed in a way retrying cannot fix (waits for the next event)."""
+
+BindingWrite = Literal["create", "patch", "unschedule", "remove_finalizer", "delete"]
+
+# Metric label for a placement type outside KubeFleet's three (a bad snapshot), so a typo in
+# one snapshot cannot grow the series count.
+INVALID_TYPE_LABEL: Final = "Invalid"
+
+
+class CycleMetrics(Protocol):
+    """What the activities record; `workers.metrics.SchedulerMetrics` is the implementation."""
+
+    def active_worker(self) -> AbstractContextManager[None]: ...
+
+    def count_binding_writes(self, operation: BindingWrite, count: int = 1) -> None: ...
+
+    def observe_cycle(
+        self, duration_ms: float, *, placement_type: str, outcome: CycleOutcome
+    ) -> None: ...
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class ActivitySettings:
+    """Per-worker configuration of the activities."""
+
+    # The snapshotter is on (standalone mode): the worker plays KubeFleet's placement controller
+    # too (policy snapshots, the placement's Scheduled condition). Off beside KubeFleet's hub
+    # agent (--no-snapshotter).
+    snapshotter: bool = True
+    profile: Profile | None = None  # None: KubeFleet's default profile
+    metrics: CycleMetrics | None = None
+    clock: Callable[[], datetime] = field(default=_utcnow)
+    # Spans of the cycle stages go to this tracer; None: OpenTelemetry's global one (a no-op
+    # until a provider is installed). A worker that installs its own provider passes its tracer.
+    tracer: trace.Tracer | None = None
+    # Where a cycle reads MemberClusters: a cache's `clusters` (activities.clusters, as
+    # KubeFleet reads them from its informer), which may answer None when it cannot be trusted
+    # yet; None, or a None answer: list them from the hub. Bindings are always read directly.
+    clusters: Callable[[], list[MemberCluster] | None] | None = None
+
+    def now(self) -> datetime:
+        # metav1.Time has second precision; conditions compare equal after a round trip.
+        return self.clock().replace(microsecond=0)
+
+    def get_tracer(self) -> trace.Tracer:
+        return self.tracer or trace.get_tracer("activities")
+
+
+def heartbeat(progress: str) -> None:
+    activity.heartbeat(progress)
+
+
+class PhaseSpans:
+    """Opens a child span per extension point the scheduler runs (PreFilter, Filter, ...)."""
+
+    def __init__(self, tracer: trace.Tracer) -> None:
+        self._tracer = tracer
+
+    def phase(self, stage: str) -> AbstractContextManager[object]:
+        return self._tracer.start_as_current_span(stage)
+
+
+@dataclass
+class CycleRun:
+    """What one cycle attempt has learnt so far, for its report and metrics on any exit."""
+
+    started: float = field(default_factory=time.perf_counter)
+    placement_type: str = ""
+    counted: bool = False  # reached the framework cycle (KubeFleet meters only those)
+    tally: Tally = field(default_factory=Tally)
+
+    @property
+    def duration_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000.0
+
+
+@contextmanager
+def metered(settings: ActivitySettings) -> Iterator[CycleRun]:
+    """A cycle counted in scheduling_active_workers; the caller calls `meter` when it ends."""
+    run = CycleRun()
+    if settings.metrics is None:
+        yield run
+        return
+    with settings.metrics.active_worker():
+        yield run
+
+
+def meter(settings: ActivitySettings, run: CycleRun, outcome: CycleOutcome) -> None:
+    """Record a cycle's binding writes and, if it reached the framework, its duration."""
+    metrics = settings.metrics
+    if metrics is None:
+        return
+    tally = run.tally
+    writes: tuple[tuple[BindingWrite, int], ...] = (
+        ("create", tally.created),
+        ("patch", tally.patched),
+        ("unschedule", tally.unscheduled),
+        ("remove_finalizer", tally.finalizers_removed),
+    )
+    for operation, count in writes:
+        metrics.count_binding_writes(operation, count)
+    if run.counted:
+        placement_type = (
+            run.placement_type if run.placement_type in names.PLACEMENT_TYPES
+            else INVALID_TYPE_LABEL
+        )
+        metrics.observe_cycle(run.duration_ms, placement_type=placement_type, outcome=outcome)

@@ -1,0 +1,254 @@
+"""`schedule_once`: one loop turn of a placement workflow, KubeFleet's `scheduleOnce`
+(kubefleet-rules 3.2), in one activity.
+
+The turn reads the placement; in standalone mode (the snapshotter on) it plays KubeFleet's
+placement controller first: the scheduler-cleanup finalizer, then the policy snapshot sync
+(kubefleet-rules 2); it finds the latest policy snapshot and, when there is exactly one, runs the
+cycle (`activities.cycle`). Anything else (placement gone, deleting, no or several latest
+snapshots) ends the turn with a phase the workflow acts on.
+
+Each attempt may run twice, or overlap a timed-out earlier attempt of itself, so it re-reads
+what it acts on and every write is safe to repeat."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Final
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.conditions import sync_failed_condition, write_scheduled_condition
+from activities.cycle import outcome_of, run_cycle
+from activities.models import SCHEDULE_ONCE, PrepareResult, TurnRequest, TurnResult
+from activities.plumbing import ActivitySettings, meter, metered
+from activities.snapshotter import sync_policy_snapshots
+from activities.translate import hub_failures, is_retryable
+from hub import names
+from hub.client import HubClient
+from hub.errors import HubError, NotFoundError
+from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
+from scheduler.scheduling import placement_type_of
+from scheduler.snapshots import (
+    InvalidPlacementError,
+    MultipleLatestSnapshotsError,
+    SnapshotError,
+    placement_scheduled_condition,
+)
+
+__all__ = ["ScheduleOnce", "name_too_long"]
+
+# Both labels are named: a snapshot that lacks its parent-CRP label is invisible to this lookup
+# (and to KubeFleet's), and a user reading only "is-latest-snapshot" would look in vain.
+NO_LATEST_MESSAGE: Final = (
+    "placement {placement!r} has no policy snapshot labelled {label}=true and "
+    "{parent}={placement} yet; waiting for the placement controller to create one"
+)
+# Label values are at most 63 characters, and the placement's name is the parent-CRP label value
+# of its snapshots and bindings; KubeFleet's webhook refuses longer placement names.
+MAX_LABEL_VALUE_LENGTH: Final = 63
+NAME_TOO_LONG_MESSAGE: Final = (
+    "placement name {placement!r} is {length} characters long; it labels the placement's policy "
+    "snapshots and bindings ({label}), and a label value holds at most {limit}: recreate the "
+    "placement with a shorter name"
+)
+MULTIPLE_LATEST_MESSAGE: Final = (
+    "placement {placement!r} has {count} policy snapshots labelled {label}=true ({listed}); "
+    'set the label to "false" on all but the newest'
+)
+
+
+def name_too_long(name: str) -> str | None:
+    """Why no object can carry this placement's name as a label, or None when one can."""
+    if len(name) <= MAX_LABEL_VALUE_LENGTH:
+        return None
+    return NAME_TOO_LONG_MESSAGE.format(
+        placement=name,
+        length=len(name),
+        label=names.PARENT_PLACEMENT_LABEL,
+        limit=MAX_LABEL_VALUE_LENGTH,
+    )
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """How the turn's first half ended; for a ready placement, the objects it read."""
+
+    result: PrepareResult
+    placement: ClusterResourcePlacement | None = None
+    snapshot: ClusterSchedulingPolicySnapshot | None = None
+
+
+class ScheduleOnce:
+    """The turn activity. One instance per worker process, holding that process's HubClient.
+    Thread-safe: the worker runs sync activities in a thread pool, and HubClient is shareable."""
+
+    def __init__(self, client: HubClient, settings: ActivitySettings | None = None) -> None:
+        self._client = client
+        self._settings = settings or ActivitySettings()
+
+    @activity.defn(name=SCHEDULE_ONCE)
+    def schedule_once(self, request: TurnRequest) -> TurnResult:
+        """Prepare, then, when the placement is ready, the cycle numbered `request.cycle`."""
+        doing = f"cycle {request.cycle} of placement {request.placement!r}"
+        with hub_failures(doing):
+            prepared = self._prepare(request.placement)
+        if prepared.placement is None or prepared.snapshot is None:
+            return TurnResult(prepared=prepared.result)
+        with metered(self._settings) as run:
+            try:
+                with hub_failures(doing):
+                    try:
+                        report = run_cycle(
+                            self._client,
+                            self._settings,
+                            request,
+                            prepared.placement,
+                            prepared.snapshot,
+                            run,
+                        )
+                    except BaseException:
+                        self._pending_after_failure(prepared)
+                        raise
+            except ApplicationError as err:
+                meter(self._settings, run, "error" if is_retryable(err) else "unexpected")
+                raise
+        meter(self._settings, run, outcome_of(report))
+        return TurnResult(prepared=prepared.result, report=report)
+
+    # --- the first half: kubefleet-rules 3.2 steps 2-5 -------------------------------------
+
+    def _prepare(self, name: str) -> _Prepared:
+        client, snapshotter = self._client, self._settings.snapshotter
+        try:
+            placement = client.get(ClusterResourcePlacement, name)
+        except NotFoundError:
+            return _Prepared(
+                PrepareResult(phase="gone", message=f"placement {name!r} does not exist")
+            )
+        generation = placement.metadata.generation
+        if placement.metadata.deleting:
+            return _Prepared(
+                PrepareResult(
+                    phase="deleting",
+                    message=f"placement {name!r} is being deleted",
+                    placement_generation=generation,
+                )
+            )
+
+        if too_long := name_too_long(name):
+            if snapshotter:
+                return _Prepared(self._sync_failed(placement, InvalidPlacementError(too_long)))
+            return _Prepared(
+                PrepareResult(
+                    phase="no_latest_snapshot", message=too_long, placement_generation=generation
+                )
+            )
+
+        action: str | None = None
+        known: tuple[ClusterSchedulingPolicySnapshot, ...] | None = None
+        if snapshotter:
+            # Finalizer first, as KubeFleet's placement controller adds its own before making
+            # snapshots: once one exists, a deletion waits for the cleanup that removes it.
+            # The other way round, a placement deleted after the snapshot was made but before
+            # the finalizer landed (a failed write, a killed worker) vanished at once and left
+            # its snapshots behind for good.
+            placement = self._ensure_finalizer(placement)
+            try:
+                synced = sync_policy_snapshots(client, placement)
+            except SnapshotError as exc:
+                return _Prepared(self._sync_failed(placement, exc))
+            action, known = synced.action, synced.latest
+
+        latest = (
+            list(known)
+            if known is not None
+            else client.list(
+                ClusterSchedulingPolicySnapshot,
+                {names.PARENT_PLACEMENT_LABEL: name, names.IS_LATEST_SNAPSHOT_LABEL: "true"},
+            ).items
+        )
+        if len(latest) != 1:
+            phase = "no_latest_snapshot" if not latest else "multiple_latest_snapshots"
+            message = (
+                NO_LATEST_MESSAGE.format(
+                    placement=name,
+                    label=names.IS_LATEST_SNAPSHOT_LABEL,
+                    parent=names.PARENT_PLACEMENT_LABEL,
+                )
+                if not latest
+                else MULTIPLE_LATEST_MESSAGE.format(
+                    placement=name,
+                    count=len(latest),
+                    label=names.IS_LATEST_SNAPSHOT_LABEL,
+                    listed=", ".join(sorted(s.name for s in latest)),
+                )
+            )
+            return _Prepared(
+                PrepareResult(
+                    phase=phase,
+                    message=message,
+                    placement_generation=generation,
+                    snapshot_action=action,
+                )
+            )
+        snapshot = latest[0]
+        placement = self._ensure_finalizer(placement)
+        placement_type = placement_type_of(snapshot)
+        result = PrepareResult(
+            phase="ready",
+            message=f"latest policy snapshot {snapshot.name} ({placement_type})",
+            snapshot=snapshot.name,
+            placement_type=placement_type,
+            placement_generation=generation,
+            snapshot_action=action,
+        )
+        return _Prepared(result, placement, snapshot)
+
+    def _ensure_finalizer(self, placement: ClusterResourcePlacement) -> ClusterResourcePlacement:
+        finalizers = placement.metadata.finalizers
+        if names.SCHEDULER_CLEANUP_FINALIZER in finalizers:
+            return placement
+        return self._client.patch(
+            ClusterResourcePlacement,
+            placement.name,
+            {"metadata": {"finalizers": [*finalizers, names.SCHEDULER_CLEANUP_FINALIZER]}},
+            resource_version=placement.metadata.resource_version,
+        )
+
+    def _sync_failed(
+        self, placement: ClusterResourcePlacement, exc: SnapshotError
+    ) -> PrepareResult:
+        """Say on the placement why its snapshots cannot be kept, then wait for a change."""
+        error = str(exc)
+        now = self._settings.now()
+        write_scheduled_condition(
+            self._client, placement, lambda p: sync_failed_condition(p, error, now)
+        )
+        phase = (
+            "multiple_latest_snapshots"
+            if isinstance(exc, MultipleLatestSnapshotsError)
+            else "no_latest_snapshot"
+        )
+        return PrepareResult(
+            phase=phase,
+            message=f"policy snapshot sync failed: {error}",
+            placement_generation=placement.metadata.generation,
+            snapshot_action="failed",
+        )
+
+    def _pending_after_failure(self, prepared: _Prepared) -> None:
+        """A cycle that failed before its status write leaves the condition KubeFleet's
+        placement controller would show (SchedulePending for a new snapshot); best effort:
+        the hub is likely what failed, and the retry writes the real condition anyway."""
+        placement, snapshot = prepared.placement, prepared.snapshot
+        if not self._settings.snapshotter or placement is None or snapshot is None:
+            return
+        # The placement controller re-derives the condition on every reconcile
+        # (kubefleet-rules 2.7): a new snapshot makes it SchedulePending until the cycle reports.
+        now = self._settings.now()
+        with suppress(HubError):
+            write_scheduled_condition(
+                self._client, placement, lambda p: placement_scheduled_condition(p, snapshot, now)
+            )
