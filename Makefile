@@ -34,11 +34,11 @@ system-deps:
 run: $(STAMP)
 	$(BIN)/fleet-scheduler dev --kubeconfig-out $(RUN_DIR)/kubeconfig --hub-port 6443 --temporal-port 7233 --ui-port 8233 --data-dir $(RUN_DIR) --sample-fleet --sample-placements
 
-# The layering contracts (scheduler/ pure, one-way imports) and strict typing are checked first:
-# they are what keeps the scheduler testable alone and the workflows deterministic.
-test: $(STAMP) system-deps
-	$(BIN)/lint-imports
-	$(BIN)/mypy scheduler hub
+# Every layer is checked before the tests: ruff over the whole tree, strict typing of every
+# package, and the layering contracts (scheduler/ pure, one-way imports), which keep the
+# scheduler testable alone and the workflows deterministic.
+PACKAGES := hub scheduler activities workflows workers devhub
+test: $(STAMP) system-deps lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # The long reliability run: 1,000 placements, rounds of SIGKILLs under faults and churn. Sizes
@@ -51,8 +51,8 @@ unit: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy $(PACKAGES)
 	$(BIN)/lint-imports
-	$(BIN)/mypy scheduler hub
 
 # The end-to-end bench at 100 clusters and 1,000 placements (bench/RESULTS.md has the matrix).
 BENCH_ARGS ?= --clusters 100 --placements 1000

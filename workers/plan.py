@@ -21,15 +21,11 @@ from typing import Any, Final
 import yaml
 from pydantic import ValidationError
 
+from activities.cycle import read_fleet
 from hub import names
 from hub.client import HubClient
 from hub.errors import NotFoundError
-from hub.types import (
-    ClusterResourceBinding,
-    ClusterResourcePlacement,
-    ClusterSchedulingPolicySnapshot,
-    MemberCluster,
-)
+from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
 from scheduler import CycleInput, CycleResult, Profile, schedule
 from scheduler.snapshots import SnapshotError, SnapshotSync, plan_snapshot_sync
 from workers.render import explanation_lines
@@ -175,13 +171,12 @@ def what_if(
     except SnapshotError as exc:
         raise PlacementFileError(str(exc)) from None
     snapshot = _latest_after(sync, snapshots)
-    clusters = hub.list(MemberCluster).items
-    bindings = hub.list(ClusterResourceBinding, own).items if applied is not None else []
+    fleet = read_fleet(hub, name)
     result = schedule(
         CycleInput(
             snapshot=snapshot,
-            clusters=list(clusters),
-            bindings=list(bindings),
+            clusters=fleet.clusters,
+            bindings=fleet.bindings,
             now=now or datetime.now(UTC),
         ),
         profile,
@@ -192,8 +187,8 @@ def what_if(
         policy_changed=sync.create is not None,
         snapshots=sync,
         snapshot=snapshot,
-        clusters_seen=len(clusters),
-        bindings_seen=len(bindings),
+        clusters_seen=len(fleet.clusters),
+        bindings_seen=len(fleet.bindings),
         result=result,
     )
 
