@@ -56,7 +56,7 @@ from activities.turn import ScheduleOnce
 from hub.client import HubClient, Resync, WatchEvent
 from hub.types import ClusterResourcePlacement
 from scheduler import Outcome
-from workers.client import connect
+from workers.temporal_client import TemporalTarget, connect
 from workers.worker import DEFAULT_MAX_CONCURRENT_ACTIVITIES
 from workflows.placement import PlacementWorkflow
 
@@ -296,7 +296,7 @@ class NoopActivities:
 
 async def run_ceiling(args: argparse.Namespace) -> None:
     stop = _stop_on_signals()
-    client = await connect(args.temporal_address, args.namespace)
+    client = await connect(TemporalTarget(args.temporal_address, args.namespace))
     noop = NoopActivities()
     slots = args.max_concurrent_activities
     with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="activity") as executor:

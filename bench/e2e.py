@@ -59,7 +59,7 @@ from temporalio.common import (
 )
 
 from hub import names as hub_names
-from workers.client import connect
+from workers.temporal_client import TemporalTarget, connect
 from workflows import names
 from workflows.models import HubEvent, PlacementInput
 from workflows.placement import PlacementWorkflow
@@ -437,7 +437,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> None:
         stack.start_devhub()
         server = await stack.start_temporal()
         hub = Hub(stack.hub_url, stack.token)
-        client = await connect(server.target, server.namespace)
+        client = await connect(TemporalTarget(server.target, server.namespace))
         report("config.clusters", args.clusters)
         report("config.placements", args.placements)
         report("config.temporal_db", args.temporal_db)

@@ -52,15 +52,6 @@ from hub.errors import (
 )
 from hub.types import ClusterResourcePlacement
 from scheduler import Profile, ProfileError, load_profile
-from workers.client import (
-    DEFAULT_TEMPORAL_ADDRESS,
-    ENV_TEMPORAL_ADDRESS,
-    ENV_TEMPORAL_NAMESPACE,
-    TemporalUnavailableError,
-    connect,
-    default_address,
-    default_namespace,
-)
 from workers.devserver import (
     DEFAULT_NAMESPACE,
     LOOPBACK,
@@ -73,6 +64,14 @@ from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
 from workers.plan import PlacementFileError, load_placement_file, render_plan, what_if
 from workers.render import PlacementRow, evaluated_clusters, render_explain, render_status
 from workers.telemetry import TelemetryConfigError, setup_tracing, shutdown_tracing
+from workers.temporal_client import (
+    DEFAULT_TEMPORAL_ADDRESS,
+    TemporalConfigError,
+    TemporalTarget,
+    TemporalUnavailableError,
+    connect,
+    load_target,
+)
 from workers.worker import DEFAULT_MAX_CONCURRENT_ACTIVITIES, Serving, serve
 from workflows import names
 from workflows.models import PlacementStatus, RequeueRequest
@@ -201,6 +200,7 @@ _USER_ERRORS: tuple[type[BaseException], ...] = (
     SearchAttributeError,
     HubConfigError,
     PlacementFileError,
+    TemporalConfigError,
     ProfileError,
     TelemetryConfigError,
 )
@@ -246,21 +246,34 @@ def _load_profile(path: Path | None) -> Profile | None:
     if path is None:
         return None
     if not path.is_file():
-        raise CliError(f"profile {str(path)!r} does not exist")
+        raise CliError(f"scheduler config (--config) {str(path)!r} does not exist")
     try:
         return load_profile(path)
     except ProfileError as exc:
-        raise CliError(f"profile {str(path)!r}: {_one_line(exc)}") from exc
+        raise CliError(f"scheduler config (--config) {str(path)!r}: {_one_line(exc)}") from exc
 
 
 def _add_temporal_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--temporal-address", default=default_address(), metavar="HOST:PORT",
-        help=f"Temporal frontend (default ${ENV_TEMPORAL_ADDRESS} or {DEFAULT_TEMPORAL_ADDRESS})",
+        "--temporal-address", default=None, metavar="HOST:PORT",
+        help="Temporal frontend (default: $TEMPORAL_ADDRESS, the Temporal config profile, or "
+             f"{DEFAULT_TEMPORAL_ADDRESS})",
     )
     parser.add_argument(
-        "--namespace", default=default_namespace(),
-        help=f"Temporal namespace (default ${ENV_TEMPORAL_NAMESPACE} or {DEFAULT_NAMESPACE})",
+        "--namespace", default=None,
+        help="Temporal namespace (default: $TEMPORAL_NAMESPACE, the Temporal config profile, or "
+             f"{DEFAULT_NAMESPACE})",
+    )
+    parser.add_argument(
+        "--temporal-profile", default=None, metavar="NAME",
+        help="profile of the Temporal config file (default: $TEMPORAL_PROFILE or \"default\"); "
+             "TLS, mTLS and API keys come from there or from TEMPORAL_* variables",
+    )
+
+
+def _temporal_target(args: argparse.Namespace) -> TemporalTarget:
+    return load_target(
+        address=args.temporal_address, namespace=args.namespace, profile=args.temporal_profile
     )
 
 
@@ -273,8 +286,9 @@ def _add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: i
                         help="serve /metrics, /healthz and /readyz here "
                              f"({'0 = a free port, ' if metrics_port == 0 else ''}"
                              f"default {metrics_port})")
-    parser.add_argument("--profile", type=Path, default=None, metavar="FILE",
-                        help="scheduler profile YAML (default: KubeFleet's default profile)")
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="the scheduler's configuration: a profile YAML of plugins and scoring "
+                             "(default: KubeFleet's default profile)")
     parser.add_argument("--max-concurrent-activities", type=int,
                         default=DEFAULT_MAX_CONCURRENT_ACTIVITIES, metavar="N",
                         help="activity slots and threads "
@@ -283,7 +297,7 @@ def _add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: i
 
 def _settings(args: argparse.Namespace, metrics: SchedulerMetrics) -> ActivitySettings:
     return ActivitySettings(
-        snapshotter=not args.no_snapshotter, profile=_load_profile(args.profile), metrics=metrics
+        snapshotter=not args.no_snapshotter, profile=_load_profile(args.config), metrics=metrics
     )
 
 
@@ -403,7 +417,7 @@ async def _start_dev(
     stored = f"data in {server.db_path}" if server.db_path else "in memory"
     print(f"Temporal:     {server.target}, namespace {server.namespace} ({stored})")
     print(f"Temporal UI:  {server.ui_url}/namespaces/{server.namespace}/workflows")
-    client = await connect(server.target, server.namespace, runtime=runtime)
+    client = await connect(TemporalTarget(server.target, server.namespace), runtime=runtime)
     return _DevStack(hub, server, client, hub_client, kubeconfig, fleet, placements, samples)
 
 
@@ -515,14 +529,15 @@ async def _run(args: argparse.Namespace) -> int:
     metrics = SchedulerMetrics()
     try:
         settings = _settings(args, metrics)
+        target = _temporal_target(args)
         hub = _hub_client(args.kubeconfig, args.context)
         try:
             runtime, metrics.sdk_metrics_url = sdk_metrics_runtime()
-            client = await connect(args.temporal_address, args.namespace, runtime=runtime)
-            added = await ensure_search_attributes(client, args.namespace)
+            client = await connect(target, runtime=runtime)
+            added = await ensure_search_attributes(client, target.namespace)
             if added:
                 print(f"registered search attributes {', '.join(added)} in namespace "
-                      f"{args.namespace}", flush=True)
+                      f"{target.namespace}", flush=True)
             await serve(
                 client,
                 hub,
@@ -537,7 +552,7 @@ async def _run(args: argparse.Namespace) -> int:
                 max_concurrent_activities=args.max_concurrent_activities,
                 on_ready=lambda serving: print(
                     f"{PROG} run: ready in {serving.ready_after_s:.1f}s; hub {hub.host}, "
-                    f"Temporal {args.temporal_address}/{args.namespace}, task queue "
+                    f"Temporal {target.describe()}, task queue "
                     f"{serving.task_queue}, metrics {serving.metrics_url}",
                     flush=True,
                 ),
@@ -612,22 +627,22 @@ def add_requeue_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def _requeue(args: argparse.Namespace) -> int:
     workflow_id = _workflow_id(args.name)
-    client = await connect(args.temporal_address, args.namespace)
-    before = await _query_status(client, workflow_id, args.namespace) if args.wait else None
+    client = await connect(_temporal_target(args))
+    before = await _query_status(client, workflow_id, client.namespace) if args.wait else None
     request = RequeueRequest(fresh=args.fresh, reason=args.reason or "requested with the CLI")
     try:
         await client.get_workflow_handle(workflow_id).signal(
             names.SIGNAL_REQUEUE, request, rpc_timeout=RPC_TIMEOUT
         )
     except RPCError as exc:
-        raise _rpc_problem(exc, workflow_id, args.namespace) from exc
+        raise _rpc_problem(exc, workflow_id, client.namespace) from exc
     kind = "fresh requeue" if args.fresh else "requeue"
     print(f"sent {kind} to {workflow_id}" + (f" ({args.reason})" if args.reason else ""))
     if before is None:
         return EXIT_OK
     deadline = time.monotonic() + WAIT_TIMEOUT_S
     while time.monotonic() < deadline:
-        now = await _query_status(client, workflow_id, args.namespace)
+        now = await _query_status(client, workflow_id, client.namespace)
         # Settled: at least one new cycle, and no follow-up cycle (e.g. PickN's next batch)
         # queued behind it.
         if now.cycles > before.cycles and not now.pending_reasons:
@@ -689,8 +704,8 @@ async def _last_evaluating_cycle(client: Client, workflow_id: str) -> CycleRepor
 
 async def _explain(args: argparse.Namespace) -> int:
     workflow_id = _workflow_id(args.name)
-    client = await connect(args.temporal_address, args.namespace)
-    status = await _query_status(client, workflow_id, args.namespace)
+    client = await connect(_temporal_target(args))
+    status = await _query_status(client, workflow_id, client.namespace)
     evaluating = None
     if status.last is not None and not evaluated_clusters(status.last.explanation):
         try:
@@ -754,7 +769,7 @@ async def _status_row(
 async def _status(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise CliError(f"--limit must be at least 1, got {args.limit}")
-    client = await connect(args.temporal_address, args.namespace)
+    client = await connect(_temporal_target(args))
     query = f"WorkflowType = '{names.PLACEMENT_WORKFLOW}'"
     if not args.all:
         query += " AND ExecutionStatus = 'Running'"
@@ -767,7 +782,7 @@ async def _status(args: argparse.Namespace) -> int:
             if len(executions) >= args.limit:
                 break
     except RPCError as exc:
-        raise CliError(f"cannot list workflows in namespace {args.namespace}: "
+        raise CliError(f"cannot list workflows in namespace {client.namespace}: "
                        f"{exc.message}") from exc
     gate = asyncio.Semaphore(STATUS_QUERY_CONCURRENCY)
     rows = await asyncio.gather(*(_status_row(client, e, gate) for e in executions.values()))
@@ -790,13 +805,14 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the hub's kubeconfig (default: $KUBECONFIG, the pod's service "
                              "account, or ~/.kube/config)")
     parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
-    parser.add_argument("--profile", type=Path, default=None, metavar="FILE",
-                        help="scheduler profile YAML (default: KubeFleet's default profile)")
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="the scheduler's configuration: a profile YAML of plugins and scoring "
+                             "(default: KubeFleet's default profile)")
 
 
 def run_plan(args: argparse.Namespace) -> int:
     placement = load_placement_file(args.filename)
-    profile = _load_profile(args.profile)
+    profile = _load_profile(args.config)
     hub = _hub_client(args.kubeconfig, args.context)
     try:
         planned = what_if(hub, placement, profile=profile)

@@ -29,8 +29,8 @@ from temporalio.client import Client
 
 from hub.client import HubClient
 from tests.reliability.procs import Proc, Processes
-from workers.client import connect
 from workers.devserver import DevServer, find_temporal_binary, free_port
+from workers.temporal_client import TemporalTarget, connect
 from workflows import names
 
 __all__ = ["HubProcess", "SchedulerProcess", "System", "TemporalProcess"]
@@ -174,7 +174,7 @@ class TemporalProcess(_Restartable):
             if not self.proc.alive:
                 break
             try:
-                client = await connect(self.address, NAMESPACE, timeout_s=2.0)
+                client = await connect(TemporalTarget(self.address, NAMESPACE), timeout_s=2.0)
                 await client.count_workflows()  # the visibility store answers too
                 return
             except Exception as exc:  # not up yet
@@ -294,7 +294,7 @@ class System:
 
     async def client(self) -> Client:
         if self._client is None:
-            self._client = await connect(self.temporal.address, NAMESPACE)
+            self._client = await connect(TemporalTarget(self.temporal.address, NAMESPACE))
         return self._client
 
     @property

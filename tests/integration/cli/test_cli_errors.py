@@ -63,7 +63,7 @@ def test_the_temporal_address_comes_from_the_environment() -> None:
     result = subprocess.run(
         [*fleet_scheduler(), "status"],
         capture_output=True, text=True, timeout=60, check=False,
-        env={**os.environ, "FLEET_TEMPORAL_ADDRESS": target},
+        env={**os.environ, "TEMPORAL_ADDRESS": target},
     )  # fmt: skip
     assert_one_line_error(result, f"cannot reach Temporal at {target}")
 
@@ -123,10 +123,10 @@ def test_run_with_a_bad_profile_is_one_line(tmp_path: Path) -> None:
     profile = tmp_path / "profile.yaml"
     profile.write_text("plugins:\n  score:\n    enabled: [{name: NoSuchPlugin}]\n")
     result = run_cli(
-        "run", "--profile", str(profile), "--kubeconfig", str(tmp_path / "kc"),
+        "run", "--config", str(profile), "--kubeconfig", str(tmp_path / "kc"),
         "--temporal-address", unreachable(), "--metrics-port", "0",
     )  # fmt: skip
-    assert_one_line_error(result, f"profile '{profile}'", "NoSuchPlugin")
+    assert_one_line_error(result, f"scheduler config (--config) '{profile}'", "NoSuchPlugin")
 
 
 def test_run_with_unreachable_temporal_is_one_line(hub_kubeconfig: Path) -> None:

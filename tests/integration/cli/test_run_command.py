@@ -75,7 +75,7 @@ async def test_run_schedules_with_the_watcher_and_worker_in_separate_processes(
     common = ["--kubeconfig", str(hub_kubeconfig), "--temporal-address", address,
               "--namespace", "default", "--task-queue", queue]  # fmt: skip
     watcher = RunProcess(tmp_path, *common, "--no-worker")
-    worker = RunProcess(tmp_path, *common, "--no-watcher", "--profile", str(profile))
+    worker = RunProcess(tmp_path, *common, "--no-watcher", "--config", str(profile))
     try:
         await asyncio.gather(
             asyncio.to_thread(watcher.wait_ready), asyncio.to_thread(worker.wait_ready)
@@ -95,7 +95,7 @@ async def test_run_schedules_with_the_watcher_and_worker_in_separate_processes(
             )
         explained = await asyncio.to_thread(run_cli, "explain", name, "--temporal-address", address)
         assert explained.returncode == 0, explained.stderr
-        assert "score mode weightedSum" in explained.stdout  # the worker's --profile
+        assert "score mode weightedSum" in explained.stdout  # the worker's --config
         # The most nodes, which the placement's property sorter prefers with weight 100.
         assert re.search(r"^member-eastus-1\s+picked", explained.stdout, re.MULTILINE)
     finally:

@@ -28,8 +28,8 @@ from temporalio.client import WorkflowExecutionStatus
 from hub.errors import NotFoundError
 from hub.types import ClusterResourcePlacement
 from workers.cli import read_placements
-from workers.client import connect
 from workers.devserver import find_temporal_binary
+from workers.temporal_client import TemporalTarget, connect
 from workflows import names
 
 CHROMIUM = shutil.which("chromium")
@@ -91,7 +91,7 @@ async def test_the_ui_shows_a_placements_cycles(tmp_path: Path) -> None:
                 return False
 
             wait_for(f"{PLACEMENT} to be cleaned up", gone)
-        client = await connect(dev.address)
+        client = await connect(TemporalTarget(dev.address))
         handle = client.get_workflow_handle(names.workflow_id(PLACEMENT))
         deadline = time.monotonic() + 30
         while (description := await handle.describe()).status != WorkflowExecutionStatus.COMPLETED:

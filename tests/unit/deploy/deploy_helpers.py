@@ -336,6 +336,13 @@ def render(overlay: str) -> list[dict[str, Any]]:
     return copy.deepcopy(list(_render(overlay)))
 
 
+def container(deployment: Mapping[str, Any]) -> dict[str, Any]:
+    """The one container of a Deployment's pod."""
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1, "one container per pod: fleet-scheduler"
+    return dict(containers[0])
+
+
 def by_kind(objects: Iterable[Mapping[str, Any]], kind: str) -> dict[str, Any]:
     """name -> object for every object of `kind`."""
     return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}

@@ -23,6 +23,7 @@ from deploy_helpers import (
     REPO,
     STANDALONE,
     by_kind,
+    container,
     kubectl,
     one,
     render,
@@ -33,6 +34,7 @@ from hub import crds
 from hub.types import KINDS
 from workers.cli import build_parser
 from workers.devserver import LOOPBACK
+from workers.temporal_client import load_target
 
 NAMESPACE = "fleet-scheduler"
 SERVICE_ACCOUNT = "fleet-scheduler"
@@ -71,12 +73,6 @@ def _kubectl() -> Iterator[None]:
 
 def deployments(overlay: str) -> dict[str, dict[str, Any]]:
     return by_kind(render(overlay), "Deployment")
-
-
-def container(deployment: Mapping[str, Any]) -> dict[str, Any]:
-    containers = deployment["spec"]["template"]["spec"]["containers"]
-    assert len(containers) == 1, "one container per pod: fleet-scheduler"
-    return dict(containers[0])
 
 
 def config_map(overlay: str) -> dict[str, Any]:
@@ -195,10 +191,13 @@ def test_deployment_connects_from_inside_the_cluster(overlay: str, name: str) ->
     assert args.kubeconfig is None
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == SERVICE_ACCOUNT
     assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
-    assert args.temporal_address == data["FLEET_TEMPORAL_ADDRESS"]
-    assert args.namespace == data["FLEET_TEMPORAL_NAMESPACE"]
-    assert container(deployment)["args"].count(
-        "--temporal-address=$(FLEET_TEMPORAL_ADDRESS)") == 1
+    # No Temporal flags: the SDK's standard variables from the ConfigMap say where to connect,
+    # read by the same loader the process uses.
+    assert (args.temporal_address, args.namespace, args.temporal_profile) == (None, None, None)
+    target = load_target(env=data)
+    assert (target.address, target.namespace) == (
+        data["TEMPORAL_ADDRESS"], data["TEMPORAL_NAMESPACE"]
+    )
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -295,7 +294,7 @@ def test_network_policy_allows_exactly_our_traffic(overlay: str) -> None:
         assert ports(rule), f"an egress rule without ports opens everything: {rule}"
         egress |= ports(rule)
     data = config_map(overlay)["data"]
-    temporal_port = int(data["FLEET_TEMPORAL_ADDRESS"].rpartition(":")[2])
+    temporal_port = int(data["TEMPORAL_ADDRESS"].rpartition(":")[2])
     otlp_port = urlsplit(data["OTEL_EXPORTER_OTLP_ENDPOINT"]).port
     assert egress == (
         {("UDP", DNS_PORT), ("TCP", DNS_PORT), ("TCP", temporal_port)}
@@ -334,7 +333,7 @@ def test_the_readme_customisation_sets_image_and_temporal_address(
     (own / "kustomization.yaml").write_text(text)
     objects = render_directory(own)
     (config,) = by_kind(objects, "ConfigMap").values()
-    assert config["data"]["FLEET_TEMPORAL_ADDRESS"] == "temporal.example.com:7233"
+    assert config["data"]["TEMPORAL_ADDRESS"] == "temporal.example.com:7233"
     assert config["data"]["OTEL_TRACES_EXPORTER"] == "none"  # merged, not replaced
     for deployment in by_kind(objects, "Deployment").values():
         spec = container(deployment)
