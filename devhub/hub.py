@@ -73,7 +73,7 @@ class DevHub:
         token: the bearer token clients must send; a random one when None.
         watch_window: how many recent events a watch can resume from (older: 410 Expired).
         bookmark_interval: seconds between BOOKMARK events on watches that allow them.
-        crd_dir: the CRD manifests to serve (default: the repo's deploy/crds).
+        crd_dir: CRD manifests to serve instead of those generated from the models.
         fault_seed: seeds the choice of which requests a partial-share fault fails.
     """
 

