@@ -5,11 +5,29 @@ fields are only ever added, with defaults, never renamed."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from activities.models import ActivityModel, CycleReport
 
-__all__ = ["CarriedState", "HubEvent", "PlacementInput", "PlacementStatus", "RequeueRequest"]
+__all__ = [
+    "CarriedState",
+    "HubEvent",
+    "PlacementInput",
+    "PlacementPhase",
+    "PlacementStatus",
+    "RequeueRequest",
+]
+
+PlacementPhase = Literal["pending", "running", "idle", "requeue_timer", "cleaning_up", "done"]
+"""Where a placement workflow is in its loop, for programs (`waiting_for` says it for people):
+pending: work is queued and the next turn is about to start; running: a turn (or the cycle in
+it) is in progress; idle: waiting for a hub event or a requeue, with nothing queued (after a
+finished cycle, a placement that is not ready, or a turn that failed in a way retrying cannot
+fix: see `last_error`); requeue_timer: waiting for a cycle's requeue-after timer or an event;
+cleaning_up: the placement is being deleted and its cleanup runs; done: the workflow is ending
+(placement gone or cleaned up)."""
 
 
 class RequeueRequest(ActivityModel):
@@ -35,6 +53,7 @@ class CarriedState(ActivityModel):
     last: CycleReport | None = None
     last_error: str | None = None
     waiting_for: str = ""
+    phase: PlacementPhase = "pending"
 
 
 class PlacementInput(ActivityModel):
@@ -51,6 +70,7 @@ class PlacementStatus(ActivityModel):
     placement: str
     cycles: int
     waiting_for: str
+    phase: PlacementPhase = "idle"
     pending_reasons: list[str] = Field(default_factory=list)
     fresh_pending: bool = False
     last: CycleReport | None = None

@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         CarriedState,
         HubEvent,
         PlacementInput,
+        PlacementPhase,
         PlacementStatus,
         RequeueRequest,
     )
@@ -85,6 +86,7 @@ class PlacementWorkflow:
         self._last: CycleReport | None = carried.last
         self._last_error = carried.last_error
         self._waiting_for = carried.waiting_for or "the first cycle"
+        self._phase: PlacementPhase = carried.phase if input.carried else "pending"
         self._cycles_this_run = 0
         self._cycles_per_run = input.cycles_per_run or MAX_CYCLES_PER_RUN
         # Search attribute values this run last upserted (type, fully scheduled).
@@ -108,7 +110,7 @@ class PlacementWorkflow:
                 continue
             prepared, report = turn.prepared, turn.report
             if prepared.phase == "gone":
-                self._waiting_for = "nothing: the placement is gone"
+                self._set_phase("done", "nothing: the placement is gone")
                 if self._dirty:
                     continue  # an event since: the placement may have been created again
                 return self._status()
@@ -118,7 +120,7 @@ class PlacementWorkflow:
                 continue
             if prepared.phase != "ready" or report is None:
                 # KubeFleet forgets the key and waits for the snapshot watcher (3.2 step 4).
-                self._waiting_for = f"an event: {prepared.message}"
+                self._set_phase("idle", f"an event: {prepared.message}")
                 continue
 
             await self._after_cycle(report)
@@ -181,7 +183,7 @@ class PlacementWorkflow:
         """The loop turn as one activity: prepare and, when ready, the cycle (kubefleet-rules
         3.2)."""
         cycle = self._cycles + 1
-        self._waiting_for = f"cycle {cycle}"
+        self._set_phase("running", f"cycle {cycle}")
         workflow.set_current_details(f"running cycle {cycle}")
         kind = f"{self._last.placement_type} " if self._last is not None else ""
         try:
@@ -224,17 +226,17 @@ class PlacementWorkflow:
             )
         if report.requeue:
             self._mark_dirty(f"cycle {cycle} asked to requeue now")
-            self._waiting_for = "the next batch"
+            self._set_phase("pending", "the next batch")
         elif report.requeue_after_seconds:
             await self._requeue_after(cycle, report.requeue_after_seconds)
         else:
-            self._waiting_for = (
-                "an event (placement, snapshot, cluster or binding change, or requeue)"
+            self._set_phase(
+                "idle", "an event (placement, snapshot, cluster or binding change, or requeue)"
             )
         workflow.set_current_details(report.summary)
 
     async def _requeue_after(self, cycle: int, seconds: float) -> None:
-        self._waiting_for = f"a {seconds:g}s requeue timer, or an event"
+        self._set_phase("requeue_timer", f"a {seconds:g}s requeue timer, or an event")
         try:
             await workflow.wait_condition(
                 lambda: self._dirty,
@@ -245,7 +247,7 @@ class PlacementWorkflow:
             self._mark_dirty(f"requeue after {seconds:g}s (cycle {cycle})")
 
     async def _cleanup(self) -> bool:
-        self._waiting_for = "cleanup"
+        self._set_phase("cleaning_up", "cleanup")
         workflow.set_current_details("placement deleting: removing its bindings and finalizer")
         try:
             report = await workflow.execute_activity_method(
@@ -261,7 +263,7 @@ class PlacementWorkflow:
             # fail the workflow; record it and let the next event decide again.
             self._record_failure("cleanup", err)
             return False
-        self._waiting_for = f"nothing: cleaned up ({report.summary})"
+        self._set_phase("done", f"nothing: cleaned up ({report.summary})")
         workflow.set_current_details(self._waiting_for)
         return True
 
@@ -274,8 +276,11 @@ class PlacementWorkflow:
         else:
             message = f"{what} failed: {cause or err}"
         self._last_error = message
-        self._waiting_for = f"an event (last attempt: {message})"
+        self._set_phase("idle", f"an event (last attempt: {message})")
         workflow.logger.warning("placement %s: %s", self._placement, message)
+
+    def _set_phase(self, phase: PlacementPhase, waiting_for: str) -> None:
+        self._phase, self._waiting_for = phase, waiting_for
 
     def _mark_dirty(self, reason: str) -> None:
         self._dirty = True
@@ -301,6 +306,7 @@ class PlacementWorkflow:
             last=self._last,
             last_error=self._last_error,
             waiting_for=self._waiting_for,
+            phase=self._phase,
         )
 
     def _status(self) -> PlacementStatus:
@@ -308,6 +314,9 @@ class PlacementWorkflow:
             placement=self._placement,
             cycles=self._cycles,
             waiting_for=self._waiting_for,
+            # Queued work shows as pending whatever the loop last said it waits for.
+            phase="pending" if self._dirty and self._phase in ("idle", "requeue_timer")
+            else self._phase,
             pending_reasons=list(self._reasons) if self._dirty else [],
             fresh_pending=self._fresh,
             last=self._last,

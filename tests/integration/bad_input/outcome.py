@@ -82,7 +82,7 @@ def _idle(current: PlacementStatus | None, cycles: int) -> bool:
     return (
         current is not None
         and current.cycles >= cycles
-        and current.waiting_for.startswith("an event")
+        and current.phase == "idle"
         and not current.pending_reasons
     )
 

@@ -110,7 +110,7 @@ async def settled(client: Client, placement: str, timeout: float = WAIT_SECONDS)
     current = None
     while time.monotonic() < deadline:
         current = await status(client, placement)
-        if current and current.cycles > 0 and current.waiting_for.startswith("an event"):
+        if current and current.cycles > 0 and current.phase == "idle":
             return current
         await asyncio.sleep(0.2)
     raise AssertionError(f"{placement} did not settle; last status: {current}")

@@ -68,7 +68,7 @@ async def eventually(
 
 
 def idle(status: PlacementStatus) -> bool:
-    return status.waiting_for.startswith("an event")
+    return status.phase == "idle"
 
 
 async def test_one_requeue_signal_runs_exactly_one_cycle(temporal_client, task_queue, worker):
@@ -121,8 +121,9 @@ async def test_requeue_now_runs_the_next_batch_without_an_event(
 async def test_requeue_after_is_a_durable_timer(temporal_client, task_queue, worker):
     name = placement_name()
     handle = await start(temporal_client, task_queue, name, Script(requeue_after=1.0))
-    first = await eventually(handle, lambda s: s.cycles == 1)
-    assert "requeue timer" in first.waiting_for or first.cycles == 1
+    # Between the first cycle and the timer firing, the workflow says it waits for the timer.
+    first = await eventually(handle, lambda s: s.cycles == 1 and s.phase == "requeue_timer")
+    assert first.waiting_for == "a 1s requeue timer, or an event"
     await eventually(handle, lambda s: s.cycles == 2 and idle(s), timeout=10)
     assert "requeue after 1s" in SCRIPTS[name].cycles[1].reason
     history = await handle.fetch_history()
@@ -155,6 +156,7 @@ async def test_a_deleting_placement_is_cleaned_up_and_the_workflow_completes(
     result = await asyncio.wait_for(handle.result(), timeout=60)
     assert SCRIPTS[name].cleanups == 1
     assert "cleaned up (2 bindings deleted)" in result.waiting_for
+    assert result.phase == "done"
 
 
 async def test_a_gone_placement_completes_without_cleanup(temporal_client, task_queue, worker):
