@@ -57,27 +57,3 @@ class CycleResult(WireModel):
     """Why the cycle could not act (bad snapshot, plugin failure, bad binding). The plan then
     has no binding writes, and a snapshot status with a False condition saying so when the
     snapshot's CRP-generation can be read. Retrying without a change will not help."""
-
-    def summary(self) -> str:
-        """One line for logs and the Temporal UI, e.g. "PickN 3/3; 1 created, 1 unscheduled"."""
-        o = self.outcome
-        wanted = "" if o.wanted is None else f"/{o.wanted}"
-        head = f"{o.placement_type} {o.picked}{wanted}"
-        if self.error:
-            return f"{head}; error: {self.error}"
-        p = self.plan
-        parts = [
-            f"{n} {what}"
-            for n, what in (
-                (len(p.create), "created"),
-                (len(p.patch), "patched"),
-                (len(p.unschedule) + len(p.unschedule_dangling), "unscheduled"),
-                (len(p.remove_finalizers), "finalizers removed"),
-            )
-            if n
-        ]
-        if p.snapshot_status is not None:
-            parts.append("status written")
-        if self.requeue:
-            parts.append("requeue")
-        return f"{head}; " + (", ".join(parts) if parts else "no change")

@@ -63,7 +63,6 @@ __all__ = [
     "decode_policy_hash",
     "encode_policy_hash",
     "go_json",
-    "placement_fully_scheduled",
     "placement_scheduled_condition",
     "plan_snapshot_sync",
     "policy_hash",
@@ -744,17 +743,4 @@ def placement_scheduled_condition(
         message=message,
         observed_generation=generation,
         last_transition_time=transition,
-    )
-
-
-def placement_fully_scheduled(placement: ClusterResourcePlacement) -> bool:
-    """KubeFleet's "fully scheduled": the Scheduled condition is True for the current
-    generation (kubefleet-rules 7). The member-cluster watcher skips such PickN/PickFixed
-    placements."""
-    condition = placement.status.condition(names.PLACEMENT_SCHEDULED_CONDITION)
-    return (
-        condition is not None
-        and condition.status == names.TRUE
-        and placement.metadata.generation is not None
-        and condition.observed_generation == placement.metadata.generation
     )

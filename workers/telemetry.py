@@ -33,7 +33,6 @@ __all__ = [
     "DEFAULT_SERVICE_NAME",
     "TelemetryConfigError",
     "TracingSettings",
-    "current_tracer",
     "setup_tracing",
     "shutdown_tracing",
     "span",
@@ -199,11 +198,6 @@ def shutdown_tracing() -> None:
     active, _active = _active, None
     if active is not None:
         active.provider.shutdown()
-
-
-def current_tracer() -> trace.Tracer | None:
-    """The tracer of the active setup, or None when tracing is off."""
-    return _active.tracer if _active is not None else None
 
 
 def temporal_interceptors() -> list[Interceptor]:

@@ -8,7 +8,7 @@ each reason; the plugin name is never part of it, so decisions read exactly as K
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 __all__ = ["Code", "Status"]
 
@@ -26,7 +26,6 @@ class Status:
     code: Code
     reasons: tuple[str, ...] = ()
     error: str | None = None
-    plugin: str | None = None
 
     @classmethod
     def success(cls) -> Status:
@@ -51,10 +50,6 @@ class Status:
     @property
     def is_success(self) -> bool:
         return self.code is Code.SUCCESS
-
-    def from_plugin(self, plugin: str) -> Status:
-        """The same status stamped with its source plugin (the runner does this)."""
-        return self if self.plugin == plugin else replace(self, plugin=plugin)
 
     def __str__(self) -> str:
         parts = [self.code.value]

@@ -102,4 +102,4 @@ async def test_no_spans_and_no_interceptor_when_tracing_is_off(
             task_queue=task_queue,
         )
     assert result == "hello db"
-    assert telemetry.current_tracer() is None
+    assert telemetry.temporal_interceptors() == []

@@ -86,7 +86,10 @@ def test_the_explanation_gives_every_cluster_one_fate() -> None:
         ("c", f"filtered by Ready: ClusterUnschedulable, {REASON_NOT_READY}"),
         ("d", "kept: already has a binding of this snapshot"),
     ]
-    assert result.summary() == "PickN 2/2; 1 created, status written"
+    plan = result.plan
+    assert (result.outcome.picked, result.outcome.wanted) == (2, 2)
+    assert (len(plan.create), len(plan.patch), len(plan.unschedule)) == (1, 0, 0)
+    assert plan.snapshot_status is not None
 
 
 def test_selected_and_not_picked_decisions_read_exactly_as_kubefleet() -> None:

@@ -25,12 +25,12 @@ from scheduler.snapshots import (
     decode_policy_hash,
     encode_policy_hash,
     go_json,
-    placement_fully_scheduled,
     placement_scheduled_condition,
     plan_snapshot_sync,
     policy_hash,
     policy_index,
 )
+from scheduler.watch_rules import is_fully_scheduled
 
 NOW = datetime(2025, 5, 1, 12, 0, tzinfo=UTC)
 EARLIER = NOW - timedelta(hours=1)
@@ -778,6 +778,6 @@ def test_fully_scheduled_means_true_for_the_current_generation(
     conditions: tuple[Condition, ...], generation: int, expected: bool
 ) -> None:
     assert (
-        placement_fully_scheduled(placement(generation=generation, conditions=conditions))
+        is_fully_scheduled(placement(generation=generation, conditions=conditions))
         is expected
     )

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from activities.cycle import cycle_summary
 from activities.models import CycleReport, WriteCounts
 from scheduler import (
     BindingGroup,
@@ -233,7 +234,7 @@ def test_explain_of_a_real_cycle_lists_every_member_cluster() -> None:
             report(
                 result.explanation,
                 outcome=result.outcome,
-                summary=result.summary(),
+                summary=cycle_summary(1, result, WriteCounts()),
                 clusters_seen=len(clusters),
             )
         )
