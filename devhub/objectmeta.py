@@ -2,24 +2,18 @@
 
 A CRD's schema says only `metadata: {type: object}`; kube-apiserver decodes metadata into its
 typed ObjectMeta, so unknown metadata fields vanish and names, labels, annotations and finalizers
-are checked by the rules below (apimachinery `validation/objectmeta.go`). The same name and label
-rules serve the selector parser."""
+are checked (apimachinery `validation/objectmeta.go`) with the project's one copy of the name and
+label rules, `hub.validation`, which the selector parser and the scheduler use too."""
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Final
 
 from devhub.errors import Cause
+from hub.validation import label_key_error, label_value_error
 
-__all__ = [
-    "KNOWN_FIELDS",
-    "label_key_error",
-    "label_value_error",
-    "normalize_metadata",
-    "subdomain_error",
-]
+__all__ = ["KNOWN_FIELDS", "normalize_metadata"]
 
 KNOWN_FIELDS: Final = frozenset({
     "name",
@@ -38,60 +32,7 @@ KNOWN_FIELDS: Final = frozenset({
     "finalizers",
     "managedFields",
 })
-MAX_NAME_LENGTH: Final = 253
-MAX_LABEL_NAME_LENGTH: Final = 63
 MAX_ANNOTATIONS_BYTES: Final = 256 * 1024
-_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUALIFIED_NAME: Final = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-SUBDOMAIN_HINT: Final = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
-    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
-QUALIFIED_HINT: Final = (
-    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
-    "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used "
-    "for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
-)
-LABEL_VALUE_HINT: Final = (
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
-    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
-    "'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?"
-    "[A-Za-z0-9])?')"
-)
-
-
-def subdomain_error(name: str) -> str | None:
-    """Why `name` is not a DNS-1123 subdomain, or None when it is one."""
-    if len(name) > MAX_NAME_LENGTH:
-        return f"must be no more than {MAX_NAME_LENGTH} characters"
-    if not _SUBDOMAIN.match(name):
-        return SUBDOMAIN_HINT
-    return None
-
-
-def label_key_error(key: str) -> str | None:
-    """Why `key` is not a qualified name (`[prefix/]name`), or None."""
-    prefix, slash, name = key.rpartition("/")
-    if slash and not prefix:
-        return "prefix part must be non-empty"
-    if prefix and (err := subdomain_error(prefix)):
-        return f"prefix part {err}"
-    if not name:
-        return "name part must be non-empty"
-    if len(name) > MAX_LABEL_NAME_LENGTH:
-        return f"name part must be no more than {MAX_LABEL_NAME_LENGTH} characters"
-    if not _QUALIFIED_NAME.match(name):
-        return QUALIFIED_HINT
-    return None
-
-
-def label_value_error(value: str) -> str | None:
-    if len(value) > MAX_LABEL_NAME_LENGTH:
-        return f"must be no more than {MAX_LABEL_NAME_LENGTH} characters"
-    if value and not _QUALIFIED_NAME.match(value):
-        return LABEL_VALUE_HINT
-    return None
 
 
 def _string_map(

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from devhub.objectmeta import label_key_error, label_value_error
+from hub.validation import SelectorError, label_key_error, label_value_error
 
 __all__ = [
     "FieldSelector",
@@ -27,10 +27,6 @@ __all__ = [
 _TOKEN: Final = re.compile(r"\s*(==|!=|=|!|,|\(|\)|<|>|[^\s=!,()<>]+)")
 _KEYWORDS: Final = frozenset({"in", "notin"})
 FIELD_SELECTABLE: Final = ("metadata.name", "metadata.namespace")
-
-
-class SelectorError(ValueError):
-    """The selector does not parse; the message says where."""
 
 
 @dataclass(frozen=True)

@@ -40,12 +40,13 @@ from typing import Any, Final
 
 from devhub import errors
 from devhub.errors import ApiError, Cause
-from devhub.objectmeta import normalize_metadata, subdomain_error
+from devhub.objectmeta import normalize_metadata
 from devhub.patch import PatchError, apply_merge, json_patch, merge_patch
 from devhub.persistence import SqliteStore
 from devhub.resources import Resource
 from devhub.schema import normalize, validate
 from devhub.selectors import FieldSelector, LabelSelector
+from hub.validation import subdomain_error
 
 __all__ = [
     "ADDED",

@@ -8,11 +8,18 @@ once into a predicate, because one cycle matches the same selector against 5,000
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 
 from hub import names
 from hub.types import LabelSelector, LabelSelectorRequirement
+from hub.validation import (
+    MAX_LABEL_LENGTH,
+    MAX_SUBDOMAIN_LENGTH,
+    SelectorError,
+    is_label_value,
+    is_qualified_name_part,
+    is_subdomain,
+)
 
 __all__ = ["LabelPredicate", "SelectorError", "compile_selector", "matches", "validate"]
 
@@ -20,18 +27,8 @@ LabelPredicate = Callable[[Mapping[str, str]], bool]
 
 IN, NOT_IN, EXISTS, DOES_NOT_EXIST = names.LABEL_OPERATORS
 
-# k8s.io/apimachinery/pkg/util/validation: IsQualifiedName, IsValidLabelValue, IsDNS1123Subdomain.
-_NAME_MAX = 63
-_PREFIX_MAX = 253
-_VALUE_MAX = 63
-_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
-
-
-class SelectorError(ValueError):
-    """A label selector that Kubernetes would refuse to build."""
-
+# The rules are k8s.io/apimachinery/pkg/util/validation's (IsQualifiedName, IsValidLabelValue,
+# IsDNS1123Subdomain), kept once in hub.validation; the reasons below are the scheduler's words.
 
 def _match_all(labels: Mapping[str, str]) -> bool:
     return True
@@ -128,25 +125,25 @@ def _key_problem(key: str) -> str | None:
         prefix = parts[0]
         if not prefix:
             return f"invalid label key {key!r}: the prefix before '/' must not be empty"
-        if len(prefix) > _PREFIX_MAX or not _PREFIX.fullmatch(prefix):
+        if not is_subdomain(prefix):
             return (
                 f"invalid label key {key!r}: the prefix must be a DNS subdomain of at most "
-                f"{_PREFIX_MAX} characters (lower-case alphanumerics, '-' and '.')"
+                f"{MAX_SUBDOMAIN_LENGTH} characters (lower-case alphanumerics, '-' and '.')"
             )
     if not name:
         return f"invalid label key {key!r}: the name part must not be empty"
-    if len(name) > _NAME_MAX or not _NAME.fullmatch(name):
+    if not is_qualified_name_part(name):
         return (
-            f"invalid label key {key!r}: the name part must be at most {_NAME_MAX} alphanumerics, "
-            "'-', '_' or '.', starting and ending with an alphanumeric"
+            f"invalid label key {key!r}: the name part must be at most {MAX_LABEL_LENGTH} "
+            "alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
         )
     return None
 
 
 def _value_problem(key: str, value: str) -> str | None:
-    if len(value) > _VALUE_MAX or not _VALUE.fullmatch(value):
+    if not is_label_value(value):
         return (
-            f"invalid value {value!r} for label key {key!r}: at most {_VALUE_MAX} alphanumerics, "
-            "'-', '_' or '.', starting and ending with an alphanumeric (or empty)"
+            f"invalid value {value!r} for label key {key!r}: at most {MAX_LABEL_LENGTH} "
+            "alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric (or empty)"
         )
     return None

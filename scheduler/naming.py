@@ -26,7 +26,6 @@ __all__ = [
     "REASON_BAD_BINDING_NAME",
     "binding_name",
     "can_name_cluster_part",
-    "is_dns1123_label",
     "name_problem",
 ]
 
@@ -44,7 +43,6 @@ REASON_BAD_BINDING_NAME = (
     "digit)"
 )
 
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
 _PLACEMENT_PART = re.compile(r"[a-z0-9][-a-z0-9]*", re.ASCII)
 _CLUSTER_PART = re.compile(r"[-a-z0-9]*", re.ASCII)
 
@@ -82,6 +80,3 @@ def binding_name(placement: str, cluster: str, snapshot: str, used: Container[st
         f"no free binding name for placement {placement!r} on cluster {cluster!r}"
     )
 
-
-def is_dns1123_label(name: str) -> bool:
-    return len(name) <= 63 and _DNS1123_LABEL.fullmatch(name) is not None

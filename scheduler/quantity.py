@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 
+from scheduler.framework.errors import SchedulerError
+
 __all__ = ["MAX_EXPONENT", "Quantity", "QuantityError", "parse", "parse_quantity"]
 
 MAX_EXPONENT = 10_000
@@ -57,7 +59,7 @@ _POW10_POS32 = tuple(float(f"1e{32 * i}") for i in range(10))
 _POW10_NEG32 = tuple(float(f"1e-{32 * i}") for i in range(11))
 
 
-class QuantityError(ValueError):
+class QuantityError(SchedulerError, ValueError):
     """A string that is not a Kubernetes quantity (Go's ParseQuantity would fail too)."""
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -52,6 +51,13 @@ from hub.types import (
     Toleration,
     TopologySpreadConstraint,
 )
+from scheduler.annotations import snapshot_number
+from scheduler.errors import (
+    InvalidPlacementError,
+    MultipleLatestSnapshotsError,
+    SnapshotError,
+    SnapshotMetadataError,
+)
 
 __all__ = [
     "InvalidPlacementError",
@@ -76,31 +82,9 @@ TRUE_LABEL: Final = "true"  # strconv.FormatBool
 FALSE_LABEL: Final = "false"
 _INT32_MIN: Final = -(2**31)
 _INT32_MAX: Final = 2**31 - 1
-_INT64_MAX: Final = 2**63 - 1
-# strconv.Atoi / ParseInt(s, 10, 64): optional sign, ASCII digits only, no spaces or underscores.
-_GO_INT: Final = re.compile(r"[+-]?[0-9]+")
 
 
 # --- errors ----------------------------------------------------------------------------------
-
-
-class SnapshotError(ValueError):
-    """A placement or snapshot the controller cannot work with. Retrying will not help; fixing
-    (or deleting) the named object will. Subclasses say which invariant broke."""
-
-
-class InvalidPlacementError(SnapshotError):
-    """The placement lacks what a snapshot needs (uid, generation) or holds an out-of-range
-    int32; it was not read from an API server, or the server did not validate it."""
-
-
-class SnapshotMetadataError(SnapshotError):
-    """A snapshot's `policy-index` label or one of its annotations is missing or not a
-    non-negative integer."""
-
-
-class MultipleLatestSnapshotsError(SnapshotError):
-    """More than one snapshot of the placement is labelled `is-latest-snapshot=true`."""
 
 
 # --- Go encoding/json of the policy ----------------------------------------------------------
@@ -417,39 +401,13 @@ def decode_policy_hash(wire_value: str) -> str | None:
 # --- labels and annotations ------------------------------------------------------------------
 
 
-def _parse_go_int(value: str | None, *, limit: int = _INT64_MAX) -> int | None:
-    """A non-negative integer as Go's strconv would parse it, or None."""
-    if value is None or not _GO_INT.fullmatch(value):
-        return None
-    number = int(value)
-    return number if 0 <= number <= limit else None
-
-
 def policy_index(snapshot: ClusterSchedulingPolicySnapshot) -> int:
     """The snapshot's `policy-index` label as an integer.
 
     Raises:
         SnapshotMetadataError: the label is missing, not an integer, or negative.
     """
-    raw = snapshot.metadata.labels.get(names.POLICY_INDEX_LABEL)
-    index = _parse_go_int(raw)
-    if index is None:
-        raise SnapshotMetadataError(
-            f"policy snapshot {snapshot.name!r} has an invalid {names.POLICY_INDEX_LABEL} label "
-            f"{raw!r} (want a non-negative integer); fix the label or delete the snapshot"
-        )
-    return index
-
-
-def _annotation_int(snapshot: ClusterSchedulingPolicySnapshot, key: str) -> int:
-    raw = snapshot.metadata.annotations.get(key)
-    number = _parse_go_int(raw)
-    if number is None:
-        raise SnapshotMetadataError(
-            f"policy snapshot {snapshot.name!r} has an invalid {key} annotation {raw!r} "
-            "(want a non-negative integer); fix the annotation or delete the snapshot"
-        )
-    return number
+    return snapshot_number(snapshot, names.POLICY_INDEX_LABEL, label=True)
 
 
 def snapshot_name(placement_name: str, index: int) -> str:
@@ -642,12 +600,12 @@ def _refresh(
     if not latest.is_latest:
         # The old latest was demoted, the new one never created, and the policy was reverted.
         labels[names.IS_LATEST_SNAPSHOT_LABEL] = TRUE_LABEL
-    if _annotation_int(latest, names.CRP_GENERATION_ANNOTATION) != generation:
+    if snapshot_number(latest, names.CRP_GENERATION_ANNOTATION) != generation:
         annotations[names.CRP_GENERATION_ANNOTATION] = str(generation)
     wanted = _wanted_number_of_clusters(placement)
     if (
         wanted is not None
-        and _annotation_int(latest, names.NUMBER_OF_CLUSTERS_ANNOTATION) != wanted
+        and snapshot_number(latest, names.NUMBER_OF_CLUSTERS_ANNOTATION) != wanted
     ):
         annotations[names.NUMBER_OF_CLUSTERS_ANNOTATION] = str(wanted)
     if not labels and not annotations:

@@ -20,6 +20,7 @@ from hub.types import (
     MemberCluster,
     PlacementPolicy,
 )
+from scheduler.framework.errors import SchedulerError
 from scheduler.plan import BindingPatch, BindingPlan
 
 __all__ = [
@@ -34,7 +35,7 @@ __all__ = [
 JsonObject = dict[str, JsonValue]
 
 
-class PlanApplyError(Exception):
+class PlanApplyError(SchedulerError):
     """The plan does not apply cleanly: a conflict, a missing object, or a duplicate create."""
 
 

@@ -5,7 +5,15 @@ one of these, and `scheduler.schedule` turns it into a `CycleResult` with a clea
 
     SchedulerError
     ├── ProfileError      a profile (YAML or code) is invalid; raised when it is loaded
-    └── PluginError       a plugin raised, or returned a code its stage does not allow"""
+    ├── PluginError       a plugin raised, or returned a code its stage does not allow
+    └── ...               every other exception class of the package: the cycle and snapshot
+                          errors of scheduler.errors, QuantityError, the built-in plugins'
+                          own errors (caught inside the plugin, or wrapped in PluginError),
+                          and scheduler.testing's PlanApplyError
+
+Every exception class defined under scheduler/ derives from SchedulerError
+(tests/unit/scheduler/test_scheduler_errors.py walks the package to check it). SelectorError, shared with
+devhub, lives in hub.validation and is a ValueError."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from hub import names
 from hub.types import MemberCluster
+from scheduler.framework.errors import SchedulerError
 from scheduler.quantity import Quantity, QuantityError, parse
 
 __all__ = [
@@ -33,7 +34,7 @@ __all__ = [
 CAPACITY_TYPES = {"total": "capacity", "allocatable": "allocatable", "available": "available"}
 
 
-class PropertyValueError(Exception):
+class PropertyValueError(SchedulerError):
     """A cluster reports a value for the property that is not a quantity."""
 
     def __init__(self, property_name: str, value: str, error: QuantityError) -> None:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from hub.names import SORT_ASCENDING, SORT_DESCENDING
 from hub.types import MemberCluster, PlacementPolicy, PreferredClusterSelector
+from scheduler.framework.errors import SchedulerError
 from scheduler.plugins.cluster_affinity.filtering import compile_label_selector
 from scheduler.plugins.cluster_affinity.properties import (
     PropertyRef,
@@ -48,7 +49,7 @@ __all__ = [
 SKIP_NO_PREFERRED_TERMS = "no preferred cluster affinity terms specified"
 
 
-class ScoringError(Exception):
+class ScoringError(SchedulerError):
     """A preferred term KubeFleet cannot evaluate: the plugin returns an internal error."""
 
 

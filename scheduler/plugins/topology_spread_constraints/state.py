@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from hub import names
 from hub.types import MemberCluster, TopologySpreadConstraint
 from scheduler.framework.cycle import StateKey
+from scheduler.framework.errors import SchedulerError
 
 __all__ = [
     "NAME",
@@ -40,7 +41,7 @@ SKEW_CHANGE_SCORE_FACTOR = -1
 SCHEDULE_ANYWAY_PENALTY = 1000
 
 
-class TopologyError(Exception):
+class TopologyError(SchedulerError):
     """An inconsistent domain count; cannot come from user input."""
 
 

@@ -182,7 +182,7 @@ def test_a_snapshot_with_a_broken_index_label_is_shown_on_the_placement_not_retr
     phase, message = _sync_failure(hub, devhub, rig, env, "web")
 
     assert phase == "no_latest_snapshot"
-    assert "invalid kubernetes-fleet.io/policy-index label 'first'" in message
+    assert "label kubernetes-fleet.io/policy-index='first' is not an integer" in message
     assert "fix the label or delete the snapshot" in message
     # Fixing it (here: deleting the snapshot) lets the next turn go ahead.
     hub.delete(ClusterSchedulingPolicySnapshot, "web-0")

@@ -105,7 +105,7 @@ async def test_a_bad_number_of_clusters_annotation_fails_the_cycle_until_it_is_f
     key = names.NUMBER_OF_CLUSTERS_ANNOTATION
     assert done.error == f"policy snapshot '{web}-0'" + (
         " " if annotation is None else ": "
-    ) + problem.format(key=key)
+    ) + problem.format(key=key) + "; fix the annotation or delete the snapshot"
     assert live_targets(hub, web) == {}
     condition = policy_condition(hub, web)
     assert condition is not None and condition.status == names.FALSE
@@ -176,7 +176,10 @@ async def test_a_garbage_crp_generation_is_reported_by_the_workflow_and_nothing_
     done = await finished(temporal_client, web)
     assert_no_retries(done)
     key = names.CRP_GENERATION_ANNOTATION
-    assert done.error == f"policy snapshot '{web}-0': annotation {key}='latest' is not an integer"
+    assert done.error == (
+        f"policy snapshot '{web}-0': annotation {key}='latest' is not an integer; "
+        "fix the annotation or delete the snapshot"
+    )
     last = done.status.last
     assert last is not None and last.summary.endswith(f"error: {done.error}")
     assert last.writes.bindings == 0 and not last.writes.status_written

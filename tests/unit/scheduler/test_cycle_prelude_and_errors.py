@@ -101,19 +101,22 @@ def _condition(result: object) -> tuple[str, str, str]:
         ),
         pytest.param(
             policy_snapshot("web", {"placementType": "PickN"}, index=1),
-            "policy snapshot 'web-1' has no kubernetes-fleet.io/number-of-clusters annotation",
+            "policy snapshot 'web-1' has no kubernetes-fleet.io/number-of-clusters annotation"
+            "; fix the annotation or delete the snapshot",
             id="missing-number-of-clusters",
         ),
         pytest.param(
             policy_snapshot("web", {"placementType": "PickN"}, index=1, number_of_clusters="two"),
             "policy snapshot 'web-1': annotation kubernetes-fleet.io/number-of-clusters='two' "
-            "is not an integer",
+            "is not an integer"
+            "; fix the annotation or delete the snapshot",
             id="bad-number-of-clusters",
         ),
         pytest.param(
             policy_snapshot("web", {"placementType": "PickN"}, index=1, number_of_clusters="-1"),
             "policy snapshot 'web-1': annotation kubernetes-fleet.io/number-of-clusters='-1' "
-            "is negative",
+            "is negative"
+            "; fix the annotation or delete the snapshot",
             id="negative-number-of-clusters",
         ),
     ],
@@ -148,13 +151,15 @@ def test_an_error_status_already_written_is_not_written_again() -> None:
     [
         pytest.param(
             None,
-            "policy snapshot 'web-1' has no kubernetes-fleet.io/CRP-generation annotation",
+            "policy snapshot 'web-1' has no kubernetes-fleet.io/CRP-generation annotation"
+            "; fix the annotation or delete the snapshot",
             id="missing",
         ),
         pytest.param(
             " 3",
             "policy snapshot 'web-1': annotation kubernetes-fleet.io/CRP-generation=' 3' "
-            "is not an integer",
+            "is not an integer"
+            "; fix the annotation or delete the snapshot",
             id="not-go-int",
         ),
     ],

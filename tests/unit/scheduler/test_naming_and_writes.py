@@ -8,7 +8,8 @@ import re
 import pytest
 from cycle_builders import cluster, pick_n, run
 
-from scheduler.naming import binding_name, is_dns1123_label, name_problem
+from hub.validation import is_dns1123_label
+from scheduler.naming import binding_name, name_problem
 from scheduler.testing import apply_merge_patch
 from scheduler.writes import merge_diff
 

@@ -17,6 +17,8 @@ from hub.types import (
     Condition,
     PlacementPolicy,
 )
+from scheduler import CycleInput, schedule
+from scheduler.errors import InvalidSnapshotError
 from scheduler.snapshots import (
     InvalidPlacementError,
     MultipleLatestSnapshotsError,
@@ -602,7 +604,7 @@ def test_undecodable_stored_hash_rotates_instead_of_failing() -> None:
             placement(PICK_ALL),
             [snap(None, name="web-0")],
             SnapshotMetadataError,
-            "None",
+            "has no kubernetes-fleet.io/policy-index label; fix the label",
             id="index-missing",
         ),
         pytest.param(
@@ -781,3 +783,17 @@ def test_fully_scheduled_means_true_for_the_current_generation(
         is_fully_scheduled(placement(generation=generation, conditions=conditions))
         is expected
     )
+
+
+@pytest.mark.parametrize("bad", ["three", "-1", " 3", None])
+def test_a_bad_crp_generation_is_the_same_error_for_the_snapshotter_and_the_cycle(
+    bad: str | None,
+) -> None:
+    """One parser: the snapshotter refreshing the snapshot and a cycle scheduling it reject the
+    same annotation with the same error type and message."""
+    snapshot = snap(0, crp_generation=bad, name="web-0")
+    with pytest.raises(SnapshotMetadataError) as synced:
+        plan_snapshot_sync(placement(PICK_ALL), [snapshot])
+    result = schedule(CycleInput(snapshot=snapshot, now=NOW))
+    assert result.error == str(synced.value)
+    assert isinstance(synced.value, InvalidSnapshotError)  # a cycle error too
