@@ -12,8 +12,8 @@ one of these, and `scheduler.schedule` turns it into a `CycleResult` with a clea
                           and scheduler.testing's PlanApplyError
 
 Every exception class defined under scheduler/ derives from SchedulerError
-(tests/unit/scheduler/test_scheduler_errors.py walks the package to check it). SelectorError, shared with
-devhub, lives in hub.validation and is a ValueError."""
+(tests/unit/scheduler/test_scheduler_errors.py walks the package to check it). SelectorError,
+shared with devhub, lives in hub.validation and is a ValueError."""
 
 from __future__ import annotations
 
