@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from typing import Final
 
+from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
-from activities.models import CLEANUP_PLACEMENT, SCHEDULE_ONCE
+# This module is imported inside Temporal's workflow sandbox (through the workflows package),
+# which re-imports what is not passed through for every run: activities.models pulls in pydantic
+# and the whole scheduler, seconds of work per workflow task on a busy worker.
+with workflow.unsafe.imports_passed_through():
+    from activities.models import CLEANUP_PLACEMENT, SCHEDULE_ONCE
 
 __all__ = [
     "ACTIVITY_CLEANUP_PLACEMENT",
