@@ -7,8 +7,9 @@ in every cycle instead cost a 5,000-cluster worker most of its time (a 6.7 MB re
 into models per cycle, sixteen cycles at once, and the garbage collector walking all of them)
 and ~900 MB of memory; from this cache a cycle gets the current list for the price of a lock.
 
-One thread list-then-watches MemberClusters (`HubClient.list_then_watch`, so no change is
-missed: a Resync replaces the whole view) and keeps the models, which are frozen, so every
+One thread list-then-watches MemberClusters (`hub.informer.watch_forever`, the loop the
+watcher's views run too, so no change is missed: a Resync replaces the whole view) and keeps the
+models, which are frozen, so every
 cycle can share them. `clusters()` returns the name-ordered list, rebuilt only after a change.
 Until the first list has arrived, or while the watch is failing, `clusters()` returns None and
 the activity lists from the hub itself, as before.
@@ -16,7 +17,7 @@ the activity lists from the hub itself, as before.
 Like KubeFleet's, this cache can be a moment behind the hub. Unlike KubeFleet's, it is not the
 same informer as the watcher's, which may run in another process; a cluster change the watcher
 signals reaches this cache through its own watch, over a far shorter path (one watch event)
-than the signal's (coalescing, Temporal, a workflow task, prepare_cycle)."""
+than the signal's (coalescing, Temporal, a workflow task, a turn)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import threading
 from typing import Final
 
 from hub.client import HubClient, Resync, WatchEvent
-from hub.errors import HubError
+from hub.informer import Backoff, watch_forever
 from hub.types import MemberCluster
 
 __all__ = ["ClusterCache"]
@@ -34,9 +35,8 @@ log = logging.getLogger(__name__)
 
 # Server-side length of one watch stream; the thread re-watches from where it stopped.
 WATCH_SECONDS: Final = 300
-# A failed list or watch is retried after this long (doubling up to RETRY_MAX_S).
-RETRY_S: Final = 0.5
-RETRY_MAX_S: Final = 10.0
+# A failed list or watch is retried after 0.5 s, doubling up to 10 s, until a list succeeds.
+RETRY: Final = Backoff(initial=0.5, maximum=10.0)
 
 
 class ClusterCache:
@@ -80,28 +80,22 @@ class ClusterCache:
             return list(self._ordered)
 
     def _run(self) -> None:
-        delay = RETRY_S
-        while not self._halt.is_set():
-            try:
-                for item in self._client.list_then_watch(
-                    MemberCluster, timeout_seconds=self._watch_seconds, stop=self._halt
-                ):
-                    self._apply(item)
-                    delay = RETRY_S
-            except HubError as exc:
-                reason = f"{type(exc).__name__}: {exc}"
-            except Exception as exc:  # a bug must not end the cache for good
-                log.exception("MemberCluster cache: watch failed unexpectedly")
-                reason = f"unexpected {type(exc).__name__}: {exc}"
-            else:
-                continue  # returns only when halted
-            with self._lock:
-                self._live = False  # cycles list from the hub until the next list lands
-            log.warning("MemberCluster cache: %s; listing again in %.1fs", reason, delay)
-            self._halt.wait(delay)
-            delay = min(delay * 2, RETRY_MAX_S)
+        watch_forever(
+            self._client,
+            MemberCluster,
+            on_item=self._apply,
+            on_failure=self._failed,
+            halt=self._halt,
+            backoff=RETRY,
+            timeout_seconds=self._watch_seconds,
+        )
 
-    def _apply(self, item: WatchEvent[MemberCluster] | Resync[MemberCluster]) -> None:
+    def _failed(self, reason: str, delay: float) -> bool:
+        with self._lock:
+            self._live = False  # cycles list from the hub until the next list lands
+        return True
+
+    def _apply(self, item: WatchEvent[MemberCluster] | Resync[MemberCluster]) -> bool:
         with self._lock:
             if isinstance(item, Resync):
                 self._objects = {c.metadata.name: c for c in item.objects}
@@ -114,4 +108,5 @@ class ClusterCache:
         if isinstance(item, Resync) and not self._synced.is_set():
             log.info("MemberCluster cache: %d clusters listed", len(item.objects))
             self._synced.set()
+        return True
 

@@ -46,7 +46,8 @@ from temporalio.common import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from hub.client import HubClient, Resync, WatchEvent
-from hub.errors import HubError, MalformedObjectError, NotFoundError
+from hub.errors import MalformedObjectError, NotFoundError
+from hub.informer import watch_forever
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
@@ -335,30 +336,20 @@ class Watcher:
     def _watch_kind(
         self, kind: type[HubObject], loop: asyncio.AbstractEventLoop, halt: threading.Event
     ) -> None:
-        """Thread body: list-then-watch `kind` forever, restarting with backoff on failure."""
-        attempt = 0
-        while not halt.is_set():
-            try:
-                for item in self._hub.list_then_watch(
-                    kind, timeout_seconds=self._watch_seconds, stop=halt, on_malformed=_ignored
-                ):
-                    if isinstance(item, Resync):
-                        attempt = 0
-                    if not self._hand_over(loop, (kind, item), halt):
-                        return
-            except HubError as exc:
-                reason = f"{type(exc).__name__}: {exc}"
-            except Exception as exc:  # a bug must not end the watch for good
-                _log.exception("watch of %s failed unexpectedly", kind.PLURAL)
-                reason = f"unexpected {type(exc).__name__}: {exc}"
-            else:
-                continue  # only returns when halted
-            attempt += 1
-            delay = self._watch_retry.delay(attempt)
-            _log.warning("watch of %s failed (%s); restarting in %.1fs", kind.PLURAL, reason, delay)
-            if not self._hand_over(loop, (kind, _WatchFailed(kind, reason)), halt):
-                return
-            halt.wait(delay)
+        """Thread body: the shared list-then-watch loop for `kind`, handing every event, Resync
+        and failure over to the loop's queue."""
+        watch_forever(
+            self._hub,
+            kind,
+            on_item=lambda item: self._hand_over(loop, (kind, item), halt),
+            on_failure=lambda reason, _: self._hand_over(
+                loop, (kind, _WatchFailed(kind, reason)), halt
+            ),
+            halt=halt,
+            backoff=self._watch_retry,
+            timeout_seconds=self._watch_seconds,
+            on_malformed=_ignored,
+        )
 
     def _hand_over(
         self, loop: asyncio.AbstractEventLoop, item: _Item, halt: threading.Event

@@ -14,6 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Final
 
+from hub.informer import Backoff
 from workers.watcher_routes import Route
 from workflows import names
 
@@ -30,26 +31,6 @@ SIGNAL_PRIORITY: Final = (
 _RANK: Final = {signal: rank for rank, signal in enumerate(SIGNAL_PRIORITY)}
 # Distinct reasons listed in one signal; the rest are counted.
 MAX_REASONS: Final = 3
-# Beyond this many doublings every sensible backoff sits at its maximum; it keeps the power finite.
-_MAX_EXPONENT: Final = 64
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Exponential backoff: `initial` seconds, times `factor` per attempt, at most `maximum`."""
-
-    initial: float
-    maximum: float
-    factor: float = 2.0
-
-    def __post_init__(self) -> None:
-        if not 0 < self.initial <= self.maximum or self.factor < 1:
-            raise ValueError(f"backoff needs 0 < initial <= maximum and factor >= 1: {self}")
-
-    def delay(self, attempt: int) -> float:
-        """The wait before retry number `attempt` (1 for the first retry)."""
-        exponent = min(max(attempt - 1, 0), _MAX_EXPONENT)
-        return float(min(self.initial * self.factor**exponent, self.maximum))
 
 
 @dataclass(slots=True)
