@@ -9,7 +9,7 @@ with fault injection for tests. It imports nothing of the scheduler."""
 
 from devhub.errors import ApiError
 from devhub.faults import Fault, Faults, Stats
-from devhub.hub import DEFAULT_BOOKMARK_INTERVAL, DEFAULT_WATCH_WINDOW, DevHub
+from devhub.embedded import DEFAULT_BOOKMARK_INTERVAL, DEFAULT_WATCH_WINDOW, DevHub
 
 __all__ = [
     "DEFAULT_BOOKMARK_INTERVAL",
