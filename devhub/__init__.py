@@ -7,9 +7,9 @@ concurrency, patches, the status subresource, finalizers, watch with resourceVer
 bookmarks, schema validation, bearer tokens), durable in SQLite when given a data directory,
 with fault injection for tests. It imports nothing of the scheduler."""
 
+from devhub.embedded import DEFAULT_BOOKMARK_INTERVAL, DEFAULT_WATCH_WINDOW, DevHub
 from devhub.errors import ApiError
 from devhub.faults import Fault, Faults, Stats
-from devhub.embedded import DEFAULT_BOOKMARK_INTERVAL, DEFAULT_WATCH_WINDOW, DevHub
 
 __all__ = [
     "DEFAULT_BOOKMARK_INTERVAL",
