@@ -15,11 +15,11 @@ workflow here rather than a key in an in-memory queue:
 
 And one omission, in standalone mode only: a policy snapshot change is not signalled when the
 snapshot already carries the CRP-generation of the placement as the watcher's cache holds it.
-Standalone, the placement's own workflow is the snapshotter: it writes snapshots only in
-`prepare_cycle`, for the generation it read, and that loop turn goes on to run a cycle on
-them. A snapshot at the cached generation was therefore made for a generation the watcher has
-already signalled (`placement_changed`), and signalling it again only echoes the workflow's own
-write: one redundant cycle per placement creation or policy change (measured: 2.1 cycles per
+Standalone, the placement's own workflow is the snapshotter: it writes snapshots only in the
+first half of a turn (`schedule_once`), for the generation it read, and that turn goes on to
+run a cycle on them. A snapshot at the cached generation was therefore made for a generation
+the watcher has already signalled (`placement_changed`), and signalling it again only echoes
+the workflow's own write: one redundant cycle per placement creation or policy change (measured: 2.1 cycles per
 new placement instead of 1.1, bench/RESULTS.md). Beside KubeFleet, snapshot events are the
 trigger and are always routed. Should the cache lag behind the snapshot, it is routed as before.
 
