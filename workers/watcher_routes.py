@@ -19,9 +19,10 @@ Standalone, the placement's own workflow is the snapshotter: it writes snapshots
 first half of a turn (`schedule_once`), for the generation it read, and that turn goes on to
 run a cycle on them. A snapshot at the cached generation was therefore made for a generation
 the watcher has already signalled (`placement_changed`), and signalling it again only echoes
-the workflow's own write: one redundant cycle per placement creation or policy change (measured: 2.1 cycles per
-new placement instead of 1.1, bench/RESULTS.md). Beside KubeFleet, snapshot events are the
-trigger and are always routed. Should the cache lag behind the snapshot, it is routed as before.
+the workflow's own write: one redundant cycle per placement creation or policy change (measured:
+2.1 cycles per new placement instead of 1.1, bench/RESULTS.md). Beside KubeFleet, snapshot
+events are the trigger and are always routed. Should the cache lag behind the snapshot, it is
+routed as before.
 
 `Route.may_start` says whether the event may start a workflow when none runs; the watcher
 decides at send time against its placement cache (`may_start`)."""
