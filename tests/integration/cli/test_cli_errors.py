@@ -183,3 +183,24 @@ def test_no_command_prints_usage() -> None:
 )  # fmt: skip
 def test_run_with_bad_numbers_is_one_line(flags: list[str], expected: str) -> None:
     assert_one_line_error(run_cli("run", *flags, "--temporal-address", unreachable()), expected)
+
+
+@pytest.mark.parametrize("command", ["dev", "devhub"])
+def test_the_local_stack_without_its_extra_is_one_line(command: str, tmp_path: Path) -> None:
+    """A base install (no `[local]` extra) has no cryptography: devhub cannot import. Python
+    refuses an import whose sys.modules entry is None, as it would a package not installed."""
+    args = {
+        "dev": ["dev", "--kubeconfig-out", str(tmp_path / "kc"), "--hub-port", "0",
+                "--temporal-port", "0", "--ui-port", "0"],
+        "devhub": ["devhub", "--port", "0", "--kubeconfig-out", str(tmp_path / "kc")],
+    }[command]  # fmt: skip
+    script = (
+        "import sys; sys.modules['cryptography'] = None\n"
+        "from workers.cli import execute\n"
+        f"sys.exit(execute({args!r}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert_one_line_error(result, "pip install 'fleet-scheduler[local]'")
+    assert not (tmp_path / "kc").exists()
