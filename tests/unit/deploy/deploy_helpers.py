@@ -55,6 +55,11 @@ ABSTRACT_KIND_SOURCES: Final[Mapping[str, str]] = {
 }
 
 HUB_CLIENT: Final = "hub.client.HubClient"
+# Functions outside the scanned packages that make HubClient calls for their caller, with the
+# method they call on the `kind` they are given: a call to one counts as that method's call.
+HUB_CALLING_FUNCTIONS: Final[Mapping[str, str]] = {
+    "hub.informer.watch_forever": "list_then_watch",
+}
 STATUS: Final = "status"
 # HubClient method -> the API verbs its requests use (kube-apiserver's RBAC verbs).
 METHOD_VERBS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -133,7 +138,7 @@ def hub_calls() -> CallScan:
     from mypy.modulefinder import BuildSource
     from mypy.nodes import CallExpr, Expression, MemberExpr
     from mypy.options import Options
-    from mypy.plugin import MethodContext, Plugin
+    from mypy.plugin import FunctionContext, MethodContext, Plugin
     from mypy.types import (
         CallableType,
         Instance,
@@ -239,6 +244,13 @@ def hub_calls() -> CallScan:
             if owner == HUB_CLIENT:
                 return functools.partial(record, method=method)
             return None
+
+        def get_function_hook(self, fullname: str) -> Callable[[FunctionContext], Type] | None:
+            method = HUB_CALLING_FUNCTIONS.get(fullname)
+            if method is None:
+                return None
+            # A FunctionContext has every field `record` reads (path, scope, args, names).
+            return functools.partial(record, method=method)  # type: ignore[arg-type]
 
     options = Options()
     options.python_version = (3, 11)
