@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -68,6 +69,11 @@ LOG_FILENAME: Final = "temporal-server.log"
 DEFAULT_NAMESPACE: Final = "default"
 LOOPBACK: Final = "127.0.0.1"
 LOG_LEVEL: Final = "warn"
+# free_port: where it looks, and how hard (see its docstring).
+EPHEMERAL_RANGE_FILE: Final = "/proc/sys/net/ipv4/ip_local_port_range"
+DEFAULT_EPHEMERAL_RANGE: Final = (32768, 60999)
+FIRST_CHOSEN_PORT: Final = 20000
+PORT_ATTEMPTS: Final = 50
 SQLITE_PRAGMAS: Final = ("journal_mode=wal",)
 STARTUP_TIMEOUT_S: Final = 60.0  # cold start on a busy 2-core CI machine, with margin
 STOP_GRACE_S: Final = 10.0  # SIGTERM, then SIGKILL after this long
@@ -108,11 +114,35 @@ def find_temporal_binary() -> str | None:
 
 
 def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port that is free on `host` right now (the OS picks it; racy but fine on loopback)."""
+    """A TCP port that is free on `host` right now, chosen outside the kernel's ephemeral range.
+
+    A port the OS hands out for `bind(("", 0))` comes from the ephemeral range, which is also
+    where every outgoing connection on the machine and the dev server's own randomly placed
+    listeners (HTTP API, metrics, internal services) take theirs: between our check and the
+    server's bind, any of them could take it (CI once lost the UI port that way). Ports below
+    the range are only ever taken by an explicit bind, so we pick a random one there and check
+    it is free; if the range cannot be read or nothing below it is free, the OS picks."""
+    low, _ = _ephemeral_port_range()
+    candidates = range(FIRST_CHOSEN_PORT, low)
+    if len(candidates) > 0:
+        rng = random.Random()
+        for _ in range(PORT_ATTEMPTS):
+            port = rng.choice(candidates)
+            if _port_is_free(host, port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        chosen: int = sock.getsockname()[1]
+        return chosen
+
+
+def _ephemeral_port_range() -> tuple[int, int]:
+    """The kernel's range for automatically assigned ports (Linux's default when unreadable)."""
+    try:
+        low, high = Path(EPHEMERAL_RANGE_FILE).read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return DEFAULT_EPHEMERAL_RANGE
 
 
 def search_attribute_flags(keys: Sequence[SearchAttributeKey[Any]]) -> list[str]:

@@ -3,10 +3,12 @@ start real ones)."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 
+from workers import devserver
 from workers.devserver import DevServer, DevServerError, free_port, search_attribute_flags
 from workflows import names
 
@@ -78,3 +80,15 @@ async def test_binary_that_cannot_run_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(DevServerError, match="cannot run the Temporal CLI"):
         await server.start()
     assert not server.running
+
+
+def test_free_port_is_outside_the_kernels_ephemeral_range_and_bindable() -> None:
+    """Outgoing connections and the dev server's random listeners draw from the ephemeral
+    range; a port chosen there can be taken before the server binds it."""
+    low, _ = devserver._ephemeral_port_range()
+    ports = {free_port() for _ in range(20)}
+    assert all(devserver.FIRST_CHOSEN_PORT <= port < low for port in ports)
+    assert len(ports) > 1  # spread out, so two servers started together do not collide
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((devserver.LOOPBACK, port))

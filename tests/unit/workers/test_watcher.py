@@ -60,7 +60,7 @@ async def test_a_new_watcher_is_not_ready_and_says_which_lists_it_waits_for(
         pytest.param(RPCStatusCode.UNAVAILABLE, False, id="unavailable"),
     ],
 )
-def test_only_errors_a_retry_cannot_fix_drop_a_signal(status, permanent) -> None:
+async def test_only_errors_a_retry_cannot_fix_drop_a_signal(status, permanent) -> None:
     from workers.watcher import _permanent
 
     error = RPCError("unknown service temporal.api.workflowservice.v1.WorkflowService", status, b"")
