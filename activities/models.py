@@ -34,7 +34,13 @@ CLEANUP_PLACEMENT: Final = "cleanup_placement"
 
 
 class ActivityModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+    """Base of everything that crosses Temporal (activity inputs and results, workflow input,
+    signals, query answers). Unknown fields are ignored: in a rolling upgrade an older worker
+    reads what a newer one wrote, so fields are only ever added, with defaults."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore"
+    )
 
 
 PreparePhase = Literal[

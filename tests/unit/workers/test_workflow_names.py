@@ -45,3 +45,35 @@ def test_every_signal_name_has_exactly_one_workflow_handler() -> None:
     assert len(set(signals)) == len(signals)
     assert set(handlers) == set(signals)
     assert names.SIGNAL_REQUEUE == "requeue" and names.QUERY_STATUS == "status"
+
+
+def test_every_handler_and_activity_is_registered_under_an_explicit_name() -> None:
+    """A name derived from a Python method changes with a rename and strands every running
+    workflow's history: each decorator must say `name=` with a constant."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    decorators = {"signal", "query", "update", "defn", "run"}
+    unnamed: list[str] = []
+    seen = 0
+    for package in ("workflows", "activities"):
+        for path in sorted((root / package).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    continue
+                for dec in node.decorator_list:
+                    target = dec.func if isinstance(dec, ast.Call) else dec
+                    if not (
+                        isinstance(target, ast.Attribute)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id in ("workflow", "activity")
+                        and target.attr in decorators - {"run"}
+                    ):
+                        continue
+                    seen += 1
+                    keywords = dec.keywords if isinstance(dec, ast.Call) else []
+                    if not any(k.arg == "name" for k in keywords):
+                        unnamed.append(f"{path.name}:{node.lineno} {node.name}")
+    assert seen >= 9  # the workflow, its handlers and both activities were found
+    assert unnamed == []
