@@ -119,6 +119,10 @@ THREAD_JOIN_SECONDS: Final = 2.0
 # server that is still starting answers "unknown service ...WorkflowService" for a moment
 # (seen in a loaded test run), and dropping a signal then loses an event.
 PERMANENT_RPC_STATUSES: Final = frozenset({RPCStatusCode.INVALID_ARGUMENT})
+# ...except this INVALID_ARGUMENT: the run has had as many signals as the server allows
+# (history.maximumSignalsPerExecution, 10,000 by default). The workflow continues-as-new at the
+# end of its turn and the new run takes signals again, so the event waits and is retried.
+SIGNAL_LIMIT_MESSAGE: Final = "limit for signal events"
 
 SendOutcome = Literal["signal_with_start", "signalled", "not_running", "gone"]
 
@@ -567,7 +571,7 @@ class Watcher:
 def _permanent(exc: Exception) -> bool:
     """Errors that sending the same call again cannot fix: log and drop instead of retrying."""
     if isinstance(exc, RPCError):
-        return exc.status in PERMANENT_RPC_STATUSES
+        return exc.status in PERMANENT_RPC_STATUSES and SIGNAL_LIMIT_MESSAGE not in exc.message
     # A name the workflow id refuses, or a payload the converter cannot encode.
     return isinstance(exc, ValueError | TypeError)
 

@@ -59,9 +59,11 @@ class CarriedState(ActivityModel):
 class PlacementInput(ActivityModel):
     placement: str
     carried: CarriedState | None = None
-    # Continue-as-new after this many cycles (None: the workflow's default). A tuning knob, and
-    # what lets a test watch state cross a run boundary without a hundred cycles.
-    cycles_per_run: int | None = Field(default=None, ge=1)
+    # Continue-as-new after this many loop turns (None: the workflow's default). A tuning knob,
+    # and what lets a test watch state cross a run boundary without a hundred turns.
+    turns_per_run: int | None = Field(default=None, ge=1)
+    # ... or after the turn during which this many signals arrived (None: the default).
+    signals_per_run: int | None = Field(default=None, ge=1)
 
 
 class PlacementStatus(ActivityModel):
@@ -76,3 +78,5 @@ class PlacementStatus(ActivityModel):
     last: CycleReport | None = None
     last_error: str | None = None
     cycles_this_run: int = 0
+    turns_this_run: int = 0  # loop turns in this run, cycles or not (continue-as-new counts them)
+    signals_this_run: int = 0

@@ -16,8 +16,9 @@ placement deleted and created again under the same name lands on this workflow a
 "Requeue now" is another loop turn; "requeue after" is a durable timer. Transient hub errors are
 retried by the activities' RetryPolicy, which replaces KubeFleet's rate limiter; errors that
 retrying cannot fix are recorded and the workflow waits for the next event, as KubeFleet does.
-History is bounded: the run continues-as-new every MAX_CYCLES_PER_RUN cycles with its state
-carried over."""
+History is bounded for healthy and broken placements alike: every turn counts, and the run
+continues-as-new, its state carried over, after MAX_TURNS_PER_RUN turns or MAX_HISTORY_EVENTS
+events (RUN_EVENTS_BOUND is the documented ceiling of one run)."""
 
 from __future__ import annotations
 
@@ -67,8 +68,18 @@ HUB_RETRY = RetryPolicy(
     non_retryable_error_types=list(failures.NON_RETRYABLE),
 )
 
-# Each cycle adds about a dozen events; 100 cycles keep a run's history near 1,500 events.
-MAX_CYCLES_PER_RUN = 100
+# A run continues-as-new at the end of the turn that reaches any of these bounds (or when the
+# server suggests it). A turn adds about a dozen events, a signal one or a few, so 100 turns keep
+# a run near 1,500 events; the signal and event bounds are for signals that outnumber turns
+# (they coalesce while a turn runs). No run exceeds MAX_HISTORY_EVENTS plus one turn and the
+# signals that arrived during it: RUN_EVENTS_BOUND, far below the server's 51,200 events. The
+# server refuses signals past history.maximumSignalsPerExecution (10,000 by default): a server
+# configured below MAX_SIGNALS_PER_RUN needs `signals_per_run` set below its limit, and until
+# the run continues the watcher retries what was refused.
+MAX_TURNS_PER_RUN = 100
+MAX_SIGNALS_PER_RUN = 1_000
+MAX_HISTORY_EVENTS = 2_000
+RUN_EVENTS_BOUND = 2_500
 # Signal reasons kept for the status query; older ones are counted, not listed.
 MAX_PENDING_REASONS = 20
 
@@ -88,7 +99,10 @@ class PlacementWorkflow:
         self._waiting_for = carried.waiting_for or "the first cycle"
         self._phase: PlacementPhase = carried.phase if input.carried else "pending"
         self._cycles_this_run = 0
-        self._cycles_per_run = input.cycles_per_run or MAX_CYCLES_PER_RUN
+        self._turns_this_run = 0
+        self._turns_per_run = input.turns_per_run or MAX_TURNS_PER_RUN
+        self._signals_this_run = 0
+        self._signals_per_run = input.signals_per_run or MAX_SIGNALS_PER_RUN
         # Search attribute values this run last upserted (type, fully scheduled).
         self._attributes: tuple[str, bool] | None = None
 
@@ -100,39 +114,44 @@ class PlacementWorkflow:
             workflow.upsert_search_attributes([names.SA_PLACEMENT_NAME.value_set(self._placement)])
         while True:
             await self._wait_for_work()
-            reasons, fresh = self._take_work()
-            because = "; ".join(reasons[:3]) + (
-                f" (+{len(reasons) - 3})" if len(reasons) > 3 else ""
-            )
-
-            turn = await self._schedule_once(fresh, because)
-            if turn is None:
-                continue
-            prepared, report = turn.prepared, turn.report
-            if prepared.phase == "gone":
-                self._set_phase("done", "nothing: the placement is gone")
-                if self._dirty:
-                    continue  # an event since: the placement may have been created again
+            if await self._turn():
                 return self._status()
-            if prepared.phase == "deleting":
-                if await self._cleanup() and not self._dirty:
-                    return self._status()
-                continue
-            if prepared.phase != "ready" or report is None:
-                # KubeFleet forgets the key and waits for the snapshot watcher (3.2 step 4).
-                self._set_phase("idle", f"an event: {prepared.message}")
-                continue
-
-            await self._after_cycle(report)
+            # Every turn counts, whatever it found: a placement that can never be fully
+            # scheduled (or a hub that keeps failing) is signalled on every relevant change, and
+            # its run must not grow until the server's limits terminate it.
+            self._turns_this_run += 1
             if self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
                     PlacementInput(
                         placement=self._placement,
                         carried=self._carried(),
-                        cycles_per_run=input.cycles_per_run,
+                        turns_per_run=input.turns_per_run,
+                        signals_per_run=input.signals_per_run,
                     )
                 )
+
+    async def _turn(self) -> bool:
+        """One loop turn; True when the workflow is done (placement gone or cleaned up, with
+        no event since)."""
+        reasons, fresh = self._take_work()
+        because = "; ".join(reasons[:3]) + (f" (+{len(reasons) - 3})" if len(reasons) > 3 else "")
+        turn = await self._schedule_once(fresh, because)
+        if turn is None:
+            return False
+        prepared, report = turn.prepared, turn.report
+        if prepared.phase == "gone":
+            self._set_phase("done", "nothing: the placement is gone")
+            # An event since: the placement may have been created again.
+            return not self._dirty
+        if prepared.phase == "deleting":
+            return await self._cleanup() and not self._dirty
+        if prepared.phase != "ready" or report is None:
+            # KubeFleet forgets the key and waits for the snapshot watcher (3.2 step 4).
+            self._set_phase("idle", f"an event: {prepared.message}")
+            return False
+        await self._after_cycle(report)
+        return False
 
     # --- signals and query -----------------------------------------------------------------
 
@@ -141,27 +160,27 @@ class PlacementWorkflow:
         request = request or RequeueRequest()
         self._fresh = self._fresh or request.fresh
         kind = "fresh requeue" if request.fresh else "requeue"
-        self._mark_dirty(f"{kind}: {request.reason}" if request.reason else kind)
+        self._signalled(f"{kind}: {request.reason}" if request.reason else kind)
 
     @workflow.signal(name=names.SIGNAL_SNAPSHOT_CHANGED)
     def snapshot_changed(self, event: HubEvent | None = None) -> None:
-        self._mark_dirty(self._describe(names.SIGNAL_SNAPSHOT_CHANGED, event))
+        self._signalled(self._describe(names.SIGNAL_SNAPSHOT_CHANGED, event))
 
     @workflow.signal(name=names.SIGNAL_CLUSTER_CHANGED)
     def cluster_changed(self, event: HubEvent | None = None) -> None:
-        self._mark_dirty(self._describe(names.SIGNAL_CLUSTER_CHANGED, event))
+        self._signalled(self._describe(names.SIGNAL_CLUSTER_CHANGED, event))
 
     @workflow.signal(name=names.SIGNAL_BINDING_DELETING)
     def binding_deleting(self, event: HubEvent | None = None) -> None:
-        self._mark_dirty(self._describe(names.SIGNAL_BINDING_DELETING, event))
+        self._signalled(self._describe(names.SIGNAL_BINDING_DELETING, event))
 
     @workflow.signal(name=names.SIGNAL_PLACEMENT_DELETING)
     def placement_deleting(self, event: HubEvent | None = None) -> None:
-        self._mark_dirty(self._describe(names.SIGNAL_PLACEMENT_DELETING, event))
+        self._signalled(self._describe(names.SIGNAL_PLACEMENT_DELETING, event))
 
     @workflow.signal(name=names.SIGNAL_PLACEMENT_CHANGED)
     def placement_changed(self, event: HubEvent | None = None) -> None:
-        self._mark_dirty(self._describe(names.SIGNAL_PLACEMENT_CHANGED, event))
+        self._signalled(self._describe(names.SIGNAL_PLACEMENT_CHANGED, event))
 
     @workflow.query(name=names.QUERY_STATUS)
     def status(self) -> PlacementStatus:
@@ -282,6 +301,10 @@ class PlacementWorkflow:
     def _set_phase(self, phase: PlacementPhase, waiting_for: str) -> None:
         self._phase, self._waiting_for = phase, waiting_for
 
+    def _signalled(self, reason: str) -> None:
+        self._signals_this_run += 1
+        self._mark_dirty(reason)
+
     def _mark_dirty(self, reason: str) -> None:
         self._dirty = True
         if len(self._reasons) < MAX_PENDING_REASONS:
@@ -292,9 +315,12 @@ class PlacementWorkflow:
         return f"{signal}: {event.reason}" if event and event.reason else signal
 
     def _should_continue_as_new(self) -> bool:
+        info = workflow.info()
         return (
-            self._cycles_this_run >= self._cycles_per_run
-            or workflow.info().is_continue_as_new_suggested()
+            self._turns_this_run >= self._turns_per_run
+            or self._signals_this_run >= self._signals_per_run
+            or info.get_current_history_length() >= MAX_HISTORY_EVENTS
+            or info.is_continue_as_new_suggested()
         )
 
     def _carried(self) -> CarriedState:
@@ -322,4 +348,6 @@ class PlacementWorkflow:
             last=self._last,
             last_error=self._last_error,
             cycles_this_run=self._cycles_this_run,
+            turns_this_run=self._turns_this_run,
+            signals_this_run=self._signals_this_run,
         )

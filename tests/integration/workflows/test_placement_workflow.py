@@ -41,12 +41,12 @@ def placement_name() -> str:
 
 
 async def start(
-    client: Client, queue: str, name: str, script: Script, cycles_per_run: int | None = None
+    client: Client, queue: str, name: str, script: Script, turns_per_run: int | None = None
 ) -> WorkflowHandle[PlacementWorkflow, PlacementStatus]:
     SCRIPTS[name] = script
     return await client.start_workflow(
         PlacementWorkflow.run,
-        PlacementInput(placement=name, cycles_per_run=cycles_per_run),
+        PlacementInput(placement=name, turns_per_run=turns_per_run),
         id=names.workflow_id(name),
         task_queue=queue,
     )
@@ -207,7 +207,7 @@ async def test_fresh_requeue_applies_to_one_cycle_only(temporal_client, task_que
 async def test_continue_as_new_carries_the_state_across_runs(temporal_client, task_queue, worker):
     name = placement_name()
     handle = await start(
-        temporal_client, task_queue, name, Script(requeues=[True] * 4), cycles_per_run=2
+        temporal_client, task_queue, name, Script(requeues=[True] * 4), turns_per_run=2
     )
     status = await eventually(handle, lambda s: s.cycles == 5 and idle(s))
     assert status.cycles_this_run == 1  # runs of 2, 2, then the fifth cycle

@@ -51,7 +51,7 @@ async def test_fresh_histories_replay(temporal_client: Client, task_queue: str) 
         max_cached_workflows=0,
     ):
         script = Script(requeues=[True, False, False])
-        handle = await start(temporal_client, task_queue, name, script, cycles_per_run=2)
+        handle = await start(temporal_client, task_queue, name, script, turns_per_run=2)
         await eventually(handle, lambda s: s.cycles == 2 and idle(s))
         for reason in ("a", "b", "c"):
             await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason=reason))

@@ -52,16 +52,22 @@ async def test_a_new_watcher_is_not_ready_and_says_which_lists_it_waits_for(
     assert watcher.stats.sent == 0
 
 
+UNKNOWN_SERVICE = "unknown service temporal.api.workflowservice.v1.WorkflowService"
+# What the server answers once a run has had history.maximumSignalsPerExecution signals.
+SIGNAL_LIMIT = "exceeded workflow execution limit for signal events"
+
+
 @pytest.mark.parametrize(
-    ("status", "permanent"),
+    ("status", "message", "permanent"),
     [
-        pytest.param(RPCStatusCode.INVALID_ARGUMENT, True, id="invalid-argument"),
-        pytest.param(RPCStatusCode.UNIMPLEMENTED, False, id="server-still-starting"),
-        pytest.param(RPCStatusCode.UNAVAILABLE, False, id="unavailable"),
+        pytest.param(RPCStatusCode.INVALID_ARGUMENT, "bad payload", True, id="invalid-argument"),
+        pytest.param(RPCStatusCode.UNIMPLEMENTED, UNKNOWN_SERVICE, False, id="server-starting"),
+        pytest.param(RPCStatusCode.UNAVAILABLE, "connection refused", False, id="unavailable"),
+        # The run continues-as-new and the next one takes signals: the event must wait, not go.
+        pytest.param(RPCStatusCode.INVALID_ARGUMENT, SIGNAL_LIMIT, False, id="signal-limit"),
     ],
 )
-async def test_only_errors_a_retry_cannot_fix_drop_a_signal(status, permanent) -> None:
+async def test_only_errors_a_retry_cannot_fix_drop_a_signal(status, message, permanent) -> None:
     from workers.watcher import _permanent
 
-    error = RPCError("unknown service temporal.api.workflowservice.v1.WorkflowService", status, b"")
-    assert _permanent(error) is permanent
+    assert _permanent(RPCError(message, status, b"")) is permanent
