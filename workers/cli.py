@@ -26,17 +26,20 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import TYPE_CHECKING, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import yaml
 from temporalio.client import (
     Client,
+    WithStartWorkflowOperation,
     WorkflowExecution,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
+    WorkflowUpdateFailedError,
 )
+from temporalio.exceptions import ApplicationError
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -62,6 +65,7 @@ from workers.devserver import (
 from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
 from workers.plan import PlacementFileError, load_placement_file, render_plan, what_if
 from workers.render import PlacementRow, evaluated_clusters, render_explain, render_status
+from workers.starts import start_options
 from workers.telemetry import TelemetryConfigError, setup_tracing, shutdown_tracing
 from workers.temporal_client import (
     DEFAULT_TEMPORAL_ADDRESS,
@@ -73,7 +77,8 @@ from workers.temporal_client import (
 )
 from workers.worker import DEFAULT_MAX_CONCURRENT_ACTIVITIES, Serving, serve
 from workflows import names
-from workflows.models import PlacementStatus, RequeueRequest
+from workflows.models import PlacementInput, PlacementStatus, RequeueRequest, RequeueResult
+from workflows.placement import CLOSING_ERROR
 
 if TYPE_CHECKING:
     from devhub import DevHub
@@ -106,7 +111,7 @@ ALL_INTERFACES: Final = "0.0.0.0"  # a pod's probes and Prometheus come from out
 # A signal or query is one round trip; a query also waits for a worker to answer it.
 RPC_TIMEOUT: Final = timedelta(seconds=10)
 WAIT_TIMEOUT_S: Final = 60.0  # `requeue --wait`
-WAIT_POLL_S: Final = 0.25
+CLOSING_RETRY_S: Final = 0.2  # `requeue --wait` reached a run that is ending: send again
 STATUS_LIMIT: Final = 500
 # What the server says when a signal reaches a workflow that has completed.
 COMPLETED_MESSAGE: Final = "already completed"
@@ -645,56 +650,109 @@ async def _query_status(client: Client, workflow_id: str, namespace: str) -> Pla
     return status
 
 
+def _positive_seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {value!r}")
+    return seconds
+
+
 def add_requeue_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", help="the ClusterResourcePlacement's name")
     parser.add_argument("--fresh", action="store_true",
                         help="PickN: reschedule from scratch instead of keeping current picks")
     parser.add_argument("--reason", default="", help="recorded in the workflow's history")
     parser.add_argument("--wait", action="store_true",
-                        help="wait for the cycle the requeue causes and print its summary")
+                        help="wait for the cycle the requeue causes and print its summary "
+                             "(starts the placement's workflow if none runs)")
+    parser.add_argument("--timeout", type=_positive_seconds, default=WAIT_TIMEOUT_S,
+                        help=f"--wait: give up after this many seconds "
+                             f"(default {WAIT_TIMEOUT_S:g})")
+    parser.add_argument("--task-queue", default=names.DEFAULT_TASK_QUEUE,
+                        help="--wait: where a workflow it has to start runs "
+                             f"(default {names.DEFAULT_TASK_QUEUE})")
     _add_temporal_arguments(parser)
 
 
 async def _requeue(args: argparse.Namespace) -> int:
     workflow_id = _workflow_id(args.name)
     client = await connect(_temporal_target(args))
-    before = await _query_status(client, workflow_id, client.namespace) if args.wait else None
     request = RequeueRequest(fresh=args.fresh, reason=args.reason or "requested with the CLI")
+    kind = "fresh requeue" if args.fresh else "requeue"
+    sent = f"sent {kind} to {workflow_id}" + (f" ({args.reason})" if args.reason else "")
+    if args.wait:
+        result = await _requeue_and_wait(client, args, request)
+        print(sent)
+        print(_turn_line(result))
+        answered = result.outcome in ("scheduled", "not_ready", "cleaned_up")
+        return EXIT_OK if answered else EXIT_FAILED
     try:
         await client.get_workflow_handle(workflow_id).signal(
             names.SIGNAL_REQUEUE, request, rpc_timeout=RPC_TIMEOUT
         )
     except RPCError as exc:
         raise _rpc_problem(exc, workflow_id, client.namespace) from exc
-    kind = "fresh requeue" if args.fresh else "requeue"
-    print(f"sent {kind} to {workflow_id}" + (f" ({args.reason})" if args.reason else ""))
-    if before is None:
-        return EXIT_OK
-    deadline = time.monotonic() + WAIT_TIMEOUT_S
-    while time.monotonic() < deadline:
-        now = await _query_status(client, workflow_id, client.namespace)
-        # Settled: at least one new cycle, and no follow-up cycle (e.g. PickN's next batch)
-        # queued behind it.
-        if now.cycles > before.cycles and not now.pending_reasons:
-            print(_cycles_ran(before.cycles, now))
-            return EXIT_OK
-        await asyncio.sleep(WAIT_POLL_S)
-    raise CliError(f"{workflow_id} ran no new cycle within {WAIT_TIMEOUT_S:g}s "
-                   f"(still at {before.cycles}); see `{_self_command()} explain {args.name}`")
+    print(sent)
+    return EXIT_OK
 
 
-def _cycles_ran(before: int, now: PlacementStatus) -> str:
-    """e.g. "cycle 5: PickN 3/3, ..." or "cycles 5-7 ran; cycle 7: PickN 3/3, ..."."""
-    last = now.last
-    if last is not None and last.cycle == now.cycles:
-        summary = last.summary
-        if not summary.startswith(f"cycle {last.cycle}:"):
-            summary = f"cycle {last.cycle}: {summary}"
-    else:  # the newest cycle failed before reporting
-        summary = f"cycle {now.cycles}: {now.last_error or 'no report'}"
-    if now.cycles == before + 1:
-        return summary
-    return f"cycles {before + 1}-{now.cycles} ran; {summary}"
+async def _requeue_and_wait(
+    client: Client, args: argparse.Namespace, request: RequeueRequest
+) -> RequeueResult:
+    """The `requeue_and_wait` update, with update-with-start: a placement whose workflow is not
+    running (never started, or finished) gets one, whose first turn answers. A run that is
+    ending refuses the update; it is sent again and reaches the next run."""
+    workflow_id = _workflow_id(args.name)
+    deadline = time.monotonic() + args.timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+            names.PLACEMENT_WORKFLOW,
+            PlacementInput(placement=args.name),
+            **start_options(args.name, args.task_queue),
+        )
+        try:
+            result: RequeueResult = await asyncio.wait_for(
+                client.execute_update_with_start_workflow(
+                    names.UPDATE_REQUEUE_AND_WAIT,
+                    request,
+                    start_workflow_operation=start,
+                    result_type=RequeueResult,
+                ),
+                timeout=max(remaining, 0.0),
+            )
+            return result
+        except TimeoutError:
+            raise CliError(
+                f"no answer from {workflow_id} within {args.timeout:g}s; the requeue was sent "
+                f"unless no worker runs for task queue {args.task_queue!r} (is {PROG} run or dev "
+                f"running?); `{_self_command()} status {args.name}` shows where it is"
+            ) from None
+        except WorkflowUpdateFailedError as exc:
+            cause = exc.cause
+            closing = isinstance(cause, ApplicationError) and cause.type == CLOSING_ERROR
+            if not closing or time.monotonic() >= deadline:
+                raise CliError(f"the requeue of {workflow_id} failed: {_one_line(exc)}") from exc
+            await asyncio.sleep(CLOSING_RETRY_S)
+        except RPCError as exc:
+            raise _rpc_problem(exc, workflow_id, client.namespace) from exc
+
+
+def _turn_line(result: RequeueResult) -> str:
+    """e.g. "cycle 5: PickN 3/3, picked a,b,c; 1 created" or "no cycle: no policy snapshot"."""
+    if result.outcome == "scheduled":
+        summary = result.summary or f"cycle {result.cycle}"
+        return summary + (f" (error: {result.error})" if result.error else "")
+    if result.outcome == "failed":
+        return f"the turn failed: {result.error or 'no detail'}"
+    if result.outcome == "gone":
+        return "no such ClusterResourcePlacement in the hub (the workflow found it gone)"
+    if result.outcome == "cleaned_up":
+        return f"the placement is being deleted; its cleanup ran ({result.summary})"
+    return f"no cycle: {result.summary or 'nothing to schedule yet'}"
 
 
 def run_requeue(args: argparse.Namespace) -> int:

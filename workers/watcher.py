@@ -37,12 +37,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
 
 from temporalio.client import Client
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
 from temporalio.service import RPCError, RPCStatusCode
 
 from hub.client import HubClient, Resync, WatchEvent
@@ -57,6 +51,7 @@ from hub.types import (
 from hub.types.meta import HubObject
 from scheduler.eligibility import EligibilityChecker
 from workers.metrics import SchedulerMetrics
+from workers.starts import start_options
 from workers.telemetry import span
 from workers.watcher_outbox import Backoff, Batch, Outbox
 from workers.watcher_routes import (
@@ -519,7 +514,7 @@ class Watcher:
         with span("watcher.signal", placement=name, signal=batch.signal, events=batch.events):
             cached = self._placements.get(name)
             if cached is not None and may_start(cached):
-                await self._signal_with_start(name, workflow_id, batch.signal, event)
+                await self._signal_with_start(name, batch.signal, event)
                 return "signal_with_start"
             try:
                 await self._temporal.get_workflow_handle(workflow_id).signal(
@@ -537,28 +532,19 @@ class Watcher:
             current = await asyncio.to_thread(self._read_placement, name)
             if current is None or not may_start(current):
                 return "gone"
-            await self._signal_with_start(name, workflow_id, batch.signal, event)
+            await self._signal_with_start(name, batch.signal, event)
             return "signal_with_start"
 
     async def _signal_with_start(
-        self, name: str, workflow_id: str, signal: str, event: HubEvent
+        self, name: str, signal: str, event: HubEvent
     ) -> None:
         await self._temporal.start_workflow(
             PlacementWorkflow.run,
             PlacementInput(placement=name),
-            id=workflow_id,
-            task_queue=self.task_queue,
             start_signal=signal,
             start_signal_args=[event],
-            # Signal-with-start signals a running workflow and starts one otherwise; a closed
-            # one (the placement was deleted, then re-created with the same name) starts anew.
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            search_attributes=TypedSearchAttributes(
-                [SearchAttributePair(names.SA_PLACEMENT_NAME, name)]
-            ),
-            static_summary=f"placement {name}",
             rpc_timeout=RPC_TIMEOUT,
+            **start_options(name, self.task_queue),
         )
 
     def _read_placement(self, name: str) -> ClusterResourcePlacement | None:

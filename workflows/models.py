@@ -18,6 +18,8 @@ __all__ = [
     "PlacementPhase",
     "PlacementStatus",
     "RequeueRequest",
+    "RequeueResult",
+    "TurnOutcome",
 ]
 
 PlacementPhase = Literal["pending", "running", "idle", "requeue_timer", "cleaning_up", "done"]
@@ -35,6 +37,26 @@ class RequeueRequest(ActivityModel):
 
     fresh: bool = False  # reschedule a PickN placement from scratch instead of keeping its picks
     reason: str = ""
+
+
+TurnOutcome = Literal["scheduled", "not_ready", "failed", "gone", "cleaned_up"]
+"""How a loop turn ended: scheduled: a cycle ran (its summary says what it decided); not_ready:
+there was nothing to schedule yet (e.g. no policy snapshot); failed: the turn failed in a way
+retrying cannot fix (see `error`); gone: the placement does not exist; cleaned_up: it was being
+deleted and its cleanup ran."""
+
+
+class RequeueResult(ActivityModel):
+    """The answer of the `requeue_and_wait` update: the turn that the requeue caused.
+
+    Kept to a few hundred bytes, since every answer is recorded in the history: the cycle's
+    full explanation is what `explain` shows."""
+
+    outcome: TurnOutcome
+    cycle: int | None = None  # the cycle's number, when one ran
+    summary: str = ""
+    error: str | None = None
+    fulfilled: bool | None = None
 
 
 class HubEvent(ActivityModel):

@@ -34,6 +34,7 @@ __all__ = [
     "SIGNAL_PLACEMENT_DELETING",
     "SIGNAL_REQUEUE",
     "SIGNAL_SNAPSHOT_CHANGED",
+    "UPDATE_REQUEUE_AND_WAIT",
     "WATCHER_SIGNALS",
     "WORKFLOW_ID_PREFIX",
     "placement_name",
@@ -77,6 +78,9 @@ WATCHER_SIGNALS: Final = (
 
 # Query: the last cycle's summary and what the workflow waits for.
 QUERY_STATUS: Final = "status"
+
+# Update: a requeue that returns the turn it caused (`fleet-scheduler requeue --wait`).
+UPDATE_REQUEUE_AND_WAIT: Final = "requeue_and_wait"
 
 # Custom search attributes, so the Temporal UI can list placements by name, type and state.
 # Prefixed, because custom attributes share one namespace with every other application.

@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         PlacementPhase,
         PlacementStatus,
         RequeueRequest,
+        RequeueResult,
     )
 
 __all__ = ["PlacementWorkflow"]
@@ -80,6 +81,9 @@ MAX_TURNS_PER_RUN = 100
 MAX_SIGNALS_PER_RUN = 1_000
 MAX_HISTORY_EVENTS = 2_000
 RUN_EVENTS_BOUND = 2_500
+# How requeue_and_wait refuses an update while the run continues-as-new or completes.
+CLOSING_ERROR = "RunClosing"
+CLOSING_MESSAGE = "this run is ending (continue-as-new or completion); retry the update"
 # Signal reasons kept for the status query; older ones are counted, not listed.
 MAX_PENDING_REASONS = 20
 
@@ -103,6 +107,15 @@ class PlacementWorkflow:
         self._turns_per_run = input.turns_per_run or MAX_TURNS_PER_RUN
         self._signals_this_run = 0
         self._signals_per_run = input.signals_per_run or MAX_SIGNALS_PER_RUN
+        # requeue_and_wait: turns are numbered within the run; an update waits for the turn
+        # after the one running (or last run) when it arrived. Tickets count its waiters per
+        # turn; results hold the outcomes of turns that have waiters.
+        self._turns_started = 0
+        self._tickets: dict[int, int] = {}
+        self._results: dict[int, RequeueResult] = {}
+        # Continue-as-new or completion is decided: new updates are refused (the caller retries
+        # and reaches the next run), so none is left waiting for a turn that will not come.
+        self._closing = False
         # Search attribute values this run last upserted (type, fully scheduled).
         self._attributes: tuple[str, bool] | None = None
 
@@ -115,12 +128,17 @@ class PlacementWorkflow:
         while True:
             await self._wait_for_work()
             if await self._turn():
+                self._closing = True
+                await workflow.wait_condition(workflow.all_handlers_finished)
                 return self._status()
             # Every turn counts, whatever it found: a placement that can never be fully
             # scheduled (or a hub that keeps failing) is signalled on every relevant change, and
             # its run must not grow until the server's limits terminate it.
             self._turns_this_run += 1
             if self._should_continue_as_new():
+                self._closing = True
+                if any(turn > self._turns_started for turn in self._tickets):
+                    continue  # accepted updates wait for the next turn: run it here first
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
                     PlacementInput(
@@ -134,24 +152,50 @@ class PlacementWorkflow:
     async def _turn(self) -> bool:
         """One loop turn; True when the workflow is done (placement gone or cleaned up, with
         no event since)."""
+        self._turns_started += 1
+        number = self._turns_started
         reasons, fresh = self._take_work()
         because = "; ".join(reasons[:3]) + (f" (+{len(reasons) - 3})" if len(reasons) > 3 else "")
         turn = await self._schedule_once(fresh, because)
         if turn is None:
+            self._turn_ended(number, RequeueResult(outcome="failed", error=self._last_error))
             return False
         prepared, report = turn.prepared, turn.report
         if prepared.phase == "gone":
             self._set_phase("done", "nothing: the placement is gone")
+            self._turn_ended(number, RequeueResult(outcome="gone", summary=prepared.message))
             # An event since: the placement may have been created again.
             return not self._dirty
         if prepared.phase == "deleting":
-            return await self._cleanup() and not self._dirty
+            cleaned = await self._cleanup()
+            self._turn_ended(
+                number,
+                RequeueResult(outcome="cleaned_up", summary=self._waiting_for)
+                if cleaned
+                else RequeueResult(outcome="failed", error=self._last_error),
+            )
+            return cleaned and not self._dirty
         if prepared.phase != "ready" or report is None:
             # KubeFleet forgets the key and waits for the snapshot watcher (3.2 step 4).
             self._set_phase("idle", f"an event: {prepared.message}")
+            self._turn_ended(number, RequeueResult(outcome="not_ready", summary=prepared.message))
             return False
+        self._turn_ended(
+            number,
+            RequeueResult(
+                outcome="scheduled",
+                cycle=report.cycle,
+                summary=report.summary,
+                error=report.error,
+                fulfilled=report.fulfilled,
+            ),
+        )
         await self._after_cycle(report)
         return False
+
+    def _turn_ended(self, number: int, result: RequeueResult) -> None:
+        if number in self._tickets:
+            self._results[number] = result
 
     # --- signals and query -----------------------------------------------------------------
 
@@ -181,6 +225,27 @@ class PlacementWorkflow:
     @workflow.signal(name=names.SIGNAL_PLACEMENT_CHANGED)
     def placement_changed(self, event: HubEvent | None = None) -> None:
         self._signalled(self._describe(names.SIGNAL_PLACEMENT_CHANGED, event))
+
+    @workflow.update(name=names.UPDATE_REQUEUE_AND_WAIT)
+    async def requeue_and_wait(self, request: RequeueRequest | None = None) -> RequeueResult:
+        """A requeue that answers with the turn it caused: the next one to start, never the one
+        running when it arrived (that one read the hub before the requeue was asked for)."""
+        ticket = self._turns_started + 1
+        self._tickets[ticket] = self._tickets.get(ticket, 0) + 1
+        self.requeue(request)
+        await workflow.wait_condition(lambda: ticket in self._results)
+        result = self._results[ticket]
+        self._tickets[ticket] -= 1
+        if not self._tickets[ticket]:
+            del self._tickets[ticket], self._results[ticket]
+        return result
+
+    @requeue_and_wait.validator
+    def _accept_requeue_and_wait(self, request: RequeueRequest | None = None) -> None:
+        if self._closing:
+            # Checked by the caller: `fleet-scheduler requeue --wait` retries, reaching the
+            # next run, or starting one with update-with-start once this one has completed.
+            raise ApplicationError(CLOSING_MESSAGE, type=CLOSING_ERROR, non_retryable=True)
 
     @workflow.query(name=names.QUERY_STATUS)
     def status(self) -> PlacementStatus:

@@ -18,8 +18,14 @@ from temporalio.worker import Worker
 
 from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS, Script, transient, unexpected
 from workflows import names
-from workflows.models import HubEvent, PlacementInput, PlacementStatus, RequeueRequest
-from workflows.placement import PlacementWorkflow
+from workflows.models import (
+    HubEvent,
+    PlacementInput,
+    PlacementStatus,
+    RequeueRequest,
+    RequeueResult,
+)
+from workflows.placement import CLOSING_ERROR, PlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -294,3 +300,81 @@ async def test_search_attributes_are_upserted_only_when_they_change(
     description = await handle.describe()
     assert description.typed_search_attributes.get(names.SA_PLACEMENT_NAME) == name
     assert description.typed_search_attributes.get(names.SA_FULLY_SCHEDULED) is True
+
+
+# --- requeue_and_wait ----------------------------------------------------------------------
+
+
+async def test_requeue_and_wait_during_a_cycle_answers_with_the_next_cycle(
+    temporal_client, task_queue, worker
+):
+    """The running cycle read the hub before the requeue was asked for: the answer is the
+    cycle after it, not the one in flight."""
+    name = placement_name()
+    gate = asyncio.Event()
+    handle = await start(temporal_client, task_queue, name, Script(gate=gate))
+    await eventually(handle, lambda s: s.phase == "running" and s.cycles == 0)
+
+    waiting = asyncio.create_task(
+        handle.execute_update(
+            PlacementWorkflow.requeue_and_wait, RequeueRequest(reason="during cycle 1")
+        )
+    )
+    await eventually(handle, lambda s: s.pending_reasons == ["requeue: during cycle 1"])
+    assert not waiting.done()
+    gate.set()  # cycle 1 ends, cycle 2 (the one the requeue caused) runs
+    result = await asyncio.wait_for(waiting, 30)
+
+    assert (result.outcome, result.cycle) == ("scheduled", 2)
+    assert result.summary == "cycle 2: scripted"
+    assert SCRIPTS[name].cycles[1].reason == "requeue: during cycle 1"
+
+
+async def test_requeue_and_wait_reports_a_turn_that_found_nothing_to_schedule(
+    temporal_client, task_queue, worker
+):
+    name = placement_name()
+    handle = await start(temporal_client, task_queue, name, Script(phases=["no_latest_snapshot"]))
+    await eventually(handle, idle)
+
+    result = await handle.execute_update(PlacementWorkflow.requeue_and_wait, RequeueRequest())
+
+    assert (result.outcome, result.cycle, result.summary) == (
+        "not_ready",
+        None,
+        "scripted no_latest_snapshot",
+    )
+
+
+async def test_requeue_and_wait_is_answered_across_continue_as_new(
+    temporal_client, task_queue, worker
+):
+    """Runs of one turn: every update lands in a run that must continue-as-new right after the
+    turn it waits for, or is refused while the run ends and sent again to the next one. None
+    is left waiting and every answer is a cycle."""
+    name = placement_name()
+    handle = await start(temporal_client, task_queue, name, Script(), turns_per_run=1)
+    await eventually(handle, lambda s: s.cycles >= 1 and idle(s))
+
+    async def requeue_until_answered(i: int) -> int:
+        for _ in range(100):
+            try:
+                latest = temporal_client.get_workflow_handle(names.workflow_id(name))
+                result = await latest.execute_update(
+                    names.UPDATE_REQUEUE_AND_WAIT,
+                    RequeueRequest(reason=f"update {i}"),
+                    result_type=RequeueResult,
+                )
+            except Exception as exc:  # refused while a run ends: the CLI sends it again
+                cause = getattr(exc, "cause", None)
+                assert getattr(cause, "type", None) == CLOSING_ERROR, exc
+                await asyncio.sleep(0.1)
+                continue
+            assert result.outcome == "scheduled"
+            return result.cycle
+        raise AssertionError(f"update {i} was never answered")
+
+    cycles = await asyncio.wait_for(
+        asyncio.gather(*(requeue_until_answered(i) for i in range(5))), 60
+    )
+    assert all(cycle is not None and cycle >= 2 for cycle in cycles)
