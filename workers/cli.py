@@ -75,6 +75,7 @@ from workers.temporal_client import (
     connect,
     load_target,
 )
+from workers.versioning import DEFAULT_DEPLOYMENT_NAME, WorkerVersion
 from workers.worker import DEFAULT_MAX_CONCURRENT_ACTIVITIES, Serving, serve
 from workflows import names
 from workflows.models import PlacementInput, PlacementStatus, RequeueRequest, RequeueResult
@@ -111,6 +112,7 @@ ALL_INTERFACES: Final = "0.0.0.0"  # a pod's probes and Prometheus come from out
 # A signal or query is one round trip; a query also waits for a worker to answer it.
 RPC_TIMEOUT: Final = timedelta(seconds=10)
 WAIT_TIMEOUT_S: Final = 60.0  # `requeue --wait`
+BUILD_ID_ENV: Final = "FLEET_BUILD_ID"  # `run --build-id`
 CLOSING_RETRY_S: Final = 0.2  # `requeue --wait` reached a run that is ending: send again
 STATUS_LIMIT: Final = 500
 # What the server says when a signal reaches a workflow that has completed.
@@ -547,6 +549,28 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                        help="run only the worker (the watcher runs elsewhere)")
     parts.add_argument("--no-worker", action="store_true",
                        help="run only the watcher (workers run elsewhere)")
+    versioning = parser.add_argument_group(
+        "worker versioning (docs/operations.md, Upgrades with running workflows)")
+    versioning.add_argument("--build-id", default=os.environ.get(BUILD_ID_ENV) or None,
+                            metavar="ID",
+                            help="poll as this version of a Temporal Worker Deployment "
+                                 f"(default: ${BUILD_ID_ENV}; unset: an unversioned worker)")
+    versioning.add_argument("--deployment-name", default=DEFAULT_DEPLOYMENT_NAME, metavar="NAME",
+                            help=f"the Worker Deployment (default {DEFAULT_DEPLOYMENT_NAME})")
+    versioning.add_argument("--no-promote", action="store_true",
+                            help="do not make this version current when it is up (you ramp "
+                                 "and promote with `temporal worker deployment ...`)")
+
+
+def _worker_version(args: argparse.Namespace) -> WorkerVersion | None:
+    if args.build_id is None:
+        return None
+    try:
+        return WorkerVersion(
+            build_id=args.build_id, deployment=args.deployment_name, promote=not args.no_promote
+        )
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
 
 
 def _hub_client(kubeconfig: Path | None, context: str | None) -> HubClient:
@@ -565,6 +589,7 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         settings = _settings(args, metrics)
         target = _temporal_target(args)
+        version = _worker_version(args)
         hub = _hub_client(args.kubeconfig, args.context)
         try:
             runtime, metrics.sdk_metrics_url = sdk_metrics_runtime()
@@ -588,9 +613,11 @@ async def _run(args: argparse.Namespace) -> int:
                 on_ready=lambda serving: print(
                     f"{PROG} run: ready in {serving.ready_after_s:.1f}s; hub {hub.host}, "
                     f"Temporal {target.describe()}, task queue "
-                    f"{serving.task_queue}, metrics {serving.metrics_url}",
+                    f"{serving.task_queue}, metrics {serving.metrics_url}, worker version "
+                    f"{version.label if version is not None else 'unversioned'}",
                     flush=True,
                 ),
+                version=version,
             )
         finally:
             hub.close()

@@ -41,6 +41,7 @@ from hub.client import HubClient
 from workers.devserver import LOOPBACK
 from workers.health import HealthServer, Readiness
 from workers.metrics import SchedulerMetrics
+from workers.versioning import PromoteError, WorkerVersion, promote
 from workers.watcher import Watcher
 from workflows import names
 from workflows.placement import PlacementWorkflow
@@ -65,6 +66,8 @@ SHUTDOWN_GRACE: Final = timedelta(seconds=20)
 # How often the readiness loop asks the server whether our pollers arrived.
 READY_POLL_INTERVAL_S: Final = 0.25
 READY_RPC_TIMEOUT: Final = timedelta(seconds=5)
+# How long a promoting worker waits for the server to know its version before it gives up.
+PROMOTE_TIMEOUT_S: Final = 120.0
 
 PART_WORKER: Final = "worker"
 PART_WATCHER: Final = "watcher"
@@ -94,14 +97,16 @@ def build_worker(
     settings: ActivitySettings | None = None,
     max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
     activity_executor: ThreadPoolExecutor | None = None,
+    version: WorkerVersion | None = None,
     **worker_options: Any,
 ) -> Worker:
     """A worker for PlacementWorkflow and its activities on `task_queue`.
 
     The activities run on `activity_executor`, or on a new thread pool with one thread per
     activity slot; the caller owns a pool it passes in (`serve` shuts its own down).
-    `worker_options` go to `temporalio.worker.Worker` as they are (tests pass
-    `max_cached_workflows=0`)."""
+    `version` makes it a versioned worker of a Worker Deployment (workers.versioning says why);
+    without one it polls unversioned, as `fleet-scheduler dev` does. `worker_options` go to
+    `temporalio.worker.Worker` as they are (tests pass `max_cached_workflows=0`)."""
     if max_concurrent_activities < 1:
         raise ValueError(
             f"max_concurrent_activities must be at least 1, got {max_concurrent_activities}"
@@ -117,6 +122,7 @@ def build_worker(
         activities=worker_activities(hub, settings or ActivitySettings()),
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,
+        deployment_config=version.deployment_config() if version is not None else None,
         **worker_options,
     )
 
@@ -148,8 +154,15 @@ async def _worker_polling(client: Client, task_queue: str, identity: str) -> boo
 
 
 async def _watch_worker_readiness(
-    client: Client, task_queue: str, identity: str, readiness: Readiness
+    client: Client,
+    task_queue: str,
+    identity: str,
+    readiness: Readiness,
+    version: WorkerVersion | None,
 ) -> None:
+    """Ready once the server sees this worker polling and, for a worker that promotes its
+    version, once that version is current: a rolling update then stops the old pod only after
+    the new one receives the tasks."""
     while True:
         try:
             polling = await _worker_polling(client, task_queue, identity)
@@ -157,10 +170,21 @@ async def _watch_worker_readiness(
             readiness.set(PART_WORKER, False, f"cannot describe task queue: {exc.message}")
         else:
             if polling:
-                readiness.set(PART_WORKER, True)
-                return
+                break
             readiness.set(PART_WORKER, False, f"not yet polling task queue {task_queue!r}")
         await asyncio.sleep(READY_POLL_INTERVAL_S)
+    if version is not None and version.promote:
+        readiness.set(PART_WORKER, False, f"making {version.label} the current version")
+        try:
+            await promote(client, version, timeout_s=PROMOTE_TIMEOUT_S)
+        except PromoteError as exc:
+            # Not ready, and /readyz says why: a rolling update stops here, the old version
+            # keeps the tasks.
+            log.error("%s", exc)
+            readiness.set(PART_WORKER, False, str(exc))
+            return
+        log.info("worker version %s is current", version.label)
+    readiness.set(PART_WORKER, True)
 
 
 async def _mirror_watcher_readiness(watcher: Watcher, readiness: Readiness) -> None:
@@ -186,6 +210,7 @@ async def serve(
     health_port: int | None = 0,
     max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
     on_ready: Callable[[Serving], None] | None = None,
+    version: WorkerVersion | None = None,
 ) -> None:
     """Run the worker, the watcher and the health server until `stop` is set, then stop them.
 
@@ -231,11 +256,15 @@ async def serve(
                 settings=settings,
                 max_concurrent_activities=max_concurrent_activities,
                 activity_executor=executor,
+                version=version,
             )
             tasks[PART_WORKER] = asyncio.create_task(worker.run(), name=PART_WORKER)
             helpers.append(
                 asyncio.create_task(
-                    _watch_worker_readiness(client, task_queue, client.identity, readiness)
+                    _watch_worker_readiness(
+                        client, task_queue, client.identity, readiness, version
+                    ),
+                    name="worker readiness",
                 )
             )
         if run_watcher:

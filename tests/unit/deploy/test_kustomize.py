@@ -252,6 +252,10 @@ def test_both_deployments_run_the_project_image_at_its_version(overlay: str) -> 
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     images = {container(d)["image"] for d in deployments(overlay).values()}
     assert images == {f"fleet-scheduler:{version}"}
+    # The worker polls as that version of its Worker Deployment (workers.versioning), so a
+    # new image with a new build id is a versioned rolling upgrade.
+    worker = deployments(overlay)[WORKER]
+    assert environment(overlay, worker)["FLEET_BUILD_ID"] == version
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
