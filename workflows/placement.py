@@ -25,7 +25,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, VersioningBehavior
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -88,9 +88,9 @@ CLOSING_MESSAGE = "this run is ending (continue-as-new or completion); retry the
 MAX_PENDING_REASONS = 20
 
 
-# Auto-upgrade: a versioned worker's new version takes over every placement at its next task
-# (workers.versioning says why not pinned); command changes go behind workflow.patched().
-@workflow.defn(name=names.PLACEMENT_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
+# Auto-upgrade, set as a versioned worker's default (workers.versioning says why not pinned):
+# declaring it here would make every unversioned worker's task completion fail.
+@workflow.defn(name=names.PLACEMENT_WORKFLOW)
 class PlacementWorkflow:
     @workflow.init
     def __init__(self, input: PlacementInput) -> None:

@@ -17,7 +17,6 @@ import pytest
 from temporalio import activity, workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
-from temporalio.common import VersioningBehavior
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
 
@@ -41,7 +40,7 @@ PATCH = "test-version-b-memo"
 PLACEMENTS = 3
 
 
-@workflow.defn(name=names.PLACEMENT_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
+@workflow.defn(name=names.PLACEMENT_WORKFLOW)
 class PlacementWorkflowB(PlacementWorkflow):
     """Version B: after each cycle it also records the build in the memo (a new command)."""
 
