@@ -13,6 +13,7 @@ from temporalio.exceptions import ApplicationError
 from activities import failures
 from activities.bindings import Pacer
 from activities.models import CLEANUP_PLACEMENT, CleanupReport, CleanupRequest
+from activities.outage import through_outages
 from activities.plumbing import ActivitySettings, heartbeat
 from activities.translate import hub_failures
 from activities.turn import name_too_long
@@ -38,8 +39,11 @@ class CleanupPlacement:
     @activity.defn(name=CLEANUP_PLACEMENT)
     def cleanup_placement(self, request: CleanupRequest) -> CleanupReport:
         """Delete the placement's bindings (and snapshots, standalone), then its finalizer."""
-        with hub_failures(f"cleaning up placement {request.placement!r}"):
-            return self._cleanup(request.placement)
+        def cleanup() -> CleanupReport:
+            with hub_failures(f"cleaning up placement {request.placement!r}"):
+                return self._cleanup(request.placement)
+
+        return through_outages(self._settings.hub_gate, heartbeat, cleanup)
 
     def _cleanup(self, name: str) -> CleanupReport:
         client = self._client

@@ -17,6 +17,7 @@ from opentelemetry import trace
 from temporalio import activity
 
 from activities.bindings import Tally
+from activities.outage import HubGate
 from hub import names
 from hub.types import MemberCluster
 from scheduler import Profile
@@ -77,6 +78,9 @@ class ActivitySettings:
     # KubeFleet reads them from its informer), which may answer None when it cannot be trusted
     # yet; None, or a None answer: list them from the hub. Bindings are always read directly.
     clusters: Callable[[], list[MemberCluster] | None] | None = None
+    # Where activities wait out a hub outage (activities.outage); None: they fail at once and
+    # Temporal's RetryPolicy retries them. Every worker that `build_worker` makes has one.
+    hub_gate: HubGate | None = None
 
     def now(self) -> datetime:
         # metav1.Time has second precision; conditions compare equal after a round trip.

@@ -35,9 +35,11 @@ from temporalio.worker import Worker
 
 from activities.cleanup import CleanupPlacement
 from activities.clusters import ClusterCache
+from activities.outage import HubGate
 from activities.plumbing import ActivitySettings
 from activities.turn import ScheduleOnce
 from hub.client import HubClient
+from hub.types import MemberCluster
 from workers.devserver import LOOPBACK
 from workers.health import HealthServer, Readiness
 from workers.metrics import SchedulerMetrics
@@ -115,16 +117,25 @@ def build_worker(
         max_workers=max_concurrent_activities, thread_name_prefix="activity"
     )
     worker_options.setdefault("graceful_shutdown_timeout", SHUTDOWN_GRACE)
+    settings = settings or ActivitySettings()
+    if settings.hub_gate is None:
+        settings = dataclasses.replace(settings, hub_gate=hub_gate(hub))
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[PlacementWorkflow],
-        activities=worker_activities(hub, settings or ActivitySettings()),
+        activities=worker_activities(hub, settings),
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,
         deployment_config=version.deployment_config() if version is not None else None,
         **worker_options,
     )
+
+
+def hub_gate(hub: HubClient) -> HubGate:
+    """The worker's gate for hub outages, probing with the cheapest read the activities' RBAC
+    allows: one MemberCluster."""
+    return HubGate(lambda: hub.list(MemberCluster, limit=1))
 
 
 @dataclass(frozen=True)
