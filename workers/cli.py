@@ -103,7 +103,9 @@ EXIT_USAGE = 2
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+# SIGHUP too: closing the terminal must stop `dev` in order (the dev server last), not leave
+# its children holding the ports.
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 MAX_PORT: Final = 65535
 
 DEVHUB_DIR: Final = "devhub"  # under `dev --data-dir`, beside Temporal's temporal.db
@@ -128,7 +130,7 @@ class Command:
     run: Callable[[argparse.Namespace], int]
 
 
-def wait_for_signal(signals: Sequence[signal.Signals] = (signal.SIGINT, signal.SIGTERM)) -> str:
+def wait_for_signal(signals: Sequence[signal.Signals] = STOP_SIGNALS) -> str:
     """Block the main thread until one of `signals` arrives; returns its name."""
     received: list[str] = []
     done = threading.Event()
@@ -253,7 +255,7 @@ def _self_command() -> str:
 
 
 def _install_stop_handlers(stop: asyncio.Event) -> Callable[[], None]:
-    """SIGINT/SIGTERM set `stop`; returns a function that removes the handlers."""
+    """SIGINT, SIGTERM and SIGHUP set `stop`; returns a function that removes the handlers."""
     loop = asyncio.get_running_loop()
 
     def on_signal(sig: signal.Signals) -> None:

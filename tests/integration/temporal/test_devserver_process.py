@@ -3,7 +3,12 @@ state kept across restarts under a data dir, and clear errors when it cannot sta
 
 from __future__ import annotations
 
+import asyncio
+import os
 import socket
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -13,6 +18,7 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from workers import devserver
 from workers.devserver import DevServer, DevServerError, find_temporal_binary, free_port
 from workflows import names
 
@@ -75,3 +81,62 @@ async def test_stop_is_graceful_and_idempotent() -> None:
     assert server.running
     assert await server.stop() == 0  # SIGTERM handled: a clean exit, not a kill
     assert await server.stop() is None
+
+
+def _alive(pid: int) -> bool:
+    return devserver._start_time(pid) is not None
+
+
+async def test_a_server_left_by_an_earlier_run_of_the_data_dir_is_stopped_and_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data_dir, port = tmp_path / "temporal", free_port()
+    earlier = DevServer(port=port, ui=False, data_dir=data_dir)
+    await earlier.start()
+    assert earlier._process is not None
+    stale = earlier._process.pid
+    earlier._process = None  # its parent "died" without stopping it: pid file and ports remain
+    assert (data_dir / devserver.PID_FILENAME).exists()
+
+    async with DevServer(port=port, ui=False, data_dir=data_dir) as server:
+        assert server.running and not _alive(stale)
+        assert f"left running on {data_dir} by an earlier run (PID {stale})" in (
+            capsys.readouterr().out
+        )
+    assert not (data_dir / devserver.PID_FILENAME).exists()  # a clean stop leaves none
+
+
+async def test_a_pid_file_naming_another_process_is_ignored(tmp_path: Path) -> None:
+    data_dir = tmp_path / "temporal"
+    data_dir.mkdir()
+    # This test's own pid, with a start time that is not its own: a pid reused since.
+    (data_dir / devserver.PID_FILENAME).write_text(f"{os.getpid()} 1\n")
+    async with DevServer(port=free_port(), ui=False, data_dir=data_dir) as server:
+        assert server.running
+
+
+async def test_the_server_dies_with_its_parent_even_by_sigkill(tmp_path: Path) -> None:
+    script = (
+        "import asyncio, sys\n"
+        "from workers.devserver import DevServer, free_port\n"
+        "async def main():\n"
+        "    server = DevServer(port=free_port(), ui=False)\n"
+        "    await server.start()\n"
+        "    print(server._process.pid, flush=True)\n"
+        "    await asyncio.sleep(3600)\n"
+        "asyncio.run(main())\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=Path(__file__).parents[3]
+    )
+    assert parent.stdout is not None
+    line = await asyncio.wait_for(asyncio.to_thread(parent.stdout.readline), 60)
+    child = int(line)
+    assert _alive(child)
+
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 15
+    while _alive(child) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert not _alive(child), f"the Temporal dev server (PID {child}) outlived its parent"
