@@ -105,7 +105,6 @@ class PlacementWorkflow:
         self._waiting_for = carried.waiting_for or "the first cycle"
         self._phase: PlacementPhase = carried.phase if input.carried else "pending"
         self._cycles_this_run = 0
-        self._turns_this_run = 0
         self._turns_per_run = input.turns_per_run or MAX_TURNS_PER_RUN
         self._signals_this_run = 0
         self._signals_per_run = input.signals_per_run or MAX_SIGNALS_PER_RUN
@@ -136,7 +135,6 @@ class PlacementWorkflow:
             # Every turn counts, whatever it found: a placement that can never be fully
             # scheduled (or a hub that keeps failing) is signalled on every relevant change, and
             # its run must not grow until the server's limits terminate it.
-            self._turns_this_run += 1
             if self._should_continue_as_new():
                 self._closing = True
                 if any(turn > self._turns_started for turn in self._tickets):
@@ -384,7 +382,7 @@ class PlacementWorkflow:
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
         return (
-            self._turns_this_run >= self._turns_per_run
+            self._turns_started >= self._turns_per_run
             or self._signals_this_run >= self._signals_per_run
             or info.get_current_history_length() >= MAX_HISTORY_EVENTS
             or info.is_continue_as_new_suggested()
@@ -415,6 +413,6 @@ class PlacementWorkflow:
             last=self._last,
             last_error=self._last_error,
             cycles_this_run=self._cycles_this_run,
-            turns_this_run=self._turns_this_run,
+            turns_this_run=self._turns_started,
             signals_this_run=self._signals_this_run,
         )
