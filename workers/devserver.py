@@ -191,7 +191,10 @@ def search_attribute_flags(keys: Sequence[SearchAttributeKey[Any]]) -> list[str]
 
 
 def _port_is_free(host: str, port: int) -> bool:
+    """No listener holds `port`. Connections of a server that just died (TIME_WAIT, for a
+    minute after a SIGKILL) do not count: servers bind with SO_REUSEADDR, and so does this."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:

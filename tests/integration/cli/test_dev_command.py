@@ -291,4 +291,8 @@ def test_a_killed_dev_takes_its_temporal_server_along(tmp_path: Path) -> None:
         "the dev server to die with its parent",
         lambda: processes_mentioning(f"--port {dev.ports.temporal}") == [],
     )
-    wait_for("the ports to be free", lambda: all(port_is_free(p) for p in dev.ports.all()))
+    # The next `make run`: same ports, same data dir.
+    again = DevProcess(tmp_path)
+    again.ports = dev.ports
+    again.start()
+    assert again.stop(signal.SIGTERM) == 0, again.stderr()[-4000:]
