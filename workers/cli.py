@@ -64,6 +64,7 @@ from workers.devserver import (
 )
 from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
 from workers.plan import PlacementFileError, load_placement_file, render_plan, what_if
+from workers.reconcile import DEFAULT_RECONCILE_EVERY, ensure_reconcile_schedule
 from workers.render import PlacementRow, evaluated_clusters, render_explain, render_status
 from workers.starts import start_options
 from workers.telemetry import TelemetryConfigError, setup_tracing, shutdown_tracing
@@ -551,6 +552,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                        help="run only the worker (the watcher runs elsewhere)")
     parts.add_argument("--no-worker", action="store_true",
                        help="run only the watcher (workers run elsewhere)")
+    parser.add_argument("--reconcile-every", type=float, metavar="SECONDS",
+                        default=DEFAULT_RECONCILE_EVERY.total_seconds(),
+                        help="run the reconcile safety net this often, as the Temporal Schedule "
+                             f"{names.RECONCILE_SCHEDULE_ID} (created or updated; default "
+                             f"{DEFAULT_RECONCILE_EVERY.total_seconds():g}); 0: do not manage it, "
+                             "and a watcher start signals every placement instead")
     versioning = parser.add_argument_group(
         "worker versioning (docs/operations.md, Upgrades with running workflows)")
     versioning.add_argument("--build-id", default=os.environ.get(BUILD_ID_ENV) or None,
@@ -600,6 +607,14 @@ async def _run(args: argparse.Namespace) -> int:
             if added:
                 print(f"registered search attributes {', '.join(added)} in namespace "
                       f"{target.namespace}", flush=True)
+            reconcile = args.reconcile_every > 0
+            if reconcile:
+                schedule_id = await ensure_reconcile_schedule(
+                    client, args.task_queue, timedelta(seconds=args.reconcile_every),
+                    standalone=settings.snapshotter,
+                )
+                print(f"reconcile Schedule {schedule_id}: every {args.reconcile_every:g}s",
+                      flush=True)
             await serve(
                 client,
                 hub,
@@ -620,6 +635,7 @@ async def _run(args: argparse.Namespace) -> int:
                     flush=True,
                 ),
                 version=version,
+                reconcile_at_start=reconcile,
             )
         finally:
             hub.close()

@@ -51,6 +51,7 @@ from hub.types import (
 from hub.types.meta import HubObject
 from scheduler.eligibility import EligibilityChecker
 from workers.metrics import SchedulerMetrics
+from workers.reconcile import trigger_reconcile
 from workers.starts import start_options
 from workers.telemetry import span
 from workers.watcher_outbox import Backoff, Batch, Outbox
@@ -206,6 +207,7 @@ class Watcher:
         watch_seconds: int = DEFAULT_WATCH_SECONDS,
         watch_retry: Backoff = WATCH_RETRY,
         send_retry: Backoff = SEND_RETRY,
+        reconcile_at_start: bool = False,
     ) -> None:
         if coalesce_seconds < 0:
             raise ValueError(f"coalesce_seconds must not be negative, got {coalesce_seconds}")
@@ -224,6 +226,7 @@ class Watcher:
         self._watch_seconds = watch_seconds
         self._watch_retry = watch_retry
         self._send_retry = send_retry
+        self._reconcile_at_start = reconcile_at_start
 
         self._views: dict[type[HubObject], View[Any]] = {kind: View(kind) for kind in WATCHED_KINDS}
         self._placements: View[ClusterResourcePlacement] = self._views[ClusterResourcePlacement]
@@ -399,21 +402,47 @@ class Watcher:
                 kind.PLURAL,
                 "" if first else f" again: {len(changes)} changes while not watching",
             )
-            if first and kind is ClusterResourcePlacement:
-                for route in startup_routes(self._placements.values(), standalone=self.snapshotter):
-                    self._enqueue(route)
+            quiet_start = first and self._reconcile_at_start
+            if first and kind is ClusterResourcePlacement and not quiet_start:
+                self._signal_every_placement()
             if first:  # routed as nothing, but broken objects found at start are still named
                 for obj in item.objects:
                     self._warn_if_orphan(Change("ADDED", None, obj))
-            for change in changes:
-                self._route(change)
+            if not quiet_start:
+                for change in changes:
+                    self._route(change)
             if first and self.ready:
                 self._ready.set()
                 _log.info("watcher ready: %d placements cached", len(self._placements))
+                if self._reconcile_at_start:
+                    task = asyncio.create_task(self._reconcile_once())
+                    self._sends.add(task)
+                    task.add_done_callback(self._sends.discard)
             return
         event_change = view.apply_event(item)
         if event_change is not None:
             self._route(event_change)
+
+    def _signal_every_placement(self) -> None:
+        for route in startup_routes(self._placements.values(), standalone=self.snapshotter):
+            self._enqueue(route)
+
+    async def _reconcile_once(self) -> None:
+        """A start with the reconcile Schedule in place: instead of a cycle for every placement,
+        one reconcile run acts on what changed while nobody watched (workers/reconcile.py).
+        Without the Schedule (or Temporal refusing), every placement is signalled as before."""
+        try:
+            triggered = await trigger_reconcile(self._temporal, self.task_queue)
+        except RPCError as exc:
+            _log.warning("cannot trigger the reconcile (%s); signalling every placement", exc)
+            triggered = False
+        if triggered:
+            _log.info("watcher start: triggered the reconcile instead of signalling placements")
+            return
+        _log.warning("no reconcile Schedule for task queue %s; signalling every placement",
+                     self.task_queue)
+        self._signal_every_placement()
+        self._wake_up()
 
     def _route(self, change: Change[Any]) -> None:
         routes = route_change(

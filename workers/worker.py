@@ -43,10 +43,12 @@ from hub.types import MemberCluster
 from workers.devserver import LOOPBACK
 from workers.health import HealthServer, Readiness
 from workers.metrics import SchedulerMetrics
+from workers.reconcile import ReconcileFleet
 from workers.versioning import PromoteError, WorkerVersion, promote
 from workers.watcher import Watcher
 from workflows import names
 from workflows.placement import PlacementWorkflow
+from workflows.reconcile import ReconcileWorkflow
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENT_ACTIVITIES",
@@ -123,8 +125,8 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[PlacementWorkflow],
-        activities=worker_activities(hub, settings),
+        workflows=[PlacementWorkflow, ReconcileWorkflow],
+        activities=[*worker_activities(hub, settings), ReconcileFleet(hub, client).reconcile_fleet],
         activity_executor=executor,
         max_concurrent_activities=max_concurrent_activities,
         deployment_config=version.deployment_config() if version is not None else None,
@@ -222,6 +224,7 @@ async def serve(
     max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
     on_ready: Callable[[Serving], None] | None = None,
     version: WorkerVersion | None = None,
+    reconcile_at_start: bool = False,
 ) -> None:
     """Run the worker, the watcher and the health server until `stop` is set, then stop them.
 
@@ -285,6 +288,7 @@ async def serve(
                 task_queue=task_queue,
                 snapshotter=settings.snapshotter,
                 metrics=metrics,
+                reconcile_at_start=reconcile_at_start,
             )
             tasks[PART_WATCHER] = asyncio.create_task(watcher.run(stop), name=PART_WATCHER)
             helpers.append(asyncio.create_task(_mirror_watcher_readiness(watcher, readiness)))

@@ -17,6 +17,8 @@ __all__ = [
     "PlacementInput",
     "PlacementPhase",
     "PlacementStatus",
+    "ReconcileInput",
+    "ReconcileReport",
     "RequeueRequest",
     "RequeueResult",
     "TurnOutcome",
@@ -102,3 +104,27 @@ class PlacementStatus(ActivityModel):
     cycles_this_run: int = 0
     turns_this_run: int = 0  # loop turns in this run, cycles or not (continue-as-new counts them)
     signals_this_run: int = 0
+
+
+class ReconcileInput(ActivityModel):
+    """The reconcile Schedule's workflow input (and its activity's request)."""
+
+    task_queue: str
+    standalone: bool = True
+    # The previous run's cluster digests (the activity's request only; the workflow reads them
+    # from the last completed run).
+    previous_clusters: dict[str, str] | None = None
+
+
+class ReconcileReport(ActivityModel):
+    """What one reconcile run did. `clusters` maps each member cluster to a digest of what
+    scheduling reads of it, for the next run to compare (about 50 bytes a cluster)."""
+
+    placements: int = 0
+    running: int = 0
+    started: list[str] = Field(default_factory=list)
+    finished: list[str] = Field(default_factory=list)
+    requeued: list[str] = Field(default_factory=list)
+    reasons: dict[str, str] = Field(default_factory=dict)  # placement -> why it was acted on
+    clusters: dict[str, str] = Field(default_factory=dict)
+    summary: str = ""

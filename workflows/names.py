@@ -20,10 +20,13 @@ with workflow.unsafe.imports_passed_through():
 
 __all__ = [
     "ACTIVITY_CLEANUP_PLACEMENT",
+    "ACTIVITY_RECONCILE_FLEET",
     "ACTIVITY_SCHEDULE_ONCE",
     "DEFAULT_TASK_QUEUE",
     "PLACEMENT_WORKFLOW",
     "QUERY_STATUS",
+    "RECONCILE_SCHEDULE_ID",
+    "RECONCILE_WORKFLOW",
     "SA_FULLY_SCHEDULED",
     "SA_PLACEMENT_NAME",
     "SA_PLACEMENT_TYPE",
@@ -38,6 +41,7 @@ __all__ = [
     "WATCHER_SIGNALS",
     "WORKFLOW_ID_PREFIX",
     "placement_name",
+    "reconcile_schedule_id",
     "workflow_id",
 ]
 
@@ -48,6 +52,12 @@ PLACEMENT_WORKFLOW: Final = "PlacementWorkflow"
 # here with the other wire names: one loop turn, and the cleanup of a deleted placement.
 ACTIVITY_SCHEDULE_ONCE: Final = SCHEDULE_ONCE
 ACTIVITY_CLEANUP_PLACEMENT: Final = CLEANUP_PLACEMENT
+
+# The reconcile safety net (workers/reconcile.py): a Schedule starts this workflow every few
+# minutes; it runs one activity. Its name is ours, so declared here rather than beside it.
+RECONCILE_WORKFLOW: Final = "FleetReconcile"
+ACTIVITY_RECONCILE_FLEET: Final = "reconcile_fleet"
+RECONCILE_SCHEDULE_ID: Final = "fleet-reconcile"
 
 # Configurable per deployment (`--task-queue`); this is the default of every command.
 DEFAULT_TASK_QUEUE: Final = "fleet-scheduler"
@@ -88,6 +98,14 @@ SA_PLACEMENT_NAME: Final = SearchAttributeKey.for_keyword("FleetPlacementName")
 SA_PLACEMENT_TYPE: Final = SearchAttributeKey.for_keyword("FleetPlacementType")
 SA_FULLY_SCHEDULED: Final = SearchAttributeKey.for_bool("FleetFullyScheduled")
 SEARCH_ATTRIBUTES: Final = (SA_PLACEMENT_NAME, SA_PLACEMENT_TYPE, SA_FULLY_SCHEDULED)
+
+
+def reconcile_schedule_id(task_queue: str) -> str:
+    """`fleet-reconcile` for the default task queue; one per task queue otherwise, so several
+    deployments (or tests) can share a namespace."""
+    if task_queue == DEFAULT_TASK_QUEUE:
+        return RECONCILE_SCHEDULE_ID
+    return f"{RECONCILE_SCHEDULE_ID}-{task_queue}"
 
 
 def workflow_id(placement_name: str) -> str:

@@ -1,0 +1,129 @@
+"""The reconcile safety net with a real worker, watcher, devhub and Temporal: a watcher restart
+with nothing changed runs no cycle, and what changed while no watcher ran is acted on by the
+one reconcile the restart triggers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+
+import pytest
+from temporalio.client import Client
+
+from activities.plumbing import ActivitySettings
+from hub.client import HubClient
+from hub.types import ClusterResourcePlacement, MemberCluster
+from tests.integration.e2e.fleet import (
+    add_cluster,
+    add_placement,
+    eventually,
+    live_targets,
+    settled,
+    status,
+    unique,
+)
+from workers.reconcile import ensure_reconcile_schedule
+from workers.watcher import Watcher
+from workers.worker import build_worker
+from workflows import names
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+PLACEMENTS = 8
+
+
+@asynccontextmanager
+async def watching(client: Client, hub: HubClient, task_queue: str) -> AsyncIterator[Watcher]:
+    watcher = Watcher(hub, client, task_queue=task_queue, reconcile_at_start=True)
+    stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    try:
+        await watcher.wait_ready(timeout=30)
+        yield watcher
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def reconciles(client: Client, task_queue: str) -> int:
+    query = (
+        f"WorkflowType = '{names.RECONCILE_WORKFLOW}' AND TaskQueue = '{task_queue}' "
+        "AND ExecutionStatus = 'Completed'"
+    )
+    return len([e async for e in client.list_workflows(query)])
+
+
+async def cycles(client: Client, placements: list[str]) -> dict[str, int]:
+    found = {}
+    for name in placements:
+        current = await status(client, name)
+        found[name] = current.cycles if current is not None else 0
+    return found
+
+
+async def test_a_watcher_restart_is_quiet_and_changes_made_meanwhile_are_reconciled(
+    hub: HubClient, temporal_client: Client, task_queue: str
+) -> None:
+    client = temporal_client
+    # An hour apart: the runs here are the ones watcher starts trigger.
+    await ensure_reconcile_schedule(client, task_queue, timedelta(hours=1), standalone=True)
+    for name in ("member-a", "member-b", "member-c"):
+        add_cluster(hub, name, labels={"env": "prod"})
+    placements = [unique("quiet") for _ in range(PLACEMENTS)]
+    worker = build_worker(
+        client, hub, task_queue=task_queue, settings=ActivitySettings(), max_cached_workflows=0
+    )
+    async with worker:
+        async with watching(client, hub, task_queue):
+            for name in placements:
+                add_placement(hub, name, {"placementType": "PickAll"})
+            for name in placements:
+                await eventually(lambda name=name: len(live_targets(hub, name)) == 3)
+                await settled(client, name)
+        before = await cycles(client, placements)
+        runs = await reconciles(client, task_queue)
+
+        # Restart with nothing changed: one reconcile, no cycle.
+        async with watching(client, hub, task_queue) as watcher:
+            await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+            await asyncio.sleep(1.0)
+            assert await cycles(client, placements) == before
+            assert watcher.stats.sent == 0
+
+        # Changes while no watcher runs: a policy edit, a cluster gone, a new placement.
+        edited, created = placements[0], unique("created")
+        current = hub.get(ClusterResourcePlacement, edited)
+        policy = {
+            "placementType": "PickAll",
+            "affinity": {"clusterAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"team": "x"}}}]
+            }}},
+        }  # fmt: skip
+        hub.update(
+            ClusterResourcePlacement.from_wire(
+                {**current.to_wire(), "spec": {**current.to_wire()["spec"], "policy": policy}}
+            )
+        )
+        hub.delete(MemberCluster, "member-c")
+        add_placement(hub, created, {"placementType": "PickAll"})
+        runs = await reconciles(client, task_queue)
+        async with watching(client, hub, task_queue):
+            await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+            await eventually(lambda: live_targets(hub, edited) == {})  # no cluster has team=x
+            await eventually(lambda: set(live_targets(hub, created)) == {"member-a", "member-b"})
+            for name in placements[1:]:
+                await eventually(
+                    lambda name=name: set(live_targets(hub, name)) == {"member-a", "member-b"}
+                )
+
+
+async def eventually_async(count, at_least: int, timeout: float = 45.0) -> int:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await count()
+        if value >= at_least:
+            return int(value)
+        assert asyncio.get_running_loop().time() < deadline, f"{value} < {at_least}"
+        await asyncio.sleep(0.3)

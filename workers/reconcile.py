@@ -1,0 +1,327 @@
+"""The reconcile safety net: a Temporal Schedule (`fleet-reconcile`, every 5 minutes, overlap
+skip) compares the hub with the running workflows and acts on what events did not reach.
+
+The watcher turns hub events into signals, but events can be missed: the watcher was down, or a
+signal was refused for good. Every run of the reconcile checks, from the hub and Temporal's
+visibility alone:
+
+- every placement that wants the scheduler has a running workflow (missing ones are started);
+- every running placement workflow has a placement (orphans get a `placement_deleting` signal;
+  their next turn finds the placement gone and completes);
+- every placement's scheduling is current: its latest policy snapshot was scheduled for the
+  snapshot's and the placement's generation (`placement_scheduled_condition` says pending), and
+  no binding of it is being deleted or targets a cluster that does not exist; if not, requeue;
+- member clusters: each run records a digest of what scheduling reads of every cluster (labels,
+  taints, properties, namespaces, resource usage, eligibility); a cluster whose digest changed
+  since the previous run, or that is gone, reaches the placements KubeFleet's cluster watcher
+  would requeue for it (`placements_for_cluster_event`).
+
+This is what lets a watcher restart stay quiet: its first list no longer signals every placement
+(10,000 placements: 10,000 cycles); it triggers one reconcile instead, which acts on what changed
+while nobody watched, and leaves the rest alone. `fleet-scheduler run` creates or updates the
+Schedule; `--reconcile-every 0` removes nothing but stops creating it (delete it with
+`temporal schedule delete --schedule-id fleet-reconcile`)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+from temporalio import activity
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from hub import names as hub_names
+from hub.client import HubClient
+from hub.types import (
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    MemberCluster,
+)
+from scheduler.eligibility import EligibilityChecker
+from scheduler.snapshots import placement_scheduled_condition
+from scheduler.watch_rules import placements_for_cluster_event
+from workers.starts import start_options
+from workers.watcher_routes import may_start
+from workflows import names
+from workflows.models import (
+    HubEvent,
+    PlacementInput,
+    ReconcileInput,
+    ReconcileReport,
+    RequeueRequest,
+)
+
+__all__ = [
+    "DEFAULT_RECONCILE_EVERY",
+    "ReconcileFleet",
+    "ReconcilePlan",
+    "ensure_reconcile_schedule",
+    "plan_reconcile",
+    "trigger_reconcile",
+]
+
+log = logging.getLogger("fleet_scheduler.reconcile")
+
+DEFAULT_RECONCILE_EVERY: Final = timedelta(minutes=5)
+CALL_CONCURRENCY: Final = 32
+HEARTBEAT_EVERY: Final = 100  # Temporal calls between heartbeats
+START_REASON: Final = "reconcile: no workflow was running"
+GONE_REASON: Final = "reconcile: the placement is gone"
+
+
+@dataclass
+class ReconcilePlan:
+    """What a reconcile run does: placement -> the reason, per action."""
+
+    start: dict[str, str] = field(default_factory=dict)
+    finish: dict[str, str] = field(default_factory=dict)
+    requeue: dict[str, str] = field(default_factory=dict)
+    clusters: dict[str, str] = field(default_factory=dict)
+
+
+def cluster_digest(cluster: MemberCluster, checker: EligibilityChecker, now: datetime) -> str:
+    """What scheduling reads of a cluster, hashed: heartbeat times are left out (they change
+    every minute), whether they make the cluster eligible is kept."""
+    status = cluster.status
+    read = {
+        "labels": cluster.metadata.labels,
+        "taints": [t.model_dump(mode="json") for t in cluster.spec.taints],
+        "properties": {k: v.value for k, v in status.properties.items()},
+        "namespaces": status.namespaces,
+        "usage": status.resource_usage.model_dump(mode="json"),
+        "eligible": checker.check(cluster, now) is None,
+    }
+    text = json.dumps(read, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def plan_reconcile(
+    placements: Iterable[ClusterResourcePlacement],
+    latest_snapshots: Iterable[ClusterSchedulingPolicySnapshot],
+    clusters: Iterable[MemberCluster],
+    bindings: Iterable[ClusterResourceBinding],
+    running: set[str],
+    previous_clusters: Mapping[str, str] | None,
+    *,
+    standalone: bool,
+    now: datetime,
+    checker: EligibilityChecker | None = None,
+) -> ReconcilePlan:
+    """The actions of one reconcile run (a pure function of what it read)."""
+    checker = checker or EligibilityChecker()
+    by_name = {p.metadata.name: p for p in placements}
+    snapshots = {
+        s.metadata.labels.get(hub_names.PARENT_PLACEMENT_LABEL, ""): s for s in latest_snapshots
+    }
+    plan = ReconcilePlan()
+    for name, placement in sorted(by_name.items()):
+        if may_start(placement) and name not in running:
+            plan.start[name] = START_REASON
+    for name in sorted(running - by_name.keys()):
+        plan.finish[name] = GONE_REASON
+
+    def requeue(name: str, reason: str) -> None:
+        if name in running and name in by_name:
+            plan.requeue.setdefault(name, f"reconcile: {reason}")
+
+    for name, placement in sorted(by_name.items()):
+        if placement.metadata.deleting:
+            if may_start(placement):
+                requeue(name, "the placement is being deleted and still has our finalizer")
+            continue
+        snapshot = snapshots.get(name)
+        if snapshot is None:
+            if standalone:
+                requeue(name, "the placement has no latest policy snapshot")
+            continue
+        condition = placement_scheduled_condition(placement, snapshot, now)
+        if condition.reason == hub_names.SCHEDULE_PENDING_REASON:
+            requeue(name, f"snapshot {snapshot.metadata.name} is not scheduled for its generation")
+
+    cluster_names = set()
+    for cluster in clusters:
+        cluster_names.add(cluster.metadata.name)
+        plan.clusters[cluster.metadata.name] = (
+            "deleting" if cluster.metadata.deleting else cluster_digest(cluster, checker, now)
+        )
+    for binding in bindings:
+        owner = binding.metadata.labels.get(hub_names.PARENT_PLACEMENT_LABEL, "")
+        if binding.metadata.deleting:
+            requeue(owner, f"binding {binding.metadata.name} is being deleted")
+        elif binding.spec.target_cluster not in cluster_names:
+            requeue(owner, f"binding {binding.metadata.name} targets a cluster that is gone")
+    if previous_clusters is not None:
+        live = [p for p in by_name.values() if not p.metadata.deleting]
+        for cluster_name in sorted(set(previous_clusters) | set(plan.clusters)):
+            current = plan.clusters.get(cluster_name)
+            if previous_clusters.get(cluster_name) == current:
+                continue
+            left = current is None or current == "deleting"
+            what = "left the fleet" if left else "changed"
+            for name in placements_for_cluster_event(left, live):
+                requeue(name, f"cluster {cluster_name} {what} since the last reconcile")
+    return plan
+
+
+class ReconcileFleet:
+    """The reconcile activity; one per worker, holding the hub and Temporal clients."""
+
+    def __init__(self, hub: HubClient, client: Client) -> None:
+        self._hub = hub
+        self._client = client
+
+    @activity.defn(name=names.ACTIVITY_RECONCILE_FLEET)
+    async def reconcile_fleet(self, request: ReconcileInput) -> ReconcileReport:
+        hub = self._hub
+        placements, snapshots, clusters, bindings = await asyncio.gather(
+            asyncio.to_thread(lambda: hub.list(ClusterResourcePlacement).items),
+            asyncio.to_thread(
+                lambda: hub.list(
+                    ClusterSchedulingPolicySnapshot, {hub_names.IS_LATEST_SNAPSHOT_LABEL: "true"}
+                ).items
+            ),
+            asyncio.to_thread(lambda: hub.list(MemberCluster).items),
+            asyncio.to_thread(lambda: hub.list(ClusterResourceBinding).items),
+        )
+        activity.heartbeat("read the hub")
+        running = await self._running(request.task_queue)
+        plan = plan_reconcile(
+            placements, snapshots, clusters, bindings, running, request.previous_clusters,
+            standalone=request.standalone, now=datetime.now(UTC),
+        )  # fmt: skip
+        await self._act(plan, request)
+        summary = (
+            f"{len(placements)} placements, {len(running)} workflows: started {len(plan.start)}, "
+            f"finished {len(plan.finish)}, requeued {len(plan.requeue)}"
+        )
+        if plan.start or plan.finish or plan.requeue:
+            log.info("reconcile: %s", summary)
+        return ReconcileReport(
+            placements=len(placements),
+            running=len(running),
+            started=sorted(plan.start),
+            finished=sorted(plan.finish),
+            requeued=sorted(plan.requeue),
+            reasons={**plan.requeue, **plan.finish, **plan.start},
+            clusters=plan.clusters,
+            summary=summary,
+        )
+
+    async def _running(self, task_queue: str) -> set[str]:
+        query = (
+            f"WorkflowType = '{names.PLACEMENT_WORKFLOW}' AND ExecutionStatus = 'Running' "
+            f"AND TaskQueue = '{task_queue}'"
+        )
+        found: set[str] = set()
+        async for execution in self._client.list_workflows(query):
+            try:
+                found.add(names.placement_name(execution.id))
+            except ValueError:
+                continue
+        return found
+
+    async def _act(self, plan: ReconcilePlan, request: ReconcileInput) -> None:
+        gate = asyncio.Semaphore(CALL_CONCURRENCY)
+        done = 0
+        start_signal = (
+            names.SIGNAL_PLACEMENT_CHANGED if request.standalone else names.SIGNAL_SNAPSHOT_CHANGED
+        )
+
+        async def call(name: str, signal: str, payload: HubEvent | RequeueRequest) -> None:
+            nonlocal done
+            async with gate:
+                try:
+                    if name in plan.start:
+                        await self._client.start_workflow(
+                            names.PLACEMENT_WORKFLOW,
+                            PlacementInput(placement=name),
+                            start_signal=signal,
+                            start_signal_args=[payload],
+                            **start_options(name, request.task_queue),
+                        )
+                    else:
+                        await self._client.get_workflow_handle(names.workflow_id(name)).signal(
+                            signal, payload
+                        )
+                except RPCError as exc:
+                    if exc.status != RPCStatusCode.NOT_FOUND:  # it ended meanwhile: fine
+                        raise
+            done += 1
+            if done % HEARTBEAT_EVERY == 0:
+                activity.heartbeat(f"{done} placements acted on")
+
+        await asyncio.gather(
+            *(call(n, start_signal, HubEvent(reason=r)) for n, r in plan.start.items()),
+            *(
+                call(n, names.SIGNAL_PLACEMENT_DELETING, HubEvent(reason=r))
+                for n, r in plan.finish.items()
+            ),
+            *(
+                call(n, names.SIGNAL_REQUEUE, RequeueRequest(reason=r))
+                for n, r in plan.requeue.items()
+            ),
+        )
+
+
+def _schedule(task_queue: str, every: timedelta, standalone: bool) -> Schedule:
+    return Schedule(
+        action=ScheduleActionStartWorkflow(
+            names.RECONCILE_WORKFLOW,
+            ReconcileInput(task_queue=task_queue, standalone=standalone),
+            id=names.reconcile_schedule_id(task_queue),
+            task_queue=task_queue,
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+
+
+async def ensure_reconcile_schedule(
+    client: Client, task_queue: str, every: timedelta, *, standalone: bool
+) -> str:
+    """Create the reconcile Schedule, or update it to these settings; returns its id."""
+    schedule_id = names.reconcile_schedule_id(task_queue)
+    wanted = _schedule(task_queue, every, standalone)
+    try:
+        await client.create_schedule(schedule_id, wanted)
+    except ScheduleAlreadyRunningError:
+
+        def update(_: ScheduleUpdateInput) -> ScheduleUpdate:
+            return ScheduleUpdate(schedule=wanted)
+
+        await client.get_schedule_handle(schedule_id).update(update)
+    return schedule_id
+
+
+async def trigger_reconcile(client: Client, task_queue: str) -> bool:
+    """Run the reconcile now (a watcher start does, instead of signalling every placement);
+    False when there is no such Schedule."""
+    try:
+        await client.get_schedule_handle(names.reconcile_schedule_id(task_queue)).trigger(
+            overlap=ScheduleOverlapPolicy.SKIP
+        )
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return True
+

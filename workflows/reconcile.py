@@ -1,0 +1,49 @@
+"""The reconcile safety net's workflow: started by the `fleet-reconcile` Schedule, it runs one
+activity (workers/reconcile.py says what it checks) and returns its report, which the next
+scheduled run reads back as its last completion result to see what changed in between."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import names
+    from workflows.models import ReconcileInput, ReconcileReport
+
+__all__ = ["ReconcileWorkflow"]
+
+# Reading a large hub and signalling thousands of workflows takes a while; it heartbeats.
+RECONCILE_TIMEOUT = timedelta(minutes=4)
+RECONCILE_HEARTBEAT = timedelta(seconds=60)
+# A failed run is retried a few times; the next scheduled run is the real retry.
+RECONCILE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=30),
+    maximum_attempts=3,
+)  # fmt: skip
+
+
+@workflow.defn(name=names.RECONCILE_WORKFLOW)
+class ReconcileWorkflow:
+    @workflow.run
+    async def run(self, input: ReconcileInput) -> ReconcileReport:
+        previous: ReconcileReport | None = None
+        if workflow.has_last_completion_result():
+            previous = workflow.get_last_completion_result(ReconcileReport)
+        report: ReconcileReport = await workflow.execute_activity(
+            names.ACTIVITY_RECONCILE_FLEET,
+            ReconcileInput(
+                task_queue=input.task_queue,
+                standalone=input.standalone,
+                previous_clusters=previous.clusters if previous is not None else None,
+            ),
+            result_type=ReconcileReport,
+            start_to_close_timeout=RECONCILE_TIMEOUT,
+            heartbeat_timeout=RECONCILE_HEARTBEAT,
+            retry_policy=RECONCILE_RETRY,
+            summary="reconcile: every placement has a workflow, every workflow a placement",
+        )
+        workflow.set_current_details(report.summary)
+        return report
