@@ -96,6 +96,14 @@ class Explanation(WireModel):
     bindings: list[BindingGroup] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
+    @property
+    def evaluated(self) -> bool:
+        """Did this cycle judge clusters (filter, score or check targets)? A PickN cycle that
+        already had its N clusters only keeps their bindings and looks at no other cluster."""
+        return any(
+            (self.picked, self.not_picked, self.filtered, self.valid, self.invalid, self.not_found)
+        )
+
     def fates(self) -> list[tuple[str, str]]:
         """(cluster, one line) for every cluster mentioned, sorted by cluster name."""
         out: list[tuple[str, str]] = []

@@ -1,0 +1,137 @@
+"""The packed explanation: lossless, order-preserving, small for patterned names, and a clear
+error for anything that is not one."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler import (
+    BindingGroup,
+    Explanation,
+    FilterGroup,
+    InvalidInputError,
+    InvalidTarget,
+    ScoreGroup,
+)
+from scheduler.packing import PACKED_VERSION, pack_explanation, unpack_explanation
+
+# Cluster names as hubs have them, numbered ones sharing stems (zero-padded or not, of
+# different widths), and arbitrary text (PickFixed's not-found targets are whatever the user
+# wrote).
+NAME = st.one_of(
+    st.from_regex(r"[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?", fullmatch=True),
+    st.from_regex(r"(prod|dev)-[ab]?-?0{0,2}[0-9]{1,3}", fullmatch=True),
+    st.text(min_size=1, max_size=30),
+)
+NAMES = st.lists(NAME, max_size=12)
+
+
+@st.composite
+def explanations(draw: st.DrawFn) -> Explanation:
+    def scores() -> list[ScoreGroup]:
+        return [
+            ScoreGroup(
+                topology=draw(st.integers(-1000, 1000)),
+                affinity=draw(st.integers(-100, 100)),
+                obsolete=draw(st.integers(0, 1)),
+                total=draw(st.none() | st.integers()),
+                clusters=draw(NAMES),
+            )
+            for _ in range(draw(st.integers(0, 3)))
+        ]
+
+    return Explanation(
+        placement_type=draw(st.sampled_from(["PickAll", "PickN", "PickFixed"])),
+        snapshot=draw(NAME),
+        wanted=draw(st.none() | st.integers(0, 50)),
+        branch=draw(st.none() | st.sampled_from(["steady", "schedule", "downscale"])),
+        picked=scores(),
+        created=draw(st.integers(0, 10)),
+        not_picked=scores(),
+        filtered=[
+            FilterGroup(plugin=draw(NAME), reason=draw(st.text()), clusters=draw(NAMES))
+            for _ in range(draw(st.integers(0, 3)))
+        ],
+        kept=draw(NAMES),
+        already_selected=draw(NAMES),
+        not_evaluated=draw(st.integers(0, 5)),
+        valid=draw(NAMES),
+        invalid=[
+            InvalidTarget(cluster=draw(NAME), reason=draw(st.text()))
+            for _ in range(draw(st.integers(0, 3)))
+        ],
+        not_found=draw(NAMES),
+        bindings=[
+            BindingGroup(
+                action=draw(st.sampled_from(["patched", "revived", "unscheduled"])),
+                why=draw(st.text()),
+                clusters=draw(NAMES),
+            )
+            for _ in range(draw(st.integers(0, 2)))
+        ],
+        notes=draw(st.lists(st.text(), max_size=2)),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(explanations())
+def test_unpacking_gives_back_the_same_explanation(explanation: Explanation) -> None:
+    # Lists keep their order (ranks, duplicates) and names may repeat across lists.
+    assert unpack_explanation(pack_explanation(explanation)) == explanation
+
+
+def fleet(size: int) -> Explanation:
+    names = [f"prod-westeurope-payments-cluster-{i:05d}" for i in range(size)]
+    return Explanation(
+        placement_type="PickN",
+        snapshot="web-3",
+        wanted=10,
+        branch="schedule",
+        # Ranked best first: descending names, the tie-break, not the roster's order.
+        picked=[ScoreGroup(topology=0, affinity=90, obsolete=0, clusters=names[-10:][::-1])],
+        not_picked=[
+            ScoreGroup(topology=0, affinity=score, obsolete=0, clusters=names[score::89][::-1])
+            for score in range(89)
+        ],
+        filtered=[FilterGroup(plugin="TaintToleration", reason="taint", clusters=names[:7])],
+        bindings=[BindingGroup(action="patched", why="score changed", clusters=names[-3:])],
+    )
+
+
+def test_a_patterned_fleet_packs_to_a_fraction_of_its_json() -> None:
+    explanation = fleet(5000)
+    packed = pack_explanation(explanation)
+    assert unpack_explanation(packed) == explanation
+    assert len(packed) * 8 < len(explanation.model_dump_json())
+
+
+def test_the_packed_form_is_plain_json_text() -> None:
+    packed = pack_explanation(fleet(200))
+    assert json.loads(json.dumps(packed)) == packed
+    assert '"' not in packed and "\\" not in packed
+
+
+@pytest.mark.parametrize(
+    ("packed", "says"),
+    [
+        ("not base85 ~~~ \x00", "not base85"),
+        (base64.b85encode(bytes([PACKED_VERSION + 1]) + b"rest").decode(), "format version 2"),
+        (base64.b85encode(bytes([PACKED_VERSION]) + b"garbage").decode(), "does not decompress"),
+        ("", "format version none"),
+    ],
+)
+def test_anything_else_is_refused_with_a_reason(packed: str, says: str) -> None:
+    with pytest.raises(InvalidInputError, match=says):
+        unpack_explanation(packed)
+
+
+def test_a_truncated_packed_explanation_is_refused() -> None:
+    packed = pack_explanation(fleet(100))
+    raw = base64.b85decode(packed)
+    with pytest.raises(InvalidInputError):
+        unpack_explanation(base64.b85encode(raw[: len(raw) // 2]).decode())
