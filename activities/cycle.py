@@ -146,7 +146,6 @@ def run_cycle(
         placement=request.placement,
         snapshot=snapshot.name,
         outcome=result.outcome,
-        explanation=explanation,
         writes=writes,
         requeue=result.requeue,
         requeue_after_seconds=result.requeue_after_seconds,
@@ -155,7 +154,7 @@ def run_cycle(
         bindings_seen=len(fleet.bindings),
         duration_ms=run.duration_ms,
         summary=cycle_summary(request.cycle, result, writes),
-    )
+    ).recording(explanation, request.known_explanation)
 
 
 def outcome_of(report: CycleReport) -> CycleOutcome:

@@ -1,20 +1,24 @@
 """Inputs and outputs of the activities: small, stable, readable in the Temporal UI.
 
 They are recorded in every placement's event history, so they name placements and snapshots
-rather than carry objects, and a cycle's report stays compact at 5,000 member clusters: picked
-clusters are listed with their scores, filtered clusters are grouped by (plugin, reason)."""
+rather than carry objects, and a cycle's report stays compact at 5,000 member clusters: its
+explanation of every cluster's fate is packed (scheduler.packing), or left out when the workflow
+already holds the same one."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from scheduler import Explanation, Outcome
+from scheduler.packing import pack_explanation, unpack_explanation
 
 __all__ = [
     "CLEANUP_PLACEMENT",
+    "INLINE_EXPLANATION_BYTES",
     "SCHEDULE_ONCE",
     "ActivityModel",
     "CleanupReport",
@@ -75,17 +79,31 @@ class WriteCounts(ActivityModel):
         return self.created + self.patched + self.unscheduled + self.finalizers_removed
 
 
+# An explanation whose JSON is at most this long is recorded as it is, readable in the Temporal
+# UI; a larger one (a fleet of more than a few dozen clusters) is recorded packed.
+INLINE_EXPLANATION_BYTES: Final = 4096
+
+
 class CycleReport(ActivityModel):
     """What one scheduling cycle read, decided and wrote: the `status` query and `explain` show it.
 
-    `explanation` is the scheduler's own compact account of every cluster's fate (filtered
-    clusters grouped by plugin and reason), about 80 KB at 5,000 clusters."""
+    Every cluster's fate is in the scheduler's `Explanation`: recorded as it is when small
+    (`explanation`), packed otherwise (`explanation_packed`, scheduler.packing: about 11 KB at
+    5,000 clusters with patterned names instead of over 200 KB), and left out when it is the
+    same as the one the workflow already holds (`explanation_digest` says which it is). The
+    workflow's `status` query and continue-as-new input carry reports without it (`slim`)."""
 
+    summary: str = ""
     cycle: int
     placement: str
     snapshot: str
     outcome: Outcome
+    evaluated: bool = False
+    """The cycle judged clusters (filtered, scored or checked targets); a PickN cycle that only
+    keeps its N bindings did not, and the reasons for its picks are in an earlier cycle."""
     explanation: Explanation | None = None
+    explanation_packed: str | None = None
+    explanation_digest: str | None = None
     writes: WriteCounts = Field(default_factory=WriteCounts)
     requeue: bool = False
     requeue_after_seconds: float | None = None
@@ -93,7 +111,6 @@ class CycleReport(ActivityModel):
     clusters_seen: int = 0
     bindings_seen: int = 0
     duration_ms: float = 0.0
-    summary: str = ""
 
     @property
     def placement_type(self) -> str:
@@ -103,14 +120,62 @@ class CycleReport(ActivityModel):
     def fulfilled(self) -> bool:
         return self.outcome.fulfilled
 
+    @property
+    def has_explanation(self) -> bool:
+        return self.explanation is not None or self.explanation_packed is not None
+
+    def full_explanation(self) -> Explanation | None:
+        """The explanation, unpacked if it was recorded packed (None if this report has none)."""
+        if self.explanation is not None:
+            return self.explanation
+        if self.explanation_packed is not None:
+            return unpack_explanation(self.explanation_packed)
+        return None
+
+    def slim(self) -> CycleReport:
+        """This report without its explanation: what status answers and runs carry over."""
+        if not self.has_explanation:
+            return self
+        return self.model_copy(update={"explanation": None, "explanation_packed": None})
+
+    def recording(self, explanation: Explanation, known_digest: str | None) -> CycleReport:
+        """This report with `explanation` recorded: as it is when small, packed otherwise, and
+        only its digest when that is `known_digest` (the workflow holds the same fates)."""
+        encoded = explanation.model_dump_json().encode()
+        digest = hashlib.sha256(encoded).hexdigest()[:32]
+        update: dict[str, object] = {
+            "evaluated": explanation.evaluated,
+            "explanation_digest": digest,
+        }
+        if digest != known_digest:
+            if len(encoded) <= INLINE_EXPLANATION_BYTES:
+                update["explanation"] = explanation
+            else:
+                update["explanation_packed"] = pack_explanation(explanation)
+        return self.model_copy(update=update)
+
+    def with_explanation_of(self, other: CycleReport) -> CycleReport:
+        """This report holding `other`'s explanation (the same fates, recorded earlier)."""
+        return self.model_copy(
+            update={
+                "explanation": other.explanation,
+                "explanation_packed": other.explanation_packed,
+                "explanation_digest": other.explanation_digest,
+            }
+        )
+
 
 class TurnRequest(ActivityModel):
-    """One loop turn (`schedule_once`): prepare, then the cycle numbered `cycle` if ready."""
+    """One loop turn (`schedule_once`): prepare, then the cycle numbered `cycle` if ready.
+
+    `known_explanation` is the digest of the explanation the workflow holds: a cycle that
+    decides the same fates leaves its explanation out of the result (and so out of history)."""
 
     placement: str
     cycle: int
     fresh: bool = False
     reason: str = ""
+    known_explanation: str | None = None
 
 
 class TurnResult(ActivityModel):

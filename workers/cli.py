@@ -43,7 +43,6 @@ from temporalio.exceptions import ApplicationError
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.models import SCHEDULE_ONCE, CycleReport, TurnResult
 from activities.plumbing import ActivitySettings
 from hub.client import HubClient
 from hub.errors import (
@@ -53,7 +52,7 @@ from hub.errors import (
     UnauthorizedError,
 )
 from hub.types import ClusterResourcePlacement
-from scheduler import Profile, ProfileError, load_profile
+from scheduler import Profile, ProfileError, SchedulerError, load_profile
 from workers.devserver import (
     DEFAULT_NAMESPACE,
     LOOPBACK,
@@ -65,7 +64,7 @@ from workers.devserver import (
 from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
 from workers.plan import PlacementFileError, load_placement_file, render_plan, what_if
 from workers.reconcile import DEFAULT_RECONCILE_EVERY, ensure_reconcile_schedule
-from workers.render import PlacementRow, evaluated_clusters, render_explain, render_status
+from workers.render import PlacementRow, render_explain, render_status
 from workers.starts import start_options
 from workers.telemetry import TelemetryConfigError, setup_tracing, shutdown_tracing
 from workers.temporal_client import (
@@ -79,7 +78,13 @@ from workers.temporal_client import (
 from workers.versioning import DEFAULT_DEPLOYMENT_NAME, WorkerVersion
 from workers.worker import DEFAULT_MAX_CONCURRENT_ACTIVITIES, Serving, serve
 from workflows import names
-from workflows.models import PlacementInput, PlacementStatus, RequeueRequest, RequeueResult
+from workflows.models import (
+    PlacementExplanation,
+    PlacementInput,
+    PlacementStatus,
+    RequeueRequest,
+    RequeueResult,
+)
 from workflows.placement import CLOSING_ERROR
 
 if TYPE_CHECKING:
@@ -809,43 +814,39 @@ def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
     _add_temporal_arguments(parser)
 
 
-async def _last_evaluating_cycle(client: Client, workflow_id: str) -> CycleReport | None:
-    """The newest cycle report in the current run's history that evaluated clusters.
-
-    Reports are the results of `schedule_once` (a `TurnResult` holding one). A PickN placement
-    that already has its clusters runs cycles that only keep them; the reasons for its picks are
-    in the cycle that chose them, which the history still holds (unless the run has
-    continued-as-new since)."""
-    scheduled: dict[int, str] = {}
-    found: CycleReport | None = None
+async def _query_explanation(
+    client: Client, workflow_id: str, status: PlacementStatus
+) -> PlacementExplanation:
+    """The last cycle and the last that evaluated clusters, with their explanations (the
+    `explanation` query). A worker older than that query answers `status` with the last
+    cycle's explanation in it: that is shown instead."""
     handle = client.get_workflow_handle(workflow_id)
-    async for event in handle.fetch_history_events(rpc_timeout=RPC_TIMEOUT):
-        if event.HasField("activity_task_scheduled_event_attributes"):
-            attributes = event.activity_task_scheduled_event_attributes
-            scheduled[event.event_id] = attributes.activity_type.name
-        elif event.HasField("activity_task_completed_event_attributes"):
-            completed = event.activity_task_completed_event_attributes
-            activity_type = scheduled.get(completed.scheduled_event_id)
-            if activity_type != SCHEDULE_ONCE:
-                continue
-            (turn,) = await client.data_converter.decode(completed.result.payloads, [TurnResult])
-            report = turn.report if isinstance(turn, TurnResult) else None
-            if isinstance(report, CycleReport) and evaluated_clusters(report.explanation):
-                found = report
-    return found
+    try:
+        answer: PlacementExplanation = await handle.query(
+            names.QUERY_EXPLANATION, result_type=PlacementExplanation, rpc_timeout=RPC_TIMEOUT
+        )
+    except RPCError as exc:
+        raise _rpc_problem(exc, workflow_id, client.namespace) from exc
+    except (WorkflowQueryFailedError, WorkflowQueryRejectedError) as exc:
+        if "unknown queryType" not in str(exc):
+            failed = f"the explanation query of {workflow_id} failed: {_one_line(exc)}"
+            raise CliError(failed) from exc
+        return PlacementExplanation(last=status.last)
+    return answer
 
 
 async def _explain(args: argparse.Namespace) -> int:
     workflow_id = _workflow_id(args.name)
     client = await connect(_temporal_target(args))
     status = await _query_status(client, workflow_id, client.namespace)
-    evaluating = None
-    if status.last is not None and not evaluated_clusters(status.last.explanation):
-        try:
-            evaluating = await _last_evaluating_cycle(client, workflow_id)
-        except RPCError as exc:  # the table of the last cycle is still worth printing
-            log.warning("cannot read the history of %s: %s", workflow_id, exc.message)
-    sys.stdout.write(render_explain(status, evaluating))
+    answer = await _query_explanation(client, workflow_id, status)
+    if answer.last is not None:
+        status = status.model_copy(update={"last": answer.last})
+    try:
+        text = render_explain(status, answer.deciding)
+    except SchedulerError as exc:
+        raise CliError(f"the explanation of {workflow_id} cannot be read: {exc}") from exc
+    sys.stdout.write(text)
     return EXIT_OK
 
 

@@ -26,7 +26,6 @@ __all__ = [
     "FATE_VALID",
     "PlacementRow",
     "cluster_rows",
-    "evaluated_clusters",
     "explanation_lines",
     "render_explain",
     "render_status",
@@ -146,7 +145,7 @@ def _report_lines(report: CycleReport) -> list[str]:
     )
     lines = [f"last {head}"]
     lines.append(f"  outcome:   {_wanted(report)}")
-    explanation = report.explanation
+    explanation = report.full_explanation()
     snapshot = f"  snapshot:  {report.snapshot}"
     if explanation is not None:
         snapshot += f" (score mode {explanation.score_mode}"
@@ -164,23 +163,6 @@ def _report_lines(report: CycleReport) -> list[str]:
     if report.error:
         lines.append(f"  error:     {report.error}")
     return lines
-
-
-def evaluated_clusters(explanation: Explanation | None) -> bool:
-    """Did this cycle judge clusters (filter, score or check targets)? A PickN cycle that already
-    had its N clusters only keeps their bindings and looks at no other cluster."""
-    if explanation is None:
-        return False
-    return any(
-        (
-            explanation.picked,
-            explanation.not_picked,
-            explanation.filtered,
-            explanation.valid,
-            explanation.invalid,
-            explanation.not_found,
-        )
-    )
 
 
 def explanation_lines(explanation: Explanation) -> list[str]:
@@ -231,13 +213,13 @@ def render_explain(status: PlacementStatus, evaluating: CycleReport | None = Non
         return "\n".join(lines) + "\n"
     lines.append("")
     lines += _report_lines(report)
-    explanation = report.explanation
+    explanation = report.full_explanation()
     if explanation is None:
         lines.append("(this cycle recorded no per-cluster explanation)")
         return "\n".join(lines) + "\n"
     lines.append("")
     lines += explanation_lines(explanation)
-    if evaluated_clusters(explanation):
+    if explanation.evaluated:
         return "\n".join(lines) + "\n"
     others = report.clusters_seen - len(explanation.kept)
     lines.append("")
@@ -246,12 +228,13 @@ def render_explain(status: PlacementStatus, evaluating: CycleReport | None = Non
         + (f" ({others} more in the fleet)" if others > 0 else "")
         + "."
     )
-    if evaluating is not None and evaluating.explanation is not None:
+    chosen = evaluating.full_explanation() if evaluating is not None else None
+    if evaluating is not None and chosen is not None:
         headline, *details = _report_lines(evaluating)
         lines.append("The last cycle that evaluated them: " + headline.removeprefix("last "))
         lines += details
         lines.append("")
-        lines += explanation_lines(evaluating.explanation)
+        lines += explanation_lines(chosen)
     else:
         lines.append(
             "Requeue with --fresh to evaluate every cluster again (PickN may then pick others)."

@@ -14,6 +14,7 @@ from activities.models import ActivityModel, CycleReport
 __all__ = [
     "CarriedState",
     "HubEvent",
+    "PlacementExplanation",
     "PlacementInput",
     "PlacementPhase",
     "PlacementStatus",
@@ -68,13 +69,16 @@ class HubEvent(ActivityModel):
 
 
 class CarriedState(ActivityModel):
-    """What one run hands the next through continue-as-new."""
+    """What one run hands the next through continue-as-new: the last cycle's report without its
+    explanation, and the last cycle that evaluated clusters with its explanation (packed at
+    scale), so `explain` still shows every cluster's fate after any number of runs."""
 
     cycles: int = 0
     dirty: bool = True
     fresh: bool = False
     pending_reasons: list[str] = Field(default_factory=list)
     last: CycleReport | None = None
+    deciding: CycleReport | None = None
     last_error: str | None = None
     waiting_for: str = ""
     phase: PlacementPhase = "pending"
@@ -91,7 +95,8 @@ class PlacementInput(ActivityModel):
 
 
 class PlacementStatus(ActivityModel):
-    """The `status` query: the last cycle and what the workflow is waiting for now."""
+    """The `status` query: the last cycle (without its explanation: see `explanation`) and what
+    the workflow is waiting for now."""
 
     placement: str
     cycles: int
@@ -104,6 +109,15 @@ class PlacementStatus(ActivityModel):
     cycles_this_run: int = 0
     turns_this_run: int = 0  # loop turns in this run, cycles or not (continue-as-new counts them)
     signals_this_run: int = 0
+
+
+class PlacementExplanation(ActivityModel):
+    """The `explanation` query: the last cycle's report with its explanation, and the last
+    cycle that evaluated clusters when that is an earlier one (a PickN cycle that only kept its
+    picks), with its explanation. Queries are not recorded in history."""
+
+    last: CycleReport | None = None
+    deciding: CycleReport | None = None
 
 
 class ReconcileInput(ActivityModel):

@@ -24,6 +24,7 @@ __all__ = [
     "ACTIVITY_SCHEDULE_ONCE",
     "DEFAULT_TASK_QUEUE",
     "PLACEMENT_WORKFLOW",
+    "QUERY_EXPLANATION",
     "QUERY_STATUS",
     "RECONCILE_SCHEDULE_ID",
     "RECONCILE_WORKFLOW",
@@ -88,6 +89,7 @@ WATCHER_SIGNALS: Final = (
 
 # Query: the last cycle's summary and what the workflow waits for.
 QUERY_STATUS: Final = "status"
+QUERY_EXPLANATION: Final = "explanation"
 
 # Update: a requeue that returns the turn it caused (`fleet-scheduler requeue --wait`).
 UPDATE_REQUEUE_AND_WAIT: Final = "requeue_and_wait"

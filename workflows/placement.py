@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.models import (
         CarriedState,
         HubEvent,
+        PlacementExplanation,
         PlacementInput,
         PlacementPhase,
         PlacementStatus,
@@ -100,7 +101,18 @@ class PlacementWorkflow:
         self._dirty = carried.dirty
         self._fresh = carried.fresh
         self._reasons = list(carried.pending_reasons) if input.carried else ["workflow started"]
+        # The last cycle's report and the last that evaluated clusters, with their explanations
+        # (a run carries the first without: it has the same one as the second, or a small one).
         self._last: CycleReport | None = carried.last
+        self._deciding: CycleReport | None = carried.deciding
+        last, deciding = self._last, self._deciding
+        if (
+            last is not None
+            and deciding is not None
+            and deciding.explanation_digest
+            and last.explanation_digest == deciding.explanation_digest
+        ):
+            self._last = last.with_explanation_of(deciding)
         self._last_error = carried.last_error
         self._waiting_for = carried.waiting_for or "the first cycle"
         self._phase: PlacementPhase = carried.phase if input.carried else "pending"
@@ -251,6 +263,13 @@ class PlacementWorkflow:
     def status(self) -> PlacementStatus:
         return self._status()
 
+    @workflow.query(name=names.QUERY_EXPLANATION)
+    def explanation(self) -> PlacementExplanation:
+        deciding = self._deciding
+        if deciding is not None and self._last is not None and deciding.cycle == self._last.cycle:
+            deciding = None
+        return PlacementExplanation(last=self._last, deciding=deciding)
+
     # --- one loop turn ---------------------------------------------------------------------
 
     async def _wait_for_work(self) -> None:
@@ -273,7 +292,13 @@ class PlacementWorkflow:
         try:
             turn = await workflow.execute_activity_method(
                 ScheduleOnce.schedule_once,
-                TurnRequest(placement=self._placement, cycle=cycle, fresh=fresh, reason=because),
+                TurnRequest(
+                    placement=self._placement,
+                    cycle=cycle,
+                    fresh=fresh,
+                    reason=because,
+                    known_explanation=self._known_explanation(),
+                ),
                 start_to_close_timeout=CYCLE_TIMEOUT,
                 heartbeat_timeout=CYCLE_HEARTBEAT,
                 retry_policy=HUB_RETRY,
@@ -292,11 +317,27 @@ class PlacementWorkflow:
             self._fresh = self._fresh or fresh
         return turn
 
+    def _known_explanation(self) -> str | None:
+        """The digest of the explanation this workflow holds: a cycle that decides the same
+        fates records only the digest, not the explanation again."""
+        last = self._last
+        return last.explanation_digest if last is not None and last.has_explanation else None
+
     async def _after_cycle(self, report: CycleReport) -> None:
         cycle = report.cycle
         self._cycles = cycle
         self._cycles_this_run += 1
+        last = self._last
+        if (
+            not report.has_explanation
+            and last is not None
+            and report.explanation_digest is not None
+            and report.explanation_digest == last.explanation_digest
+        ):
+            report = report.with_explanation_of(last)
         self._last = report
+        if report.evaluated:
+            self._deciding = report
         self._last_error = report.error
         attributes = (report.placement_type, report.fulfilled and not report.requeue)
         # An upsert that would change nothing is skipped: each one is a visibility write.
@@ -394,7 +435,8 @@ class PlacementWorkflow:
             dirty=self._dirty,
             fresh=self._fresh,
             pending_reasons=self._reasons,
-            last=self._last,
+            last=self._last.slim() if self._last is not None else None,
+            deciding=self._deciding,
             last_error=self._last_error,
             waiting_for=self._waiting_for,
             phase=self._phase,
@@ -410,7 +452,7 @@ class PlacementWorkflow:
             else self._phase,
             pending_reasons=list(self._reasons) if self._dirty else [],
             fresh_pending=self._fresh,
-            last=self._last,
+            last=self._last.slim() if self._last is not None else None,
             last_error=self._last_error,
             cycles_this_run=self._cycles_this_run,
             turns_this_run=self._turns_started,

@@ -124,3 +124,33 @@ def test_a_cycle_that_fails_leaves_the_placement_schedule_pending(
     assert retried.report is not None and retried.report.outcome.fulfilled
     condition = placement_condition(hub, "web")
     assert condition is not None and condition.status == names.TRUE
+
+
+def test_a_large_explanation_is_recorded_packed_and_the_same_fates_only_as_a_digest(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """Over a fleet whose explanation is larger than INLINE_EXPLANATION_BYTES the turn's report
+    holds it packed; a turn told the digest it would record again leaves it out."""
+    clusters = [f"member-westeurope-production-{i:03d}" for i in range(160)]
+    for name in clusters:
+        add_cluster(hub, name)
+    add_placement(hub, "wide", {"placementType": "PickAll"})
+    rig = make_activities()
+
+    first = turn(env, rig, "wide").report
+    assert first is not None and first.evaluated
+    assert first.explanation is None and first.explanation_packed is not None
+    explanation = first.full_explanation()
+    assert explanation is not None
+    assert sorted(c for g in explanation.picked for c in g.clusters) == clusters
+
+    # The second turn finds the bindings the first wrote: other fates, recorded again.
+    second = turn(env, rig, "wide", 2).report
+    assert second is not None and second.has_explanation
+    assert second.explanation_digest != first.explanation_digest
+    request = TurnRequest(
+        placement="wide", cycle=3, reason="test", known_explanation=second.explanation_digest
+    )
+    again: TurnResult = env.run(rig.activities.schedule_once, request)
+    assert again.report is not None and not again.report.has_explanation
+    assert again.report.explanation_digest == second.explanation_digest

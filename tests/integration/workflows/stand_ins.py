@@ -24,7 +24,7 @@ from activities.models import (
     TurnRequest,
     TurnResult,
 )
-from scheduler import Outcome
+from scheduler import Explanation, Outcome
 
 
 @dataclass
@@ -44,6 +44,9 @@ class Script:
     cycle_attempts: int = 0
     cleanups: int = 0
     cleanup_failures: list[ApplicationError] = field(default_factory=list)
+    # Per cycle, the explanation the cycle decides (recorded as the real activity records it:
+    # inline, packed, or only its digest when the workflow already holds it); then the last.
+    explanations: list[Explanation] = field(default_factory=list)
 
 
 SCRIPTS: dict[str, Script] = defaultdict(Script)
@@ -84,7 +87,7 @@ async def _cycle(request: TurnRequest, snapshot: str) -> CycleReport:
     index = len(script.cycles)
     script.cycles.append(request)
     requeue = script.requeues[index] if index < len(script.requeues) else False
-    return CycleReport(
+    report = CycleReport(
         cycle=request.cycle,
         placement=request.placement,
         snapshot=snapshot,
@@ -93,6 +96,10 @@ async def _cycle(request: TurnRequest, snapshot: str) -> CycleReport:
         requeue_after_seconds=script.requeue_after if index == 0 else None,
         summary=f"cycle {request.cycle}: scripted",
     )
+    if not script.explanations:
+        return report
+    explanation = script.explanations[min(index, len(script.explanations) - 1)]
+    return report.recording(explanation, request.known_explanation)
 
 
 @activity.defn(name=CLEANUP_PLACEMENT)

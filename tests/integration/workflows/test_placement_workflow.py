@@ -16,10 +16,13 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.worker import Worker
 
+from activities.models import CycleReport, TurnResult
+from scheduler import Explanation, FilterGroup, ScoreGroup
 from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS, Script, transient, unexpected
 from workflows import names
 from workflows.models import (
     HubEvent,
+    PlacementExplanation,
     PlacementInput,
     PlacementStatus,
     RequeueRequest,
@@ -221,6 +224,78 @@ async def test_continue_as_new_carries_the_state_across_runs(temporal_client, ta
     description = await handle.describe()
     assert description.run_id != handle.result_run_id
     assert [c.cycle for c in SCRIPTS[name].cycles] == [1, 2, 3, 4, 5]
+
+
+def fleet_explanation(clusters: int) -> Explanation:
+    """A PickAll cycle over `clusters` clusters, a tenth of them filtered: packed when recorded."""
+    names_ = [f"member-westeurope-prod-{i:05d}" for i in range(clusters)]
+    return Explanation(
+        placement_type="PickAll",
+        snapshot="s-0",
+        picked=[ScoreGroup(topology=0, affinity=0, obsolete=0, clusters=names_[clusters // 10 :])],
+        filtered=[
+            FilterGroup(
+                plugin="ClusterAffinity",
+                reason="cluster does not match with any of the required cluster affinity terms",
+                clusters=names_[: clusters // 10],
+            )
+        ],
+    )
+
+
+async def schedule_once_results(client: Client, workflow_id: str, run_id: str) -> list[CycleReport]:
+    """The cycle reports one run recorded, as the history holds them."""
+    handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+    reports = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_completed_event_attributes"):
+            payloads = event.activity_task_completed_event_attributes.result.payloads
+            (turn,) = await client.data_converter.decode(payloads, [TurnResult])
+            assert turn.report is not None
+            reports.append(turn.report)
+    return reports
+
+
+async def test_an_explanation_is_recorded_once_packed_and_survives_continue_as_new(
+    temporal_client, task_queue, worker
+):
+    """Cycle 1 decides over 300 clusters (recorded packed), cycle 2 decides the same (recorded
+    as a digest only), cycles 3 and 4 keep two clusters (small: recorded as they are). Runs of
+    three turns: `explain`'s query still has cycle 2's fates in the second run, and the status
+    answer and continue-as-new input carry no copy of the last cycle's explanation."""
+    name = placement_name()
+    fleet = fleet_explanation(300)
+    kept = Explanation(placement_type="PickN", snapshot="s-0", kept=["member-a", "member-b"])
+    script = Script(requeues=[True, True, True, False], explanations=[fleet, fleet, kept, kept])
+    handle = await start(temporal_client, task_queue, name, script, turns_per_run=3)
+    status = await eventually(handle, lambda s: s.cycles == 4 and idle(s))
+
+    assert status.last is not None and status.last.cycle == 4
+    assert not status.last.has_explanation
+    answer = await handle.query(names.QUERY_EXPLANATION, result_type=PlacementExplanation)
+    assert answer.last is not None and answer.last.cycle == 4
+    assert answer.last.full_explanation() == kept
+    assert answer.deciding is not None and answer.deciding.cycle == 2
+    assert answer.deciding.full_explanation() == fleet
+
+    first_run = (await handle.describe()).raw_description.workflow_execution_info.first_run_id
+    recorded = await schedule_once_results(temporal_client, handle.id, first_run)
+    assert [r.cycle for r in recorded] == [1, 2, 3]
+    assert recorded[0].explanation is None and recorded[0].explanation_packed is not None
+    assert not recorded[1].has_explanation
+    assert recorded[1].explanation_digest == recorded[0].explanation_digest
+    assert recorded[2].explanation == kept
+    # The second run was started with cycle 2 (and its fates) as the deciding one, and the last
+    # cycle's report without its explanation.
+    first = temporal_client.get_workflow_handle(handle.id, run_id=first_run)
+    async for event in first.fetch_history_events():
+        if event.HasField("workflow_execution_continued_as_new_event_attributes"):
+            payloads = event.workflow_execution_continued_as_new_event_attributes.input.payloads
+            (carried,) = await temporal_client.data_converter.decode(payloads, [PlacementInput])
+    assert carried.carried is not None
+    assert carried.carried.last is not None and not carried.carried.last.has_explanation
+    assert carried.carried.deciding is not None
+    assert carried.carried.deciding.explanation_packed == recorded[0].explanation_packed
 
 
 async def test_a_failed_cleanup_is_recorded_and_retried_on_the_next_event(
