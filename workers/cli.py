@@ -828,7 +828,7 @@ async def _query_explanation(
     except RPCError as exc:
         raise _rpc_problem(exc, workflow_id, client.namespace) from exc
     except (WorkflowQueryFailedError, WorkflowQueryRejectedError) as exc:
-        if "unknown queryType" not in str(exc):
+        if f"Query handler for '{names.QUERY_EXPLANATION}' expected but not found" not in str(exc):
             failed = f"the explanation query of {workflow_id} failed: {_one_line(exc)}"
             raise CliError(failed) from exc
         return PlacementExplanation(last=status.last)
