@@ -32,6 +32,12 @@ from workflows import names
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 PLACEMENTS = 8
+PROD_ONLY = {
+    "placementType": "PickAll",
+    "affinity": {"clusterAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]
+    }}},
+}  # fmt: skip
 
 
 @asynccontextmanager
@@ -69,9 +75,12 @@ async def test_a_watcher_restart_is_quiet_and_changes_made_meanwhile_are_reconci
     client = temporal_client
     # An hour apart: the runs here are the ones watcher starts trigger.
     await ensure_reconcile_schedule(client, task_queue, timedelta(hours=1), standalone=True)
-    for name in ("member-a", "member-b", "member-c"):
+    for name in ("member-a", "member-b"):
         add_cluster(hub, name, labels={"env": "prod"})
+    add_cluster(hub, "member-c", labels={"env": "staging"})
+    add_cluster(hub, "member-d", labels={"env": "dev"})
     placements = [unique("quiet") for _ in range(PLACEMENTS)]
+    prod_only = unique("prod")
     worker = build_worker(
         client, hub, task_queue=task_queue, settings=ActivitySettings(), max_cached_workflows=0
     )
@@ -79,20 +88,24 @@ async def test_a_watcher_restart_is_quiet_and_changes_made_meanwhile_are_reconci
         async with watching(client, hub, task_queue):
             for name in placements:
                 add_placement(hub, name, {"placementType": "PickAll"})
+            add_placement(hub, prod_only, PROD_ONLY)
             for name in placements:
-                await eventually(lambda name=name: len(live_targets(hub, name)) == 3)
+                await eventually(lambda name=name: len(live_targets(hub, name)) == 4)
                 await settled(client, name)
-        before = await cycles(client, placements)
+            await eventually(lambda: len(live_targets(hub, prod_only)) == 2)
+            await settled(client, prod_only)
+        before = await cycles(client, [*placements, prod_only])
         runs = await reconciles(client, task_queue)
 
         # Restart with nothing changed: one reconcile, no cycle.
         async with watching(client, hub, task_queue) as watcher:
             await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
             await asyncio.sleep(1.0)
-            assert await cycles(client, placements) == before
+            assert await cycles(client, [*placements, prod_only]) == before
             assert watcher.stats.sent == 0
 
-        # Changes while no watcher runs: a policy edit, a cluster gone, a new placement.
+        # Changes while no watcher runs: a policy edit, a cluster relabelled, a cluster gone, a
+        # new placement.
         edited, created = placements[0], unique("created")
         current = hub.get(ClusterResourcePlacement, edited)
         policy = {
@@ -106,17 +119,20 @@ async def test_a_watcher_restart_is_quiet_and_changes_made_meanwhile_are_reconci
                 {**current.to_wire(), "spec": {**current.to_wire()["spec"], "policy": policy}}
             )
         )
+        hub.patch(MemberCluster, "member-d", {"metadata": {"labels": {"env": "prod"}}})
         hub.delete(MemberCluster, "member-c")
         add_placement(hub, created, {"placementType": "PickAll"})
         runs = await reconciles(client, task_queue)
         async with watching(client, hub, task_queue):
             await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
             await eventually(lambda: live_targets(hub, edited) == {})  # no cluster has team=x
-            await eventually(lambda: set(live_targets(hub, created)) == {"member-a", "member-b"})
+            remaining = {"member-a", "member-b", "member-d"}
+            await eventually(lambda: set(live_targets(hub, created)) == remaining)
+            # member-d now matches, and prod_only had no binding on the deleted member-c: only
+            # the relabelling, seen by the reconcile, brings it a cycle.
+            await eventually(lambda: set(live_targets(hub, prod_only)) == remaining)
             for name in placements[1:]:
-                await eventually(
-                    lambda name=name: set(live_targets(hub, name)) == {"member-a", "member-b"}
-                )
+                await eventually(lambda name=name: set(live_targets(hub, name)) == remaining)
 
 
 async def eventually_async(count, at_least: int, timeout: float = 45.0) -> int:  # type: ignore[no-untyped-def]
