@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import contextlib
 import logging
 import os
 import secrets
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -286,12 +288,22 @@ class DevHub:
         }
 
     def write_kubeconfig(self, path: Path | str) -> Path:
-        """Write a kubeconfig for this hub (server URL and token) to `path`, mode 0600."""
+        """Write a kubeconfig for this hub (server URL and token) to `path`, mode 0600.
+
+        Atomically: it is written beside `path` and renamed over it, so a process waiting for
+        the file (a test, a script after `make run`) never reads half of it."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.touch(mode=0o600, exist_ok=True)
-        target.chmod(0o600)
-        target.write_text(yaml.safe_dump(self.kubeconfig(), sort_keys=False), encoding="utf-8")
+        text = yaml.safe_dump(self.kubeconfig(), sort_keys=False)
+        fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:  # mkstemp makes it 0600
+                handle.write(text)
+            os.replace(temporary, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
         return target
 
     # --- sample fleet ----------------------------------------------------------------------

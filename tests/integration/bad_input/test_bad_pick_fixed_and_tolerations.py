@@ -34,6 +34,8 @@ from tests.integration.bad_input.outcome import (
 )
 from tests.integration.e2e.fleet import add_cluster, add_placement, eventually, live_targets, unique
 from workers.watcher import Watcher
+from workflows import names as wf_names
+from workflows.models import PlacementExplanation
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -77,9 +79,14 @@ async def test_pick_fixed_with_unknown_duplicate_and_ineligible_clusters_says_wh
         condition.message,
     )
     report = done.status.last
-    assert report is not None and report.explanation is not None
-    assert NOTE_DUPLICATES.format(count=1) in report.explanation.notes
-    assert report.outcome.wanted == 3
+    assert report is not None and report.outcome.wanted == 3
+    explained = await temporal_client.get_workflow_handle(wf_names.workflow_id(web)).query(
+        wf_names.QUERY_EXPLANATION, result_type=PlacementExplanation
+    )
+    assert explained.last is not None and explained.last.cycle == report.cycle
+    explanation = explained.last.full_explanation()
+    assert explanation is not None
+    assert NOTE_DUPLICATES.format(count=1) in explanation.notes
 
     # The missing clusters turn up: each is placed on its own event, and the placement is done.
     add_cluster(hub, "ghost")
