@@ -47,6 +47,7 @@ __all__ = [
     "TemporalConfigError",
     "TemporalTarget",
     "TemporalUnavailableError",
+    "check_address",
     "connect",
     "load_target",
 ]
@@ -110,8 +111,8 @@ def load_target(
     """The connection settings, as the `temporal` CLI resolves them, with flags on top.
 
     Raises:
-        TemporalConfigError: the config file or a certificate cannot be read, or the profile
-            named does not exist.
+        TemporalConfigError: the config file or a certificate cannot be read, the profile
+            named does not exist, or the address is not HOST:PORT.
     """
     environment = _with_aliases(os.environ if env is None else env)
     try:
@@ -122,12 +123,30 @@ def load_target(
             f"cannot load the Temporal connection settings: {_reason(exc)}"
         ) from exc
     return TemporalTarget(
-        address=address or config.get("target_host") or DEFAULT_TEMPORAL_ADDRESS,
+        address=check_address(address or config.get("target_host") or DEFAULT_TEMPORAL_ADDRESS),
         namespace=namespace or config.get("namespace") or DEFAULT_NAMESPACE,
         api_key=config.get("api_key"),
         tls=config.get("tls", False),
         rpc_metadata=config.get("rpc_metadata", {}),
     )
+
+
+_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]/]+):([0-9]{1,5})$")
+
+
+def check_address(address: str) -> str:
+    """`address` if it is HOST:PORT (a bracketed IPv6 host too), else TemporalConfigError saying
+    what is wrong: without a port the SDK would report a refused connection, which misleads."""
+    found = _HOST_PORT.match(address.strip())
+    if found is not None and 0 < int(found.group(2)) < 65536:
+        return address.strip()
+    if "://" in address:
+        problem = "is a URL; give HOST:PORT without a scheme"
+    elif found is None and address.strip() and ":" not in address.strip().rsplit("]", 1)[-1]:
+        problem = f"has no port; give HOST:PORT, e.g. {address.strip()}:7233"
+    else:
+        problem = "is not HOST:PORT with a port from 1 to 65535"
+    raise TemporalConfigError(f"the Temporal address {address!r} {problem}")
 
 
 def _reason(exc: BaseException) -> str:
@@ -151,9 +170,9 @@ async def connect(
     """
     address, namespace = target.address, target.namespace
     hint = (
-        "is Temporal running there, and are its TLS and credentials set? (start one with "
-        "`fleet-scheduler dev`, or pass --temporal-address / set TEMPORAL_ADDRESS; "
-        "docs/temporal-connection.md)"
+        "is Temporal running there, and are its TLS and credentials set? (locally, `make run` "
+        "in the repository starts one on 127.0.0.1:7233; elsewhere pass --temporal-address "
+        "HOST:PORT or set TEMPORAL_ADDRESS; docs/temporal-connection.md)"
     )
     try:
         async with asyncio.timeout(timeout_s):

@@ -154,6 +154,28 @@ def test_explain_shows_every_member_cluster_with_its_fate(dev: DevProcess, place
     assert "writes:" in explained.stdout
 
 
+def test_requeue_wait_exits_non_zero_when_the_cycle_it_caused_fails(dev: DevProcess) -> None:
+    """A PickN placement without numberOfClusters: its cycle runs and cannot act."""
+    name = "no-count"
+    with dev.hub() as hub:
+        hub.create(
+            ClusterResourcePlacement.from_wire(
+                {
+                    "metadata": {"name": name},
+                    "spec": {
+                        "resourceSelectors": [
+                            {"group": "", "version": "v1", "kind": "Namespace", "name": "x"}
+                        ],
+                        "policy": {"placementType": "PickN"},
+                    },
+                }
+            )
+        )
+    requeued = dev.cli("requeue", name, "--wait", "--reason", "try again")
+    assert requeued.returncode == 1, (requeued.stdout, requeued.stderr)
+    assert "(error: " in requeued.stdout, requeued.stdout
+
+
 def test_requeue_runs_one_more_cycle(dev: DevProcess, placement: str) -> None:
     before = wait_for("a finished cycle", lambda: cycles_of(dev, placement))
     requeued = dev.cli("requeue", placement, "--reason", "from the test", "--wait")
