@@ -8,6 +8,7 @@ or PickFixed's valid / invalid / not found) and the numbers or reason behind it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -27,6 +28,7 @@ __all__ = [
     "PlacementRow",
     "cluster_rows",
     "explanation_lines",
+    "readable_reason",
     "render_explain",
     "render_status",
     "table",
@@ -62,23 +64,64 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def _score_detail(group: ScoreGroup) -> str:
+_TAINT: Final = re.compile(r"&\{Key:(?P<key>.*?) Value:(?P<value>.*?) Effect:(?P<effect>.*?)\}")
+TIE_WON: Final = "won a tie on score: the larger name wins ties (KubeFleet)"
+TIE_LOST: Final = "lost a tie on score to a picked cluster: the larger name wins ties (KubeFleet)"
+# Filtered clusters sharing a reason show a reference to it; the reason is printed once below
+# the table, with a count.
+COLLAPSE_AT: Final = 2
+
+
+def readable_reason(reason: str) -> str:
+    """A decision reason for people: taints as kubectl shows them (`gpu=true:NoSchedule`)
+    instead of Go's `&{Key:gpu Value:true Effect:NoSchedule}`. The hub objects keep KubeFleet's
+    exact text; only `explain` and `plan` rewrite it."""
+
+    def kubectl_style(found: re.Match[str]) -> str:
+        value = f"={found['value']}" if found["value"] else ""
+        return f"{found['key']}{value}:{found['effect']}"
+
+    return _TAINT.sub(kubectl_style, reason)
+
+
+def _score_key(group: ScoreGroup) -> tuple[int, int, int, int | None]:
+    return (group.affinity, group.topology, group.obsolete, group.total)
+
+
+def _score_detail(group: ScoreGroup, tie: str | None = None) -> str:
     notes = []
     if group.obsolete:
         notes.append("has an obsolete binding (preferred on ties)")
     if group.total is not None:
         notes.append(f"weighted total {group.total}")
+    if tie is not None:
+        notes.append(tie)
     return "; ".join(notes)
 
 
-def _scored(fate: str, groups: Sequence[ScoreGroup]) -> list[tuple[str, ...]]:
+def _scored(
+    fate: str, groups: Sequence[ScoreGroup], tied: set[tuple[int, int, int, int | None]], tie: str
+) -> list[tuple[str, ...]]:
     # Groups come best first and clusters within a group in rank order: keep that order, it is
-    # the ranking the cycle used.
+    # the ranking the cycle used. A group scoring the same as one of the other fate was split
+    # by the name tie-break: say so.
     return [
-        (cluster, fate, str(group.affinity), str(group.topology), _score_detail(group))
+        (
+            cluster,
+            fate,
+            str(group.affinity),
+            str(group.topology),
+            _score_detail(group, tie if _score_key(group) in tied else None),
+        )
         for group in groups
         for cluster in group.clusters
     ]
+
+
+def _shared_reasons(explanation: Explanation) -> dict[int, int]:
+    """Filter group index -> its reference number, for groups of COLLAPSE_AT clusters or more."""
+    shared = [i for i, g in enumerate(explanation.filtered) if len(g.clusters) >= COLLAPSE_AT]
+    return {index: number for number, index in enumerate(shared, start=1)}
 
 
 def cluster_rows(explanation: Explanation) -> list[tuple[str, ...]]:
@@ -87,32 +130,57 @@ def cluster_rows(explanation: Explanation) -> list[tuple[str, ...]]:
     Ordered by fate as a reader scans it (what was chosen, then what was not and why); within a
     fate, picked and not-picked clusters keep their rank, the others are sorted by name. A
     PickFixed target that keeps its binding is one row: a valid target, with "kept" in its
-    detail."""
+    detail. A filter reason shared by several clusters is a reference (`[1]`) that
+    `explanation_lines` prints once, with its count."""
     kept = set(explanation.kept)
+    picked_scores = {_score_key(g) for g in explanation.picked}
+    not_picked_scores = {_score_key(g) for g in explanation.not_picked}
+    references = _shared_reasons(explanation)
     rows: list[tuple[str, ...]] = []
-    rows += _scored(FATE_PICKED, explanation.picked)
+    rows += _scored(FATE_PICKED, explanation.picked, not_picked_scores, TIE_WON)
     rows += [
         (c, FATE_VALID, NONE, NONE, f"fixed target{KEPT_SUFFIX if c in kept else ''}")
         for c in sorted(explanation.valid)
     ]
     listed = {row[0] for row in rows}
     rows += [(c, FATE_KEPT, NONE, NONE, KEPT_DETAIL) for c in sorted(kept - listed)]
-    rows += _scored(FATE_NOT_PICKED, explanation.not_picked)
+    rows += _scored(FATE_NOT_PICKED, explanation.not_picked, picked_scores, TIE_LOST)
     rows += sorted(
-        (c, FATE_FILTERED, NONE, NONE, f"{group.plugin}: {group.reason}")
-        for group in explanation.filtered
+        (
+            c,
+            FATE_FILTERED,
+            NONE,
+            NONE,
+            f"{group.plugin} [{references[index]}]"
+            if index in references
+            else f"{group.plugin}: {readable_reason(group.reason)}",
+        )
+        for index, group in enumerate(explanation.filtered)
         for c in group.clusters
     )
     rows += [
         (c, FATE_ALREADY_SELECTED, NONE, NONE, "already selected")
         for c in sorted(explanation.already_selected)
     ]
-    rows += sorted((t.cluster, FATE_INVALID, NONE, NONE, t.reason) for t in explanation.invalid)
+    rows += sorted(
+        (t.cluster, FATE_INVALID, NONE, NONE, readable_reason(t.reason))
+        for t in explanation.invalid
+    )
     rows += [
         (c, FATE_NOT_FOUND, NONE, NONE, "no such member cluster")
         for c in sorted(explanation.not_found)
     ]
     return rows
+
+
+def shared_reason_lines(explanation: Explanation) -> list[str]:
+    """`[1] ClusterAffinity, 12 clusters: <reason>`: each filter reason several clusters share."""
+    return [
+        f"[{number}] {group.plugin}, {len(group.clusters)} clusters: "
+        f"{readable_reason(group.reason)}"
+        for index, number in _shared_reasons(explanation).items()
+        for group in (explanation.filtered[index],)
+    ]
 
 
 def _writes(writes: WriteCounts) -> str:
@@ -169,6 +237,9 @@ def explanation_lines(explanation: Explanation) -> list[str]:
     """Every cluster's fate, the binding writes and the notes of one cycle (explain and plan)."""
     rows = cluster_rows(explanation)
     lines = [table(CLUSTER_HEADERS, rows) if rows else "no member clusters were considered"]
+    shared = shared_reason_lines(explanation)
+    if shared:
+        lines += ["", *shared]
     if explanation.not_evaluated:
         lines.append(
             f"{explanation.not_evaluated} more clusters not evaluated: enough feasible clusters "

@@ -8,6 +8,7 @@ import pytest
 
 from activities.cycle import cycle_summary
 from activities.models import CycleReport, WriteCounts
+from hub.types import Taint
 from scheduler import (
     BindingGroup,
     CycleInput,
@@ -19,6 +20,7 @@ from scheduler import (
     default_profile,
     schedule,
 )
+from scheduler.plugins.taint_toleration import REASON_UNTOLERATED, render_taint
 from scheduler.testing import member_cluster, policy_snapshot
 from workers.render import (
     FATE_FILTERED,
@@ -28,8 +30,12 @@ from workers.render import (
     FATE_NOT_PICKED,
     FATE_PICKED,
     FATE_VALID,
+    TIE_LOST,
+    TIE_WON,
     PlacementRow,
     cluster_rows,
+    explanation_lines,
+    readable_reason,
     render_explain,
     render_status,
     table,
@@ -330,3 +336,49 @@ def test_a_kept_only_cycle_without_history_suggests_a_fresh_requeue() -> None:
     text = render_explain(status(steady()))
     assert "cycle 4 kept the current picks" in text
     assert "Requeue with --fresh to evaluate every cluster again" in text
+
+
+def test_a_tie_split_by_the_name_rule_says_so_on_both_sides() -> None:
+    exp = explanation(
+        picked=[scores(90, "c"), scores(50, "b")],
+        not_picked=[scores(50, "a"), scores(10, "z")],
+    )
+    detail = {row[0]: row[4] for row in cluster_rows(exp)}
+    assert detail["b"] == TIE_WON and detail["a"] == TIE_LOST
+    assert detail["c"] == "" and detail["z"] == ""  # no tie: nothing to explain
+
+
+def test_a_reason_many_clusters_share_is_printed_once_with_its_count() -> None:
+    reason = "cluster does not match with any of the required cluster affinity terms " * 3
+    exp = explanation(
+        filtered=[
+            FilterGroup(plugin="ClusterAffinity", reason=reason, clusters=["a", "b", "c"]),
+            FilterGroup(plugin="ClusterEligibility", reason="not joined", clusters=["d"]),
+        ]
+    )
+    text = "\n".join(explanation_lines(exp))
+    assert text.count(reason.strip()) == 1
+    assert f"[1] ClusterAffinity, 3 clusters: {reason}" in text
+    rows = {row[0]: row[4] for row in cluster_rows(exp)}
+    assert rows == {
+        "a": "ClusterAffinity [1]",
+        "b": "ClusterAffinity [1]",
+        "c": "ClusterAffinity [1]",
+        "d": "ClusterEligibility: not joined",
+    }
+
+
+@pytest.mark.parametrize(
+    ("taint", "shown"),
+    [
+        (Taint(key="gpu", value="true", effect="NoSchedule"), "gpu=true:NoSchedule"),
+        (Taint(key="maintenance", effect="NoSchedule"), "maintenance:NoSchedule"),
+    ],
+)
+def test_taints_read_as_kubectl_shows_them(taint: Taint, shown: str) -> None:
+    kubefleet = REASON_UNTOLERATED.format(taint=render_taint(taint))  # what the hub keeps
+    assert "&{Key:" in kubefleet
+    assert readable_reason(kubefleet) == f"taint {shown} cannot be tolerated"
+    exp = explanation(filtered=[FilterGroup(plugin="TaintToleration", reason=kubefleet,
+                                            clusters=["m"])])
+    assert cluster_rows(exp)[0][4] == f"TaintToleration: taint {shown} cannot be tolerated"
