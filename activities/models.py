@@ -179,8 +179,17 @@ class TurnRequest(ActivityModel):
 
 
 class TurnResult(ActivityModel):
+    """What one turn found and, when it ran one, what its cycle decided. `summary` comes first,
+    so the Temporal UI's view of the result starts with the line that says it."""
+
+    summary: str = ""
     prepared: PrepareResult
     report: CycleReport | None = None  # set when prepared.phase == "ready"
+
+    @classmethod
+    def of(cls, prepared: PrepareResult, report: CycleReport | None = None) -> TurnResult:
+        summary = report.summary if report is not None else f"no cycle: {prepared.message}"
+        return cls(summary=summary, prepared=prepared, report=report)
 
 
 class CleanupRequest(ActivityModel):

@@ -12,6 +12,7 @@ what it acts on and every write is safe to repeat."""
 
 from __future__ import annotations
 
+import logging
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Final
@@ -37,6 +38,8 @@ from scheduler.snapshots import (
     SnapshotError,
     placement_scheduled_condition,
 )
+
+log = logging.getLogger("fleet_scheduler.cycles")
 
 __all__ = ["ScheduleOnce", "name_too_long"]
 
@@ -100,7 +103,7 @@ class ScheduleOnce:
         with hub_failures(doing):
             prepared = self._prepare(request.placement)
         if prepared.placement is None or prepared.snapshot is None:
-            return TurnResult(prepared=prepared.result)
+            return TurnResult.of(prepared.result)
         with metered(self._settings) as run:
             try:
                 with hub_failures(doing):
@@ -120,7 +123,11 @@ class ScheduleOnce:
                 meter(self._settings, run, "error" if is_retryable(err) else "unexpected")
                 raise
         meter(self._settings, run, outcome_of(report))
-        return TurnResult(prepared=prepared.result, report=report)
+        if report.error or report.writes.bindings:
+            # What a person watching the worker's log wants to see: decisions and mistakes.
+            level = logging.WARNING if report.error else logging.INFO
+            log.log(level, "placement %s: %s", request.placement, report.summary)
+        return TurnResult.of(prepared.result, report)
 
     # --- the first half: kubefleet-rules 3.2 steps 2-5 -------------------------------------
 

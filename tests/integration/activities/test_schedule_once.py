@@ -3,6 +3,7 @@ turn with nothing to schedule runs no cycle."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import pytest
@@ -154,3 +155,29 @@ def test_a_large_explanation_is_recorded_packed_and_the_same_fates_only_as_a_dig
     again: TurnResult = env.run(rig.activities.schedule_once, request)
     assert again.report is not None and not again.report.has_explanation
     assert again.report.explanation_digest == second.explanation_digest
+
+
+def test_a_turn_logs_one_line_when_it_writes_bindings_or_fails_and_none_otherwise(
+    hub: HubClient,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for name in ("a", "b"):
+        add_cluster(hub, name)
+    add_placement(hub, "logged", PICK_TWO)
+    add_placement(hub, "no-count", {"placementType": "PickN"})  # the cycle cannot act
+    rig = make_activities()
+    caplog.set_level(logging.INFO, logger="fleet_scheduler.cycles")
+
+    first = turn(env, rig, "logged")
+    turn(env, rig, "logged", 2)  # keeps both bindings: nothing to tell
+    failed = turn(env, rig, "no-count")
+
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert first.report is not None and failed.report is not None and failed.report.error
+    assert first.summary == first.report.summary and first.summary.startswith("cycle 1: PickN")
+    assert lines == [
+        (logging.INFO, f"placement logged: {first.report.summary}"),
+        (logging.WARNING, f"placement no-count: {failed.report.summary}"),
+    ]
