@@ -116,6 +116,9 @@ MAX_PORT: Final = 65535
 
 DEVHUB_DIR: Final = "devhub"  # under `dev --data-dir`, beside Temporal's temporal.db
 DEFAULT_METRICS_PORT: Final = 8080  # `run` in a pod: the port the probes and Prometheus use
+# `dev` on a laptop: a fixed port (the OpenTelemetry Prometheus exporter's), so a bookmark or a
+# local Prometheus scrape config keeps working from one run to the next.
+DEV_METRICS_PORT: Final = 9464
 ALL_INTERFACES: Final = "0.0.0.0"  # a pod's probes and Prometheus come from outside loopback
 # A signal or query is one round trip; a query also waits for a worker to answer it.
 RPC_TIMEOUT: Final = timedelta(seconds=10)
@@ -246,8 +249,12 @@ _USER_ERRORS: tuple[type[BaseException], ...] = (
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text
+    # An OSError built as OSError(errno, message) prints "[Errno 98] message": the number says
+    # nothing to a person that the message does not.
+    shown = str(exc)
+    if isinstance(exc, OSError) and exc.strerror and exc.filename is None:
+        shown = exc.strerror
+    return " ".join(shown.split()) or type(exc).__name__
 
 
 def _self_command() -> str:
@@ -323,7 +330,7 @@ def _add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: i
                         help="do not create policy snapshots (KubeFleet's hub agent does)")
     parser.add_argument("--metrics-port", type=int, default=metrics_port, metavar="N",
                         help="serve /metrics, /healthz and /readyz here "
-                             f"({'0 = a free port, ' if metrics_port == 0 else ''}"
+                             "(0 = a free port, "
                              f"default {metrics_port})")
     parser.add_argument("--config", type=Path, default=None, metavar="FILE",
                         help="the scheduler's configuration: a profile YAML of plugins and scoring "
@@ -374,7 +381,7 @@ def add_dev_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sample-placements", action="store_true",
                         help="apply the sample placements (devhub/samples/placements.yaml; "
                              "skips existing ones)")
-    _add_scheduler_arguments(parser, metrics_port=0)
+    _add_scheduler_arguments(parser, metrics_port=DEV_METRICS_PORT)
 
 
 def read_placements(path: Path | None = None) -> list[ClusterResourcePlacement]:

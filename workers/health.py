@@ -107,7 +107,7 @@ class HealthServer:
             raise OSError(
                 exc.errno,
                 f"cannot serve health and metrics on {self.host}:{self._requested_port}: "
-                f"{exc.strerror}; choose another port",
+                f"{exc.strerror}; choose another --metrics-port (0 picks a free one)",
             ) from exc
         addresses = runner.addresses  # the bound port, which differs from 0 when 0 was asked
         self._port = int(addresses[0][1]) if addresses else self._requested_port

@@ -155,6 +155,35 @@ def test_dev_on_a_busy_hub_port_is_one_line_and_leaves_nothing_running(tmp_path:
     assert port_is_free(ports.temporal) and port_is_free(ports.ui)
 
 
+def test_dev_on_a_busy_metrics_port_names_the_flag_to_change(tmp_path: Path) -> None:
+    ports = Ports.free()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", ports.metrics))
+        taken.listen()
+        result = subprocess.run(
+            [*fleet_scheduler(), "dev", "--kubeconfig-out", str(tmp_path / "kubeconfig"),
+             "--hub-port", str(ports.hub), "--temporal-port", str(ports.temporal),
+             "--ui-port", str(ports.ui), "--metrics-port", str(ports.metrics)],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert_one_line_error(result, f"cannot serve health and metrics on 127.0.0.1:{ports.metrics}")
+    assert "choose another --metrics-port" in result.stderr
+    assert "[Errno" not in result.stderr
+    assert processes_mentioning(f"--port {ports.temporal}") == []
+
+
+def test_dev_serves_metrics_on_a_fixed_documented_port_by_default() -> None:
+    from workers.cli import DEV_METRICS_PORT, build_parser
+
+    args = build_parser().parse_args(
+        ["dev", "--kubeconfig-out", "k", "--hub-port", "1", "--temporal-port", "2",
+         "--ui-port", "3"]
+    )  # fmt: skip
+    assert args.metrics_port == DEV_METRICS_PORT != 0
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    assert f"metrics:      http://127.0.0.1:{DEV_METRICS_PORT}/metrics" in readme
+
+
 def test_dev_with_a_port_out_of_range_is_one_line(tmp_path: Path) -> None:
     result = run_cli(
         "dev", "--kubeconfig-out", str(tmp_path / "kubeconfig"), "--hub-port", "70000",
