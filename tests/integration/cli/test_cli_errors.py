@@ -138,17 +138,24 @@ def test_run_with_unreachable_temporal_is_one_line(hub_kubeconfig: Path) -> None
     assert_one_line_error(result, f"cannot reach Temporal at {target}")
 
 
-def test_dev_on_a_busy_hub_port_is_one_line_and_leaves_nothing_running(tmp_path: Path) -> None:
-    ports = Ports.free()
+def dev_with_a_port_taken(
+    tmp_path: Path, ports: Ports, taken_port: int
+) -> subprocess.CompletedProcess[str]:
+    """`dev` on `ports` while something else listens on `taken_port` (one of them)."""
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", ports.hub))
+        taken.bind(("127.0.0.1", taken_port))
         taken.listen()
-        result = subprocess.run(
+        return subprocess.run(
             [*fleet_scheduler(), "dev", "--kubeconfig-out", str(tmp_path / "kubeconfig"),
              "--hub-port", str(ports.hub), "--temporal-port", str(ports.temporal),
              "--ui-port", str(ports.ui), "--metrics-port", str(ports.metrics)],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
+
+
+def test_dev_on_a_busy_hub_port_is_one_line_and_leaves_nothing_running(tmp_path: Path) -> None:
+    ports = Ports.free()
+    result = dev_with_a_port_taken(tmp_path, ports, ports.hub)
     assert_one_line_error(result, f"devhub cannot listen on 127.0.0.1:{ports.hub}")
     # Temporal was starting meanwhile: it must have been stopped, not orphaned.
     assert processes_mentioning(f"--port {ports.temporal}") == []
@@ -157,15 +164,7 @@ def test_dev_on_a_busy_hub_port_is_one_line_and_leaves_nothing_running(tmp_path:
 
 def test_dev_on_a_busy_metrics_port_names_the_flag_to_change(tmp_path: Path) -> None:
     ports = Ports.free()
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", ports.metrics))
-        taken.listen()
-        result = subprocess.run(
-            [*fleet_scheduler(), "dev", "--kubeconfig-out", str(tmp_path / "kubeconfig"),
-             "--hub-port", str(ports.hub), "--temporal-port", str(ports.temporal),
-             "--ui-port", str(ports.ui), "--metrics-port", str(ports.metrics)],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+    result = dev_with_a_port_taken(tmp_path, ports, ports.metrics)
     assert_one_line_error(result, f"cannot serve health and metrics on 127.0.0.1:{ports.metrics}")
     assert "choose another --metrics-port" in result.stderr
     assert "[Errno" not in result.stderr
