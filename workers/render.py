@@ -228,7 +228,7 @@ def _report_lines(report: CycleReport) -> list[str]:
         lines.append("  requeue:   another cycle right away")
     elif report.requeue_after_seconds:
         lines.append(f"  requeue:   after {report.requeue_after_seconds:g}s")
-    if report.error:
+    if report.error and report.error not in head:
         lines.append(f"  error:     {report.error}")
     return lines
 
@@ -277,8 +277,9 @@ def render_explain(status: PlacementStatus, evaluating: CycleReport | None = Non
     if status.pending_reasons:
         fresh = " (fresh)" if status.fresh_pending else ""
         lines.append(f"pending{fresh}: {'; '.join(status.pending_reasons)}")
-    lines.append(f"last error: {status.last_error or NONE}")
     report = status.last
+    if report is None or not report.error or status.last_error != report.error:
+        lines.append(f"last error: {status.last_error or NONE}")  # else: the cycle shows it
     if report is None:
         lines.append("no cycle has finished yet")
         return "\n".join(lines) + "\n"
@@ -291,6 +292,13 @@ def render_explain(status: PlacementStatus, evaluating: CycleReport | None = Non
     lines.append("")
     lines += explanation_lines(explanation)
     if explanation.evaluated:
+        return "\n".join(lines) + "\n"
+    if report.error:
+        lines.append("")
+        lines.append(
+            f"cycle {report.cycle} could not act, and retrying will not help: fix what the error "
+            "names; the change to the placement runs the next cycle."
+        )
         return "\n".join(lines) + "\n"
     others = report.clusters_seen - len(explanation.kept)
     lines.append("")

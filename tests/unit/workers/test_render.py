@@ -215,6 +215,15 @@ def test_explain_shows_a_cycle_error_and_pending_requeue() -> None:
     assert "no member clusters were considered" in text
 
 
+def test_a_cycle_error_is_said_once_with_no_advice_that_cannot_help() -> None:
+    error = "spec.policy.numberOfClusters is required for PickN"
+    cycle = report(explanation(), error=error, summary=f"cycle 3: PickN 0; error: {error}")
+    text = render_explain(status(cycle, last_error=error))
+    assert text.count(error) == 1, text
+    assert "--fresh" not in text
+    assert "could not act, and retrying will not help" in text
+
+
 def test_explain_of_a_real_cycle_lists_every_member_cluster() -> None:
     clusters = [
         member_cluster("prod-1", NOW, labels={"env": "prod"}),
