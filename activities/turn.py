@@ -243,9 +243,11 @@ class ScheduleOnce:
             if isinstance(exc, MultipleLatestSnapshotsError)
             else "no_latest_snapshot"
         )
+        message = f"policy snapshot sync failed: {error}"
+        log.warning("placement %s: %s", placement.name, message)
         return PrepareResult(
             phase=phase,
-            message=f"policy snapshot sync failed: {error}",
+            message=message,
             placement_generation=placement.metadata.generation,
             snapshot_action="failed",
         )

@@ -60,6 +60,7 @@ from scheduler.errors import (
 )
 
 __all__ = [
+    "PICK_N_WITHOUT_NUMBER",
     "InvalidPlacementError",
     "MultipleLatestSnapshotsError",
     "SnapshotError",
@@ -433,6 +434,22 @@ def _generation(placement: ClusterResourcePlacement) -> int:
     return generation
 
 
+# KubeFleet's webhook refuses these placements (pkg/utils/validator/placement.go); where no
+# webhook runs, the snapshotter refuses them, naming the field, in the webhook's words.
+PICK_N_WITHOUT_NUMBER: Final = (
+    "spec.policy.numberOfClusters: number of cluster cannot be nil for policy type PickN "
+    "(set how many clusters to pick)"
+)
+
+
+def _check_policy(placement: ClusterResourcePlacement) -> None:
+    """A policy the snapshotter cannot turn into a snapshot the scheduler can act on."""
+    policy = placement.spec.policy
+    pick_n = policy is not None and policy.placement_type == names.PICK_N
+    if pick_n and policy is not None and policy.number_of_clusters is None:
+        raise InvalidPlacementError(PICK_N_WITHOUT_NUMBER)
+
+
 def _wanted_number_of_clusters(placement: ClusterResourcePlacement) -> int | None:
     policy = placement.spec.policy
     if policy is None or policy.placement_type != names.PICK_N:
@@ -551,6 +568,7 @@ def plan_snapshot_sync(
     """
     name = placement.name
     generation = _generation(placement)
+    _check_policy(placement)
     ours = [s for s in snapshots if s.placement_name == name]
     digest = policy_hash(placement.spec.policy)
     latest, latest_index = _find_latest(name, ours)

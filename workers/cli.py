@@ -744,10 +744,9 @@ async def _requeue(args: argparse.Namespace) -> int:
         result = await _requeue_and_wait(client, args, request)
         print(sent)
         print(_turn_line(result))
-        # A cycle that ran but could not act (its error is on the line above) failed too.
-        succeeded = result.outcome in ("scheduled", "not_ready", "cleaned_up") and not (
-            result.outcome == "scheduled" and result.error
-        )
+        # A cycle that could not act, or a placement whose snapshot could not be made (the
+        # error is on the line above), failed too.
+        succeeded = result.outcome in ("scheduled", "not_ready", "cleaned_up") and not result.error
         return EXIT_OK if succeeded else EXIT_FAILED
     try:
         await client.get_workflow_handle(workflow_id).signal(

@@ -190,7 +190,12 @@ class PlacementWorkflow:
         if prepared.phase != "ready" or report is None:
             # KubeFleet forgets the key and waits for the snapshot watcher (3.2 step 4).
             self._set_phase("idle", f"an event: {prepared.message}")
-            self._turn_ended(number, RequeueResult(outcome="not_ready", summary=prepared.message))
+            # A snapshot sync that failed is the placement's own mistake: the requeue failed.
+            failed = prepared.message if prepared.snapshot_action == "failed" else None
+            self._turn_ended(
+                number,
+                RequeueResult(outcome="not_ready", summary=prepared.message, error=failed),
+            )
             return False
         self._turn_ended(
             number,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 from temporalio.exceptions import ApplicationError
@@ -14,7 +15,10 @@ from activities.models import TurnRequest, TurnResult
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
-from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
+from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler import Profile
+from scheduler.framework.cycle import CycleState
+from scheduler.framework.status import Status
 from tests.integration.activities.activity_helpers import (
     Rig,
     add_cluster,
@@ -157,7 +161,7 @@ def test_a_large_explanation_is_recorded_packed_and_the_same_fates_only_as_a_dig
     assert again.report.explanation_digest == second.explanation_digest
 
 
-def test_a_turn_logs_one_line_when_it_writes_bindings_or_fails_and_none_otherwise(
+def test_a_turn_logs_one_line_when_it_writes_bindings_or_is_refused_and_none_otherwise(
     hub: HubClient,
     make_activities: Callable[..., Rig],
     env: ActivityEnvironment,
@@ -166,7 +170,7 @@ def test_a_turn_logs_one_line_when_it_writes_bindings_or_fails_and_none_otherwis
     for name in ("a", "b"):
         add_cluster(hub, name)
     add_placement(hub, "logged", PICK_TWO)
-    add_placement(hub, "no-count", {"placementType": "PickN"})  # the cycle cannot act
+    add_placement(hub, "no-count", {"placementType": "PickN"})  # no snapshot can be made
     rig = make_activities()
     caplog.set_level(logging.INFO, logger="fleet_scheduler.cycles")
 
@@ -175,9 +179,42 @@ def test_a_turn_logs_one_line_when_it_writes_bindings_or_fails_and_none_otherwis
     failed = turn(env, rig, "no-count")
 
     lines = [(r.levelno, r.getMessage()) for r in caplog.records]
-    assert first.report is not None and failed.report is not None and failed.report.error
+    assert first.report is not None and failed.report is None
     assert first.summary == first.report.summary and first.summary.startswith("cycle 1: PickN")
+    assert failed.summary == f"no cycle: {failed.prepared.message}"
     assert lines == [
         (logging.INFO, f"placement logged: {first.report.summary}"),
-        (logging.WARNING, f"placement no-count: {failed.report.summary}"),
+        (logging.WARNING, f"placement no-count: {failed.prepared.message}"),
+    ]
+    assert "spec.policy.numberOfClusters" in failed.prepared.message
+
+
+@dataclass
+class Broken:
+    """A filter plugin that raises: the cycle runs and cannot act (a PluginError)."""
+
+    name: str = "Broken"
+
+    def filter(
+        self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot, cluster: MemberCluster
+    ) -> Status:
+        raise RuntimeError("this plugin is broken")
+
+
+def test_a_cycle_that_cannot_act_is_logged_as_a_warning(
+    hub: HubClient,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    add_cluster(hub, "a")
+    add_placement(hub, "broken", PICK_TWO)
+    rig = make_activities(profile=Profile(name="broken", filter=(Broken(),)))
+    caplog.set_level(logging.INFO, logger="fleet_scheduler.cycles")
+
+    report = turn(env, rig, "broken").report
+
+    assert report is not None and report.error is not None and "Broken" in report.error
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.WARNING, f"placement broken: {report.summary}")
     ]

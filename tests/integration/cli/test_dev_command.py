@@ -155,7 +155,8 @@ def test_explain_shows_every_member_cluster_with_its_fate(dev: DevProcess, place
 
 
 def test_requeue_wait_exits_non_zero_when_the_cycle_it_caused_fails(dev: DevProcess) -> None:
-    """A PickN placement without numberOfClusters: its cycle runs and cannot act."""
+    """A PickN placement without numberOfClusters: the snapshotter refuses it, naming the field
+    on the placement's Scheduled condition, and the requeue reports that as a failure."""
     name = "no-count"
     with dev.hub() as hub:
         hub.create(
@@ -173,7 +174,13 @@ def test_requeue_wait_exits_non_zero_when_the_cycle_it_caused_fails(dev: DevProc
         )
     requeued = dev.cli("requeue", name, "--wait", "--reason", "try again")
     assert requeued.returncode == 1, (requeued.stdout, requeued.stderr)
-    assert "(error: " in requeued.stdout, requeued.stdout
+    assert "spec.policy.numberOfClusters" in requeued.stdout, requeued.stdout
+    assert "number-of-clusters annotation" not in requeued.stdout  # no internal name
+    with dev.hub() as hub:
+        crp = hub.get(ClusterResourcePlacement, name)
+    condition = crp.status.condition(hub_names.PLACEMENT_SCHEDULED_CONDITION)
+    assert condition is not None and condition.status == hub_names.FALSE
+    assert "spec.policy.numberOfClusters" in condition.message
 
 
 def test_requeue_runs_one_more_cycle(dev: DevProcess, placement: str) -> None:

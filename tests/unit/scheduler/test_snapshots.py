@@ -20,6 +20,7 @@ from hub.types import (
 from scheduler import CycleInput, schedule
 from scheduler.errors import InvalidSnapshotError
 from scheduler.snapshots import (
+    PICK_N_WITHOUT_NUMBER,
     InvalidPlacementError,
     MultipleLatestSnapshotsError,
     SnapshotMetadataError,
@@ -797,3 +798,12 @@ def test_a_bad_crp_generation_is_the_same_error_for_the_snapshotter_and_the_cycl
     result = schedule(CycleInput(snapshot=snapshot, now=NOW))
     assert result.error == str(synced.value)
     assert isinstance(synced.value, InvalidSnapshotError)  # a cycle error too
+
+
+def test_a_pick_n_policy_without_number_of_clusters_is_refused_naming_the_field() -> None:
+    crp = placement(policy(placementType="PickN"))
+    with pytest.raises(InvalidPlacementError) as refused:
+        plan_snapshot_sync(crp, [])
+    assert str(refused.value) == PICK_N_WITHOUT_NUMBER
+    assert str(refused.value).startswith("spec.policy.numberOfClusters: ")
+    assert "annotation" not in str(refused.value)
