@@ -32,7 +32,7 @@ system-deps:
 	  else echo "warning: chromium missing and apt-get unavailable; Temporal UI tests will be skipped"; fi; }
 
 run: $(STAMP)
-	$(BIN)/fleet-scheduler dev --kubeconfig-out $(RUN_DIR)/kubeconfig --hub-port 6443 --temporal-port 7233 --ui-port 8233 --data-dir $(RUN_DIR) --sample-fleet --sample-placements
+	$(BIN)/fleet-scheduler dev --data-dir $(RUN_DIR) --kubeconfig-out $(RUN_DIR)/kubeconfig
 
 # Every layer is checked before the tests: ruff over the whole tree, strict typing of every
 # package, and the layering contracts (scheduler/ pure, one-way imports), which keep the

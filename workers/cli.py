@@ -363,24 +363,38 @@ def _check_scheduler_arguments(args: argparse.Namespace) -> None:
 # --- dev -------------------------------------------------------------------------------------
 
 
+# `fleet-scheduler dev` with no flags is `make run`: these defaults are the Makefile's.
+DEV_RUN_DIR: Final = Path(".run")
+DEV_HUB_PORT: Final = 6443
+DEV_TEMPORAL_PORT: Final = 7233
+DEV_UI_PORT: Final = 8233
+
+
 def add_dev_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig-out", type=Path, required=True, metavar="PATH",
-                        help="where to write a kubeconfig for the devhub")
-    parser.add_argument("--hub-port", type=int, required=True, metavar="N",
-                        help="devhub port (HTTP and HTTPS on the same port)")
-    parser.add_argument("--temporal-port", type=int, required=True, metavar="N",
-                        help="Temporal dev server frontend (gRPC) port")
-    parser.add_argument("--ui-port", type=int, required=True, metavar="N",
-                        help="Temporal web UI port")
-    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
-                        help="keep state across restarts: DIR/devhub for the hub, "
-                             "DIR/temporal.db for Temporal (default: in memory)")
-    parser.add_argument("--sample-fleet", action="store_true",
+    parser.add_argument("--kubeconfig-out", type=Path, default=DEV_RUN_DIR / "kubeconfig",
+                        metavar="PATH",
+                        help="where to write a kubeconfig for the devhub "
+                             f"(default {DEV_RUN_DIR / 'kubeconfig'})")
+    parser.add_argument("--hub-port", type=int, default=DEV_HUB_PORT, metavar="N",
+                        help=f"devhub port, HTTP and HTTPS on one port (default {DEV_HUB_PORT})")
+    parser.add_argument("--temporal-port", type=int, default=DEV_TEMPORAL_PORT, metavar="N",
+                        help="Temporal dev server frontend (gRPC) port "
+                             f"(default {DEV_TEMPORAL_PORT})")
+    parser.add_argument("--ui-port", type=int, default=DEV_UI_PORT, metavar="N",
+                        help=f"Temporal web UI port (default {DEV_UI_PORT})")
+    keep = parser.add_mutually_exclusive_group()
+    keep.add_argument("--data-dir", type=Path, default=DEV_RUN_DIR, metavar="DIR",
+                      help="keep state across restarts: DIR/devhub for the hub, "
+                           f"DIR/temporal.db for Temporal (default {DEV_RUN_DIR})")
+    keep.add_argument("--in-memory", dest="data_dir", action="store_const", const=None,
+                      help="keep nothing: every start is a new hub and a new Temporal")
+    parser.add_argument("--sample-fleet", action=argparse.BooleanOptionalAction, default=True,
                         help="load the sample fleet (devhub/samples/fleet.yaml) and keep its "
-                             "heartbeats fresh")
-    parser.add_argument("--sample-placements", action="store_true",
+                             "heartbeats fresh (default on)")
+    parser.add_argument("--sample-placements", action=argparse.BooleanOptionalAction,
+                        default=True,
                         help="apply the sample placements (devhub/samples/placements.yaml; "
-                             "skips existing ones)")
+                             "skips existing ones; default on)")
     _add_scheduler_arguments(parser, metrics_port=DEV_METRICS_PORT)
 
 

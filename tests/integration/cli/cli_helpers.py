@@ -147,9 +147,11 @@ class DevProcess:
             "--temporal-port", str(self.ports.temporal),
             "--ui-port", str(self.ports.ui),
             "--metrics-port", str(self.ports.metrics),
+            # dev's defaults are make run's (samples on, state in .run); a test asks for what
+            # it needs in `extra`, which comes last and so wins.
+            "--no-sample-fleet", "--no-sample-placements",
         ]  # fmt: skip
-        if self.data_dir is not None:
-            cmd += ["--data-dir", str(self.data_dir)]
+        cmd += ["--data-dir", str(self.data_dir)] if self.data_dir is not None else ["--in-memory"]
         return cmd + list(self.extra)
 
     def stdout(self) -> str:

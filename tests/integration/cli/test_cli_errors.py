@@ -171,13 +171,26 @@ def test_dev_on_a_busy_metrics_port_names_the_flag_to_change(tmp_path: Path) -> 
     assert processes_mentioning(f"--port {ports.temporal}") == []
 
 
+def test_dev_without_flags_is_make_run() -> None:
+    """Every flag of `dev` has make run's value by default; the Makefile passes only the run
+    directory (RUN_DIR may move it)."""
+    from workers.cli import build_parser
+
+    args = build_parser().parse_args(["dev"])
+    assert (args.kubeconfig_out, args.data_dir) == (Path(".run/kubeconfig"), Path(".run"))
+    assert (args.hub_port, args.temporal_port, args.ui_port) == (6443, 7233, 8233)
+    assert args.sample_fleet and args.sample_placements
+    assert build_parser().parse_args(["dev", "--in-memory"]).data_dir is None
+    makefile = (Path(__file__).resolve().parents[3] / "Makefile").read_text(encoding="utf-8")
+    assert "fleet-scheduler dev --data-dir $(RUN_DIR) --kubeconfig-out $(RUN_DIR)/kubeconfig\n" in (
+        makefile
+    )
+
+
 def test_dev_serves_metrics_on_a_fixed_documented_port_by_default() -> None:
     from workers.cli import DEV_METRICS_PORT, build_parser
 
-    args = build_parser().parse_args(
-        ["dev", "--kubeconfig-out", "k", "--hub-port", "1", "--temporal-port", "2",
-         "--ui-port", "3"]
-    )  # fmt: skip
+    args = build_parser().parse_args(["dev"])
     assert args.metrics_port == DEV_METRICS_PORT != 0
     readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
     assert f"metrics:      http://127.0.0.1:{DEV_METRICS_PORT}/metrics" in readme
