@@ -73,7 +73,7 @@ async def test_readiness_callback_shapes(check: object, status: int, text: str) 
 
 
 async def test_busy_port_is_a_clear_error(server: HealthServer) -> None:
-    with pytest.raises(OSError, match="choose another port"):
+    with pytest.raises(OSError, match="choose another --metrics-port"):
         await HealthServer("127.0.0.1", server.port, lambda: True).start()
 
 
