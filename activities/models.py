@@ -154,6 +154,18 @@ class CycleReport(ActivityModel):
                 update["explanation_packed"] = pack_explanation(explanation)
         return self.model_copy(update=update)
 
+    def filled_from(self, other: CycleReport | None) -> CycleReport:
+        """This report with `other`'s explanation when it recorded only the digest of the same
+        fates (`other` holds them); else this report as it is."""
+        same = (
+            other is not None
+            and not self.has_explanation
+            and other.has_explanation
+            and self.explanation_digest is not None
+            and self.explanation_digest == other.explanation_digest
+        )
+        return self.with_explanation_of(other) if same and other is not None else self
+
     def with_explanation_of(self, other: CycleReport) -> CycleReport:
         """This report holding `other`'s explanation (the same fates, recorded earlier)."""
         return self.model_copy(

@@ -105,14 +105,8 @@ class PlacementWorkflow:
         # (a run carries the first without: it has the same one as the second, or a small one).
         self._last: CycleReport | None = carried.last
         self._deciding: CycleReport | None = carried.deciding
-        last, deciding = self._last, self._deciding
-        if (
-            last is not None
-            and deciding is not None
-            and deciding.explanation_digest
-            and last.explanation_digest == deciding.explanation_digest
-        ):
-            self._last = last.with_explanation_of(deciding)
+        if self._last is not None:
+            self._last = self._last.filled_from(self._deciding)
         self._last_error = carried.last_error
         self._waiting_for = carried.waiting_for or "the first cycle"
         self._phase: PlacementPhase = carried.phase if input.carried else "pending"
@@ -332,14 +326,7 @@ class PlacementWorkflow:
         cycle = report.cycle
         self._cycles = cycle
         self._cycles_this_run += 1
-        last = self._last
-        if (
-            not report.has_explanation
-            and last is not None
-            and report.explanation_digest is not None
-            and report.explanation_digest == last.explanation_digest
-        ):
-            report = report.with_explanation_of(last)
+        report = report.filled_from(self._last)
         self._last = report
         if report.evaluated:
             self._deciding = report

@@ -67,3 +67,13 @@ def test_slim_drops_the_explanation_and_keeps_the_rest() -> None:
     assert slim.model_dump(exclude={"explanation_packed"}) == recorded.model_dump(
         exclude={"explanation_packed"}
     )
+
+
+def test_a_digest_only_report_is_filled_only_from_a_report_with_the_same_fates() -> None:
+    first = report(1).recording(explanation(2000), known_digest=None)
+    again = report(2).recording(explanation(2000), known_digest=first.explanation_digest)
+    assert again.filled_from(first).full_explanation() == explanation(2000)
+    other = report(3).recording(explanation(1999), known_digest=None)
+    assert not again.filled_from(other).has_explanation  # other fates: nothing to borrow
+    assert not again.filled_from(None).has_explanation
+    assert other.filled_from(first) == other  # it has its own
