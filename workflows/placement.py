@@ -162,7 +162,7 @@ class PlacementWorkflow:
         number = self._turns_started
         reasons, fresh = self._take_work()
         because = "; ".join(reasons[:3]) + (f" (+{len(reasons) - 3})" if len(reasons) > 3 else "")
-        turn = await self._schedule_once(fresh, because)
+        turn = await self._schedule_once(number, fresh, because)
         if turn is None:
             self._turn_ended(number, RequeueResult(outcome="failed", error=self._last_error))
             return False
@@ -281,9 +281,10 @@ class PlacementWorkflow:
         self._dirty, self._fresh, self._reasons = False, False, []
         return reasons or ["requeue"], fresh
 
-    async def _schedule_once(self, fresh: bool, because: str) -> TurnResult | None:
+    async def _schedule_once(self, number: int, fresh: bool, because: str) -> TurnResult | None:
         """The loop turn as one activity: prepare and, when ready, the cycle (kubefleet-rules
-        3.2)."""
+        3.2). Its summary in the UI names the turn, not a cycle: a turn that is not ready runs
+        none, and the result says which cycle ran (`cycle N: ...`) or that none did."""
         cycle = self._cycles + 1
         self._set_phase("running", f"cycle {cycle}")
         workflow.set_current_details(f"running cycle {cycle}")
@@ -302,7 +303,7 @@ class PlacementWorkflow:
                 heartbeat_timeout=CYCLE_HEARTBEAT,
                 retry_policy=HUB_RETRY,
                 summary=(
-                    f"cycle {cycle}: {'fresh ' if fresh else ''}{kind}"
+                    f"turn {number}: {'fresh ' if fresh else ''}{kind}"
                     f"placement {self._placement} ({because})"
                 ),
             )
