@@ -22,6 +22,8 @@ from hub.errors import ConflictError
 from hub.types import ClusterResourcePlacement, Condition
 
 __all__ = [
+    "INVALID_PLACEMENT_MESSAGE",
+    "INVALID_PLACEMENT_REASON",
     "SNAPSHOT_SYNC_FAILED_MESSAGE",
     "SNAPSHOT_SYNC_FAILED_REASON",
     "sync_failed_condition",
@@ -32,6 +34,10 @@ __all__ = [
 # placement controller has none: it logs and retries forever).
 SNAPSHOT_SYNC_FAILED_REASON: Final = "PolicySnapshotSyncFailed"
 SNAPSHOT_SYNC_FAILED_MESSAGE: Final = "cannot keep this placement's policy snapshots: {error}"
+# Ours when the placement itself is what KubeFleet's webhook would have refused
+# (docs/validation.md): nothing is scheduled until the user changes it.
+INVALID_PLACEMENT_REASON: Final = "InvalidPlacement"
+INVALID_PLACEMENT_MESSAGE: Final = "invalid placement, not scheduled until it is fixed: {error}"
 # Re-reads of the placement after a Conflict before the Conflict is raised to Temporal.
 CONFLICT_REREADS: Final = 1
 
@@ -47,14 +53,20 @@ def _transition_time(placement: ClusterResourcePlacement, status: str, now: date
 
 
 def sync_failed_condition(
-    placement: ClusterResourcePlacement, error: str, now: datetime
+    placement: ClusterResourcePlacement, error: str, now: datetime, *, invalid: bool = False
 ) -> Condition:
-    """False, PolicySnapshotSyncFailed, with `error` saying which object to fix."""
+    """False, PolicySnapshotSyncFailed, with `error` saying which object to fix; InvalidPlacement
+    when the placement itself is at fault (`invalid`)."""
+    reason, message = (
+        (INVALID_PLACEMENT_REASON, INVALID_PLACEMENT_MESSAGE)
+        if invalid
+        else (SNAPSHOT_SYNC_FAILED_REASON, SNAPSHOT_SYNC_FAILED_MESSAGE)
+    )
     return Condition(
         type=names.PLACEMENT_SCHEDULED_CONDITION,
         status=names.FALSE,
-        reason=SNAPSHOT_SYNC_FAILED_REASON,
-        message=SNAPSHOT_SYNC_FAILED_MESSAGE.format(error=error),
+        reason=reason,
+        message=message.format(error=error),
         observed_generation=placement.metadata.generation,
         last_transition_time=_transition_time(placement, names.FALSE, now),
     )

@@ -49,9 +49,8 @@ NO_LATEST_MESSAGE: Final = (
     "placement {placement!r} has no policy snapshot labelled {label}=true and "
     "{parent}={placement} yet; waiting for the placement controller to create one"
 )
-# Label values are at most 63 characters, and the placement's name is the parent-CRP label value
-# of its snapshots and bindings; KubeFleet's webhook refuses longer placement names.
-MAX_LABEL_VALUE_LENGTH: Final = 63
+# The CRD's CEL rule refuses longer names (docs/validation.md); a hub with an older CRD may not.
+MAX_LABEL_VALUE_LENGTH: Final = names.MAX_PLACEMENT_NAME_LENGTH
 NAME_TOO_LONG_MESSAGE: Final = (
     "placement name {placement!r} is {length} characters long; it labels the placement's policy "
     "snapshots and bindings ({label}), and a label value holds at most {limit}: recreate the "
@@ -235,15 +234,19 @@ class ScheduleOnce:
         """Say on the placement why its snapshots cannot be kept, then wait for a change."""
         error = str(exc)
         now = self._settings.now()
+        invalid = isinstance(exc, InvalidPlacementError)
         write_scheduled_condition(
-            self._client, placement, lambda p: sync_failed_condition(p, error, now)
+            self._client,
+            placement,
+            lambda p: sync_failed_condition(p, error, now, invalid=invalid),
         )
         phase = (
             "multiple_latest_snapshots"
             if isinstance(exc, MultipleLatestSnapshotsError)
             else "no_latest_snapshot"
         )
-        message = f"policy snapshot sync failed: {error}"
+        prefix = "invalid placement" if invalid else "policy snapshot sync failed"
+        message = f"{prefix}: {error}"
         log.warning("placement %s: %s", placement.name, message)
         return PrepareResult(
             phase=phase,

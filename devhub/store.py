@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from devhub import errors
+from devhub.cel import check_rules
 from devhub.errors import ApiError, Cause
 from devhub.objectmeta import normalize_metadata
 from devhub.patch import PatchError, apply_merge, json_patch, merge_patch
@@ -578,6 +579,8 @@ class Store:
         meta["creationTimestamp"] = now_rfc3339()
         meta["generation"] = 1
         causes.extend(validate(res.schema, obj, "", skip=SKIP_METADATA))
+        if not causes:
+            causes.extend(check_rules(res.schema, obj))
         if causes:
             raise self._invalid(res, name, causes)
         if name in self._objects[res.group_resource]:
@@ -710,6 +713,8 @@ class Store:
                 result["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
         result["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion")
         causes.extend(validate(res.schema, result, "", skip=SKIP_METADATA))
+        if not causes:
+            causes.extend(check_rules(res.schema, result, old))
         if causes:
             raise self._invalid(res, name, causes)
         if result == old:

@@ -16,6 +16,8 @@ Pydantic's JSON schema needs these translations:
 - `json_schema_extra` hints: `enum`, `format`, and `x-crd-default` (the API default) become the
   CRD's `enum`, `format` and `default`; Python defaults (`default`) are dropped, because "absent"
   must stay absent in the stored object unless the API itself defaults it.
+- `x-crd-rules` (see `crd_rules`) become the node's `x-kubernetes-validations`: CEL rules that
+  kube-apiserver evaluates, and devhub with it.
 - lists of `Condition` are list-maps keyed by `type`, like every Kubernetes condition list.
 """
 
@@ -35,9 +37,11 @@ from hub.types import KINDS, Condition, FleetModel, HubObject
 
 __all__ = [
     "CRD_API_VERSION",
+    "VALIDATIONS",
     "crd_file_name",
     "crd_for",
     "crd_name",
+    "crd_rules_node",
     "dump_crd",
     "generate",
     "main",
@@ -55,6 +59,8 @@ AGE_COLUMN: Final[dict[str, str]] = {
 }
 PRESERVE: Final = "x-kubernetes-preserve-unknown-fields"
 CRD_DEFAULT_KEY: Final = "x-crd-default"
+CRD_RULES_KEY: Final = "x-crd-rules"
+VALIDATIONS: Final = "x-kubernetes-validations"
 
 # Keys copied from pydantic's schema node into the CRD node unchanged.
 _COPIED_KEYS: Final = (
@@ -72,6 +78,11 @@ _COPIED_KEYS: Final = (
     "pattern",
 )
 _REF_PREFIX: Final = "#/$defs/"
+
+
+def crd_rules_node(rules: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """`x-kubernetes-validations` for (rule, message) pairs."""
+    return {VALIDATIONS: [{"rule": rule, "message": message} for rule, message in rules]}
 
 
 def crd_name(kind: type[HubObject]) -> str:
@@ -108,6 +119,7 @@ class _Translator:
     """Turns one kind's pydantic JSON schema into a structural openAPIV3Schema."""
 
     def __init__(self, kind: type[HubObject]) -> None:
+        self._kind = kind
         self._schema = kind.model_json_schema(by_alias=True, ref_template=_REF_PREFIX + "{model}")
         self._defs: dict[str, Any] = self._schema.get("$defs", {})
         self._models = _models_by_name(kind)
@@ -122,6 +134,8 @@ class _Translator:
         node["required"] = [name for name in node.get("required", []) if name in ("spec",)]
         if not node["required"]:
             del node["required"]
+        if self._kind.RULES:
+            node.update(crd_rules_node(self._kind.RULES))
         return node
 
     def _resolve(self, node: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -160,6 +174,8 @@ class _Translator:
                 raise ValueError(f"schema node without a type: {raw!r}")
         if CRD_DEFAULT_KEY in resolved:
             out["default"] = resolved[CRD_DEFAULT_KEY]
+        if CRD_RULES_KEY in resolved:
+            out.update(crd_rules_node((r["rule"], r["message"]) for r in resolved[CRD_RULES_KEY]))
         return out
 
     def _object(self, resolved: Mapping[str, Any], *, preserve: bool) -> dict[str, Any]:

@@ -44,7 +44,9 @@ BINDING_STATES: Final = (STATE_SCHEDULED, STATE_BOUND, STATE_UNSCHEDULED)
 
 # Taints, tolerations, topology, sorters (kubefleet-rules 1.5, 1.10).
 EFFECT_NO_SCHEDULE: Final = "NoSchedule"
-TOLERATION_OPERATORS: Final = ("Equal", "Exists")
+TOLERATION_EQUAL: Final = "Equal"
+TOLERATION_EXISTS: Final = "Exists"
+TOLERATION_OPERATORS: Final = (TOLERATION_EQUAL, TOLERATION_EXISTS)
 DO_NOT_SCHEDULE: Final = "DoNotSchedule"
 SCHEDULE_ANYWAY: Final = "ScheduleAnyway"
 SORT_ASCENDING: Final = "Ascending"
@@ -90,5 +92,8 @@ NODE_COUNT_PROPERTY: Final = _PREFIX + "node-count"
 MAX_DECISIONS: Final = 1000
 MAX_UNSELECTED_DECISIONS: Final = 20
 MAX_BINDING_NAME_LENGTH: Final = 63
+# KubeFleet's webhook: a placement's name is the parent-CRP label value of its snapshots and
+# bindings, and label values are at most 63 characters.
+MAX_PLACEMENT_NAME_LENGTH: Final = 63
 DEFAULT_REVISION_HISTORY_LIMIT: Final = 10
 DEFAULT_MAX_SKEW: Final = 1

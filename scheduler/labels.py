@@ -21,7 +21,15 @@ from hub.validation import (
     is_subdomain,
 )
 
-__all__ = ["LabelPredicate", "SelectorError", "compile_selector", "matches", "validate"]
+__all__ = [
+    "LabelPredicate",
+    "SelectorError",
+    "compile_selector",
+    "key_problem",
+    "matches",
+    "validate",
+    "value_problem",
+]
 
 LabelPredicate = Callable[[Mapping[str, str]], bool]
 
@@ -42,7 +50,7 @@ def matches(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
 def validate(selector: LabelSelector) -> str | None:
     """Why Kubernetes would reject `selector`, or None if it is valid."""
     for key, value in selector.match_labels.items():
-        problem = _key_problem(key) or _value_problem(key, value)
+        problem = key_problem(key) or value_problem(key, value)
         if problem:
             return f"matchLabels: {problem}"
     for index, requirement in enumerate(selector.match_expressions):
@@ -102,7 +110,7 @@ def _requirement_problem(requirement: LabelSelectorRequirement) -> str | None:
             f"{operator!r} is not a valid label selector operator "
             "(want In, NotIn, Exists or DoesNotExist)"
         )
-    problem = _key_problem(key)
+    problem = key_problem(key)
     if problem:
         return problem
     if operator in (IN, NOT_IN) and not values:
@@ -110,13 +118,13 @@ def _requirement_problem(requirement: LabelSelectorRequirement) -> str | None:
     if operator in (EXISTS, DOES_NOT_EXIST) and values:
         return f"key {key!r}: operator {operator} takes no values, got {values!r}"
     for value in values:
-        problem = _value_problem(key, value)
+        problem = value_problem(key, value)
         if problem:
             return problem
     return None
 
 
-def _key_problem(key: str) -> str | None:
+def key_problem(key: str) -> str | None:
     parts = key.split("/")
     if len(parts) > 2:
         return f"invalid label key {key!r}: at most one '/' (an optional DNS subdomain prefix)"
@@ -140,7 +148,7 @@ def _key_problem(key: str) -> str | None:
     return None
 
 
-def _value_problem(key: str, value: str) -> str | None:
+def value_problem(key: str, value: str) -> str | None:
     if not is_label_value(value):
         return (
             f"invalid value {value!r} for label key {key!r}: at most {MAX_LABEL_LENGTH} "

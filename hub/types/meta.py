@@ -21,6 +21,7 @@ __all__ = [
     "OwnerReference",
     "crd_default",
     "crd_enum",
+    "crd_rules",
 ]
 
 
@@ -38,6 +39,15 @@ def crd_default(value: Any) -> dict[str, Any]:
 
     The Python model keeps `None` for "absent", so objects round-trip byte-for-byte."""
     return {"x-crd-default": value}
+
+
+def crd_rules(*rules: tuple[str, str]) -> dict[str, Any]:
+    """Schema hint: CEL rules, `(rule, message)`, the CRD carries as `x-kubernetes-validations`.
+
+    kube-apiserver evaluates them on every write (rules naming `oldSelf` only on an update that
+    had the field before), and so does devhub (`devhub.cel`). The Python model does not: an
+    object that slipped past them still loads, and the snapshotter says what is wrong."""
+    return {"x-crd-rules": [{"rule": rule, "message": message} for rule, message in rules]}
 
 
 class FleetModel(BaseModel):
@@ -121,6 +131,8 @@ class HubObject(FleetModel):
     NAMESPACED: ClassVar[bool] = False
     # (name, type, jsonPath) for `kubectl get`; the CRD always adds an Age column.
     PRINTER_COLUMNS: ClassVar[tuple[tuple[str, str, str], ...]] = ()
+    # CEL rules (rule, message) on the whole object, where `self.metadata.name` is readable.
+    RULES: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     api_version: str = ""
     kind: str = ""

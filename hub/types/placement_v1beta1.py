@@ -6,12 +6,19 @@ plain `str` in Python with the enum in the CRD (see `crd_enum`)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from pydantic import Field
 
 from hub import names
-from hub.types.meta import Condition, FleetModel, HubObject, crd_default, crd_enum
+from hub.types.meta import (
+    Condition,
+    FleetModel,
+    HubObject,
+    crd_default,
+    crd_enum,
+    crd_rules,
+)
 
 __all__ = [
     "Affinity",
@@ -108,6 +115,75 @@ class TopologySpreadConstraint(FleetModel):
     )
 
 
+# --- CEL rules -------------------------------------------------------------------------------
+# KubeFleet's CRDs carry these rules and its validating webhook checks the same things; with them
+# in our CRDs a hub without the webhook (standalone mode) refuses the same mistakes with the same
+# messages (docs/validation.md lists every rule and where the rest are checked). One difference in
+# form, none in effect: an empty list counts as unset (`size(...) == 0`), as the webhook's
+# `len(...) > 0` has it, because clients that write `[]` for an empty list (ours among them) must
+# not be refused for a field they did not set.
+
+
+def _unset(field: str) -> str:
+    return f"(!has(self.{field}) || size(self.{field}) == 0)"
+
+
+_TOLERATION_RULES: Final = crd_rules(
+    (
+        "self.all(t, t.operator != 'Exists' || !has(t.value) || size(t.value) == 0)",
+        "value must be empty when operator is Exists",
+    ),
+    (
+        "self.all(t, (has(t.key) && size(t.key) > 0) || t.operator == 'Exists')",
+        "operator must be Exists when key is empty",
+    ),
+)
+
+_POLICY_RULES: Final = crd_rules(
+    ("self.placementType == oldSelf.placementType", "placement type is immutable"),
+    (
+        f"self.placementType != 'PickFixed' || (!has(self.affinity) && "
+        f"!has(self.numberOfClusters) && {_unset('topologySpreadConstraints')} && "
+        f"{_unset('tolerations')})",
+        "affinity, numberOfClusters, topologySpreadConstraints, and tolerations cannot be set "
+        "when placementType is PickFixed",
+    ),
+    (
+        f"self.placementType != 'PickAll' || ({_unset('clusterNames')} && "
+        f"!has(self.numberOfClusters) && {_unset('topologySpreadConstraints')})",
+        "clusterNames, numberOfClusters, and topologySpreadConstraints cannot be set when "
+        "placementType is PickAll",
+    ),
+    (
+        f"self.placementType != 'PickN' || ({_unset('clusterNames')} && "
+        "has(self.numberOfClusters))",
+        "clusterNames cannot be set and numberOfClusters must be set when placementType is PickN",
+    ),
+    # The webhook's: an update may add tolerations, never change or remove one.
+    (
+        "!has(oldSelf.tolerations) || oldSelf.tolerations.all(t, has(self.tolerations) && "
+        "self.tolerations.exists(n, n == t))",
+        "tolerations have been updated/deleted, only additions to tolerations are allowed",
+    ),
+)
+
+_RESOURCE_SELECTOR_RULES: Final = crd_rules(
+    (
+        "self.all(x, !(has(x.name) && size(x.name) > 0 && has(x.labelSelector)))",
+        "name and labelSelector are mutually exclusive in a resource selector",
+    ),
+)
+
+_SPEC_RULES: Final = crd_rules(
+    ("!has(oldSelf.policy) || has(self.policy)", "policy cannot be removed once set"),
+    # The webhook's: a placement made without a policy is PickAll, and stays PickAll.
+    (
+        "has(oldSelf.policy) || !has(self.policy) || self.policy.placementType == 'PickAll'",
+        "placement type is immutable",
+    ),
+)
+
+
 class Toleration(FleetModel):
     key: str | None = None
     operator: str | None = Field(
@@ -127,7 +203,9 @@ class PlacementPolicy(FleetModel):
     number_of_clusters: int | None = Field(default=None, ge=0)
     affinity: Affinity | None = None
     topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
-    tolerations: list[Toleration] = Field(default_factory=list, max_length=100)
+    tolerations: list[Toleration] = Field(
+        default_factory=list, max_length=100, json_schema_extra=_TOLERATION_RULES
+    )
 
     @property
     def effective_type(self) -> str:
@@ -149,8 +227,10 @@ class ResourceSelector(FleetModel):
 class ClusterResourcePlacementSpec(FleetModel):
     preserve_unknown_fields: ClassVar[bool] = True  # strategy, and fields of later API versions
 
-    resource_selectors: list[ResourceSelector] = Field(default_factory=list, max_length=100)
-    policy: PlacementPolicy | None = None
+    resource_selectors: list[ResourceSelector] = Field(
+        default_factory=list, max_length=100, json_schema_extra=_RESOURCE_SELECTOR_RULES
+    )
+    policy: PlacementPolicy | None = Field(default=None, json_schema_extra=_POLICY_RULES)
     revision_history_limit: int | None = Field(
         default=None, ge=1, le=1000, json_schema_extra=crd_default(10)
     )
@@ -172,6 +252,13 @@ class ClusterResourcePlacement(HubObject):
     SINGULAR: ClassVar[str] = "clusterresourceplacement"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("crp",)
     CATEGORIES: ClassVar[tuple[str, ...]] = ("fleet", "fleet-placement")
+    # KubeFleet's webhook: the name is the parent-CRP label value of its snapshots and bindings.
+    RULES: ClassVar[tuple[tuple[str, str], ...]] = (
+        (
+            f"size(self.metadata.name) <= {names.MAX_PLACEMENT_NAME_LENGTH}",
+            f"the name field cannot have length exceeding {names.MAX_PLACEMENT_NAME_LENGTH}",
+        ),
+    )
     PRINTER_COLUMNS: ClassVar[tuple[tuple[str, str, str], ...]] = (
         ("Gen", "string", ".metadata.generation"),
         ("Type", "string", ".spec.policy.placementType"),
@@ -187,7 +274,9 @@ class ClusterResourcePlacement(HubObject):
         ),
     )
 
-    spec: ClusterResourcePlacementSpec = Field(default_factory=ClusterResourcePlacementSpec)
+    spec: ClusterResourcePlacementSpec = Field(
+        default_factory=ClusterResourcePlacementSpec, json_schema_extra=_SPEC_RULES
+    )
     status: ClusterResourcePlacementStatus = Field(default_factory=ClusterResourcePlacementStatus)
 
 

@@ -42,14 +42,15 @@ def hub(hub_kubeconfig: Path, devhub: DevHub) -> Iterator[HubClient]:
 def make_activities(hub: HubClient) -> Iterator[Callable[..., Rig]]:
     providers: list[TracerProvider] = []
 
-    def make(*, snapshotter: bool = True, **settings: Any) -> Rig:
+    def make(*, snapshotter: bool = True, on: HubClient | None = None, **settings: Any) -> Rig:
+        """`on`: another hub than the test's (e.g. one whose CRDs have no CEL rules)."""
         metrics = SchedulerMetrics(process_metrics=False)
         spans = InMemorySpanExporter()
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(spans))
         providers.append(provider)
         activities = Activities(
-            hub,
+            on or hub,
             ActivitySettings(
                 snapshotter=snapshotter,
                 metrics=metrics,
@@ -62,6 +63,15 @@ def make_activities(hub: HubClient) -> Iterator[Callable[..., Rig]]:
     yield make
     for provider in providers:
         provider.shutdown()
+
+
+@pytest.fixture
+def ruleless_hub(ruleless_devhub: DevHub, tmp_path: Path) -> Iterator[HubClient]:
+    """A HubClient on a devhub whose CRDs have no CEL rules (tests/conftest.py)."""
+    kubeconfig = ruleless_devhub.write_kubeconfig(tmp_path / "ruleless-kubeconfig")
+    client = HubClient.from_kubeconfig(kubeconfig, timeout=TEST_TIMEOUT)
+    yield client
+    client.close()
 
 
 @pytest.fixture

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.conditions import SNAPSHOT_SYNC_FAILED_REASON
+from activities.conditions import INVALID_PLACEMENT_REASON, SNAPSHOT_SYNC_FAILED_REASON
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
+from hub.errors import InvalidObjectError
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
 from tests.integration.activities.activity_helpers import (
     Rig,
@@ -152,16 +154,25 @@ def test_pick_fixed_with_an_unknown_cluster_finishes_with_a_clear_false_conditio
 
 
 def _sync_failure(
-    hub: HubClient, devhub: DevHub, rig: Rig, env: ActivityEnvironment, placement: str
+    hub: HubClient,
+    devhub: DevHub,
+    rig: Rig,
+    env: ActivityEnvironment,
+    placement: str,
+    *,
+    invalid: bool = False,
 ) -> tuple[str, str]:
-    """Prepare twice: the first says why on the placement, the second writes nothing more."""
+    """Prepare twice: the first says why on the placement, the second writes nothing more.
+    `invalid`: the placement itself is at fault (what KubeFleet's webhook refuses)."""
     prepared = prepare(env, rig.activities, placement)
     condition = placement_condition(hub, placement)
     assert condition is not None
-    assert (condition.status, condition.reason) == (names.FALSE, SNAPSHOT_SYNC_FAILED_REASON)
+    reason = INVALID_PLACEMENT_REASON if invalid else SNAPSHOT_SYNC_FAILED_REASON
+    assert (condition.status, condition.reason) == (names.FALSE, reason)
     assert condition.observed_generation == 1
     assert prepared.snapshot_action == "failed"
-    assert prepared.message.startswith("policy snapshot sync failed: ")
+    prefix = "invalid placement: " if invalid else "policy snapshot sync failed: "
+    assert prepared.message.startswith(prefix), prepared.message
     devhub.stats.clear()
     again = prepare(env, rig.activities, placement)
     assert again == prepared
@@ -219,7 +230,7 @@ def test_a_policy_the_snapshotter_cannot_encode_is_shown_on_the_placement(
     spread = [{"maxSkew": 2**31, "topologyKey": "zone"}]
     add_placement(hub, "web", {**PICK_TWO, "topologySpreadConstraints": spread})
 
-    phase, message = _sync_failure(hub, devhub, make_activities(), env, "web")
+    phase, message = _sync_failure(hub, devhub, make_activities(), env, "web", invalid=True)
 
     assert phase == "no_latest_snapshot"
     assert "maxSkew = 2147483648 does not fit in an int32" in message
@@ -228,17 +239,29 @@ def test_a_policy_the_snapshotter_cannot_encode_is_shown_on_the_placement(
 LONG_NAME = "p" * 64
 
 
-def test_a_placement_name_too_long_to_label_its_objects_is_shown_on_the_placement(
+def test_a_placement_name_too_long_to_label_its_objects_is_refused_by_the_crd(
     hub: HubClient,
-    devhub: DevHub,
+) -> None:
+    with pytest.raises(InvalidObjectError) as refused:
+        add_placement(hub, LONG_NAME, PICK_TWO)
+    assert "the name field cannot have length exceeding 63" in str(refused.value)
+
+
+def test_a_placement_name_too_long_to_label_its_objects_is_shown_on_the_placement(
+    ruleless_hub: HubClient,
+    ruleless_devhub: DevHub,
     make_activities: Callable[..., Rig],
     env: ActivityEnvironment,
 ) -> None:
     # KubeFleet's webhook caps placement names at 63 characters, the most a label value (the
-    # parent-CRP label of its snapshots and bindings) can hold; devhub has no such webhook.
+    # parent-CRP label of its snapshots and bindings) can hold; our CRD's CEL rule does too, but
+    # a hub whose CRDs predate it stores the placement.
+    hub, devhub = ruleless_hub, ruleless_devhub
     add_placement(hub, LONG_NAME, PICK_TWO)
 
-    phase, message = _sync_failure(hub, devhub, make_activities(), env, LONG_NAME)
+    phase, message = _sync_failure(
+        hub, devhub, make_activities(on=hub), env, LONG_NAME, invalid=True
+    )
 
     assert phase == "no_latest_snapshot"
     assert f"placement name '{LONG_NAME}' is 64 characters long" in message
@@ -246,15 +269,17 @@ def test_a_placement_name_too_long_to_label_its_objects_is_shown_on_the_placemen
 
 
 def test_a_placement_name_too_long_to_label_its_objects_waits_without_the_snapshotter(
-    hub: HubClient,
-    devhub: DevHub,
+    ruleless_hub: HubClient,
+    ruleless_devhub: DevHub,
     make_activities: Callable[..., Rig],
     env: ActivityEnvironment,
 ) -> None:
+    hub, devhub = ruleless_hub, ruleless_devhub
     add_placement(hub, LONG_NAME, PICK_TWO)
     devhub.stats.clear()
 
-    prepared = prepare(env, make_activities(snapshotter=False).activities, LONG_NAME)
+    rig = make_activities(snapshotter=False, on=hub)
+    prepared = prepare(env, rig.activities, LONG_NAME)
 
     assert prepared.phase == "no_latest_snapshot" and "64 characters long" in prepared.message
     assert writes(devhub) == 0

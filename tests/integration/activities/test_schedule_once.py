@@ -170,7 +170,22 @@ def test_a_turn_logs_one_line_when_it_writes_bindings_or_is_refused_and_none_oth
     for name in ("a", "b"):
         add_cluster(hub, name)
     add_placement(hub, "logged", PICK_TWO)
-    add_placement(hub, "no-count", {"placementType": "PickN"})  # no snapshot can be made
+    bad_key = {"matchLabels": {"bad key": "x"}}  # refused by the snapshotter, not the CRD
+    add_placement(
+        hub,
+        "no-count",
+        {
+            "placementType": "PickN",
+            "numberOfClusters": 1,
+            "affinity": {
+                "clusterAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "clusterSelectorTerms": [{"labelSelector": bad_key}]
+                    }
+                }
+            },
+        },
+    )
     rig = make_activities()
     caplog.set_level(logging.INFO, logger="fleet_scheduler.cycles")
 
@@ -186,7 +201,7 @@ def test_a_turn_logs_one_line_when_it_writes_bindings_or_is_refused_and_none_oth
         (logging.INFO, f"placement logged: {first.report.summary}"),
         (logging.WARNING, f"placement no-count: {failed.prepared.message}"),
     ]
-    assert "spec.policy.numberOfClusters" in failed.prepared.message
+    assert "spec.policy.affinity.clusterAffinity" in failed.prepared.message
 
 
 @dataclass

@@ -11,6 +11,9 @@ Fixtures (all real: devhub over HTTP, the Temporal dev server, the worker and th
 - `skewed_hub` / `skewed_system`: a devhub whose policy-snapshot CRD has no enums, as on a hub
   running another KubeFleet version than the one our CRDs follow (version skew). Placement types
   and operators our schema refuses can then be stored, and the scheduler must cope with them.
+- `ruleless_hub` / `ruleless_system`: a devhub whose CRDs have no CEL rules (a hub whose CRDs
+  predate them), with the snapshotter on: what the rules refuse is stored, and the snapshotter
+  refuses it on the placement.
 """
 
 from __future__ import annotations
@@ -23,14 +26,13 @@ from typing import Any, Final
 
 import pytest
 import pytest_asyncio
-import yaml
 from temporalio.client import Client
 
 from devhub import DevHub
-from hub import crds
 from hub.client import HubClient
 from hub.types import ClusterSchedulingPolicySnapshot
 from hub.types.meta import HubObject
+from tests.crd_files import write_crds
 from tests.integration.e2e.conftest import TEST_TIMEOUT, fleet_scheduler
 from tests.integration.e2e.conftest import hub as hub  # the e2e fixture, re-exported here
 from workers.watcher import Watcher
@@ -59,21 +61,9 @@ async def beside_kubefleet(
 LOOSENED: Final = ("enum", "maxItems")
 
 
-def _loosened(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {key: _loosened(value) for key, value in node.items() if key not in LOOSENED}
-    if isinstance(node, list):
-        return [_loosened(item) for item in node]
-    return node
-
-
 @pytest.fixture
 def skewed_devhub(devhub_factory: Callable[..., DevHub], tmp_path: Path) -> DevHub:
-    crd_dir = tmp_path / "crds"
-    crds.write_crds(crd_dir)
-    snapshot_crd = crd_dir / SNAPSHOT_CRD
-    loose = _loosened(yaml.safe_load(snapshot_crd.read_text(encoding="utf-8")))
-    snapshot_crd.write_text(yaml.safe_dump(loose), encoding="utf-8")
+    crd_dir = write_crds(tmp_path / "crds", drop=LOOSENED, only=[SNAPSHOT_CRD])
     return devhub_factory(crd_dir=crd_dir)
 
 
@@ -112,5 +102,24 @@ async def skewed_system(
 ) -> AsyncIterator[Watcher]:
     async with fleet_scheduler(
         temporal_client, skewed_hub, task_queue, snapshotter=False
+    ) as watcher:
+        yield watcher
+
+
+@pytest.fixture
+def ruleless_hub(ruleless_devhub: DevHub, tmp_path: Path) -> Iterator[HubClient]:
+    client = HubClient.from_kubeconfig(
+        ruleless_devhub.write_kubeconfig(tmp_path / "ruleless-kubeconfig"), timeout=TEST_TIMEOUT
+    )
+    yield client
+    client.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def ruleless_system(
+    temporal_client: Client, ruleless_hub: HubClient, task_queue: str
+) -> AsyncIterator[Watcher]:
+    async with fleet_scheduler(
+        temporal_client, ruleless_hub, task_queue, snapshotter=True
     ) as watcher:
         yield watcher

@@ -4,8 +4,8 @@ key prefixes (apimachinery `IsQualifiedName` / `IsValidLabelValue`).
 At the limits everything works end to end: the hub stores the labels, selectors match them.
 Over the limits the hub refuses the object with 422 and names the label, as kube-apiserver does
 (devhub validates metadata labels; tests/integration/devhub/test_validation.py checks it). A
-selector is only a spec field, so the hub cannot refuse an over-limit value there; the scheduler
-treats the term as invalid and names the label in each decision."""
+selector is only a spec field, which no CEL rule checks (docs/validation.md); the snapshotter
+refuses the placement, naming the field on its Scheduled condition."""
 
 from __future__ import annotations
 
@@ -19,16 +19,24 @@ from hub import names
 from hub.client import HubClient
 from hub.errors import InvalidObjectError
 from hub.types import ClusterResourcePlacement, MemberCluster, ObjectMeta
-from scheduler.plugins.cluster_affinity.filtering import REASON_INVALID_TERM, REASON_NO_MATCH
+from scheduler.plugins.cluster_affinity.filtering import REASON_NO_MATCH
+from scheduler.snapshots import REQUIRED_TERM_PATH
 from scheduler.testing import member_cluster
 from tests.integration.bad_input.outcome import (
     assert_no_retries,
     decisions,
     filtered,
     finished,
-    policy_condition,
+    placement_condition,
 )
-from tests.integration.e2e.fleet import add_cluster, add_placement, live_targets, unique
+from tests.integration.e2e.fleet import (
+    add_cluster,
+    add_placement,
+    eventually,
+    latest_snapshot,
+    live_targets,
+    unique,
+)
 from workers.watcher import Watcher
 
 # A DNS subdomain of exactly 253 characters: three 63-character labels and one of 61.
@@ -97,7 +105,7 @@ def test_labels_over_the_limits_are_refused_by_the_hub(
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_an_over_limit_value_in_a_selector_is_named_in_each_decision(
+async def test_an_over_limit_value_in_a_selector_is_refused_naming_the_field(
     hub: HubClient, temporal_client: Client, standalone: Watcher
 ) -> None:
     add_cluster(hub, "member-a", labels={KEY: VALUE})
@@ -113,14 +121,15 @@ async def test_an_over_limit_value_in_a_selector_is_named_in_each_decision(
         },
     )
 
-    done = await finished(temporal_client, web)
-    assert_no_retries(done)
-    assert done.error is None
+    field = REQUIRED_TERM_PATH.format(index=0) + ".labelSelector.matchLabels: "
+
+    def refused() -> bool:
+        shown = placement_condition(hub, web)
+        return shown is not None and shown.status == names.FALSE and field in shown.message
+
+    await eventually(refused)
+    shown = placement_condition(hub, web)
+    assert shown is not None
+    assert f"invalid value {too_long!r}" in shown.message and "at most 63" in shown.message
+    assert latest_snapshot(hub, web) is None
     assert live_targets(hub, web) == {}
-    reason = decisions(hub, web)["member-a"].reason
-    assert reason.startswith(
-        filtered(REASON_INVALID_TERM.format(index=0, problem="label selector: matchLabels: "))
-    ), reason
-    assert f"invalid value {too_long!r}" in reason and "at most 63" in reason
-    condition = policy_condition(hub, web)
-    assert condition is not None and condition.status == names.FALSE

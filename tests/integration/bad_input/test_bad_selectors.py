@@ -6,10 +6,12 @@ key), written on the placement by a user; and operators, sort orders and placeme
 our CRD's enums, stored on a hub whose snapshot CRD comes from another KubeFleet version
 (`skewed_hub`), written into a snapshot as KubeFleet's placement controller would copy them.
 
-What the user must see: in a required term, each cluster's decision names the broken term (the
-term matches nothing, other terms still count); anywhere else the cycle cannot act, so the
-snapshot and the placement say `scheduling failed: <what is wrong>`. Either way the cycle
-finishes once, without retries, and a fixed policy is scheduled on the next event."""
+What the user must see: a placement's bad selector is refused before any snapshot is made, its
+Scheduled condition naming the field (KubeFleet's webhook refuses it at admission). A snapshot
+written elsewhere is scheduled as KubeFleet's scheduler would: in a required term, each cluster's
+decision names the broken term (the term matches nothing, other terms still count); anywhere else
+the cycle cannot act, so the snapshot says `scheduling failed: <what is wrong>`. Either way
+nothing is retried, and a fixed policy is scheduled on the next event."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
 from hub.types.meta import HubObject
 from scheduler.plugins.cluster_affinity.filtering import REASON_INVALID_TERM
 from scheduler.scheduling import ERROR_CONDITION_MESSAGE, UNKNOWN_PLACEMENT_TYPE
+from scheduler.snapshots import PREFERRED_TERM_PATH, REQUIRED_TERM_PATH
 from tests.integration.bad_input.outcome import (
     add_snapshot,
     assert_no_retries,
@@ -40,6 +43,7 @@ from tests.integration.e2e.fleet import (
     add_cluster,
     add_placement,
     eventually,
+    latest_snapshot,
     live_targets,
     unique,
 )
@@ -97,34 +101,34 @@ def pick_n(n: int, affinity: dict[str, Any]) -> dict[str, Any]:
         ),
     ],
 )
-async def test_an_invalid_required_selector_filters_every_cluster_with_the_reason(
+async def test_an_invalid_required_selector_is_refused_naming_its_field(
     hub: HubClient,
     temporal_client: Client,
     standalone: Watcher,
     selector: dict[str, Any],
     problem: str,
 ) -> None:
+    """KubeFleet's webhook refuses these selectors; standalone, the CRD's CEL rules cannot say
+    it (an unbounded label map exceeds kube-apiserver's cost budget), so the snapshotter refuses
+    the placement: no snapshot, no binding, and the Scheduled condition names the term's field."""
     add_cluster(hub, "member-a", labels={"env": "prod"})
     add_cluster(hub, "member-b", labels={"env": "dev"})
     web = unique("web")
     add_placement(hub, web, pick_n(1, required({"labelSelector": selector})))
 
-    done = await finished(temporal_client, web)
-    assert_no_retries(done)
-    assert done.error is None  # the cycle could act: it filtered, decided and wrote the status
-    assert live_targets(hub, web) == {}
-    term = REASON_INVALID_TERM.format(index=0, problem="label selector: ")
-    for cluster in ("member-a", "member-b"):
-        decision = decisions(hub, web)[cluster]
-        assert not decision.selected
-        assert decision.reason.startswith(filtered(term)), decision.reason
-        assert problem in decision.reason, decision.reason
-    condition = policy_condition(hub, web)
-    assert condition is not None and condition.status == names.FALSE
-    assert condition.reason == names.POLICY_UNFULFILLED_REASON
-    assert condition.message == names.POLICY_UNFULFILLED_MESSAGE.format(count=0)
+    field = REQUIRED_TERM_PATH.format(index=0) + ".labelSelector.match"
+
+    def refused() -> bool:
+        shown = placement_condition(hub, web)
+        return shown is not None and shown.status == names.FALSE and field in shown.message
+
+    await eventually(refused)
     shown = placement_condition(hub, web)
-    assert shown is not None and (shown.status, shown.message) == ("False", condition.message)
+    assert shown is not None and problem in shown.message, shown
+    assert shown.message.count(problem) == 1, shown.message  # said once
+    assert "annotation" not in shown.message and "--fresh" not in shown.message
+    assert latest_snapshot(hub, web) is None
+    assert live_targets(hub, web) == {}
 
     # Fixed on the placement: the next event schedules it.
     fixed = {"matchLabels": {"env": "prod"}}
@@ -134,9 +138,11 @@ async def test_an_invalid_required_selector_filters_every_cluster_with_the_reaso
         {"spec": {"policy": {"affinity": required({"labelSelector": fixed})}}},
     )
     await eventually(lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED})
+    done = await finished(temporal_client, web)
+    assert_no_retries(done)
 
 
-async def test_an_invalid_preferred_selector_fails_the_cycle_with_a_clear_condition(
+async def test_an_invalid_preferred_selector_is_refused_naming_its_field(
     hub: HubClient, temporal_client: Client, standalone: Watcher
 ) -> None:
     add_cluster(hub, "member-a", labels={"env": "prod"})
@@ -144,18 +150,17 @@ async def test_an_invalid_preferred_selector_fails_the_cycle_with_a_clear_condit
     bad = {"matchExpressions": [{"key": "env", "operator": "Exists", "values": ["prod"]}]}
     add_placement(hub, web, pick_n(1, preferred(10, {"labelSelector": bad})))
 
-    done = await finished(temporal_client, web)
-    assert_no_retries(done)
-    assert done.error is not None
-    assert "plugin ClusterAffinity failed at" in done.error
-    assert "operator Exists takes no values" in done.error
-    assert live_targets(hub, web) == {}
-    condition = policy_condition(hub, web)
-    assert condition is not None and condition.status == names.FALSE
-    assert condition.reason == names.POLICY_UNFULFILLED_REASON
-    assert condition.message == ERROR_CONDITION_MESSAGE.format(error=done.error)
+    field = PREFERRED_TERM_PATH.format(index=0) + ".labelSelector.matchExpressions[0]"
+
+    def refused() -> bool:
+        shown = placement_condition(hub, web)
+        return shown is not None and shown.status == names.FALSE and field in shown.message
+
+    await eventually(refused)
     shown = placement_condition(hub, web)
-    assert shown is not None and shown.message == condition.message
+    assert shown is not None and "operator Exists takes no values" in shown.message
+    assert latest_snapshot(hub, web) is None
+    assert live_targets(hub, web) == {}
 
 
 def _skewed_placement(hub: HubClient, policy: dict[str, Any]) -> str:

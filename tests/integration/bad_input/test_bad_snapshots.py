@@ -17,7 +17,10 @@ import logging
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from activities.conditions import SNAPSHOT_SYNC_FAILED_MESSAGE, SNAPSHOT_SYNC_FAILED_REASON
+from activities.conditions import (
+    INVALID_PLACEMENT_MESSAGE,
+    INVALID_PLACEMENT_REASON,
+)
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
@@ -48,8 +51,11 @@ PICK_ONE = {"placementType": "PickN", "numberOfClusters": 1}
 
 
 async def test_a_placement_name_too_long_for_its_label_is_shown_on_the_placement(
-    hub: HubClient, temporal_client: Client, standalone: Watcher
+    ruleless_hub: HubClient, temporal_client: Client, ruleless_system: Watcher
 ) -> None:
+    """Our CRD's CEL rule refuses a name over 63 characters; a hub whose CRD predates the rule
+    stores it, and the snapshotter refuses it on the placement instead."""
+    hub = ruleless_hub
     add_cluster(hub, "member-a")
     long_name = unique("p" * 57)  # 64 characters
     assert len(long_name) == 64
@@ -61,8 +67,8 @@ async def test_a_placement_name_too_long_for_its_label_is_shown_on_the_placement
     assert f"placement name {long_name!r} is 64 characters long" in done.status.waiting_for
     shown = placement_condition(hub, long_name)
     assert shown is not None and shown.status == names.FALSE
-    assert shown.reason == SNAPSHOT_SYNC_FAILED_REASON
-    assert shown.message.startswith(SNAPSHOT_SYNC_FAILED_MESSAGE.format(error=""))
+    assert shown.reason == INVALID_PLACEMENT_REASON
+    assert shown.message.startswith(INVALID_PLACEMENT_MESSAGE.format(error=""))
     assert "recreate the placement with a shorter name" in shown.message
     assert not hub.list(ClusterSchedulingPolicySnapshot).items
     assert not bindings(hub, long_name[:63])

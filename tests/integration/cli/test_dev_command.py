@@ -155,9 +155,10 @@ def test_explain_shows_every_member_cluster_with_its_fate(dev: DevProcess, place
 
 
 def test_requeue_wait_exits_non_zero_when_the_cycle_it_caused_fails(dev: DevProcess) -> None:
-    """A PickN placement without numberOfClusters: the snapshotter refuses it, naming the field
-    on the placement's Scheduled condition, and the requeue reports that as a failure."""
-    name = "no-count"
+    """A label key Kubernetes refuses, which no CEL rule catches: the snapshotter refuses the
+    placement, naming the field on its Scheduled condition, and the requeue reports that as a
+    failure."""
+    name = "bad-key"
     with dev.hub() as hub:
         hub.create(
             ClusterResourcePlacement.from_wire(
@@ -167,20 +168,32 @@ def test_requeue_wait_exits_non_zero_when_the_cycle_it_caused_fails(dev: DevProc
                         "resourceSelectors": [
                             {"group": "", "version": "v1", "kind": "Namespace", "name": "x"}
                         ],
-                        "policy": {"placementType": "PickN"},
+                        "policy": {
+                            "placementType": "PickN",
+                            "numberOfClusters": 1,
+                            "affinity": {
+                                "clusterAffinity": {
+                                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                                        "clusterSelectorTerms": [
+                                            {"labelSelector": {"matchLabels": {"a b": "x"}}}
+                                        ]
+                                    }
+                                }
+                            },
+                        },
                     },
                 }
             )
         )
     requeued = dev.cli("requeue", name, "--wait", "--reason", "try again")
     assert requeued.returncode == 1, (requeued.stdout, requeued.stderr)
-    assert "spec.policy.numberOfClusters" in requeued.stdout, requeued.stdout
-    assert "number-of-clusters annotation" not in requeued.stdout  # no internal name
+    assert "spec.policy.affinity.clusterAffinity" in requeued.stdout, requeued.stdout
+    assert "invalid label key 'a b'" in requeued.stdout, requeued.stdout
     with dev.hub() as hub:
         crp = hub.get(ClusterResourcePlacement, name)
     condition = crp.status.condition(hub_names.PLACEMENT_SCHEDULED_CONDITION)
     assert condition is not None and condition.status == hub_names.FALSE
-    assert "spec.policy.numberOfClusters" in condition.message
+    assert "spec.policy.affinity.clusterAffinity" in condition.message
 
 
 def test_requeue_runs_one_more_cycle(dev: DevProcess, placement: str) -> None:

@@ -111,6 +111,30 @@ def test_kubectl_apply_reports_invalid_objects(
     assert api.get(f"{PLACEMENTS}/web").status_code == 404
 
 
+def test_kubectl_apply_reports_a_broken_cel_rule_in_its_words(
+    api: Client, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """The mistakes KubeFleet's webhook and CRD refuse are refused at the door, as a real hub
+    with our CRDs refuses them: a PickN without numberOfClusters, then a placement type change."""
+    path = tmp_path / "pick-n.yaml"
+    path.write_text(PLACEMENT_YAML.replace("    numberOfClusters: NUMBER\n", ""))
+    result = kubectl("apply", "-f", str(path), check=False)
+    assert result.returncode != 0
+    assert (
+        'The ClusterResourcePlacement "web" is invalid: spec.policy: Invalid value: "object": '
+        "clusterNames cannot be set and numberOfClusters must be set when placementType is PickN"
+    ) in result.stderr, result.stderr
+    assert api.get(f"{PLACEMENTS}/web").status_code == 404
+
+    kubectl("apply", "-f", _manifest(tmp_path, 2))
+    path.write_text(PLACEMENT_YAML.replace("PickN", "PickAll").replace(
+        "    numberOfClusters: NUMBER\n", ""))  # fmt: skip
+    result = kubectl("apply", "-f", str(path), check=False)
+    assert result.returncode != 0
+    assert 'spec.policy: Invalid value: "object": placement type is immutable' in result.stderr
+    assert api.get(f"{PLACEMENTS}/web").json()["spec"]["policy"]["placementType"] == "PickN"
+
+
 def test_kubectl_delete(api: Client, kubectl: Kubectl) -> None:
     api.create(CLUSTERS, cluster("member-1"))
     assert "deleted" in kubectl("delete", "membercluster", "member-1").stdout

@@ -94,9 +94,12 @@ def test_invalid_placements_are_refused_with_the_field_path(
 
 
 def test_the_name_limit_is_253_characters(api: Client) -> None:
+    """An object name is a DNS subdomain (placements have a CEL rule of their own: 63)."""
     name = ".".join(["a" * 63] * 4)[:253]
     assert len(name) == 253
-    assert api.post(PLACEMENTS, placement(name)).status_code == 201
+    assert api.post(CLUSTERS, cluster(name)).status_code == 201
+    response = api.post(CLUSTERS, cluster(name + "a"))
+    assert response.status_code == 422, response.text
 
 
 def test_every_problem_is_reported_at_once(api: Client) -> None:

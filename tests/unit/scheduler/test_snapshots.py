@@ -807,3 +807,74 @@ def test_a_pick_n_policy_without_number_of_clusters_is_refused_naming_the_field(
     assert str(refused.value) == PICK_N_WITHOUT_NUMBER
     assert str(refused.value).startswith("spec.policy.numberOfClusters: ")
     assert "annotation" not in str(refused.value)
+
+
+def test_bad_selectors_and_tolerations_are_refused_each_naming_its_field() -> None:
+    """The webhook's rules no CEL rule carries: every problem is listed once, by field path."""
+    crp = placement(
+        policy(
+            placementType="PickN",
+            numberOfClusters=1,
+            affinity={
+                "clusterAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "clusterSelectorTerms": [
+                            {"labelSelector": {"matchLabels": {"env": "prod"}}},
+                            {"labelSelector": {"matchLabels": {"bad key": "prod"}}},
+                        ]
+                    },
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 5,
+                            "preference": {
+                                "labelSelector": {
+                                    "matchExpressions": [{"key": "env", "operator": "In"}]
+                                }
+                            },
+                        }
+                    ],
+                }
+            },
+            tolerations=[
+                {"key": "ok", "value": "v"},
+                {"key": "ok", "value": "v"},
+                {"key": "a/b/c", "operator": "Exists"},
+                {"key": "k", "value": "no/slash"},
+            ],
+        )
+    )
+    with pytest.raises(InvalidPlacementError) as refused:
+        plan_snapshot_sync(crp, [])
+    problems = str(refused.value).split("; ")
+    affinity = "spec.policy.affinity.clusterAffinity."
+    assert problems == [
+        affinity + "requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[1]."
+        "labelSelector.matchLabels: invalid label key 'bad key': the name part must be at most "
+        "63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric",
+        affinity + "preferredDuringSchedulingIgnoredDuringExecution[0].preference.labelSelector."
+        "matchExpressions[0]: key 'env': operator In needs at least one value",
+        "spec.policy.tolerations[1]: toleration already exists, tolerations must be unique",
+        "spec.policy.tolerations[2].key: invalid label key 'a/b/c': at most one '/' (an optional "
+        "DNS subdomain prefix)",
+        "spec.policy.tolerations[3].value: invalid value 'no/slash' for label key 'k': at most 63 "
+        "alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric (or empty)",
+    ]
+
+
+def test_valid_selectors_and_tolerations_are_not_refused() -> None:
+    crp = placement(
+        policy(
+            placementType="PickAll",
+            affinity={
+                "clusterAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "clusterSelectorTerms": [
+                            {"labelSelector": {"matchLabels": {"example.com/env": "prod"}}}
+                        ]
+                    }
+                }
+            },
+            tolerations=[{"key": "gpu", "operator": "Exists"}, {"key": "gpu", "value": "a"}],
+        )
+    )
+    assert plan_snapshot_sync(crp, []).create is not None

@@ -1,0 +1,104 @@
+"""The CRDs' CEL rules (`x-kubernetes-validations`), evaluated as kube-apiserver evaluates them.
+
+A rule is a CEL expression over `self`, the value at the schema node that carries it; a rule that
+names `oldSelf` is a transition rule, evaluated only on an update whose old object had a value at
+the same place (object properties and map entries correlate; list items do not). A rule that is
+false answers with its `message` at the node's field path, in kube-apiserver's form:
+`spec.policy: Invalid value: "object": placement type is immutable`. As kube-apiserver does with
+validation ratcheting, a value an update leaves unchanged is not checked again, so a status or
+finalizer update never fails on a rule the stored spec predates.
+
+The evaluator is cel-python (`celpy`), a maintained implementation of the CEL specification;
+compiled programs are cached by rule text."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+import celpy
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+from celpy.evaluation import CELEvalError
+
+from devhub.errors import Cause
+from devhub.schema import join
+
+__all__ = ["VALIDATIONS", "check_rules"]
+
+VALIDATIONS: Final = "x-kubernetes-validations"
+_OLD_SELF: Final = re.compile(r"\boldSelf\b")
+_ENVIRONMENT: Final = celpy.Environment()
+
+
+class _Absent:
+    """No value at this place in the old object (a create, or a field the old object lacked)."""
+
+
+ABSENT: Final = _Absent()
+
+
+@functools.lru_cache(maxsize=256)
+def _program(rule: str) -> Any:
+    return _ENVIRONMENT.program(_ENVIRONMENT.compile(rule))
+
+
+def check_rules(
+    schema: Mapping[str, Any], value: Any, old: Any = ABSENT, path: str = ""
+) -> list[Cause]:
+    """Causes for every CEL rule under `schema` that `value` breaks (`old`: the stored value on
+    an update)."""
+    causes: list[Cause] = []
+    _walk(schema, value, old, path, causes)
+    return causes
+
+
+def _walk(schema: Mapping[str, Any], value: Any, old: Any, path: str, causes: list[Cause]) -> None:
+    if old is not ABSENT and value == old:
+        return  # ratcheting: an unchanged value is not validated again
+    for rule in schema.get(VALIDATIONS, ()):
+        cause = _evaluate(rule, schema, value, old, path)
+        if cause is not None:
+            causes.append(cause)
+    if isinstance(value, dict):
+        properties: Mapping[str, Any] = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        for key, item in value.items():
+            sub = properties.get(key, additional if isinstance(additional, dict) else None)
+            if sub is None:
+                continue
+            old_item = old.get(key, ABSENT) if isinstance(old, dict) else ABSENT
+            child = join(path, key) if key in properties else f"{path}[{key}]"
+            _walk(sub, item, old_item, child, causes)
+    elif isinstance(value, list):
+        items = schema.get("items") or {}
+        for index, item in enumerate(value):
+            _walk(items, item, ABSENT, f"{path}[{index}]", causes)
+
+
+def _evaluate(
+    rule: Mapping[str, Any], schema: Mapping[str, Any], value: Any, old: Any, path: str
+) -> Cause | None:
+    text = rule["rule"]
+    transition = _OLD_SELF.search(text) is not None
+    if transition and old is ABSENT:
+        return None
+    activation = {"self": json_to_cel(value)}
+    if transition:
+        activation["oldSelf"] = json_to_cel(old)
+    field = path or "<root>"
+    shown = schema.get("type", "object")
+    try:
+        result = _program(text).evaluate(activation)
+    except CELEvalError as exc:
+        return Cause("FieldValueInvalid",
+                     f'Invalid value: "{shown}": rule evaluation error: {exc.args[0]}', field)
+    if isinstance(result, celtypes.BoolType) and bool(result):
+        return None
+    if not isinstance(result, celtypes.BoolType):
+        return Cause("FieldValueInvalid",
+                     f'Invalid value: "{shown}": rule evaluation error: {result}', field)
+    message = rule.get("message") or f"failed rule: {text}"
+    return Cause("FieldValueInvalid", f'Invalid value: "{shown}": {message}', field)
