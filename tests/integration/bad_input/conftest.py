@@ -67,13 +67,15 @@ def skewed_devhub(devhub_factory: Callable[..., DevHub], tmp_path: Path) -> DevH
     return devhub_factory(crd_dir=crd_dir)
 
 
-@pytest.fixture
-def skewed_hub(skewed_devhub: DevHub, tmp_path: Path) -> Iterator[HubClient]:
-    client = HubClient.from_kubeconfig(
-        skewed_devhub.write_kubeconfig(tmp_path / "kubeconfig"), timeout=TEST_TIMEOUT
-    )
+def _client(devhub: DevHub, kubeconfig: Path) -> Iterator[HubClient]:
+    client = HubClient.from_kubeconfig(devhub.write_kubeconfig(kubeconfig), timeout=TEST_TIMEOUT)
     yield client
     client.close()
+
+
+@pytest.fixture
+def skewed_hub(skewed_devhub: DevHub, tmp_path: Path) -> Iterator[HubClient]:
+    yield from _client(skewed_devhub, tmp_path / "kubeconfig")
 
 
 @pytest.fixture
@@ -108,11 +110,7 @@ async def skewed_system(
 
 @pytest.fixture
 def ruleless_hub(ruleless_devhub: DevHub, tmp_path: Path) -> Iterator[HubClient]:
-    client = HubClient.from_kubeconfig(
-        ruleless_devhub.write_kubeconfig(tmp_path / "ruleless-kubeconfig"), timeout=TEST_TIMEOUT
-    )
-    yield client
-    client.close()
+    yield from _client(ruleless_devhub, tmp_path / "ruleless-kubeconfig")
 
 
 @pytest_asyncio.fixture(loop_scope="session")

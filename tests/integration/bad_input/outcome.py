@@ -135,6 +135,23 @@ def placement_condition(hub: HubClient, placement: str) -> Condition | None:
     return crp.status.condition(names.PLACEMENT_SCHEDULED_CONDITION)
 
 
+async def refused(hub: HubClient, placement: str, field: str) -> Condition:
+    """Wait until the snapshotter refuses the placement (its Scheduled condition False, naming
+    `field`), then check that nothing was scheduled for it; returns the condition."""
+
+    def shown() -> Condition | None:
+        condition = placement_condition(hub, placement)
+        ok = condition is not None and condition.status == names.FALSE
+        return condition if ok and condition is not None and field in condition.message else None
+
+    deadline = time.monotonic() + WAIT_SECONDS
+    while (condition := shown()) is None:
+        assert time.monotonic() < deadline, placement_condition(hub, placement)
+        await asyncio.sleep(0.2)
+    assert latest_snapshot(hub, placement) is None
+    return condition
+
+
 def decisions(hub: HubClient, placement: str) -> dict[str, ClusterDecision]:
     snapshot = latest_snapshot(hub, placement)
     assert snapshot is not None, f"{placement} has no latest policy snapshot"

@@ -27,13 +27,11 @@ from tests.integration.bad_input.outcome import (
     decisions,
     filtered,
     finished,
-    placement_condition,
+    refused,
 )
 from tests.integration.e2e.fleet import (
     add_cluster,
     add_placement,
-    eventually,
-    latest_snapshot,
     live_targets,
     unique,
 )
@@ -122,14 +120,6 @@ async def test_an_over_limit_value_in_a_selector_is_refused_naming_the_field(
     )
 
     field = REQUIRED_TERM_PATH.format(index=0) + ".labelSelector.matchLabels: "
-
-    def refused() -> bool:
-        shown = placement_condition(hub, web)
-        return shown is not None and shown.status == names.FALSE and field in shown.message
-
-    await eventually(refused)
-    shown = placement_condition(hub, web)
-    assert shown is not None
+    shown = await refused(hub, web, field)
     assert f"invalid value {too_long!r}" in shown.message and "at most 63" in shown.message
-    assert latest_snapshot(hub, web) is None
     assert live_targets(hub, web) == {}

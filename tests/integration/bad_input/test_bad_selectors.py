@@ -37,13 +37,13 @@ from tests.integration.bad_input.outcome import (
     finished,
     placement_condition,
     policy_condition,
+    refused,
     snapshot_doc,
 )
 from tests.integration.e2e.fleet import (
     add_cluster,
     add_placement,
     eventually,
-    latest_snapshot,
     live_targets,
     unique,
 )
@@ -117,17 +117,9 @@ async def test_an_invalid_required_selector_is_refused_naming_its_field(
     add_placement(hub, web, pick_n(1, required({"labelSelector": selector})))
 
     field = REQUIRED_TERM_PATH.format(index=0) + ".labelSelector.match"
-
-    def refused() -> bool:
-        shown = placement_condition(hub, web)
-        return shown is not None and shown.status == names.FALSE and field in shown.message
-
-    await eventually(refused)
-    shown = placement_condition(hub, web)
-    assert shown is not None and problem in shown.message, shown
+    shown = await refused(hub, web, field)
     assert shown.message.count(problem) == 1, shown.message  # said once
     assert "annotation" not in shown.message and "--fresh" not in shown.message
-    assert latest_snapshot(hub, web) is None
     assert live_targets(hub, web) == {}
 
     # Fixed on the placement: the next event schedules it.
@@ -151,15 +143,8 @@ async def test_an_invalid_preferred_selector_is_refused_naming_its_field(
     add_placement(hub, web, pick_n(1, preferred(10, {"labelSelector": bad})))
 
     field = PREFERRED_TERM_PATH.format(index=0) + ".labelSelector.matchExpressions[0]"
-
-    def refused() -> bool:
-        shown = placement_condition(hub, web)
-        return shown is not None and shown.status == names.FALSE and field in shown.message
-
-    await eventually(refused)
-    shown = placement_condition(hub, web)
-    assert shown is not None and "operator Exists takes no values" in shown.message
-    assert latest_snapshot(hub, web) is None
+    shown = await refused(hub, web, field)
+    assert "operator Exists takes no values" in shown.message
     assert live_targets(hub, web) == {}
 
 
