@@ -8,12 +8,15 @@ false answers with its `message` at the node's field path, in kube-apiserver's f
 validation ratcheting, a value an update leaves unchanged is not checked again, so a status or
 finalizer update never fails on a rule the stored spec predates.
 
-The evaluator is cel-python (`celpy`), a maintained implementation of the CEL specification;
-compiled programs are cached by rule text."""
+The evaluator is cel-python (`celpy`), a maintained implementation of the CEL specification, whose
+tree-walking interpreter takes a few hundred microseconds per rule. A rule is a pure function of
+`self` and `oldSelf`, so outcomes are memoised by (rule, the values' canonical JSON): objects
+written in bulk (a bench's placements) share policies, and their rules are evaluated once."""
 
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -43,6 +46,25 @@ ABSENT: Final = _Absent()
 @functools.lru_cache(maxsize=256)
 def _program(rule: str) -> Any:
     return _ENVIRONMENT.program(_ENVIRONMENT.compile(rule))
+
+
+@functools.lru_cache(maxsize=4096)
+def _outcome(rule: str, value: str, old: str | None) -> bool | str:
+    """True if the rule holds, False if not, or the evaluation error's text."""
+    activation = {"self": json_to_cel(json.loads(value))}
+    if old is not None:
+        activation["oldSelf"] = json_to_cel(json.loads(old))
+    try:
+        result = _program(rule).evaluate(activation)
+    except CELEvalError as exc:
+        return str(exc.args[0])
+    if isinstance(result, celtypes.BoolType):
+        return bool(result)
+    return str(result)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def check_rules(
@@ -85,20 +107,14 @@ def _evaluate(
     transition = _OLD_SELF.search(text) is not None
     if transition and old is ABSENT:
         return None
-    activation = {"self": json_to_cel(value)}
-    if transition:
-        activation["oldSelf"] = json_to_cel(old)
     field = path or "<root>"
     shown = schema.get("type", "object")
-    try:
-        result = _program(text).evaluate(activation)
-    except CELEvalError as exc:
-        return Cause("FieldValueInvalid",
-                     f'Invalid value: "{shown}": rule evaluation error: {exc.args[0]}', field)
-    if isinstance(result, celtypes.BoolType) and bool(result):
+    outcome = _outcome(text, _canonical(value), _canonical(old) if transition else None)
+    if outcome is True:
         return None
-    if not isinstance(result, celtypes.BoolType):
-        return Cause("FieldValueInvalid",
-                     f'Invalid value: "{shown}": rule evaluation error: {result}', field)
-    message = rule.get("message") or f"failed rule: {text}"
-    return Cause("FieldValueInvalid", f'Invalid value: "{shown}": {message}', field)
+    if outcome is False:
+        message = rule.get("message") or f"failed rule: {text}"
+        return Cause("FieldValueInvalid", f'Invalid value: "{shown}": {message}', field)
+    return Cause(
+        "FieldValueInvalid", f'Invalid value: "{shown}": rule evaluation error: {outcome}', field
+    )
