@@ -252,7 +252,12 @@ class Runner:
 
         `enough` (percentage mode, PickN only) stops as soon as that many clusters passed; the
         rest are counted in `not_evaluated`."""
-        chain = [(p.name, p.filter) for p in self.profile.filter if p.name not in skipped]
+        plugins = [p for p in self.profile.filter if p.name not in skipped]
+        if enough is None and all(hasattr(p, "filter_all") for p in plugins):
+            batched = self._filter_batched(state, snapshot, clusters, plugins)
+            if batched is not None:
+                return self._finish_filter(clusters, batched, final_check, final_check_name)
+        chain = [(p.name, p.filter) for p in plugins]
         result = FilterResult()
         passed, filtered = result.passed, result.filtered
         for index, cluster in enumerate(clusters):
@@ -286,6 +291,67 @@ class Runner:
             passed.append(cluster)
         return result
 
+    @staticmethod
+    def _filter_batched(
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        clusters: Sequence[MemberCluster],
+        plugins: Sequence[object],
+    ) -> dict[int, tuple[str, Status]] | None:
+        """Each plugin over the clusters the earlier ones passed: the same fates as cluster by
+        cluster. Returns the rejected clusters by position (plugin, status), or None when a
+        plugin fails, so the caller runs per cluster and reports the failure as it would."""
+        rejected: dict[int, tuple[str, Status]] = {}
+        remaining = list(range(len(clusters)))
+        for plugin in plugins:
+            if not remaining:
+                break
+            name: str = plugin.name  # type: ignore[attr-defined]
+            batch = plugin.filter_all  # type: ignore[attr-defined]
+            try:
+                statuses = batch(state, snapshot, [clusters[i] for i in remaining])
+            except Exception:  # the per-cluster run names the failure
+                return None
+            if len(statuses) != len(remaining):
+                return None
+            survivors = []
+            for index, status in zip(remaining, statuses, strict=True):
+                if status is None or status.code is _SUCCESS:
+                    survivors.append(index)
+                elif status.code is _UNSCHEDULABLE or status.code is _ALREADY_SELECTED:
+                    rejected[index] = (name, status)
+                else:
+                    return None
+            remaining = survivors
+        return rejected
+
+    @staticmethod
+    def _finish_filter(
+        clusters: Sequence[MemberCluster],
+        rejected: dict[int, tuple[str, Status]],
+        final_check: FinalCheck | None,
+        final_check_name: str,
+    ) -> FilterResult:
+        """The FilterResult of batched fates, in input order as the per-cluster run builds it."""
+        result = FilterResult()
+        passed, filtered = result.passed, result.filtered
+        for index, cluster in enumerate(clusters):
+            fate = rejected.get(index)
+            if fate is not None:
+                name, status = fate
+                if status.code is _UNSCHEDULABLE:
+                    filtered.append(Filtered(cluster, status, name, cluster.metadata.name))
+                else:
+                    result.already_selected.append(cluster.metadata.name)
+                continue
+            if final_check is not None:
+                problem = final_check(cluster)
+                if problem is not None:
+                    filtered.append(Filtered(cluster, problem, final_check_name))
+                    continue
+            passed.append(cluster)
+        return result
+
     # -- Score ----------------------------------------------------------------------------
 
     @_observed(SCORE)
@@ -300,11 +366,12 @@ class Runner:
         also `total` = sum over plugins of weight x (the plugin's three components added)."""
         profile = self.profile
         weighted = profile.score_mode is ScoreMode.WEIGHTED_SUM
-        chain = [
-            (p.name, p.score, profile.weight(p.name))
-            for p in profile.score
-            if p.name not in skipped
-        ]
+        plugins = [p for p in profile.score if p.name not in skipped]
+        if all(hasattr(p, "score_all") for p in plugins):
+            batched = self._score_batched(state, snapshot, clusters, plugins)
+            if batched is not None:
+                return batched
+        chain = [(p.name, p.score, profile.weight(p.name)) for p in plugins]
         scored: list[ScoredCluster] = []
         for cluster in clusters:
             topology = affinity = obsolete = total = 0
@@ -344,4 +411,52 @@ class Runner:
                         cluster, ClusterScore(topology, affinity, obsolete), None, name, key
                     )
                 )
+        return scored
+
+    def _score_batched(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        clusters: Sequence[MemberCluster],
+        plugins: Sequence[object],
+    ) -> list[ScoredCluster] | None:
+        """Every plugin over all clusters, summed as `score` sums them; None when a plugin
+        fails, so the caller runs per cluster and reports the failure as it would."""
+        profile = self.profile
+        weighted = profile.score_mode is ScoreMode.WEIGHTED_SUM
+        count = len(clusters)
+        topology = [0] * count
+        affinity = [0] * count
+        obsolete = [0] * count
+        total = [0] * count
+        for plugin in plugins:
+            name: str = plugin.name  # type: ignore[attr-defined]
+            weight = profile.weight(name)
+            try:
+                scores = plugin.score_all(state, snapshot, clusters)  # type: ignore[attr-defined]
+            except Exception:  # the per-cluster run names the failure
+                return None
+            if len(scores) != count:
+                return None
+            for index, score in enumerate(scores):
+                if score is None:
+                    continue
+                t = score.topology_spread_score
+                a = score.affinity_score
+                o = score.obsolete_placement_affinity_score
+                topology[index] += t
+                affinity[index] += a
+                obsolete[index] += o
+                if weighted:
+                    total[index] += weight * (t + a + o)
+        scored: list[ScoredCluster] = []
+        for index, cluster in enumerate(clusters):
+            name = cluster.metadata.name
+            score = ClusterScore(topology[index], affinity[index], obsolete[index])
+            if weighted:
+                key: tuple[int | str, ...] = (total[index], name)
+                scored.append(ScoredCluster(cluster, score, total[index], name, key))
+            else:
+                key = (topology[index], affinity[index], obsolete[index], name)
+                scored.append(ScoredCluster(cluster, score, None, name, key))
         return scored

@@ -51,6 +51,10 @@ class Status:
     def is_success(self) -> bool:
         return self.code is Code.SUCCESS
 
+    def or_none(self) -> Status | None:
+        """None for SUCCESS (a batch filter's answer for a cluster that passes), else self."""
+        return None if self.code is Code.SUCCESS else self
+
     def __str__(self) -> str:
         parts = [self.code.value]
         if self.code is Code.INTERNAL_ERROR and self.error:

@@ -7,12 +7,13 @@ decision reason is the eligibility checker's reason, word for word; the clock is
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import timedelta
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.eligibility import EligibilityChecker
 from scheduler.framework.cycle import CycleState
-from scheduler.framework.interfaces import FilterPlugin
+from scheduler.framework.interfaces import BatchFilterPlugin
 from scheduler.framework.status import Status
 
 __all__ = ["DEFAULT_TIMEOUT_MINUTES", "NAME", "ClusterEligibility"]
@@ -51,6 +52,18 @@ class ClusterEligibility:
             return Status.success()
         return Status.unschedulable(reason)
 
+    def filter_all(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        clusters: Sequence[MemberCluster],
+    ) -> list[Status | None]:
+        check, now = self.checker.check, state.now
+        return [
+            None if (reason := check(cluster, now)) is None else Status.unschedulable(reason)
+            for cluster in clusters
+        ]
+
 
 def _minutes(argument: str, value: object) -> timedelta:
     # Profiles come from user YAML: say which argument is wrong and what it must be.
@@ -63,4 +76,4 @@ def _minutes(argument: str, value: object) -> timedelta:
     return timedelta(minutes=value)
 
 
-_: FilterPlugin = ClusterEligibility()  # type-checking fails if the contract drifts
+_: BatchFilterPlugin = ClusterEligibility()  # type-checking fails if the contract drifts

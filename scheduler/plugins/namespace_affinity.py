@@ -7,10 +7,12 @@ fleets without the feature keep working; a degraded (False) collection still use
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from hub import names
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.framework.cycle import CycleState
-from scheduler.framework.interfaces import FilterPlugin, PreFilterPlugin
+from scheduler.framework.interfaces import BatchFilterPlugin, PreFilterPlugin
 from scheduler.framework.status import Status
 
 __all__ = [
@@ -52,6 +54,14 @@ class NamespaceAffinity:
             return Status.unschedulable(REASON_NAMESPACE_MISSING)
         return Status.success()
 
+    def filter_all(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        clusters: Sequence[MemberCluster],
+    ) -> list[Status | None]:
+        return [self.filter(state, snapshot, cluster).or_none() for cluster in clusters]
+
 
 _plugin = NamespaceAffinity()
-_: tuple[PreFilterPlugin, FilterPlugin] = (_plugin, _plugin)  # fails if the contract drifts
+_: tuple[PreFilterPlugin, BatchFilterPlugin] = (_plugin, _plugin)  # fails if the contract drifts

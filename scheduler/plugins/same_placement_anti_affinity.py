@@ -8,9 +8,11 @@ placements where they are across policy changes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.framework.cycle import CycleState
-from scheduler.framework.interfaces import FilterPlugin, ScorePlugin
+from scheduler.framework.interfaces import BatchFilterPlugin, BatchScorePlugin
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status
 
@@ -21,6 +23,7 @@ REASON_ALREADY_SELECTED = "resource placement has already been scheduled or boun
 
 _OBSOLETE = ClusterScore(obsolete_placement_affinity_score=1)
 _NOT_OBSOLETE = ClusterScore(obsolete_placement_affinity_score=0)
+_ALREADY = Status.already_selected(REASON_ALREADY_SELECTED)
 
 
 class SamePlacementAntiAffinity:
@@ -48,6 +51,24 @@ class SamePlacementAntiAffinity:
             return _OBSOLETE, Status.success()
         return _NOT_OBSOLETE, Status.success()
 
+    def filter_all(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        clusters: Sequence[MemberCluster],
+    ) -> list[Status | None]:
+        selected = state.scheduled_or_bound
+        return [_ALREADY if c.metadata.name in selected else None for c in clusters]
+
+    def score_all(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        clusters: Sequence[MemberCluster],
+    ) -> list[ClusterScore | None]:
+        obsolete = state.obsolete
+        return [_OBSOLETE if c.metadata.name in obsolete else _NOT_OBSOLETE for c in clusters]
+
 
 _plugin = SamePlacementAntiAffinity()
-_: tuple[FilterPlugin, ScorePlugin] = (_plugin, _plugin)  # fails if the contract drifts
+_: tuple[BatchFilterPlugin, BatchScorePlugin] = (_plugin, _plugin)  # fails if the contract drifts

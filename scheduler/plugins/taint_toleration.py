@@ -10,11 +10,12 @@ KubeFleet (kubefleet-rules 10.25)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, Taint
 from scheduler.framework.cycle import CycleState, StateKey
-from scheduler.framework.interfaces import FilterPlugin
+from scheduler.framework.interfaces import BatchFilterPlugin
 from scheduler.framework.status import Status
 
 __all__ = ["NAME", "REASON_UNTOLERATED", "TaintToleration", "render_taint"]
@@ -67,11 +68,27 @@ class TaintToleration:
         taints = cluster.spec.taints
         if not taints:
             return Status.success()
+        return _verdict(taints, _tolerations(state, snapshot)) or Status.success()
+
+    def filter_all(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        clusters: Sequence[MemberCluster],
+    ) -> list[Status | None]:
         tolerations = _tolerations(state, snapshot)
-        for taint in taints:
-            if not any(toleration.tolerates(taint) for toleration in tolerations):
-                return Status.unschedulable(REASON_UNTOLERATED.format(taint=render_taint(taint)))
-        return Status.success()
+        return [
+            _verdict(taints, tolerations) if (taints := cluster.spec.taints) else None
+            for cluster in clusters
+        ]
+
+
+def _verdict(taints: Sequence[Taint], tolerations: tuple[_Toleration, ...]) -> Status | None:
+    """Unschedulable for the first taint no toleration tolerates, else None."""
+    for taint in taints:
+        if not any(toleration.tolerates(taint) for toleration in tolerations):
+            return Status.unschedulable(REASON_UNTOLERATED.format(taint=render_taint(taint)))
+    return None
 
 
 def _tolerations(
@@ -94,4 +111,4 @@ def _tolerations(
     return tolerations
 
 
-_: FilterPlugin = TaintToleration()  # type-checking fails if the contract drifts
+_: BatchFilterPlugin = TaintToleration()  # type-checking fails if the contract drifts

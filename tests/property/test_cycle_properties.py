@@ -7,17 +7,19 @@ are applied with `scheduler.testing.apply_plan`, the same rules the hub enforces
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hub import names
 from hub.types import ClusterResourceBinding, ClusterSchedulingPolicySnapshot, MemberCluster
-from scheduler import CycleInput, CycleResult, default_profile, schedule
+from scheduler import CycleInput, CycleResult, Profile, default_profile, schedule
 from scheduler.eligibility import EligibilityChecker
 from scheduler.testing import apply_plan, binding, member_cluster, policy_snapshot
 
@@ -264,3 +266,46 @@ def test_ineligible_clusters_are_never_newly_picked(world: World) -> None:
     newly = [b.spec.target_cluster for b in result.plan.create]
     newly += [by_name[p.name].spec.target_cluster for p in result.plan.patch]
     assert not ineligible & set(newly)
+
+
+@dataclass(frozen=True)
+class _PerCluster:
+    """A plugin seen through its per-cluster methods only: the runner cannot batch it."""
+
+    plugin: Any
+
+    @property
+    def name(self) -> str:
+        return str(self.plugin.name)
+
+    def filter(self, *args: Any) -> Any:
+        return self.plugin.filter(*args)
+
+    def score(self, *args: Any) -> Any:
+        return self.plugin.score(*args)
+
+
+def _per_cluster(profile: Profile) -> Profile:
+    return dataclasses.replace(
+        profile,
+        filter=tuple(_PerCluster(p) for p in profile.filter),
+        score=tuple(_PerCluster(p) for p in profile.score),
+    )
+
+
+@SETTINGS
+@given(worlds())
+def test_batched_plugins_decide_exactly_as_per_cluster_ones(world: World) -> None:
+    """The built-in plugins' filter_all/score_all are a faster path to the same fates, scores,
+    reasons and explanation as their per-cluster methods."""
+    batched = default_profile()
+    assert all(hasattr(p, "filter_all") for p in batched.filter)
+    assert all(hasattr(p, "score_all") for p in batched.score)
+    data = CycleInput(
+        snapshot=world.snapshot,
+        clusters=world.clusters,
+        bindings=world.bindings,
+        now=NOW,
+        fresh=world.fresh,
+    )
+    assert schedule(data, batched) == schedule(data, _per_cluster(batched))

@@ -6,17 +6,20 @@ and each distinct quantity text is parsed once per cycle."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.framework.cycle import CycleState
 from scheduler.framework.interfaces import (
-    FilterPlugin,
+    BatchFilterPlugin,
+    BatchScorePlugin,
     PreFilterPlugin,
     PreScorePlugin,
-    ScorePlugin,
 )
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status
 from scheduler.plugins.cluster_affinity.filtering import (
+    REASON_NO_MATCH,
     SKIP_NO_REQUIRED_TERMS,
     compile_required,
     filter_cluster,
@@ -67,6 +70,23 @@ class ClusterAffinity:
             return Status.success()  # nothing required (PreFilter would have skipped us)
         return filter_cluster(terms, cluster, _quantities(state))
 
+    def filter_all(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        clusters: Sequence[MemberCluster],
+    ) -> list[Status | None]:
+        terms = self._required(state, snapshot)
+        if not terms:
+            return [None] * len(clusters)
+        if len(terms) == 1 and terms[0].labels_only:
+            # The common shape: one term of labels only. Its predicate decides alone.
+            matches = terms[0].labels
+            assert matches is not None  # labels_only says so
+            return [None if matches(c.metadata.labels) else _NO_MATCH for c in clusters]
+        cache = _quantities(state)
+        return [filter_cluster(terms, cluster, cache).or_none() for cluster in clusters]
+
     def pre_score(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status:
         terms = preferred_terms(snapshot.spec.policy)
         if not terms:
@@ -91,6 +111,20 @@ class ClusterAffinity:
             return _ZERO, Status.internal_error(str(exc))
         return ClusterScore(affinity_score=affinity), Status.success()
 
+    def score_all(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        clusters: Sequence[MemberCluster],
+    ) -> list[ClusterScore | None]:
+        # A ScoringError propagates: the per-cluster path reports it as KubeFleet does.
+        terms = self._preferred(state, snapshot)
+        cache = _quantities(state)
+        return [
+            ClusterScore(affinity_score=score_cluster(terms, cluster, cache))
+            for cluster in clusters
+        ]
+
     def _required(
         self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
     ) -> tuple[RequiredTerm, ...]:
@@ -111,6 +145,9 @@ class ClusterAffinity:
         return terms
 
 
+_NO_MATCH = Status.unschedulable(REASON_NO_MATCH)
+
+
 def _quantities(state: CycleState) -> QuantityCache:
     cache = state.read(QUANTITIES)
     if cache is None:
@@ -120,7 +157,7 @@ def _quantities(state: CycleState) -> QuantityCache:
 
 
 _plugin = ClusterAffinity()
-_: tuple[PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin] = (
+_: tuple[PreFilterPlugin, BatchFilterPlugin, PreScorePlugin, BatchScorePlugin] = (
     _plugin,
     _plugin,
     _plugin,

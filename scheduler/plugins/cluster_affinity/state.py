@@ -52,6 +52,11 @@ class RequiredTerm:
     label_problem: str | None
     properties: tuple[PropertyCheck, ...]
 
+    @property
+    def labels_only(self) -> bool:
+        """A valid label selector and nothing else: the predicate alone decides."""
+        return self.labels is not None and self.label_problem is None and not self.properties
+
 
 @dataclass(frozen=True, slots=True)
 class Extremes:

@@ -7,14 +7,16 @@ only read that verdict."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.framework.cycle import CycleState
 from scheduler.framework.interfaces import (
-    FilterPlugin,
+    BatchFilterPlugin,
+    BatchScorePlugin,
     PostBatchPlugin,
     PreFilterPlugin,
     PreScorePlugin,
-    ScorePlugin,
 )
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status
@@ -94,6 +96,23 @@ class TopologySpreadConstraints:
             return Status.unschedulable(*reasons)
         return Status.success()
 
+    def filter_all(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        clusters: Sequence[MemberCluster],
+    ) -> list[Status | None]:
+        verdict = state.read(STATE)
+        if verdict is None:  # the per-cluster path evaluates, or says why it cannot
+            return [self.filter(state, snapshot, cluster) for cluster in clusters]
+        violations = verdict.violations
+        return [
+            Status.unschedulable(*reasons)
+            if (reasons := violations.get(cluster.metadata.name))
+            else None
+            for cluster in clusters
+        ]
+
     def pre_score(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status:
         policy = snapshot.spec.policy
         if policy is None:
@@ -126,6 +145,19 @@ class TopologySpreadConstraints:
             )
         return ClusterScore(topology_spread_score=score), Status.success()
 
+    def score_all(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        clusters: Sequence[MemberCluster],
+    ) -> list[ClusterScore | None]:
+        verdict = state.read(STATE)
+        if verdict is None:
+            raise LookupError("no topology state: the per-cluster path reports it")
+        scores = verdict.scores
+        # A cluster without a score raises KeyError: the per-cluster path reports it.
+        return [ClusterScore(topology_spread_score=scores[c.metadata.name]) for c in clusters]
+
     def _evaluate(
         self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
     ) -> TopologyState:
@@ -137,7 +169,7 @@ class TopologySpreadConstraints:
 
 
 _plugin = TopologySpreadConstraints()
-_: tuple[PostBatchPlugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin] = (
+_: tuple[PostBatchPlugin, PreFilterPlugin, BatchFilterPlugin, PreScorePlugin, BatchScorePlugin] = (
     _plugin,
     _plugin,
     _plugin,

@@ -247,3 +247,74 @@ def test_final_check_runs_only_after_every_plugin_passed() -> None:
         ("a", "F"),
         ("c", "BindingName"),
     ]
+
+
+@dataclass
+class Batched(Scripted):
+    """Scripted with batch forms answering from the same verdicts (or raising, if told to)."""
+
+    batch_calls: int = 0
+    broken: bool = False
+
+    def filter_all(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        clusters: list[MemberCluster],
+    ) -> list[Status | None]:
+        self.batch_calls += 1
+        if self.broken:
+            raise RuntimeError("batch bug")
+        return [self.verdict(c) for c in clusters]
+
+    def score_all(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        clusters: list[MemberCluster],
+    ) -> list[ClusterScore | None]:
+        self.batch_calls += 1
+        if self.broken or any(self.verdict(c) not in (None, Status.success()) for c in clusters):
+            raise RuntimeError("a cluster failed")
+        return [ClusterScore(affinity_score=self.points, topology_spread_score=1) for _ in clusters]
+
+
+def test_batched_filters_decide_as_per_cluster_ones_and_skip_what_earlier_ones_rejected() -> None:
+    first = Batched("first", verdict=reject("a"))
+    second = Batched("second", verdict=reject("b", code=Code.CLUSTER_ALREADY_SELECTED))
+    result = runner(filter=(first, second)).filter(state(), SNAPSHOT, CLUSTERS, frozenset())
+    assert [c.metadata.name for c in result.passed] == ["c"]
+    assert [(f.name, f.plugin) for f in result.filtered] == [("a", "first")]
+    assert result.already_selected == ["b"]
+    assert (first.batch_calls, second.batch_calls, first.calls, second.calls) == (1, 1, 0, 0)
+    per_cluster = runner(filter=(Scripted("first", reject("a")), Scripted("second", reject(
+        "b", code=Code.CLUSTER_ALREADY_SELECTED)))).filter(state(), SNAPSHOT, CLUSTERS, frozenset())
+    assert result == per_cluster
+
+
+@pytest.mark.parametrize("broken", [True, False], ids=["raises", "internal-error"])
+def test_a_failing_batch_is_reported_as_the_per_cluster_run_reports_it(broken: bool) -> None:
+    """A batch that raises or answers INTERNAL_ERROR sends the stage back to the per-cluster
+    path, so the PluginError names the first failing cluster's plugin as it always did."""
+    verdict = reject("b", code=Code.INTERNAL_ERROR) if not broken else reject()
+    first = Batched("first", verdict=verdict, broken=broken)
+    if broken:
+        result = runner(filter=(first,)).filter(state(), SNAPSHOT, CLUSTERS, frozenset())
+        assert [c.metadata.name for c in result.passed] == ["a", "b", "c"]
+        assert first.calls == 3  # answered per cluster after the batch raised
+        return
+    with pytest.raises(PluginError) as failed:
+        runner(filter=(first,)).filter(state(), SNAPSHOT, CLUSTERS, frozenset())
+    assert failed.value.plugin == "first" and first.calls == 2  # a, then b failed
+
+
+def test_batched_scores_add_up_as_per_cluster_ones_and_a_failure_falls_back() -> None:
+    plugins = (Batched("x", points=2), Batched("y", points=3))
+    scored = runner(score=plugins).score(state(), SNAPSHOT, CLUSTERS, frozenset())
+    assert [(s.name, s.score.affinity_score, s.score.topology_spread_score) for s in scored] == [
+        ("a", 5, 2), ("b", 5, 2), ("c", 5, 2)]  # fmt: skip
+    assert all(p.calls == 0 for p in plugins)
+    failing = Batched("z", verdict=reject("c", code=Code.INTERNAL_ERROR))
+    with pytest.raises(PluginError) as failed:
+        runner(score=(failing,)).score(state(), SNAPSHOT, CLUSTERS, frozenset())
+    assert failed.value.plugin == "z" and failing.calls == 3
