@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from hub import names
 from hub.types import MemberCluster
+from scheduler.facts import ClusterFacts, build
 
 __all__ = [
     "DEFAULT_HEALTH_TIMEOUT",
@@ -44,8 +45,6 @@ REASON_UNHEALTHY = (
     + "unhealthy for a prolonged period of time (last transitioned {minutes:.2f} minutes ago)"
 )
 
-_JOINED = names.AGENT_JOINED_CONDITION
-_HEALTHY = names.AGENT_HEALTHY_CONDITION
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 _MAX_DURATION_NS = (1 << 63) - 1
 _MIN_DURATION_NS = -(1 << 63)
@@ -67,27 +66,24 @@ class EligibilityChecker:
 
     def check(self, cluster: MemberCluster, now: datetime) -> str | None:
         """None if the cluster is eligible, else KubeFleet's ineligibility reason."""
-        if cluster.metadata.deletion_timestamp is not None:
+        return self.check_facts(build(cluster), now)
+
+    def check_facts(self, facts: ClusterFacts, now: datetime) -> str | None:
+        """`check` on a cluster's facts (a cycle reads them from `scheduler.facts`'s cache)."""
+        if facts.deleting:
             return REASON_LEFT_FLEET
-        agent = cluster.status.agent(names.MEMBER_AGENT)
-        if agent is None:
+        if not facts.has_agent:
             return REASON_AGENT_NOT_ONLINE
         now = _aware(now)
-        stale = _elapsed_beyond(agent.last_received_heartbeat, now, self._heartbeat_timeout)
+        stale = _elapsed_beyond(facts.heartbeat, now, self._heartbeat_timeout)
         if stale is not None:
             return REASON_NO_RECENT_HEARTBEAT.format(minutes=_go_minutes(stale))
-        joined = healthy = None
-        for condition in agent.conditions:  # one pass: this runs for every cluster of a cycle
-            if condition.type == _JOINED and joined is None:
-                joined = condition
-            elif condition.type == _HEALTHY and healthy is None:
-                healthy = condition
-        if joined is None or joined.status != names.TRUE:
+        if not facts.joined:
             return REASON_AGENT_NOT_JOINED
-        if healthy is None:
+        if facts.healthy is None:
             return REASON_HEALTH_UNKNOWN
-        if healthy.status != names.TRUE:
-            unhealthy = _elapsed_beyond(healthy.last_transition_time, now, self._health_timeout)
+        if facts.healthy != names.TRUE:
+            unhealthy = _elapsed_beyond(facts.healthy_since, now, self._health_timeout)
             if unhealthy is not None:
                 return REASON_UNHEALTHY.format(minutes=_go_minutes(unhealthy))
         return None

@@ -24,6 +24,7 @@ from scheduler.cycles.common import Context, CycleOutput
 from scheduler.decisions import status_write
 from scheduler.errors import CycleError, InvalidInputError, InvalidSnapshotError
 from scheduler.explanation import Explanation
+from scheduler.facts import prepare
 from scheduler.framework.errors import PluginError
 from scheduler.framework.profile import Profile, default_profile
 from scheduler.framework.runner import PhaseObserver, Runner
@@ -70,7 +71,7 @@ def _run(
     input: CycleInput, profile: Profile, placement_type: str, observer: PhaseObserver | None
 ) -> CycleResult:
     snapshot = input.snapshot
-    by_name = {c.metadata.name: c for c in input.clusters}
+    by_name = {facts.name: facts.cluster for facts in prepare(input.clusters)}
     if len(by_name) != len(input.clusters):
         counts = Counter(c.metadata.name for c in input.clusters)
         twice = sorted(n for n, k in counts.items() if k > 1)

@@ -14,6 +14,7 @@ from hub.types import (
 )
 from scheduler.classify import Classified
 from scheduler.explanation import BindingAction, BindingGroup, Explanation, FilterGroup, ScoreGroup
+from scheduler.facts import facts_of
 from scheduler.framework.cycle import CycleState
 from scheduler.framework.profile import Profile
 from scheduler.framework.runner import Filtered, FinalCheck, Runner, ScoredCluster
@@ -84,7 +85,7 @@ class Context:
         nameable = can_name_cluster_part if name_problem(placement, "") is None else None
 
         def check(cluster: MemberCluster) -> Status | None:
-            name = cluster.metadata.name
+            name = facts_of(cluster).name
             if (nameable is not None and nameable(name)) or name in reusable:
                 return None
             problem = name_problem(placement, name)

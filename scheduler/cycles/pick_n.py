@@ -27,6 +27,7 @@ from scheduler.decisions import (
     selected_decision,
     status_write,
 )
+from scheduler.facts import facts_of
 from scheduler.framework.profile import ScoreMode
 from scheduler.models import Outcome
 from scheduler.naming import BINDING_NAME_CHECK
@@ -168,7 +169,7 @@ def _evaluation_order(
     holding = {b.spec.target_cluster for b in ctx.classified.obsolete}
 
     def key(cluster: MemberCluster) -> tuple[bool, int, str]:
-        name = cluster.metadata.name
+        name = facts_of(cluster).name
         return (name not in holding, zlib.crc32(seed + name.encode()), name)
 
     return sorted(clusters, key=key), enough

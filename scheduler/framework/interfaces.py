@@ -23,12 +23,13 @@ Codes each point may return, and what the runner then does:
 treated the same way. Neither ends the process.
 
 Batch forms (optional, for speed at thousands of clusters): a filter plugin may also define
-`filter_all(state, snapshot, clusters)`, returning one Status (or None for SUCCESS) per cluster,
-and a score plugin `score_all(state, snapshot, clusters)`, one ClusterScore (or None) per
-cluster. They must answer exactly what the per-cluster methods answer for every cluster. The
-runner uses them when every plugin of the stage has one; if a batch method raises or returns a
-code other than SUCCESS, CLUSTER_UNSCHEDULABLE or CLUSTER_ALREADY_SELECTED, the stage runs again
-per cluster, so failures are reported exactly as without batches."""
+`filter_all(state, snapshot, facts)`, returning one Status (or None for SUCCESS) per cluster,
+and a score plugin `score_all(state, snapshot, facts)`, one ClusterScore (or None) per cluster;
+`facts` are the clusters' `scheduler.facts.ClusterFacts` (compact, cached across cycles; the
+model is `.cluster`). They must answer exactly what the per-cluster methods answer for every
+cluster. The runner uses them when every plugin of the stage has one; if a batch method raises
+or returns a code other than SUCCESS, CLUSTER_UNSCHEDULABLE or CLUSTER_ALREADY_SELECTED, the
+stage runs again per cluster, so failures are reported exactly as without batches."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.facts import ClusterFacts
 from scheduler.framework.cycle import CycleState
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status
@@ -102,7 +104,7 @@ class BatchFilterPlugin(FilterPlugin, Protocol):
         self,
         state: CycleState,
         snapshot: ClusterSchedulingPolicySnapshot,
-        clusters: Sequence[MemberCluster],
+        facts: Sequence[ClusterFacts],
     ) -> Sequence[Status | None]: ...
 
 
@@ -112,5 +114,5 @@ class BatchScorePlugin(ScorePlugin, Protocol):
         self,
         state: CycleState,
         snapshot: ClusterSchedulingPolicySnapshot,
-        clusters: Sequence[MemberCluster],
+        facts: Sequence[ClusterFacts],
     ) -> Sequence[ClusterScore | None]: ...

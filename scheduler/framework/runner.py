@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.facts import facts_of
 from scheduler.framework.cycle import CycleState
 from scheduler.framework.errors import PluginError
 from scheduler.framework.profile import Profile, ScoreMode
@@ -97,7 +98,7 @@ class Filtered:
 
     def __post_init__(self) -> None:
         if not self.name:
-            object.__setattr__(self, "name", self.cluster.metadata.name)
+            object.__setattr__(self, "name", facts_of(self.cluster).name)
 
 
 @dataclass(slots=True)
@@ -127,7 +128,7 @@ class ScoredCluster:
 
     def __post_init__(self) -> None:
         if not self.name:
-            self.name = self.cluster.metadata.name
+            self.name = facts_of(self.cluster).name
         if not self.key:
             s = self.score
             self.key = (
@@ -274,9 +275,9 @@ class Runner:
                 if code is _SUCCESS:
                     continue
                 if code is _UNSCHEDULABLE:
-                    filtered.append(Filtered(cluster, status, name, cluster.metadata.name))
+                    filtered.append(Filtered(cluster, status, name, facts_of(cluster).name))
                 elif code is _ALREADY_SELECTED:
-                    result.already_selected.append(cluster.metadata.name)
+                    result.already_selected.append(facts_of(cluster).name)
                 else:
                     raise self._fail(name, FILTER, status, code.value)
                 rejected = True
@@ -302,6 +303,7 @@ class Runner:
         cluster. Returns the rejected clusters by position (plugin, status), or None when a
         plugin fails, so the caller runs per cluster and reports the failure as it would."""
         rejected: dict[int, tuple[str, Status]] = {}
+        facts = [facts_of(c) for c in clusters]
         remaining = list(range(len(clusters)))
         for plugin in plugins:
             if not remaining:
@@ -309,7 +311,7 @@ class Runner:
             name: str = plugin.name  # type: ignore[attr-defined]
             batch = plugin.filter_all  # type: ignore[attr-defined]
             try:
-                statuses = batch(state, snapshot, [clusters[i] for i in remaining])
+                statuses = batch(state, snapshot, [facts[i] for i in remaining])
             except Exception:  # the per-cluster run names the failure
                 return None
             if len(statuses) != len(remaining):
@@ -340,9 +342,9 @@ class Runner:
             if fate is not None:
                 name, status = fate
                 if status.code is _UNSCHEDULABLE:
-                    filtered.append(Filtered(cluster, status, name, cluster.metadata.name))
+                    filtered.append(Filtered(cluster, status, name, facts_of(cluster).name))
                 else:
-                    result.already_selected.append(cluster.metadata.name)
+                    result.already_selected.append(facts_of(cluster).name)
                 continue
             if final_check is not None:
                 problem = final_check(cluster)
@@ -393,7 +395,7 @@ class Runner:
                 obsolete += o
                 if weighted:
                     total += weight * (t + a + o)
-            name = cluster.metadata.name
+            name = facts_of(cluster).name
             if weighted:
                 scored.append(
                     ScoredCluster(
@@ -425,6 +427,7 @@ class Runner:
         profile = self.profile
         weighted = profile.score_mode is ScoreMode.WEIGHTED_SUM
         count = len(clusters)
+        facts = [facts_of(c) for c in clusters]
         topology = [0] * count
         affinity = [0] * count
         obsolete = [0] * count
@@ -433,7 +436,7 @@ class Runner:
             name: str = plugin.name  # type: ignore[attr-defined]
             weight = profile.weight(name)
             try:
-                scores = plugin.score_all(state, snapshot, clusters)  # type: ignore[attr-defined]
+                scores = plugin.score_all(state, snapshot, facts)  # type: ignore[attr-defined]
             except Exception:  # the per-cluster run names the failure
                 return None
             if len(scores) != count:
@@ -451,7 +454,7 @@ class Runner:
                     total[index] += weight * (t + a + o)
         scored: list[ScoredCluster] = []
         for index, cluster in enumerate(clusters):
-            name = cluster.metadata.name
+            name = facts[index].name
             score = ClusterScore(topology[index], affinity[index], obsolete[index])
             if weighted:
                 key: tuple[int | str, ...] = (total[index], name)

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.eligibility import EligibilityChecker
+from scheduler.facts import ClusterFacts, facts_of
 from scheduler.framework.cycle import CycleState
 from scheduler.framework.interfaces import BatchFilterPlugin
 from scheduler.framework.status import Status
@@ -47,7 +48,7 @@ class ClusterEligibility:
         snapshot: ClusterSchedulingPolicySnapshot,
         cluster: MemberCluster,
     ) -> Status:
-        reason = self.checker.check(cluster, state.now)
+        reason = self.checker.check_facts(facts_of(cluster), state.now)
         if reason is None:
             return Status.success()
         return Status.unschedulable(reason)
@@ -56,12 +57,12 @@ class ClusterEligibility:
         self,
         state: CycleState,
         snapshot: ClusterSchedulingPolicySnapshot,
-        clusters: Sequence[MemberCluster],
+        facts: Sequence[ClusterFacts],
     ) -> list[Status | None]:
-        check, now = self.checker.check, state.now
+        check, now = self.checker.check_facts, state.now
         return [
-            None if (reason := check(cluster, now)) is None else Status.unschedulable(reason)
-            for cluster in clusters
+            None if (reason := check(f, now)) is None else Status.unschedulable(reason)
+            for f in facts
         ]
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from hub import names
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.facts import ClusterFacts
 from scheduler.framework.cycle import CycleState
 from scheduler.framework.interfaces import BatchFilterPlugin, PreFilterPlugin
 from scheduler.framework.status import Status
@@ -58,9 +59,9 @@ class NamespaceAffinity:
         self,
         state: CycleState,
         snapshot: ClusterSchedulingPolicySnapshot,
-        clusters: Sequence[MemberCluster],
+        facts: Sequence[ClusterFacts],
     ) -> list[Status | None]:
-        return [self.filter(state, snapshot, cluster).or_none() for cluster in clusters]
+        return [self.filter(state, snapshot, f.cluster).or_none() for f in facts]
 
 
 _plugin = NamespaceAffinity()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.facts import ClusterFacts
 from scheduler.framework.cycle import CycleState
 from scheduler.framework.interfaces import BatchFilterPlugin, BatchScorePlugin
 from scheduler.framework.score import ClusterScore
@@ -55,19 +56,19 @@ class SamePlacementAntiAffinity:
         self,
         state: CycleState,
         snapshot: ClusterSchedulingPolicySnapshot,
-        clusters: Sequence[MemberCluster],
+        facts: Sequence[ClusterFacts],
     ) -> list[Status | None]:
         selected = state.scheduled_or_bound
-        return [_ALREADY if c.metadata.name in selected else None for c in clusters]
+        return [_ALREADY if f.name in selected else None for f in facts]
 
     def score_all(
         self,
         state: CycleState,
         snapshot: ClusterSchedulingPolicySnapshot,
-        clusters: Sequence[MemberCluster],
+        facts: Sequence[ClusterFacts],
     ) -> list[ClusterScore | None]:
         obsolete = state.obsolete
-        return [_OBSOLETE if c.metadata.name in obsolete else _NOT_OBSOLETE for c in clusters]
+        return [_OBSOLETE if f.name in obsolete else _NOT_OBSOLETE for f in facts]
 
 
 _plugin = SamePlacementAntiAffinity()

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, Taint
+from scheduler.facts import ClusterFacts, facts_of
 from scheduler.framework.cycle import CycleState, StateKey
 from scheduler.framework.interfaces import BatchFilterPlugin
 from scheduler.framework.status import Status
@@ -65,7 +66,7 @@ class TaintToleration:
         snapshot: ClusterSchedulingPolicySnapshot,
         cluster: MemberCluster,
     ) -> Status:
-        taints = cluster.spec.taints
+        taints = facts_of(cluster).taints
         if not taints:
             return Status.success()
         return _verdict(taints, _tolerations(state, snapshot)) or Status.success()
@@ -74,12 +75,11 @@ class TaintToleration:
         self,
         state: CycleState,
         snapshot: ClusterSchedulingPolicySnapshot,
-        clusters: Sequence[MemberCluster],
+        facts: Sequence[ClusterFacts],
     ) -> list[Status | None]:
         tolerations = _tolerations(state, snapshot)
         return [
-            _verdict(taints, tolerations) if (taints := cluster.spec.taints) else None
-            for cluster in clusters
+            _verdict(f.taints, tolerations) if f.taints else None for f in facts
         ]
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from hub import names
 from hub.types import ClusterResourceBinding, ClusterSchedulingPolicySnapshot, MemberCluster
-from scheduler import CycleInput, CycleResult, Profile, default_profile, schedule
+from scheduler import CycleInput, CycleResult, Profile, default_profile, facts, schedule
 from scheduler.eligibility import EligibilityChecker
 from scheduler.testing import apply_plan, binding, member_cluster, policy_snapshot
 
@@ -309,3 +309,11 @@ def test_batched_plugins_decide_exactly_as_per_cluster_ones(world: World) -> Non
         fresh=world.fresh,
     )
     assert schedule(data, batched) == schedule(data, _per_cluster(batched))
+
+
+@SETTINGS
+@given(worlds())
+def test_a_cycle_decides_the_same_with_a_cold_or_warm_facts_cache(world: World) -> None:
+    facts.forget()
+    cold = world.run()
+    assert world.run() == cold

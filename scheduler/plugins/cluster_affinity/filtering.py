@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from hub.types import (
     ClusterSelectorTerm,
     LabelSelector,
-    MemberCluster,
     PlacementPolicy,
     PropertySelectorRequirement,
 )
+from scheduler.facts import ClusterFacts
 from scheduler.framework.status import Status
 from scheduler.labels import LabelPredicate, SelectorError, compile_selector
 from scheduler.plugins.cluster_affinity.properties import (
@@ -132,12 +132,12 @@ def _never(nanos: int) -> bool:
 
 
 def filter_cluster(
-    terms: Sequence[RequiredTerm], cluster: MemberCluster, cache: QuantityCache
+    terms: Sequence[RequiredTerm], facts: ClusterFacts, cache: QuantityCache
 ) -> Status:
     """SUCCESS if any term matches, else CLUSTER_UNSCHEDULABLE with the reason to report."""
     first_problem: str | None = None
     for term in terms:
-        outcome = _evaluate(term, cluster, cache)
+        outcome = _evaluate(term, facts, cache)
         if outcome is True:
             return Status.success()
         if outcome is not False and first_problem is None:
@@ -145,17 +145,17 @@ def filter_cluster(
     return Status.unschedulable(first_problem or REASON_NO_MATCH)
 
 
-def _evaluate(term: RequiredTerm, cluster: MemberCluster, cache: QuantityCache) -> bool | str:
+def _evaluate(term: RequiredTerm, facts: ClusterFacts, cache: QuantityCache) -> bool | str:
     """True/False for match/no match, or the reason text of a problem KubeFleet would hit."""
     if term.label_problem is not None:
         return term.label_problem
-    if term.labels is not None and not term.labels(cluster.metadata.labels):
+    if term.labels is not None and not term.labels(facts.labels):
         return False
     for check in term.properties:
         if check.ref.error is not None and check.problem is not None:
             return check.problem  # an unreadable name fails before the lookup, as in KubeFleet
         try:
-            value = lookup(check.ref, cluster, cache)
+            value = lookup(check.ref, facts, cache)
         except PropertyValueError as exc:
             return REASON_CANNOT_EVALUATE.format(index=term.index, problem=str(exc))
         if value is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.facts import ClusterFacts, facts_of
 from scheduler.framework.cycle import CycleState
 from scheduler.framework.interfaces import (
     BatchFilterPlugin,
@@ -68,24 +69,24 @@ class ClusterAffinity:
         terms = self._required(state, snapshot)
         if not terms:
             return Status.success()  # nothing required (PreFilter would have skipped us)
-        return filter_cluster(terms, cluster, _quantities(state))
+        return filter_cluster(terms, facts_of(cluster), _quantities(state))
 
     def filter_all(
         self,
         state: CycleState,
         snapshot: ClusterSchedulingPolicySnapshot,
-        clusters: Sequence[MemberCluster],
+        facts: Sequence[ClusterFacts],
     ) -> list[Status | None]:
         terms = self._required(state, snapshot)
         if not terms:
-            return [None] * len(clusters)
+            return [None] * len(facts)
         if len(terms) == 1 and terms[0].labels_only:
             # The common shape: one term of labels only. Its predicate decides alone.
             matches = terms[0].labels
             assert matches is not None  # labels_only says so
-            return [None if matches(c.metadata.labels) else _NO_MATCH for c in clusters]
+            return [None if matches(f.labels) else _NO_MATCH for f in facts]
         cache = _quantities(state)
-        return [filter_cluster(terms, cluster, cache).or_none() for cluster in clusters]
+        return [filter_cluster(terms, f, cache).or_none() for f in facts]
 
     def pre_score(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status:
         terms = preferred_terms(snapshot.spec.policy)
@@ -106,7 +107,7 @@ class ClusterAffinity:
     ) -> tuple[ClusterScore, Status]:
         try:
             terms = self._preferred(state, snapshot)
-            affinity = score_cluster(terms, cluster, _quantities(state))
+            affinity = score_cluster(terms, facts_of(cluster), _quantities(state))
         except ScoringError as exc:
             return _ZERO, Status.internal_error(str(exc))
         return ClusterScore(affinity_score=affinity), Status.success()
@@ -115,15 +116,12 @@ class ClusterAffinity:
         self,
         state: CycleState,
         snapshot: ClusterSchedulingPolicySnapshot,
-        clusters: Sequence[MemberCluster],
+        facts: Sequence[ClusterFacts],
     ) -> list[ClusterScore | None]:
         # A ScoringError propagates: the per-cluster path reports it as KubeFleet does.
         terms = self._preferred(state, snapshot)
         cache = _quantities(state)
-        return [
-            ClusterScore(affinity_score=score_cluster(terms, cluster, cache))
-            for cluster in clusters
-        ]
+        return [ClusterScore(affinity_score=score_cluster(terms, f, cache)) for f in facts]
 
     def _required(
         self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot

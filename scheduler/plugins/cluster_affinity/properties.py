@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hub import names
-from hub.types import MemberCluster
+from scheduler.facts import ClusterFacts
 from scheduler.framework.errors import SchedulerError
 from scheduler.quantity import Quantity, QuantityError, parse
 
@@ -100,25 +100,23 @@ class QuantityCache:
         raise error
 
 
-def lookup(ref: PropertyRef, cluster: MemberCluster, cache: QuantityCache) -> Quantity | None:
+def lookup(ref: PropertyRef, facts: ClusterFacts, cache: QuantityCache) -> Quantity | None:
     """The property's value on `cluster`, or None when it is not available.
 
     Raises PropertyValueError for a value that is not a quantity. The caller checks
     `ref.error` first (a name that can never be read)."""
-    status = cluster.status
     if ref.usage is None:
-        reported = status.properties.get(ref.key)
+        reported = facts.properties.get(ref.key)
         if reported is None:
             return None
-        text = reported.value
+        text = reported
     else:
-        usage = status.resource_usage
         if ref.usage == "capacity":
-            raw = usage.capacity.get(ref.key)
+            raw = facts.capacity.get(ref.key)
         elif ref.usage == "allocatable":
-            raw = usage.allocatable.get(ref.key)
+            raw = facts.allocatable.get(ref.key)
         else:
-            raw = usage.available.get(ref.key)
+            raw = facts.available.get(ref.key)
         if raw is None:
             return None
         text = raw.strip()  # Go decodes a ResourceList quantity with strings.TrimSpace

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from hub.names import SORT_ASCENDING, SORT_DESCENDING
 from hub.types import MemberCluster, PlacementPolicy, PreferredClusterSelector
+from scheduler.facts import ClusterFacts, facts_of
 from scheduler.framework.errors import SchedulerError
 from scheduler.plugins.cluster_affinity.filtering import compile_label_selector
 from scheduler.plugins.cluster_affinity.properties import (
@@ -105,8 +106,10 @@ def _extremes(
     largest: Quantity | None = None
     if ref.error is not None:
         return Extremes(None, None)
+    values: dict[str, Quantity | None] = {}
     for cluster in clusters:
-        value = _readable(ref, cluster, cache)
+        facts = facts_of(cluster)
+        value = values[facts.name] = _readable(ref, facts, cache)
         if value is None:
             continue
         # Strict comparisons: among equal values the first cluster's spelling wins, as in Go.
@@ -114,13 +117,13 @@ def _extremes(
             smallest = value
         if largest is None or value.nanos > largest.nanos:
             largest = value
-    return Extremes(smallest, largest)
+    return Extremes(smallest, largest, values)
 
 
-def _readable(ref: PropertyRef, cluster: MemberCluster, cache: QuantityCache) -> Quantity | None:
+def _readable(ref: PropertyRef, facts: ClusterFacts, cache: QuantityCache) -> Quantity | None:
     """The value if it is available, parses and converts to a finite float; else None."""
     try:
-        value = lookup(ref, cluster, cache)
+        value = lookup(ref, facts, cache)
     except PropertyValueError:
         return None
     if value is None or not math.isfinite(value.approximate):
@@ -129,11 +132,11 @@ def _readable(ref: PropertyRef, cluster: MemberCluster, cache: QuantityCache) ->
 
 
 def score_cluster(
-    terms: Sequence[PreferredTerm], cluster: MemberCluster, cache: QuantityCache
+    terms: Sequence[PreferredTerm], facts: ClusterFacts, cache: QuantityCache
 ) -> int:
     """The cluster's affinity score; raises ScoringError where KubeFleet fails."""
     total = 0
-    labels = cluster.metadata.labels
+    labels = facts.labels
     for term in terms:
         if term.label_problem is not None:
             raise ScoringError(term.label_problem)
@@ -142,26 +145,27 @@ def score_cluster(
         if term.sorter is None:
             total += term.weight
         else:
-            total += _interpolate(term, term.sorter, cluster, cache)
+            total += _interpolate(term, term.sorter, facts, cache)
     return total
 
 
 def _interpolate(
-    term: PreferredTerm, sorter: Sorter, cluster: MemberCluster, cache: QuantityCache
+    term: PreferredTerm, sorter: Sorter, facts: ClusterFacts, cache: QuantityCache
 ) -> int:
-    value = _readable(sorter.ref, cluster, cache)
+    known = sorter.extremes.values
+    value = known[facts.name] if facts.name in known else _readable(sorter.ref, facts, cache)
     if value is None:
         return 0
     smallest, largest = sorter.extremes.smallest, sorter.extremes.largest
     if smallest is None or largest is None:
         raise ScoringError(
             f'extremes of property "{sorter.ref.name}" are not available, yet cluster '
-            f"{cluster.metadata.name} reports a value (is it missing from the cycle's clusters?)"
+            f"{facts.name} reports a value (is it missing from the cycle's clusters?)"
         )
     if not smallest.nanos <= value.nanos <= largest.nanos:
         raise ScoringError(
             f'cannot interpolate the weight of property "{sorter.ref.name}" for cluster '
-            f"{cluster.metadata.name}: its value is outside the values of the cycle's clusters"
+            f"{facts.name}: its value is outside the values of the cycle's clusters"
         )
     low, high = smallest.approximate, largest.approximate
     if low >= high:

@@ -7,8 +7,8 @@ them only when a cluster's evaluation reaches them, and so do we."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from scheduler.framework.cycle import StateKey
 from scheduler.labels import LabelPredicate
@@ -60,10 +60,12 @@ class RequiredTerm:
 
 @dataclass(frozen=True, slots=True)
 class Extremes:
-    """Smallest and largest value of a property across all clusters of the cycle (or None)."""
+    """Smallest and largest value of a property across all clusters of the cycle (or None), and
+    each cluster's readable value by name, read once for both PreScore and Score."""
 
     smallest: Quantity | None
     largest: Quantity | None
+    values: Mapping[str, Quantity | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.facts import ClusterFacts
 from scheduler.framework.cycle import CycleState
 from scheduler.framework.interfaces import (
     BatchFilterPlugin,
@@ -100,17 +101,17 @@ class TopologySpreadConstraints:
         self,
         state: CycleState,
         snapshot: ClusterSchedulingPolicySnapshot,
-        clusters: Sequence[MemberCluster],
+        facts: Sequence[ClusterFacts],
     ) -> list[Status | None]:
         verdict = state.read(STATE)
         if verdict is None:  # the per-cluster path evaluates, or says why it cannot
-            return [self.filter(state, snapshot, cluster) for cluster in clusters]
+            return [self.filter(state, snapshot, f.cluster) for f in facts]
         violations = verdict.violations
         return [
             Status.unschedulable(*reasons)
-            if (reasons := violations.get(cluster.metadata.name))
+            if (reasons := violations.get(f.name))
             else None
-            for cluster in clusters
+            for f in facts
         ]
 
     def pre_score(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status:
@@ -149,14 +150,14 @@ class TopologySpreadConstraints:
         self,
         state: CycleState,
         snapshot: ClusterSchedulingPolicySnapshot,
-        clusters: Sequence[MemberCluster],
+        facts: Sequence[ClusterFacts],
     ) -> list[ClusterScore | None]:
         verdict = state.read(STATE)
         if verdict is None:
             raise LookupError("no topology state: the per-cluster path reports it")
         scores = verdict.scores
         # A cluster without a score raises KeyError: the per-cluster path reports it.
-        return [ClusterScore(topology_spread_score=scores[c.metadata.name]) for c in clusters]
+        return [ClusterScore(topology_spread_score=scores[f.name]) for f in facts]
 
     def _evaluate(
         self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from hub import names
 from hub.types import MemberCluster, TopologySpreadConstraint
+from scheduler.facts import ClusterFacts, facts_of
 from scheduler.framework.cycle import StateKey
 from scheduler.framework.errors import SchedulerError
 
@@ -90,14 +91,17 @@ STATE: StateKey[TopologyState] = StateKey(f"{NAME}/state")
 
 
 def count_domains(
-    clusters: Sequence[MemberCluster], key: str, has_binding: Callable[[str], bool]
+    clusters: Sequence[MemberCluster] | Sequence[ClusterFacts],
+    key: str,
+    has_binding: Callable[[str], bool],
 ) -> DomainCounts:
     counts: dict[str, int] = {}
     for cluster in clusters:
-        domain = cluster.metadata.labels.get(key)
+        facts = cluster if isinstance(cluster, ClusterFacts) else facts_of(cluster)
+        domain = facts.labels.get(key)
         if domain is None:
             continue  # not part of the spread
-        counts[domain] = counts.get(domain, 0) + (1 if has_binding(cluster.metadata.name) else 0)
+        counts[domain] = counts.get(domain, 0) + (1 if has_binding(facts.name) else 0)
     ordered = sorted(counts.values())
     if not ordered:
         return DomainCounts(counts)
@@ -143,13 +147,14 @@ def evaluate(
         schedule_anyway=tuple(c for c in parsed if not c.do_not_schedule),
     )
     violations, scores = result.violations, result.scores
+    fleet = [facts_of(cluster) for cluster in clusters]
     for constraint in result.do_not_schedule + result.schedule_anyway:
-        counts = count_domains(clusters, constraint.topology_key, has_binding)
-        for cluster in clusters:
-            name = cluster.metadata.name
+        counts = count_domains(fleet, constraint.topology_key, has_binding)
+        for facts in fleet:
+            name = facts.name
             if name in violations:
                 continue  # only the first DoNotSchedule violation is recorded
-            domain = cluster.metadata.labels.get(constraint.topology_key)
+            domain = facts.labels.get(constraint.topology_key)
             if domain is None:
                 scores[name] = scores.get(name, 0)  # outside the spread, but still scored
                 continue

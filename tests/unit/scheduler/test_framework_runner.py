@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.facts import ClusterFacts
 from scheduler.framework.cycle import CycleState
 from scheduler.framework.errors import PluginError
 from scheduler.framework.profile import Profile, ScoreMode
@@ -249,6 +250,10 @@ def test_final_check_runs_only_after_every_plugin_passed() -> None:
     ]
 
 
+Snapshot = ClusterSchedulingPolicySnapshot
+_OK = Status.success()
+
+
 @dataclass
 class Batched(Scripted):
     """Scripted with batch forms answering from the same verdicts (or raising, if told to)."""
@@ -257,26 +262,20 @@ class Batched(Scripted):
     broken: bool = False
 
     def filter_all(
-        self,
-        state: CycleState,
-        snapshot: ClusterSchedulingPolicySnapshot,
-        clusters: list[MemberCluster],
+        self, state: CycleState, snapshot: Snapshot, facts: list[ClusterFacts]
     ) -> list[Status | None]:
         self.batch_calls += 1
         if self.broken:
             raise RuntimeError("batch bug")
-        return [self.verdict(c) for c in clusters]
+        return [self.verdict(f.cluster) for f in facts]
 
     def score_all(
-        self,
-        state: CycleState,
-        snapshot: ClusterSchedulingPolicySnapshot,
-        clusters: list[MemberCluster],
+        self, state: CycleState, snapshot: Snapshot, facts: list[ClusterFacts]
     ) -> list[ClusterScore | None]:
         self.batch_calls += 1
-        if self.broken or any(self.verdict(c) not in (None, Status.success()) for c in clusters):
+        if self.broken or any(self.verdict(f.cluster) not in (None, _OK) for f in facts):
             raise RuntimeError("a cluster failed")
-        return [ClusterScore(affinity_score=self.points, topology_spread_score=1) for _ in clusters]
+        return [ClusterScore(affinity_score=self.points, topology_spread_score=1) for _ in facts]
 
 
 def test_batched_filters_decide_as_per_cluster_ones_and_skip_what_earlier_ones_rejected() -> None:
