@@ -143,6 +143,17 @@ class ScoredCluster:
             )
 
 
+def _admit(
+    cluster: MemberCluster, final_check: FinalCheck | None, name: str, result: FilterResult
+) -> None:
+    """A cluster every plugin passed: the framework's final check decides, else it passes."""
+    problem = final_check(cluster) if final_check is not None else None
+    if problem is None:
+        result.passed.append(cluster)
+    else:
+        result.filtered.append(Filtered(cluster, problem, name))
+
+
 def _code(status: Status | None) -> Code:
     return _SUCCESS if status is None else status.code
 
@@ -282,14 +293,8 @@ class Runner:
                     raise self._fail(name, FILTER, status, code.value)
                 rejected = True
                 break
-            if rejected:
-                continue
-            if final_check is not None:
-                problem = final_check(cluster)
-                if problem is not None:
-                    filtered.append(Filtered(cluster, problem, final_check_name))
-                    continue
-            passed.append(cluster)
+            if not rejected:
+                _admit(cluster, final_check, final_check_name, result)
         return result
 
     @staticmethod
@@ -336,7 +341,7 @@ class Runner:
     ) -> FilterResult:
         """The FilterResult of batched fates, in input order as the per-cluster run builds it."""
         result = FilterResult()
-        passed, filtered = result.passed, result.filtered
+        filtered = result.filtered
         for index, cluster in enumerate(clusters):
             fate = rejected.get(index)
             if fate is not None:
@@ -346,12 +351,7 @@ class Runner:
                 else:
                     result.already_selected.append(facts_of(cluster).name)
                 continue
-            if final_check is not None:
-                problem = final_check(cluster)
-                if problem is not None:
-                    filtered.append(Filtered(cluster, problem, final_check_name))
-                    continue
-            passed.append(cluster)
+            _admit(cluster, final_check, final_check_name, result)
         return result
 
     # -- Score ----------------------------------------------------------------------------
