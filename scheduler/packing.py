@@ -28,6 +28,7 @@ How small it gets depends on how alike the names are: fleets name clusters by pa
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import lzma
 import re
@@ -116,7 +117,10 @@ def _numbered(name: bytes) -> tuple[bytes, bytes]:
     return (name, b"") if found is None else (name[: found.start()], found.group())
 
 
-def _roster_bytes(roster: list[str]) -> bytes:
+@functools.lru_cache(maxsize=16)
+def _roster_bytes(roster: tuple[str, ...]) -> bytes:
+    """The front-coded roster. Memoised: the cycles of one fleet's placements mostly mention
+    the same clusters, and encoding 5,000 names was a tenth of a 5,000-cluster turn."""
     out = bytearray()
     _varint(len(roster), out)
     previous = b""
@@ -213,7 +217,7 @@ def pack_explanation(explanation: Explanation) -> str:
     body = bytearray()
     _varint(len(skeleton), body)
     body += skeleton
-    body += _roster_bytes(roster)
+    body += _roster_bytes(tuple(roster))
     for member_of in memberships:
         _varint(len(member_of), body)
         for list_id in member_of:

@@ -154,9 +154,13 @@ def _score_group(key: tuple[int, int, int, int | None], clusters: list[str]) -> 
 def filter_groups(filtered: Iterable[Filtered]) -> list[FilterGroup]:
     """One group per (plugin, reason), groups and names sorted."""
     by_reason: dict[tuple[str, str], list[str]] = {}
+    text: dict[int, str] = {}  # a status shared by many clusters is rendered once
     for item in filtered:
-        key = (item.plugin, str(item.status))
-        by_reason.setdefault(key, []).append(item.name)
+        status = item.status
+        reason = text.get(id(status))
+        if reason is None:
+            reason = text[id(status)] = str(status)
+        by_reason.setdefault((item.plugin, reason), []).append(item.name)
     return [
         FilterGroup(plugin=plugin, reason=reason, clusters=sorted(clusters))
         for (plugin, reason), clusters in sorted(by_reason.items())
