@@ -43,6 +43,14 @@ def sample_environments() -> dict[str, str]:
 SAMPLE_ENVIRONMENTS = sample_environments()
 
 
+def _with_labels(doc: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    """`doc` with its required term's matchLabels replaced (what the snapshotter refuses)."""
+    affinity = doc["spec"]["policy"]["affinity"]["clusterAffinity"]
+    terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["clusterSelectorTerms"]
+    terms[0]["labelSelector"]["matchLabels"] = labels
+    return doc
+
+
 def placement(name: str, n: int, *, environment: str = "prod") -> dict[str, Any]:
     return {
         "apiVersion": "placement.kubernetes-fleet.io/v1beta1",
@@ -223,8 +231,10 @@ def test_edited_policy_makes_a_new_snapshot_and_moves_the_placement(
         ("---\n" + yaml.safe_dump(placement("a", 1)) + "---\n" + yaml.safe_dump(placement("b", 1)),
          "found 2 documents"),
         ({k: v for k, v in placement("x", 1).items() if k != "metadata"}, "metadata"),
+        (_with_labels(placement("bad-key", 1), {"bad key": "prod"}),
+         "labelSelector.matchLabels: invalid label key 'bad key'"),
     ],
-    ids=["not-yaml", "wrong-kind", "wrong-type", "two-documents", "no-name"],
+    ids=["not-yaml", "wrong-kind", "wrong-type", "two-documents", "no-name", "bad-label-key"],
 )
 def test_a_file_that_is_not_a_valid_placement_is_one_line_and_exit_2(
     fleet: tuple[DevHub, Path], tmp_path: Path, content: Any, expected: str
