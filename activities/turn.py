@@ -49,8 +49,6 @@ NO_LATEST_MESSAGE: Final = (
     "placement {placement!r} has no policy snapshot labelled {label}=true and "
     "{parent}={placement} yet; waiting for the placement controller to create one"
 )
-# The CRD's CEL rule refuses longer names (docs/validation.md); a hub with an older CRD may not.
-MAX_LABEL_VALUE_LENGTH: Final = names.MAX_PLACEMENT_NAME_LENGTH
 NAME_TOO_LONG_MESSAGE: Final = (
     "placement name {placement!r} is {length} characters long; it labels the placement's policy "
     "snapshots and bindings ({label}), and a label value holds at most {limit}: recreate the "
@@ -64,13 +62,13 @@ MULTIPLE_LATEST_MESSAGE: Final = (
 
 def name_too_long(name: str) -> str | None:
     """Why no object can carry this placement's name as a label, or None when one can."""
-    if len(name) <= MAX_LABEL_VALUE_LENGTH:
+    if len(name) <= names.MAX_PLACEMENT_NAME_LENGTH:
         return None
     return NAME_TOO_LONG_MESSAGE.format(
         placement=name,
         length=len(name),
         label=names.PARENT_PLACEMENT_LABEL,
-        limit=MAX_LABEL_VALUE_LENGTH,
+        limit=names.MAX_PLACEMENT_NAME_LENGTH,
     )
 
 

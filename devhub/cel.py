@@ -28,10 +28,10 @@ from celpy.evaluation import CELEvalError
 
 from devhub.errors import Cause
 from devhub.schema import join
+from hub.crds import VALIDATIONS
 
 __all__ = ["VALIDATIONS", "check_rules"]
 
-VALIDATIONS: Final = "x-kubernetes-validations"
 _OLD_SELF: Final = re.compile(r"\boldSelf\b")
 _ENVIRONMENT: Final = celpy.Environment()
 
@@ -77,7 +77,29 @@ def check_rules(
     return causes
 
 
+# Schema node -> (the node, whether it or a node below carries a rule). The node is kept so its
+# id cannot be reused by another schema while the entry exists.
+_RULED: dict[int, tuple[Mapping[str, Any], bool]] = {}
+
+
+def _ruled(schema: Mapping[str, Any]) -> bool:
+    """Whether any rule lives at or below `schema`: a write to an object of a kind without rules
+    (bindings, clusters) or to a part without them (status) is not walked at all."""
+    known = _RULED.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    below: list[Mapping[str, Any]] = list((schema.get("properties") or {}).values())
+    for key in ("additionalProperties", "items"):
+        if isinstance(schema.get(key), Mapping):
+            below.append(schema[key])
+    found = VALIDATIONS in schema or any(_ruled(sub) for sub in below)
+    _RULED[id(schema)] = (schema, found)
+    return found
+
+
 def _walk(schema: Mapping[str, Any], value: Any, old: Any, path: str, causes: list[Cause]) -> None:
+    if not _ruled(schema):
+        return
     if old is not ABSENT and value == old:
         return  # ratcheting: an unchanged value is not validated again
     for rule in schema.get(VALIDATIONS, ()):

@@ -34,6 +34,7 @@ import yaml
 from pydantic import BaseModel
 
 from hub.types import KINDS, Condition, FleetModel, HubObject
+from hub.types.meta import cel_validations
 
 __all__ = [
     "CRD_API_VERSION",
@@ -41,7 +42,6 @@ __all__ = [
     "crd_file_name",
     "crd_for",
     "crd_name",
-    "crd_rules_node",
     "dump_crd",
     "generate",
     "main",
@@ -78,11 +78,6 @@ _COPIED_KEYS: Final = (
     "pattern",
 )
 _REF_PREFIX: Final = "#/$defs/"
-
-
-def crd_rules_node(rules: Iterable[tuple[str, str]]) -> dict[str, Any]:
-    """`x-kubernetes-validations` for (rule, message) pairs."""
-    return {VALIDATIONS: [{"rule": rule, "message": message} for rule, message in rules]}
 
 
 def crd_name(kind: type[HubObject]) -> str:
@@ -135,7 +130,7 @@ class _Translator:
         if not node["required"]:
             del node["required"]
         if self._kind.RULES:
-            node.update(crd_rules_node(self._kind.RULES))
+            node[VALIDATIONS] = cel_validations(self._kind.RULES)
         return node
 
     def _resolve(self, node: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -175,7 +170,9 @@ class _Translator:
         if CRD_DEFAULT_KEY in resolved:
             out["default"] = resolved[CRD_DEFAULT_KEY]
         if CRD_RULES_KEY in resolved:
-            out.update(crd_rules_node((r["rule"], r["message"]) for r in resolved[CRD_RULES_KEY]))
+            # Pydantic's schema sorts the keys; written back rule first, as KubeFleet's CRDs do.
+            rules = resolved[CRD_RULES_KEY]
+            out[VALIDATIONS] = cel_validations((r["rule"], r["message"]) for r in rules)
         return out
 
     def _object(self, resolved: Mapping[str, Any], *, preserve: bool) -> dict[str, Any]:

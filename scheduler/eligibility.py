@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from hub import names
 from hub.types import MemberCluster
-from scheduler.facts import ClusterFacts, build
+from scheduler.facts import ClusterFacts, aware, build
 
 __all__ = [
     "DEFAULT_HEALTH_TIMEOUT",
@@ -74,7 +74,7 @@ class EligibilityChecker:
             return REASON_LEFT_FLEET
         if not facts.has_agent:
             return REASON_AGENT_NOT_ONLINE
-        now = _aware(now)
+        now = aware(now)
         stale = _elapsed_beyond(facts.heartbeat, now, self._heartbeat_timeout)
         if stale is not None:
             return REASON_NO_RECENT_HEARTBEAT.format(minutes=_go_minutes(stale))
@@ -91,16 +91,10 @@ class EligibilityChecker:
 
 def _elapsed_beyond(moment: datetime | None, now: datetime, timeout: timedelta) -> int | None:
     """Go's `time.Since(moment) > timeout`: the elapsed nanoseconds if so, else None."""
-    if moment is not None and _aware(moment) >= now - timeout:
+    if moment is not None and aware(moment) >= now - timeout:
         return None  # the common case, decided without nanosecond arithmetic
     elapsed = _since(moment, now)
     return elapsed if elapsed > _timedelta_ns(timeout) else None
-
-
-def _aware(moment: datetime) -> datetime:
-    # Hub timestamps are RFC 3339 with a zone; a naive value can only come from a caller, and
-    # Kubernetes times are UTC.
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _timedelta_ns(delta: timedelta) -> int:
@@ -109,7 +103,7 @@ def _timedelta_ns(delta: timedelta) -> int:
 
 def _since(moment: datetime | None, now: datetime) -> int:
     """Go's time.Since in nanoseconds, saturating like time.Time.Sub; None is Go's zero time."""
-    elapsed = _timedelta_ns(_aware(now) - _aware(moment or _GO_ZERO_TIME))
+    elapsed = _timedelta_ns(aware(now) - aware(moment or _GO_ZERO_TIME))
     return max(_MIN_DURATION_NS, min(_MAX_DURATION_NS, elapsed))
 
 

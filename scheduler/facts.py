@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from hub import names
 from hub.types import MemberCluster, Taint
 
-__all__ = ["ClusterFacts", "build", "cached", "facts_of", "forget", "prepare"]
+__all__ = ["ClusterFacts", "aware", "build", "cached", "facts_of", "forget", "prepare"]
 
 _intern = sys.intern
 _JOINED = names.AGENT_JOINED_CONDITION
@@ -89,11 +89,13 @@ def cached() -> int:
     return len(_CACHE)
 
 
+def aware(moment: datetime) -> datetime:
+    """Hub timestamps carry a zone; a naive one can only come from a caller: Kubernetes is UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def _aware(moment: datetime | None) -> datetime | None:
-    # Hub timestamps carry a zone; a naive one can only come from a caller: Kubernetes is UTC.
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=UTC)
+    return None if moment is None else aware(moment)
 
 
 def build(cluster: MemberCluster) -> ClusterFacts:

@@ -5,8 +5,9 @@
   for it, so each test starts from an empty hub without paying for a new server.
 - `devhub_factory`: makes extra DevHubs (e.g. durable ones with `data_dir`, or a small
   `watch_window`) and stops them at teardown.
-- `ruleless_devhub`: a DevHub serving our CRDs without their CEL rules, as a hub whose CRDs
-  predate them: what the rules refuse can be stored, and the snapshotter must refuse it.
+- `ruleless_devhub` / `ruleless_hub`: a DevHub serving our CRDs without their CEL rules, as a
+  hub whose CRDs predate them (what the rules refuse can be stored, and the snapshotter must
+  refuse it), and a HubClient on it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from devhub import DevHub
+from hub.client import HubClient
 from hub.crds import VALIDATIONS
 from tests.crd_files import write_crds
 
@@ -55,3 +57,11 @@ def devhub_factory(tmp_path: Path) -> Iterator[Callable[..., DevHub]]:
 @pytest.fixture
 def ruleless_devhub(devhub_factory: Callable[..., DevHub], tmp_path: Path) -> DevHub:
     return devhub_factory(crd_dir=write_crds(tmp_path / "ruleless-crds", drop={VALIDATIONS}))
+
+
+@pytest.fixture
+def ruleless_hub(ruleless_devhub: DevHub, tmp_path: Path) -> Iterator[HubClient]:
+    kubeconfig = ruleless_devhub.write_kubeconfig(tmp_path / "ruleless-kubeconfig")
+    client = HubClient.from_kubeconfig(kubeconfig, timeout=(2.0, 5.0))
+    yield client
+    client.close()

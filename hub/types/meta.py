@@ -7,6 +7,7 @@ data converter) and HTTP (`to_wire`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, ClassVar, Self
 
@@ -19,6 +20,7 @@ __all__ = [
     "HubObject",
     "ObjectMeta",
     "OwnerReference",
+    "cel_validations",
     "crd_default",
     "crd_enum",
     "crd_rules",
@@ -41,13 +43,18 @@ def crd_default(value: Any) -> dict[str, Any]:
     return {"x-crd-default": value}
 
 
+def cel_validations(rules: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
+    """`x-kubernetes-validations` entries for (rule, message) pairs."""
+    return [{"rule": rule, "message": message} for rule, message in rules]
+
+
 def crd_rules(*rules: tuple[str, str]) -> dict[str, Any]:
     """Schema hint: CEL rules, `(rule, message)`, the CRD carries as `x-kubernetes-validations`.
 
     kube-apiserver evaluates them on every write (rules naming `oldSelf` only on an update that
     had the field before), and so does devhub (`devhub.cel`). The Python model does not: an
     object that slipped past them still loads, and the snapshotter says what is wrong."""
-    return {"x-crd-rules": [{"rule": rule, "message": message} for rule, message in rules]}
+    return {"x-crd-rules": cel_validations(rules)}
 
 
 class FleetModel(BaseModel):

@@ -21,6 +21,7 @@ from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.facts import facts_of
 from scheduler.framework.cycle import CycleState
 from scheduler.framework.errors import PluginError
+from scheduler.framework.interfaces import BatchFilterPlugin, BatchScorePlugin
 from scheduler.framework.profile import Profile, ScoreMode
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Code, Status
@@ -141,6 +142,23 @@ class ScoredCluster:
                     self.name,
                 )
             )
+
+
+def _scored(
+    cluster: MemberCluster,
+    name: str,
+    topology: int,
+    affinity: int,
+    obsolete: int,
+    total: int,
+    weighted: bool,
+) -> ScoredCluster:
+    """A scored cluster with its ranking key: (total, name) in weighted-sum mode, else the
+    three components then the name."""
+    score = ClusterScore(topology, affinity, obsolete)
+    if weighted:
+        return ScoredCluster(cluster, score, total, name, (total, name))
+    return ScoredCluster(cluster, score, None, name, (topology, affinity, obsolete, name))
 
 
 def _admit(
@@ -265,8 +283,9 @@ class Runner:
         `enough` (percentage mode, PickN only) stops as soon as that many clusters passed; the
         rest are counted in `not_evaluated`."""
         plugins = [p for p in self.profile.filter if p.name not in skipped]
-        if enough is None and all(hasattr(p, "filter_all") for p in plugins):
-            batched = self._filter_batched(state, snapshot, clusters, plugins)
+        batch = [p for p in plugins if isinstance(p, BatchFilterPlugin)]
+        if enough is None and len(batch) == len(plugins):
+            batched = self._filter_batched(state, snapshot, clusters, batch)
             if batched is not None:
                 return self._finish_filter(clusters, batched, final_check, final_check_name)
         chain = [(p.name, p.filter) for p in plugins]
@@ -286,7 +305,7 @@ class Runner:
                 if code is _SUCCESS:
                     continue
                 if code is _UNSCHEDULABLE:
-                    filtered.append(Filtered(cluster, status, name, facts_of(cluster).name))
+                    filtered.append(Filtered(cluster, status, name))
                 elif code is _ALREADY_SELECTED:
                     result.already_selected.append(facts_of(cluster).name)
                 else:
@@ -302,7 +321,7 @@ class Runner:
         state: CycleState,
         snapshot: ClusterSchedulingPolicySnapshot,
         clusters: Sequence[MemberCluster],
-        plugins: Sequence[object],
+        plugins: Sequence[BatchFilterPlugin],
     ) -> dict[int, tuple[str, Status]] | None:
         """Each plugin over the clusters the earlier ones passed: the same fates as cluster by
         cluster. Returns the rejected clusters by position (plugin, status), or None when a
@@ -313,10 +332,8 @@ class Runner:
         for plugin in plugins:
             if not remaining:
                 break
-            name: str = plugin.name  # type: ignore[attr-defined]
-            batch = plugin.filter_all  # type: ignore[attr-defined]
             try:
-                statuses = batch(state, snapshot, [facts[i] for i in remaining])
+                statuses = plugin.filter_all(state, snapshot, [facts[i] for i in remaining])
             except Exception:  # the per-cluster run names the failure
                 return None
             if len(statuses) != len(remaining):
@@ -326,7 +343,7 @@ class Runner:
                 if status is None or status.code is _SUCCESS:
                     survivors.append(index)
                 elif status.code is _UNSCHEDULABLE or status.code is _ALREADY_SELECTED:
-                    rejected[index] = (name, status)
+                    rejected[index] = (plugin.name, status)
                 else:
                     return None
             remaining = survivors
@@ -347,7 +364,7 @@ class Runner:
             if fate is not None:
                 name, status = fate
                 if status.code is _UNSCHEDULABLE:
-                    filtered.append(Filtered(cluster, status, name, facts_of(cluster).name))
+                    filtered.append(Filtered(cluster, status, name))
                 else:
                     result.already_selected.append(facts_of(cluster).name)
                 continue
@@ -369,8 +386,9 @@ class Runner:
         profile = self.profile
         weighted = profile.score_mode is ScoreMode.WEIGHTED_SUM
         plugins = [p for p in profile.score if p.name not in skipped]
-        if all(hasattr(p, "score_all") for p in plugins):
-            batched = self._score_batched(state, snapshot, clusters, plugins)
+        batch = [p for p in plugins if isinstance(p, BatchScorePlugin)]
+        if len(batch) == len(plugins):
+            batched = self._score_batched(state, snapshot, clusters, batch)
             if batched is not None:
                 return batched
         chain = [(p.name, p.score, profile.weight(p.name)) for p in plugins]
@@ -396,23 +414,7 @@ class Runner:
                 if weighted:
                     total += weight * (t + a + o)
             name = facts_of(cluster).name
-            if weighted:
-                scored.append(
-                    ScoredCluster(
-                        cluster,
-                        ClusterScore(topology, affinity, obsolete),
-                        total,
-                        name,
-                        (total, name),
-                    )
-                )
-            else:
-                key = (topology, affinity, obsolete, name)
-                scored.append(
-                    ScoredCluster(
-                        cluster, ClusterScore(topology, affinity, obsolete), None, name, key
-                    )
-                )
+            scored.append(_scored(cluster, name, topology, affinity, obsolete, total, weighted))
         return scored
 
     def _score_batched(
@@ -420,7 +422,7 @@ class Runner:
         state: CycleState,
         snapshot: ClusterSchedulingPolicySnapshot,
         clusters: Sequence[MemberCluster],
-        plugins: Sequence[object],
+        plugins: Sequence[BatchScorePlugin],
     ) -> list[ScoredCluster] | None:
         """Every plugin over all clusters, summed as `score` sums them; None when a plugin
         fails, so the caller runs per cluster and reports the failure as it would."""
@@ -433,10 +435,9 @@ class Runner:
         obsolete = [0] * count
         total = [0] * count
         for plugin in plugins:
-            name: str = plugin.name  # type: ignore[attr-defined]
-            weight = profile.weight(name)
+            weight = profile.weight(plugin.name)
             try:
-                scores = plugin.score_all(state, snapshot, facts)  # type: ignore[attr-defined]
+                scores = plugin.score_all(state, snapshot, facts)
             except Exception:  # the per-cluster run names the failure
                 return None
             if len(scores) != count:
@@ -452,14 +453,7 @@ class Runner:
                 obsolete[index] += o
                 if weighted:
                     total[index] += weight * (t + a + o)
-        scored: list[ScoredCluster] = []
-        for index, cluster in enumerate(clusters):
-            name = facts[index].name
-            score = ClusterScore(topology[index], affinity[index], obsolete[index])
-            if weighted:
-                key: tuple[int | str, ...] = (total[index], name)
-                scored.append(ScoredCluster(cluster, score, total[index], name, key))
-            else:
-                key = (topology[index], affinity[index], obsolete[index], name)
-                scored.append(ScoredCluster(cluster, score, None, name, key))
-        return scored
+        return [
+            _scored(c, f.name, topology[i], affinity[i], obsolete[i], total[i], weighted)
+            for i, (c, f) in enumerate(zip(clusters, facts, strict=True))
+        ]

@@ -40,11 +40,13 @@ __all__ = [
     "compile_label_selector",
     "compile_required",
     "filter_cluster",
+    "filter_clusters",
     "required_terms",
 ]
 
 SKIP_NO_REQUIRED_TERMS = "no required cluster affinity terms to enforce"
 REASON_NO_MATCH = "cluster does not match with any of the required cluster affinity terms"
+_NO_MATCH = Status.unschedulable(REASON_NO_MATCH)  # shared: thousands of clusters get it
 # Our reasons where KubeFleet aborts the cycle (see the module docstring).
 REASON_INVALID_TERM = "invalid required cluster affinity term {index}: {problem}"
 REASON_CANNOT_EVALUATE = "cannot evaluate required cluster affinity term {index}: {problem}"
@@ -142,7 +144,19 @@ def filter_cluster(
             return Status.success()
         if outcome is not False and first_problem is None:
             first_problem = outcome
-    return Status.unschedulable(first_problem or REASON_NO_MATCH)
+    return _NO_MATCH if first_problem is None else Status.unschedulable(first_problem)
+
+
+def filter_clusters(
+    terms: Sequence[RequiredTerm], facts: Sequence[ClusterFacts], cache: QuantityCache
+) -> list[Status | None]:
+    """`filter_cluster` over many clusters, None where one passes. One term of labels alone, the
+    common shape, is decided by its predicate without the per-term walk."""
+    if len(terms) == 1 and terms[0].labels_only:
+        matches = terms[0].labels
+        assert matches is not None  # labels_only says so
+        return [None if matches(f.labels) else _NO_MATCH for f in facts]
+    return [filter_cluster(terms, f, cache).or_none() for f in facts]
 
 
 def _evaluate(term: RequiredTerm, facts: ClusterFacts, cache: QuantityCache) -> bool | str:

@@ -20,10 +20,10 @@ from scheduler.framework.interfaces import (
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status
 from scheduler.plugins.cluster_affinity.filtering import (
-    REASON_NO_MATCH,
     SKIP_NO_REQUIRED_TERMS,
     compile_required,
     filter_cluster,
+    filter_clusters,
     required_terms,
 )
 from scheduler.plugins.cluster_affinity.properties import QuantityCache
@@ -80,13 +80,7 @@ class ClusterAffinity:
         terms = self._required(state, snapshot)
         if not terms:
             return [None] * len(facts)
-        if len(terms) == 1 and terms[0].labels_only:
-            # The common shape: one term of labels only. Its predicate decides alone.
-            matches = terms[0].labels
-            assert matches is not None  # labels_only says so
-            return [None if matches(f.labels) else _NO_MATCH for f in facts]
-        cache = _quantities(state)
-        return [filter_cluster(terms, f, cache).or_none() for f in facts]
+        return filter_clusters(terms, facts, _quantities(state))
 
     def pre_score(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status:
         terms = preferred_terms(snapshot.spec.policy)
@@ -141,9 +135,6 @@ class ClusterAffinity:
             terms = compile_preferred(preferred, state.clusters, _quantities(state))
             state.write(PREFERRED, terms)
         return terms
-
-
-_NO_MATCH = Status.unschedulable(REASON_NO_MATCH)
 
 
 def _quantities(state: CycleState) -> QuantityCache:

@@ -66,15 +66,6 @@ def make_activities(hub: HubClient) -> Iterator[Callable[..., Rig]]:
 
 
 @pytest.fixture
-def ruleless_hub(ruleless_devhub: DevHub, tmp_path: Path) -> Iterator[HubClient]:
-    """A HubClient on a devhub whose CRDs have no CEL rules (tests/conftest.py)."""
-    kubeconfig = ruleless_devhub.write_kubeconfig(tmp_path / "ruleless-kubeconfig")
-    client = HubClient.from_kubeconfig(kubeconfig, timeout=TEST_TIMEOUT)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def env() -> ActivityEnvironment:
     environment = ActivityEnvironment()
     heartbeats: list[Any] = []

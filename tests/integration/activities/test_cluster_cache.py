@@ -4,6 +4,7 @@ its first list and after its watch fails."""
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
@@ -103,3 +104,24 @@ def test_until_listed_and_after_a_failed_watch_the_cache_answers_none(
     finally:
         cache.stop()
         client.close()
+
+
+def test_a_full_list_moves_the_listed_models_out_of_the_garbage_collector(
+    hub: HubClient,
+) -> None:
+    """After each full list the cache freezes what is alive (gc.freeze): the listed models are
+    then not walked by every full collection, a long pause at thousands of clusters."""
+    add_cluster(hub, "a")
+    gc.unfreeze()
+    assert gc.get_freeze_count() == 0
+    started = ClusterCache(hub, watch_seconds=5).start()
+    try:
+        assert started.wait_synced(WAIT_S)
+        listed = started.clusters()
+        assert listed is not None and [c.metadata.name for c in listed] == ["a"]
+        assert gc.get_freeze_count() > 0
+        collected = {id(o) for generation in range(3) for o in gc.get_objects(generation)}
+        assert not any(id(c) in collected for c in listed)  # frozen: in no generation
+    finally:
+        started.stop()
+        gc.unfreeze()

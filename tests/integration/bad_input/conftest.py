@@ -108,11 +108,6 @@ async def skewed_system(
         yield watcher
 
 
-@pytest.fixture
-def ruleless_hub(ruleless_devhub: DevHub, tmp_path: Path) -> Iterator[HubClient]:
-    yield from _client(ruleless_devhub, tmp_path / "ruleless-kubeconfig")
-
-
 @pytest_asyncio.fixture(loop_scope="session")
 async def ruleless_system(
     temporal_client: Client, ruleless_hub: HubClient, task_queue: str

@@ -12,10 +12,13 @@ from typing import Any
 import pytest
 from devhub_helpers import MERGE, PLACEMENTS, SNAPSHOTS, Client, placement
 
+from devhub import DevHub
 from hub import names
 from hub.client import HubClient
+from hub.crds import VALIDATIONS
 from hub.errors import InvalidObjectError
 from hub.types import ClusterResourcePlacement
+from tests.crd_files import write_crds
 
 Mutation = Callable[[dict[str, Any]], None]
 
@@ -196,10 +199,21 @@ def test_tolerations_may_be_added_but_not_changed_or_removed(api: Client) -> Non
     assert [t["key"] for t in stored] == ["gpu", "zone"]
 
 
-def test_status_and_metadata_updates_do_not_evaluate_the_spec_rules(api: Client) -> None:
-    """Ratcheting: an update that leaves the spec alone passes even when the rules changed under
-    the stored object, e.g. the finalizer removal that lets a placement be deleted."""
-    created = _created(api, placementType="PickN", numberOfClusters=2)
+def test_an_object_stored_before_the_rules_can_still_be_updated_and_deleted(
+    devhub_factory: Callable[..., DevHub], tmp_path: Path
+) -> None:
+    """Ratcheting: a placement stored under CRDs without the rules (an upgrade of the CRDs)
+    still takes metadata and status updates and its finalizer's removal, so it can be deleted;
+    changing the part that breaks a rule is checked."""
+    data = tmp_path / "hub"
+    old_crds = write_crds(tmp_path / "old-crds", drop={VALIDATIONS})
+    before = devhub_factory(data_dir=data, crd_dir=old_crds)
+    body = placement("web", n=None)  # a PickN without numberOfClusters: a rule breaks
+    body["metadata"]["finalizers"] = ["kubernetes-fleet.io/test"]
+    created = Client(before).create(PLACEMENTS, body)
+    before.stop()
+
+    api = Client(devhub_factory(data_dir=data))  # the same objects, the CRDs with rules
     labelled = api.patch(
         f"{PLACEMENTS}/web", {"metadata": {"labels": {"team": "web"}}}, content_type=MERGE
     )
@@ -214,6 +228,17 @@ def test_status_and_metadata_updates_do_not_evaluate_the_spec_rules(api: Client)
     response = api.patch(f"{PLACEMENTS}/web/status", status, content_type=MERGE)
     assert response.status_code == 200, response.text
     assert response.json()["metadata"]["generation"] == created["metadata"]["generation"]
+
+    names_only = {"spec": {"policy": {"clusterNames": ["a"]}}}
+    changed = api.patch(f"{PLACEMENTS}/web", names_only, content_type=MERGE)
+    assert refusal(changed) == ("spec.policy", f'Invalid value: "object": {PICK_N_RULE}')
+
+    assert api.delete(f"{PLACEMENTS}/web").status_code == 202  # held by its finalizer
+    released = api.patch(
+        f"{PLACEMENTS}/web", {"metadata": {"finalizers": None}}, content_type=MERGE
+    )
+    assert released.status_code == 200, released.text
+    assert api.get(f"{PLACEMENTS}/web").status_code == 404
 
 
 def test_a_policy_snapshot_carries_the_toleration_rules_too(api: Client) -> None:
