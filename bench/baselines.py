@@ -38,7 +38,6 @@ from typing import Final
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
-from temporalio.worker import Worker
 
 from activities.cleanup import CleanupPlacement
 from activities.clusters import ClusterCache
@@ -57,7 +56,7 @@ from hub.client import HubClient, Resync, WatchEvent
 from hub.types import ClusterResourcePlacement
 from scheduler import Outcome
 from workers.temporal_client import TemporalTarget, connect
-from workers.worker import DEFAULT_MAX_CONCURRENT_ACTIVITIES
+from workers.worker import DEFAULT_MAX_CONCURRENT_ACTIVITIES, split_workers
 from workflows.placement import PlacementWorkflow
 
 # client-go's per-key exponential backoff (kubefleet-rules 1.11): 5 ms x 2^n, at most 1000 s.
@@ -300,9 +299,9 @@ async def run_ceiling(args: argparse.Namespace) -> None:
     noop = NoopActivities()
     slots = args.max_concurrent_activities
     with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="activity") as executor:
-        worker = Worker(
+        worker = split_workers(
             client,
-            task_queue=args.task_queue,
+            args.task_queue,
             workflows=[PlacementWorkflow],
             activities=[noop.schedule_once, noop.cleanup_placement],
             activity_executor=executor,

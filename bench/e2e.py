@@ -228,10 +228,14 @@ class Bench:
         report("rss.queue.peak_mb", child.peak_mb or float("nan"))
 
     async def e2e(self) -> None:
-        worker = self.stack.scheduler_part("worker", TEMPORAL_TASK_QUEUE, "--no-watcher")
+        worker = self.stack.scheduler_part(
+            "worker", TEMPORAL_TASK_QUEUE, "--no-watcher", "--processes", str(self.args.processes)
+        )
         watcher = self.stack.scheduler_part("watcher", TEMPORAL_TASK_QUEUE, "--no-worker")
-        worker.start(ready=r"run: ready in")
-        watcher.start(ready=r"run: ready in")
+        # At a line's start: the worker's activity processes echo their own, prefixed.
+        worker.start(ready=r"^fleet-scheduler run: ready in")
+        watcher.start(ready=r"^fleet-scheduler run: ready in")
+        report("e2e.processes", self.args.processes)
         metrics = _metrics_url(worker.wait_ready())
         watcher.wait_ready()
         async with aiohttp.ClientSession() as session:
@@ -249,6 +253,8 @@ class Bench:
         for child in (worker, watcher):
             child.stop()
             report(f"rss.{child.name}.peak_mb", child.peak_mb or float("nan"))
+            for name, peak in sorted(child.descendant_peaks_mb.items()):
+                report(f"rss.{name}.peak_mb", peak)
 
     def start_profiles(self, *parts: Child) -> list[Child]:
         """py-spy record of each scheduler part and devhub during the burst (--profile DIR):
@@ -506,6 +512,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                         help="extra argument for `temporal server start-dev` (repeatable), "
                              "e.g. --server-arg=--dynamic-config-value --server-arg=KEY=VALUE")
+    parser.add_argument("--processes", type=int, default=0, metavar="N",
+                        help="the worker's activity processes (`run --processes N`; default 0: "
+                             "activities in the worker process)")
     parser.add_argument("--queue-workers", type=int, default=16,
                         help="workers of the queue baseline (default 16, the worker's "
                              "activity slots)")

@@ -114,6 +114,7 @@ class Child:
         self._ready_pattern: re.Pattern[str] | None = None
         self.ready_line = ""
         self.peak_mb: float | None = None
+        self.descendant_peaks_mb: dict[str, float] = {}
         self.process: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
 
@@ -184,7 +185,26 @@ class Child:
             peak = peak_rss_mb(self.process.pid)
             if peak is not None:
                 self.peak_mb = peak
+            for name, pid in self.descendants().items():
+                peak = peak_rss_mb(pid)
+                if peak is not None:
+                    self.descendant_peaks_mb[name] = max(
+                        peak, self.descendant_peaks_mb.get(name, 0.0)
+                    )
         return self.peak_mb
+
+    def descendants(self) -> dict[str, int]:
+        """The processes this one started (`run --processes N`): "<name>.1", ... by pid order."""
+        if self.process is None:
+            return {}
+        try:
+            text = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text()
+        except OSError:
+            return {}
+        return {
+            f"{self.name}.{index}": pid
+            for index, pid in enumerate(sorted(int(p) for p in text.split()), start=1)
+        }
 
     def stop(
         self, grace: float = STOP_GRACE_S, sig: signal.Signals = signal.SIGTERM
@@ -256,8 +276,11 @@ class Stack:
                 self.temporal_peak_mb = peak
 
     def cpu(self, *parts: Child) -> dict[str, float]:
-        """CPU seconds used so far by devhub, Temporal, the bench itself and `parts`."""
+        """CPU seconds used so far by devhub, Temporal, the bench itself, `parts` and the
+        processes they started (`worker.1`, ...; each alone)."""
         pids = {"bench": os.getpid(), **{part.name: part.pid for part in parts}}
+        for part in parts:
+            pids.update(part.descendants())
         if self.devhub is not None:
             pids["devhub"] = self.devhub.pid
         if self.temporal_pid is not None:

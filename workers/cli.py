@@ -63,6 +63,7 @@ from workers.devserver import (
 )
 from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
 from workers.plan import PlacementFileError, load_placement_file, render_plan, what_if
+from workers.processes import ActivityProcesses, exit_with_parent
 from workers.reconcile import DEFAULT_RECONCILE_EVERY, ensure_reconcile_schedule
 from workers.render import PlacementRow, render_explain, render_status
 from workers.starts import start_options
@@ -579,6 +580,16 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                        help="run only the worker (the watcher runs elsewhere)")
     parts.add_argument("--no-worker", action="store_true",
                        help="run only the watcher (workers run elsewhere)")
+    parts.add_argument("--activities-only", action="store_true",
+                       help="run only activities (cycles and cleanups): a worker of the "
+                            "activity task queue, beside workflow workers that run elsewhere")
+    parser.add_argument("--no-activities", action="store_true",
+                        help="run no activities here: the workflow worker only, beside activity "
+                             "workers that run elsewhere (`--activities-only`)")
+    parser.add_argument("--processes", type=int, default=None, metavar="N",
+                        help="activity-worker processes to start, each with its own cluster "
+                             "cache (default: the CPU count, "
+                             f"here {os.cpu_count() or 1}); 0: run the activities in this process")
     parser.add_argument("--reconcile-every", type=float, metavar="SECONDS",
                         default=DEFAULT_RECONCILE_EVERY.total_seconds(),
                         help="run the reconcile safety net this often, as the Temporal Schedule "
@@ -621,6 +632,7 @@ def _hub_client(kubeconfig: Path | None, context: str | None) -> HubClient:
 async def _run(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     remove_handlers = _install_stop_handlers(stop)
+    orphaned = asyncio.create_task(exit_with_parent(stop))
     metrics = SchedulerMetrics()
     try:
         settings = _settings(args, metrics)
@@ -634,7 +646,7 @@ async def _run(args: argparse.Namespace) -> int:
             if added:
                 print(f"registered search attributes {', '.join(added)} in namespace "
                       f"{target.namespace}", flush=True)
-            reconcile = args.reconcile_every > 0
+            reconcile = args.reconcile_every > 0 and not args.activities_only
             if reconcile:
                 schedule_id = await ensure_reconcile_schedule(
                     client, args.task_queue, timedelta(seconds=args.reconcile_every),
@@ -642,6 +654,7 @@ async def _run(args: argparse.Namespace) -> int:
                 )
                 print(f"reconcile Schedule {schedule_id}: every {args.reconcile_every:g}s",
                       flush=True)
+            children = _activity_processes(args)
             await serve(
                 client,
                 hub,
@@ -649,8 +662,10 @@ async def _run(args: argparse.Namespace) -> int:
                 task_queue=args.task_queue,
                 settings=settings,
                 metrics=metrics,
-                run_worker=not args.no_worker,
-                run_watcher=not args.no_watcher,
+                run_worker=not (args.no_worker or args.activities_only),
+                run_watcher=not (args.no_watcher or args.activities_only),
+                run_activities=children is None and not (args.no_worker or args.no_activities),
+                activity_processes=children,
                 health_host=args.metrics_host,
                 health_port=args.metrics_port,
                 max_concurrent_activities=args.max_concurrent_activities,
@@ -667,13 +682,46 @@ async def _run(args: argparse.Namespace) -> int:
         finally:
             hub.close()
     finally:
+        orphaned.cancel()
         remove_handlers()
     print(f"{PROG} run: stopped", flush=True)
     return EXIT_OK
 
 
+def _activity_processes(args: argparse.Namespace) -> ActivityProcesses | None:
+    """The children `run --processes N` starts: each `run --activities-only --processes 0` with
+    this command's hub, Temporal and scheduler settings, /metrics on a free loopback port."""
+    if args.no_worker or args.no_activities or args.processes == 0:
+        return None
+    argv = [sys.executable, "-m", "workers.cli", "--log-level", args.log_level, "run",
+            "--activities-only", "--processes", "0", "--reconcile-every", "0",
+            "--task-queue", args.task_queue, "--metrics-host", LOOPBACK, "--metrics-port", "0",
+            "--max-concurrent-activities", str(args.max_concurrent_activities)]
+    flags = {
+        "--kubeconfig": args.kubeconfig, "--context": args.context,
+        "--temporal-address": args.temporal_address, "--namespace": args.namespace,
+        "--temporal-profile": args.temporal_profile, "--config": args.config,
+        "--build-id": args.build_id, "--deployment-name": args.deployment_name,
+    }
+    for flag, value in flags.items():
+        if value is not None:
+            argv += [flag, str(value)]
+    if args.no_snapshotter:
+        argv.append("--no-snapshotter")
+    return ActivityProcesses(argv, args.processes)
+
+
 def run_run(args: argparse.Namespace) -> int:
     _check_scheduler_arguments(args)
+    if args.processes is not None and args.processes < 0:
+        raise CliError(f"--processes must be 0 or more, got {args.processes}")
+    for flag, on in (("--no-worker", args.no_worker), ("--no-activities", args.no_activities)):
+        if on and args.processes:
+            raise CliError(f"--processes starts activity workers; {flag} runs none")
+    if args.no_activities and args.activities_only:
+        raise CliError("--no-activities and --activities-only leave nothing to run")
+    if args.processes is None:
+        args.processes = 0 if args.no_worker or args.no_activities else os.cpu_count() or 1
     setup_tracing("worker")
     return asyncio.run(_run(args))
 

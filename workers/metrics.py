@@ -14,7 +14,7 @@ to a free loopback port, and `SchedulerMetrics.exposition` appends its text to o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final, get_args
 
@@ -33,6 +33,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from activities.plumbing import BindingWrite, CycleOutcome
 from workers.devserver import LOOPBACK, free_port
+from workers.processes import merge_expositions
 
 __all__ = [
     "BINDING_WRITES",
@@ -77,6 +78,9 @@ class SchedulerMetrics:
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.sdk_metrics_url = sdk_metrics_url
+        # (label, /metrics URL) of the activity processes this one started
+        # (workers.processes): their samples join ours in one exposition.
+        self.children: Callable[[], Sequence[tuple[str, str]]] | None = None
         if process_metrics:
             ProcessCollector(registry=self.registry)
             PlatformCollector(registry=self.registry)
@@ -152,18 +156,33 @@ class SchedulerMetrics:
         return generate_latest(self.registry)
 
     async def exposition(self, session: aiohttp.ClientSession | None = None) -> bytes:
-        """Our metrics followed by the Temporal SDK's, as one Prometheus text document.
+        """Our metrics followed by the Temporal SDK's, as one Prometheus text document, and
+        those of our activity processes, each labelled with its name.
 
-        If the SDK endpoint cannot be read, ours are still served, with a comment saying why."""
+        If an endpoint cannot be read, the rest is still served, with a comment saying why."""
+        if session is None:
+            async with aiohttp.ClientSession() as own_session:
+                return await self.exposition(own_session)
         own = self.render()
-        if self.sdk_metrics_url is None:
-            return own
-        try:
-            sdk = await self._fetch_sdk(self.sdk_metrics_url, session)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            note = f"# Temporal SDK metrics unavailable from {self.sdk_metrics_url}: {exc!r}\n"
-            return own + note.encode()
-        return own + (sdk if sdk.endswith(b"\n") or not sdk else sdk + b"\n")
+        notes = b""
+        if self.sdk_metrics_url is not None:
+            try:
+                sdk = await self._fetch_sdk(self.sdk_metrics_url, session)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                where = self.sdk_metrics_url
+                notes += f"# Temporal SDK metrics unavailable from {where}: {exc!r}\n".encode()
+            else:
+                own += sdk if sdk.endswith(b"\n") or not sdk else sdk + b"\n"
+        children = list(self.children()) if self.children is not None else []
+        if not children:
+            return own + notes
+        parts: list[tuple[str | None, str]] = [(None, own.decode())]
+        for label, url in children:
+            try:
+                parts.append((label, (await self._fetch_sdk(url, session)).decode()))
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                notes += f"# metrics of {label} unavailable from {url}: {exc!r}\n".encode()
+        return merge_expositions(parts) + notes
 
     @staticmethod
     async def _fetch_sdk(url: str, session: aiohttp.ClientSession | None) -> bytes:

@@ -20,7 +20,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -43,6 +43,7 @@ from hub.types import MemberCluster
 from workers.devserver import LOOPBACK
 from workers.health import HealthServer, Readiness
 from workers.metrics import SchedulerMetrics
+from workers.processes import ActivityProcesses
 from workers.reconcile import ReconcileFleet
 from workers.versioning import PromoteError, WorkerVersion, promote
 from workers.watcher import Watcher
@@ -52,12 +53,15 @@ from workflows.reconcile import ReconcileWorkflow
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENT_ACTIVITIES",
+    "PART_ACTIVITIES",
     "PART_WATCHER",
     "PART_WORKER",
+    "PlacementWorkers",
     "ServeError",
     "Serving",
     "build_worker",
     "serve",
+    "split_workers",
 ]
 
 log = logging.getLogger("fleet_scheduler.worker")
@@ -65,6 +69,9 @@ log = logging.getLogger("fleet_scheduler.worker")
 # Each activity holds a thread while it waits on the hub; 16 keeps a 2-core machine busy
 # without letting one slow hub hold hundreds of threads.
 DEFAULT_MAX_CONCURRENT_ACTIVITIES: Final = 16
+# Activity slots of the workflow worker: the reconcile activity, and placement activities that
+# an earlier version scheduled on the workflow task queue (before they had a queue of their own).
+WORKFLOW_WORKER_ACTIVITY_SLOTS: Final = 4
 # How long activities in flight may finish after a stop before they are cancelled.
 SHUTDOWN_GRACE: Final = timedelta(seconds=20)
 # How often the readiness loop asks the server whether our pollers arrived.
@@ -75,6 +82,7 @@ PROMOTE_TIMEOUT_S: Final = 120.0
 
 PART_WORKER: Final = "worker"
 PART_WATCHER: Final = "watcher"
+PART_ACTIVITIES: Final = "activities"
 _POLLED_QUEUES: Final = (
     TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
     TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
@@ -86,11 +94,57 @@ class ServeError(RuntimeError):
 
 
 def worker_activities(hub: HubClient, settings: ActivitySettings) -> list[Callable[..., Any]]:
-    """Every activity a worker registers, bound to its HubClient and settings."""
+    """Every activity a placement workflow runs, bound to its HubClient and settings."""
     return [
         ScheduleOnce(hub, settings).schedule_once,
         CleanupPlacement(hub, settings).cleanup_placement,
     ]
+
+
+class PlacementWorkers:
+    """The workers of one task queue, run and stopped together: the workflow worker (placement
+    and reconcile workflows, on the task queue itself) and, unless the activities run in other
+    processes, the activity worker (on `names.activity_task_queue`).
+
+    Used like a `temporalio.worker.Worker`: `run()` until `shutdown()`, or `async with`."""
+
+    def __init__(self, workers: Sequence[Worker]) -> None:
+        if not workers:
+            raise ValueError("no workers to run")
+        self.workers = tuple(workers)
+
+    async def run(self) -> None:
+        """Run every worker until `shutdown`; when one ends by itself the others are shut
+        down too, and its error (if any) is raised."""
+        tasks = [asyncio.create_task(worker.run()) for worker in self.workers]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for worker, task in zip(self.workers, tasks, strict=True):
+                if not task.done():
+                    with contextlib.suppress(Exception):
+                        await worker.shutdown()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def shutdown(self) -> None:
+        await asyncio.gather(*(worker.shutdown() for worker in self.workers))
+
+    async def __aenter__(self) -> PlacementWorkers:
+        self._stack = contextlib.AsyncExitStack()
+        await self._stack.__aenter__()
+        try:
+            for worker in self.workers:
+                await self._stack.enter_async_context(worker)
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._stack.aclose()
 
 
 def build_worker(
@@ -102,36 +156,93 @@ def build_worker(
     max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
     activity_executor: ThreadPoolExecutor | None = None,
     version: WorkerVersion | None = None,
+    workflows: bool = True,
+    activities: bool = True,
     **worker_options: Any,
-) -> Worker:
-    """A worker for PlacementWorkflow and its activities on `task_queue`.
+) -> PlacementWorkers:
+    """The workers for PlacementWorkflow and its activities on `task_queue`.
 
-    The activities run on `activity_executor`, or on a new thread pool with one thread per
-    activity slot; the caller owns a pool it passes in (`serve` shuts its own down).
-    `version` makes it a versioned worker of a Worker Deployment (workers.versioning says why);
-    without one it polls unversioned, as `fleet-scheduler dev` does. `worker_options` go to
-    `temporalio.worker.Worker` as they are (tests pass `max_cached_workflows=0`)."""
+    `workflows` adds the workflow worker on `task_queue` (the workflows, the reconcile activity
+    and, for activities scheduled there by an earlier version, the placement activities, in
+    WORKFLOW_WORKER_ACTIVITY_SLOTS); `activities` adds the activity worker on
+    `names.activity_task_queue(task_queue)` with `max_concurrent_activities` slots. The
+    activities run on `activity_executor`, or on a new thread pool with one thread per activity
+    slot; the caller owns a pool it passes in (`serve` shuts its own down).
+    `version` makes them versioned workers of a Worker Deployment (workers.versioning says why);
+    without one they poll unversioned, as `fleet-scheduler dev` does. `worker_options` go to
+    each `temporalio.worker.Worker` as they are (tests pass `max_cached_workflows=0`)."""
     if max_concurrent_activities < 1:
         raise ValueError(
             f"max_concurrent_activities must be at least 1, got {max_concurrent_activities}"
         )
+    if not (workflows or activities):
+        raise ValueError("a worker needs workflows, activities or both")
     executor = activity_executor or ThreadPoolExecutor(
-        max_workers=max_concurrent_activities, thread_name_prefix="activity"
+        max_workers=activity_threads(max_concurrent_activities, workflows=workflows),
+        thread_name_prefix="activity",
     )
     worker_options.setdefault("graceful_shutdown_timeout", SHUTDOWN_GRACE)
     settings = settings or ActivitySettings()
     if settings.hub_gate is None:
         settings = dataclasses.replace(settings, hub_gate=hub_gate(hub))
-    return Worker(
-        client,
-        task_queue=task_queue,
-        workflows=[PlacementWorkflow, ReconcileWorkflow],
-        activities=[*worker_activities(hub, settings), ReconcileFleet(hub, client).reconcile_fleet],
-        activity_executor=executor,
-        max_concurrent_activities=max_concurrent_activities,
-        deployment_config=version.deployment_config() if version is not None else None,
-        **worker_options,
+    deployment = version.deployment_config() if version is not None else None
+    placement_activities = worker_activities(hub, settings)
+    built = []
+    if workflows:
+        built.append(
+            Worker(
+                client,
+                task_queue=task_queue,
+                workflows=[PlacementWorkflow, ReconcileWorkflow],
+                activities=[*placement_activities, ReconcileFleet(hub, client).reconcile_fleet],
+                activity_executor=executor,
+                max_concurrent_activities=WORKFLOW_WORKER_ACTIVITY_SLOTS,
+                deployment_config=deployment,
+                **worker_options,
+            )
+        )
+    if activities:
+        built.append(
+            Worker(
+                client,
+                task_queue=names.activity_task_queue(task_queue),
+                activities=placement_activities,
+                activity_executor=executor,
+                max_concurrent_activities=max_concurrent_activities,
+                deployment_config=deployment,
+                **worker_options,
+            )
+        )
+    return PlacementWorkers(built)
+
+
+def split_workers(
+    client: Client,
+    task_queue: str,
+    *,
+    workflows: Sequence[type],
+    activities: Sequence[Callable[..., Any]],
+    **worker_options: Any,
+) -> PlacementWorkers:
+    """`workflows` on `task_queue` and `activities` on its activity queue, as `build_worker`
+    splits ours: for other implementations of them (tests' stand-ins, the bench's no-ops).
+    `worker_options` go to both workers."""
+    return PlacementWorkers(
+        [
+            Worker(client, task_queue=task_queue, workflows=workflows, **worker_options),
+            Worker(
+                client,
+                task_queue=names.activity_task_queue(task_queue),
+                activities=activities,
+                **worker_options,
+            ),
+        ]
     )
+
+
+def activity_threads(max_concurrent_activities: int, *, workflows: bool) -> int:
+    """Threads for the activity slots of `build_worker`'s workers: one per slot."""
+    return max_concurrent_activities + (WORKFLOW_WORKER_ACTIVITY_SLOTS if workflows else 0)
 
 
 def hub_gate(hub: HubClient) -> HubGate:
@@ -150,9 +261,26 @@ class Serving:
     ready_after_s: float
 
 
-async def _worker_polling(client: Client, task_queue: str, identity: str) -> bool:
-    """True once the server lists `identity` among the pollers of both task queue types."""
-    for queue_type in _POLLED_QUEUES:
+def polled_queues(
+    task_queue: str, *, workflows: bool, activities: bool
+) -> list[tuple[str, TaskQueueType.ValueType]]:
+    """The (task queue, type) pairs that `build_worker`'s workers poll."""
+    queues: list[tuple[str, TaskQueueType.ValueType]] = []
+    if workflows:
+        queues += [(task_queue, kind) for kind in _POLLED_QUEUES]
+    if activities:
+        queues.append(
+            (names.activity_task_queue(task_queue), TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
+        )
+    return queues
+
+
+async def _worker_polling(
+    client: Client, queues: Sequence[tuple[str, TaskQueueType.ValueType]], identity: str
+) -> str | None:
+    """None once the server lists `identity` among the pollers of every queue; else the first
+    queue it does not poll yet."""
+    for task_queue, queue_type in queues:
         response = await client.workflow_service.describe_task_queue(
             DescribeTaskQueueRequest(
                 namespace=client.namespace,
@@ -162,13 +290,13 @@ async def _worker_polling(client: Client, task_queue: str, identity: str) -> boo
             timeout=READY_RPC_TIMEOUT,
         )
         if not any(poller.identity == identity for poller in response.pollers):
-            return False
-    return True
+            return task_queue
+    return None
 
 
 async def _watch_worker_readiness(
     client: Client,
-    task_queue: str,
+    queues: Sequence[tuple[str, TaskQueueType.ValueType]],
     identity: str,
     readiness: Readiness,
     version: WorkerVersion | None,
@@ -178,13 +306,13 @@ async def _watch_worker_readiness(
     the new one receives the tasks."""
     while True:
         try:
-            polling = await _worker_polling(client, task_queue, identity)
+            missing = await _worker_polling(client, queues, identity)
         except RPCError as exc:
             readiness.set(PART_WORKER, False, f"cannot describe task queue: {exc.message}")
         else:
-            if polling:
+            if missing is None:
                 break
-            readiness.set(PART_WORKER, False, f"not yet polling task queue {task_queue!r}")
+            readiness.set(PART_WORKER, False, f"not yet polling task queue {missing!r}")
         await asyncio.sleep(READY_POLL_INTERVAL_S)
     if version is not None and version.promote:
         readiness.set(PART_WORKER, False, f"making {version.label} the current version")
@@ -200,12 +328,14 @@ async def _watch_worker_readiness(
     readiness.set(PART_WORKER, True)
 
 
-async def _mirror_watcher_readiness(watcher: Watcher, readiness: Readiness) -> None:
-    # The watcher knows why it is not ready ("waiting for the first list of ..."); /readyz
-    # shows its words under the "watcher" part.
+async def _mirror_readiness(
+    part: str, check: Callable[[], tuple[bool, str]], readiness: Readiness
+) -> None:
+    # The watcher and the activity processes know why they are not ready ("waiting for the
+    # first list of ...", "activities-2: starting"); /readyz shows their words under their part.
     while True:
-        ready, reason = watcher.readiness()
-        readiness.set(PART_WATCHER, ready, reason)
+        ready, reason = check()
+        readiness.set(part, ready, reason)
         await asyncio.sleep(READY_POLL_INTERVAL_S)
 
 
@@ -219,6 +349,8 @@ async def serve(
     metrics: SchedulerMetrics | None = None,
     run_worker: bool = True,
     run_watcher: bool = True,
+    run_activities: bool | None = None,
+    activity_processes: ActivityProcesses | None = None,
     health_host: str = LOOPBACK,
     health_port: int | None = 0,
     max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
@@ -228,19 +360,33 @@ async def serve(
 ) -> None:
     """Run the worker, the watcher and the health server until `stop` is set, then stop them.
 
-    `health_port=None` serves no health endpoints; 0 picks a free port. `on_ready` is called
-    once, when every part is ready. Returns after a clean stop.
+    `run_worker` runs the workflow worker; `run_activities` the activity worker in this
+    process (default: with the workflow worker unless `activity_processes` run the activities
+    in children, which `serve` starts, supervises and stops). `health_port=None` serves no
+    health endpoints; 0 picks a free port. `on_ready` is called once, when every part is ready.
+    Returns after a clean stop.
 
     Raises:
         ServeError: the worker or the watcher ended by itself (the cause is chained).
         OSError: the health port cannot be bound.
     """
-    if not (run_worker or run_watcher):
-        raise ValueError("nothing to serve: both the worker and the watcher are off")
+    if run_activities is None:
+        run_activities = run_worker and activity_processes is None
+    if not (run_worker or run_watcher or run_activities or activity_processes):
+        raise ValueError("nothing to serve: the worker, activities and watcher are all off")
     started = time.monotonic()
     metrics = metrics if metrics is not None else SchedulerMetrics()
     settings = settings if settings is not None else ActivitySettings(metrics=metrics)
-    parts = [name for name, on in ((PART_WORKER, run_worker), (PART_WATCHER, run_watcher)) if on]
+    in_process = run_worker or run_activities
+    parts = [
+        name
+        for name, on in (
+            (PART_WORKER, in_process),
+            (PART_WATCHER, run_watcher),
+            (PART_ACTIVITIES, activity_processes is not None),
+        )
+        if on
+    ]
     readiness = Readiness(*parts)
     health = (
         HealthServer(health_host, health_port, readiness, metrics)
@@ -250,19 +396,20 @@ async def serve(
     if health is not None:
         await health.start()
     executor = ThreadPoolExecutor(
-        max_workers=max_concurrent_activities, thread_name_prefix="activity"
+        max_workers=activity_threads(max_concurrent_activities, workflows=run_worker),
+        thread_name_prefix="activity",
     )
     cache: ClusterCache | None = None
-    if run_worker and settings.clusters is None:
+    if run_activities and settings.clusters is None:
         # KubeFleet's cycles read clusters from an informer (activities.clusters says why);
         # until its first list lands, cycles list them from the hub.
         cache = ClusterCache(hub).start()
         settings = dataclasses.replace(settings, clusters=cache.clusters)
     tasks: dict[str, asyncio.Task[None]] = {}
     helpers: list[asyncio.Task[None]] = []
-    worker: Worker | None = None
+    worker: PlacementWorkers | None = None
     try:
-        if run_worker:
+        if in_process:
             worker = build_worker(
                 client,
                 hub,
@@ -271,14 +418,29 @@ async def serve(
                 max_concurrent_activities=max_concurrent_activities,
                 activity_executor=executor,
                 version=version,
+                workflows=run_worker,
+                activities=run_activities,
             )
             tasks[PART_WORKER] = asyncio.create_task(worker.run(), name=PART_WORKER)
+            queues = polled_queues(task_queue, workflows=run_worker, activities=run_activities)
+            # Only the workflow worker promotes its version: the activity processes join it.
+            promoting = version if run_worker else None
             helpers.append(
                 asyncio.create_task(
                     _watch_worker_readiness(
-                        client, task_queue, client.identity, readiness, version
+                        client, queues, client.identity, readiness, promoting
                     ),
                     name="worker readiness",
+                )
+            )
+        if activity_processes is not None:
+            metrics.children = activity_processes.metrics_sources
+            tasks[PART_ACTIVITIES] = asyncio.create_task(
+                activity_processes.run(stop), name=PART_ACTIVITIES
+            )
+            helpers.append(
+                asyncio.create_task(
+                    _mirror_readiness(PART_ACTIVITIES, activity_processes.readiness, readiness)
                 )
             )
         if run_watcher:
@@ -291,7 +453,9 @@ async def serve(
                 reconcile_at_start=reconcile_at_start,
             )
             tasks[PART_WATCHER] = asyncio.create_task(watcher.run(stop), name=PART_WATCHER)
-            helpers.append(asyncio.create_task(_mirror_watcher_readiness(watcher, readiness)))
+            helpers.append(
+                asyncio.create_task(_mirror_readiness(PART_WATCHER, watcher.readiness, readiness))
+            )
         if on_ready is not None:
             helpers.append(
                 asyncio.create_task(
@@ -329,7 +493,7 @@ async def serve(
             await health.stop()
 
 
-async def _stop_worker(worker: Worker | None, task: asyncio.Task[None] | None) -> None:
+async def _stop_worker(worker: PlacementWorkers | None, task: asyncio.Task[None] | None) -> None:
     if worker is None or task is None:
         return
     if not task.done():

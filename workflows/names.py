@@ -22,6 +22,7 @@ __all__ = [
     "ACTIVITY_CLEANUP_PLACEMENT",
     "ACTIVITY_RECONCILE_FLEET",
     "ACTIVITY_SCHEDULE_ONCE",
+    "ACTIVITY_TASK_QUEUE_SUFFIX",
     "DEFAULT_TASK_QUEUE",
     "PLACEMENT_WORKFLOW",
     "QUERY_EXPLANATION",
@@ -41,6 +42,7 @@ __all__ = [
     "UPDATE_REQUEUE_AND_WAIT",
     "WATCHER_SIGNALS",
     "WORKFLOW_ID_PREFIX",
+    "activity_task_queue",
     "placement_name",
     "reconcile_schedule_id",
     "workflow_id",
@@ -62,6 +64,10 @@ RECONCILE_SCHEDULE_ID: Final = "fleet-reconcile"
 
 # Configurable per deployment (`--task-queue`); this is the default of every command.
 DEFAULT_TASK_QUEUE: Final = "fleet-scheduler"
+# A placement's activities (its cycles and its cleanup) go to a task queue of their own, so that
+# they spread over activity-worker processes and hosts while the workflows stay on the workers
+# of the workflow task queue: "<task queue>-activities" (`activity_task_queue`).
+ACTIVITY_TASK_QUEUE_SUFFIX: Final = "-activities"
 
 # Workflow id = "crp/<placement name>". The id is the queue key: Temporal allows one running
 # workflow per id, which gives KubeFleet's "a key is never processed twice at once".
@@ -108,6 +114,12 @@ def reconcile_schedule_id(task_queue: str) -> str:
     if task_queue == DEFAULT_TASK_QUEUE:
         return RECONCILE_SCHEDULE_ID
     return f"{RECONCILE_SCHEDULE_ID}-{task_queue}"
+
+
+def activity_task_queue(task_queue: str) -> str:
+    """The task queue of the activities of the placement workflows on `task_queue`:
+    `fleet-scheduler-activities` for the default one."""
+    return task_queue + ACTIVITY_TASK_QUEUE_SUFFIX
 
 
 def workflow_id(placement_name: str) -> str:

@@ -299,6 +299,7 @@ class PlacementWorkflow:
                     reason=because,
                     known_explanation=self._known_explanation(),
                 ),
+                task_queue=self._activity_queue(),
                 start_to_close_timeout=CYCLE_TIMEOUT,
                 heartbeat_timeout=CYCLE_HEARTBEAT,
                 retry_policy=HUB_RETRY,
@@ -316,6 +317,13 @@ class PlacementWorkflow:
             # cycle that did not happen, so it waits for the next one.
             self._fresh = self._fresh or fresh
         return turn
+
+    @staticmethod
+    def _activity_queue() -> str:
+        # The activities' own task queue (workflows.names says why). A history written when
+        # they shared the workflow's queue replays the same: a scheduled activity is matched by
+        # its type and id, not its queue.
+        return names.activity_task_queue(workflow.info().task_queue)
 
     def _known_explanation(self) -> str | None:
         """The digest of the explanation this workflow holds: a cycle that decides the same
@@ -371,6 +379,7 @@ class PlacementWorkflow:
             report = await workflow.execute_activity_method(
                 CleanupPlacement.cleanup_placement,
                 CleanupRequest(placement=self._placement),
+                task_queue=self._activity_queue(),
                 start_to_close_timeout=CLEANUP_TIMEOUT,
                 heartbeat_timeout=CYCLE_HEARTBEAT,
                 retry_policy=HUB_RETRY,

@@ -214,6 +214,17 @@ class SchedulerProcess(_Restartable):
         assert self.proc is not None
         return f"{self.proc.pid}@{socket.gethostname()}"
 
+    def identities(self) -> set[str]:
+        """The identities of the process and of the activity processes it started (`run
+        --processes N`), which are the ones that run activities."""
+        assert self.proc is not None
+        host = socket.gethostname()
+        try:
+            children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        except OSError:
+            children = ""
+        return {self.identity} | {f"{pid}@{host}" for pid in children.split()}
+
     def spawn(self) -> None:
         only = "--no-watcher" if self.role == "worker" else "--no-worker"
         argv = [
@@ -234,7 +245,9 @@ class SchedulerProcess(_Restartable):
         assert self.proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if READY_LINE in self.proc.log_tail(limit=1_000_000):
+            # At a line's start: the activity processes' own ready lines come prefixed.
+            log = self.proc.log_tail(limit=1_000_000)
+            if any(line.startswith(READY_LINE) for line in log.splitlines()):
                 return time.monotonic() - self.proc.started_at
             if not self.proc.alive:
                 break

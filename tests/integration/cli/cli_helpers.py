@@ -33,6 +33,7 @@ STOP_TIMEOUT_S: Final = 30.0
 COMMAND_TIMEOUT_S: Final = 60.0
 POLL_S: Final = 0.2
 READY = re.compile(r"fleet-scheduler dev: ready in (?P<seconds>[0-9.]+)s")
+RUN_READY = re.compile(r"^fleet-scheduler run: ready in [0-9.]+s", re.MULTILINE)
 _VENV_SCRIPT = Path(sys.prefix) / "bin" / "fleet-scheduler"
 
 
@@ -226,3 +227,35 @@ def bindings_of(hub: HubClient, placement: str) -> list[ClusterResourceBinding]:
 
 def targets(bindings: Sequence[ClusterResourceBinding], state: str | None = None) -> list[str]:
     return sorted(b.spec.target_cluster for b in bindings if state is None or b.spec.state == state)
+
+
+class RunProcess:
+    """`fleet-scheduler run ARGS` in the background, its output in files under `workdir`."""
+
+    def __init__(self, workdir: Path, *args: str) -> None:
+        self.metrics_port = free_port()
+        self.out = workdir / f"run-{self.metrics_port}.stdout"
+        self.err = workdir / f"run-{self.metrics_port}.stderr"
+        with self.out.open("wb") as out, self.err.open("wb") as err:
+            self.process = subprocess.Popen(
+                [*fleet_scheduler(), "run", *args, "--metrics-host", "127.0.0.1",
+                 "--metrics-port", str(self.metrics_port)],
+                stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )  # fmt: skip
+
+    def stdout(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not RUN_READY.search(self.stdout()):
+            assert self.process.poll() is None, self.err.read_text(errors="replace")[-4000:]
+            assert time.monotonic() < deadline, self.err.read_text(errors="replace")[-4000:]
+            time.sleep(0.2)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=60)
+        return self.process.returncode

@@ -245,3 +245,17 @@ def test_the_local_stack_without_its_extra_is_one_line(command: str, tmp_path: P
     )
     assert_one_line_error(result, "pip install 'fleet-scheduler[local]'")
     assert not (tmp_path / "kc").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--processes", "-1"], "--processes must be 0 or more, got -1"),
+        (["--no-worker", "--processes", "2"], "--processes starts activity workers"),
+        (["--no-activities", "--processes", "1"], "--no-activities runs none"),
+        (["--no-activities", "--activities-only"], "leave nothing to run"),
+    ],
+)
+def test_run_with_impossible_processes_is_one_line(flags: list[str], message: str) -> None:
+    result = run_cli("run", *flags, "--temporal-address", unreachable(), "--metrics-port", "0")
+    assert_one_line_error(result, message)

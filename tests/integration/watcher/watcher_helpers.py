@@ -21,7 +21,6 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Worker
 
 from activities.models import (
     CLEANUP_PLACEMENT,
@@ -44,6 +43,7 @@ from hub.types import (
     Taint,
 )
 from workers.watcher import Watcher
+from workers.worker import split_workers
 from workflows import names
 from workflows.models import HubEvent
 from workflows.placement import PlacementWorkflow
@@ -214,9 +214,9 @@ async def placement_worker(
 ) -> AsyncIterator[StandIns]:
     """The real PlacementWorkflow with stand-in activities, on `task_queue`."""
     stand_ins = StandIns(hub)
-    async with Worker(
+    async with split_workers(
         client,
-        task_queue=task_queue,
+        task_queue,
         workflows=[PlacementWorkflow],
         activities=stand_ins.activities,
         max_cached_workflows=0,

@@ -14,11 +14,11 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.worker import Worker
 
 from activities.models import CycleReport, TurnResult
 from scheduler import Explanation, FilterGroup, ScoreGroup
 from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS, Script, transient, unexpected
+from workers.worker import PlacementWorkers, split_workers
 from workflows import names
 from workflows.models import (
     HubEvent,
@@ -34,10 +34,10 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def worker(temporal_client: Client, task_queue: str) -> AsyncIterator[Worker]:
-    async with Worker(
+async def worker(temporal_client: Client, task_queue: str) -> AsyncIterator[PlacementWorkers]:
+    async with split_workers(
         temporal_client,
-        task_queue=task_queue,
+        task_queue,
         workflows=[PlacementWorkflow],
         activities=STAND_INS,
         max_cached_workflows=0,
@@ -342,7 +342,7 @@ async def test_an_event_during_the_last_turn_is_not_lost_to_a_placement_created_
 
 
 async def test_search_attributes_are_upserted_only_when_they_change(
-    temporal_client: Client, task_queue: str, worker: Worker
+    temporal_client: Client, task_queue: str, worker: PlacementWorkers
 ) -> None:
     """The watcher starts workflows with the name set, so the workflow does not upsert it
     again; cycles with the same outcome upsert type and fully-scheduled once (each upsert is a

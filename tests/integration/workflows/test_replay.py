@@ -19,7 +19,7 @@ import pytest
 from temporalio import workflow
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Replayer
 
 from tests.integration.workflows.stand_ins import STAND_INS, Script
 from tests.integration.workflows.test_placement_workflow import (
@@ -28,6 +28,7 @@ from tests.integration.workflows.test_placement_workflow import (
     placement_name,
     start,
 )
+from workers.worker import split_workers
 from workflows import names
 from workflows.models import HubEvent, PlacementInput, PlacementStatus
 from workflows.placement import PlacementWorkflow
@@ -43,9 +44,9 @@ def replayer() -> Replayer:
 
 async def test_fresh_histories_replay(temporal_client: Client, task_queue: str) -> None:
     name = placement_name()
-    async with Worker(
+    async with split_workers(
         temporal_client,
-        task_queue=task_queue,
+        task_queue,
         workflows=[PlacementWorkflow],
         activities=STAND_INS,
         max_cached_workflows=0,

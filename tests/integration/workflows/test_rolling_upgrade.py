@@ -18,7 +18,7 @@ from temporalio import activity, workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Replayer
 
 # The workflow sandbox re-imports this module; our packages must be the same objects inside.
 with workflow.unsafe.imports_passed_through():
@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         schedule_once,
     )
     from workers.versioning import WorkerVersion, current_build_id, promote
+    from workers.worker import PlacementWorkers, split_workers
     from workflows import names
     from workflows.models import PlacementInput, PlacementStatus, RequeueRequest
     from workflows.placement import PlacementWorkflow
@@ -67,10 +68,10 @@ async def schedule_once_b(request: TurnRequest) -> dict[str, Any]:
 
 def _worker(
     client: Client, queue: str, version: WorkerVersion, workflows: Sequence[type], b: bool
-) -> Worker:
-    return Worker(
+) -> PlacementWorkers:
+    return split_workers(
         client,
-        task_queue=queue,
+        queue,
         workflows=list(workflows),
         activities=[schedule_once_b if b else schedule_once, cleanup_placement],
         deployment_config=version.deployment_config(),

