@@ -408,6 +408,7 @@ class Cycles:
 
     async def count(self) -> int:
         async with self._session.get(self._url) as response:
+            response.raise_for_status()  # a wrong URL must not read as "no cycles"
             text = await response.text()
         total = 0.0
         for line in text.splitlines():
@@ -417,7 +418,7 @@ class Cycles:
 
 
 def _metrics_url(ready_line: str) -> str:
-    found = re.search(r"metrics (http://\S+)", ready_line)
+    found = re.search(r"metrics (http://[^\s,]+)", ready_line)
     if found is None:
         raise RuntimeError(f"no metrics URL in {ready_line!r}")
     return found.group(1)

@@ -498,8 +498,12 @@ class HubClient:
         limit: int | None = None,
         *,
         on_malformed: OnMalformed | None = None,
+        transform: Callable[[T], T] | None = None,
     ) -> ListResult[T]:
         """Every matching object, following `continue` pages until the last.
+
+        `transform` is applied to each object as its page is read (e.g. to keep less of it),
+        so no more than one page of full objects is held at a time.
 
         `limit` is the page size (None: one request). The resourceVersion is the first page's,
         which all pages share on kube-apiserver; should a server report different ones, watching
@@ -517,14 +521,18 @@ class HubClient:
             base.append(("limit", str(limit)))
         for attempt in range(LIST_RESTARTS + 1):
             try:
-                return self._list_pages(kind, base, on_malformed)
+                return self._list_pages(kind, base, on_malformed, transform)
             except GoneError:
                 if attempt == LIST_RESTARTS:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _list_pages(
-        self, kind: type[T], base: _Query, on_malformed: OnMalformed | None = None
+        self,
+        kind: type[T],
+        base: _Query,
+        on_malformed: OnMalformed | None = None,
+        transform: Callable[[T], T] | None = None,
     ) -> ListResult[T]:
         items: builtins.list[T] = []
         resource_version: str | None = None
@@ -533,7 +541,10 @@ class HubClient:
             query = [*base, ("continue", token)] if token else base
             data = self._bytes("GET", kind.api_path(), query=query)
             page = _parse_page(kind, data, on_malformed)
-            items.extend(page.items or ())
+            if transform is None:
+                items.extend(page.items or ())
+            else:
+                items.extend(transform(item) for item in page.items or ())
             if resource_version is None:
                 resource_version = page.metadata.resource_version
             token = page.metadata.continue_
@@ -659,6 +670,7 @@ class HubClient:
         page_size: int | None = None,
         stop: threading.Event | None = None,
         on_malformed: OnMalformed | None = None,
+        transform: Callable[[T], T] | None = None,
     ) -> Iterator[WatchEvent[T] | Resync[T]]:
         """A Resync with everything, then every change, forever (until `stop` is set).
 
@@ -681,7 +693,13 @@ class HubClient:
         of its whole kind. A consumer then sees such an object only once it matches again; a
         deletion of it while malformed shows at the next Resync."""
         while stop is None or not stop.is_set():
-            listing = self.list(kind, label_selector, limit=page_size, on_malformed=on_malformed)
+            listing = self.list(
+                kind,
+                label_selector,
+                limit=page_size,
+                on_malformed=on_malformed,
+                transform=transform,
+            )
             resource_version = listing.resource_version
             yield Resync(objects=listing.items, resource_version=resource_version)
             broken = 0
@@ -693,7 +711,9 @@ class HubClient:
                         kind, resource_version, label_selector, timeout_seconds, True
                     )
                     try:
-                        with closing(self._events(kind, response, on_malformed)) as events:
+                        with closing(
+                            self._events(kind, response, on_malformed, transform)
+                        ) as events:
                             for event in events:
                                 if event.resource_version:
                                     resource_version = event.resource_version
@@ -751,11 +771,19 @@ class HubClient:
         kind: type[T],
         response: urllib3.BaseHTTPResponse,
         on_malformed: OnMalformed | None = None,
+        transform: Callable[[T], T] | None = None,
     ) -> Generator[WatchEvent[T] | Bookmark, None, None]:
         doing = f"watching {kind.PLURAL}"
         try:
             for line in _lines(response, doing):
-                yield self._event(kind, _decode(line, doing), on_malformed)
+                event = self._event(kind, _decode(line, doing), on_malformed)
+                if transform is not None and isinstance(event, WatchEvent):
+                    event = WatchEvent(
+                        type=event.type,
+                        object=transform(event.object),
+                        resource_version=event.resource_version,
+                    )
+                yield event
         finally:
             response.close()
             response.release_conn()

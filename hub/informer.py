@@ -58,8 +58,11 @@ def watch_forever(
     backoff: Backoff,
     timeout_seconds: int,
     on_malformed: OnMalformed | None = None,
+    transform: Callable[[T], T] | None = None,
+    page_size: int | None = None,
 ) -> None:
-    """List-then-watch `kind` until `halt` is set; a thread body.
+    """List-then-watch `kind` until `halt` is set; a thread body. `transform` and `page_size`
+    go to `HubClient.list_then_watch`.
 
     `on_item` gets every event and every Resync; `on_failure` gets why the list or watch failed
     and how long the loop will wait before listing again. Either ends the loop by returning
@@ -69,7 +72,12 @@ def watch_forever(
     while not halt.is_set():
         try:
             for item in client.list_then_watch(
-                kind, timeout_seconds=timeout_seconds, stop=halt, on_malformed=on_malformed
+                kind,
+                timeout_seconds=timeout_seconds,
+                stop=halt,
+                on_malformed=on_malformed,
+                transform=transform,
+                page_size=page_size,
             ):
                 if isinstance(item, Resync):
                     attempt = 0

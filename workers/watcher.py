@@ -62,7 +62,7 @@ from workers.watcher_routes import (
     route_change,
     startup_routes,
 )
-from workers.watcher_views import Change, View
+from workers.watcher_views import Change, View, routing_copy
 from workflows import names
 from workflows.models import HubEvent, PlacementInput
 from workflows.placement import PlacementWorkflow
@@ -106,6 +106,9 @@ SEND_RETRY: Final = Backoff(initial=0.2, maximum=30.0)
 RPC_TIMEOUT: Final = timedelta(seconds=10)
 # Watch items waiting for the loop; a full queue holds the watch threads back.
 QUEUE_SIZE: Final = 1024
+# Objects per list request: the watch threads keep only `routing_copy` of each, so at most one
+# page of full objects per kind is in memory while listing 10,000s of them.
+LIST_PAGE_SIZE: Final = 500
 # How often a watch thread waiting on a full queue looks at the stop flag.
 HANDOVER_POLL_SECONDS: Final = 0.5
 # How long stopping waits for watch threads blocked in a stream; they are daemons and exit at
@@ -351,6 +354,8 @@ class Watcher:
             backoff=self._watch_retry,
             timeout_seconds=self._watch_seconds,
             on_malformed=_ignored,
+            transform=routing_copy,
+            page_size=LIST_PAGE_SIZE,
         )
 
     def _hand_over(

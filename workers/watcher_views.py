@@ -8,7 +8,13 @@ replaces the whole view and yields the changes that would have been seen had nob
 adds, updates (resourceVersion moved) and deletes (absent from the new list). The first Resync
 only fills the view: it is the start-up list, which the watcher handles as a whole.
 
-Pure and single-threaded: the watcher's asyncio loop owns every View."""
+Pure and single-threaded: the watcher's asyncio loop owns every View.
+
+`routing_copy` is what a View keeps of each object: only the fields the watcher's routes read
+(kubefleet-rules section 7), so that 10,000 placements with their snapshots and bindings cost
+tens of megabytes, not the gigabyte of their full models. The watch threads apply it to every
+listed and watched object before it reaches the loop (`HubClient.list_then_watch(transform=)`),
+so a full list of a kind never sits in memory whole."""
 
 from __future__ import annotations
 
@@ -16,10 +22,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
+from hub import names
 from hub.client import Resync, WatchEvent
-from hub.types.meta import HubObject
+from hub.types import (
+    ClusterDecision,
+    ClusterResourceBinding,
+    ClusterResourceBindingSpec,
+    ClusterResourcePlacement,
+    ClusterResourcePlacementSpec,
+    ClusterResourcePlacementStatus,
+    ClusterSchedulingPolicySnapshot,
+    PlacementPolicy,
+    SchedulingPolicySnapshotSpec,
+)
+from hub.types.meta import HubObject, ObjectMeta
 
-__all__ = ["Change", "ChangeType", "View"]
+__all__ = ["Change", "ChangeType", "View", "routing_copy"]
 
 T = TypeVar("T", bound=HubObject)
 
@@ -106,3 +124,82 @@ class View(Generic[T]):
             elif not _same_version(old, new):
                 changes.append(Change("MODIFIED", old, new, resynced=True))
         return changes
+
+
+# --- what the watcher keeps of each object ---------------------------------------------------
+
+
+def _meta(meta: ObjectMeta, *, labels: bool = False, annotations: bool = False) -> ObjectMeta:
+    """Name, version, generation, deletion and finalizers (and labels, annotations if asked):
+    the metadata every route reads."""
+    return ObjectMeta.model_construct(
+        name=meta.name,
+        resource_version=meta.resource_version,
+        generation=meta.generation,
+        deletion_timestamp=meta.deletion_timestamp,
+        finalizers=meta.finalizers,
+        labels=meta.labels if labels else {},
+        annotations=meta.annotations if annotations else {},
+    )
+
+
+def _placement(obj: ClusterResourcePlacement) -> ClusterResourcePlacement:
+    # Routes read the generation, deletion and finalizers, the policy's type and the Scheduled
+    # condition (watch_rules.placements_for_cluster_event); the rest (selectors, affinities,
+    # the per-cluster statuses KubeFleet writes) never.
+    policy = obj.spec.policy
+    scheduled = obj.status.condition(names.PLACEMENT_SCHEDULED_CONDITION)
+    return ClusterResourcePlacement.model_construct(
+        api_version=obj.api_version,
+        kind=obj.kind,
+        metadata=_meta(obj.metadata),
+        spec=ClusterResourcePlacementSpec.model_construct(
+            policy=None
+            if policy is None
+            else PlacementPolicy.model_construct(placement_type=policy.placement_type)
+        ),
+        status=ClusterResourcePlacementStatus.model_construct(
+            conditions=[scheduled] if scheduled is not None else []
+        ),
+    )
+
+
+def _snapshot(obj: ClusterSchedulingPolicySnapshot) -> ClusterSchedulingPolicySnapshot:
+    # Routes read labels (latest, parent) and annotations (CRP generation, number of clusters).
+    return ClusterSchedulingPolicySnapshot.model_construct(
+        api_version=obj.api_version,
+        kind=obj.kind,
+        metadata=_meta(obj.metadata, labels=True, annotations=True),
+        spec=SchedulingPolicySnapshotSpec.model_construct(policy=None, policy_hash=""),
+    )
+
+
+def _binding(obj: ClusterResourceBinding) -> ClusterResourceBinding:
+    # Routes read the parent label, our finalizer, the deletion and the target cluster.
+    target = obj.spec.target_cluster
+    return ClusterResourceBinding.model_construct(
+        api_version=obj.api_version,
+        kind=obj.kind,
+        metadata=_meta(obj.metadata, labels=True),
+        spec=ClusterResourceBindingSpec.model_construct(
+            state=obj.spec.state,
+            scheduling_policy_snapshot_name="",
+            target_cluster=target,
+            cluster_decision=ClusterDecision.model_construct(
+                cluster_name=target, selected=False, reason=""
+            ),
+        ),
+    )
+
+
+def routing_copy(obj: T) -> T:
+    """What the watcher keeps of `obj`: a model of the same kind holding only what its routes
+    read. MemberClusters are kept whole (every part of one can matter to a placement, and a
+    fleet has thousands of them, not tens of thousands)."""
+    if isinstance(obj, ClusterResourcePlacement):
+        return _placement(obj)  # type: ignore[return-value]
+    if isinstance(obj, ClusterSchedulingPolicySnapshot):
+        return _snapshot(obj)  # type: ignore[return-value]
+    if isinstance(obj, ClusterResourceBinding):
+        return _binding(obj)  # type: ignore[return-value]
+    return obj

@@ -32,7 +32,7 @@ from workers.watcher_routes import (
     route_change,
     startup_routes,
 )
-from workers.watcher_views import Change
+from workers.watcher_views import Change, routing_copy
 from workflows import names
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -126,9 +126,23 @@ FLEET = {
 
 
 def routes(kind: str, old: HubObject | None, new: HubObject, standalone: bool = True) -> list:
-    change = Change(kind, old, new)  # type: ignore[arg-type]
+    """The routes of one change, checked to be the same over the watcher's routing copies of
+    the objects (what its views keep) as over the full objects."""
+    found = _routes(Change(kind, old, new), FLEET, standalone)  # type: ignore[arg-type]
+    copies = {name: routing_copy(placement) for name, placement in FLEET.items()}
+    slim = Change(kind, routing_copy(old) if old else None, routing_copy(new))  # type: ignore[arg-type]
+    assert _routes(slim, copies, standalone) == found, "the routing copy lost a field routes read"
+    return found
+
+
+def _routes(
+    change: Change[HubObject],
+    placements: dict[str, ClusterResourcePlacement],
+    standalone: bool,
+) -> list:
     found = route_change(
-        change, placements=FLEET, standalone=standalone, checker=EligibilityChecker(), now=NOW
+        change, placements=placements, standalone=standalone, checker=EligibilityChecker(),
+        now=NOW,
     )
     return [(r.placement, r.signal, r.reason, r.may_start) for r in found]
 
