@@ -18,8 +18,11 @@ Semantics follow the generic registry and the custom-resource strategy of kube-a
   the watch window moves past that snapshot, as etcd compaction expires a real one;
 - a watch from a resourceVersion older than the window gets a 410 Expired ERROR event.
 
-Entries are immutable once stored: readers share `Entry.raw` (the served JSON) and `Entry.obj`,
-and every write builds new dicts.
+Entries are immutable once stored and hold only `Entry.raw` (the served JSON): `Entry.obj` parses
+it on each read, a private dict. A parsed object costs several times its JSON in memory, and at
+fleet scale (10,000 placements with their snapshots and bindings, and the watch window of events
+over them) the dicts were most of devhub's memory, while most reads (GET, LIST, WATCH) serve the
+bytes as they are.
 """
 
 from __future__ import annotations
@@ -96,14 +99,18 @@ def now_rfc3339() -> str:
 
 @dataclass(slots=True)
 class Entry:
-    obj: dict[str, Any]
     raw: bytes
     rv: int
 
+    @property
+    def obj(self) -> dict[str, Any]:
+        """The object, parsed from `raw`: a private dict on every read."""
+        parsed: dict[str, Any] = json.loads(self.raw)
+        return parsed
+
     def fresh(self) -> dict[str, Any]:
         """A private deep copy of the object, to modify."""
-        copied: dict[str, Any] = json.loads(self.raw)
-        return copied
+        return self.obj
 
 
 @dataclass(slots=True)
@@ -111,9 +118,20 @@ class Event:
     rv: int
     type: str
     key: str  # Resource.group_resource
-    obj: dict[str, Any]
     raw: bytes
-    old: dict[str, Any] | None
+    old_raw: bytes | None  # the object before a MODIFIED (for selector transitions)
+
+    @property
+    def obj(self) -> dict[str, Any]:
+        parsed: dict[str, Any] = json.loads(self.raw)
+        return parsed
+
+    @property
+    def old(self) -> dict[str, Any] | None:
+        if self.old_raw is None:
+            return None
+        parsed: dict[str, Any] = json.loads(self.old_raw)
+        return parsed
 
 
 @dataclass(slots=True)
@@ -265,7 +283,7 @@ class Store:
                 continue  # a kind no longer served
             obj = json.loads(body)
             rv = int(obj.get("metadata", {}).get("resourceVersion", "0") or 0)
-            self._objects[key][name] = Entry(obj, bytes(body), rv)
+            self._objects[key][name] = Entry(bytes(body), rv)
             self._index(key, name, obj)
         self.rv = max(
             [persistence.resource_version()]
@@ -400,7 +418,11 @@ class Store:
         while index < len(entries) and (limit is None or len(selected) < limit):
             entry = entries[index]
             index += 1
-            if not filtered or (labels.matches(entry.obj) and fields.matches(entry.obj)):
+            if not filtered:
+                selected.append(entry)
+                continue
+            obj = entry.obj  # parsed once for both selectors
+            if labels.matches(obj) and fields.matches(obj):
                 selected.append(entry)
         token = None
         remaining = None
@@ -456,7 +478,7 @@ class Store:
         if resource_version in (None, "", "0") or send_initial_events:
             for entry in self._sorted_entries(res):
                 if watcher.matches(entry.obj):
-                    initial.append((ADDED, Event(entry.rv, ADDED, key, entry.obj, entry.raw, None)))
+                    initial.append((ADDED, Event(entry.rv, ADDED, key, entry.raw, None)))
         else:
             start = _parse_rv(resource_version)
             if start < self.floor:
@@ -487,7 +509,7 @@ class Store:
 
     def _commit(
         self, res: Resource, name: str, obj: dict[str, Any], event_type: str,
-        old: dict[str, Any] | None,
+        old: Entry | None,
     ) -> Entry:
         rv = self.rv + 1
         obj["metadata"]["resourceVersion"] = str(rv)
@@ -503,7 +525,7 @@ class Store:
             except sqlite3.Error as exc:
                 raise errors.internal(f"devhub could not store the object: {exc}") from exc
         self.rv = rv
-        entry = Entry(obj, raw, rv)
+        entry = Entry(raw, rv)
         objects = self._objects[key]
         previous = objects.get(name)
         if previous is not None:
@@ -516,7 +538,7 @@ class Store:
                 self._sorted[key] = None
             objects[name] = entry
             self._index(key, name, obj)
-        event = Event(rv, event_type, key, obj, raw, old)
+        event = Event(rv, event_type, key, raw, old.raw if old is not None else None)
         self._events.append(event)
         while len(self._events) > self.window:
             self.floor = self._events.popleft().rv
@@ -586,7 +608,7 @@ class Store:
         if name in self._objects[res.group_resource]:
             raise errors.already_exists(res.plural, res.group, name)
         if dry_run:
-            return Entry(obj, dumps(obj), self.rv), warnings
+            return Entry(dumps(obj), self.rv), warnings
         return self._commit(res, name, obj, ADDED, None), warnings
 
     def replace(
@@ -720,10 +742,10 @@ class Store:
         if result == old:
             return current  # a no-op update writes nothing, as the API server skips it
         if dry_run:
-            return Entry(result, dumps(result), current.rv)
+            return Entry(dumps(result), current.rv)
         if result["metadata"].get("deletionTimestamp") and not result["metadata"].get("finalizers"):
-            return self._commit(res, name, result, DELETED, old)
-        return self._commit(res, name, result, MODIFIED, old)
+            return self._commit(res, name, result, DELETED, current)
+        return self._commit(res, name, result, MODIFIED, current)
 
     @staticmethod
     def _carry_system_fields(old: Mapping[str, Any], meta: dict[str, Any]) -> list[Cause]:
@@ -778,11 +800,11 @@ class Store:
             result["metadata"]["deletionGracePeriodSeconds"] = 0
             result["metadata"]["generation"] = int(meta.get("generation", 1)) + 1
             if dry_run:
-                return Entry(result, dumps(result), current.rv), False
-            return self._commit(res, name, result, MODIFIED, current.obj), False
+                return Entry(dumps(result), current.rv), False
+            return self._commit(res, name, result, MODIFIED, current), False
         if dry_run:
             return current, True
-        return self._commit(res, name, current.fresh(), DELETED, current.obj), True
+        return self._commit(res, name, current.fresh(), DELETED, current), True
 
     def delete_collection(
         self, res: Resource, labels: LabelSelector, fields: FieldSelector, *, dry_run: bool = False

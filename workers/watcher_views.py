@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar
+
+from pydantic import BaseModel
 
 from hub import names
 from hub.client import Resync, WatchEvent
@@ -128,18 +130,38 @@ class View(Generic[T]):
 
 # --- what the watcher keeps of each object ---------------------------------------------------
 
+# Routing copies are read, never changed, so they share what pydantic would give each its own:
+# the set of fields "set" (kept for model_dump's exclude_unset, which nobody calls on them) and
+# empty containers. About 1 KB per model, tens of megabytes over a big hub.
+_FIELDS_SET: Final[set[str]] = set()
+_EMPTY_DICT: Final[dict[str, str]] = {}
+_EMPTY_LIST: Final[list[Any]] = []
+M = TypeVar("M", bound=BaseModel)
+
+
+def _lean(cls: type[M], **values: Any) -> M:
+    """`cls` built from `values` without validation, its unset fields defaulted to shared empty
+    containers (or None)."""
+    for name, info in cls.model_fields.items():
+        if name not in values:
+            values[name] = _EMPTY_LIST if info.default_factory is list else (
+                _EMPTY_DICT if info.default_factory is dict else info.default
+            )
+    return cls.model_construct(_fields_set=_FIELDS_SET, **values)
+
 
 def _meta(meta: ObjectMeta, *, labels: bool = False, annotations: bool = False) -> ObjectMeta:
     """Name, version, generation, deletion and finalizers (and labels, annotations if asked):
     the metadata every route reads."""
-    return ObjectMeta.model_construct(
+    return _lean(
+        ObjectMeta,
         name=meta.name,
         resource_version=meta.resource_version,
         generation=meta.generation,
         deletion_timestamp=meta.deletion_timestamp,
-        finalizers=meta.finalizers,
-        labels=meta.labels if labels else {},
-        annotations=meta.annotations if annotations else {},
+        finalizers=meta.finalizers or _EMPTY_LIST,
+        labels=(meta.labels or _EMPTY_DICT) if labels else _EMPTY_DICT,
+        annotations=(meta.annotations or _EMPTY_DICT) if annotations else _EMPTY_DICT,
     )
 
 
@@ -149,53 +171,60 @@ def _placement(obj: ClusterResourcePlacement) -> ClusterResourcePlacement:
     # the per-cluster statuses KubeFleet writes) never.
     policy = obj.spec.policy
     scheduled = obj.status.condition(names.PLACEMENT_SCHEDULED_CONDITION)
-    return ClusterResourcePlacement.model_construct(
+    return _lean(
+        ClusterResourcePlacement,
         api_version=obj.api_version,
         kind=obj.kind,
         metadata=_meta(obj.metadata),
-        spec=ClusterResourcePlacementSpec.model_construct(
+        spec=_lean(
+            ClusterResourcePlacementSpec,
             policy=None
             if policy is None
-            else PlacementPolicy.model_construct(placement_type=policy.placement_type)
+            else _lean(PlacementPolicy, placement_type=policy.placement_type),
         ),
-        status=ClusterResourcePlacementStatus.model_construct(
-            conditions=[scheduled] if scheduled is not None else []
+        status=_lean(
+            ClusterResourcePlacementStatus,
+            conditions=[scheduled] if scheduled is not None else _EMPTY_LIST,
         ),
     )
 
 
 def _snapshot(obj: ClusterSchedulingPolicySnapshot) -> ClusterSchedulingPolicySnapshot:
     # Routes read labels (latest, parent) and annotations (CRP generation, number of clusters).
-    return ClusterSchedulingPolicySnapshot.model_construct(
+    return _lean(
+        ClusterSchedulingPolicySnapshot,
         api_version=obj.api_version,
         kind=obj.kind,
         metadata=_meta(obj.metadata, labels=True, annotations=True),
-        spec=SchedulingPolicySnapshotSpec.model_construct(policy=None, policy_hash=""),
+        spec=_NO_POLICY,
     )
 
 
 def _binding(obj: ClusterResourceBinding) -> ClusterResourceBinding:
     # Routes read the parent label, our finalizer, the deletion and the target cluster.
-    target = obj.spec.target_cluster
-    return ClusterResourceBinding.model_construct(
+    return _lean(
+        ClusterResourceBinding,
         api_version=obj.api_version,
         kind=obj.kind,
         metadata=_meta(obj.metadata, labels=True),
-        spec=ClusterResourceBindingSpec.model_construct(
+        spec=_lean(
+            ClusterResourceBindingSpec,
             state=obj.spec.state,
             scheduling_policy_snapshot_name="",
-            target_cluster=target,
-            cluster_decision=ClusterDecision.model_construct(
-                cluster_name=target, selected=False, reason=""
-            ),
+            target_cluster=obj.spec.target_cluster,
+            cluster_decision=_NO_DECISION,
         ),
     )
 
 
+_NO_POLICY: Final = _lean(SchedulingPolicySnapshotSpec, policy=None, policy_hash="")
+_NO_DECISION: Final = _lean(ClusterDecision, cluster_name="", selected=False, reason="")
+
+
 def routing_copy(obj: T) -> T:
     """What the watcher keeps of `obj`: a model of the same kind holding only what its routes
-    read. MemberClusters are kept whole (every part of one can matter to a placement, and a
-    fleet has thousands of them, not tens of thousands)."""
+    read; never to be changed (parts are shared). MemberClusters are kept whole (every part of
+    one can matter to a placement, and a fleet has thousands of them, not tens of thousands)."""
     if isinstance(obj, ClusterResourcePlacement):
         return _placement(obj)  # type: ignore[return-value]
     if isinstance(obj, ClusterSchedulingPolicySnapshot):
