@@ -1,8 +1,9 @@
 """`fleet-scheduler run` against a hub and a Temporal it did not start: devhub over its
 kubeconfig and the session's dev server.
 
-The watcher and the worker run in two processes (`--no-worker`, `--no-watcher`), as they may in
-a deployment; the worker loads a scheduler profile, and `explain` shows that the cycle used it."""
+The watcher, the workflow worker and the activity worker run in three processes (`--no-worker`,
+`--no-watcher --no-activities`, `--activities-only`), as deploy/ runs them; the activity worker
+loads a scheduler profile, and `explain` shows that the cycle used it."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.skipif(
 PROFILE = "name: weighted\nscoreMode: weightedSum\n"
 
 
-async def test_run_schedules_with_the_watcher_and_worker_in_separate_processes(
+async def test_run_schedules_with_watcher_workflows_and_activities_in_separate_processes(
     devhub: DevHub, hub_kubeconfig: Path, temporal_env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
     devhub.load_sample_fleet(heartbeat_interval=None)
@@ -42,20 +43,27 @@ async def test_run_schedules_with_the_watcher_and_worker_in_separate_processes(
     common = ["--kubeconfig", str(hub_kubeconfig), "--temporal-address", address,
               "--namespace", "default", "--task-queue", queue]  # fmt: skip
     watcher = RunProcess(tmp_path, *common, "--no-worker")
-    # A versioned worker, as deploy/ runs it: ready only once its version is current.
+    # Versioned workers, as deploy/ runs them: the workflow worker is ready only once its
+    # version is current; the activity worker polls as the same version.
     deployment = f"fleet-{queue}"
-    worker = RunProcess(
-        tmp_path, *common, "--no-watcher", "--config", str(profile),
-        "--build-id", "v1", "--deployment-name", deployment,
-    )  # fmt: skip
+    version = ["--build-id", "v1", "--deployment-name", deployment]
+    worker = RunProcess(tmp_path, *common, "--no-watcher", "--no-activities", *version)
+    activities = RunProcess(
+        tmp_path, *common, "--activities-only", "--config", str(profile), *version
+    )
     try:
         await asyncio.gather(
-            asyncio.to_thread(watcher.wait_ready), asyncio.to_thread(worker.wait_ready)
+            asyncio.to_thread(watcher.wait_ready),
+            asyncio.to_thread(worker.wait_ready),
+            asyncio.to_thread(activities.wait_ready),
         )
-        for process in (watcher, worker):
+        for process in (watcher, worker, activities):
             ready = requests.get(f"http://127.0.0.1:{process.metrics_port}/readyz", timeout=10)
             assert ready.text == "ok\n"
         assert f"worker version {deployment}.v1" in worker.stdout()
+        assert f"worker version {deployment}.v1" in activities.stdout()
+        # The workflow worker runs no activity process of its own.
+        assert "[activities-" not in worker.stdout()
         # `run` manages the reconcile Schedule of its task queue, every 5 minutes by default.
         schedule = await temporal_env.client.get_schedule_handle(
             names.reconcile_schedule_id(queue)
@@ -78,6 +86,6 @@ async def test_run_schedules_with_the_watcher_and_worker_in_separate_processes(
         # The most nodes, which the placement's property sorter prefers with weight 100.
         assert re.search(r"^member-eastus-1\s+picked", explained.stdout, re.MULTILINE)
     finally:
-        codes = [watcher.stop(), worker.stop()]
-    assert codes == [0, 0]
+        codes = [watcher.stop(), worker.stop(), activities.stop()]
+    assert codes == [0, 0, 0]
     assert "fleet-scheduler run: stopped" in watcher.stdout()
