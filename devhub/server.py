@@ -38,6 +38,7 @@ from devhub.store import (
     ERROR,
     PATCH_TYPES,
     STRATEGIC_PATCH,
+    Entry,
     Event,
     Store,
     TooOldError,
@@ -495,18 +496,18 @@ class Api:
         self,
         request: web.Request,
         res: Resource,
-        raw: bytes,
-        obj: Mapping[str, Any],
+        entry: Entry,
         status: int = 200,
         warnings: list[str] | None = None,
     ) -> web.Response:
         if _wants_table(request.headers.get("Accept", "")):
+            obj = entry.obj  # parsed only for a table; the object itself is served as stored
             doc = table(
                 res, [obj], resource_version=str(obj["metadata"].get("resourceVersion", "")),
                 include_object=request.query.get("includeObject", "Metadata"),
             )
             return _json_response(doc, status, warnings)
-        return _json_response(raw, status, warnings)
+        return _json_response(entry.raw, status, warnings)
 
     # --- verbs -----------------------------------------------------------------------------
 
@@ -514,7 +515,7 @@ class Api:
         self, request: web.Request, res: Resource, name: str, subresource: str | None
     ) -> web.StreamResponse:
         entry = self.store.get(res, name)
-        return self._object_response(request, res, entry.raw, entry.obj)
+        return self._object_response(request, res, entry)
 
     async def _list(
         self, request: web.Request, res: Resource, name: None, subresource: None
@@ -560,7 +561,7 @@ class Api:
             res, body, dry_run=self._dry_run(request.query),
             field_validation=self._field_validation(request.query),
         )
-        return self._object_response(request, res, entry.raw, entry.obj, 201, warnings)
+        return self._object_response(request, res, entry, 201, warnings)
 
     async def _update(
         self, request: web.Request, res: Resource, name: str, subresource: str | None
@@ -570,7 +571,7 @@ class Api:
             res, name, body, subresource=subresource, dry_run=self._dry_run(request.query),
             field_validation=self._field_validation(request.query),
         )
-        return self._object_response(request, res, entry.raw, entry.obj, 200, warnings)
+        return self._object_response(request, res, entry, 200, warnings)
 
     async def _patch(
         self, request: web.Request, res: Resource, name: str, subresource: str | None
@@ -589,7 +590,7 @@ class Api:
             field_manager=query.get("fieldManager"),
         )
         return self._object_response(
-            request, res, entry.raw, entry.obj, 201 if created else 200, warnings
+            request, res, entry, 201 if created else 200, warnings
         )
 
     async def _delete_options(self, request: web.Request) -> Mapping[str, Any]:
@@ -612,7 +613,7 @@ class Api:
             res, name, preconditions=options.get("preconditions"), dry_run=dry_run
         )
         # 202 while finalizers hold the object, as the API server answers a pending deletion.
-        return self._object_response(request, res, entry.raw, entry.obj, 200 if gone else 202)
+        return self._object_response(request, res, entry, 200 if gone else 202)
 
     async def _deletecollection(
         self, request: web.Request, res: Resource, name: None, subresource: None

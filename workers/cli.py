@@ -63,7 +63,7 @@ from workers.devserver import (
 )
 from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
 from workers.plan import PlacementFileError, load_placement_file, render_plan, what_if
-from workers.processes import ActivityProcesses, exit_with_parent
+from workers.processes import ActivityProcesses, available_cpus, exit_with_parent
 from workers.reconcile import DEFAULT_RECONCILE_EVERY, ensure_reconcile_schedule
 from workers.render import PlacementRow, render_explain, render_status
 from workers.starts import start_options
@@ -588,8 +588,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "workers that run elsewhere (`--activities-only`)")
     parser.add_argument("--processes", type=int, default=None, metavar="N",
                         help="activity-worker processes to start, each with its own cluster "
-                             "cache (default: the CPU count, "
-                             f"here {os.cpu_count() or 1}); 0: run the activities in this process")
+                             "cache (default: the cores this process may use, its container's "
+                             f"CPU limit included, here {available_cpus()}); 0: run the "
+                             "activities in this process")
     parser.add_argument("--reconcile-every", type=float, metavar="SECONDS",
                         default=DEFAULT_RECONCILE_EVERY.total_seconds(),
                         help="run the reconcile safety net this often, as the Temporal Schedule "
@@ -721,7 +722,7 @@ def run_run(args: argparse.Namespace) -> int:
     if args.no_activities and args.activities_only:
         raise CliError("--no-activities and --activities-only leave nothing to run")
     if args.processes is None:
-        args.processes = 0 if args.no_worker or args.no_activities else os.cpu_count() or 1
+        args.processes = 0 if args.no_worker or args.no_activities else available_cpus()
     setup_tracing("worker")
     return asyncio.run(_run(args))
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import re
 import signal
@@ -27,6 +28,7 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -38,6 +40,7 @@ __all__ = [
     "PARENT_PID_ENV",
     "PROCESS_LABEL",
     "ActivityProcesses",
+    "available_cpus",
     "exit_with_parent",
     "merge_expositions",
 ]
@@ -52,7 +55,27 @@ RESTART_BACKOFF_S: Final = (1.0, 30.0)
 HEALTHY_AFTER_S: Final = 60.0
 STOP_GRACE_S: Final = 25.0  # the child's own SHUTDOWN_GRACE (20 s) and a margin
 PARENT_CHECK_S: Final = 1.0
+CGROUP_CPU_MAX: Final = Path("/sys/fs/cgroup/cpu.max")
 _READY = re.compile(r": ready in .*?metrics (?P<url>http://\S+?)(?:,|\s|$)")
+
+
+def available_cpus(cpu_max: Path = CGROUP_CPU_MAX) -> int:
+    """The cores this process may use: the CPUs it may run on, capped by its cgroup's CPU quota
+    (a container's CPU limit, rounded up), at least 1. `os.cpu_count()` is the node's count,
+    which in a pod limited to one core would start dozens of processes."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpus = cpus or 1
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+    except (OSError, ValueError):
+        return cpus
+    if quota == "max":
+        return cpus
+    try:
+        limit = math.ceil(int(quota) / int(period))
+    except (ValueError, ZeroDivisionError):
+        return cpus
+    return max(1, min(cpus, limit))
 
 
 @dataclass

@@ -1,10 +1,14 @@
-"""The parent's /metrics merges its activity processes' expositions (workers.processes)."""
+"""workers.processes: the parent's /metrics merges its activity processes' expositions, and
+the default number of them follows the cores the container may use."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from prometheus_client.parser import text_string_to_metric_families
 
-from workers.processes import PROCESS_LABEL, merge_expositions
+from workers.processes import PROCESS_LABEL, available_cpus, merge_expositions
 
 PARENT = """# HELP fleet_scheduler_cycles_total Scheduling cycles run.
 # TYPE fleet_scheduler_cycles_total counter
@@ -46,3 +50,17 @@ def test_one_document_comes_back_as_it_was() -> None:
         ("fleet_scheduler_cycles", [1.0]),
         ("up_seconds", [5.0]),
     ]
+
+
+def test_the_default_process_count_follows_the_containers_cpu_limit(tmp_path: Path) -> None:
+    cpus = len(os.sched_getaffinity(0))
+    cpu_max = tmp_path / "cpu.max"
+    assert available_cpus(tmp_path / "absent") == cpus  # no cgroup v2 file: the CPUs we may use
+    cpu_max.write_text("max 100000\n")
+    assert available_cpus(cpu_max) == cpus  # no quota
+    cpu_max.write_text("100000 100000\n")
+    assert available_cpus(cpu_max) == 1  # a one-core limit: one process
+    cpu_max.write_text("150000 100000\n")
+    assert available_cpus(cpu_max) == min(cpus, 2)  # 1.5 cores round up, never above the CPUs
+    cpu_max.write_text("50000 100000\n")
+    assert available_cpus(cpu_max) == 1  # half a core is still one process
