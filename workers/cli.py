@@ -77,7 +77,12 @@ from workers.temporal_client import (
     load_target,
 )
 from workers.versioning import DEFAULT_DEPLOYMENT_NAME, WorkerVersion
-from workers.worker import DEFAULT_MAX_CONCURRENT_ACTIVITIES, Serving, serve
+from workers.worker import (
+    DEFAULT_MAX_CACHED_WORKFLOWS,
+    DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    Serving,
+    serve,
+)
 from workflows import names
 from workflows.models import (
     PlacementExplanation,
@@ -341,6 +346,12 @@ def _add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: i
                         default=DEFAULT_MAX_CONCURRENT_ACTIVITIES, metavar="N",
                         help="activity slots and threads "
                              f"(default {DEFAULT_MAX_CONCURRENT_ACTIVITIES})")
+    parser.add_argument("--max-cached-workflows", type=int,
+                        default=DEFAULT_MAX_CACHED_WORKFLOWS, metavar="N",
+                        help="placement workflows the worker keeps in memory between their "
+                             "tasks, about 170 KB each; one not kept replays its history on its "
+                             "next task. Size it to the placements this worker holds "
+                             f"(default {DEFAULT_MAX_CACHED_WORKFLOWS})")
 
 
 def _settings(args: argparse.Namespace, metrics: SchedulerMetrics) -> ActivitySettings:
@@ -356,6 +367,10 @@ def _check_port(value: int, flag: str) -> None:
 
 def _check_scheduler_arguments(args: argparse.Namespace) -> None:
     _check_port(args.metrics_port, "--metrics-port")
+    if args.max_cached_workflows < 0:
+        raise CliError(
+            f"--max-cached-workflows must be 0 or more, got {args.max_cached_workflows}"
+        )
     if args.max_concurrent_activities < 1:
         raise CliError(
             f"--max-concurrent-activities must be at least 1, got {args.max_concurrent_activities}"
@@ -545,6 +560,7 @@ async def _dev(args: argparse.Namespace) -> int:
                 health_host=LOOPBACK,
                 health_port=args.metrics_port,
                 max_concurrent_activities=args.max_concurrent_activities,
+                max_cached_workflows=args.max_cached_workflows,
                 on_ready=lambda serving: _print_dev_ready(args, dev, serving),
             )
             print(f"{PROG} dev: stopping the worker, watcher, Temporal and devhub", flush=True)
@@ -670,6 +686,7 @@ async def _run(args: argparse.Namespace) -> int:
                 health_host=args.metrics_host,
                 health_port=args.metrics_port,
                 max_concurrent_activities=args.max_concurrent_activities,
+                max_cached_workflows=args.max_cached_workflows,
                 on_ready=lambda serving: print(
                     f"{PROG} run: ready in {serving.ready_after_s:.1f}s; hub {hub.host}, "
                     f"Temporal {target.describe()}, task queue "

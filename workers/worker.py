@@ -52,6 +52,7 @@ from workflows.placement import PlacementWorkflow
 from workflows.reconcile import ReconcileWorkflow
 
 __all__ = [
+    "DEFAULT_MAX_CACHED_WORKFLOWS",
     "DEFAULT_MAX_CONCURRENT_ACTIVITIES",
     "PART_ACTIVITIES",
     "PART_WATCHER",
@@ -69,6 +70,9 @@ log = logging.getLogger("fleet_scheduler.worker")
 # Each activity holds a thread while it waits on the hub; 16 keeps a 2-core machine busy
 # without letting one slow hub hold hundreds of threads.
 DEFAULT_MAX_CONCURRENT_ACTIVITIES: Final = 16
+# Workflows kept in memory between their tasks (the SDK's default); each costs about 170 KB
+# (bench/workflow_cache.py), and one evicted replays its history on its next task.
+DEFAULT_MAX_CACHED_WORKFLOWS: Final = 1000
 # Activity slots of the workflow worker: the reconcile activity, and placement activities that
 # an earlier version scheduled on the workflow task queue (before they had a queue of their own).
 WORKFLOW_WORKER_ACTIVITY_SLOTS: Final = 4
@@ -354,6 +358,7 @@ async def serve(
     health_host: str = LOOPBACK,
     health_port: int | None = 0,
     max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    max_cached_workflows: int = DEFAULT_MAX_CACHED_WORKFLOWS,
     on_ready: Callable[[Serving], None] | None = None,
     version: WorkerVersion | None = None,
     reconcile_at_start: bool = False,
@@ -420,6 +425,7 @@ async def serve(
                 version=version,
                 workflows=run_worker,
                 activities=run_activities,
+                max_cached_workflows=max_cached_workflows,
             )
             tasks[PART_WORKER] = asyncio.create_task(worker.run(), name=PART_WORKER)
             queues = polled_queues(task_queue, workflows=run_worker, activities=run_activities)

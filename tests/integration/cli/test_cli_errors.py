@@ -254,8 +254,9 @@ def test_the_local_stack_without_its_extra_is_one_line(command: str, tmp_path: P
         (["--no-worker", "--processes", "2"], "--processes starts activity workers"),
         (["--no-activities", "--processes", "1"], "--no-activities runs none"),
         (["--no-activities", "--activities-only"], "leave nothing to run"),
+        (["--max-cached-workflows", "-1"], "--max-cached-workflows must be 0 or more, got -1"),
     ],
 )
-def test_run_with_impossible_processes_is_one_line(flags: list[str], message: str) -> None:
+def test_run_with_impossible_worker_sizes_is_one_line(flags: list[str], message: str) -> None:
     result = run_cli("run", *flags, "--temporal-address", unreachable(), "--metrics-port", "0")
     assert_one_line_error(result, message)
