@@ -12,7 +12,8 @@ task queue, and Temporal hands each task to whichever polls first. The parent he
   (`exit_with_parent`), so no orphan keeps polling after a restart;
 - the parent is ready once every child said it is, and its `/metrics` carries every child's
   samples under a `fleet_process` label (`merge_expositions`);
-- on a stop, every child gets SIGTERM and SHUTDOWN_GRACE to finish, then SIGKILL.
+- on a stop, every child gets SIGTERM and STOP_GRACE_S (25 s: its own 20 s for the activities
+  in flight, and a margin) to finish, then SIGKILL.
 """
 
 from __future__ import annotations
@@ -26,19 +27,15 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.metrics_core import Metric
-from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.registry import Collector
-
 __all__ = [
     "PARENT_PID_ENV",
     "PROCESS_LABEL",
+    "STOP_GRACE_S",
     "ActivityProcesses",
     "available_cpus",
     "exit_with_parent",
@@ -55,27 +52,38 @@ RESTART_BACKOFF_S: Final = (1.0, 30.0)
 HEALTHY_AFTER_S: Final = 60.0
 STOP_GRACE_S: Final = 25.0  # the child's own SHUTDOWN_GRACE (20 s) and a margin
 PARENT_CHECK_S: Final = 1.0
-CGROUP_CPU_MAX: Final = Path("/sys/fs/cgroup/cpu.max")
+CGROUP_CPU_MAX: Final = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2
+CGROUP_V1_CPU: Final = Path("/sys/fs/cgroup/cpu")  # cgroup v1: cpu.cfs_quota_us, cfs_period_us
 _READY = re.compile(r": ready in .*?metrics (?P<url>http://\S+?)(?:,|\s|$)")
 
 
-def available_cpus(cpu_max: Path = CGROUP_CPU_MAX) -> int:
+def available_cpus(cpu_max: Path = CGROUP_CPU_MAX, v1: Path = CGROUP_V1_CPU) -> int:
     """The cores this process may use: the CPUs it may run on, capped by its cgroup's CPU quota
-    (a container's CPU limit, rounded up), at least 1. `os.cpu_count()` is the node's count,
-    which in a pod limited to one core would start dozens of processes."""
+    (a container's CPU limit, rounded up; cgroup v2, else v1), at least 1. `os.cpu_count()` is
+    the node's count, which in a pod limited to one core would start dozens of processes."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cpus = cpus or 1
+    quota = _cpu_quota(cpu_max, v1)
+    return cpus if quota is None else max(1, min(cpus, math.ceil(quota)))
+
+
+def _cpu_quota(cpu_max: Path, v1: Path) -> float | None:
+    """The cgroup's CPU limit in cores; None when there is none (or none can be read)."""
     try:
         quota, period = cpu_max.read_text().split()[:2]
     except (OSError, ValueError):
-        return cpus
-    if quota == "max":
-        return cpus
+        try:
+            quota = (v1 / "cpu.cfs_quota_us").read_text().strip()
+            period = (v1 / "cpu.cfs_period_us").read_text().strip()
+        except OSError:
+            return None
+    if quota in ("max", "-1"):
+        return None
     try:
-        limit = math.ceil(int(quota) / int(period))
+        cores = int(quota) / int(period)
     except (ValueError, ZeroDivisionError):
-        return cpus
-    return max(1, min(cpus, limit))
+        return None
+    return cores if cores > 0 else None
 
 
 @dataclass
@@ -87,6 +95,7 @@ class _Child:
     started: float = 0.0
     restarts: int = 0
     last_exit: str = field(default="not started")
+    terminated: bool = False  # SIGTERM sent for the current process
 
 
 class ActivityProcesses:
@@ -161,27 +170,37 @@ class ActivityProcesses:
         )
         child.started = time.monotonic()
         child.last_exit = "starting"
+        child.terminated = False
         log.info("activity process %s started (pid %d)", child.name, child.process.pid)
 
     @staticmethod
     async def _read(child: _Child, process: asyncio.subprocess.Process) -> None:
-        """Echo the child's output with its name in front; note its ready line."""
+        """Echo the child's output with its name in front; note its ready line. Should echoing
+        fail (a line over the reader's limit, our own stdout gone), the rest is drained unread:
+        a child must never block on a full pipe."""
         assert process.stdout is not None
-        async for raw in process.stdout:
-            line = raw.decode(errors="replace").rstrip()
-            found = _READY.search(line)
-            if found:
-                child.ready, child.metrics_url = True, found["url"]
-            sys.stdout.write(f"[{child.name}] {line}\n")
-            sys.stdout.flush()
+        try:
+            async for raw in process.stdout:
+                line = raw.decode(errors="replace").rstrip()
+                found = _READY.search(line)
+                if found:
+                    child.ready, child.metrics_url = True, found["url"]
+                sys.stdout.write(f"[{child.name}] {line}\n")
+                sys.stdout.flush()
+        except (ValueError, OSError) as exc:
+            log.warning("cannot echo the output of %s any more: %s", child.name, exc)
+            while await process.stdout.read(1 << 16):
+                pass
 
     @staticmethod
     async def _stop(child: _Child) -> None:
         process = child.process
         if process is None or process.returncode is not None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
+        if not child.terminated:  # once: a second stop (after a cancel) goes on to SIGKILL
+            child.terminated = True
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
         try:
             await asyncio.wait_for(process.wait(), STOP_GRACE_S)
         except TimeoutError:
@@ -206,29 +225,50 @@ async def exit_with_parent(stop: asyncio.Event) -> None:
         await asyncio.sleep(PARENT_CHECK_S)
 
 
-class _Families(Collector):
-    def __init__(self, families: Iterable[Metric]) -> None:
-        self._families = list(families)
+def _family_of(sample: str) -> str:
+    return sample.split("{", 1)[0].split(" ", 1)[0]
 
-    def collect(self) -> Iterable[Metric]:
-        return self._families
+
+def _labelled(sample: str, label: str) -> str:
+    """A sample line with `fleet_process="<label>"` added to its labels."""
+    pair = f'{PROCESS_LABEL}="{label}"'
+    name, brace, rest = sample.partition("{")
+    if brace:
+        return f"{name}{{{pair}{'' if rest.startswith('}') else ','}{rest}"
+    name, space, value = sample.partition(" ")
+    return f"{name}{{{pair}}}{space}{value}"
 
 
 def merge_expositions(parts: Sequence[tuple[str | None, str]]) -> bytes:
-    """Prometheus text documents as one: samples of the same family grouped under one HELP and
-    TYPE, each document's samples labelled `fleet_process=<its label>` (None: left as they
-    are, the parent's own)."""
-    families: dict[str, Metric] = {}
+    """Prometheus text documents as one: samples of the same family grouped under its first
+    HELP and TYPE lines, each document's samples labelled `fleet_process=<its label>` (None:
+    left as they are, the parent's own). Works on the text, so every name stays as its
+    exporter wrote it (a parse and render would add `_total` to counters that lack it, as the
+    Temporal SDK's do)."""
+    headers: dict[str, list[str]] = {}
+    samples: dict[str, list[str]] = {}
     for label, text in parts:
-        for family in text_string_to_metric_families(text):
-            merged = families.get(family.name)
-            if merged is None:
-                merged = families[family.name] = Metric(
-                    family.name, family.documentation, family.type, family.unit
-                )
-            for sample in family.samples:
-                labels = sample.labels if label is None else {**sample.labels, PROCESS_LABEL: label}
-                merged.samples.append(sample._replace(labels=labels))
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Families(families.values()))
-    return generate_latest(registry)
+        family = ""
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            if line.startswith("#"):
+                words = line.split(maxsplit=3)
+                if len(words) >= 3 and words[1] in ("HELP", "TYPE"):
+                    family = words[2]
+                    seen = headers.setdefault(family, [])
+                    if not any(h.split(maxsplit=2)[1] == words[1] for h in seen):
+                        seen.append(line)
+                    samples.setdefault(family, [])
+                continue
+            name = _family_of(line)
+            if not family or not name.startswith(family):
+                family = name
+                headers.setdefault(family, [])
+                samples.setdefault(family, [])
+            samples[family].append(line if label is None else _labelled(line, label))
+    out: list[str] = []
+    for family, lines in samples.items():
+        out += headers.get(family, [])
+        out += lines
+    return ("\n".join(out) + "\n").encode()

@@ -139,14 +139,29 @@ _EMPTY_LIST: Final[list[Any]] = []
 M = TypeVar("M", bound=BaseModel)
 
 
+_SHARED_DEFAULTS: dict[tuple[type[BaseModel], str], Any] = {}
+
+
+def _default(cls: type[BaseModel], name: str) -> Any:
+    """The default of a field, made once per class and field and shared by every copy."""
+    key = (cls, name)
+    if key not in _SHARED_DEFAULTS:
+        info = cls.model_fields[name]
+        if info.default_factory is list:
+            _SHARED_DEFAULTS[key] = _EMPTY_LIST
+        elif info.default_factory is dict:
+            _SHARED_DEFAULTS[key] = _EMPTY_DICT
+        else:
+            _SHARED_DEFAULTS[key] = info.get_default(call_default_factory=True)
+    return _SHARED_DEFAULTS[key]
+
+
 def _lean(cls: type[M], **values: Any) -> M:
-    """`cls` built from `values` without validation, its unset fields defaulted to shared empty
-    containers (or None)."""
-    for name, info in cls.model_fields.items():
+    """`cls` built from `values` without validation, its unset fields given their defaults,
+    shared (empty containers, a default status)."""
+    for name in cls.model_fields:
         if name not in values:
-            values[name] = _EMPTY_LIST if info.default_factory is list else (
-                _EMPTY_DICT if info.default_factory is dict else info.default
-            )
+            values[name] = _default(cls, name)
     return cls.model_construct(_fields_set=_FIELDS_SET, **values)
 
 

@@ -43,7 +43,7 @@ from hub.types import MemberCluster
 from workers.devserver import LOOPBACK
 from workers.health import HealthServer, Readiness
 from workers.metrics import SchedulerMetrics
-from workers.processes import ActivityProcesses
+from workers.processes import STOP_GRACE_S, ActivityProcesses
 from workers.reconcile import ReconcileFleet
 from workers.versioning import PromoteError, WorkerVersion, promote
 from workers.watcher import Watcher
@@ -87,6 +87,8 @@ PROMOTE_TIMEOUT_S: Final = 120.0
 PART_WORKER: Final = "worker"
 PART_WATCHER: Final = "watcher"
 PART_ACTIVITIES: Final = "activities"
+# The activity processes' stop: their SIGTERM grace, their SIGKILL, and a margin.
+PROCESSES_GRACE_S: Final = STOP_GRACE_S + 5.0
 _POLLED_QUEUES: Final = (
     TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
     TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
@@ -123,6 +125,13 @@ class PlacementWorkers:
         tasks = [asyncio.create_task(worker.run()) for worker in self.workers]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # Cancelled (a stop that outlived its grace): the workers go at once, as one
+            # Worker.run would, instead of waiting for their graceful shutdown.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         finally:
             for worker, task in zip(self.workers, tasks, strict=True):
                 if not task.done():
@@ -488,8 +497,13 @@ async def serve(
             helper.cancel()
         # The watcher stops sending signals while the worker finishes the activities it holds:
         # both take a while (watch streams, in-flight hub writes), so they stop side by side.
+        # Activity processes get their own grace and then SIGKILL (workers.processes).
         await asyncio.gather(
-            *(_finish(task, name) for name, task in tasks.items() if name != PART_WORKER),
+            *(
+                _finish(task, name, PROCESSES_GRACE_S if name == PART_ACTIVITIES else None)
+                for name, task in tasks.items()
+                if name != PART_WORKER
+            ),
             _stop_worker(worker, tasks.get(PART_WORKER)),
         )
         executor.shutdown(wait=False, cancel_futures=True)
@@ -508,12 +522,13 @@ async def _stop_worker(worker: PlacementWorkers | None, task: asyncio.Task[None]
     await _finish(task, PART_WORKER)
 
 
-async def _finish(task: asyncio.Task[None], name: str) -> None:
+async def _finish(task: asyncio.Task[None], name: str, grace_s: float | None = None) -> None:
+    grace_s = grace_s if grace_s is not None else SHUTDOWN_GRACE.total_seconds()
     if not task.done():
         try:
-            await asyncio.wait_for(asyncio.shield(task), SHUTDOWN_GRACE.total_seconds())
+            await asyncio.wait_for(asyncio.shield(task), grace_s)
         except TimeoutError:
-            log.warning("the %s did not stop within %s; cancelling it", name, SHUTDOWN_GRACE)
+            log.warning("the %s did not stop within %gs; cancelling it", name, grace_s)
             task.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await task

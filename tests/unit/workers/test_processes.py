@@ -55,7 +55,7 @@ def test_one_document_comes_back_as_it_was() -> None:
 def test_the_default_process_count_follows_the_containers_cpu_limit(tmp_path: Path) -> None:
     cpus = len(os.sched_getaffinity(0))
     cpu_max = tmp_path / "cpu.max"
-    assert available_cpus(tmp_path / "absent") == cpus  # no cgroup v2 file: the CPUs we may use
+    assert available_cpus(tmp_path / "absent", tmp_path / "absent") == cpus  # no cgroup files
     cpu_max.write_text("max 100000\n")
     assert available_cpus(cpu_max) == cpus  # no quota
     cpu_max.write_text("100000 100000\n")
@@ -64,3 +64,30 @@ def test_the_default_process_count_follows_the_containers_cpu_limit(tmp_path: Pa
     assert available_cpus(cpu_max) == min(cpus, 2)  # 1.5 cores round up, never above the CPUs
     cpu_max.write_text("50000 100000\n")
     assert available_cpus(cpu_max) == 1  # half a core is still one process
+
+
+def test_names_stay_as_their_exporter_wrote_them() -> None:
+    # The Temporal SDK's counters have no `_total`; a parse-and-render would add one, and every
+    # dashboard on them would break as soon as the worker had activity processes.
+    sdk = "# HELP temporal_request Client requests.\n# TYPE temporal_request counter\n"
+    merged = merge_expositions(
+        [(None, sdk + "temporal_request{operation=\"Poll\"} 3\n"),
+         ("activities-1", sdk + "temporal_request 4\n")]
+    ).decode()  # fmt: skip
+    assert merged.splitlines() == [
+        "# HELP temporal_request Client requests.",
+        "# TYPE temporal_request counter",
+        'temporal_request{operation="Poll"} 3',
+        'temporal_request{fleet_process="activities-1"} 4',
+    ]
+
+
+def test_a_cgroup_v1_quota_counts_too(tmp_path: Path) -> None:
+    cpus = len(os.sched_getaffinity(0))
+    v1 = tmp_path / "cpu"
+    v1.mkdir()
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    (v1 / "cpu.cfs_quota_us").write_text("-1\n")
+    assert available_cpus(tmp_path / "no-v2", v1) == cpus  # no limit
+    (v1 / "cpu.cfs_quota_us").write_text("100000\n")
+    assert available_cpus(tmp_path / "no-v2", v1) == 1
