@@ -54,6 +54,12 @@ def _status_kb(pid: int, field: str) -> int | None:
     return None
 
 
+def rss_mb(pid: int) -> float | None:
+    """The process's resident set (VmRSS) now, in MiB; None once it has exited."""
+    kb = _status_kb(pid, "VmRSS")
+    return None if kb is None else kb / 1024
+
+
 def peak_rss_mb(pid: int) -> float | None:
     """The process's peak resident set (VmHWM) so far, in MiB; None once it has exited."""
     kb = _status_kb(pid, "VmHWM")

@@ -32,7 +32,8 @@ from typing import Any, TypeVar
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from e2e_load import fleet, placement
-from e2e_stack import peak_rss_mb
+from e2e_stack import peak_rss_mb, rss_mb
+from outage import report
 
 from devhub import DevHub
 from hub.client import HubClient
@@ -47,18 +48,6 @@ T = TypeVar("T", bound=HubObject)
 BINDINGS_PER_PLACEMENT = 3
 QUIET_S = 5.0
 CLI = [sys.executable, "-m", "workers.cli"]
-
-
-def report(name: str, value: float | int) -> None:
-    text = f"{value:.1f}" if isinstance(value, float) else str(value)
-    print(f"{name} {text}", flush=True)
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _new(obj: T) -> T:
@@ -120,13 +109,13 @@ async def main(args: argparse.Namespace) -> None:
                     raise RuntimeError((workdir / "watcher.log").read_text()[-3000:])
                 await asyncio.sleep(0.2)
             report("watcher_memory.ready_s", time.monotonic() - started)
-            report("watcher_memory.ready_rss_mb", rss_mb(watcher.pid))
+            report("watcher_memory.ready_rss_mb", rss_mb(watcher.pid) or float("nan"))
             query = f"WorkflowType = '{names.PLACEMENT_WORKFLOW}'"
             while (await temporal.count_workflows(query)).count < args.placements:
                 await asyncio.sleep(1.0)
             report("watcher_memory.started_s", time.monotonic() - started)
             await asyncio.sleep(QUIET_S)
-            report("watcher_memory.rss_mb", rss_mb(watcher.pid))
+            report("watcher_memory.rss_mb", rss_mb(watcher.pid) or float("nan"))
             report("watcher_memory.peak_rss_mb", peak_rss_mb(watcher.pid) or float("nan"))
         finally:
             watcher.terminate()

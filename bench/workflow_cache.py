@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from e2e_stack import rss_mb
 from temporalio import activity
 from temporalio.worker import Worker
 
@@ -34,11 +35,8 @@ from workflows.placement import PlacementWorkflow
 SETTLE_S = 8.0
 
 
-def rss_mb() -> float:
-    for line in Path(f"/proc/{os.getpid()}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+def own_rss_mb() -> float:
+    return rss_mb(os.getpid()) or float("nan")
 
 
 @activity.defn(name=SCHEDULE_ONCE)
@@ -63,7 +61,7 @@ async def main(workflows: int) -> None:
                 activities=[never_returns], max_concurrent_activities=workflows * 2,
             ),
         ):  # fmt: skip
-            base = rss_mb()
+            base = own_rss_mb()
             print(f"workflow_cache.rss_mb.0 {base:.1f}", flush=True)
             quarter = max(1, workflows // 4)
             started = 0
@@ -76,8 +74,8 @@ async def main(workflows: int) -> None:
                     )  # fmt: skip
                     started += 1
                 await asyncio.sleep(SETTLE_S)
-                print(f"workflow_cache.rss_mb.{started} {rss_mb():.1f}", flush=True)
-            grown = rss_mb() - base
+                print(f"workflow_cache.rss_mb.{started} {own_rss_mb():.1f}", flush=True)
+            grown = own_rss_mb() - base
             print(f"workflow_cache.kb_per_workflow {grown * 1024 / workflows:.0f}", flush=True)
     finally:
         await server.stop()

@@ -659,10 +659,13 @@ async def _run(args: argparse.Namespace) -> int:
         try:
             runtime, metrics.sdk_metrics_url = sdk_metrics_runtime()
             client = await connect(target, runtime=runtime)
-            added = await ensure_search_attributes(client, target.namespace)
-            if added:
-                print(f"registered search attributes {', '.join(added)} in namespace "
-                      f"{target.namespace}", flush=True)
+            # Workflows and the watcher use the search attributes; activity workers (every
+            # child of --processes among them) neither need them nor register them again.
+            if not args.activities_only:
+                added = await ensure_search_attributes(client, target.namespace)
+                if added:
+                    print(f"registered search attributes {', '.join(added)} in namespace "
+                          f"{target.namespace}", flush=True)
             reconcile = args.reconcile_every > 0 and not args.activities_only
             if reconcile:
                 schedule_id = await ensure_reconcile_schedule(
@@ -681,7 +684,7 @@ async def _run(args: argparse.Namespace) -> int:
                 metrics=metrics,
                 run_worker=not (args.no_worker or args.activities_only),
                 run_watcher=not (args.no_watcher or args.activities_only),
-                run_activities=children is None and not (args.no_worker or args.no_activities),
+                run_activities=args.processes == 0 and not (args.no_worker or args.no_activities),
                 activity_processes=children,
                 health_host=args.metrics_host,
                 health_port=args.metrics_port,
@@ -708,8 +711,10 @@ async def _run(args: argparse.Namespace) -> int:
 
 def _activity_processes(args: argparse.Namespace) -> ActivityProcesses | None:
     """The children `run --processes N` starts: each `run --activities-only --processes 0` with
-    this command's hub, Temporal and scheduler settings, /metrics on a free loopback port."""
-    if args.no_worker or args.no_activities or args.processes == 0:
+    this command's hub, Temporal and scheduler settings, /metrics on a free loopback port.
+    None for `--processes 0` (which `run_run` makes the default of a process running no
+    activities)."""
+    if args.processes == 0:
         return None
     argv = [sys.executable, "-m", "workers.cli", "--log-level", args.log_level, "run",
             "--activities-only", "--processes", "0", "--reconcile-every", "0",

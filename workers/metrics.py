@@ -167,7 +167,7 @@ class SchedulerMetrics:
         notes = b""
         if self.sdk_metrics_url is not None:
             try:
-                sdk = await self._fetch_sdk(self.sdk_metrics_url, session)
+                sdk = await self._fetch(self.sdk_metrics_url, session)
             except (aiohttp.ClientError, TimeoutError) as exc:
                 where = self.sdk_metrics_url
                 notes += f"# Temporal SDK metrics unavailable from {where}: {exc!r}\n".encode()
@@ -179,16 +179,14 @@ class SchedulerMetrics:
         parts: list[tuple[str | None, str]] = [(None, own.decode())]
         for label, url in children:
             try:
-                parts.append((label, (await self._fetch_sdk(url, session)).decode()))
+                parts.append((label, (await self._fetch(url, session)).decode()))
             except (aiohttp.ClientError, TimeoutError) as exc:
                 notes += f"# metrics of {label} unavailable from {url}: {exc!r}\n".encode()
         return merge_expositions(parts) + notes
 
     @staticmethod
-    async def _fetch_sdk(url: str, session: aiohttp.ClientSession | None) -> bytes:
-        if session is None:
-            async with aiohttp.ClientSession() as own_session:
-                return await SchedulerMetrics._fetch_sdk(url, own_session)
+    async def _fetch(url: str, session: aiohttp.ClientSession) -> bytes:
+        """Another endpoint's Prometheus text (the SDK's, an activity process's)."""
         async with asyncio.timeout(SDK_SCRAPE_TIMEOUT_S):
             async with session.get(url) as response:
                 response.raise_for_status()

@@ -93,7 +93,6 @@ class _Child:
     ready: bool = False
     metrics_url: str | None = None
     started: float = 0.0
-    restarts: int = 0
     last_exit: str = field(default="not started")
     terminated: bool = False  # SIGTERM sent for the current process
 
@@ -114,19 +113,8 @@ class ActivityProcesses:
         return False, "; ".join(f"{child.name}: {child.last_exit}" for child in waiting)
 
     def metrics_sources(self) -> list[tuple[str, str]]:
-        """(label, /metrics URL) of every child that announced one."""
-        return [
-            (child.name, child.metrics_url)
-            for child in self.children
-            if child.metrics_url is not None and child.process is not None
-        ]
-
-    def pids(self) -> list[int]:
-        return [
-            child.process.pid
-            for child in self.children
-            if child.process is not None and child.process.returncode is None
-        ]
+        """(label, /metrics URL) of every running child that announced one."""
+        return [(c.name, c.metrics_url) for c in self.children if c.metrics_url is not None]
 
     async def run(self, stop: asyncio.Event) -> None:
         """Start every child, restart those that exit, and stop them all once `stop` is set."""
@@ -157,7 +145,6 @@ class ActivityProcesses:
                 "activity process %s (pid %d) exited with code %s; starting it again in %gs",
                 child.name, child.process.pid, code, backoff,
             )
-            child.restarts += 1
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), backoff)
             backoff = min(backoff * 2, RESTART_BACKOFF_S[1])

@@ -89,10 +89,6 @@ PART_WATCHER: Final = "watcher"
 PART_ACTIVITIES: Final = "activities"
 # The activity processes' stop: their SIGTERM grace, their SIGKILL, and a margin.
 PROCESSES_GRACE_S: Final = STOP_GRACE_S + 5.0
-_POLLED_QUEUES: Final = (
-    TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-    TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-)
 
 
 class ServeError(RuntimeError):
@@ -118,6 +114,19 @@ class PlacementWorkers:
         if not workers:
             raise ValueError("no workers to run")
         self.workers = tuple(workers)
+
+    def polled_queues(self) -> list[tuple[str, TaskQueueType.ValueType]]:
+        """The (task queue, type) pairs these workers poll: workflow and activity tasks of a
+        worker with workflows, activity tasks of one with activities."""
+        queues: list[tuple[str, TaskQueueType.ValueType]] = []
+        for worker in self.workers:
+            config = worker.config()
+            task_queue = config["task_queue"]
+            if config.get("workflows"):
+                queues.append((task_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW))
+            if config.get("activities"):
+                queues.append((task_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY))
+        return queues
 
     async def run(self) -> None:
         """Run every worker until `shutdown`; when one ends by itself the others are shut
@@ -191,7 +200,9 @@ def build_worker(
     if not (workflows or activities):
         raise ValueError("a worker needs workflows, activities or both")
     executor = activity_executor or ThreadPoolExecutor(
-        max_workers=activity_threads(max_concurrent_activities, workflows=workflows),
+        max_workers=activity_threads(
+            max_concurrent_activities, workflows=workflows, activities=activities
+        ),
         thread_name_prefix="activity",
     )
     worker_options.setdefault("graceful_shutdown_timeout", SHUTDOWN_GRACE)
@@ -253,9 +264,11 @@ def split_workers(
     )
 
 
-def activity_threads(max_concurrent_activities: int, *, workflows: bool) -> int:
+def activity_threads(max_concurrent_activities: int, *, workflows: bool, activities: bool) -> int:
     """Threads for the activity slots of `build_worker`'s workers: one per slot."""
-    return max_concurrent_activities + (WORKFLOW_WORKER_ACTIVITY_SLOTS if workflows else 0)
+    return (max_concurrent_activities if activities else 0) + (
+        WORKFLOW_WORKER_ACTIVITY_SLOTS if workflows else 0
+    )
 
 
 def hub_gate(hub: HubClient) -> HubGate:
@@ -272,20 +285,6 @@ class Serving:
     metrics_url: str | None
     task_queue: str
     ready_after_s: float
-
-
-def polled_queues(
-    task_queue: str, *, workflows: bool, activities: bool
-) -> list[tuple[str, TaskQueueType.ValueType]]:
-    """The (task queue, type) pairs that `build_worker`'s workers poll."""
-    queues: list[tuple[str, TaskQueueType.ValueType]] = []
-    if workflows:
-        queues += [(task_queue, kind) for kind in _POLLED_QUEUES]
-    if activities:
-        queues.append(
-            (names.activity_task_queue(task_queue), TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
-        )
-    return queues
 
 
 async def _worker_polling(
@@ -409,10 +408,7 @@ async def serve(
     )
     if health is not None:
         await health.start()
-    executor = ThreadPoolExecutor(
-        max_workers=activity_threads(max_concurrent_activities, workflows=run_worker),
-        thread_name_prefix="activity",
-    )
+    executor: ThreadPoolExecutor | None = None
     cache: ClusterCache | None = None
     if run_activities and settings.clusters is None:
         # KubeFleet's cycles read clusters from an informer (activities.clusters says why);
@@ -424,6 +420,10 @@ async def serve(
     worker: PlacementWorkers | None = None
     try:
         if in_process:
+            threads = activity_threads(
+                max_concurrent_activities, workflows=run_worker, activities=run_activities
+            )
+            executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="activity")
             worker = build_worker(
                 client,
                 hub,
@@ -437,13 +437,12 @@ async def serve(
                 max_cached_workflows=max_cached_workflows,
             )
             tasks[PART_WORKER] = asyncio.create_task(worker.run(), name=PART_WORKER)
-            queues = polled_queues(task_queue, workflows=run_worker, activities=run_activities)
             # Only the workflow worker promotes its version: the activity processes join it.
             promoting = version if run_worker else None
             helpers.append(
                 asyncio.create_task(
                     _watch_worker_readiness(
-                        client, queues, client.identity, readiness, promoting
+                        client, worker.polled_queues(), client.identity, readiness, promoting
                     ),
                     name="worker readiness",
                 )
@@ -506,7 +505,8 @@ async def serve(
             ),
             _stop_worker(worker, tasks.get(PART_WORKER)),
         )
-        executor.shutdown(wait=False, cancel_futures=True)
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
         if cache is not None:
             await asyncio.to_thread(cache.stop)
         if health is not None:

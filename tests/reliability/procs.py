@@ -34,6 +34,24 @@ REAP_TIMEOUT_S: Final = 10.0
 LOG_TAIL_CHARS: Final = 3000
 
 
+def children_of(pid: int) -> list[int]:
+    """The direct children of `pid` (none once it has exited)."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(child) for child in text.split()]
+
+
+def is_live(pid: int) -> bool:
+    """`pid` runs (is neither gone nor a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2 :].split()[0] != "Z"
+
+
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) pids whose process group is `pgid` (Linux /proc)."""
     members = []

@@ -28,7 +28,7 @@ from typing import Any, Final, Literal
 from temporalio.client import Client
 
 from hub.client import HubClient
-from tests.reliability.procs import Proc, Processes
+from tests.reliability.procs import Proc, Processes, children_of
 from workers.devserver import DevServer, find_temporal_binary, free_port
 from workers.temporal_client import TemporalTarget, connect
 from workflows import names
@@ -219,11 +219,7 @@ class SchedulerProcess(_Restartable):
         --processes N`), which are the ones that run activities."""
         assert self.proc is not None
         host = socket.gethostname()
-        try:
-            children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
-        except OSError:
-            children = ""
-        return {self.identity} | {f"{pid}@{host}" for pid in children.split()}
+        return {self.identity} | {f"{pid}@{host}" for pid in children_of(self.proc.pid)}
 
     def spawn(self) -> None:
         only = "--no-watcher" if self.role == "worker" else "--no-worker"

@@ -24,6 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 from devhub import DevHub
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster
+from tests.reliability.procs import children_of, is_live
 from workers.devserver import find_temporal_binary
 from workers.processes import PROCESS_LABEL
 
@@ -32,22 +33,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 CHILDREN = ("activities-1", "activities-2")
-
-
-def children_of(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(child) for child in text.split()]
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def cycles_by_process(metrics_port: int) -> dict[str, float]:
@@ -141,9 +126,9 @@ async def test_cycles_spread_over_supervised_activity_processes(
         run.process.send_signal(signal.SIGKILL)
         run.process.wait(timeout=10)
         deadline = time.monotonic() + 60
-        while any(alive(pid) for pid in orphans) and time.monotonic() < deadline:
+        while any(is_live(pid) for pid in orphans) and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
-        assert not any(alive(pid) for pid in orphans), "activity processes outlived their parent"
+        assert not any(is_live(pid) for pid in orphans), "activity processes outlived their parent"
     finally:
         hub.close()
         for pid in children_of(run.process.pid):

@@ -282,3 +282,35 @@ def test_a_list_then_watch_consumer_converges_on_the_hub_through_timeouts_and_41
             assert view == truth
         relists = server.stats.count("list", "memberclusters") - 2  # the first and the truth
         assert relists >= 1, server.stats.snapshot()
+
+
+def test_list_then_watch_hands_over_transformed_objects_page_by_page(
+    hub: HubClient, devhub: Any
+) -> None:
+    # What the watcher relies on to keep only routing copies: every listed object (on every
+    # page) and every watched one goes through `transform` before it is handed over.
+    for index in range(5):
+        hub.create(cluster(f"listed-{index}"))
+    devhub.stats.clear()
+    seen: list[str] = []
+
+    def mark(obj: MemberCluster) -> MemberCluster:
+        seen.append(obj.name)
+        return obj.model_copy(update={"spec": obj.spec.model_copy(update={"taints": []})})
+
+    collector: Collector[Event] = Collector(
+        lambda stop: hub.list_then_watch(
+            MemberCluster, timeout_seconds=5, stop=stop, page_size=2, transform=mark
+        )
+    )
+    try:
+        (resync,) = collector.take(1)
+        hub.create(tainted(cluster("watched"), "gpu"))
+        (event,) = [e for e in collector.take(1) if isinstance(e, WatchEvent)]
+    finally:
+        collector.close()
+    assert isinstance(resync, Resync)
+    assert sorted(obj.name for obj in resync.objects) == [f"listed-{i}" for i in range(5)]
+    assert devhub.stats.count("list", "memberclusters") == 3  # pages of 2
+    assert (event.object.name, event.object.spec.taints) == ("watched", [])  # transformed
+    assert sorted(seen) == sorted([f"listed-{i}" for i in range(5)] + ["watched"])
