@@ -3,6 +3,7 @@ baselines on the same hub and the same burst, in one run.
 
     python bench/e2e.py --clusters K --placements P [--steady-rate 10 --steady-seconds 60]
                         [--churn] [--temporal-db sqlite|memory] [--skip queue,ceiling,steady]
+                        [--processes N] [--local-cycles-up-to CLUSTERS]
 
 The script starts what `fleet-scheduler dev` runs, each part as its own process so its peak
 memory can be read from /proc: devhub (`fleet-scheduler devhub`), the Temporal dev server
@@ -12,7 +13,8 @@ puts K member clusters in devhub (heartbeats kept fresh), then runs, in this ord
 
 1. ceiling: the real PlacementWorkflow on a worker built like ours but whose schedule_once
    does nothing (bench/baselines.py ceiling); the bench signal-with-starts P workflows as the
-   watcher does (same call, 32 at once) and times until every schedule_once has run.
+   watcher does (same call, 32 at once, local cycles as the watcher would say for K clusters)
+   and times until every schedule_once has run.
 2. queue: the same activity code driven by an asyncio work queue with KubeFleet's queue
    semantics and no Temporal (bench/baselines.py queue); P placements are created at once and
    timed until all are fully scheduled; then deleted and cleaned up by the queue, so the next
@@ -59,6 +61,7 @@ from temporalio.common import (
 )
 
 from hub import names as hub_names
+from workers.starts import local_cycles_for
 from workers.temporal_client import TemporalTarget, connect
 from workflows import names
 from workflows.models import HubEvent, PlacementInput
@@ -189,14 +192,16 @@ class Bench:
         report("rss.ceiling_worker.peak_mb", child.peak_mb or float("nan"))
 
     async def _signal_with_start(self, name: str) -> None:
-        # The watcher's call (workers.watcher.Watcher._signal_with_start), on the ceiling queue.
+        # The watcher's call (workers.watcher.Watcher._signal_with_start), on the ceiling queue,
+        # with what it would say about local cycles for this fleet.
+        local = local_cycles_for(self.args.clusters, self.args.local_cycles_up_to)
         await self.client.start_workflow(
             PlacementWorkflow.run,
-            PlacementInput(placement=name),
+            PlacementInput(placement=name, local_cycles=local),
             id=names.workflow_id(name),
             task_queue=CEILING_TASK_QUEUE,
             start_signal=names.SIGNAL_PLACEMENT_CHANGED,
-            start_signal_args=[HubEvent(reason="placement created")],
+            start_signal_args=[HubEvent(reason="placement created", local_cycles=local)],
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             search_attributes=TypedSearchAttributes(
@@ -228,14 +233,17 @@ class Bench:
         report("rss.queue.peak_mb", child.peak_mb or float("nan"))
 
     async def e2e(self) -> None:
+        local = ("--local-cycles-up-to", str(self.args.local_cycles_up_to))
         worker = self.stack.scheduler_part(
-            "worker", TEMPORAL_TASK_QUEUE, "--no-watcher", "--processes", str(self.args.processes)
-        )
-        watcher = self.stack.scheduler_part("watcher", TEMPORAL_TASK_QUEUE, "--no-worker")
+            "worker", TEMPORAL_TASK_QUEUE, "--no-watcher", "--processes", str(self.args.processes),
+            *local,
+        )  # fmt: skip
+        watcher = self.stack.scheduler_part("watcher", TEMPORAL_TASK_QUEUE, "--no-worker", *local)
         # At a line's start: the worker's activity processes echo their own, prefixed.
         worker.start(ready=r"^fleet-scheduler run: ready in")
         watcher.start(ready=r"^fleet-scheduler run: ready in")
         report("e2e.processes", self.args.processes)
+        report("e2e.local_cycles_up_to", self.args.local_cycles_up_to)
         metrics = _metrics_url(worker.wait_ready())
         watcher.wait_ready()
         async with aiohttp.ClientSession() as session:
@@ -516,6 +524,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--processes", type=int, default=0, metavar="N",
                         help="the worker's activity processes (`run --processes N`; default 0: "
                              "activities in the worker process)")
+    parser.add_argument("--local-cycles-up-to", type=int, default=0, metavar="CLUSTERS",
+                        help="`run --local-cycles-up-to` for the worker and the watcher; the "
+                             "ceiling then runs its turns as local activities too when the "
+                             "fleet is that small (default 0: off)")
     parser.add_argument("--queue-workers", type=int, default=16,
                         help="workers of the queue baseline (default 16, the worker's "
                              "activity slots)")

@@ -352,6 +352,13 @@ def _add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: i
                              "tasks, about 170 KB each; one not kept replays its history on its "
                              "next task. Size it to the placements this worker holds "
                              f"(default {DEFAULT_MAX_CACHED_WORKFLOWS})")
+    parser.add_argument("--local-cycles-up-to", type=int, default=0, metavar="CLUSTERS",
+                        help="while the fleet has at most this many member clusters, run "
+                             "placement turns as local activities in the workflow worker: about "
+                             "half the Temporal server's work per turn, but cycles no longer "
+                             "spread over activity processes (docs/operations.md, \"Local "
+                             "cycles\"). Give the watcher and the workflow worker the same "
+                             "value (default 0: off)")
 
 
 def _settings(args: argparse.Namespace, metrics: SchedulerMetrics) -> ActivitySettings:
@@ -375,6 +382,8 @@ def _check_scheduler_arguments(args: argparse.Namespace) -> None:
         raise CliError(
             f"--max-concurrent-activities must be at least 1, got {args.max_concurrent_activities}"
         )
+    if args.local_cycles_up_to < 0:
+        raise CliError(f"--local-cycles-up-to must be 0 or more, got {args.local_cycles_up_to}")
 
 
 # --- dev -------------------------------------------------------------------------------------
@@ -561,6 +570,7 @@ async def _dev(args: argparse.Namespace) -> int:
                 health_port=args.metrics_port,
                 max_concurrent_activities=args.max_concurrent_activities,
                 max_cached_workflows=args.max_cached_workflows,
+                local_cycles_up_to=args.local_cycles_up_to,
                 on_ready=lambda serving: _print_dev_ready(args, dev, serving),
             )
             print(f"{PROG} dev: stopping the worker, watcher, Temporal and devhub", flush=True)
@@ -671,6 +681,7 @@ async def _run(args: argparse.Namespace) -> int:
                 schedule_id = await ensure_reconcile_schedule(
                     client, args.task_queue, timedelta(seconds=args.reconcile_every),
                     standalone=settings.snapshotter,
+                    local_cycles_up_to=args.local_cycles_up_to,
                 )
                 print(f"reconcile Schedule {schedule_id}: every {args.reconcile_every:g}s",
                       flush=True)
@@ -690,6 +701,7 @@ async def _run(args: argparse.Namespace) -> int:
                 health_port=args.metrics_port,
                 max_concurrent_activities=args.max_concurrent_activities,
                 max_cached_workflows=args.max_cached_workflows,
+                local_cycles_up_to=args.local_cycles_up_to,
                 on_ready=lambda serving: print(
                     f"{PROG} run: ready in {serving.ready_after_s:.1f}s; hub {hub.host}, "
                     f"Temporal {target.describe()}, task queue "

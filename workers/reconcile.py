@@ -59,7 +59,7 @@ from hub.types import (
 from scheduler.eligibility import EligibilityChecker
 from scheduler.snapshots import placement_scheduled_condition
 from scheduler.watch_rules import placements_for_cluster_event
-from workers.starts import start_options
+from workers.starts import local_cycles_for, start_options
 from workers.watcher_routes import may_start
 from workflows import names
 from workflows.models import (
@@ -245,6 +245,7 @@ class ReconcileFleet:
         start_signal = (
             names.SIGNAL_PLACEMENT_CHANGED if request.standalone else names.SIGNAL_SNAPSHOT_CHANGED
         )
+        local = local_cycles_for(len(plan.clusters), request.local_cycles_up_to)
 
         async def call(name: str, signal: str, payload: HubEvent | RequeueRequest) -> None:
             nonlocal done
@@ -253,7 +254,7 @@ class ReconcileFleet:
                     if name in plan.start:
                         await self._client.start_workflow(
                             names.PLACEMENT_WORKFLOW,
-                            PlacementInput(placement=name),
+                            PlacementInput(placement=name, local_cycles=local),
                             start_signal=signal,
                             start_signal_args=[payload],
                             **start_options(name, request.task_queue),
@@ -270,9 +271,12 @@ class ReconcileFleet:
                 activity.heartbeat(f"{done} placements acted on")
 
         await asyncio.gather(
-            *(call(n, start_signal, HubEvent(reason=r)) for n, r in plan.start.items()),
             *(
-                call(n, names.SIGNAL_PLACEMENT_DELETING, HubEvent(reason=r))
+                call(n, start_signal, HubEvent(reason=r, local_cycles=local))
+                for n, r in plan.start.items()
+            ),
+            *(
+                call(n, names.SIGNAL_PLACEMENT_DELETING, HubEvent(reason=r, local_cycles=local))
                 for n, r in plan.finish.items()
             ),
             *(
@@ -282,11 +286,17 @@ class ReconcileFleet:
         )
 
 
-def _schedule(task_queue: str, every: timedelta, standalone: bool) -> Schedule:
+def _schedule(
+    task_queue: str, every: timedelta, standalone: bool, local_cycles_up_to: int
+) -> Schedule:
     return Schedule(
         action=ScheduleActionStartWorkflow(
             names.RECONCILE_WORKFLOW,
-            ReconcileInput(task_queue=task_queue, standalone=standalone),
+            ReconcileInput(
+                task_queue=task_queue,
+                standalone=standalone,
+                local_cycles_up_to=local_cycles_up_to,
+            ),
             id=names.reconcile_schedule_id(task_queue),
             task_queue=task_queue,
         ),
@@ -296,11 +306,16 @@ def _schedule(task_queue: str, every: timedelta, standalone: bool) -> Schedule:
 
 
 async def ensure_reconcile_schedule(
-    client: Client, task_queue: str, every: timedelta, *, standalone: bool
+    client: Client,
+    task_queue: str,
+    every: timedelta,
+    *,
+    standalone: bool,
+    local_cycles_up_to: int = 0,
 ) -> str:
     """Create the reconcile Schedule, or update it to these settings; returns its id."""
     schedule_id = names.reconcile_schedule_id(task_queue)
-    wanted = _schedule(task_queue, every, standalone)
+    wanted = _schedule(task_queue, every, standalone, local_cycles_up_to)
     try:
         await client.create_schedule(schedule_id, wanted)
     except ScheduleAlreadyRunningError:

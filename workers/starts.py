@@ -14,7 +14,7 @@ from temporalio.common import (
 
 from workflows import names
 
-__all__ = ["start_options"]
+__all__ = ["local_cycles_for", "start_options"]
 
 
 def start_options(placement: str, task_queue: str) -> dict[str, Any]:
@@ -33,3 +33,13 @@ def start_options(placement: str, task_queue: str) -> dict[str, Any]:
         ),
         "static_summary": f"placement {placement}",
     }
+
+
+def local_cycles_for(clusters: int, up_to: int) -> bool | None:
+    """The `local_cycles` a starter or signaller sends (workflows.models.HubEvent) for a fleet
+    of `clusters` member clusters when local cycles are on for fleets of at most `up_to`
+    (docs/operations.md, "Local cycles"): None when they are off (`up_to` 0), so workflows keep
+    what they were told before."""
+    if up_to < 0:
+        raise ValueError(f"up_to must not be negative, got {up_to}")
+    return clusters <= up_to if up_to else None

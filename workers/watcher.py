@@ -52,7 +52,7 @@ from hub.types.meta import HubObject
 from scheduler.eligibility import EligibilityChecker
 from workers.metrics import SchedulerMetrics
 from workers.reconcile import trigger_reconcile
-from workers.starts import start_options
+from workers.starts import local_cycles_for, start_options
 from workers.telemetry import span
 from workers.watcher_outbox import Backoff, Batch, Outbox
 from workers.watcher_routes import (
@@ -193,6 +193,9 @@ class Watcher:
         clock: wall-clock time for eligibility.
         coalesce_seconds, max_in_flight, watch_seconds, watch_retry, send_retry: see the
             module constants of the same meaning.
+        local_cycles_up_to: every start and signal tells the workflow to run its turns as
+            local activities while the fleet has at most this many member clusters, and on
+            the activity queue above (0: says nothing; docs/operations.md, "Local cycles").
     """
 
     def __init__(
@@ -211,6 +214,7 @@ class Watcher:
         watch_retry: Backoff = WATCH_RETRY,
         send_retry: Backoff = SEND_RETRY,
         reconcile_at_start: bool = False,
+        local_cycles_up_to: int = 0,
     ) -> None:
         if coalesce_seconds < 0:
             raise ValueError(f"coalesce_seconds must not be negative, got {coalesce_seconds}")
@@ -218,6 +222,8 @@ class Watcher:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
         if watch_seconds < 1:
             raise ValueError(f"watch_seconds must be at least 1, got {watch_seconds}")
+        if local_cycles_up_to < 0:
+            raise ValueError(f"local_cycles_up_to must not be negative, got {local_cycles_up_to}")
         self._hub = hub
         self._temporal = temporal
         self.task_queue = task_queue
@@ -230,6 +236,7 @@ class Watcher:
         self._watch_retry = watch_retry
         self._send_retry = send_retry
         self._reconcile_at_start = reconcile_at_start
+        self._local_cycles_up_to = local_cycles_up_to
 
         self._views: dict[type[HubObject], View[Any]] = {kind: View(kind) for kind in WATCHED_KINDS}
         self._placements: View[ClusterResourcePlacement] = self._views[ClusterResourcePlacement]
@@ -544,7 +551,7 @@ class Watcher:
         """Signal the placement's workflow, starting it when the placement wants one."""
         name = batch.placement
         workflow_id = names.workflow_id(name)
-        event = HubEvent(reason=batch.reason)
+        event = HubEvent(reason=batch.reason, local_cycles=self.local_cycles())
         with span("watcher.signal", placement=name, signal=batch.signal, events=batch.events):
             cached = self._placements.get(name)
             if cached is not None and may_start(cached):
@@ -574,12 +581,17 @@ class Watcher:
     ) -> None:
         await self._temporal.start_workflow(
             PlacementWorkflow.run,
-            PlacementInput(placement=name),
+            PlacementInput(placement=name, local_cycles=event.local_cycles),
             start_signal=signal,
             start_signal_args=[event],
             rpc_timeout=RPC_TIMEOUT,
             **start_options(name, self.task_queue),
         )
+
+    def local_cycles(self) -> bool | None:
+        """What the watcher's signals say about local cycles: None when they are off (the
+        workflows keep what they have), else whether the fleet is small enough for them."""
+        return local_cycles_for(len(self._views[MemberCluster]), self._local_cycles_up_to)
 
     def _read_placement(self, name: str) -> ClusterResourcePlacement | None:
         try:

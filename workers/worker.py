@@ -180,6 +180,7 @@ def build_worker(
     version: WorkerVersion | None = None,
     workflows: bool = True,
     activities: bool = True,
+    local_cycles: bool = False,
     **worker_options: Any,
 ) -> PlacementWorkers:
     """The workers for PlacementWorkflow and its activities on `task_queue`.
@@ -190,6 +191,9 @@ def build_worker(
     `names.activity_task_queue(task_queue)` with `max_concurrent_activities` slots. The
     activities run on `activity_executor`, or on a new thread pool with one thread per activity
     slot; the caller owns a pool it passes in (`serve` shuts its own down).
+    `local_cycles` gives the workflow worker `max_concurrent_activities` slots for placements
+    whose turns run as local activities (docs/operations.md, "Local cycles"); without it, it
+    keeps WORKFLOW_WORKER_ACTIVITY_SLOTS for placements told so by an earlier configuration.
     `version` makes them versioned workers of a Worker Deployment (workers.versioning says why);
     without one they poll unversioned, as `fleet-scheduler dev` does. `worker_options` go to
     each `temporalio.worker.Worker` as they are (tests pass `max_cached_workflows=0`)."""
@@ -201,7 +205,10 @@ def build_worker(
         raise ValueError("a worker needs workflows, activities or both")
     executor = activity_executor or ThreadPoolExecutor(
         max_workers=activity_threads(
-            max_concurrent_activities, workflows=workflows, activities=activities
+            max_concurrent_activities,
+            workflows=workflows,
+            activities=activities,
+            local_cycles=local_cycles,
         ),
         thread_name_prefix="activity",
     )
@@ -221,6 +228,9 @@ def build_worker(
                 activities=[*placement_activities, ReconcileFleet(hub, client).reconcile_fleet],
                 activity_executor=executor,
                 max_concurrent_activities=WORKFLOW_WORKER_ACTIVITY_SLOTS,
+                max_concurrent_local_activities=_local_slots(
+                    max_concurrent_activities, local_cycles
+                ),
                 deployment_config=deployment,
                 **worker_options,
             )
@@ -249,11 +259,18 @@ def split_workers(
     **worker_options: Any,
 ) -> PlacementWorkers:
     """`workflows` on `task_queue` and `activities` on its activity queue, as `build_worker`
-    splits ours: for other implementations of them (tests' stand-ins, the bench's no-ops).
+    splits ours: for other implementations of them (tests' stand-ins, the bench's no-ops). The
+    workflow worker has the activities too, for placements with local cycles.
     `worker_options` go to both workers."""
     return PlacementWorkers(
         [
-            Worker(client, task_queue=task_queue, workflows=workflows, **worker_options),
+            Worker(
+                client,
+                task_queue=task_queue,
+                workflows=workflows,
+                activities=activities,
+                **worker_options,
+            ),
             Worker(
                 client,
                 task_queue=names.activity_task_queue(task_queue),
@@ -264,11 +281,23 @@ def split_workers(
     )
 
 
-def activity_threads(max_concurrent_activities: int, *, workflows: bool, activities: bool) -> int:
-    """Threads for the activity slots of `build_worker`'s workers: one per slot."""
-    return (max_concurrent_activities if activities else 0) + (
-        WORKFLOW_WORKER_ACTIVITY_SLOTS if workflows else 0
+def activity_threads(
+    max_concurrent_activities: int,
+    *,
+    workflows: bool,
+    activities: bool,
+    local_cycles: bool = False,
+) -> int:
+    """Threads for the activity slots of `build_worker`'s workers: one per slot, local ones
+    included."""
+    workflow_worker = WORKFLOW_WORKER_ACTIVITY_SLOTS + _local_slots(
+        max_concurrent_activities, local_cycles
     )
+    return (max_concurrent_activities if activities else 0) + (workflow_worker if workflows else 0)
+
+
+def _local_slots(max_concurrent_activities: int, local_cycles: bool) -> int:
+    return max_concurrent_activities if local_cycles else WORKFLOW_WORKER_ACTIVITY_SLOTS
 
 
 def hub_gate(hub: HubClient) -> HubGate:
@@ -370,6 +399,7 @@ async def serve(
     on_ready: Callable[[Serving], None] | None = None,
     version: WorkerVersion | None = None,
     reconcile_at_start: bool = False,
+    local_cycles_up_to: int = 0,
 ) -> None:
     """Run the worker, the watcher and the health server until `stop` is set, then stop them.
 
@@ -377,6 +407,9 @@ async def serve(
     process (default: with the workflow worker unless `activity_processes` run the activities
     in children, which `serve` starts, supervises and stops). `health_port=None` serves no
     health endpoints; 0 picks a free port. `on_ready` is called once, when every part is ready.
+    `local_cycles_up_to` > 0 turns local cycles on (docs/operations.md, "Local cycles"): the
+    watcher tells workflows to run their turns in the workflow worker while the fleet has at
+    most that many clusters, and the workflow worker gets slots and a cluster cache for them.
     Returns after a clean stop.
 
     Raises:
@@ -410,7 +443,8 @@ async def serve(
         await health.start()
     executor: ThreadPoolExecutor | None = None
     cache: ClusterCache | None = None
-    if run_activities and settings.clusters is None:
+    local_cycles = run_worker and local_cycles_up_to > 0
+    if (run_activities or local_cycles) and settings.clusters is None:
         # KubeFleet's cycles read clusters from an informer (activities.clusters says why);
         # until its first list lands, cycles list them from the hub.
         cache = ClusterCache(hub).start()
@@ -421,7 +455,10 @@ async def serve(
     try:
         if in_process:
             threads = activity_threads(
-                max_concurrent_activities, workflows=run_worker, activities=run_activities
+                max_concurrent_activities,
+                workflows=run_worker,
+                activities=run_activities,
+                local_cycles=local_cycles,
             )
             executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="activity")
             worker = build_worker(
@@ -434,6 +471,7 @@ async def serve(
                 version=version,
                 workflows=run_worker,
                 activities=run_activities,
+                local_cycles=local_cycles,
                 max_cached_workflows=max_cached_workflows,
             )
             tasks[PART_WORKER] = asyncio.create_task(worker.run(), name=PART_WORKER)
@@ -465,6 +503,7 @@ async def serve(
                 snapshotter=settings.snapshotter,
                 metrics=metrics,
                 reconcile_at_start=reconcile_at_start,
+                local_cycles_up_to=local_cycles_up_to,
             )
             tasks[PART_WATCHER] = asyncio.create_task(watcher.run(stop), name=PART_WATCHER)
             helpers.append(

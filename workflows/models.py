@@ -66,6 +66,10 @@ class HubEvent(ActivityModel):
     """Payload of the watcher's signals: what happened in the hub, for the history's sake."""
 
     reason: str = ""
+    # Where the placement's next turns run (docs/operations.md, "Local cycles"): True in the
+    # workflow worker as local activities, False on the activity queue, None (senders that do
+    # not decide, and every history written before the field) leaves it as it is.
+    local_cycles: bool | None = None
 
 
 class CarriedState(ActivityModel):
@@ -92,6 +96,9 @@ class PlacementInput(ActivityModel):
     turns_per_run: int | None = Field(default=None, ge=1)
     # ... or after the turn during which this many signals arrived (None: the default).
     signals_per_run: int | None = Field(default=None, ge=1)
+    # Where turns run until a signal says otherwise (HubEvent.local_cycles; None: on the
+    # activity queue). Continue-as-new carries the current choice.
+    local_cycles: bool | None = None
 
 
 class PlacementStatus(ActivityModel):
@@ -109,6 +116,7 @@ class PlacementStatus(ActivityModel):
     cycles_this_run: int = 0
     turns_this_run: int = 0  # loop turns in this run, cycles or not (continue-as-new counts them)
     signals_this_run: int = 0
+    local_cycles: bool = False  # turns run as local activities in the workflow worker
 
 
 class PlacementExplanation(ActivityModel):
@@ -125,6 +133,9 @@ class ReconcileInput(ActivityModel):
 
     task_queue: str
     standalone: bool = True
+    # Fleets of at most this many member clusters get local cycles (HubEvent.local_cycles);
+    # 0: the reconcile run leaves the choice to the watcher.
+    local_cycles_up_to: int = Field(default=0, ge=0)
     # The previous run's cluster digests (the activity's request only; the workflow reads them
     # from the last completed run).
     previous_clusters: dict[str, str] | None = None

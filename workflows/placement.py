@@ -22,7 +22,9 @@ events (RUN_EVENTS_BOUND is the documented ceiling of one run)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -32,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from activities import failures
     from activities.cleanup import CleanupPlacement
     from activities.models import (
+        CleanupReport,
         CleanupRequest,
         CycleReport,
         TurnRequest,
@@ -125,6 +128,8 @@ class PlacementWorkflow:
         self._closing = False
         # Search attribute values this run last upserted (type, fully scheduled).
         self._attributes: tuple[str, bool] | None = None
+        # Turns run as local activities in this worker (docs/operations.md, "Local cycles").
+        self._local_cycles = bool(input.local_cycles)
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
@@ -152,6 +157,7 @@ class PlacementWorkflow:
                         carried=self._carried(),
                         turns_per_run=input.turns_per_run,
                         signals_per_run=input.signals_per_run,
+                        local_cycles=self._local_cycles,
                     )
                 )
 
@@ -219,23 +225,23 @@ class PlacementWorkflow:
 
     @workflow.signal(name=names.SIGNAL_SNAPSHOT_CHANGED)
     def snapshot_changed(self, event: HubEvent | None = None) -> None:
-        self._signalled(self._describe(names.SIGNAL_SNAPSHOT_CHANGED, event))
+        self._hub_signal(names.SIGNAL_SNAPSHOT_CHANGED, event)
 
     @workflow.signal(name=names.SIGNAL_CLUSTER_CHANGED)
     def cluster_changed(self, event: HubEvent | None = None) -> None:
-        self._signalled(self._describe(names.SIGNAL_CLUSTER_CHANGED, event))
+        self._hub_signal(names.SIGNAL_CLUSTER_CHANGED, event)
 
     @workflow.signal(name=names.SIGNAL_BINDING_DELETING)
     def binding_deleting(self, event: HubEvent | None = None) -> None:
-        self._signalled(self._describe(names.SIGNAL_BINDING_DELETING, event))
+        self._hub_signal(names.SIGNAL_BINDING_DELETING, event)
 
     @workflow.signal(name=names.SIGNAL_PLACEMENT_DELETING)
     def placement_deleting(self, event: HubEvent | None = None) -> None:
-        self._signalled(self._describe(names.SIGNAL_PLACEMENT_DELETING, event))
+        self._hub_signal(names.SIGNAL_PLACEMENT_DELETING, event)
 
     @workflow.signal(name=names.SIGNAL_PLACEMENT_CHANGED)
     def placement_changed(self, event: HubEvent | None = None) -> None:
-        self._signalled(self._describe(names.SIGNAL_PLACEMENT_CHANGED, event))
+        self._hub_signal(names.SIGNAL_PLACEMENT_CHANGED, event)
 
     @workflow.update(name=names.UPDATE_REQUEUE_AND_WAIT)
     async def requeue_and_wait(self, request: RequeueRequest | None = None) -> RequeueResult:
@@ -289,24 +295,20 @@ class PlacementWorkflow:
         self._set_phase("running", f"cycle {cycle}")
         workflow.set_current_details(f"running cycle {cycle}")
         kind = f"{self._last.placement_type} " if self._last is not None else ""
+        request = TurnRequest(
+            placement=self._placement,
+            cycle=cycle,
+            fresh=fresh,
+            reason=because,
+            known_explanation=self._known_explanation(),
+        )
+        summary = (
+            f"turn {number}: {'fresh ' if fresh else ''}{kind}"
+            f"placement {self._placement} ({because})"
+        )
         try:
-            turn = await workflow.execute_activity_method(
-                ScheduleOnce.schedule_once,
-                TurnRequest(
-                    placement=self._placement,
-                    cycle=cycle,
-                    fresh=fresh,
-                    reason=because,
-                    known_explanation=self._known_explanation(),
-                ),
-                task_queue=self._activity_queue(),
-                start_to_close_timeout=CYCLE_TIMEOUT,
-                heartbeat_timeout=CYCLE_HEARTBEAT,
-                retry_policy=HUB_RETRY,
-                summary=(
-                    f"turn {number}: {'fresh ' if fresh else ''}{kind}"
-                    f"placement {self._placement} ({because})"
-                ),
+            turn: TurnResult = await self._execute(
+                ScheduleOnce.schedule_once, request, CYCLE_TIMEOUT, summary
             )
         except ActivityError as err:
             self._fresh = self._fresh or fresh  # the fresh cycle asked for has not happened
@@ -317,6 +319,32 @@ class PlacementWorkflow:
             # cycle that did not happen, so it waits for the next one.
             self._fresh = self._fresh or fresh
         return turn
+
+    async def _execute(
+        self, method: Callable[..., Any], request: Any, timeout: timedelta, summary: str
+    ) -> Any:
+        """One of the placement's activities: on the activity queue, or as a local activity in
+        this worker when the placement has local cycles (one workflow task instead of two and
+        no activity task: about half the Temporal server's work per turn; docs/operations.md,
+        "Local cycles"). Either way Temporal retries it by HUB_RETRY; a local one cannot
+        heartbeat, and the SDK keeps its workflow task alive while it runs."""
+        if self._local_cycles:
+            return await workflow.execute_local_activity_method(
+                method,
+                request,
+                start_to_close_timeout=timeout,
+                retry_policy=HUB_RETRY,
+                summary=summary,
+            )
+        return await workflow.execute_activity_method(
+            method,
+            request,
+            task_queue=self._activity_queue(),
+            start_to_close_timeout=timeout,
+            heartbeat_timeout=CYCLE_HEARTBEAT,
+            retry_policy=HUB_RETRY,
+            summary=summary,
+        )
 
     @staticmethod
     def _activity_queue() -> str:
@@ -375,15 +403,11 @@ class PlacementWorkflow:
     async def _cleanup(self) -> bool:
         self._set_phase("cleaning_up", "cleanup")
         workflow.set_current_details("placement deleting: removing its bindings and finalizer")
+        request = CleanupRequest(placement=self._placement)
+        summary = f"placement {self._placement} is being deleted: clean up"
         try:
-            report = await workflow.execute_activity_method(
-                CleanupPlacement.cleanup_placement,
-                CleanupRequest(placement=self._placement),
-                task_queue=self._activity_queue(),
-                start_to_close_timeout=CLEANUP_TIMEOUT,
-                heartbeat_timeout=CYCLE_HEARTBEAT,
-                retry_policy=HUB_RETRY,
-                summary=f"placement {self._placement} is being deleted: clean up",
+            report: CleanupReport = await self._execute(
+                CleanupPlacement.cleanup_placement, request, CLEANUP_TIMEOUT, summary
             )
         except ActivityError as err:
             # E.g. the placement was re-created between prepare and cleanup: not a reason to
@@ -418,9 +442,10 @@ class PlacementWorkflow:
         if len(self._reasons) < MAX_PENDING_REASONS:
             self._reasons.append(reason)
 
-    @staticmethod
-    def _describe(signal: str, event: HubEvent | None) -> str:
-        return f"{signal}: {event.reason}" if event and event.reason else signal
+    def _hub_signal(self, signal: str, event: HubEvent | None) -> None:
+        if event is not None and event.local_cycles is not None:
+            self._local_cycles = event.local_cycles
+        self._signalled(f"{signal}: {event.reason}" if event and event.reason else signal)
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
@@ -459,4 +484,5 @@ class PlacementWorkflow:
             cycles_this_run=self._cycles_this_run,
             turns_this_run=self._turns_started,
             signals_this_run=self._signals_this_run,
+            local_cycles=self._local_cycles,
         )

@@ -37,6 +37,7 @@ class ReconcileWorkflow:
             ReconcileInput(
                 task_queue=input.task_queue,
                 standalone=input.standalone,
+                local_cycles_up_to=input.local_cycles_up_to,
                 previous_clusters=previous.clusters if previous is not None else None,
             ),
             result_type=ReconcileReport,

@@ -32,7 +32,12 @@ def hub(hub_kubeconfig: Path, devhub: Any) -> Iterator[HubClient]:
 
 @asynccontextmanager
 async def fleet_scheduler(
-    client: Client, hub: HubClient, task_queue: str, *, snapshotter: bool = True
+    client: Client,
+    hub: HubClient,
+    task_queue: str,
+    *,
+    snapshotter: bool = True,
+    local_cycles_up_to: int = 0,
 ) -> AsyncIterator[Watcher]:
     """Worker + watcher, as `fleet-scheduler run` wires them, until the block ends."""
     worker = build_worker(
@@ -40,9 +45,16 @@ async def fleet_scheduler(
         hub,
         task_queue=task_queue,
         settings=ActivitySettings(snapshotter=snapshotter),
+        local_cycles=local_cycles_up_to > 0,
         max_cached_workflows=0,
     )
-    watcher = Watcher(hub, client, task_queue=task_queue, snapshotter=snapshotter)
+    watcher = Watcher(
+        hub,
+        client,
+        task_queue=task_queue,
+        snapshotter=snapshotter,
+        local_cycles_up_to=local_cycles_up_to,
+    )
     stop = asyncio.Event()
     async with worker:
         watching = asyncio.create_task(watcher.run(stop))

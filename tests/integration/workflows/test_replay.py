@@ -21,7 +21,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from tests.integration.workflows.stand_ins import STAND_INS, Script
+from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS, Script
 from tests.integration.workflows.test_placement_workflow import (
     eventually,
     idle,
@@ -36,6 +36,8 @@ from workflows.placement import PlacementWorkflow
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 HISTORIES = Path(__file__).resolve().parent.parent / "histories"
+# How a local activity shows in a history: a marker of this name.
+LOCAL_MARKER = "core_local_activity"
 
 
 def replayer() -> Replayer:
@@ -62,20 +64,57 @@ async def test_fresh_histories_replay(temporal_client: Client, task_queue: str) 
         await handle.signal(PlacementWorkflow.placement_deleting)
         await asyncio.wait_for(handle.result(), timeout=60)
 
-    histories: list[WorkflowHistory] = []
-    async for execution in temporal_client.list_workflows(f"WorkflowId = '{handle.id}'"):
-        run = temporal_client.get_workflow_handle(execution.id, run_id=execution.run_id)
-        histories.append(await run.fetch_history())
+    histories = await replay_runs(temporal_client, handle.id, "placement")
     assert len(histories) >= 2  # at least one continue-as-new (runs of two cycles)
+
+
+async def test_fresh_local_cycle_histories_replay(temporal_client: Client, task_queue: str) -> None:
+    """Turns as local activities, moved to the activity queue and back by signals, across a
+    continue-as-new, and a local cleanup."""
+    name = placement_name()
+    async with split_workers(
+        temporal_client,
+        task_queue,
+        workflows=[PlacementWorkflow],
+        activities=STAND_INS,
+        max_cached_workflows=0,
+    ):
+        script = Script()
+        SCRIPTS[name] = script
+        handle = await temporal_client.start_workflow(
+            PlacementWorkflow.run,
+            PlacementInput(placement=name, local_cycles=True, turns_per_run=2),
+            id=names.workflow_id(name),
+            task_queue=task_queue,
+        )
+        await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+        for cycle, local in ((2, False), (3, True)):
+            event = HubEvent(reason=f"turn {cycle}", local_cycles=local)
+            await handle.signal(PlacementWorkflow.cluster_changed, event)
+            await eventually(handle, lambda s, c=cycle: s.cycles == c and idle(s))
+        script.deleted = True
+        await handle.signal(PlacementWorkflow.placement_deleting)
+        await asyncio.wait_for(handle.result(), timeout=60)
+    histories = await replay_runs(temporal_client, handle.id, "placement-local")
+    assert len(histories) == 2
+    assert all(LOCAL_MARKER in h.to_json() for h in histories)
+
+
+async def replay_runs(client: Client, workflow_id: str, record_as: str) -> list[WorkflowHistory]:
+    """Every run of the workflow, each replayed against today's code; with
+    FLEET_RECORD_HISTORIES set, recorded as `<record_as>-<run>.json`."""
+    histories: list[WorkflowHistory] = []
+    async for execution in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+        run = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        histories.append(await run.fetch_history())
     for history in histories:
         result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, result.replay_failure
-
     if os.environ.get("FLEET_RECORD_HISTORIES"):
         HISTORIES.mkdir(exist_ok=True)
         for index, history in enumerate(histories):
-            path = HISTORIES / f"placement-{index}.json"
-            path.write_text(history.to_json())
+            (HISTORIES / f"{record_as}-{index}.json").write_text(history.to_json())
+    return histories
 
 
 @pytest.mark.parametrize("path", sorted(HISTORIES.glob("*.json")), ids=lambda p: p.name)
@@ -96,11 +135,33 @@ class WithoutCleanup(PlacementWorkflow):
         return True
 
 
+@workflow.defn(name=names.PLACEMENT_WORKFLOW, sandboxed=False)
+class AlwaysRemote(PlacementWorkflow):
+    """Today's workflow with local cycles ignored: every turn on the activity queue."""
+
+    @workflow.run
+    async def run(self, input: PlacementInput) -> PlacementStatus:
+        self._local_cycles = False
+        return await super().run(input)
+
+    def _hub_signal(self, signal: str, event: HubEvent | None) -> None:
+        super()._hub_signal(signal, event)
+        self._local_cycles = False
+
+
+async def test_a_local_history_fails_to_replay_with_remote_turns() -> None:
+    recorded = [p for p in sorted(HISTORIES.glob("*.json")) if LOCAL_MARKER in p.read_text()]
+    assert recorded, "no recorded history has a local activity"
+    history = WorkflowHistory.from_json("recorded", recorded[0].read_text())
+    broken = Replayer(workflows=[AlwaysRemote], data_converter=pydantic_data_converter)
+    result = await broken.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is not None
+    assert "nondetermin" in str(result.replay_failure).lower()
+
+
 async def test_a_workflow_missing_a_command_fails_to_replay() -> None:
     recorded = sorted(HISTORIES.glob("*.json"))
-    with_cleanup = [
-        p for p in recorded if f'"{names.ACTIVITY_CLEANUP_PLACEMENT}"' in p.read_text()
-    ]
+    with_cleanup = [p for p in recorded if f'"{names.ACTIVITY_CLEANUP_PLACEMENT}"' in p.read_text()]
     assert with_cleanup, "no recorded history runs the cleanup activity"
     history = WorkflowHistory.from_json("recorded", with_cleanup[0].read_text())
     broken = Replayer(workflows=[WithoutCleanup], data_converter=pydantic_data_converter)

@@ -28,7 +28,14 @@ from activities.models import (
 from scheduler import CycleInput, schedule
 from scheduler.framework.profile import default_profile
 from scheduler.testing import member_cluster, policy_snapshot
-from workflows.models import CarriedState, HubEvent, PlacementInput, PlacementStatus, RequeueRequest
+from workflows.models import (
+    CarriedState,
+    HubEvent,
+    PlacementInput,
+    PlacementStatus,
+    ReconcileInput,
+    RequeueRequest,
+)
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 NEW_FIELD = "addedByANewerVersion"
@@ -84,6 +91,9 @@ def _models() -> list[BaseModel]:
         PlacementStatus(placement="web", cycles=3, waiting_for="an event", last=report),
         RequeueRequest(fresh=True, reason="by hand"),
         HubEvent(reason="cluster c1 relabelled"),
+        HubEvent(reason="cluster c9 joined", local_cycles=False),
+        PlacementInput(placement="web", local_cycles=True),
+        ReconcileInput(task_queue="fleet-scheduler", local_cycles_up_to=200),
     ]
 
 

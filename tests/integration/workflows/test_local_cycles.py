@@ -1,0 +1,123 @@
+"""Local cycles: a placement told so runs its turns as local activities in the workflow worker
+(one workflow task per turn, no activity task), and goes back to the activity queue when a
+signal says so; the choice survives continue-as-new. The real PlacementWorkflow on a real dev
+server, with the stand-in activities; max_cached_workflows=0 replays every history from the
+start on each task, markers included."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+
+from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS, Script, transient
+from tests.integration.workflows.test_placement_workflow import eventually, idle, placement_name
+from workers.worker import PlacementWorkers, split_workers
+from workflows import names
+from workflows.models import HubEvent, PlacementInput, PlacementStatus, RequeueRequest
+from workflows.placement import PlacementWorkflow
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def worker(temporal_client: Client, task_queue: str) -> AsyncIterator[PlacementWorkers]:
+    async with split_workers(
+        temporal_client,
+        task_queue,
+        workflows=[PlacementWorkflow],
+        activities=STAND_INS,
+        max_cached_workflows=0,
+    ) as running:
+        yield running
+
+
+async def start_local(
+    client: Client, queue: str, name: str, script: Script, turns_per_run: int | None = None
+) -> WorkflowHandle[PlacementWorkflow, PlacementStatus]:
+    SCRIPTS[name] = script
+    return await client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(placement=name, local_cycles=True, turns_per_run=turns_per_run),
+        id=names.workflow_id(name),
+        task_queue=queue,
+    )
+
+
+async def event_types(
+    client: Client, handle: WorkflowHandle, run_id: str | None = None
+) -> Counter[str]:
+    """How many events of each type one run's history has (the handle's run by default)."""
+    counts: Counter[str] = Counter()
+    run = client.get_workflow_handle(handle.id, run_id=run_id or handle.result_run_id)
+    async for event in run.fetch_history_events():
+        counts[EventType.Name(event.event_type)] += 1
+    return counts
+
+
+async def test_local_turns_run_in_the_workflow_task_and_a_signal_moves_them_back(
+    temporal_client, task_queue, worker
+):
+    name = placement_name()
+    handle = await start_local(temporal_client, task_queue, name, Script())
+    status = await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    assert status.local_cycles
+    events = await event_types(temporal_client, handle)
+    assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 1  # the turn, recorded as a local activity
+
+    # A signal without a word about it leaves the choice as it is; one with it changes it.
+    await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason="labels"))
+    await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+    assert (await event_types(temporal_client, handle))["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
+    await handle.signal(
+        PlacementWorkflow.cluster_changed, HubEvent(reason="fleet grew", local_cycles=False)
+    )
+    status = await eventually(handle, lambda s: s.cycles == 3 and idle(s))
+    assert not status.local_cycles
+    events = await event_types(temporal_client, handle)
+    assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 1
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 2
+    assert [c.cycle for c in SCRIPTS[name].cycles] == [1, 2, 3]
+
+
+async def test_local_cycles_survive_continue_as_new(temporal_client, task_queue, worker):
+    name = placement_name()
+    handle = await start_local(
+        temporal_client, task_queue, name, Script(requeues=[True] * 2), turns_per_run=2
+    )
+    status = await eventually(handle, lambda s: s.cycles == 3 and idle(s))
+    assert status.local_cycles and status.cycles_this_run == 1
+    latest = (await handle.describe()).run_id
+    assert latest != handle.result_run_id
+    events = await event_types(temporal_client, handle, latest)
+    assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 1
+
+
+async def test_local_turns_are_retried_by_the_same_policy(temporal_client, task_queue, worker):
+    name = placement_name()
+    script = Script(failures=[transient("503"), transient("503")])
+    handle = await start_local(temporal_client, task_queue, name, script)
+    status = await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    assert script.cycle_attempts == 3 and status.last_error is None
+    assert (await event_types(temporal_client, handle))["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
+
+
+async def test_a_local_cleanup_completes_the_workflow(temporal_client, task_queue, worker):
+    name = placement_name()
+    handle = await start_local(
+        temporal_client, task_queue, name, Script(phases=["ready", "deleting"])
+    )
+    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason="deleted"))
+    result = await asyncio.wait_for(handle.result(), timeout=60)
+    assert result.phase == "done" and SCRIPTS[name].cleanups == 1
+    events = await event_types(temporal_client, handle)
+    assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 3  # two turns and the cleanup

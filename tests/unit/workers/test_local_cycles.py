@@ -1,0 +1,37 @@
+"""What starters and signallers say about local cycles, and the slots a workflow worker gets
+for them."""
+
+from __future__ import annotations
+
+import pytest
+
+from workers.starts import local_cycles_for
+from workers.worker import WORKFLOW_WORKER_ACTIVITY_SLOTS, activity_threads
+
+
+@pytest.mark.parametrize(
+    ("clusters", "up_to", "expected"),
+    [
+        (0, 0, None),  # off: say nothing, workflows keep what they were told
+        (5000, 0, None),
+        (0, 200, True),  # an empty fleet is small
+        (200, 200, True),
+        (201, 200, False),
+    ],
+)
+def test_local_cycles_up_to_a_fleet_size(clusters: int, up_to: int, expected: bool | None) -> None:
+    assert local_cycles_for(clusters, up_to) is expected
+
+
+def test_a_negative_bound_is_refused() -> None:
+    with pytest.raises(ValueError, match="must not be negative"):
+        local_cycles_for(3, -1)
+
+
+def test_local_cycles_give_the_workflow_worker_a_thread_per_slot() -> None:
+    off = activity_threads(16, workflows=True, activities=False)
+    on = activity_threads(16, workflows=True, activities=False, local_cycles=True)
+    assert off == 2 * WORKFLOW_WORKER_ACTIVITY_SLOTS
+    assert on == WORKFLOW_WORKER_ACTIVITY_SLOTS + 16
+    # An activity-only process runs no local activities, whatever the setting.
+    assert activity_threads(16, workflows=False, activities=True, local_cycles=True) == 16
