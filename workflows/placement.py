@@ -6,7 +6,8 @@ Each loop turn is one KubeFleet `scheduleOnce` (kubefleet-rules 3.2) and one act
 `schedule_once`: it reads the placement and its latest policy snapshot (in standalone mode it
 syncs the snapshot first) and, when there is one to schedule, runs the filter/score cycle and
 writes bindings and status. `cleanup_placement` runs when the placement is being deleted, after
-which the workflow completes.
+which the workflow completes. Both run on the activity task queue, or as local activities in
+the workflow worker while the watcher says the fleet is small enough (`local_cycles`).
 
 It listens to the watcher's signals and the manual `requeue` signal. Signals coalesce: any
 number of them during a cycle set one dirty flag, which causes exactly one more cycle. That holds
