@@ -14,7 +14,7 @@ from activities import failures
 from activities.bindings import Pacer
 from activities.models import CLEANUP_PLACEMENT, CleanupReport, CleanupRequest
 from activities.outage import through_outages
-from activities.plumbing import ActivitySettings, heartbeat
+from activities.plumbing import ActivitySettings, heartbeat, in_local_activity
 from activities.translate import hub_failures
 from activities.turn import name_too_long
 from hub import names
@@ -43,7 +43,8 @@ class CleanupPlacement:
             with hub_failures(f"cleaning up placement {request.placement!r}"):
                 return self._cleanup(request.placement)
 
-        return through_outages(self._settings.hub_gate, heartbeat, cleanup)
+        gate = None if in_local_activity() else self._settings.hub_gate
+        return through_outages(gate, heartbeat, cleanup)
 
     def _cleanup(self, name: str) -> CleanupReport:
         client = self._client

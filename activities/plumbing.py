@@ -30,6 +30,7 @@ __all__ = [
     "CycleRun",
     "PhaseSpans",
     "heartbeat",
+    "in_local_activity",
     "metered",
 ]
 
@@ -91,7 +92,16 @@ class ActivitySettings:
 
 
 def heartbeat(progress: str) -> None:
-    activity.heartbeat(progress)
+    # A local activity has no heartbeat of its own (its workflow task is kept alive instead).
+    if not in_local_activity():
+        activity.heartbeat(progress)
+
+
+def in_local_activity() -> bool:
+    """Whether this runs as a local activity: it then neither heartbeats nor waits out a hub
+    outage at the gate, so its turn soon fails over to the activity queue
+    (workflows.placement.LOCAL_TURN_LIMIT)."""
+    return activity.in_activity() and activity.info().is_local
 
 
 class PhaseSpans:

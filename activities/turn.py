@@ -24,7 +24,7 @@ from activities.conditions import sync_failed_condition, write_scheduled_conditi
 from activities.cycle import outcome_of, run_cycle
 from activities.models import SCHEDULE_ONCE, PrepareResult, TurnRequest, TurnResult
 from activities.outage import through_outages
-from activities.plumbing import ActivitySettings, heartbeat, meter, metered
+from activities.plumbing import ActivitySettings, heartbeat, in_local_activity, meter, metered
 from activities.snapshotter import sync_policy_snapshots
 from activities.translate import hub_failures, is_retryable
 from hub import names
@@ -93,7 +93,8 @@ class ScheduleOnce:
     def schedule_once(self, request: TurnRequest) -> TurnResult:
         """Prepare, then, when the placement is ready, the cycle numbered `request.cycle`; run
         again from the start when the hub comes back after an outage (activities.outage)."""
-        return through_outages(self._settings.hub_gate, heartbeat, lambda: self._turn(request))
+        gate = None if in_local_activity() else self._settings.hub_gate
+        return through_outages(gate, heartbeat, lambda: self._turn(request))
 
     def _turn(self, request: TurnRequest) -> TurnResult:
         doing = f"cycle {request.cycle} of placement {request.placement!r}"

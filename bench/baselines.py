@@ -306,6 +306,7 @@ async def run_ceiling(args: argparse.Namespace) -> None:
             activities=[noop.schedule_once, noop.cleanup_placement],
             activity_executor=executor,
             max_concurrent_activities=slots,
+            max_concurrent_local_activities=slots,  # local turns: as many, on the same threads
         )
         async with worker:
             print("ready", flush=True)

@@ -35,11 +35,11 @@ def start_options(placement: str, task_queue: str) -> dict[str, Any]:
     }
 
 
-def local_cycles_for(clusters: int, up_to: int) -> bool | None:
+def local_cycles_for(clusters: int, up_to: int) -> bool:
     """The `local_cycles` a starter or signaller sends (workflows.models.HubEvent) for a fleet
     of `clusters` member clusters when local cycles are on for fleets of at most `up_to`
-    (docs/operations.md, "Local cycles"): None when they are off (`up_to` 0), so workflows keep
-    what they were told before."""
+    (docs/operations.md, "Local cycles"). False when they are off (`up_to` 0): turning them
+    off moves placements told otherwise back to the activity queue."""
     if up_to < 0:
         raise ValueError(f"up_to must not be negative, got {up_to}")
-    return clusters <= up_to if up_to else None
+    return bool(up_to) and clusters <= up_to

@@ -195,7 +195,7 @@ class Watcher:
             module constants of the same meaning.
         local_cycles_up_to: every start and signal tells the workflow to run its turns as
             local activities while the fleet has at most this many member clusters, and on
-            the activity queue above (0: says nothing; docs/operations.md, "Local cycles").
+            the activity queue above (0: never; docs/operations.md, "Local cycles").
     """
 
     def __init__(
@@ -222,8 +222,6 @@ class Watcher:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
         if watch_seconds < 1:
             raise ValueError(f"watch_seconds must be at least 1, got {watch_seconds}")
-        if local_cycles_up_to < 0:
-            raise ValueError(f"local_cycles_up_to must not be negative, got {local_cycles_up_to}")
         self._hub = hub
         self._temporal = temporal
         self.task_queue = task_queue
@@ -589,9 +587,13 @@ class Watcher:
         )
 
     def local_cycles(self) -> bool | None:
-        """What the watcher's signals say about local cycles: None when they are off (the
-        workflows keep what they have), else whether the fleet is small enough for them."""
-        return local_cycles_for(len(self._views[MemberCluster]), self._local_cycles_up_to)
+        """What the watcher's signals say about local cycles: whether they are on and the fleet
+        small enough for them; None (the workflows keep what they have) until the cluster list
+        has arrived, when the fleet's size is not known yet."""
+        clusters = self._views[MemberCluster]
+        if not clusters.synced:
+            return None
+        return local_cycles_for(len(clusters), self._local_cycles_up_to)
 
     def _read_placement(self, name: str) -> ClusterResourcePlacement | None:
         try:

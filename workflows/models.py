@@ -99,6 +99,9 @@ class PlacementInput(ActivityModel):
     # Where turns run until a signal says otherwise (HubEvent.local_cycles; None: on the
     # activity queue). Continue-as-new carries the current choice.
     local_cycles: bool | None = None
+    # How long a local turn may take, retries included, before it runs on the activity queue
+    # instead (None: the workflow's default). A tuning knob, and what lets a test see it.
+    local_turn_seconds: float | None = Field(default=None, gt=0)
 
 
 class PlacementStatus(ActivityModel):
@@ -134,7 +137,7 @@ class ReconcileInput(ActivityModel):
     task_queue: str
     standalone: bool = True
     # Fleets of at most this many member clusters get local cycles (HubEvent.local_cycles);
-    # 0: the reconcile run leaves the choice to the watcher.
+    # 0: none.
     local_cycles_up_to: int = Field(default=0, ge=0)
     # The previous run's cluster digests (the activity's request only; the workflow reads them
     # from the last completed run).

@@ -29,7 +29,8 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from activities import failures
@@ -61,6 +62,12 @@ __all__ = ["PlacementWorkflow"]
 CYCLE_TIMEOUT = timedelta(minutes=10)
 CYCLE_HEARTBEAT = timedelta(seconds=30)
 CLEANUP_TIMEOUT = timedelta(minutes=10)
+# A local turn keeps its workflow task open, and the SDK heartbeats that task with a few history
+# events every ~8 s. A local turn that takes longer than this, or fails this many times in a
+# row (a slow or unreachable hub: about 3 s of backoff), runs again on the activity queue, whose
+# retries add nothing to the history.
+LOCAL_TURN_LIMIT = timedelta(seconds=30)
+LOCAL_ATTEMPTS = 5
 
 # Replaces KubeFleet's per-key rate limiter (5 ms x 2^n, capped at 1000 s; kubefleet-rules 1.11). We
 # start at 200 ms because every retry here is a full activity round trip through the server, and
@@ -73,6 +80,18 @@ HUB_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=60),
     non_retryable_error_types=list(failures.NON_RETRYABLE),
 )
+
+# Local turns: the same backoff, LOCAL_ATTEMPTS attempts, then the activity queue.
+LOCAL_RETRY = RetryPolicy(
+    initial_interval=HUB_RETRY.initial_interval,
+    backoff_coefficient=HUB_RETRY.backoff_coefficient,
+    maximum_interval=HUB_RETRY.maximum_interval,
+    maximum_attempts=LOCAL_ATTEMPTS,
+    non_retryable_error_types=HUB_RETRY.non_retryable_error_types,
+)
+# What awaiting a turn's activity raises when it fails: an ActivityError, or for a local
+# activity its last failure itself.
+TURN_FAILURES = (ActivityError, ApplicationError, ActivityTimeout)
 
 # A run continues-as-new at the end of the turn that reaches any of these bounds (or when the
 # server suggests it). A turn adds about a dozen events, a signal one or a few, so 100 turns keep
@@ -131,6 +150,11 @@ class PlacementWorkflow:
         self._attributes: tuple[str, bool] | None = None
         # Turns run as local activities in this worker (docs/operations.md, "Local cycles").
         self._local_cycles = bool(input.local_cycles)
+        self._local_limit = (
+            timedelta(seconds=input.local_turn_seconds)
+            if input.local_turn_seconds
+            else LOCAL_TURN_LIMIT
+        )
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
@@ -159,6 +183,7 @@ class PlacementWorkflow:
                         turns_per_run=input.turns_per_run,
                         signals_per_run=input.signals_per_run,
                         local_cycles=self._local_cycles,
+                        local_turn_seconds=input.local_turn_seconds,
                     )
                 )
 
@@ -311,7 +336,7 @@ class PlacementWorkflow:
             turn: TurnResult = await self._execute(
                 ScheduleOnce.schedule_once, request, CYCLE_TIMEOUT, summary
             )
-        except ActivityError as err:
+        except TURN_FAILURES as err:
             self._fresh = self._fresh or fresh  # the fresh cycle asked for has not happened
             self._record_failure(f"cycle {cycle}", err)
             return None
@@ -327,16 +352,23 @@ class PlacementWorkflow:
         """One of the placement's activities: on the activity queue, or as a local activity in
         this worker when the placement has local cycles (one workflow task instead of two and
         no activity task: about half the Temporal server's work per turn; docs/operations.md,
-        "Local cycles"). Either way Temporal retries it by HUB_RETRY; a local one cannot
-        heartbeat, and the SDK keeps its workflow task alive while it runs."""
+        "Local cycles"). Either way Temporal retries it by HUB_RETRY. A local one that has not
+        succeeded within the local limit runs again on the activity queue (a turn is
+        idempotent); one that failed for good fails the turn, as on the queue."""
         if self._local_cycles:
-            return await workflow.execute_local_activity_method(
-                method,
-                request,
-                start_to_close_timeout=timeout,
-                retry_policy=HUB_RETRY,
-                summary=summary,
-            )
+            try:
+                return await workflow.execute_local_activity_method(
+                    method,
+                    request,
+                    start_to_close_timeout=min(timeout, self._local_limit),
+                    schedule_to_close_timeout=self._local_limit,
+                    retry_policy=LOCAL_RETRY,
+                    summary=summary,
+                )
+            except TURN_FAILURES as err:
+                if _failed_for_good(err):
+                    raise
+                summary = f"{summary}; on the activity queue: the local attempts {_how(err)}"
         return await workflow.execute_activity_method(
             method,
             request,
@@ -410,7 +442,7 @@ class PlacementWorkflow:
             report: CleanupReport = await self._execute(
                 CleanupPlacement.cleanup_placement, request, CLEANUP_TIMEOUT, summary
             )
-        except ActivityError as err:
+        except TURN_FAILURES as err:
             # E.g. the placement was re-created between prepare and cleanup: not a reason to
             # fail the workflow; record it and let the next event decide again.
             self._record_failure("cleanup", err)
@@ -421,8 +453,8 @@ class PlacementWorkflow:
 
     # --- helpers ---------------------------------------------------------------------------
 
-    def _record_failure(self, what: str, err: ActivityError) -> None:
-        cause = err.cause
+    def _record_failure(self, what: str, err: FailureError) -> None:
+        cause = _cause(err)
         if isinstance(cause, ApplicationError) and cause.type in failures.NON_RETRYABLE:
             message = f"{what} failed ({cause.type}): {cause.message}"
         else:
@@ -476,7 +508,8 @@ class PlacementWorkflow:
             cycles=self._cycles,
             waiting_for=self._waiting_for,
             # Queued work shows as pending whatever the loop last said it waits for.
-            phase="pending" if self._dirty and self._phase in ("idle", "requeue_timer")
+            phase="pending"
+            if self._dirty and self._phase in ("idle", "requeue_timer")
             else self._phase,
             pending_reasons=list(self._reasons) if self._dirty else [],
             fresh_pending=self._fresh,
@@ -487,3 +520,25 @@ class PlacementWorkflow:
             signals_this_run=self._signals_this_run,
             local_cycles=self._local_cycles,
         )
+
+
+def _cause(err: FailureError) -> BaseException | None:
+    """What failed: an activity's error, or a local activity's own (the SDK raises a local
+    activity's last failure as it is, not wrapped in an ActivityError)."""
+    return err.cause if isinstance(err, ActivityError) else err
+
+
+def _failed_for_good(err: FailureError) -> bool:
+    """A failure retrying cannot fix (kubefleet-rules 3.3), as opposed to a local turn that ran
+    out of time or attempts."""
+    cause = _cause(err)
+    return isinstance(cause, ApplicationError) and (
+        cause.non_retryable or cause.type in failures.NON_RETRYABLE
+    )
+
+
+def _how(err: FailureError) -> str:
+    cause = _cause(err)
+    if isinstance(cause, ActivityTimeout):
+        return "timed out"
+    return f"failed ({cause})"

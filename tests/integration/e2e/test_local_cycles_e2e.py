@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from hub.client import HubClient
@@ -22,6 +21,7 @@ from tests.integration.e2e.fleet import (
     unique,
     wait_for,
 )
+from tests.integration.workflows.test_local_cycle_turns import event_types
 from workflows.models import PlacementStatus
 from workflows.names import workflow_id
 
@@ -32,10 +32,7 @@ MARKER = "EVENT_TYPE_MARKER_RECORDED"
 
 
 async def history(client: Client, placement: str) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    async for event in client.get_workflow_handle(workflow_id(placement)).fetch_history_events():
-        counts[EventType.Name(event.event_type)] += 1
-    return counts
+    return await event_types(client, client.get_workflow_handle(workflow_id(placement)))
 
 
 async def test_local_cycles_decide_the_same_and_end_when_the_fleet_outgrows_them(

@@ -15,12 +15,18 @@ import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS, Script, transient
+from tests.integration.workflows.stand_ins import (
+    SCRIPTS,
+    STAND_INS,
+    Script,
+    transient,
+    unexpected,
+)
 from tests.integration.workflows.test_placement_workflow import eventually, idle, placement_name
 from workers.worker import PlacementWorkers, split_workers
 from workflows import names
 from workflows.models import HubEvent, PlacementInput, PlacementStatus, RequeueRequest
-from workflows.placement import PlacementWorkflow
+from workflows.placement import LOCAL_ATTEMPTS, PlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -38,12 +44,22 @@ async def worker(temporal_client: Client, task_queue: str) -> AsyncIterator[Plac
 
 
 async def start_local(
-    client: Client, queue: str, name: str, script: Script, turns_per_run: int | None = None
+    client: Client,
+    queue: str,
+    name: str,
+    script: Script,
+    turns_per_run: int | None = None,
+    local_turn_seconds: float | None = None,
 ) -> WorkflowHandle[PlacementWorkflow, PlacementStatus]:
     SCRIPTS[name] = script
     return await client.start_workflow(
         PlacementWorkflow.run,
-        PlacementInput(placement=name, local_cycles=True, turns_per_run=turns_per_run),
+        PlacementInput(
+            placement=name,
+            local_cycles=True,
+            turns_per_run=turns_per_run,
+            local_turn_seconds=local_turn_seconds,
+        ),
         id=names.workflow_id(name),
         task_queue=queue,
     )
@@ -52,7 +68,8 @@ async def start_local(
 async def event_types(
     client: Client, handle: WorkflowHandle, run_id: str | None = None
 ) -> Counter[str]:
-    """How many events of each type one run's history has (the handle's run by default)."""
+    """How many events of each type one run's history has (the handle's run by default; the
+    latest with `handle.result_run_id` None)."""
     counts: Counter[str] = Counter()
     run = client.get_workflow_handle(handle.id, run_id=run_id or handle.result_run_id)
     async for event in run.fetch_history_events():
@@ -121,3 +138,54 @@ async def test_a_local_cleanup_completes_the_workflow(temporal_client, task_queu
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
     assert events["EVENT_TYPE_MARKER_RECORDED"] == 3  # two turns and the cleanup
+
+
+async def test_a_local_turn_that_keeps_failing_runs_again_on_the_activity_queue(
+    temporal_client, task_queue, worker
+):
+    """Local retries keep the workflow task open; after LOCAL_ATTEMPTS the turn moves to the
+    activity queue, where it is retried as any other."""
+    name = placement_name()
+    script = Script(failures=[transient("503")] * (LOCAL_ATTEMPTS + 1))
+    handle = await start_local(temporal_client, task_queue, name, script)
+    status = await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    assert status.last_error is None and script.cycle_attempts == LOCAL_ATTEMPTS + 2
+    events = await event_types(temporal_client, handle)
+    assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 1
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 1  # the local attempts, given up
+    assert status.local_cycles  # the next turn tries locally again
+
+
+async def test_a_local_turn_out_of_time_runs_again_on_the_activity_queue(
+    temporal_client, task_queue, worker
+):
+    name = placement_name()
+    gate = asyncio.Event()
+    handle = await start_local(
+        temporal_client, task_queue, name, Script(gate=gate), local_turn_seconds=1
+    )
+
+    async def moved() -> bool:
+        events = await event_types(temporal_client, handle)
+        return events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 1
+
+    deadline = asyncio.get_running_loop().time() + 60
+    while not await moved():
+        assert asyncio.get_running_loop().time() < deadline, "the turn never left the worker"
+        await asyncio.sleep(0.2)
+    gate.set()
+    status = await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    assert status.last_error is None and status.local_cycles
+
+
+async def test_a_local_turn_that_failed_for_good_is_not_run_again(
+    temporal_client, task_queue, worker
+):
+    name = placement_name()
+    script = Script(failures=[unexpected("bad number-of-clusters annotation")])
+    handle = await start_local(temporal_client, task_queue, name, script)
+    status = await eventually(handle, lambda s: s.last_error is not None)
+    assert "bad number-of-clusters annotation" in status.last_error
+    await asyncio.sleep(0.5)
+    assert script.cycle_attempts == 1
+    assert (await event_types(temporal_client, handle))["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0

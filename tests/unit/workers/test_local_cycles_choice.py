@@ -12,14 +12,14 @@ from workers.worker import WORKFLOW_WORKER_ACTIVITY_SLOTS, activity_threads
 @pytest.mark.parametrize(
     ("clusters", "up_to", "expected"),
     [
-        (0, 0, None),  # off: say nothing, workflows keep what they were told
-        (5000, 0, None),
+        (0, 0, False),  # off: placements told otherwise go back to the activity queue
+        (5000, 0, False),
         (0, 200, True),  # an empty fleet is small
         (200, 200, True),
         (201, 200, False),
     ],
 )
-def test_local_cycles_up_to_a_fleet_size(clusters: int, up_to: int, expected: bool | None) -> None:
+def test_local_cycles_up_to_a_fleet_size(clusters: int, up_to: int, expected: bool) -> None:
     assert local_cycles_for(clusters, up_to) is expected
 
 

@@ -9,7 +9,8 @@ import pytest_asyncio
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from hub.client import HubClient
+from hub.client import HubClient, Resync
+from hub.types import MemberCluster
 from workers.watcher import WATCHED_KINDS, Watcher
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -71,3 +72,19 @@ async def test_only_errors_a_retry_cannot_fix_drop_a_signal(status, message, per
     from workers.watcher import _permanent
 
     assert _permanent(RPCError(message, status, b"")) is permanent
+
+
+@pytest.mark.parametrize(("up_to", "after_list"), [(2, True), (1, False), (0, False)])
+async def test_local_cycles_are_decided_only_once_the_clusters_are_listed(
+    hub: HubClient, lazy_client: Client, up_to: int, after_list: bool
+) -> None:
+    """Before the cluster list arrives the fleet's size is unknown: the watcher says nothing
+    rather than call a large fleet small; after it, the fleet of 2 decides (0: never local)."""
+    watcher = Watcher(hub, lazy_client, local_cycles_up_to=up_to)
+    assert watcher.local_cycles() is None
+    clusters = [
+        MemberCluster.from_wire({"metadata": {"name": n, "resourceVersion": "1"}})
+        for n in ("member-a", "member-b")
+    ]
+    watcher._views[MemberCluster].apply_resync(Resync(clusters, "1"))
+    assert watcher.local_cycles() is after_list
