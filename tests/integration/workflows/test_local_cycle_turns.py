@@ -8,39 +8,23 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from tests.integration.workflows.stand_ins import (
     SCRIPTS,
-    STAND_INS,
     Script,
     transient,
     unexpected,
 )
 from tests.integration.workflows.test_placement_workflow import eventually, idle, placement_name
-from workers.worker import PlacementWorkers, split_workers
 from workflows import names
 from workflows.models import HubEvent, PlacementInput, PlacementStatus, RequeueRequest
 from workflows.placement import LOCAL_ATTEMPTS, PlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def worker(temporal_client: Client, task_queue: str) -> AsyncIterator[PlacementWorkers]:
-    async with split_workers(
-        temporal_client,
-        task_queue,
-        workflows=[PlacementWorkflow],
-        activities=STAND_INS,
-        max_cached_workflows=0,
-    ) as running:
-        yield running
 
 
 async def start_local(

@@ -8,17 +8,16 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
-import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from activities.models import CycleReport, TurnResult
 from scheduler import Explanation, FilterGroup, ScoreGroup
-from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS, Script, transient, unexpected
-from workers.worker import PlacementWorkers, split_workers
+from tests.integration.workflows.stand_ins import SCRIPTS, Script, transient, unexpected
+from workers.worker import PlacementWorkers
 from workflows import names
 from workflows.models import (
     HubEvent,
@@ -31,18 +30,6 @@ from workflows.models import (
 from workflows.placement import CLOSING_ERROR, PlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def worker(temporal_client: Client, task_queue: str) -> AsyncIterator[PlacementWorkers]:
-    async with split_workers(
-        temporal_client,
-        task_queue,
-        workflows=[PlacementWorkflow],
-        activities=STAND_INS,
-        max_cached_workflows=0,
-    ) as running:
-        yield running
 
 
 def placement_name() -> str:
