@@ -15,6 +15,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,12 +249,27 @@ class RunProcess:
     def stdout(self) -> str:
         return self.out.read_text(errors="replace")
 
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
         while not RUN_READY.search(self.stdout()):
             assert self.process.poll() is None, self.err.read_text(errors="replace")[-4000:]
-            assert time.monotonic() < deadline, self.err.read_text(errors="replace")[-4000:]
+            assert time.monotonic() < deadline, (
+                f"not ready after {timeout:g}s; /readyz: {self.readyz()}\n"
+                + self.err.read_text(errors="replace")[-4000:]
+            )
             time.sleep(0.2)
+
+    def readyz(self) -> str:
+        """What the process's /readyz says (why it is not ready), or why it cannot be asked."""
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=5
+            ) as response:
+                return str(response.read().decode(errors="replace"))
+        except urllib.error.HTTPError as err:
+            return str(err.read().decode(errors="replace"))
+        except OSError as err:
+            return f"unreachable ({err})"
 
     def stop(self) -> int:
         if self.process.poll() is None:

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 PROFILE = "name: weighted\nscoreMode: weightedSum\n"
+READY_TIMEOUT_S = 120.0
 
 
 async def test_run_schedules_with_watcher_workflows_and_activities_in_separate_processes(
@@ -52,10 +53,15 @@ async def test_run_schedules_with_watcher_workflows_and_activities_in_separate_p
         tmp_path, *common, "--activities-only", "--config", str(profile), *version
     )
     try:
+        # Five processes start at once here (the activity worker runs two children), and the
+        # dev server registers the new deployment version for two versioned workers at once:
+        # in one CI run its internal deployment workflow failed to start ("unable to locate
+        # current workflow execution") and the activity worker was not ready within 45 s. A
+        # rolling update waits as long; the test gives it 120 s, and says what /readyz said.
         await asyncio.gather(
-            asyncio.to_thread(watcher.wait_ready),
-            asyncio.to_thread(worker.wait_ready),
-            asyncio.to_thread(activities.wait_ready),
+            asyncio.to_thread(watcher.wait_ready, READY_TIMEOUT_S),
+            asyncio.to_thread(worker.wait_ready, READY_TIMEOUT_S),
+            asyncio.to_thread(activities.wait_ready, READY_TIMEOUT_S),
         )
         for process in (watcher, worker, activities):
             ready = requests.get(f"http://127.0.0.1:{process.metrics_port}/readyz", timeout=10)
