@@ -23,6 +23,7 @@ events (RUN_EVENTS_BOUND is the documented ceiling of one run)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -82,13 +83,7 @@ HUB_RETRY = RetryPolicy(
 )
 
 # Local turns: the same backoff, LOCAL_ATTEMPTS attempts, then the activity queue.
-LOCAL_RETRY = RetryPolicy(
-    initial_interval=HUB_RETRY.initial_interval,
-    backoff_coefficient=HUB_RETRY.backoff_coefficient,
-    maximum_interval=HUB_RETRY.maximum_interval,
-    maximum_attempts=LOCAL_ATTEMPTS,
-    non_retryable_error_types=HUB_RETRY.non_retryable_error_types,
-)
+LOCAL_RETRY = dataclasses.replace(HUB_RETRY, maximum_attempts=LOCAL_ATTEMPTS)
 # What awaiting a turn's activity raises when it fails: an ActivityError, or for a local
 # activity its last failure itself.
 TURN_FAILURES = (ActivityError, ApplicationError, ActivityTimeout)

@@ -21,14 +21,15 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS, Script
+from tests.integration.workflows.stand_ins import Script
+from tests.integration.workflows.test_local_cycle_turns import start_local
 from tests.integration.workflows.test_placement_workflow import (
     eventually,
     idle,
     placement_name,
     start,
 )
-from workers.worker import split_workers
+from workers.worker import PlacementWorkers
 from workflows import names
 from workflows.models import HubEvent, PlacementInput, PlacementStatus
 from workflows.placement import PlacementWorkflow
@@ -44,57 +45,41 @@ def replayer() -> Replayer:
     return Replayer(workflows=[PlacementWorkflow], data_converter=pydantic_data_converter)
 
 
-async def test_fresh_histories_replay(temporal_client: Client, task_queue: str) -> None:
+async def test_fresh_histories_replay(
+    temporal_client: Client, task_queue: str, worker: PlacementWorkers
+) -> None:
     name = placement_name()
-    async with split_workers(
-        temporal_client,
-        task_queue,
-        workflows=[PlacementWorkflow],
-        activities=STAND_INS,
-        max_cached_workflows=0,
-    ):
-        script = Script(requeues=[True, False, False])
-        handle = await start(temporal_client, task_queue, name, script, turns_per_run=2)
-        await eventually(handle, lambda s: s.cycles == 2 and idle(s))
-        for reason in ("a", "b", "c"):
-            await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason=reason))
-        # Under load the three signals may take one or two more turns.
-        await eventually(handle, lambda s: s.cycles >= 3 and idle(s))
-        script.deleted = True
-        await handle.signal(PlacementWorkflow.placement_deleting)
-        await asyncio.wait_for(handle.result(), timeout=60)
+    script = Script(requeues=[True, False, False])
+    handle = await start(temporal_client, task_queue, name, script, turns_per_run=2)
+    await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+    for reason in ("a", "b", "c"):
+        await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason=reason))
+    # Under load the three signals may take one or two more turns.
+    await eventually(handle, lambda s: s.cycles >= 3 and idle(s))
+    script.deleted = True
+    await handle.signal(PlacementWorkflow.placement_deleting)
+    await asyncio.wait_for(handle.result(), timeout=60)
 
     histories = await replay_runs(temporal_client, handle.id, "placement")
     assert len(histories) >= 2  # at least one continue-as-new (runs of two cycles)
 
 
-async def test_fresh_local_cycle_histories_replay(temporal_client: Client, task_queue: str) -> None:
+async def test_fresh_local_cycle_histories_replay(
+    temporal_client: Client, task_queue: str, worker: PlacementWorkers
+) -> None:
     """Turns as local activities, moved to the activity queue and back by signals, across a
     continue-as-new, and a local cleanup."""
     name = placement_name()
-    async with split_workers(
-        temporal_client,
-        task_queue,
-        workflows=[PlacementWorkflow],
-        activities=STAND_INS,
-        max_cached_workflows=0,
-    ):
-        script = Script()
-        SCRIPTS[name] = script
-        handle = await temporal_client.start_workflow(
-            PlacementWorkflow.run,
-            PlacementInput(placement=name, local_cycles=True, turns_per_run=2),
-            id=names.workflow_id(name),
-            task_queue=task_queue,
-        )
-        await eventually(handle, lambda s: s.cycles == 1 and idle(s))
-        for cycle, local in ((2, False), (3, True)):
-            event = HubEvent(reason=f"turn {cycle}", local_cycles=local)
-            await handle.signal(PlacementWorkflow.cluster_changed, event)
-            await eventually(handle, lambda s, c=cycle: s.cycles == c and idle(s))
-        script.deleted = True
-        await handle.signal(PlacementWorkflow.placement_deleting)
-        await asyncio.wait_for(handle.result(), timeout=60)
+    script = Script()
+    handle = await start_local(temporal_client, task_queue, name, script, turns_per_run=2)
+    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    for cycle, local in ((2, False), (3, True)):
+        event = HubEvent(reason=f"turn {cycle}", local_cycles=local)
+        await handle.signal(PlacementWorkflow.cluster_changed, event)
+        await eventually(handle, lambda s, c=cycle: s.cycles == c and idle(s))
+    script.deleted = True
+    await handle.signal(PlacementWorkflow.placement_deleting)
+    await asyncio.wait_for(handle.result(), timeout=60)
     histories = await replay_runs(temporal_client, handle.id, "placement-local")
     assert len(histories) == 2
     assert all(LOCAL_MARKER in h.to_json() for h in histories)
