@@ -165,10 +165,14 @@ def _selector(selector: Selector | None) -> str | None:
     return ",".join(f"{key}={value}" for key, value in selector.items())
 
 
-def _object_path(kind: type[HubObject], name: str, subresource: str | None = None) -> str:
+def _object_path(
+    kind: type[HubObject], name: str, subresource: str | None = None, namespace: str | None = None
+) -> str:
     if not name:
         raise ValueError(f"a {kind.KIND} name is required")
-    path = f"{kind.api_path()}/{quote(name, safe='')}"
+    if kind.NAMESPACED and not namespace:
+        raise ValueError(f"{kind.KIND} {name!r} is namespaced: a namespace is required")
+    path = f"{kind.api_path(namespace)}/{quote(name, safe='')}"
     return f"{path}/{subresource}" if subresource else path
 
 
@@ -486,9 +490,9 @@ class HubClient:
 
     # --- reads ----------------------------------------------------------------------------------
 
-    def get(self, kind: type[T], name: str) -> T:
-        """The object, or NotFoundError."""
-        return _load(kind, self._json("GET", _object_path(kind, name)))
+    def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T:
+        """The object, or NotFoundError. A namespaced kind needs its `namespace`."""
+        return _load(kind, self._json("GET", _object_path(kind, name, namespace=namespace)))
 
     def list(
         self,
@@ -499,8 +503,11 @@ class HubClient:
         *,
         on_malformed: OnMalformed | None = None,
         transform: Callable[[T], T] | None = None,
+        namespace: str | None = None,
     ) -> ListResult[T]:
         """Every matching object, following `continue` pages until the last.
+
+        A namespaced kind is listed in `namespace`, or in all namespaces without one.
 
         `transform` is applied to each object as its page is read (e.g. to keep less of it),
         so no more than one page of full objects is held at a time.
@@ -521,7 +528,7 @@ class HubClient:
             base.append(("limit", str(limit)))
         for attempt in range(LIST_RESTARTS + 1):
             try:
-                return self._list_pages(kind, base, on_malformed, transform)
+                return self._list_pages(kind, base, on_malformed, transform, namespace)
             except GoneError:
                 if attempt == LIST_RESTARTS:
                     raise
@@ -533,13 +540,15 @@ class HubClient:
         base: _Query,
         on_malformed: OnMalformed | None = None,
         transform: Callable[[T], T] | None = None,
+        namespace: str | None = None,
     ) -> ListResult[T]:
+        path = kind.api_path(namespace)
         items: builtins.list[T] = []
         resource_version: str | None = None
         token = ""
         while True:
             query = [*base, ("continue", token)] if token else base
-            data = self._bytes("GET", kind.api_path(), query=query)
+            data = self._bytes("GET", path, query=query)
             page = _parse_page(kind, data, on_malformed)
             if transform is None:
                 items.extend(page.items or ())
@@ -556,7 +565,8 @@ class HubClient:
     def create(self, obj: T) -> T:
         """Create `obj`; AlreadyExistsError if the name is taken, InvalidObjectError if refused."""
         kind = type(obj)
-        return _load(kind, self._json("POST", kind.api_path(), body=obj.to_wire()))
+        path = kind.api_path(obj.metadata.namespace if kind.NAMESPACED else None)
+        return _load(kind, self._json("POST", path, body=obj.to_wire()))
 
     def update(self, obj: T) -> T:
         """Replace the object (not its status) if nobody changed it since it was read.
@@ -565,13 +575,14 @@ class HubClient:
         are sent back as read."""
         _guard_resource_version(obj, "update")
         kind = type(obj)
-        return _load(kind, self._json("PUT", _object_path(kind, obj.name), body=obj.to_wire()))
+        path = _object_path(kind, obj.name, namespace=obj.metadata.namespace)
+        return _load(kind, self._json("PUT", path, body=obj.to_wire()))
 
     def update_status(self, obj: T) -> T:
         """Replace the status subresource; same concurrency rule as `update`."""
         _guard_resource_version(obj, "update_status")
         kind = type(obj)
-        path = _object_path(kind, obj.name, "status")
+        path = _object_path(kind, obj.name, "status", obj.metadata.namespace)
         return _load(kind, self._json("PUT", path, body=obj.to_wire()))
 
     def patch(
@@ -582,6 +593,7 @@ class HubClient:
         *,
         resource_version: str | None = None,
         subresource: str | None = None,
+        namespace: str | None = None,
     ) -> T:
         """Apply a JSON merge patch (RFC 7386): only the fields named change; None deletes.
 
@@ -594,7 +606,7 @@ class HubClient:
                 **(metadata if isinstance(metadata, Mapping) else {}),
                 "resourceVersion": resource_version,
             }
-        path = _object_path(kind, name, subresource)
+        path = _object_path(kind, name, subresource, namespace)
         return _load(kind, self._json("PATCH", path, body=body, content_type=MERGE_PATCH))
 
     def json_patch(
@@ -604,10 +616,11 @@ class HubClient:
         ops: Sequence[Mapping[str, Any]],
         *,
         subresource: str | None = None,
+        namespace: str | None = None,
     ) -> T:
         """Apply a JSON patch (RFC 6902); a failing `test` op makes the whole patch fail."""
         body = [dict(op) for op in ops]
-        path = _object_path(kind, name, subresource)
+        path = _object_path(kind, name, subresource, namespace)
         return _load(kind, self._json("PATCH", path, body=body, content_type=JSON_PATCH))
 
     def delete(
@@ -617,6 +630,7 @@ class HubClient:
         *,
         resource_version: str | None = None,
         propagation: Propagation | None = None,
+        namespace: str | None = None,
     ) -> T | None:
         """Delete; returns the object while finalizers hold it (deletionTimestamp set), else None.
 
@@ -626,7 +640,7 @@ class HubClient:
             options["preconditions"] = {"resourceVersion": resource_version}
         if propagation is not None:
             options["propagationPolicy"] = propagation
-        doc = self._json("DELETE", _object_path(kind, name), body=options)
+        doc = self._json("DELETE", _object_path(kind, name, namespace=namespace), body=options)
         if not isinstance(doc, dict) or doc.get("kind") == "Status":
             return None
         obj = _load(kind, doc)
@@ -634,11 +648,17 @@ class HubClient:
             return obj
         return None
 
-    def delete_collection(self, kind: type[HubObject], label_selector: Selector) -> None:
-        """Delete every object matching `label_selector` ("" matches all of the kind)."""
+    def delete_collection(
+        self, kind: type[HubObject], label_selector: Selector, *, namespace: str | None = None
+    ) -> None:
+        """Delete every object matching `label_selector` ("" matches all of the kind).
+
+        A namespaced kind needs its `namespace`: kube-apiserver has no all-namespace delete."""
+        if kind.NAMESPACED and not namespace:
+            raise ValueError(f"deleting {kind.PLURAL} needs a namespace")
         query = [("labelSelector", _selector(label_selector) or "")]
         body = {"apiVersion": "v1", "kind": "DeleteOptions"}
-        self._json("DELETE", kind.api_path(), query=query, body=body)
+        self._json("DELETE", kind.api_path(namespace), query=query, body=body)
 
     # --- watches --------------------------------------------------------------------------------
 

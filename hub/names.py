@@ -73,6 +73,8 @@ POLICY_UNFULFILLED_MESSAGE: Final = (
 
 # Placement condition, written by the placement controller / our snapshotter (kubefleet-rules 2.7).
 PLACEMENT_SCHEDULED_CONDITION: Final = "ClusterResourcePlacementScheduled"
+# The same condition on a namespaced ResourcePlacement (kubefleet-rules 9).
+RP_SCHEDULED_CONDITION: Final = "ResourcePlacementScheduled"
 SCHEDULE_PENDING_REASON: Final = "SchedulePending"
 SCHEDULE_PENDING_MESSAGE: Final = "Scheduling has not completed"
 INVALID_RESOURCE_SELECTORS_REASON: Final = "InvalidResourceSelectors"

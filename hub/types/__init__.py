@@ -30,7 +30,10 @@ from hub.types.placement_v1beta1 import (
     PropertySelector,
     PropertySelectorRequirement,
     PropertySorter,
+    ResourceBinding,
+    ResourcePlacement,
     ResourceSelector,
+    SchedulingPolicySnapshot,
     SchedulingPolicySnapshotSpec,
     SchedulingPolicySnapshotStatus,
     Toleration,
@@ -42,6 +45,9 @@ KINDS: tuple[type[HubObject], ...] = (
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
     ClusterResourceBinding,
+    ResourcePlacement,
+    SchedulingPolicySnapshot,
+    ResourceBinding,
 )
 
 __all__ = [
@@ -75,7 +81,10 @@ __all__ = [
     "PropertySelectorRequirement",
     "PropertySorter",
     "PropertyValue",
+    "ResourceBinding",
+    "ResourcePlacement",
     "ResourceSelector",
+    "SchedulingPolicySnapshot",
     "ResourceUsage",
     "SchedulingPolicySnapshotSpec",
     "SchedulingPolicySnapshotStatus",

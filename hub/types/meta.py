@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, ClassVar, Self
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -157,6 +158,13 @@ class HubObject(FleetModel):
         return self.metadata.name
 
     @classmethod
-    def api_path(cls) -> str:
-        """The collection URL path, e.g. /apis/<group>/v1beta1/clusterresourcebindings."""
+    def api_path(cls, namespace: str | None = None) -> str:
+        """The collection URL path, e.g. /apis/<group>/v1beta1/clusterresourcebindings.
+
+        For a namespaced kind, `namespace` narrows it to /apis/<group>/v1beta1/namespaces/<ns>/
+        <plural>; without one it is the all-namespace collection (lists and watches only)."""
+        if namespace and not cls.NAMESPACED:
+            raise ValueError(f"{cls.KIND} is cluster-scoped: it has no namespace {namespace!r}")
+        if namespace:
+            return f"/apis/{cls.GROUP}/{cls.VERSION}/namespaces/{quote(namespace, safe='')}/{cls.PLURAL}"
         return f"/apis/{cls.GROUP}/{cls.VERSION}/{cls.PLURAL}"

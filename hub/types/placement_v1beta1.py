@@ -40,7 +40,10 @@ __all__ = [
     "PropertySelector",
     "PropertySelectorRequirement",
     "PropertySorter",
+    "ResourceBinding",
+    "ResourcePlacement",
     "ResourceSelector",
+    "SchedulingPolicySnapshot",
     "SchedulingPolicySnapshotSpec",
     "SchedulingPolicySnapshotStatus",
     "Toleration",
@@ -245,6 +248,19 @@ class ClusterResourcePlacementStatus(FleetModel):
         return next((c for c in self.conditions if c.type == type_), None)
 
 
+def _scheduled_columns(condition: str) -> tuple[tuple[str, str, str], ...]:
+    return (
+        ("Gen", "string", ".metadata.generation"),
+        ("Type", "string", ".spec.policy.placementType"),
+        ("Scheduled", "string", f'.status.conditions[?(@.type=="{condition}")].status'),
+        (
+            "Scheduled-Gen",
+            "string",
+            f'.status.conditions[?(@.type=="{condition}")].observedGeneration',
+        ),
+    )
+
+
 class ClusterResourcePlacement(HubObject):
     GROUP: ClassVar[str] = names.PLACEMENT_GROUP
     KIND: ClassVar[str] = "ClusterResourcePlacement"
@@ -252,6 +268,9 @@ class ClusterResourcePlacement(HubObject):
     SINGULAR: ClassVar[str] = "clusterresourceplacement"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("crp",)
     CATEGORIES: ClassVar[tuple[str, ...]] = ("fleet", "fleet-placement")
+    # The placement's own Scheduled condition (kubefleet-rules 2.7; ResourcePlacementScheduled
+    # on a ResourcePlacement).
+    SCHEDULED_CONDITION: ClassVar[str] = names.PLACEMENT_SCHEDULED_CONDITION
     # KubeFleet's webhook: the name is the parent-CRP label value of its snapshots and bindings.
     RULES: ClassVar[tuple[tuple[str, str], ...]] = (
         (
@@ -259,19 +278,8 @@ class ClusterResourcePlacement(HubObject):
             f"the name field cannot have length exceeding {names.MAX_PLACEMENT_NAME_LENGTH}",
         ),
     )
-    PRINTER_COLUMNS: ClassVar[tuple[tuple[str, str, str], ...]] = (
-        ("Gen", "string", ".metadata.generation"),
-        ("Type", "string", ".spec.policy.placementType"),
-        (
-            "Scheduled",
-            "string",
-            '.status.conditions[?(@.type=="ClusterResourcePlacementScheduled")].status',
-        ),
-        (
-            "Scheduled-Gen",
-            "string",
-            '.status.conditions[?(@.type=="ClusterResourcePlacementScheduled")].observedGeneration',
-        ),
+    PRINTER_COLUMNS: ClassVar[tuple[tuple[str, str, str], ...]] = _scheduled_columns(
+        names.PLACEMENT_SCHEDULED_CONDITION
     )
 
     spec: ClusterResourcePlacementSpec = Field(
@@ -367,3 +375,37 @@ class ClusterResourceBinding(HubObject):
 
     spec: ClusterResourceBindingSpec
     status: dict[str, Any] = Field(default_factory=dict)  # written by other controllers only
+
+
+# --- The namespaced kinds (kubefleet-rules 9) ------------------------------------------------
+# ResourcePlacement, SchedulingPolicySnapshot and ResourceBinding live in the placement's
+# namespace and have the schemas of their cluster-scoped siblings, so they are those classes with
+# other API coordinates: everything that reads a cluster-scoped placement reads these too.
+
+
+class ResourcePlacement(ClusterResourcePlacement):
+    KIND: ClassVar[str] = "ResourcePlacement"
+    PLURAL: ClassVar[str] = "resourceplacements"
+    SINGULAR: ClassVar[str] = "resourceplacement"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("rp",)
+    NAMESPACED: ClassVar[bool] = True
+    SCHEDULED_CONDITION: ClassVar[str] = names.RP_SCHEDULED_CONDITION
+    PRINTER_COLUMNS: ClassVar[tuple[tuple[str, str, str], ...]] = _scheduled_columns(
+        names.RP_SCHEDULED_CONDITION
+    )
+
+
+class SchedulingPolicySnapshot(ClusterSchedulingPolicySnapshot):
+    KIND: ClassVar[str] = "SchedulingPolicySnapshot"
+    PLURAL: ClassVar[str] = "schedulingpolicysnapshots"
+    SINGULAR: ClassVar[str] = "schedulingpolicysnapshot"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("sps",)
+    NAMESPACED: ClassVar[bool] = True
+
+
+class ResourceBinding(ClusterResourceBinding):
+    KIND: ClassVar[str] = "ResourceBinding"
+    PLURAL: ClassVar[str] = "resourcebindings"
+    SINGULAR: ClassVar[str] = "resourcebinding"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("rb",)
+    NAMESPACED: ClassVar[bool] = True

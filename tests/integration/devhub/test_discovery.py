@@ -47,7 +47,7 @@ def test_resource_list_describes_every_kind(api: Client, kind: type[HubObject]) 
     entry = resources[kind.PLURAL]
     assert entry["kind"] == kind.KIND
     assert entry["singularName"] == kind.SINGULAR
-    assert entry["namespaced"] is False
+    assert entry["namespaced"] is kind.NAMESPACED
     assert entry["shortNames"] == list(kind.SHORT_NAMES)
     assert entry["categories"] == list(kind.CATEGORIES)
     assert set(entry["verbs"]) == {"create", "delete", "deletecollection", "get", "list",

@@ -45,6 +45,24 @@ def test_check_mode_reports_stale_files(tmp_path: Path) -> None:
     assert crds.main([str(tmp_path), "--check"]) == 1
 
 
+# KubeFleet's namespaced kinds (kubefleet-rules 1.1), with their short names.
+NAMESPACED_KINDS = {
+    "ResourcePlacement": "rp",
+    "SchedulingPolicySnapshot": "sps",
+    "ResourceBinding": "rb",
+}
+
+
+def test_the_namespaced_kinds_are_kubefleets() -> None:
+    namespaced = {k.KIND: k.SHORT_NAMES for k in KINDS if k.NAMESPACED}
+    assert namespaced == {kind: (short,) for kind, short in NAMESPACED_KINDS.items()}
+    by_kind = {k.KIND: crds.crd_for(k) for k in KINDS}
+    rp_columns = by_kind["ResourcePlacement"]["spec"]["versions"][0]["additionalPrinterColumns"]
+    assert '.status.conditions[?(@.type=="ResourcePlacementScheduled")].status' in {
+        c["jsonPath"] for c in rp_columns
+    }
+
+
 def test_generation_is_deterministic() -> None:
     assert crds.generate() == crds.generate()
 
@@ -59,7 +77,7 @@ def test_crd_names_scope_and_subresources(kind: type[HubObject]) -> None:
     assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
     assert crd["metadata"]["name"] == f"{kind.PLURAL}.{kind.GROUP}"
     spec = crd["spec"]
-    assert spec["scope"] == "Cluster"
+    assert spec["scope"] == ("Namespaced" if kind.KIND in NAMESPACED_KINDS else "Cluster")
     assert spec["names"]["kind"] == kind.KIND
     assert spec["names"]["listKind"] == f"{kind.KIND}List"
     assert spec["names"]["shortNames"] == list(kind.SHORT_NAMES)
@@ -72,10 +90,15 @@ def test_crd_names_scope_and_subresources(kind: type[HubObject]) -> None:
     assert columns[-1] == {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 
 
-@pytest.mark.parametrize(("kind", "short"), [
-    (ClusterResourcePlacement, "crp"), (ClusterResourceBinding, "crb"),
-    (MemberCluster, "cluster"), (ClusterSchedulingPolicySnapshot, "csps"),
-])
+@pytest.mark.parametrize(
+    ("kind", "short"),
+    [
+        (ClusterResourcePlacement, "crp"),
+        (ClusterResourceBinding, "crb"),
+        (MemberCluster, "cluster"),
+        (ClusterSchedulingPolicySnapshot, "csps"),
+    ],
+)
 def test_short_names(kind: type[HubObject], short: str) -> None:
     assert short in crds.crd_for(kind)["spec"]["names"]["shortNames"]
 
@@ -102,67 +125,109 @@ def test_schemas_are_structural(kind: type[HubObject]) -> None:
             assert set(node["required"]) <= set(node["properties"]), path
 
 
-@pytest.mark.parametrize(("kind", "path", "key", "value"), [
-    (ClusterResourcePlacement, "spec.policy.placementType", "enum",
-     list(names.PLACEMENT_TYPES)),
-    (ClusterResourcePlacement, "spec.policy.placementType", "default", names.PICK_ALL),
-    (ClusterResourcePlacement, "spec.policy.numberOfClusters", "minimum", 0),
-    (ClusterResourcePlacement, "spec.policy.clusterNames", "maxItems", 100),
-    (ClusterResourcePlacement, "spec.policy.tolerations", "maxItems", 100),
-    (ClusterResourcePlacement, "spec.policy.tolerations.[].operator", "default", "Equal"),
-    (ClusterResourcePlacement, "spec.policy.topologySpreadConstraints.[].maxSkew", "default", 1),
-    (ClusterResourcePlacement, "spec.policy.topologySpreadConstraints.[].maxSkew", "minimum", 1),
-    (ClusterResourcePlacement, "spec.policy.topologySpreadConstraints.[].whenUnsatisfiable",
-     "enum", [names.DO_NOT_SCHEDULE, names.SCHEDULE_ANYWAY]),
-    (ClusterResourcePlacement,
-     "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-     ".clusterSelectorTerms", "maxItems", 10),
-    (ClusterResourcePlacement,
-     "spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution"
-     ".[].weight", "maximum", 100),
-    (ClusterResourcePlacement,
-     "spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution"
-     ".[].weight", "minimum", -100),
-    (ClusterResourcePlacement, "spec.revisionHistoryLimit", "default", 10),
-    (ClusterResourcePlacement, "spec.revisionHistoryLimit", "maximum", 1000),
-    (ClusterResourceBinding, "spec.state", "enum", list(names.BINDING_STATES)),
-    (ClusterSchedulingPolicySnapshot, "spec.policyHash", "format", "byte"),
-    (ClusterSchedulingPolicySnapshot, "status.targetClusters", "maxItems", names.MAX_DECISIONS),
-    (MemberCluster, "spec.taints", "maxItems", 100),
-    (MemberCluster, "spec.taints.[].effect", "enum", [names.EFFECT_NO_SCHEDULE]),
-    (MemberCluster, "spec.taints.[].key", "maxLength", 316),
-    (MemberCluster, "spec.heartbeatPeriodSeconds", "maximum", 600),
-    (MemberCluster, "status.agentStatus.[].lastReceivedHeartbeat", "format", "date-time"),
-    (MemberCluster, "status.conditions.[].status", "enum", ["True", "False", "Unknown"]),
-])
+@pytest.mark.parametrize(
+    ("kind", "path", "key", "value"),
+    [
+        (
+            ClusterResourcePlacement,
+            "spec.policy.placementType",
+            "enum",
+            list(names.PLACEMENT_TYPES),
+        ),
+        (ClusterResourcePlacement, "spec.policy.placementType", "default", names.PICK_ALL),
+        (ClusterResourcePlacement, "spec.policy.numberOfClusters", "minimum", 0),
+        (ClusterResourcePlacement, "spec.policy.clusterNames", "maxItems", 100),
+        (ClusterResourcePlacement, "spec.policy.tolerations", "maxItems", 100),
+        (ClusterResourcePlacement, "spec.policy.tolerations.[].operator", "default", "Equal"),
+        (
+            ClusterResourcePlacement,
+            "spec.policy.topologySpreadConstraints.[].maxSkew",
+            "default",
+            1,
+        ),
+        (
+            ClusterResourcePlacement,
+            "spec.policy.topologySpreadConstraints.[].maxSkew",
+            "minimum",
+            1,
+        ),
+        (
+            ClusterResourcePlacement,
+            "spec.policy.topologySpreadConstraints.[].whenUnsatisfiable",
+            "enum",
+            [names.DO_NOT_SCHEDULE, names.SCHEDULE_ANYWAY],
+        ),
+        (
+            ClusterResourcePlacement,
+            "spec.policy.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ".clusterSelectorTerms",
+            "maxItems",
+            10,
+        ),
+        (
+            ClusterResourcePlacement,
+            "spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+            ".[].weight",
+            "maximum",
+            100,
+        ),
+        (
+            ClusterResourcePlacement,
+            "spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+            ".[].weight",
+            "minimum",
+            -100,
+        ),
+        (ClusterResourcePlacement, "spec.revisionHistoryLimit", "default", 10),
+        (ClusterResourcePlacement, "spec.revisionHistoryLimit", "maximum", 1000),
+        (ClusterResourceBinding, "spec.state", "enum", list(names.BINDING_STATES)),
+        (ClusterSchedulingPolicySnapshot, "spec.policyHash", "format", "byte"),
+        (ClusterSchedulingPolicySnapshot, "status.targetClusters", "maxItems", names.MAX_DECISIONS),
+        (MemberCluster, "spec.taints", "maxItems", 100),
+        (MemberCluster, "spec.taints.[].effect", "enum", [names.EFFECT_NO_SCHEDULE]),
+        (MemberCluster, "spec.taints.[].key", "maxLength", 316),
+        (MemberCluster, "spec.heartbeatPeriodSeconds", "maximum", 600),
+        (MemberCluster, "status.agentStatus.[].lastReceivedHeartbeat", "format", "date-time"),
+        (MemberCluster, "status.conditions.[].status", "enum", ["True", "False", "Unknown"]),
+    ],
+)
 def test_schema_facts(kind: type[HubObject], path: str, key: str, value: Any) -> None:
     assert _at(_schema(kind), path)[key] == value
 
 
-@pytest.mark.parametrize(("kind", "path", "required"), [
-    (ClusterResourceBinding, "spec",
-     {"state", "schedulingPolicySnapshotName", "targetCluster", "clusterDecision"}),
-    (ClusterResourceBinding, "spec.clusterDecision", {"clusterName", "selected", "reason"}),
-    (ClusterSchedulingPolicySnapshot, "spec", {"policyHash"}),
-    (MemberCluster, "spec.taints.[]", {"key", "effect"}),
-    (ClusterResourcePlacement, "spec.policy.topologySpreadConstraints.[]", {"topologyKey"}),
-])
+@pytest.mark.parametrize(
+    ("kind", "path", "required"),
+    [
+        (
+            ClusterResourceBinding,
+            "spec",
+            {"state", "schedulingPolicySnapshotName", "targetCluster", "clusterDecision"},
+        ),
+        (ClusterResourceBinding, "spec.clusterDecision", {"clusterName", "selected", "reason"}),
+        (ClusterSchedulingPolicySnapshot, "spec", {"policyHash"}),
+        (MemberCluster, "spec.taints.[]", {"key", "effect"}),
+        (ClusterResourcePlacement, "spec.policy.topologySpreadConstraints.[]", {"topologyKey"}),
+    ],
+)
 def test_required_fields(kind: type[HubObject], path: str, required: set[str]) -> None:
     assert set(_at(_schema(kind), path)["required"]) == required
 
 
-@pytest.mark.parametrize(("kind", "path", "preserved"), [
-    (MemberCluster, "spec", True),
-    (MemberCluster, "status", True),
-    (ClusterResourcePlacement, "spec", True),
-    (ClusterResourcePlacement, "status", True),
-    (ClusterResourceBinding, "spec", True),
-    (ClusterResourceBinding, "status", True),
-    (ClusterResourcePlacement, "spec.policy", False),
-    (ClusterSchedulingPolicySnapshot, "spec", False),
-    (ClusterSchedulingPolicySnapshot, "status", False),
-    (MemberCluster, "spec.taints.[]", False),
-])
+@pytest.mark.parametrize(
+    ("kind", "path", "preserved"),
+    [
+        (MemberCluster, "spec", True),
+        (MemberCluster, "status", True),
+        (ClusterResourcePlacement, "spec", True),
+        (ClusterResourcePlacement, "status", True),
+        (ClusterResourceBinding, "spec", True),
+        (ClusterResourceBinding, "status", True),
+        (ClusterResourcePlacement, "spec.policy", False),
+        (ClusterSchedulingPolicySnapshot, "spec", False),
+        (ClusterSchedulingPolicySnapshot, "status", False),
+        (MemberCluster, "spec.taints.[]", False),
+    ],
+)
 def test_unknown_fields_are_preserved_only_where_partially_modelled(
     kind: type[HubObject], path: str, preserved: bool
 ) -> None:
@@ -182,8 +247,9 @@ def test_condition_lists_are_list_maps_keyed_by_type() -> None:
 
 
 def test_string_maps_are_additional_properties() -> None:
-    labels = _at(_schema(ClusterResourcePlacement),
-                 "spec.resourceSelectors.[].labelSelector.matchLabels")
+    labels = _at(
+        _schema(ClusterResourcePlacement), "spec.resourceSelectors.[].labelSelector.matchLabels"
+    )
     assert labels == {"type": "object", "additionalProperties": {"type": "string"}}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +24,9 @@ from hub.types import (
     FleetModel,
     HubObject,
     MemberCluster,
+    ResourceBinding,
+    ResourcePlacement,
+    SchedulingPolicySnapshot,
     SchedulingPolicySnapshotStatus,
     Toleration,
 )
@@ -199,11 +202,26 @@ def binding() -> dict[str, Any]:
     }
 
 
+def in_namespace(sample: Callable[[], dict[str, Any]], kind: str) -> Callable[[], dict[str, Any]]:
+    """The namespaced sibling's sample: the same document, another kind, in a namespace."""
+
+    def make() -> dict[str, Any]:
+        doc = sample()
+        doc["kind"] = kind
+        doc["metadata"]["namespace"] = "app"
+        return doc
+
+    return make
+
+
 SAMPLES: dict[type[HubObject], Any] = {
     MemberCluster: member_cluster,
     ClusterResourcePlacement: placement,
     ClusterSchedulingPolicySnapshot: policy_snapshot,
     ClusterResourceBinding: binding,
+    ResourcePlacement: in_namespace(placement, "ResourcePlacement"),
+    SchedulingPolicySnapshot: in_namespace(policy_snapshot, "SchedulingPolicySnapshot"),
+    ResourceBinding: in_namespace(binding, "ResourceBinding"),
 }
 
 
