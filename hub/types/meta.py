@@ -165,6 +165,7 @@ class HubObject(FleetModel):
         <plural>; without one it is the all-namespace collection (lists and watches only)."""
         if namespace and not cls.NAMESPACED:
             raise ValueError(f"{cls.KIND} is cluster-scoped: it has no namespace {namespace!r}")
+        base = f"/apis/{cls.GROUP}/{cls.VERSION}"
         if namespace:
-            return f"/apis/{cls.GROUP}/{cls.VERSION}/namespaces/{quote(namespace, safe='')}/{cls.PLURAL}"
-        return f"/apis/{cls.GROUP}/{cls.VERSION}/{cls.PLURAL}"
+            return f"{base}/namespaces/{quote(namespace, safe='')}/{cls.PLURAL}"
+        return f"{base}/{cls.PLURAL}"
