@@ -27,6 +27,7 @@ from typing import Final, TypeVar
 from hub import names
 from hub.client import HubClient
 from hub.errors import AlreadyExistsError, NotFoundError
+from hub.kinds import kinds_for
 from hub.types import ClusterResourceBinding
 from scheduler import BindingPatch, BindingPlan
 
@@ -142,7 +143,8 @@ def _each(items: Sequence[T], write: Callable[[T], R]) -> Iterator[R]:
 
 def _patch(client: HubClient, patch: BindingPatch) -> None:
     # The merge patch already carries metadata.resourceVersion (scheduler.plan).
-    client.patch(ClusterResourceBinding, patch.name, patch.merge_patch)
+    kind = kinds_for(patch.namespace).binding
+    client.patch(kind, patch.name, patch.merge_patch, namespace=patch.namespace)
 
 
 def _remove_finalizer(client: HubClient, patch: BindingPatch) -> bool:
@@ -159,7 +161,8 @@ def _create(client: HubClient, binding: ClusterResourceBinding) -> bool:
         client.create(binding)
         return True
     except AlreadyExistsError:
-        existing = client.get(ClusterResourceBinding, binding.name)  # NotFound: it just vanished
+        # NotFound: it just vanished
+        existing = client.get(type(binding), binding.name, namespace=binding.metadata.namespace)
     placement = binding.metadata.labels.get(names.PARENT_PLACEMENT_LABEL)
     if (
         existing.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) != placement

@@ -20,11 +20,8 @@ from activities.turn import name_too_long
 from hub import names
 from hub.client import HubClient
 from hub.errors import NotFoundError
-from hub.types import (
-    ClusterResourceBinding,
-    ClusterResourcePlacement,
-    ClusterSchedulingPolicySnapshot,
-)
+from hub.kinds import kinds_for, placement_key
+from hub.types import ClusterResourceBinding, ClusterResourcePlacement
 
 __all__ = ["CleanupPlacement"]
 
@@ -39,22 +36,26 @@ class CleanupPlacement:
     @activity.defn(name=CLEANUP_PLACEMENT)
     def cleanup_placement(self, request: CleanupRequest) -> CleanupReport:
         """Delete the placement's bindings (and snapshots, standalone), then its finalizer."""
+
         def cleanup() -> CleanupReport:
-            with hub_failures(f"cleaning up placement {request.placement!r}"):
-                return self._cleanup(request.placement)
+            key = placement_key(request.namespace, request.placement)
+            with hub_failures(f"cleaning up placement {key!r}"):
+                return self._cleanup(request.placement, request.namespace)
 
         gate = None if in_local_activity() else self._settings.hub_gate
         return through_outages(gate, heartbeat, cleanup)
 
-    def _cleanup(self, name: str) -> CleanupReport:
-        client = self._client
+    def _cleanup(self, name: str, namespace: str | None = None) -> CleanupReport:
+        client, kinds, key = self._client, kinds_for(namespace), placement_key(namespace, name)
         try:
-            placement: ClusterResourcePlacement | None = client.get(ClusterResourcePlacement, name)
+            placement: ClusterResourcePlacement | None = client.get(
+                kinds.placement, name, namespace=namespace
+            )
         except NotFoundError:
             placement = None  # gone already: still sweep any bindings it left behind
         if placement is not None and not placement.metadata.deleting:
             raise ApplicationError(
-                f"refusing to clean up placement {name!r}: it is not being deleted",
+                f"refusing to clean up placement {key!r}: it is not being deleted",
                 type=failures.UNEXPECTED,
                 non_retryable=True,
             )
@@ -64,10 +65,11 @@ class CleanupPlacement:
             removed = placement is not None and self._remove_placement_finalizer(placement)
             return CleanupReport(
                 finalizer_removed=removed,
-                summary=f"placement {name}: nothing to clean up (name too long to label objects)",
+                summary=f"placement {key}: nothing to clean up (name too long to label objects)",
             )
         pacer = Pacer(heartbeat)
-        bindings = client.list(ClusterResourceBinding, {names.PARENT_PLACEMENT_LABEL: name})
+        selector = {names.PARENT_PLACEMENT_LABEL: name}
+        bindings = client.list(kinds.binding, selector, namespace=namespace)
         deleted = 0
         for binding in sorted(bindings, key=lambda b: b.name):
             if self._remove_binding(binding):
@@ -76,10 +78,9 @@ class CleanupPlacement:
 
         snapshots = 0
         if self._settings.snapshotter:
-            selector = {names.PARENT_PLACEMENT_LABEL: name}
-            snapshots = len(client.list(ClusterSchedulingPolicySnapshot, selector))
+            snapshots = len(client.list(kinds.snapshot, selector, namespace=namespace))
             if snapshots:
-                client.delete_collection(ClusterSchedulingPolicySnapshot, selector)
+                client.delete_collection(kinds.snapshot, selector, namespace=namespace)
 
         removed = placement is not None and self._remove_placement_finalizer(placement)
         parts = [f"{deleted} binding(s) deleted"]
@@ -90,7 +91,7 @@ class CleanupPlacement:
             bindings_deleted=deleted,
             snapshots_deleted=snapshots,
             finalizer_removed=removed,
-            summary=f"placement {name}: " + ", ".join(parts),
+            summary=f"placement {key}: " + ", ".join(parts),
         )
 
     def _remove_binding(self, binding: ClusterResourceBinding) -> bool:
@@ -102,14 +103,15 @@ class CleanupPlacement:
             if ours in finalizers:
                 remaining = [f for f in finalizers if f != ours]
                 client.patch(
-                    ClusterResourceBinding,
+                    type(binding),
                     binding.name,
                     {"metadata": {"finalizers": remaining}},
                     resource_version=binding.metadata.resource_version,
+                    namespace=binding.metadata.namespace,
                 )
             if binding.metadata.deleting:
                 return False
-            client.delete(ClusterResourceBinding, binding.name)
+            client.delete(type(binding), binding.name, namespace=binding.metadata.namespace)
         except NotFoundError:
             return False  # gone meanwhile: nothing left to do for it
         return True
@@ -121,10 +123,11 @@ class CleanupPlacement:
             return False
         try:
             self._client.patch(
-                ClusterResourcePlacement,
+                type(placement),
                 placement.name,
                 {"metadata": {"finalizers": [f for f in finalizers if f != ours]}},
                 resource_version=placement.metadata.resource_version,
+                namespace=placement.metadata.namespace,
             )
         except NotFoundError:
             return False  # deleted by another finalizer owner finishing first

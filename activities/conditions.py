@@ -112,15 +112,18 @@ def write_scheduled_condition(
             return False
         try:
             client.patch(
-                ClusterResourcePlacement,
+                type(placement),
                 placement.name,
                 {"status": {"conditions": _upserted(placement.status.conditions, wanted)}},
                 resource_version=placement.metadata.resource_version,
                 subresource="status",
+                namespace=placement.metadata.namespace,
             )
             return True
         except ConflictError:
             if attempt == CONFLICT_REREADS:
                 raise
-            placement = client.get(ClusterResourcePlacement, placement.name)
+            placement = client.get(
+                type(placement), placement.name, namespace=placement.metadata.namespace
+            )
     raise AssertionError("unreachable")  # pragma: no cover

@@ -19,6 +19,7 @@ from activities.models import CycleReport, TurnRequest, WriteCounts
 from activities.plumbing import ActivitySettings, CycleOutcome, CycleRun, PhaseSpans, heartbeat
 from hub import names
 from hub.client import HubClient
+from hub.kinds import kinds_for
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
@@ -48,15 +49,22 @@ def read_fleet(
     client: HubClient,
     placement: str,
     cached_clusters: Callable[[], list[MemberCluster] | None] | None = None,
+    namespace: str | None = None,
 ) -> Fleet:
     """Every MemberCluster (from the cache when it answers, as KubeFleet reads its informer) and
-    the bindings labelled with the placement's name, read directly (kubefleet-rules 4.1). Writes
-    nothing: `fleet-scheduler plan` reads with it too."""
+    the bindings labelled with the placement's name, read directly (kubefleet-rules 4.1): for a
+    ResourcePlacement, its ResourceBindings in `namespace` (kubefleet-rules 9). Writes nothing:
+    `fleet-scheduler plan` reads with it too."""
     cached = cached_clusters() if cached_clusters is not None else None
     clusters = cached if cached is not None else list(client.list(MemberCluster).items)
-    bindings = client.list(ClusterResourceBinding, {names.PARENT_PLACEMENT_LABEL: placement})
-    return Fleet(clusters=clusters, bindings=list(bindings.items), clusters_cached=cached is not
-    None)
+    bindings = client.list(
+        kinds_for(namespace).binding,
+        {names.PARENT_PLACEMENT_LABEL: placement},
+        namespace=namespace,
+    )
+    return Fleet(
+        clusters=clusters, bindings=list(bindings.items), clusters_cached=cached is not None
+    )
 
 
 def run_cycle(
@@ -71,10 +79,12 @@ def run_cycle(
     tracer = settings.get_tracer()
     with tracer.start_as_current_span("read") as span:
         span.set_attribute("placement", request.placement)
+        if request.namespace:
+            span.set_attribute("namespace", request.namespace)
         span.set_attribute("snapshot", snapshot.name)
         run.placement_type = placement_type_of(snapshot)
         run.counted = True
-        fleet = read_fleet(client, request.placement, settings.clusters)
+        fleet = read_fleet(client, request.placement, settings.clusters, request.namespace)
         span.set_attribute("clusters_cached", fleet.clusters_cached)
         span.set_attribute("clusters", len(fleet.clusters))
         span.set_attribute("bindings", len(fleet.bindings))
@@ -144,6 +154,7 @@ def run_cycle(
     return CycleReport(
         cycle=request.cycle,
         placement=request.placement,
+        namespace=request.namespace,
         snapshot=snapshot.name,
         outcome=result.outcome,
         writes=writes,

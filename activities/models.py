@@ -96,6 +96,7 @@ class CycleReport(ActivityModel):
     summary: str = ""
     cycle: int
     placement: str
+    namespace: str | None = None  # a ResourcePlacement's
     snapshot: str
     outcome: Outcome
     evaluated: bool = False
@@ -188,6 +189,7 @@ class TurnRequest(ActivityModel):
     fresh: bool = False
     reason: str = ""
     known_explanation: str | None = None
+    namespace: str | None = None  # a ResourcePlacement's; None for a ClusterResourcePlacement
 
 
 class TurnResult(ActivityModel):
@@ -206,6 +208,7 @@ class TurnResult(ActivityModel):
 
 class CleanupRequest(ActivityModel):
     placement: str
+    namespace: str | None = None  # a ResourcePlacement's; None for a ClusterResourcePlacement
 
 
 class CleanupReport(ActivityModel):

@@ -20,6 +20,7 @@ from typing import Any, Final
 from hub import names
 from hub.client import HubClient
 from hub.errors import AlreadyExistsError, InvalidObjectError, NotFoundError
+from hub.kinds import kinds_for
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
 from scheduler.snapshots import SnapshotError, SnapshotUpdate, UpdatePurpose, plan_snapshot_sync
 
@@ -61,17 +62,17 @@ def sync_policy_snapshots(client: HubClient, placement: ClusterResourcePlacement
             object changes.
         HubError: transient and concurrency failures, for the caller to map.
     """
-    listing = client.list(
-        ClusterSchedulingPolicySnapshot, {names.PARENT_PLACEMENT_LABEL: placement.name}
-    )
+    namespace = placement.metadata.namespace
+    kind = kinds_for(namespace).snapshot
+    listing = client.list(kind, {names.PARENT_PLACEMENT_LABEL: placement.name}, namespace=namespace)
     plan = plan_snapshot_sync(placement, listing.items)
     done: list[str] = []
     if plan.update is not None:
-        _update(client, plan.update)
+        _update(client, kind, plan.update, namespace)
         done.append(f"{_PAST[plan.update.purpose]} {plan.update.name}")
     for name in plan.delete:
         with suppress(NotFoundError):  # already gone: what we wanted
-            client.delete(ClusterSchedulingPolicySnapshot, name)
+            client.delete(kind, name, namespace=namespace)
         done.append(f"deleted {name}")
     if plan.create is not None:
         said, created = _create(client, placement, plan.create)
@@ -87,7 +88,12 @@ def sync_policy_snapshots(client: HubClient, placement: ClusterResourcePlacement
     return SnapshotSync("unchanged", unchanged)
 
 
-def _update(client: HubClient, update: SnapshotUpdate) -> None:
+def _update(
+    client: HubClient,
+    kind: type[ClusterSchedulingPolicySnapshot],
+    update: SnapshotUpdate,
+    namespace: str | None,
+) -> None:
     metadata: dict[str, Any] = {}
     if update.labels:
         metadata["labels"] = dict(update.labels)
@@ -95,10 +101,11 @@ def _update(client: HubClient, update: SnapshotUpdate) -> None:
         metadata["annotations"] = dict(update.annotations)
     try:
         client.patch(
-            ClusterSchedulingPolicySnapshot,
+            kind,
             update.name,
             {"metadata": metadata},
             resource_version=update.resource_version,
+            namespace=namespace,
         )
     except InvalidObjectError as exc:
         raise SnapshotRefusedError(
@@ -120,7 +127,7 @@ def _create(
             f"{exc}; fix the placement"
         ) from exc
     except AlreadyExistsError:
-        existing = client.get(ClusterSchedulingPolicySnapshot, new.name)
+        existing = client.get(type(new), new.name, namespace=new.metadata.namespace)
         if existing.placement_name != placement.name:
             raise SnapshotTakenError(
                 f"policy snapshot {new.name!r} already exists and belongs to placement "

@@ -30,6 +30,7 @@ from activities.translate import hub_failures, is_retryable
 from hub import names
 from hub.client import HubClient
 from hub.errors import HubError, NotFoundError
+from hub.kinds import kinds_for, placement_key
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
 from scheduler.scheduling import placement_type_of
 from scheduler.snapshots import (
@@ -47,7 +48,7 @@ __all__ = ["ScheduleOnce", "name_too_long"]
 # (and to KubeFleet's), and a user reading only "is-latest-snapshot" would look in vain.
 NO_LATEST_MESSAGE: Final = (
     "placement {placement!r} has no policy snapshot labelled {label}=true and "
-    "{parent}={placement} yet; waiting for the placement controller to create one"
+    "{parent}={name} yet; waiting for the placement controller to create one"
 )
 NAME_TOO_LONG_MESSAGE: Final = (
     "placement name {placement!r} is {length} characters long; it labels the placement's policy "
@@ -97,9 +98,10 @@ class ScheduleOnce:
         return through_outages(gate, heartbeat, lambda: self._turn(request))
 
     def _turn(self, request: TurnRequest) -> TurnResult:
-        doing = f"cycle {request.cycle} of placement {request.placement!r}"
+        key = placement_key(request.namespace, request.placement)
+        doing = f"cycle {request.cycle} of placement {key!r}"
         with hub_failures(doing):
-            prepared = self._prepare(request.placement)
+            prepared = self._prepare(request.placement, request.namespace)
         if prepared.placement is None or prepared.snapshot is None:
             return TurnResult.of(prepared.result)
         with metered(self._settings) as run:
@@ -124,25 +126,28 @@ class ScheduleOnce:
         if report.error or report.writes.bindings:
             # What a person watching the worker's log wants to see: decisions and mistakes.
             level = logging.WARNING if report.error else logging.INFO
-            log.log(level, "placement %s: %s", request.placement, report.summary)
+            log.log(level, "placement %s: %s", key, report.summary)
         return TurnResult.of(prepared.result, report)
 
     # --- the first half: kubefleet-rules 3.2 steps 2-5 -------------------------------------
 
-    def _prepare(self, name: str) -> _Prepared:
+    def _prepare(self, name: str, namespace: str | None = None) -> _Prepared:
+        """KubeFleet's scheduleOnce up to the cycle, for the ClusterResourcePlacement `name`, or
+        the ResourcePlacement `name` in `namespace` (every read then in that namespace)."""
         client, snapshotter = self._client, self._settings.snapshotter
+        kinds, key = kinds_for(namespace), placement_key(namespace, name)
         try:
-            placement = client.get(ClusterResourcePlacement, name)
+            placement = client.get(kinds.placement, name, namespace=namespace)
         except NotFoundError:
             return _Prepared(
-                PrepareResult(phase="gone", message=f"placement {name!r} does not exist")
+                PrepareResult(phase="gone", message=f"placement {key!r} does not exist")
             )
         generation = placement.metadata.generation
         if placement.metadata.deleting:
             return _Prepared(
                 PrepareResult(
                     phase="deleting",
-                    message=f"placement {name!r} is being deleted",
+                    message=f"placement {key!r} is being deleted",
                     placement_generation=generation,
                 )
             )
@@ -175,21 +180,23 @@ class ScheduleOnce:
             list(known)
             if known is not None
             else client.list(
-                ClusterSchedulingPolicySnapshot,
+                kinds.snapshot,
                 {names.PARENT_PLACEMENT_LABEL: name, names.IS_LATEST_SNAPSHOT_LABEL: "true"},
+                namespace=namespace,
             ).items
         )
         if len(latest) != 1:
             phase = "no_latest_snapshot" if not latest else "multiple_latest_snapshots"
             message = (
                 NO_LATEST_MESSAGE.format(
-                    placement=name,
+                    placement=key,
+                    name=name,
                     label=names.IS_LATEST_SNAPSHOT_LABEL,
                     parent=names.PARENT_PLACEMENT_LABEL,
                 )
                 if not latest
                 else MULTIPLE_LATEST_MESSAGE.format(
-                    placement=name,
+                    placement=key,
                     count=len(latest),
                     label=names.IS_LATEST_SNAPSHOT_LABEL,
                     listed=", ".join(sorted(s.name for s in latest)),
@@ -221,10 +228,11 @@ class ScheduleOnce:
         if names.SCHEDULER_CLEANUP_FINALIZER in finalizers:
             return placement
         return self._client.patch(
-            ClusterResourcePlacement,
+            type(placement),
             placement.name,
             {"metadata": {"finalizers": [*finalizers, names.SCHEDULER_CLEANUP_FINALIZER]}},
             resource_version=placement.metadata.resource_version,
+            namespace=placement.metadata.namespace,
         )
 
     def _sync_failed(
@@ -246,7 +254,8 @@ class ScheduleOnce:
         )
         prefix = "invalid placement" if invalid else "policy snapshot sync failed"
         message = f"{prefix}: {error}"
-        log.warning("placement %s: %s", placement.name, message)
+        key = placement_key(placement.metadata.namespace, placement.name)
+        log.warning("placement %s: %s", key, message)
         return PrepareResult(
             phase=phase,
             message=message,

@@ -23,6 +23,7 @@ from hub.types import (
 __all__ = [
     "CLUSTER_SCOPED",
     "NAMESPACED",
+    "NAMESPACED_KINDS",
     "PlacementKinds",
     "kinds_for",
     "placement_key",
@@ -50,6 +51,8 @@ CLUSTER_SCOPED: Final = PlacementKinds(
     ClusterResourcePlacement, ClusterSchedulingPolicySnapshot, ClusterResourceBinding
 )
 NAMESPACED: Final = PlacementKinds(ResourcePlacement, SchedulingPolicySnapshot, ResourceBinding)
+# The namespaced kinds, for those that list or watch them all.
+NAMESPACED_KINDS: Final = (NAMESPACED.placement, NAMESPACED.snapshot, NAMESPACED.binding)
 
 
 def kinds_for(namespace: str | None) -> PlacementKinds:

@@ -36,6 +36,8 @@ class BindingPatch(WireModel):
     """Wire form; includes metadata.resourceVersion when `resource_version` is known."""
     why: str
     """Short human text, e.g. "obsolete: cluster not picked"."""
+    namespace: str | None = None
+    """A ResourceBinding's namespace; None for a ClusterResourceBinding."""
 
 
 class SnapshotStatusWrite(WireModel):

@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Final, Literal
 
 from hub import names
+from hub.kinds import kinds_for
 from hub.types import (
     Affinity,
     ClusterAffinity,
@@ -592,9 +593,7 @@ def _find_latest(
 ) -> tuple[ClusterSchedulingPolicySnapshot | None, int]:
     """KubeFleet's lookupLatestSchedulingPolicySnapshot: the one labelled latest, else the one
     with the highest index (left unlabelled by a crash between demote and create)."""
-    labelled = [
-        s for s in snapshots if s.is_latest
-    ]
+    labelled = [s for s in snapshots if s.is_latest]
     if len(labelled) > 1:
         listed = ", ".join(sorted(s.name for s in labelled))
         raise MultipleLatestSnapshotsError(
@@ -650,10 +649,7 @@ def plan_snapshot_sync(
         )
 
     update = None
-    if (
-        latest is not None
-        and latest.is_latest
-    ):
+    if latest is not None and latest.is_latest:
         update = SnapshotUpdate(
             name=latest.name,
             resource_version=latest.metadata.resource_version,
@@ -717,9 +713,10 @@ def _new_snapshot(
     wanted = _wanted_number_of_clusters(placement)
     if wanted is not None:
         annotations[names.NUMBER_OF_CLUSTERS_ANNOTATION] = str(wanted)
-    return ClusterSchedulingPolicySnapshot(
+    return kinds_for(placement.metadata.namespace).snapshot(
         metadata=ObjectMeta(
             name=snapshot_name(placement.name, index),
+            namespace=placement.metadata.namespace or None,
             labels={
                 names.PARENT_PLACEMENT_LABEL: placement.name,
                 names.IS_LATEST_SNAPSHOT_LABEL: TRUE_LABEL,
@@ -729,7 +726,7 @@ def _new_snapshot(
             owner_references=[
                 OwnerReference(
                     api_version=names.PLACEMENT_API_VERSION,
-                    kind=ClusterResourcePlacement.KIND,
+                    kind=placement.KIND,
                     name=placement.name,
                     uid=uid,
                     controller=True,
@@ -752,8 +749,8 @@ def placement_scheduled_condition(
     snapshot: ClusterSchedulingPolicySnapshot,
     now: datetime,
 ) -> Condition:
-    """The placement's `ClusterResourcePlacementScheduled` condition, derived from its latest
-    snapshot (kubefleet-rules 2.7).
+    """The placement's `ClusterResourcePlacementScheduled` condition (`ResourcePlacementScheduled`
+    on a ResourcePlacement), derived from its latest snapshot (kubefleet-rules 2.7, 9).
 
     Unknown/SchedulePending until the scheduler has reported on this snapshot generation and
     this placement generation; then the snapshot's `Scheduled` status, reason and message.
@@ -775,12 +772,12 @@ def placement_scheduled_condition(
         )
     else:
         status, reason, message = reported.status, reported.reason, reported.message
-    previous = placement.status.condition(names.PLACEMENT_SCHEDULED_CONDITION)
+    previous = placement.status.condition(placement.SCHEDULED_CONDITION)
     transition = now
     if previous is not None and previous.status == status and previous.last_transition_time:
         transition = previous.last_transition_time
     return Condition(
-        type=names.PLACEMENT_SCHEDULED_CONDITION,
+        type=placement.SCHEDULED_CONDITION,
         status=status,
         reason=reason,
         message=message,

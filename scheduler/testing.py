@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from pydantic import JsonValue
 
 from hub import names
+from hub.kinds import kinds_for
 from hub.types import (
     ClusterResourceBinding,
     ClusterSchedulingPolicySnapshot,
@@ -104,8 +105,10 @@ def policy_snapshot(
     number_of_clusters: int | str | None = None,
     generation: int = 1,
     resource_version: str = "1",
+    namespace: str | None = None,
 ) -> ClusterSchedulingPolicySnapshot:
-    """The latest policy snapshot `<placement>-<index>` as the placement controller makes it.
+    """The latest policy snapshot `<placement>-<index>` as the placement controller makes it
+    (a ResourcePlacement's SchedulingPolicySnapshot in `namespace` when one is given).
     For PickN, `number_of_clusters` defaults to the policy's numberOfClusters."""
     if isinstance(policy, Mapping):
         policy = PlacementPolicy.model_validate(dict(policy))
@@ -116,10 +119,11 @@ def policy_snapshot(
         number_of_clusters = policy.number_of_clusters
     if number_of_clusters is not None:
         annotations[names.NUMBER_OF_CLUSTERS_ANNOTATION] = str(number_of_clusters)
-    return ClusterSchedulingPolicySnapshot.model_validate(
+    return kinds_for(namespace).snapshot.model_validate(
         {
             "metadata": {
                 "name": f"{placement}-{index}",
+                "namespace": namespace,
                 "generation": generation,
                 "resourceVersion": resource_version,
                 "labels": {
@@ -149,8 +153,10 @@ def binding(
     finalizers: Iterable[str] = (names.SCHEDULER_BINDING_CLEANUP_FINALIZER,),
     deleting: datetime | None = None,
     resource_version: str = "1",
+    namespace: str | None = None,
 ) -> ClusterResourceBinding:
-    """A binding as the scheduler leaves it; `score` is (affinity, topology) or None."""
+    """A binding as the scheduler leaves it (a ResourceBinding in `namespace` when one is
+    given); `score` is (affinity, topology) or None."""
     decision: JsonObject = {
         "clusterName": cluster,
         "selected": True,
@@ -160,6 +166,7 @@ def binding(
         decision["clusterScore"] = {"affinityScore": score[0], "priorityScore": score[1]}
     metadata: JsonObject = {
         "name": name or f"{placement}-{cluster}-0",
+        "namespace": namespace,
         "resourceVersion": resource_version,
         "labels": {names.PARENT_PLACEMENT_LABEL: placement},
         "annotations": dict(annotations or {}),
@@ -167,7 +174,7 @@ def binding(
     }
     if deleting is not None:
         metadata["deletionTimestamp"] = deleting.isoformat()
-    return ClusterResourceBinding.model_validate(
+    return kinds_for(namespace).binding.model_validate(
         {
             "metadata": metadata,
             "spec": {
@@ -215,7 +222,7 @@ def _patch_one(store: dict[str, ClusterResourceBinding], patch: BindingPatch) ->
     if not isinstance(wire, dict) or not isinstance(metadata, dict):
         raise PlanApplyError(f"patch of binding {patch.name!r} does not leave an object")
     metadata["resourceVersion"] = _bump(current.metadata.resource_version)
-    updated = ClusterResourceBinding.from_wire(wire)
+    updated = type(current).from_wire(wire)
     if updated.metadata.deletion_timestamp is not None and not updated.metadata.finalizers:
         del store[patch.name]  # the API server finishes a deletion once no finalizer is left
     else:

@@ -13,12 +13,14 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from hub import names
+from hub.kinds import placement_key
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
 )
+from hub.types.meta import HubObject
 from scheduler.eligibility import EligibilityChecker
 from scheduler.quantity import QuantityError, parse_quantity
 
@@ -53,7 +55,8 @@ def parse_bool_label(value: str | None) -> bool | None:
 def snapshot_event_placement(
     old: ClusterSchedulingPolicySnapshot | None, new: ClusterSchedulingPolicySnapshot
 ) -> str | None:
-    """The placement to enqueue for a snapshot create (old=None) or update, else None.
+    """The key of the placement to enqueue for a snapshot create (old=None) or update, else
+    None: its parent-CRP label, in the snapshot's namespace for a SchedulingPolicySnapshot.
 
     Updates pass when the number-of-clusters or CRP-generation annotation changed, or the
     is-latest label went to true; then the reconcile skips deleting, non-latest and orphan
@@ -73,7 +76,13 @@ def snapshot_event_placement(
         return None
     if parse_bool_label(new.metadata.labels.get(names.IS_LATEST_SNAPSHOT_LABEL)) is not True:
         return None
-    return new.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) or None
+    return _parent_key(new)
+
+
+def _parent_key(obj: HubObject) -> str | None:
+    """The key of the placement named by `obj`'s parent-CRP label, in `obj`'s namespace."""
+    parent = obj.metadata.labels.get(names.PARENT_PLACEMENT_LABEL)
+    return placement_key(obj.metadata.namespace, parent) if parent else None
 
 
 def placement_deletion_started(
@@ -99,12 +108,13 @@ def placement_spec_changed(
 def binding_deletion_started(
     old: ClusterResourceBinding | None, new: ClusterResourceBinding
 ) -> str | None:
-    """The placement whose binding just got a deletionTimestamp while carrying our finalizer."""
+    """The key of the placement whose binding just got a deletionTimestamp while carrying our
+    finalizer (the parent-CRP label, in the binding's namespace for a ResourceBinding)."""
     if old is None or old.metadata.deleting or not new.metadata.deleting:
         return None
     if names.SCHEDULER_BINDING_CLEANUP_FINALIZER not in new.metadata.finalizers:
         return None
-    return new.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) or None
+    return _parent_key(new)
 
 
 def _taint_removed_or_changed(old: MemberCluster, new: MemberCluster) -> bool:
@@ -195,7 +205,7 @@ def cluster_update_reasons(
 
 def is_fully_scheduled(placement: ClusterResourcePlacement) -> bool:
     """The placement's Scheduled condition is True for its current generation."""
-    condition = placement.status.condition(names.PLACEMENT_SCHEDULED_CONDITION)
+    condition = placement.status.condition(placement.SCHEDULED_CONDITION)
     return (
         condition is not None
         and condition.status == names.TRUE
@@ -206,7 +216,8 @@ def is_fully_scheduled(placement: ClusterResourcePlacement) -> bool:
 def placements_for_cluster_event(
     cluster_left: bool, placements: Iterable[ClusterResourcePlacement]
 ) -> list[str]:
-    """The placements a member-cluster event reaches, by name.
+    """The placements a member-cluster event reaches, by key (`hub.kinds.placement_key`: the
+    name of a ClusterResourcePlacement, `<namespace>/<name>` of a ResourcePlacement).
 
     A cluster that is gone (deleted or leaving) reaches every placement: their bindings there are
     now dangling. Otherwise PickAll and nil-policy placements always, and PickN / PickFixed
@@ -216,5 +227,5 @@ def placements_for_cluster_event(
         policy = placement.spec.policy
         always = cluster_left or policy is None or policy.effective_type == names.PICK_ALL
         if always or not is_fully_scheduled(placement):
-            chosen.append(placement.metadata.name)
+            chosen.append(placement_key(placement.metadata.namespace, placement.metadata.name))
     return chosen

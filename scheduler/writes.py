@@ -15,6 +15,7 @@ from __future__ import annotations
 from pydantic import JsonValue
 
 from hub import names
+from hub.kinds import kinds_for
 from hub.types import (
     ClusterDecision,
     ClusterResourceBinding,
@@ -64,6 +65,7 @@ def _patch(binding: ClusterResourceBinding, patch: JsonObject, why: str) -> Bind
         resource_version=binding.metadata.resource_version,
         merge_patch=_with_version(binding, patch),
         why=why,
+        namespace=binding.metadata.namespace or None,
     )
 
 
@@ -129,12 +131,19 @@ def rebind(
 
 
 def new_binding(
-    name: str, placement: str, cluster: str, snapshot_name: str, decision: ClusterDecision
+    name: str,
+    placement: str,
+    cluster: str,
+    snapshot_name: str,
+    decision: ClusterDecision,
+    namespace: str | None = None,
 ) -> ClusterResourceBinding:
-    """A complete Scheduled binding as KubeFleet creates it (kubefleet-rules 1.7, 1.12)."""
-    return ClusterResourceBinding(
+    """A complete Scheduled binding as KubeFleet creates it (kubefleet-rules 1.7, 1.12): a
+    ResourceBinding in `namespace` for a ResourcePlacement (its label still only the name)."""
+    return kinds_for(namespace).binding(
         metadata=ObjectMeta(
             name=name,
+            namespace=namespace or None,
             labels={names.PARENT_PLACEMENT_LABEL: placement},
             finalizers=[names.SCHEDULER_BINDING_CLEANUP_FINALIZER],
         ),

@@ -359,6 +359,9 @@ def _add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: i
                              "spread over activity processes (docs/operations.md, \"Local "
                              "cycles\"). Give the watcher and the workflow worker the same "
                              "value (default 0: off)")
+    parser.add_argument("--no-resource-placements", action="store_true",
+                        help="do not schedule namespaced ResourcePlacements (KubeFleet's "
+                             "--enable-resource-placement=false); for a hub without their CRDs")
 
 
 def _settings(args: argparse.Namespace, metrics: SchedulerMetrics) -> ActivitySettings:
@@ -571,6 +574,7 @@ async def _dev(args: argparse.Namespace) -> int:
                 max_concurrent_activities=args.max_concurrent_activities,
                 max_cached_workflows=args.max_cached_workflows,
                 local_cycles_up_to=args.local_cycles_up_to,
+                resource_placements=not args.no_resource_placements,
                 on_ready=lambda serving: _print_dev_ready(args, dev, serving),
             )
             print(f"{PROG} dev: stopping the worker, watcher, Temporal and devhub", flush=True)
@@ -682,6 +686,7 @@ async def _run(args: argparse.Namespace) -> int:
                     client, args.task_queue, timedelta(seconds=args.reconcile_every),
                     standalone=settings.snapshotter,
                     local_cycles_up_to=args.local_cycles_up_to,
+                    resource_placements=not args.no_resource_placements,
                 )
                 print(f"reconcile Schedule {schedule_id}: every {args.reconcile_every:g}s",
                       flush=True)
@@ -702,6 +707,7 @@ async def _run(args: argparse.Namespace) -> int:
                 max_concurrent_activities=args.max_concurrent_activities,
                 max_cached_workflows=args.max_cached_workflows,
                 local_cycles_up_to=args.local_cycles_up_to,
+                resource_placements=not args.no_resource_placements,
                 on_ready=lambda serving: print(
                     f"{PROG} run: ready in {serving.ready_after_s:.1f}s; hub {hub.host}, "
                     f"Temporal {target.describe()}, task queue "
@@ -764,11 +770,39 @@ def run_run(args: argparse.Namespace) -> int:
 # --- requeue, explain, status ----------------------------------------------------------------
 
 
-def _workflow_id(name: str) -> str:
+def _add_placement_argument(parser: argparse.ArgumentParser) -> None:
+    """NAME, with kubectl's `-n NAMESPACE` for a ResourcePlacement (`--namespace` is Temporal's
+    namespace, as in every command that talks to Temporal)."""
+    parser.add_argument(
+        "name", help="the placement's name: a ClusterResourcePlacement's, or with -n a "
+                     "ResourcePlacement's"
+    )
+    parser.add_argument(
+        "-n", "--placement-namespace", dest="placement_namespace", default=None,
+        metavar="NAMESPACE",
+        help="the ResourcePlacement NAME in this hub namespace (as kubectl's -n; without it, "
+             "NAME is a ClusterResourcePlacement)",
+    )
+
+
+def _workflow_id(name: str, namespace: str | None = None) -> str:
     try:
-        return names.workflow_id(name)
+        return names.workflow_id(name, namespace)
     except ValueError as exc:
         raise CliError(str(exc)) from exc
+
+
+def _placement_args(workflow_id: str) -> str:
+    """How a command line names the placement of `workflow_id`: `NAME` or `-n NAMESPACE NAME`."""
+    namespace, name = names.placement_of(workflow_id)
+    return f"-n {namespace} {name}" if namespace else name
+
+
+def _described(workflow_id: str) -> str:
+    namespace, name = names.placement_of(workflow_id)
+    if namespace:
+        return f"ResourcePlacement named {name!r} in namespace {namespace!r}"
+    return f"ClusterResourcePlacement named {name!r}"
 
 
 def _rpc_problem(exc: RPCError, workflow_id: str, namespace: str) -> CliError:
@@ -776,13 +810,12 @@ def _rpc_problem(exc: RPCError, workflow_id: str, namespace: str) -> CliError:
         return CliError(
             f"{workflow_id} has finished: its placement was deleted and cleaned up, so there is "
             f"nothing to requeue (`{_self_command()} explain "
-            f"{names.placement_name(workflow_id)}` still shows its last cycle)"
+            f"{_placement_args(workflow_id)}` still shows its last cycle)"
         )
     if exc.status == RPCStatusCode.NOT_FOUND:
         return CliError(
             f"no placement workflow {workflow_id} in namespace {namespace}: is there a "
-            f"ClusterResourcePlacement named {names.placement_name(workflow_id)!r}, and is the "
-            f"watcher ({PROG} run or dev) running?"
+            f"{_described(workflow_id)}, and is the watcher ({PROG} run or dev) running?"
         )
     if exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
         return CliError(
@@ -816,7 +849,7 @@ def _positive_seconds(value: str) -> float:
 
 
 def add_requeue_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help="the ClusterResourcePlacement's name")
+    _add_placement_argument(parser)
     parser.add_argument("--fresh", action="store_true",
                         help="PickN: reschedule from scratch instead of keeping current picks")
     parser.add_argument("--reason", default="", help="recorded in the workflow's history")
@@ -833,7 +866,7 @@ def add_requeue_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _requeue(args: argparse.Namespace) -> int:
-    workflow_id = _workflow_id(args.name)
+    workflow_id = _workflow_id(args.name, args.placement_namespace)
     client = await connect(_temporal_target(args))
     request = RequeueRequest(fresh=args.fresh, reason=args.reason or "requested with the CLI")
     kind = "fresh requeue" if args.fresh else "requeue"
@@ -862,14 +895,15 @@ async def _requeue_and_wait(
     """The `requeue_and_wait` update, with update-with-start: a placement whose workflow is not
     running (never started, or finished) gets one, whose first turn answers. A run that is
     ending refuses the update; it is sent again and reaches the next run."""
-    workflow_id = _workflow_id(args.name)
+    namespace = args.placement_namespace
+    workflow_id = _workflow_id(args.name, namespace)
     deadline = time.monotonic() + args.timeout
     while True:
         remaining = deadline - time.monotonic()
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             names.PLACEMENT_WORKFLOW,
-            PlacementInput(placement=args.name),
-            **start_options(args.name, args.task_queue),
+            PlacementInput(placement=args.name, namespace=namespace),
+            **start_options(args.name, args.task_queue, namespace),
         )
         try:
             result: RequeueResult = await asyncio.wait_for(
@@ -886,7 +920,8 @@ async def _requeue_and_wait(
             raise CliError(
                 f"no answer from {workflow_id} within {args.timeout:g}s; the requeue was sent "
                 f"unless no worker runs for task queue {args.task_queue!r} (is {PROG} run or dev "
-                f"running?); `{_self_command()} status {args.name}` shows where it is"
+                f"running?); `{_self_command()} explain {_placement_args(workflow_id)}` shows "
+                "where it is"
             ) from None
         except WorkflowUpdateFailedError as exc:
             cause = exc.cause
@@ -906,7 +941,7 @@ def _turn_line(result: RequeueResult) -> str:
     if result.outcome == "failed":
         return f"the turn failed: {result.error or 'no detail'}"
     if result.outcome == "gone":
-        return "no such ClusterResourcePlacement in the hub (the workflow found it gone)"
+        return "no such placement in the hub (the workflow found it gone)"
     if result.outcome == "cleaned_up":
         return f"the placement is being deleted; its cleanup ran ({result.summary})"
     return f"no cycle: {result.summary or 'nothing to schedule yet'}"
@@ -917,7 +952,7 @@ def run_requeue(args: argparse.Namespace) -> int:
 
 
 def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help="the ClusterResourcePlacement's name")
+    _add_placement_argument(parser)
     _add_temporal_arguments(parser)
 
 
@@ -943,7 +978,7 @@ async def _query_explanation(
 
 
 async def _explain(args: argparse.Namespace) -> int:
-    workflow_id = _workflow_id(args.name)
+    workflow_id = _workflow_id(args.name, args.placement_namespace)
     client = await connect(_temporal_target(args))
     status = await _query_status(client, workflow_id, client.namespace)
     answer = await _query_explanation(client, workflow_id, status)
@@ -962,6 +997,10 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def add_status_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-n", "--placement-namespace", dest="placement_namespace", default=None,
+                        metavar="NAMESPACE",
+                        help="list only the ResourcePlacements of this hub namespace (default: "
+                             "every placement of both kinds)")
     parser.add_argument("--all", action="store_true",
                         help="include finished workflows (deleted placements)")
     parser.add_argument("--limit", type=int, default=STATUS_LIMIT, metavar="N",
@@ -973,8 +1012,9 @@ async def _status_row(
     client: Client, execution: WorkflowExecution, gate: asyncio.Semaphore
 ) -> PlacementRow:
     attributes = execution.typed_search_attributes
+    namespace: str | None = None
     try:
-        name = names.placement_name(execution.id)
+        namespace, name = names.placement_of(execution.id)
     except ValueError:
         name = execution.id
     state = execution.status.name.title() if execution.status is not None else "Unknown"
@@ -985,6 +1025,7 @@ async def _status_row(
         cycles=None,
         state=state,
         waiting_for=None,
+        namespace=namespace,
     )
     handle = client.get_workflow_handle(
         execution.id, run_id=execution.run_id, result_type=PlacementStatus
@@ -1012,6 +1053,10 @@ async def _status(args: argparse.Namespace) -> int:
         raise CliError(f"--limit must be at least 1, got {args.limit}")
     client = await connect(_temporal_target(args))
     query = f"WorkflowType = '{names.PLACEMENT_WORKFLOW}'"
+    if args.placement_namespace:
+        if "'" in args.placement_namespace:
+            raise CliError(f"not a namespace: {args.placement_namespace!r}")
+        query += f" AND {names.SA_PLACEMENT_NAMESPACE.name} = '{args.placement_namespace}'"
     if not args.all:
         query += " AND ExecutionStatus = 'Running'"
     executions: dict[str, WorkflowExecution] = {}
@@ -1040,8 +1085,13 @@ def run_status(args: argparse.Namespace) -> int:
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--filename", type=Path, required=True, metavar="FILE",
-                        help="the ClusterResourcePlacement to plan (YAML or JSON); it need not "
-                             "be applied, or may be an edited copy of one that is")
+                        help="the ClusterResourcePlacement or ResourcePlacement to plan (YAML or "
+                             "JSON); it need not be applied, or may be an edited copy of one "
+                             "that is")
+    parser.add_argument("-n", "--placement-namespace", dest="placement_namespace", default=None,
+                        metavar="NAMESPACE",
+                        help="a ResourcePlacement's namespace, when FILE does not say it (as "
+                             "kubectl's -n)")
     parser.add_argument("--kubeconfig", type=Path, default=None, metavar="PATH",
                         help="the hub's kubeconfig (default: $KUBECONFIG, the pod's service "
                              "account, or ~/.kube/config)")
@@ -1052,7 +1102,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    placement = load_placement_file(args.filename)
+    placement = load_placement_file(args.filename, args.placement_namespace)
     profile = _load_profile(args.config)
     hub = _hub_client(args.kubeconfig, args.context)
     try:

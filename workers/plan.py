@@ -25,7 +25,12 @@ from activities.cycle import read_fleet
 from hub import names
 from hub.client import HubClient
 from hub.errors import NotFoundError
-from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
+from hub.kinds import kinds_for, placement_key
+from hub.types import (
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    ResourcePlacement,
+)
 from scheduler import CycleInput, CycleResult, Profile, schedule
 from scheduler.snapshots import SnapshotError, SnapshotSync, plan_snapshot_sync
 from workers.render import explanation_lines
@@ -34,13 +39,18 @@ __all__ = ["PlacementFileError", "WhatIf", "load_placement_file", "render_plan",
 
 API_VERSION: Final = names.PLACEMENT_API_VERSION
 KIND: Final = ClusterResourcePlacement.KIND
+# The kinds a FILE may hold, by `kind`.
+PLACEMENT_KINDS: Final[dict[str, type[ClusterResourcePlacement]]] = {
+    ClusterResourcePlacement.KIND: ClusterResourcePlacement,
+    ResourcePlacement.KIND: ResourcePlacement,
+}
 # Stands in for the uid of a placement the API server has not seen yet (the snapshot's owner).
 UNAPPLIED_UID: Final = "00000000-0000-0000-0000-000000000000"
 MAX_FILE_BYTES: Final = 1 << 20
 
 
 class PlacementFileError(ValueError):
-    """FILE is not one valid ClusterResourcePlacement; the message says why in one line."""
+    """FILE is not one valid placement; the message says why in one line."""
 
 
 def _first_problem(exc: ValidationError) -> str:
@@ -50,12 +60,14 @@ def _first_problem(exc: ValidationError) -> str:
     return f"{where}: {first['msg']}" + (f" (and {more} more problems)" if more else "")
 
 
-def load_placement_file(path: Path) -> ClusterResourcePlacement:
-    """The one ClusterResourcePlacement in a YAML or JSON file.
+def load_placement_file(path: Path, namespace: str | None = None) -> ClusterResourcePlacement:
+    """The one ClusterResourcePlacement, or ResourcePlacement, in a YAML or JSON file. A
+    ResourcePlacement's namespace is its metadata.namespace or, failing that, `namespace`
+    (kubectl's -n); the two must agree when both are given.
 
     Raises:
         PlacementFileError: missing or unreadable file, not YAML, not exactly one document, not a
-            v1beta1 ClusterResourcePlacement, no name, or fields of the wrong shape.
+            v1beta1 placement, no name (or namespace), or fields of the wrong shape.
     """
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
@@ -71,24 +83,43 @@ def load_placement_file(path: Path) -> ClusterResourcePlacement:
         raise PlacementFileError(f"{path}: not YAML ({' '.join(str(exc).split())})") from None
     if len(documents) != 1:
         raise PlacementFileError(
-            f"{path}: expected one ClusterResourcePlacement, found {len(documents)} documents"
+            f"{path}: expected one placement, found {len(documents)} documents"
         )
     document: Any = documents[0]
     if not isinstance(document, dict):
         raise PlacementFileError(f"{path}: expected an object, found {type(document).__name__}")
     kind, api_version = document.get("kind"), document.get("apiVersion")
-    if kind != KIND or api_version != API_VERSION:
+    model = PLACEMENT_KINDS.get(kind) if isinstance(kind, str) else None
+    if model is None or api_version != API_VERSION:
         raise PlacementFileError(
-            f"{path}: expected apiVersion {API_VERSION}, kind {KIND}; "
+            f"{path}: expected apiVersion {API_VERSION}, kind {' or '.join(PLACEMENT_KINDS)}; "
             f"found apiVersion {api_version!r}, kind {kind!r}"
         )
     try:
-        placement = ClusterResourcePlacement.model_validate(document)
+        placement = model.model_validate(document)
     except ValidationError as exc:
         raise PlacementFileError(f"{path}: {_first_problem(exc)}") from None
     if not placement.metadata.name:
         raise PlacementFileError(f"{path}: metadata.name is missing")
-    return placement
+    own = placement.metadata.namespace
+    if not model.NAMESPACED:
+        if namespace:
+            raise PlacementFileError(
+                f"{path}: a {kind} is cluster-scoped; -n {namespace} names a namespace"
+            )
+        if own:
+            raise PlacementFileError(f"{path}: a {kind} is cluster-scoped, it has no namespace")
+        return placement
+    if own and namespace and own != namespace:
+        raise PlacementFileError(
+            f"{path}: the placement's namespace {own!r} does not match -n {namespace}"
+        )
+    if not (own or namespace):
+        raise PlacementFileError(
+            f"{path}: a {kind} needs a namespace: set metadata.namespace or -n"
+        )
+    meta = placement.metadata.model_copy(update={"namespace": own or namespace})
+    return placement.model_copy(update={"metadata": meta})
 
 
 @dataclass(frozen=True)
@@ -155,23 +186,29 @@ def what_if(
             controller's invariants (the message says which and how to fix them).
         HubError: reading the hub failed.
     """
-    name = placement.name
+    name, namespace = placement.name, placement.metadata.namespace
+    kinds = kinds_for(namespace)
     try:
-        applied: ClusterResourcePlacement | None = hub.get(ClusterResourcePlacement, name)
+        applied: ClusterResourcePlacement | None = hub.get(
+            kinds.placement, name, namespace=namespace
+        )
     except NotFoundError:
         applied = None
+    key = placement_key(namespace, name)
     if applied is not None and applied.metadata.deleting:
-        raise PlacementFileError(f"placement {name!r} is being deleted; nothing to plan")
+        raise PlacementFileError(f"placement {key!r} is being deleted; nothing to plan")
     own = {names.PARENT_PLACEMENT_LABEL: name}
     snapshots = (
-        list(hub.list(ClusterSchedulingPolicySnapshot, own).items) if applied is not None else []
+        list(hub.list(kinds.snapshot, own, namespace=namespace).items)
+        if applied is not None
+        else []
     )
     try:
         sync = plan_snapshot_sync(_as_if_applied(placement, applied), snapshots)
     except SnapshotError as exc:
         raise PlacementFileError(str(exc)) from None
     snapshot = _latest_after(sync, snapshots)
-    fleet = read_fleet(hub, name)
+    fleet = read_fleet(hub, name, namespace=namespace)
     result = schedule(
         CycleInput(
             snapshot=snapshot,
@@ -182,7 +219,7 @@ def what_if(
         profile,
     )
     return WhatIf(
-        placement=name,
+        placement=key,
         applied=applied,
         policy_changed=sync.create is not None,
         snapshots=sync,

@@ -31,7 +31,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Final
+from typing import Final, TypeVar
 
 from temporalio import activity
 from temporalio.client import (
@@ -50,17 +50,24 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from hub import names as hub_names
 from hub.client import HubClient
+from hub.errors import NotFoundError
+from hub.kinds import placement_key, split_key
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
+    ResourceBinding,
+    ResourcePlacement,
+    SchedulingPolicySnapshot,
 )
+from hub.types.meta import HubObject
 from scheduler.eligibility import EligibilityChecker
 from scheduler.snapshots import placement_scheduled_condition
 from scheduler.watch_rules import placements_for_cluster_event
 from workers.starts import local_cycles_for, start_options
 from workers.watcher_routes import may_start
+from workers.watcher_views import key_of
 from workflows import names
 from workflows.models import (
     HubEvent,
@@ -80,6 +87,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("fleet_scheduler.reconcile")
+
+T = TypeVar("T", bound=HubObject)
 
 DEFAULT_RECONCILE_EVERY: Final = timedelta(minutes=5)
 CALL_CONCURRENCY: Final = 32
@@ -126,12 +135,11 @@ def plan_reconcile(
     now: datetime,
     checker: EligibilityChecker | None = None,
 ) -> ReconcilePlan:
-    """The actions of one reconcile run (a pure function of what it read)."""
+    """The actions of one reconcile run (a pure function of what it read). Placements of both
+    kinds are named by key (`hub.kinds.placement_key`), in `running` too."""
     checker = checker or EligibilityChecker()
-    by_name = {p.metadata.name: p for p in placements}
-    snapshots = {
-        s.metadata.labels.get(hub_names.PARENT_PLACEMENT_LABEL, ""): s for s in latest_snapshots
-    }
+    by_name = {key_of(p): p for p in placements}
+    snapshots = {_owner(s): s for s in latest_snapshots}
     plan = ReconcilePlan()
     for name, placement in sorted(by_name.items()):
         if may_start(placement) and name not in running:
@@ -164,7 +172,7 @@ def plan_reconcile(
             "deleting" if cluster.metadata.deleting else cluster_digest(cluster, checker, now)
         )
     for binding in bindings:
-        owner = binding.metadata.labels.get(hub_names.PARENT_PLACEMENT_LABEL, "")
+        owner = _owner(binding)
         if binding.metadata.deleting:
             requeue(owner, f"binding {binding.metadata.name} is being deleted")
         elif binding.spec.target_cluster not in cluster_names:
@@ -182,6 +190,23 @@ def plan_reconcile(
     return plan
 
 
+def _owner(obj: HubObject) -> str:
+    """The key of the placement `obj` (a snapshot or binding) is labelled with ("" if none)."""
+    parent = obj.metadata.labels.get(hub_names.PARENT_PLACEMENT_LABEL, "")
+    return placement_key(obj.metadata.namespace, parent) if parent else ""
+
+
+def _list_if_served(
+    hub: HubClient, kind: type[T], selector: dict[str, str] | None = None
+) -> list[T]:
+    """Every object of `kind` in all namespaces; none when the hub does not serve the kind
+    (a KubeFleet hub from before ResourcePlacements: no CRD, so the collection is 404)."""
+    try:
+        return list(hub.list(kind, selector).items)
+    except NotFoundError:
+        return []
+
+
 class ReconcileFleet:
     """The reconcile activity; one per worker, holding the hub and Temporal clients."""
 
@@ -192,16 +217,26 @@ class ReconcileFleet:
     @activity.defn(name=names.ACTIVITY_RECONCILE_FLEET)
     async def reconcile_fleet(self, request: ReconcileInput) -> ReconcileReport:
         hub = self._hub
+        latest = {hub_names.IS_LATEST_SNAPSHOT_LABEL: "true"}
         placements, snapshots, clusters, bindings = await asyncio.gather(
             asyncio.to_thread(lambda: hub.list(ClusterResourcePlacement).items),
-            asyncio.to_thread(
-                lambda: hub.list(
-                    ClusterSchedulingPolicySnapshot, {hub_names.IS_LATEST_SNAPSHOT_LABEL: "true"}
-                ).items
-            ),
+            asyncio.to_thread(lambda: hub.list(ClusterSchedulingPolicySnapshot, latest).items),
             asyncio.to_thread(lambda: hub.list(MemberCluster).items),
             asyncio.to_thread(lambda: hub.list(ClusterResourceBinding).items),
         )
+        # ResourcePlacements, with their snapshots and bindings in every namespace.
+        rps, rp_snapshots, rbs = (
+            await asyncio.gather(
+                asyncio.to_thread(_list_if_served, hub, ResourcePlacement),
+                asyncio.to_thread(_list_if_served, hub, SchedulingPolicySnapshot, latest),
+                asyncio.to_thread(_list_if_served, hub, ResourceBinding),
+            )
+            if request.resource_placements
+            else ([], [], [])
+        )
+        placements = [*placements, *rps]
+        snapshots = [*snapshots, *rp_snapshots]
+        bindings = [*bindings, *rbs]
         activity.heartbeat("read the hub")
         running = await self._running(request.task_queue)
         plan = plan_reconcile(
@@ -234,7 +269,7 @@ class ReconcileFleet:
         found: set[str] = set()
         async for execution in self._client.list_workflows(query):
             try:
-                found.add(names.placement_name(execution.id))
+                found.add(placement_key(*names.placement_of(execution.id)))
             except ValueError:
                 continue
         return found
@@ -250,19 +285,23 @@ class ReconcileFleet:
         async def call(name: str, signal: str, payload: HubEvent | RequeueRequest) -> None:
             nonlocal done
             async with gate:
+                namespace, placement = split_key(name)
                 try:
                     if name in plan.start:
                         await self._client.start_workflow(
                             names.PLACEMENT_WORKFLOW,
-                            PlacementInput(placement=name, local_cycles=local),
+                            PlacementInput(
+                                placement=placement, namespace=namespace, local_cycles=local
+                            ),
                             start_signal=signal,
                             start_signal_args=[payload],
-                            **start_options(name, request.task_queue),
+                            **start_options(placement, request.task_queue, namespace),
                         )
                     else:
-                        await self._client.get_workflow_handle(names.workflow_id(name)).signal(
-                            signal, payload
+                        handle = self._client.get_workflow_handle(
+                            names.workflow_id(placement, namespace)
                         )
+                        await handle.signal(signal, payload)
                 except RPCError as exc:
                     if exc.status != RPCStatusCode.NOT_FOUND:  # it ended meanwhile: fine
                         raise
@@ -287,7 +326,11 @@ class ReconcileFleet:
 
 
 def _schedule(
-    task_queue: str, every: timedelta, standalone: bool, local_cycles_up_to: int
+    task_queue: str,
+    every: timedelta,
+    standalone: bool,
+    local_cycles_up_to: int,
+    resource_placements: bool = True,
 ) -> Schedule:
     return Schedule(
         action=ScheduleActionStartWorkflow(
@@ -296,6 +339,7 @@ def _schedule(
                 task_queue=task_queue,
                 standalone=standalone,
                 local_cycles_up_to=local_cycles_up_to,
+                resource_placements=resource_placements,
             ),
             id=names.reconcile_schedule_id(task_queue),
             task_queue=task_queue,
@@ -312,10 +356,11 @@ async def ensure_reconcile_schedule(
     *,
     standalone: bool,
     local_cycles_up_to: int = 0,
+    resource_placements: bool = True,
 ) -> str:
     """Create the reconcile Schedule, or update it to these settings; returns its id."""
     schedule_id = names.reconcile_schedule_id(task_queue)
-    wanted = _schedule(task_queue, every, standalone, local_cycles_up_to)
+    wanted = _schedule(task_queue, every, standalone, local_cycles_up_to, resource_placements)
     try:
         await client.create_schedule(schedule_id, wanted)
     except ScheduleAlreadyRunningError:
@@ -339,4 +384,3 @@ async def trigger_reconcile(client: Client, task_queue: str) -> bool:
             return False
         raise
     return True
-

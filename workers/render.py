@@ -50,7 +50,9 @@ KEPT_SUFFIX: Final = "; keeps its binding"
 COLUMN_GAP: Final = "  "
 CLUSTER_HEADERS: Final = ("CLUSTER", "FATE", "AFFINITY", "TOPOLOGY", "DETAIL")
 BINDING_HEADERS: Final = ("CLUSTER", "BINDING WRITE", "WHY")
-STATUS_HEADERS: Final = ("NAME", "TYPE", "SCHEDULED", "CYCLES", "STATE", "WAITING FOR")
+STATUS_HEADERS: Final = (
+    "NAMESPACE", "NAME", "TYPE", "SCHEDULED", "CYCLES", "STATE", "WAITING FOR"
+)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -323,7 +325,8 @@ def render_explain(status: PlacementStatus, evaluating: CycleReport | None = Non
 
 @dataclass(frozen=True)
 class PlacementRow:
-    """One placement workflow as `status` lists it. None means "not known" (shown as -)."""
+    """One placement workflow as `status` lists it. None means "not known" (shown as -); a
+    ClusterResourcePlacement has no namespace (-), a ResourcePlacement always has one."""
 
     name: str
     placement_type: str | None
@@ -331,6 +334,7 @@ class PlacementRow:
     cycles: int | None
     state: str
     waiting_for: str | None
+    namespace: str | None = None
 
 
 def _yes_no(value: bool | None) -> str:
@@ -338,11 +342,13 @@ def _yes_no(value: bool | None) -> str:
 
 
 def render_status(rows: Sequence[PlacementRow]) -> str:
-    """The `status` table, sorted by placement name."""
+    """The `status` table: ClusterResourcePlacements (namespace -) by name, then
+    ResourcePlacements by namespace and name."""
     if not rows:
         return "no placement workflows found\n"
     body = [
         (
+            row.namespace or NONE,
             row.name,
             row.placement_type or NONE,
             _yes_no(row.fully_scheduled),
@@ -350,6 +356,6 @@ def render_status(rows: Sequence[PlacementRow]) -> str:
             row.state,
             row.waiting_for or NONE,
         )
-        for row in sorted(rows, key=lambda r: r.name)
+        for row in sorted(rows, key=lambda r: (r.namespace or "", r.name))
     ]
     return table(STATUS_HEADERS, body) + "\n"

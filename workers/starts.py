@@ -17,21 +17,33 @@ from workflows import names
 __all__ = ["local_cycles_for", "start_options"]
 
 
-def start_options(placement: str, task_queue: str) -> dict[str, Any]:
-    """Keyword arguments of a start of `placement`'s workflow on `task_queue`.
+def start_options(placement: str, task_queue: str, namespace: str | None = None) -> dict[str, Any]:
+    """Keyword arguments of a start of `placement`'s workflow on `task_queue` (the
+    ResourcePlacement `placement` in `namespace` when one is given).
 
     A running workflow is used as it is; a closed one (the placement was deleted, then created
-    again under the same name) starts anew. The name is set as a search attribute at start, so
-    the UI lists the workflow by placement before its first turn."""
+    again under the same name) starts anew. The name, kind and namespace are set as search
+    attributes at start, so the UI lists the workflow by placement before its first turn."""
+    pairs: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(names.SA_PLACEMENT_NAME, placement)
+    ]
+    if namespace:
+        pairs += [
+            SearchAttributePair(names.SA_PLACEMENT_KIND, names.KIND_RESOURCE_PLACEMENT),
+            SearchAttributePair(names.SA_PLACEMENT_NAMESPACE, namespace),
+        ]
+    else:
+        pairs.append(
+            SearchAttributePair(names.SA_PLACEMENT_KIND, names.KIND_CLUSTER_RESOURCE_PLACEMENT)
+        )
+    key = f"{namespace}/{placement}" if namespace else placement
     return {
-        "id": names.workflow_id(placement),
+        "id": names.workflow_id(placement, namespace),
         "task_queue": task_queue,
         "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
         "id_reuse_policy": WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-        "search_attributes": TypedSearchAttributes(
-            [SearchAttributePair(names.SA_PLACEMENT_NAME, placement)]
-        ),
-        "static_summary": f"placement {placement}",
+        "search_attributes": TypedSearchAttributes(pairs),
+        "static_summary": f"placement {key}",
     }
 
 

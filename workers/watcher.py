@@ -31,7 +31,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
@@ -42,11 +42,13 @@ from temporalio.service import RPCError, RPCStatusCode
 from hub.client import HubClient, Resync, WatchEvent
 from hub.errors import MalformedObjectError, NotFoundError
 from hub.informer import watch_forever
+from hub.kinds import NAMESPACED_KINDS, kinds_for, split_key
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
+    ResourcePlacement,
 )
 from hub.types.meta import HubObject
 from scheduler.eligibility import EligibilityChecker
@@ -88,6 +90,11 @@ WATCHED_KINDS: Final[tuple[type[HubObject], ...]] = (
     MemberCluster,
     ClusterResourceBinding,
 )
+# ... and, unless turned off (KubeFleet's `--enable-resource-placement=false`), the namespaced
+# ResourcePlacements with their snapshots and bindings, in all namespaces (kubefleet-rules 9).
+RESOURCE_PLACEMENT_KINDS: Final[tuple[type[HubObject], ...]] = NAMESPACED_KINDS
+ALL_WATCHED_KINDS: Final = WATCHED_KINDS + RESOURCE_PLACEMENT_KINDS
+PLACEMENT_KINDS: Final = (ClusterResourcePlacement, ResourcePlacement)
 
 # Routes for one placement that arrive within this window go out as one signal. Short enough to
 # be invisible next to a cycle, long enough to fold a burst of watch events into one call.
@@ -168,6 +175,28 @@ def _ignored(error: MalformedObjectError) -> None:
     )
 
 
+class _Placements(Mapping[str, ClusterResourcePlacement]):
+    """The placement views of both kinds as one mapping by key. A ResourcePlacement's key has a
+    "/", a ClusterResourcePlacement's never, so they cannot collide. Reads each view's current
+    dict every time: a Resync replaces it."""
+
+    def __init__(self, views: list[View[Any]]) -> None:
+        self._views = views
+
+    def __getitem__(self, key: str) -> ClusterResourcePlacement:
+        for view in self._views:
+            if (found := view.objects.get(key)) is not None:
+                return found  # type: ignore[no-any-return]
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        for view in self._views:
+            yield from view.objects
+
+    def __len__(self) -> int:
+        return sum(len(view.objects) for view in self._views)
+
+
 @dataclass(frozen=True, slots=True)
 class _WatchFailed:
     kind: type[HubObject]
@@ -215,6 +244,7 @@ class Watcher:
         send_retry: Backoff = SEND_RETRY,
         reconcile_at_start: bool = False,
         local_cycles_up_to: int = 0,
+        resource_placements: bool = True,
     ) -> None:
         if coalesce_seconds < 0:
             raise ValueError(f"coalesce_seconds must not be negative, got {coalesce_seconds}")
@@ -236,8 +266,12 @@ class Watcher:
         self._reconcile_at_start = reconcile_at_start
         self._local_cycles_up_to = local_cycles_up_to
 
-        self._views: dict[type[HubObject], View[Any]] = {kind: View(kind) for kind in WATCHED_KINDS}
-        self._placements: View[ClusterResourcePlacement] = self._views[ClusterResourcePlacement]
+        self.kinds = WATCHED_KINDS + (RESOURCE_PLACEMENT_KINDS if resource_placements else ())
+        self._views: dict[type[HubObject], View[Any]] = {kind: View(kind) for kind in self.kinds}
+        # Both placement kinds' views, as one mapping by key: a ResourcePlacement's key has a
+        # "/", a ClusterResourcePlacement's never, so they cannot collide.
+        self._placement_views = [self._views[k] for k in PLACEMENT_KINDS if k in self._views]
+        self._placements = _Placements(self._placement_views)
         self._outbox = Outbox()
         self._in_flight: set[str] = set()
         self._attempts: dict[str, int] = {}
@@ -317,7 +351,7 @@ class Watcher:
                 name=f"watch-{kind.PLURAL}",
                 daemon=True,
             )
-            for kind in WATCHED_KINDS
+            for kind in self.kinds
         ]
         tasks = [
             asyncio.create_task(self._consume(self._queue), name="watcher-consume"),
@@ -413,8 +447,8 @@ class Watcher:
                 "" if first else f" again: {len(changes)} changes while not watching",
             )
             quiet_start = first and self._reconcile_at_start
-            if first and kind is ClusterResourcePlacement and not quiet_start:
-                self._signal_every_placement()
+            if first and kind in PLACEMENT_KINDS and not quiet_start:
+                self._signal_every_placement(view.values())
             if first:  # routed as nothing, but broken objects found at start are still named
                 for obj in item.objects:
                     self._warn_if_orphan(Change("ADDED", None, obj))
@@ -433,8 +467,12 @@ class Watcher:
         if event_change is not None:
             self._route(event_change)
 
-    def _signal_every_placement(self) -> None:
-        for route in startup_routes(self._placements.values(), standalone=self.snapshotter):
+    def _signal_every_placement(
+        self, placements: Iterable[ClusterResourcePlacement] | None = None
+    ) -> None:
+        """Start-up signals for `placements` (every cached placement of both kinds if None)."""
+        chosen = self._placements.values() if placements is None else placements
+        for route in startup_routes(chosen, standalone=self.snapshotter):
             self._enqueue(route)
 
     async def _reconcile_once(self) -> None:
@@ -449,15 +487,16 @@ class Watcher:
         if triggered:
             _log.info("watcher start: triggered the reconcile instead of signalling placements")
             return
-        _log.warning("no reconcile Schedule for task queue %s; signalling every placement",
-                     self.task_queue)
+        _log.warning(
+            "no reconcile Schedule for task queue %s; signalling every placement", self.task_queue
+        )
         self._signal_every_placement()
         self._wake_up()
 
     def _route(self, change: Change[Any]) -> None:
         routes = route_change(
             change,
-            placements=self._placements.objects,
+            placements=self._placements,
             standalone=self.snapshotter,
             checker=self._checker,
             now=self._clock(),
@@ -547,13 +586,13 @@ class Watcher:
 
     async def _deliver(self, batch: Batch) -> SendOutcome:
         """Signal the placement's workflow, starting it when the placement wants one."""
-        name = batch.placement
-        workflow_id = names.workflow_id(name)
+        key = batch.placement
+        workflow_id = names.workflow_id_for_key(key)
         event = HubEvent(reason=batch.reason, local_cycles=self.local_cycles())
-        with span("watcher.signal", placement=name, signal=batch.signal, events=batch.events):
-            cached = self._placements.get(name)
+        with span("watcher.signal", placement=key, signal=batch.signal, events=batch.events):
+            cached = self._placements.get(key)
             if cached is not None and may_start(cached):
-                await self._signal_with_start(name, batch.signal, event)
+                await self._signal_with_start(key, batch.signal, event)
                 return "signal_with_start"
             try:
                 await self._temporal.get_workflow_handle(workflow_id).signal(
@@ -568,22 +607,21 @@ class Watcher:
             # first), so ask the hub before deciding it is gone.
             if cached is not None or not batch.may_start:
                 return "not_running"
-            current = await asyncio.to_thread(self._read_placement, name)
+            current = await asyncio.to_thread(self._read_placement, key)
             if current is None or not may_start(current):
                 return "gone"
-            await self._signal_with_start(name, batch.signal, event)
+            await self._signal_with_start(key, batch.signal, event)
             return "signal_with_start"
 
-    async def _signal_with_start(
-        self, name: str, signal: str, event: HubEvent
-    ) -> None:
+    async def _signal_with_start(self, key: str, signal: str, event: HubEvent) -> None:
+        namespace, name = split_key(key)
         await self._temporal.start_workflow(
             PlacementWorkflow.run,
-            PlacementInput(placement=name, local_cycles=event.local_cycles),
+            PlacementInput(placement=name, namespace=namespace, local_cycles=event.local_cycles),
             start_signal=signal,
             start_signal_args=[event],
             rpc_timeout=RPC_TIMEOUT,
-            **start_options(name, self.task_queue),
+            **start_options(name, self.task_queue, namespace),
         )
 
     def local_cycles(self) -> bool | None:
@@ -595,9 +633,10 @@ class Watcher:
             return None
         return local_cycles_for(len(clusters), self._local_cycles_up_to)
 
-    def _read_placement(self, name: str) -> ClusterResourcePlacement | None:
+    def _read_placement(self, key: str) -> ClusterResourcePlacement | None:
+        namespace, name = split_key(key)
         try:
-            return self._hub.get(ClusterResourcePlacement, name)
+            return self._hub.get(kinds_for(namespace).placement, name, namespace=namespace)
         except NotFoundError:
             return None
 

@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import Final, TypeVar
 
 from hub import names as hub_names
+from hub.kinds import placement_key
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
@@ -83,7 +84,9 @@ ORPHAN_SNAPSHOT_WARNING: Final = (
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """Signal `signal` to the workflow of `placement`, because of `reason`.
+    """Signal `signal` to the workflow of `placement` (a key, `hub.kinds.placement_key`: the
+    name of a ClusterResourcePlacement, `<namespace>/<name>` of a ResourcePlacement), because of
+    `reason`.
 
     `may_start`: start the workflow if none runs (signal-with-start). False only for events
     about a placement that is gone, which must never start a new run."""
@@ -104,16 +107,16 @@ def may_start(placement: ClusterResourcePlacement) -> bool:
 def startup_routes(
     placements: Iterable[ClusterResourcePlacement], *, standalone: bool
 ) -> list[Route]:
-    """One route per existing placement that may need the scheduler, sorted by name.
+    """One route per existing placement that may need the scheduler, sorted by key.
 
     Standalone, the workflow's snapshotter must look at the placement (placement_changed);
     beside KubeFleet, its latest snapshot is what matters (snapshot_changed), as KubeFleet
     replays snapshot creations at start."""
     routes: list[Route] = []
-    for placement in sorted(placements, key=lambda p: p.metadata.name):
+    for placement in sorted(placements, key=_key):
         if not may_start(placement):
             continue
-        name = placement.metadata.name
+        name = _key(placement)
         if placement.metadata.deleting:
             routes.append(
                 Route(
@@ -174,6 +177,10 @@ def orphan_snapshot_warning(change: Change[HubObject]) -> str | None:
     )
 
 
+def _key(obj: HubObject) -> str:
+    return placement_key(obj.metadata.namespace, obj.metadata.name)
+
+
 def _as(obj: HubObject | None, kind: type[T]) -> T | None:
     return obj if isinstance(obj, kind) else None
 
@@ -184,7 +191,7 @@ def _placement(
     new: ClusterResourcePlacement,
     standalone: bool,
 ) -> list[Route]:
-    name = new.metadata.name
+    name = _key(new)
     if event == "DELETED":
         return [
             Route(
@@ -237,7 +244,10 @@ def _made_for_signalled_generation(
     snapshot: ClusterSchedulingPolicySnapshot, placements: Mapping[str, ClusterResourcePlacement]
 ) -> bool:
     """The snapshot is at the generation of its placement in the cache (see the module doc)."""
-    placement = placements.get(snapshot.placement_name or "")
+    parent = snapshot.placement_name
+    if not parent:
+        return False
+    placement = placements.get(placement_key(snapshot.metadata.namespace, parent))
     if placement is None or placement.metadata.generation is None:
         return False
     made_for = snapshot.metadata.annotations.get(hub_names.CRP_GENERATION_ANNOTATION)

@@ -24,7 +24,6 @@ from typing import Any, Final, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from hub import names
 from hub.client import Resync, WatchEvent
 from hub.types import (
     ClusterDecision,
@@ -39,7 +38,7 @@ from hub.types import (
 )
 from hub.types.meta import HubObject, ObjectMeta
 
-__all__ = ["Change", "ChangeType", "View", "routing_copy"]
+__all__ = ["Change", "ChangeType", "View", "key_of", "routing_copy"]
 
 T = TypeVar("T", bound=HubObject)
 
@@ -60,6 +59,18 @@ class Change(Generic[T]):
     def name(self) -> str:
         return self.new.metadata.name
 
+    @property
+    def key(self) -> str:
+        """`name`, or `<namespace>/<name>` for a namespaced object."""
+        return key_of(self.new)
+
+
+def key_of(obj: HubObject) -> str:
+    """How a View names an object: its name, `<namespace>/<name>` when namespaced (a
+    placement's key, `hub.kinds.placement_key`)."""
+    namespace = obj.metadata.namespace
+    return f"{namespace}/{obj.metadata.name}" if namespace else obj.metadata.name
+
 
 def _same_version(old: HubObject, new: HubObject) -> bool:
     if old.metadata.resource_version and new.metadata.resource_version:
@@ -68,7 +79,8 @@ def _same_version(old: HubObject, new: HubObject) -> bool:
 
 
 class View(Generic[T]):
-    """The current objects of one kind by name, as the watch last reported them."""
+    """The current objects of one kind by key (`key_of`: the name, `<namespace>/<name>` for
+    namespaced kinds), as the watch last reported them."""
 
     def __init__(self, kind: type[T]) -> None:
         self.kind = kind
@@ -79,8 +91,8 @@ class View(Generic[T]):
     def __len__(self) -> int:
         return len(self.objects)
 
-    def get(self, name: str) -> T | None:
-        return self.objects.get(name)
+    def get(self, key: str) -> T | None:
+        return self.objects.get(key)
 
     def values(self) -> Iterable[T]:
         return self.objects.values()
@@ -91,7 +103,7 @@ class View(Generic[T]):
         An ADDED for an object we already hold is an update (informers treat it so), which
         keeps `Change.type == "ADDED"` meaning "no old object"."""
         obj = event.object
-        name = obj.metadata.name
+        name = key_of(obj)
         old = self.objects.get(name)
         if event.type == "DELETED":
             if old is None:
@@ -110,7 +122,7 @@ class View(Generic[T]):
 
         Empty for the first Resync: there is no previous view to compare with."""
         before = self.objects
-        self.objects = {obj.metadata.name: obj for obj in resync.objects}
+        self.objects = {key_of(obj): obj for obj in resync.objects}
         self.resyncs += 1
         if not self.synced:
             self.synced = True
@@ -166,11 +178,12 @@ def _lean(cls: type[M], **values: Any) -> M:
 
 
 def _meta(meta: ObjectMeta, *, labels: bool = False, annotations: bool = False) -> ObjectMeta:
-    """Name, version, generation, deletion and finalizers (and labels, annotations if asked):
-    the metadata every route reads."""
+    """Name, namespace, version, generation, deletion and finalizers (and labels, annotations
+    if asked): the metadata every route reads."""
     return _lean(
         ObjectMeta,
         name=meta.name,
+        namespace=meta.namespace,
         resource_version=meta.resource_version,
         generation=meta.generation,
         deletion_timestamp=meta.deletion_timestamp,
@@ -185,9 +198,9 @@ def _placement(obj: ClusterResourcePlacement) -> ClusterResourcePlacement:
     # condition (watch_rules.placements_for_cluster_event); the rest (selectors, affinities,
     # the per-cluster statuses KubeFleet writes) never.
     policy = obj.spec.policy
-    scheduled = obj.status.condition(names.PLACEMENT_SCHEDULED_CONDITION)
+    scheduled = obj.status.condition(obj.SCHEDULED_CONDITION)
     return _lean(
-        ClusterResourcePlacement,
+        type(obj),
         api_version=obj.api_version,
         kind=obj.kind,
         metadata=_meta(obj.metadata),
@@ -207,7 +220,7 @@ def _placement(obj: ClusterResourcePlacement) -> ClusterResourcePlacement:
 def _snapshot(obj: ClusterSchedulingPolicySnapshot) -> ClusterSchedulingPolicySnapshot:
     # Routes read labels (latest, parent) and annotations (CRP generation, number of clusters).
     return _lean(
-        ClusterSchedulingPolicySnapshot,
+        type(obj),
         api_version=obj.api_version,
         kind=obj.kind,
         metadata=_meta(obj.metadata, labels=True, annotations=True),
@@ -218,7 +231,7 @@ def _snapshot(obj: ClusterSchedulingPolicySnapshot) -> ClusterSchedulingPolicySn
 def _binding(obj: ClusterResourceBinding) -> ClusterResourceBinding:
     # Routes read the parent label, our finalizer, the deletion and the target cluster.
     return _lean(
-        ClusterResourceBinding,
+        type(obj),
         api_version=obj.api_version,
         kind=obj.kind,
         metadata=_meta(obj.metadata, labels=True),

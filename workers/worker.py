@@ -400,8 +400,12 @@ async def serve(
     version: WorkerVersion | None = None,
     reconcile_at_start: bool = False,
     local_cycles_up_to: int = 0,
+    resource_placements: bool = True,
 ) -> None:
     """Run the worker, the watcher and the health server until `stop` is set, then stop them.
+
+    `resource_placements=False` leaves namespaced ResourcePlacements alone (KubeFleet's
+    `--enable-resource-placement=false`; for a hub without their CRDs).
 
     `run_worker` runs the workflow worker; `run_activities` the activity worker in this
     process (default: with the workflow worker unless `activity_processes` run the activities
@@ -504,6 +508,7 @@ async def serve(
                 metrics=metrics,
                 reconcile_at_start=reconcile_at_start,
                 local_cycles_up_to=local_cycles_up_to,
+                resource_placements=resource_placements,
             )
             tasks[PART_WATCHER] = asyncio.create_task(watcher.run(stop), name=PART_WATCHER)
             helpers.append(

@@ -90,6 +90,9 @@ class CarriedState(ActivityModel):
 
 class PlacementInput(ActivityModel):
     placement: str
+    # A ResourcePlacement's namespace (workflow id `rp/<namespace>/<name>`); None for a
+    # ClusterResourcePlacement.
+    namespace: str | None = None
     carried: CarriedState | None = None
     # Continue-as-new after this many loop turns (None: the workflow's default). A tuning knob,
     # and what lets a test watch state cross a run boundary without a hundred turns.
@@ -111,6 +114,7 @@ class PlacementStatus(ActivityModel):
     placement: str
     cycles: int
     waiting_for: str
+    namespace: str | None = None  # a ResourcePlacement's
     phase: PlacementPhase = "idle"
     pending_reasons: list[str] = Field(default_factory=list)
     fresh_pending: bool = False
@@ -139,6 +143,8 @@ class ReconcileInput(ActivityModel):
     # Fleets of at most this many member clusters get local cycles (HubEvent.local_cycles);
     # 0: none.
     local_cycles_up_to: int = Field(default=0, ge=0)
+    # Namespaced ResourcePlacements too (False: `--no-resource-placements`).
+    resource_placements: bool = True
     # The previous run's cluster digests (the activity's request only; the workflow reads them
     # from the last completed run).
     previous_clusters: dict[str, str] | None = None

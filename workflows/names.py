@@ -24,13 +24,18 @@ __all__ = [
     "ACTIVITY_SCHEDULE_ONCE",
     "ACTIVITY_TASK_QUEUE_SUFFIX",
     "DEFAULT_TASK_QUEUE",
+    "KIND_CLUSTER_RESOURCE_PLACEMENT",
+    "KIND_RESOURCE_PLACEMENT",
     "PLACEMENT_WORKFLOW",
     "QUERY_EXPLANATION",
     "QUERY_STATUS",
     "RECONCILE_SCHEDULE_ID",
     "RECONCILE_WORKFLOW",
+    "RP_WORKFLOW_ID_PREFIX",
     "SA_FULLY_SCHEDULED",
+    "SA_PLACEMENT_KIND",
     "SA_PLACEMENT_NAME",
+    "SA_PLACEMENT_NAMESPACE",
     "SA_PLACEMENT_TYPE",
     "SEARCH_ATTRIBUTES",
     "SIGNAL_BINDING_DELETING",
@@ -44,8 +49,10 @@ __all__ = [
     "WORKFLOW_ID_PREFIX",
     "activity_task_queue",
     "placement_name",
+    "placement_of",
     "reconcile_schedule_id",
     "workflow_id",
+    "workflow_id_for_key",
 ]
 
 # The workflow type: one durable run per ClusterResourcePlacement.
@@ -69,9 +76,11 @@ DEFAULT_TASK_QUEUE: Final = "fleet-scheduler"
 # of the workflow task queue: "<task queue>-activities" (`activity_task_queue`).
 ACTIVITY_TASK_QUEUE_SUFFIX: Final = "-activities"
 
-# Workflow id = "crp/<placement name>". The id is the queue key: Temporal allows one running
-# workflow per id, which gives KubeFleet's "a key is never processed twice at once".
+# Workflow id = "crp/<placement name>", or "rp/<namespace>/<name>" for a namespaced
+# ResourcePlacement. The id is the queue key: Temporal allows one running workflow per id, which
+# gives KubeFleet's "a key is never processed twice at once".
 WORKFLOW_ID_PREFIX: Final = "crp/"
+RP_WORKFLOW_ID_PREFIX: Final = "rp/"
 
 # Signals. `requeue` is the manual one (payload: optional {"fresh": bool, "reason": str}); the
 # others are sent by the watcher, one per kind of hub event that reaches a placement
@@ -105,7 +114,20 @@ UPDATE_REQUEUE_AND_WAIT: Final = "requeue_and_wait"
 SA_PLACEMENT_NAME: Final = SearchAttributeKey.for_keyword("FleetPlacementName")
 SA_PLACEMENT_TYPE: Final = SearchAttributeKey.for_keyword("FleetPlacementType")
 SA_FULLY_SCHEDULED: Final = SearchAttributeKey.for_bool("FleetFullyScheduled")
-SEARCH_ATTRIBUTES: Final = (SA_PLACEMENT_NAME, SA_PLACEMENT_TYPE, SA_FULLY_SCHEDULED)
+# Which kind the workflow is for (ClusterResourcePlacement or ResourcePlacement), and a
+# ResourcePlacement's namespace; set at start (workers.starts).
+SA_PLACEMENT_KIND: Final = SearchAttributeKey.for_keyword("FleetPlacementKind")
+SA_PLACEMENT_NAMESPACE: Final = SearchAttributeKey.for_keyword("FleetPlacementNamespace")
+# The values of SA_PLACEMENT_KIND: the hub kinds' names.
+KIND_CLUSTER_RESOURCE_PLACEMENT: Final = "ClusterResourcePlacement"
+KIND_RESOURCE_PLACEMENT: Final = "ResourcePlacement"
+SEARCH_ATTRIBUTES: Final = (
+    SA_PLACEMENT_NAME,
+    SA_PLACEMENT_TYPE,
+    SA_FULLY_SCHEDULED,
+    SA_PLACEMENT_KIND,
+    SA_PLACEMENT_NAMESPACE,
+)
 
 
 def reconcile_schedule_id(task_queue: str) -> str:
@@ -122,23 +144,56 @@ def activity_task_queue(task_queue: str) -> str:
     return task_queue + ACTIVITY_TASK_QUEUE_SUFFIX
 
 
-def workflow_id(placement_name: str) -> str:
-    """The id of the workflow that schedules `placement_name`: `crp/<name>`."""
+def workflow_id(placement_name: str, namespace: str | None = None) -> str:
+    """The id of the workflow that schedules `placement_name`: `crp/<name>`, or
+    `rp/<namespace>/<name>` for the ResourcePlacement `placement_name` in `namespace`."""
     if not placement_name or "/" in placement_name:
-        raise ValueError(f"not a ClusterResourcePlacement name: {placement_name!r}")
-    return WORKFLOW_ID_PREFIX + placement_name
+        raise ValueError(f"not a placement name: {placement_name!r}")
+    if namespace is None or namespace == "":
+        return WORKFLOW_ID_PREFIX + placement_name
+    if "/" in namespace:
+        raise ValueError(f"not a namespace: {namespace!r}")
+    return f"{RP_WORKFLOW_ID_PREFIX}{namespace}/{placement_name}"
+
+
+def workflow_id_for_key(key: str) -> str:
+    """The workflow id of a placement key (`<name>`, or `<namespace>/<name>`: hub.kinds)."""
+    namespace, _, name = key.rpartition("/")
+    return workflow_id(name, namespace or None)
+
+
+def placement_of(workflow_id: str) -> tuple[str | None, str]:
+    """(namespace, name) of the placement a workflow id stands for (namespace None for a
+    ClusterResourcePlacement); the inverse of `workflow_id`.
+
+    Raises:
+        ValueError: the id is not of the form `crp/<name>` or `rp/<namespace>/<name>`.
+    """
+    if workflow_id.startswith(RP_WORKFLOW_ID_PREFIX):
+        namespace, slash, name = workflow_id.removeprefix(RP_WORKFLOW_ID_PREFIX).partition("/")
+        if namespace and slash and name and "/" not in name:
+            return namespace, name
+    else:
+        name = workflow_id.removeprefix(WORKFLOW_ID_PREFIX)
+        if name != workflow_id and name and "/" not in name:
+            return None, name
+    raise ValueError(
+        f"workflow id {workflow_id!r} is not a placement workflow id (expected "
+        f"{WORKFLOW_ID_PREFIX}<placement name> or {RP_WORKFLOW_ID_PREFIX}<namespace>/<name>)"
+    )
 
 
 def placement_name(workflow_id: str) -> str:
-    """The placement a workflow id stands for; the inverse of `workflow_id`.
+    """The ClusterResourcePlacement a workflow id stands for; the inverse of `workflow_id`.
 
     Raises:
-        ValueError: the id is not of the form `crp/<name>` (not one of our workflows).
+        ValueError: the id is not of the form `crp/<name>` (not one of our workflows, or a
+            ResourcePlacement's: see `placement_of`).
     """
-    name = workflow_id.removeprefix(WORKFLOW_ID_PREFIX)
-    if name == workflow_id or not name or "/" in name:
+    namespace, name = placement_of(workflow_id)
+    if namespace is not None:
         raise ValueError(
-            f"workflow id {workflow_id!r} is not a placement workflow id "
-            f"(expected {WORKFLOW_ID_PREFIX}<placement name>)"
+            f"workflow id {workflow_id!r} is a ResourcePlacement's, not a "
+            f"ClusterResourcePlacement's (expected {WORKFLOW_ID_PREFIX}<placement name>)"
         )
     return name

@@ -29,7 +29,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
@@ -115,6 +115,10 @@ class PlacementWorkflow:
     def __init__(self, input: PlacementInput) -> None:
         carried = input.carried or CarriedState()
         self._placement = input.placement
+        # A ResourcePlacement's namespace (None: a ClusterResourcePlacement); its key, as
+        # KubeFleet's queue names it, is what the workflow's texts say.
+        self._namespace = input.namespace or None
+        self._key = f"{self._namespace}/{self._placement}" if self._namespace else self._placement
         self._cycles = carried.cycles
         self._dirty = carried.dirty
         self._fresh = carried.fresh
@@ -155,8 +159,17 @@ class PlacementWorkflow:
     async def run(self, input: PlacementInput) -> PlacementStatus:
         started_with = workflow.info().typed_search_attributes.get(names.SA_PLACEMENT_NAME)
         if started_with != self._placement:
-            # The watcher starts workflows with the name set; a start without it gets it here.
-            workflow.upsert_search_attributes([names.SA_PLACEMENT_NAME.value_set(self._placement)])
+            # The watcher starts workflows with the name set; a start without it gets it here
+            # (a ResourcePlacement's kind and namespace with it: workers.starts sets all three).
+            attributes: list[SearchAttributeUpdate[Any]] = [
+                names.SA_PLACEMENT_NAME.value_set(self._placement)
+            ]
+            if self._namespace:
+                attributes += [
+                    names.SA_PLACEMENT_KIND.value_set(names.KIND_RESOURCE_PLACEMENT),
+                    names.SA_PLACEMENT_NAMESPACE.value_set(self._namespace),
+                ]
+            workflow.upsert_search_attributes(attributes)
         while True:
             await self._wait_for_work()
             if await self._turn():
@@ -174,6 +187,7 @@ class PlacementWorkflow:
                 workflow.continue_as_new(
                     PlacementInput(
                         placement=self._placement,
+                        namespace=self._namespace,
                         carried=self._carried(),
                         turns_per_run=input.turns_per_run,
                         signals_per_run=input.signals_per_run,
@@ -318,14 +332,14 @@ class PlacementWorkflow:
         kind = f"{self._last.placement_type} " if self._last is not None else ""
         request = TurnRequest(
             placement=self._placement,
+            namespace=self._namespace,
             cycle=cycle,
             fresh=fresh,
             reason=because,
             known_explanation=self._known_explanation(),
         )
         summary = (
-            f"turn {number}: {'fresh ' if fresh else ''}{kind}"
-            f"placement {self._placement} ({because})"
+            f"turn {number}: {'fresh ' if fresh else ''}{kind}placement {self._key} ({because})"
         )
         try:
             turn: TurnResult = await self._execute(
@@ -431,8 +445,8 @@ class PlacementWorkflow:
     async def _cleanup(self) -> bool:
         self._set_phase("cleaning_up", "cleanup")
         workflow.set_current_details("placement deleting: removing its bindings and finalizer")
-        request = CleanupRequest(placement=self._placement)
-        summary = f"placement {self._placement} is being deleted: clean up"
+        request = CleanupRequest(placement=self._placement, namespace=self._namespace)
+        summary = f"placement {self._key} is being deleted: clean up"
         try:
             report: CleanupReport = await self._execute(
                 CleanupPlacement.cleanup_placement, request, CLEANUP_TIMEOUT, summary
@@ -456,7 +470,7 @@ class PlacementWorkflow:
             message = f"{what} failed: {cause or err}"
         self._last_error = message
         self._set_phase("idle", f"an event (last attempt: {message})")
-        workflow.logger.warning("placement %s: %s", self._placement, message)
+        workflow.logger.warning("placement %s: %s", self._key, message)
 
     def _set_phase(self, phase: PlacementPhase, waiting_for: str) -> None:
         self._phase, self._waiting_for = phase, waiting_for
@@ -500,6 +514,7 @@ class PlacementWorkflow:
     def _status(self) -> PlacementStatus:
         return PlacementStatus(
             placement=self._placement,
+            namespace=self._namespace,
             cycles=self._cycles,
             waiting_for=self._waiting_for,
             # Queued work shows as pending whatever the loop last said it waits for.

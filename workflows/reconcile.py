@@ -38,6 +38,7 @@ class ReconcileWorkflow:
                 task_queue=input.task_queue,
                 standalone=input.standalone,
                 local_cycles_up_to=input.local_cycles_up_to,
+                resource_placements=input.resource_placements,
                 previous_clusters=previous.clusters if previous is not None else None,
             ),
             result_type=ReconcileReport,

@@ -76,7 +76,10 @@ class CrossReference:
 
     def new(self, ctx: Context, cluster: str, decision: ClusterDecision) -> None:
         name = ctx.new_binding_name(cluster)
-        self.create.append(new_binding(name, ctx.placement, cluster, ctx.snapshot_name, decision))
+        namespace = ctx.snapshot.metadata.namespace
+        self.create.append(
+            new_binding(name, ctx.placement, cluster, ctx.snapshot_name, decision, namespace)
+        )
 
 
 def previous_state(binding: ClusterResourceBinding) -> str:

@@ -51,7 +51,8 @@ DEV_ONLY_FUNCTIONS: Final[Mapping[str, str]] = {
 # Calls whose kind argument is typed only as "some hub kind", and the constant (module:NAME)
 # that lists the kinds they are made with.
 ABSTRACT_KIND_SOURCES: Final[Mapping[str, str]] = {
-    "workers.watcher.Watcher._watch_kind": "workers.watcher:WATCHED_KINDS",
+    "workers.watcher.Watcher._watch_kind": "workers.watcher:ALL_WATCHED_KINDS",
+    "workers.reconcile._list_if_served": "hub.kinds:NAMESPACED_KINDS",
 }
 
 HUB_CLIENT: Final = "hub.client.HubClient"
@@ -124,6 +125,16 @@ def _kinds_by_fullname() -> dict[str, tuple[str, str]]:
     return {f"{k.__module__}.{k.__qualname__}": (k.GROUP, k.PLURAL) for k in KINDS}
 
 
+def _kinds_with_subclasses() -> dict[str, list[tuple[str, str]]]:
+    """Each kind's fullname -> that kind and every hub kind derived from it. A value typed
+    `type[ClusterResourcePlacement]`, or an object typed `ClusterResourcePlacement`, may be a
+    ResourcePlacement (its namespaced subclass): a call on it may need either's permissions."""
+    return {
+        f"{k.__module__}.{k.__qualname__}": [(s.GROUP, s.PLURAL) for s in KINDS if issubclass(s, k)]
+        for k in KINDS
+    }
+
+
 def _source_files() -> list[Path]:
     files: list[Path] = []
     for package in SCANNED_PACKAGES:
@@ -151,17 +162,21 @@ def hub_calls() -> CallScan:
     )
 
     kinds = _kinds_by_fullname()
+    derived = _kinds_with_subclasses()
     calls: list[HubCall] = []
     dev_only: list[HubCall] = []
     unresolved: list[str] = []
 
-    def kind_of(t: ProperType) -> tuple[str, str] | None:
+    def kind_of(t: ProperType) -> list[tuple[str, str]] | None:
+        """The kinds a call's kind argument may be: exactly the class when it names one; the
+        class and its subclasses when it is a `type[X]` value or an `X` object."""
         if isinstance(t, CallableType) and t.is_type_obj():
-            return kinds.get(t.type_object().fullname)
+            exact = kinds.get(t.type_object().fullname)
+            return [exact] if exact is not None else None
         if isinstance(t, TypeType) and isinstance(t.item, Instance):
-            return kinds.get(t.item.type.fullname)
+            return derived.get(t.item.type.fullname)
         if isinstance(t, Instance):
-            return kinds.get(t.type.fullname)
+            return derived.get(t.type.fullname)
         return None
 
     def literal_str(t: ProperType) -> str | bool | None:
@@ -175,7 +190,7 @@ def hub_calls() -> CallScan:
             return value if isinstance(value, str) else False
         return False
 
-    def kind_of_copy(ctx: MethodContext, expr: Expression) -> tuple[str, str] | None:
+    def kind_of_copy(ctx: MethodContext, expr: Expression) -> list[tuple[str, str]] | None:
         """The kind of `obj.model_copy(...)`: the kind of `obj`."""
         if (
             isinstance(expr, CallExpr)
@@ -215,7 +230,7 @@ def hub_calls() -> CallScan:
         kind = kind_of(get_proper_type(types[0])) if types else None
         if kind is None and types:
             kind = kind_of_copy(ctx, ctx.args[names.index(kind_arg)][0])
-        found = [kind] if kind is not None else abstract_kinds(function)
+        found = kind if kind is not None else abstract_kinds(function)
         if not found:
             shown = str(types[0]) if types else "nothing"
             unresolved.append(

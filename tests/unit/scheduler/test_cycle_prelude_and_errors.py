@@ -70,6 +70,7 @@ def test_prelude_removes_our_finalizer_and_unschedules_dangling_bindings() -> No
         "resourceVersion": "7",
         "mergePatch": {"metadata": {"finalizers": [names.WORK_FINALIZER], "resourceVersion": "7"}},
         "why": WHY_DELETING,
+        "namespace": None,  # a ClusterResourceBinding's
     }
     (unschedule,) = result.plan.unschedule_dangling
     assert unschedule.merge_patch == {

@@ -55,6 +55,8 @@ def test_search_attributes_are_registered_with_cli_type_names() -> None:
         "FleetPlacementName=Keyword",
         "FleetPlacementType=Keyword",
         "FleetFullyScheduled=Bool",
+        "FleetPlacementKind=Keyword",
+        "FleetPlacementNamespace=Keyword",
     ]
     assert search_attribute_flags(names.SEARCH_ATTRIBUTES) == cmd[cmd.index("--search-attribute") :]
 

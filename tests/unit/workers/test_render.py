@@ -270,14 +270,20 @@ def test_status_lists_placements_by_name_with_unknowns_as_dashes() -> None:
             PlacementRow("web", "PickN", True, 4, "Running", "an event"),
             PlacementRow("api", None, None, None, "Running", None),
             PlacementRow("gone", "PickAll", False, 2, "Completed", "nothing: cleaned up"),
+            PlacementRow("web", "PickAll", True, 1, "Running", "an event", namespace="team-a"),
+            PlacementRow("api", "PickAll", True, 1, "Running", "an event", namespace="team-a"),
         ]
     )
     lines = text.splitlines()
-    assert lines[0].split() == ["NAME", "TYPE", "SCHEDULED", "CYCLES", "STATE", "WAITING", "FOR"]
-    assert [line.split()[0] for line in lines[1:]] == ["api", "gone", "web"]
-    assert lines[1].split() == ["api", "-", "-", "-", "Running", "-"]
-    assert lines[3].split() == ["web", "PickN", "yes", "4", "Running", "an", "event"]
-    assert lines[2].split()[:5] == ["gone", "PickAll", "no", "2", "Completed"]
+    assert lines[0].split() == [
+        "NAMESPACE", "NAME", "TYPE", "SCHEDULED", "CYCLES", "STATE", "WAITING", "FOR"
+    ]
+    assert [line.split()[:2] for line in lines[1:]] == [
+        ["-", "api"], ["-", "gone"], ["-", "web"], ["team-a", "api"], ["team-a", "web"]
+    ]
+    assert lines[1].split() == ["-", "api", "-", "-", "-", "Running", "-"]
+    assert lines[3].split() == ["-", "web", "PickN", "yes", "4", "Running", "an", "event"]
+    assert lines[2].split()[:6] == ["-", "gone", "PickAll", "no", "2", "Completed"]
 
 
 def test_status_with_no_placements_says_so() -> None:

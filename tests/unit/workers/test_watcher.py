@@ -48,7 +48,8 @@ async def test_a_new_watcher_is_not_ready_and_says_which_lists_it_waits_for(
     watcher = Watcher(hub, lazy_client)
     ready, reason = watcher.readiness()
     assert not ready and not watcher.ready
-    assert reason == "waiting for the first list of " + ", ".join(k.PLURAL for k in WATCHED_KINDS)
+    assert reason == "waiting for the first list of " + ", ".join(k.PLURAL for k in watcher.kinds)
+    assert set(WATCHED_KINDS) < set(watcher.kinds)
     assert watcher.idle and watcher.pending == 0
     assert watcher.stats.sent == 0
 

@@ -14,16 +14,32 @@ def test_workflow_id_round_trips(placement: str) -> None:
     assert names.placement_name(names.workflow_id(placement)) == placement
 
 
-@pytest.mark.parametrize("workflow_id", ["web", "crp/", "crp/ns/web", "rp/web", "temporal-sys-x"])
-def test_foreign_workflow_ids_are_rejected(workflow_id: str) -> None:
-    with pytest.raises(ValueError, match="not a placement workflow id"):
+def test_resource_placement_ids_round_trip() -> None:
+    workflow_id = names.workflow_id("web", "team-a")
+    assert workflow_id == "rp/team-a/web"
+    assert names.placement_of(workflow_id) == ("team-a", "web")
+    assert names.placement_of("crp/web") == (None, "web")
+    assert names.workflow_id_for_key("team-a/web") == workflow_id
+    assert names.workflow_id_for_key("web") == "crp/web"
+    with pytest.raises(ValueError, match="a ResourcePlacement's"):
         names.placement_name(workflow_id)
 
 
-@pytest.mark.parametrize("placement", ["", "ns/web"])
-def test_workflow_id_rejects_names_that_cannot_be_placements(placement: str) -> None:
-    with pytest.raises(ValueError, match="not a ClusterResourcePlacement name"):
-        names.workflow_id(placement)
+@pytest.mark.parametrize(
+    "workflow_id",
+    ["web", "crp/", "crp/ns/web", "rp/web", "rp/ns/", "rp//web", "rp/a/b/c", "temporal-sys-x"],
+)
+def test_foreign_workflow_ids_are_rejected(workflow_id: str) -> None:
+    with pytest.raises(ValueError, match="not a placement workflow id"):
+        names.placement_of(workflow_id)
+
+
+@pytest.mark.parametrize(("placement", "namespace"), [("", None), ("ns/web", None), ("web", "a/b")])
+def test_workflow_id_rejects_names_that_cannot_be_placements(
+    placement: str, namespace: str | None
+) -> None:
+    with pytest.raises(ValueError, match=r"not a placement name|not a namespace"):
+        names.workflow_id(placement, namespace)
 
 
 def test_search_attributes_have_the_documented_types() -> None:
@@ -32,6 +48,8 @@ def test_search_attributes_have_the_documented_types() -> None:
         "FleetPlacementName": SearchAttributeIndexedValueType.KEYWORD,
         "FleetPlacementType": SearchAttributeIndexedValueType.KEYWORD,
         "FleetFullyScheduled": SearchAttributeIndexedValueType.BOOL,
+        "FleetPlacementKind": SearchAttributeIndexedValueType.KEYWORD,
+        "FleetPlacementNamespace": SearchAttributeIndexedValueType.KEYWORD,
     }
 
 
