@@ -51,7 +51,9 @@ from hub.errors import (
     HubUnavailableError,
     UnauthorizedError,
 )
-from hub.types import ClusterResourcePlacement
+from hub.kinds import placement_key, split_key
+from hub.types import ClusterResourcePlacement, Namespace, ResourcePlacement
+from hub.types.meta import HubObject
 from scheduler import Profile, ProfileError, SchedulerError, load_profile
 from workers.devserver import (
     DEFAULT_NAMESPACE,
@@ -427,33 +429,53 @@ def add_dev_arguments(parser: argparse.ArgumentParser) -> None:
     _add_scheduler_arguments(parser, metrics_port=DEV_METRICS_PORT)
 
 
-def read_placements(path: Path | None = None) -> list[ClusterResourcePlacement]:
-    """The ClusterResourcePlacements in a YAML file (other kinds are an error); by default
-    the sample placements."""
+# What a placements file may hold: the placements, and namespaces for ResourcePlacements.
+SAMPLE_KINDS: Final[tuple[type[HubObject], ...]] = (
+    Namespace,
+    ClusterResourcePlacement,
+    ResourcePlacement,
+)
+
+
+def read_placements(path: Path | None = None) -> list[HubObject]:
+    """The placements (ClusterResourcePlacements, ResourcePlacements) and namespaces in a YAML
+    file, in its order (other kinds are an error); by default the sample placements."""
     path = path or local_stack().sample.SAMPLE_PLACEMENTS
     try:
         documents = [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
     except (OSError, yaml.YAMLError) as exc:
         raise CliError(f"cannot read placements from {str(path)!r}: {_one_line(exc)}") from exc
-    placements = []
+    objects: list[HubObject] = []
+    by_kind = {kind.KIND: kind for kind in SAMPLE_KINDS}
     for doc in documents:
-        if not isinstance(doc, dict) or doc.get("kind") != ClusterResourcePlacement.KIND:
-            kind = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
-            raise CliError(f"{path}: only ClusterResourcePlacement documents are supported, "
-                           f"found {kind!r}")
-        placements.append(ClusterResourcePlacement.from_wire(doc))
-    return placements
+        kind = by_kind.get(str(doc.get("kind"))) if isinstance(doc, dict) else None
+        if kind is None:
+            found = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
+            raise CliError(f"{path}: only {', '.join(by_kind)} documents are supported, "
+                           f"found {found!r}")
+        objects.append(kind.from_wire(doc))
+    return objects
 
 
-def apply_placements(hub: HubClient, placements: Sequence[ClusterResourcePlacement]) -> list[str]:
-    """Create each placement unless one of that name exists; returns the names created."""
+def placement_keys(objects: Sequence[HubObject]) -> list[str]:
+    """The keys of the placements among `objects` (`<name>`, `<namespace>/<name>`)."""
+    return [
+        placement_key(o.metadata.namespace, o.name)
+        for o in objects
+        if isinstance(o, ClusterResourcePlacement)
+    ]
+
+
+def apply_placements(hub: HubClient, objects: Sequence[HubObject]) -> list[str]:
+    """Create each object unless one of that name exists; returns the keys of the placements
+    created."""
     created = []
-    for placement in placements:
+    for obj in objects:
         try:
-            hub.create(placement)
+            hub.create(obj)
         except AlreadyExistsError:
             continue  # a restarted `dev --data-dir` keeps what the user changed
-        created.append(placement.name)
+        created += placement_keys([obj])
     return created
 
 
@@ -507,7 +529,7 @@ async def _start_dev(
     samples: list[str] = []
     if args.sample_placements:
         wanted = read_placements()
-        samples = [placement.name for placement in wanted]
+        samples = placement_keys(wanted)
         placements = await asyncio.to_thread(apply_placements, hub_client, wanted)
     stored = f"data in {server.db_path}" if server.db_path else "in memory"
     print(f"Temporal:     {server.target}, namespace {server.namespace} ({stored})")
@@ -522,7 +544,8 @@ def _print_dev_ready(args: argparse.Namespace, dev: _DevStack, serving: Serving)
         "" if dev.server.target == DEFAULT_TEMPORAL_ADDRESS
         else f" --temporal-address {dev.server.target}"
     )
-    example = next(iter(dev.placements or dev.samples), "NAME")
+    namespace, name = split_key(next(iter(dev.placements or dev.samples), "NAME"))
+    example = f"-n {namespace} {name}" if namespace else name
     lines = [f"metrics:      {serving.metrics_url} (health: {serving.health_url}/healthz, /readyz)"]
     if dev.fleet:
         lines.append(f"sample fleet: {len(dev.fleet)} member clusters")
@@ -535,6 +558,7 @@ def _print_dev_ready(args: argparse.Namespace, dev: _DevStack, serving: Serving)
         f"{PROG} dev: ready in {time.monotonic() - args.started:.1f}s "
         f"(task queue {serving.task_queue}); try:",
         f"  kubectl --kubeconfig {dev.kubeconfig} get crp,crb",
+        f"  kubectl --kubeconfig {dev.kubeconfig} get rp,rb -A",
         f"  {me} explain {example}{temporal}",
         f"  {me} requeue {example}{temporal}",
         f"  {me} status{temporal}",

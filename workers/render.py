@@ -272,8 +272,9 @@ def render_explain(status: PlacementStatus, evaluating: CycleReport | None = Non
     When the last cycle evaluated no cluster (PickN already had its clusters), `evaluating` is
     the most recent cycle that did, if the caller found one (e.g. in the workflow's history):
     its table follows, so every cluster's fate is still shown."""
+    key = f"{status.namespace}/{status.placement}" if status.namespace else status.placement
     lines = [
-        f"placement {status.placement}: {status.cycles} cycle{'s' if status.cycles != 1 else ''}",
+        f"placement {key}: {status.cycles} cycle{'s' if status.cycles != 1 else ''}",
         f"waiting for: {status.waiting_for or NONE}",
     ]
     if status.pending_reasons:

@@ -9,6 +9,7 @@ from hub.types.cluster_v1beta1 import (
     ResourceUsage,
     Taint,
 )
+from hub.types.core_v1 import Namespace
 from hub.types.meta import Condition, FleetModel, HubObject, ObjectMeta, OwnerReference
 from hub.types.placement_v1beta1 import (
     Affinity,
@@ -73,6 +74,7 @@ __all__ = [
     "MemberCluster",
     "MemberClusterSpec",
     "MemberClusterStatus",
+    "Namespace",
     "ObjectMeta",
     "OwnerReference",
     "PlacementPolicy",

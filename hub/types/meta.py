@@ -149,7 +149,8 @@ class HubObject(FleetModel):
     def model_post_init(self, context: Any, /) -> None:
         # apiVersion and kind are implied by the class; fill them so every write carries them.
         if not self.api_version:
-            object.__setattr__(self, "api_version", f"{self.GROUP}/{self.VERSION}")
+            version = f"{self.GROUP}/{self.VERSION}" if self.GROUP else self.VERSION
+            object.__setattr__(self, "api_version", version)
         if not self.kind:
             object.__setattr__(self, "kind", self.KIND)
 
@@ -165,7 +166,8 @@ class HubObject(FleetModel):
         <plural>; without one it is the all-namespace collection (lists and watches only)."""
         if namespace and not cls.NAMESPACED:
             raise ValueError(f"{cls.KIND} is cluster-scoped: it has no namespace {namespace!r}")
-        base = f"/apis/{cls.GROUP}/{cls.VERSION}"
+        # The core group ("") lives under /api, every other group under /apis/<group>.
+        base = f"/apis/{cls.GROUP}/{cls.VERSION}" if cls.GROUP else f"/api/{cls.VERSION}"
         if namespace:
             return f"{base}/namespaces/{quote(namespace, safe='')}/{cls.PLURAL}"
         return f"{base}/{cls.PLURAL}"

@@ -53,6 +53,7 @@ DEV_ONLY_FUNCTIONS: Final[Mapping[str, str]] = {
 ABSTRACT_KIND_SOURCES: Final[Mapping[str, str]] = {
     "workers.watcher.Watcher._watch_kind": "workers.watcher:ALL_WATCHED_KINDS",
     "workers.reconcile._list_if_served": "hub.kinds:NAMESPACED_KINDS",
+    "workers.cli.apply_placements": "workers.cli:SAMPLE_KINDS",
 }
 
 HUB_CLIENT: Final = "hub.client.HubClient"
