@@ -43,6 +43,7 @@ class Script:
     cycles: list[TurnRequest] = field(default_factory=list)
     cycle_attempts: int = 0
     cleanups: int = 0
+    cleanup_requests: list[CleanupRequest] = field(default_factory=list)
     cleanup_failures: list[ApplicationError] = field(default_factory=list)
     # Per cycle, the explanation the cycle decides (recorded as the real activity records it:
     # inline, packed, or only its digest when the workflow already holds it); then the last.
@@ -106,6 +107,7 @@ async def _cycle(request: TurnRequest, snapshot: str) -> CycleReport:
 async def cleanup_placement(request: CleanupRequest) -> CleanupReport:
     script = SCRIPTS[request.placement]
     script.cleanups += 1
+    script.cleanup_requests.append(request)
     if script.cleanup_gate is not None:
         await script.cleanup_gate.wait()
     if script.cleanup_failures:

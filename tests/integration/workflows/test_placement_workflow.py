@@ -440,3 +440,32 @@ async def test_requeue_and_wait_is_answered_across_continue_as_new(
         asyncio.gather(*(requeue_until_answered(i) for i in range(5))), 60
     )
     assert all(cycle is not None and cycle >= 2 for cycle in cycles)
+
+
+async def test_a_resource_placement_workflow_keeps_its_namespace_to_the_end(
+    temporal_client, task_queue, worker
+):
+    # Started without search attributes (as a bare `temporal workflow start` would), across a
+    # continue-as-new, to its cleanup: every activity is told the namespace.
+    name = placement_name()
+    SCRIPTS[name] = Script(requeues=[True] * 2, phases=["ready", "ready", "ready", "deleting"])
+    handle = await temporal_client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(placement=name, namespace="team-a", turns_per_run=2),
+        id=names.workflow_id(name, "team-a"),
+        task_queue=task_queue,
+    )
+    assert handle.id == f"rp/team-a/{name}"
+    status = await eventually(handle, lambda s: s.cycles == 3 and idle(s))
+    assert status.namespace == "team-a"
+    assert [c.namespace for c in SCRIPTS[name].cycles] == ["team-a"] * 3
+    description = await handle.describe()
+    assert description.run_id != handle.result_run_id  # continued as new on the way
+    attributes = description.typed_search_attributes
+    assert attributes.get(names.SA_PLACEMENT_NAME) == name
+    assert attributes.get(names.SA_PLACEMENT_KIND) == names.KIND_RESOURCE_PLACEMENT
+    assert attributes.get(names.SA_PLACEMENT_NAMESPACE) == "team-a"
+    await handle.signal(PlacementWorkflow.placement_deleting)
+    result = await asyncio.wait_for(handle.result(), timeout=60)
+    assert result.phase == "done" and result.namespace == "team-a"
+    assert [r.namespace for r in SCRIPTS[name].cleanup_requests] == ["team-a"]

@@ -5,7 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from hub import names
-from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot, MemberCluster
+from hub.types import (
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    MemberCluster,
+    ResourcePlacement,
+)
 from scheduler.testing import binding, member_cluster, policy_snapshot
 from workers.reconcile import GONE_REASON, START_REASON, plan_reconcile
 
@@ -28,10 +33,14 @@ def placement(name: str, generation: int = 1, policy: str = "PickAll") -> Cluste
     )
 
 
-def scheduled(name: str, crp_generation: int = 1) -> ClusterSchedulingPolicySnapshot:
+def scheduled(
+    name: str, crp_generation: int = 1, namespace: str | None = None
+) -> ClusterSchedulingPolicySnapshot:
     """The latest snapshot, reported on by the scheduler for its own and the placement's
     generation."""
-    snapshot = policy_snapshot(name, {"placementType": "PickAll"}, crp_generation=crp_generation)
+    snapshot = policy_snapshot(
+        name, {"placementType": "PickAll"}, crp_generation=crp_generation, namespace=namespace
+    )
     status = {
         "observedCRPGeneration": crp_generation,
         "conditions": [
@@ -45,7 +54,7 @@ def scheduled(name: str, crp_generation: int = 1) -> ClusterSchedulingPolicySnap
             }
         ],
     }
-    return ClusterSchedulingPolicySnapshot.model_validate(
+    return type(snapshot).model_validate(
         {**snapshot.model_dump(mode="json", by_alias=True), "status": status}
     )
 
@@ -101,3 +110,38 @@ def test_a_binding_being_deleted_requeues_its_placement() -> None:
     deleting = binding("a", "c0", "a-0", deleting=NOW)
     result = plan(bindings=[deleting, binding("b", "c1", "b-0")])
     assert list(result.requeue) == ["a"]
+
+
+def in_namespace(obj: ClusterResourcePlacement, namespace: str) -> ResourcePlacement:
+    """`obj` as the ResourcePlacement of that name in `namespace`."""
+    wire = obj.to_wire()
+    wire["kind"] = ResourcePlacement.KIND
+    wire["metadata"]["namespace"] = namespace
+    return ResourcePlacement.from_wire(wire)
+
+
+def test_resource_placements_are_reconciled_by_namespace_and_name() -> None:
+    # "a" exists three times: a ClusterResourcePlacement and a ResourcePlacement in each of two
+    # namespaces, each with its own snapshot, bindings and workflow.
+    team_a = in_namespace(placement("a", generation=2), "team-a")  # scheduled for generation 1
+    team_b = in_namespace(placement("a"), "team-b")
+    snapshots = [
+        scheduled("a"),
+        scheduled("a", namespace="team-a"),
+        scheduled("a", namespace="team-b"),
+    ]
+    gone = binding("a", "c9", "a-0", namespace="team-b")  # targets a cluster that is not there
+    result = plan(
+        placements=[placement("a"), team_a, team_b],
+        latest_snapshots=snapshots,
+        bindings=[binding("a", "c0", "a-0"), gone],
+        running={"a", "team-a/a", "team-b/a", "team-c/old"},
+    )
+    assert result.start == {}
+    assert result.finish == {"team-c/old": GONE_REASON}
+    assert set(result.requeue) == {"team-a/a", "team-b/a"}
+    assert "not scheduled for its generation" in result.requeue["team-a/a"]
+    assert "targets a cluster that is gone" in result.requeue["team-b/a"]
+    assert "a" not in result.requeue  # the CRP of the same name is fine
+    started = plan(placements=[placement("a"), team_b], running={"a"}, latest_snapshots=[])
+    assert started.start == {"team-b/a": START_REASON}
