@@ -25,6 +25,7 @@ from hub.types import (
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
+    Namespace,
 )
 from scheduler import CycleInput, schedule
 from scheduler.snapshots import plan_snapshot_sync
@@ -258,3 +259,33 @@ def test_missing_file_is_one_line_and_exit_2(fleet: tuple[DevHub, Path], tmp_pat
     assert done.stderr.strip() == (
         f"fleet-scheduler plan: error: {tmp_path / 'nope.yaml'}: no such file"
     )
+
+
+def test_a_resource_placement_is_planned_in_its_namespace(
+    fleet: tuple[DevHub, Path], tmp_path: Path
+) -> None:
+    # The sample fleet reports `shop` on four clusters; a namespaced PickAll goes only there
+    # (NamespaceAffinity), minus the tainted, and `-n` names the namespace the file leaves out.
+    hub, kubeconfig = fleet
+    client = HubClient.from_kubeconfig(kubeconfig)
+    try:
+        client.create(Namespace(metadata={"name": "shop"}))
+    finally:
+        client.close()
+    document = placement("storefront", 2)
+    document["kind"] = "ResourcePlacement"
+    document["spec"]["policy"] = {"placementType": "PickAll"}
+    path = write(tmp_path, document)
+    before = writes(hub)
+    done = run_cli("plan", "-f", str(path), "-n", "shop", "--kubeconfig", str(kubeconfig))
+    assert done.returncode == 0, done.stderr
+    table = fates(done.stdout)
+    with_shop = {"member-eastus-1", "member-eastus-3", "member-westeurope-1", "member-japaneast-1"}
+    assert {c for c, fate in table.items() if fate.startswith("picked")} == with_shop
+    assert "NamespaceAffinity" in done.stdout
+    assert "shop/storefront" in done.stdout
+    assert writes(hub) == before
+    # Without a namespace there is nothing to plan it in.
+    missing = run_cli("plan", "-f", str(path), "--kubeconfig", str(kubeconfig))
+    assert missing.returncode == 2
+    assert "needs a namespace" in missing.stderr
