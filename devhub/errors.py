@@ -18,6 +18,7 @@ __all__ = [
     "conflict",
     "expired",
     "forbidden",
+    "forbidden_object",
     "internal",
     "invalid",
     "method_not_allowed",
@@ -103,10 +104,16 @@ def _details(group: str, kind: str, name: str) -> dict[str, Any]:
     return details
 
 
+def _qualified(resource: str, group: str) -> str:
+    """`plural.group` (or `Kind.group`), or the bare name in the core group, as schema.GroupResource
+    prints itself: `namespaces`, not `namespaces.`."""
+    return f"{resource}.{group}" if group else resource
+
+
 def not_found(plural: str, group: str, name: str) -> ApiError:
-    resource = f"{plural}.{group}" if group else plural
     return ApiError(
-        404, "NotFound", f'{resource} "{name}" not found', details=_details(group, plural, name)
+        404, "NotFound", f'{_qualified(plural, group)} "{name}" not found',
+        details=_details(group, plural, name),
     )
 
 
@@ -114,14 +121,14 @@ def already_exists(plural: str, group: str, name: str) -> ApiError:
     return ApiError(
         409,
         "AlreadyExists",
-        f'{plural}.{group} "{name}" already exists',
+        f'{_qualified(plural, group)} "{name}" already exists',
         details=_details(group, plural, name),
     )
 
 
 def conflict(plural: str, group: str, name: str, message: str | None = None) -> ApiError:
     detail = message or MODIFIED_MESSAGE
-    text = f'Operation cannot be fulfilled on {plural}.{group} "{name}": {detail}'
+    text = f'Operation cannot be fulfilled on {_qualified(plural, group)} "{name}": {detail}'
     return ApiError(409, "Conflict", text, details=_details(group, plural, name))
 
 
@@ -131,8 +138,22 @@ def invalid(kind: str, group: str, name: str, causes: Sequence[Cause]) -> ApiErr
     details = _details(group, kind, name)
     details["causes"] = [cause.to_wire() for cause in causes]
     return ApiError(
-        422, "Invalid", f'{kind}.{group} "{name}" is invalid: {summary}', details=details
+        422, "Invalid", f'{_qualified(kind, group)} "{name}" is invalid: {summary}',
+        details=details,
     )
+
+
+def forbidden_object(
+    plural: str, group: str, name: str, why: str, causes: Sequence[Cause] = ()
+) -> ApiError:
+    """403 about one object (apimachinery `NewForbidden`), e.g. refused by an admission check:
+    `<plural.group> "<name>" is forbidden: <why>` (no name part when the name is not known yet,
+    as for a create with only generateName)."""
+    subject = f'{_qualified(plural, group)} "{name}"' if name else _qualified(plural, group)
+    details = _details(group, plural, name)
+    if causes:
+        details["causes"] = [cause.to_wire() for cause in causes]
+    return ApiError(403, "Forbidden", f"{subject} is forbidden: {why}", details=details)
 
 
 def bad_request(message: str) -> ApiError:

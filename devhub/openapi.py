@@ -5,7 +5,9 @@ version's document, and if the PATCH operation of the kind lists a `fieldValidat
 parameter it leaves validation to the server (`fieldValidation=Strict`); without the documents it
 refuses to apply. `kubectl explain` reads the schemas from the same documents. So devhub publishes
 one document per group version with each kind's paths, operations tagged with
-`x-kubernetes-group-version-kind`, and the CRD schema under components."""
+`x-kubernetes-group-version-kind`, and the CRD schema under components. A namespaced kind's
+operations sit under `namespaces/{namespace}/`, with the all-namespace list beside them; the core
+group's document (`api/v1`, Namespace) has the same shape."""
 
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ import json
 from collections.abc import Iterable
 from typing import Any, Final
 
+from devhub.namespaces import NAMESPACES
 from devhub.resources import Resource
 
-__all__ = ["group_version_document", "index_document", "schema_name"]
+__all__ = ["document_key", "group_version_document", "index_document", "schema_name"]
 
 QUERY_PARAMETERS: Final = (
     "dryRun", "fieldManager", "fieldValidation", "force", "pretty",
@@ -28,8 +31,16 @@ LIST_PARAMETERS: Final = (
 JSON: Final = "application/json"
 
 
+def document_key(group: str, version: str) -> str:
+    """Where a group version's document is, below /openapi/v3: `apis/G/V`, or `api/v1`."""
+    return f"apis/{group}/{version}" if group else f"api/{version}"
+
+
 def schema_name(res: Resource) -> str:
-    """io.k8s-style schema name: the group reversed, then version and kind."""
+    """io.k8s-style schema name: the group reversed, then version and kind (the core group's
+    kinds are `io.k8s.api.core.v1.<Kind>`)."""
+    if not res.group:
+        return f"io.k8s.api.core.{res.version}.{res.kind}"
     reversed_group = ".".join(reversed(res.group.split(".")))
     return f"{reversed_group}.{res.version}.{res.kind}"
 
@@ -57,11 +68,11 @@ def _operation(res: Resource, action: str, params: Iterable[str], *, body: bool)
     if body:
         media = {JSON: {"schema": ref}}
         if action == "patch":
-            media = {
-                kind: {"schema": {"type": "object"}}
-                for kind in ("application/json-patch+json", "application/merge-patch+json",
-                             "application/apply-patch+yaml")
-            }
+            kinds = ["application/json-patch+json", "application/merge-patch+json",
+                     "application/apply-patch+yaml"]
+            if res is NAMESPACES:  # built-in kinds also take strategic merge patches
+                kinds.insert(2, "application/strategic-merge-patch+json")
+            media = {kind: {"schema": {"type": "object"}} for kind in kinds}
         op["requestBody"] = {"content": media, "required": True}
     return op
 
@@ -72,9 +83,17 @@ def group_version_document(
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
     for res in sorted(resources, key=lambda r: r.plural):
-        base = f"/apis/{group}/{version}/{res.plural}"
+        root = f"/{document_key(group, version)}"
+        base = f"{root}/{res.plural}"
         name_param = [{"name": "name", "in": "path", "required": True,
                        "schema": {"type": "string"}}]
+        if res.namespaced:
+            across = _operation(res, "list", LIST_PARAMETERS, body=False)
+            across["operationId"] += "ForAllNamespaces"
+            paths[base] = {"get": across}  # the only verbs there are list and watch
+            base = f"{root}/namespaces/{{namespace}}/{res.plural}"
+            name_param = [*name_param, {"name": "namespace", "in": "path", "required": True,
+                                        "schema": {"type": "string"}}]
         paths[base] = {
             "get": _operation(res, "list", LIST_PARAMETERS, body=False),
             "post": _operation(res, "post", QUERY_PARAMETERS, body=True),
@@ -88,8 +107,12 @@ def group_version_document(
                                                  "propagationPolicy"), body=False),
             "parameters": name_param,
         }
+        if res.namespaced:
+            paths[base]["parameters"] = name_param[1:]
+        if res is NAMESPACES:
+            del paths[base]["delete"]  # namespaces have no deletecollection
         paths[f"{base}/{{name}}"] = item_ops
-        if res.status_subresource:
+        if res.status_subresource and res is not NAMESPACES:
             paths[f"{base}/{{name}}/status"] = {
                 "get": _operation(res, "get", (), body=False),
                 "put": _operation(res, "put", QUERY_PARAMETERS, body=True),

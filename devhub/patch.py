@@ -6,7 +6,12 @@
 - Server-side apply, `application/apply-patch+yaml`: devhub keeps no field managers, so applying
   merges the applied configuration into the live object (maps recursively, lists replaced). That
   is what apply does for a single manager, which is how our tools use it.
-Strategic merge patch is refused with 415 for custom resources, as the API server refuses it.
+Strategic merge patch is refused with 415 for custom resources, as the API server refuses it;
+built-in kinds take it (`kubectl apply` patches them that way), so `strategic_merge_patch`
+serves the one devhub has, Namespace: a merge patch whose lists named in `merge_lists` merge
+(by key, or as sets of primitives) and whose `$patch`, `$retainKeys`,
+`$deleteFromPrimitiveList/` and `$setElementOrder/` directives are honoured (the last only
+accepted: devhub keeps merged lists in their stored order).
 """
 
 from __future__ import annotations
@@ -14,9 +19,14 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
-__all__ = ["PatchError", "apply_merge", "json_patch", "merge_patch"]
+__all__ = ["PatchError", "apply_merge", "json_patch", "merge_patch", "strategic_merge_patch"]
 
 _MISSING: Final = object()
+_DELETE: Final = object()
+PATCH_DIRECTIVE: Final = "$patch"
+RETAIN_KEYS: Final = "$retainKeys"
+DELETE_FROM_PRIMITIVE_LIST: Final = "$deleteFromPrimitiveList/"
+SET_ELEMENT_ORDER: Final = "$setElementOrder/"
 
 
 class PatchError(ValueError):
@@ -37,6 +47,86 @@ def merge_patch(target: Any, patch: Any) -> Any:
             result.pop(key, None)
         else:
             result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+MergeLists = dict[tuple[str, ...], str | None]
+"""Paths of the lists a strategic merge patch merges, each with its merge key (None: a list of
+primitives, merged as a set)."""
+
+
+def strategic_merge_patch(target: Any, patch: Any, merge_lists: MergeLists) -> Any:
+    """A strategic merge patch of `target`: a merge patch, but the lists in `merge_lists`
+    merge instead of being replaced, and the patch's directives apply."""
+    if not isinstance(patch, dict):
+        raise PatchError("a strategic merge patch must be a JSON object", malformed=True)
+    result = _strategic_map(target, patch, merge_lists, ())
+    return {} if result is _DELETE else result
+
+
+def _strategic_map(
+    target: Any, patch: dict[str, Any], merge_lists: MergeLists, path: tuple[str, ...]
+) -> Any:
+    directive = patch.get(PATCH_DIRECTIVE)
+    if directive == "delete":
+        return _DELETE
+    if directive == "replace":
+        return {k: copy.deepcopy(v) for k, v in patch.items() if k != PATCH_DIRECTIVE}
+    if directive is not None:
+        raise PatchError(f"unknown patch type: {directive!r} in map", malformed=True)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():  # deletions first, as apimachinery applies them
+        if key.startswith(DELETE_FROM_PRIMITIVE_LIST):
+            name = key[len(DELETE_FROM_PRIMITIVE_LIST):]
+            if not isinstance(value, list):
+                raise PatchError(f"{key} must be a list", malformed=True)
+            if isinstance(result.get(name), list):
+                result[name] = [item for item in result[name] if item not in value]
+    for key, value in patch.items():
+        if key in (PATCH_DIRECTIVE, RETAIN_KEYS) or key.startswith(
+                (DELETE_FROM_PRIMITIVE_LIST, SET_ELEMENT_ORDER)):
+            continue
+        inner = (*path, key)
+        if value is None:
+            result.pop(key, None)
+        elif inner in merge_lists and isinstance(value, list):
+            result[key] = _strategic_list(result.get(key), value, merge_lists[inner])
+        elif isinstance(value, dict):
+            merged = _strategic_map(result.get(key), value, merge_lists, inner)
+            if merged is _DELETE:
+                result.pop(key, None)
+            else:
+                result[key] = merged
+        else:
+            result[key] = copy.deepcopy(value)
+    retain = patch.get(RETAIN_KEYS)
+    if retain is not None:
+        if not isinstance(retain, list):
+            raise PatchError(f"{RETAIN_KEYS} must be a list", malformed=True)
+        result = {k: v for k, v in result.items() if k in retain}
+    return result
+
+
+def _strategic_list(current: Any, items: list[Any], merge_key: str | None) -> list[Any]:
+    result = list(current) if isinstance(current, list) else []
+    if merge_key is None:
+        result.extend(item for item in items if item not in result)  # a set, in order
+        return result
+    for item in items:
+        if not isinstance(item, dict) or merge_key not in item:
+            raise PatchError(f"map: {item!r} does not contain declared merge key: {merge_key}",
+                             malformed=False)
+        at = next((i for i, old in enumerate(result)
+                   if isinstance(old, dict) and old.get(merge_key) == item[merge_key]), None)
+        if item.get(PATCH_DIRECTIVE) == "delete":
+            if at is not None:
+                del result[at]
+            continue
+        merged = _strategic_map(result[at] if at is not None else {}, item, {}, ())
+        if at is None:
+            result.append(merged)
+        else:
+            result[at] = merged
     return result
 
 

@@ -1,10 +1,11 @@
 """SQLite persistence for devhub's objects, so `--data-dir` survives restarts.
 
-One row per object (its JSON, exactly as served) plus the cluster-wide resourceVersion counter,
-written in the same transaction as the object, so after a restart every object, uid and
-creationTimestamp is back and new resourceVersions keep increasing. WAL mode with
-`synchronous=NORMAL`: a crash may lose the last moments of writes but never corrupts the file,
-which is the trade-off a local development hub wants."""
+One row per object (its JSON, exactly as served), keyed by resource (Namespaces are
+`namespaces`) and the store's key (the name, or `namespace/name` for a namespaced kind), plus the
+cluster-wide resourceVersion counter, written in the same transaction as the object, so after a
+restart every object, uid and creationTimestamp is back and new resourceVersions keep increasing.
+WAL mode with `synchronous=NORMAL`: a crash may lose the last moments of writes but never corrupts
+the file, which is the trade-off a local development hub wants."""
 
 from __future__ import annotations
 

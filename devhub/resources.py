@@ -51,11 +51,13 @@ class Resource:
 
     @property
     def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
+        """`group/version`, or the bare version for the core (legacy) group: `v1`."""
+        return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
     def group_resource(self) -> str:
-        return f"{self.plural}.{self.group}"
+        """`plural.group`, or the bare plural for the core group: `namespaces`."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
 def resource_from_crd(crd: Mapping[str, Any]) -> Resource:

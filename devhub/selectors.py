@@ -218,8 +218,16 @@ class FieldSelector:
     @property
     def exact_name(self) -> str | None:
         """The one name this selector can match, for a fast path; None if several can."""
+        return self._exact("metadata.name")
+
+    @property
+    def exact_namespace(self) -> str | None:
+        """The one namespace this selector can match, to list only that namespace; or None."""
+        return self._exact("metadata.namespace")
+
+    def _exact(self, wanted: str) -> str | None:
         for field, equal, value in self.terms:
-            if field == "metadata.name" and equal:
+            if field == wanted and equal:
                 return value
         return None
 

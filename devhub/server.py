@@ -1,7 +1,10 @@
 """The HTTP face of devhub: kube-apiserver's URL shapes, verbs, media types and Status errors.
 
 Everything a client can send is answered with JSON: objects, lists, Tables for `kubectl get`,
-watch streams, discovery documents, and `metav1.Status` for every failure. Middlewares, outermost
+watch streams, discovery documents, and `metav1.Status` for every failure. Namespaced kinds live
+under `namespaces/NS/` and list or watch across namespaces at their plain path (nothing else
+there: 404, as kube-apiserver); the core group at /api serves Namespaces, which typed clients
+may send in protobuf. Middlewares, outermost
 first: failures to Status (unexpected exceptions become a 500 Status and a log line, never a
 traceback on the wire), then bearer-token authentication. Each resource request is counted in
 `Stats` and may be failed or held by an injected `Fault` before it reaches the store.
@@ -21,9 +24,10 @@ import yaml
 from aiohttp import web
 from multidict import MultiMapping
 
-from devhub import errors, openapi
+from devhub import errors, openapi, protobuf
 from devhub.errors import ApiError
 from devhub.faults import Faults, Stats
+from devhub.namespaces import NAMESPACES
 from devhub.resources import STATUS_VERBS, VERBS, Resource
 from devhub.selectors import (
     FieldSelector,
@@ -71,6 +75,13 @@ HANG_POLL_SECONDS: Final = 0.05
 INITIAL_EVENTS_END: Final = "k8s.io/initial-events-end"
 FIELD_VALIDATIONS: Final = ("Ignore", "Warn", "Strict")
 MIN_NODE_BUDGET: Final = 10_000
+# What kube-apiserver serves for Namespaces (no deletecollection); devhub serves no subresource.
+NAMESPACE_VERBS: Final = ("create", "delete", "get", "list", "patch", "update", "watch")
+# The only verbs of a namespaced kind at its all-namespace path, /apis/G/V/PLURAL.
+ALL_NAMESPACE_VERBS: Final = frozenset({"list", "watch"})
+# `/namespaces/NS/<these>` are subresources of the Namespace itself, as in apiserver's
+# RequestInfo parsing, not a namespaced resource.
+NAMESPACE_SUBRESOURCES: Final = frozenset({"status", "finalize"})
 NOT_FOUND_MESSAGE: Final = "the server could not find the requested resource"
 REASONS: Final = {
     400: "BadRequest",
@@ -218,15 +229,17 @@ class Api:
         self.bookmark_interval = bookmark_interval
         self.closing = False
         self._server_address = server_address
+        # Kinds by version and plural: the core (legacy) group at /api, the others at /apis.
+        self._core: dict[str, dict[str, Resource]] = {}
         self._by_group: dict[str, dict[str, dict[str, Resource]]] = {}
         for res in store.resources.values():
-            versions = self._by_group.setdefault(res.group, {})
+            versions = self._by_group.setdefault(res.group, {}) if res.group else self._core
             versions.setdefault(res.version, {})[res.plural] = res
         self._openapi = {
-            f"apis/{group}/{version}": dumps(
+            openapi.document_key(group, version): dumps(
                 openapi.group_version_document(group, version, by_plural.values())
             )
-            for group, versions in self._by_group.items()
+            for group, versions in (("", self._core), *self._by_group.items())
             for version, by_plural in versions.items()
         }
         self._openapi_index = dumps(openapi.index_document(
@@ -278,7 +291,7 @@ class Api:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         parts = [part for part in request.path.split("/") if part]
-        if request.method not in ("GET", "HEAD") and (not parts or parts[0] != "apis"):
+        if request.method not in ("GET", "HEAD") and (not parts or parts[0] not in ("api", "apis")):
             raise errors.method_not_allowed(request.method, request.path)
         if not parts:
             return _json_response({"paths": ["/api", "/apis", "/healthz", "/livez",
@@ -289,7 +302,7 @@ class Api:
         if parts == ["version"]:
             return _json_response(SERVER_VERSION)
         if head == "api":
-            return self._core_discovery(parts[1:])
+            return await self._api(request, parts[1:])
         if parts[:2] == ["openapi", "v3"]:
             key = "/".join(parts[2:])
             if not key:
@@ -301,18 +314,24 @@ class Api:
             return await self._apis(request, parts[1:])
         raise _not_found()
 
-    def _core_discovery(self, rest: list[str]) -> web.Response:
-        # devhub serves no core (legacy) group: saying so keeps kubectl's discovery from
-        # failing on an empty v1 resource list.
+    async def _api(self, request: web.Request, rest: list[str]) -> web.StreamResponse:
+        """The core (legacy) group: /api, /api/v1 and its one kind, Namespace."""
+        if len(rest) < 2 and request.method not in ("GET", "HEAD"):
+            raise errors.method_not_allowed(request.method, request.path)
         if not rest:
             return _json_response({
                 "kind": "APIVersions",
-                "versions": [],
+                "versions": sorted(self._core),
                 "serverAddressByClientCIDRs": [
                     {"clientCIDR": "0.0.0.0/0", "serverAddress": self._server_address()}
                 ],
             })
-        raise _not_found()
+        version = rest[0]
+        if version not in self._core:
+            raise _not_found()
+        if len(rest) == 1:
+            return _json_response(self._resource_list(version, self._core[version]))
+        return await self._route(request, self._core[version], rest[1:])
 
     def _group_doc(self, group: str) -> dict[str, Any]:
         versions = [
@@ -321,22 +340,23 @@ class Api:
         ]
         return {"name": group, "versions": versions, "preferredVersion": versions[0]}
 
-    def _resource_list(self, group: str, version: str) -> dict[str, Any]:
+    @staticmethod
+    def _resource_list(group_version: str, by_plural: Mapping[str, Resource]) -> dict[str, Any]:
         resources: list[dict[str, Any]] = []
-        for plural, res in sorted(self._by_group[group][version].items()):
+        for plural, res in sorted(by_plural.items()):
             entry: dict[str, Any] = {
                 "name": plural,
                 "singularName": res.singular,
                 "namespaced": res.namespaced,
                 "kind": res.kind,
-                "verbs": list(VERBS),
+                "verbs": list(NAMESPACE_VERBS if res is NAMESPACES else VERBS),
             }
             if res.short_names:
                 entry["shortNames"] = list(res.short_names)
             if res.categories:
                 entry["categories"] = list(res.categories)
             resources.append(entry)
-            if res.status_subresource:
+            if res.status_subresource and res is not NAMESPACES:
                 resources.append({
                     "name": f"{plural}/status",
                     "singularName": "",
@@ -347,7 +367,7 @@ class Api:
         return {
             "kind": "APIResourceList",
             "apiVersion": "v1",
-            "groupVersion": f"{group}/{version}",
+            "groupVersion": group_version,
             "resources": resources,
         }
 
@@ -367,20 +387,33 @@ class Api:
         if version not in self._by_group[group]:
             raise _not_found()
         if len(rest) == 2:
-            return _json_response(self._resource_list(group, version))
-        tail = rest[2:]
+            return _json_response(
+                self._resource_list(f"{group}/{version}", self._by_group[group][version])
+            )
+        return await self._route(request, self._by_group[group][version], rest[2:])
+
+    async def _route(
+        self, request: web.Request, by_plural: Mapping[str, Resource], tail: list[str]
+    ) -> web.StreamResponse:
+        """Resource paths below a group version, as apiserver's RequestInfo reads them:
+        `[watch/][namespaces/NS/]PLURAL[/NAME[/SUBRESOURCE]]`."""
         watch_path = tail[0] == "watch"
         if watch_path:
             tail = tail[1:]
-        if not tail or tail[0] not in self._by_group[group][version]:
+        namespace = None
+        if len(tail) > 2 and tail[0] == "namespaces" and tail[2] not in NAMESPACE_SUBRESOURCES:
+            namespace, tail = tail[1], tail[2:]
+        if not tail or tail[0] not in by_plural:
             raise _not_found()
-        res = self._by_group[group][version][tail[0]]
+        res = by_plural[tail[0]]
         name = tail[1] if len(tail) > 1 else None
         subresource = tail[2] if len(tail) > 2 else None
-        if len(tail) > 3 or (subresource is not None and
-                             (subresource != "status" or not res.status_subresource)):
+        if len(tail) > 3 or (subresource is not None and (
+                subresource != "status" or not res.status_subresource or res is NAMESPACES)):
             raise _not_found()
-        return await self._resource(request, res, name, subresource, watch_path)
+        if namespace is not None and not res.namespaced:
+            raise _not_found()  # as kube-apiserver answers a cluster-scoped kind in a namespace
+        return await self._resource(request, res, name, subresource, watch_path, namespace)
 
     # --- resources -------------------------------------------------------------------------
 
@@ -399,18 +432,23 @@ class Api:
         name: str | None,
         subresource: str | None,
         watch_path: bool,
+        namespace: str | None,
     ) -> web.StreamResponse:
         query = request.query
         method = "GET" if request.method == "HEAD" else request.method
         watch = watch_path or _flag(query, "watch")
         verb = self._verb(method, name, watch)
-        if verb is None or (subresource and verb not in STATUS_VERBS):
+        if res.namespaced and namespace is None and verb not in ALL_NAMESPACE_VERBS:
+            # The crdHandler hands these to its delegate, which finds nothing: 404.
+            raise _not_found()
+        if verb is None or (subresource and verb not in STATUS_VERBS) or \
+                (res is NAMESPACES and verb not in NAMESPACE_VERBS):
             raise errors.method_not_allowed(request.method, request.path)
         resource_name = f"{res.plural}/{subresource}" if subresource else res.plural
         self.stats.record(verb, resource_name)
         await self._maybe_fail(request, verb, resource_name)
         handler = getattr(self, f"_{verb}")
-        response: web.StreamResponse = await handler(request, res, name, subresource)
+        response: web.StreamResponse = await handler(request, res, name, subresource, namespace)
         return response
 
     async def _maybe_fail(self, request: web.Request, verb: str, resource: str) -> None:
@@ -468,13 +506,21 @@ class Api:
         return value
 
     @staticmethod
-    async def _read_body(request: web.Request, *, allow_empty: bool = False) -> Any:
+    async def _read_body(
+        request: web.Request, *, allow_empty: bool = False, res: Resource | None = None
+    ) -> Any:
+        """The body as JSON values; a Namespace (`res`) may also come in protobuf."""
         raw = await request.read()
         if not raw.strip():
             if allow_empty:
                 return None
             raise errors.bad_request("the request body is empty; send a JSON or YAML object")
         content_type = request.content_type.lower()
+        if content_type == protobuf.PROTOBUF and res is NAMESPACES:
+            try:
+                return protobuf.decode(raw)
+            except protobuf.ProtobufError as exc:
+                raise errors.bad_request(f"the request body is not valid protobuf: {exc}") from None
         try:
             if content_type in YAML_TYPES:
                 body = yaml.load(raw.decode("utf-8"), Loader=_YamlLoader)
@@ -512,13 +558,15 @@ class Api:
     # --- verbs -----------------------------------------------------------------------------
 
     async def _get(
-        self, request: web.Request, res: Resource, name: str, subresource: str | None
+        self, request: web.Request, res: Resource, name: str, subresource: str | None,
+        namespace: str | None,
     ) -> web.StreamResponse:
-        entry = self.store.get(res, name)
+        entry = self.store.get(res, name, namespace=namespace)
         return self._object_response(request, res, entry)
 
     async def _list(
-        self, request: web.Request, res: Resource, name: None, subresource: None
+        self, request: web.Request, res: Resource, name: None, subresource: None,
+        namespace: str | None,
     ) -> web.StreamResponse:
         query = request.query
         labels, fields = self._selectors(query)
@@ -528,7 +576,7 @@ class Api:
         result = self.store.list_entries(
             res, labels, fields, limit=limit, continue_token=query.get("continue") or None,
             resource_version=query.get("resourceVersion"),
-            match=query.get("resourceVersionMatch"),
+            match=query.get("resourceVersionMatch"), namespace=namespace,
         )
         if _wants_table(request.headers.get("Accept", "")):
             doc = table(
@@ -554,32 +602,35 @@ class Api:
         return _json_response(body)
 
     async def _create(
-        self, request: web.Request, res: Resource, name: None, subresource: None
+        self, request: web.Request, res: Resource, name: None, subresource: None,
+        namespace: str | None,
     ) -> web.StreamResponse:
-        body = await self._read_body(request)
+        body = await self._read_body(request, res=res)
         entry, warnings = self.store.create(
-            res, body, dry_run=self._dry_run(request.query),
+            res, body, namespace=namespace, dry_run=self._dry_run(request.query),
             field_validation=self._field_validation(request.query),
         )
         return self._object_response(request, res, entry, 201, warnings)
 
     async def _update(
-        self, request: web.Request, res: Resource, name: str, subresource: str | None
+        self, request: web.Request, res: Resource, name: str, subresource: str | None,
+        namespace: str | None,
     ) -> web.StreamResponse:
-        body = await self._read_body(request)
+        body = await self._read_body(request, res=res)
         entry, warnings = self.store.replace(
             res, name, body, subresource=subresource, dry_run=self._dry_run(request.query),
-            field_validation=self._field_validation(request.query),
+            field_validation=self._field_validation(request.query), namespace=namespace,
         )
         return self._object_response(request, res, entry, 200, warnings)
 
     async def _patch(
-        self, request: web.Request, res: Resource, name: str, subresource: str | None
+        self, request: web.Request, res: Resource, name: str, subresource: str | None,
+        namespace: str | None,
     ) -> web.StreamResponse:
         content_type = request.content_type.lower()
-        if content_type == STRATEGIC_PATCH:
-            raise errors.unsupported_media_type(content_type, PATCH_TYPES)
-        if content_type not in PATCH_TYPES:
+        # Strategic merge patch is for built-in kinds (Namespace) only, as on kube-apiserver.
+        strategic = content_type == STRATEGIC_PATCH and res is NAMESPACES
+        if content_type not in PATCH_TYPES and not strategic:
             raise errors.unsupported_media_type(content_type, PATCH_TYPES)
         patch = await self._read_body(request)
         query = request.query
@@ -587,7 +638,7 @@ class Api:
             res, name, content_type, patch, subresource=subresource,
             dry_run=self._dry_run(query),
             field_validation=self._field_validation(query),
-            field_manager=query.get("fieldManager"),
+            field_manager=query.get("fieldManager"), namespace=namespace,
         )
         return self._object_response(
             request, res, entry, 201 if created else 200, warnings
@@ -605,23 +656,28 @@ class Api:
         return body
 
     async def _delete(
-        self, request: web.Request, res: Resource, name: str, subresource: None
+        self, request: web.Request, res: Resource, name: str, subresource: None,
+        namespace: str | None,
     ) -> web.StreamResponse:
         options = await self._delete_options(request)
         dry_run = self._dry_run(request.query) or options.get("dryRun") == ["All"]
         entry, gone = self.store.delete(
-            res, name, preconditions=options.get("preconditions"), dry_run=dry_run
+            res, name, preconditions=options.get("preconditions"), dry_run=dry_run,
+            namespace=namespace,
         )
-        # 202 while finalizers hold the object, as the API server answers a pending deletion.
-        return self._object_response(request, res, entry, 200 if gone else 202)
+        # 202 while finalizers hold the object, as the API server answers a pending deletion;
+        # a namespace's REST delete answers 200 with the Terminating namespace.
+        pending = not gone and res is not NAMESPACES
+        return self._object_response(request, res, entry, 202 if pending else 200)
 
     async def _deletecollection(
-        self, request: web.Request, res: Resource, name: None, subresource: None
+        self, request: web.Request, res: Resource, name: None, subresource: None,
+        namespace: str | None,
     ) -> web.StreamResponse:
         await self._delete_options(request)
         labels, fields = self._selectors(request.query)
         deleted = self.store.delete_collection(
-            res, labels, fields, dry_run=self._dry_run(request.query)
+            res, labels, fields, dry_run=self._dry_run(request.query), namespace=namespace
         )
         body = b"".join((
             b'{"apiVersion":', json.dumps(res.api_version).encode(),
@@ -634,7 +690,8 @@ class Api:
     # --- watch -----------------------------------------------------------------------------
 
     async def _watch(
-        self, request: web.Request, res: Resource, name: str | None, subresource: None
+        self, request: web.Request, res: Resource, name: str | None, subresource: None,
+        namespace: str | None,
     ) -> web.StreamResponse:
         query = request.query
         labels, fields = self._selectors(query)
@@ -653,7 +710,7 @@ class Api:
         try:
             initial, watcher = self.store.watch(
                 res, labels, fields, query.get("resourceVersion"),
-                send_initial_events=send_initial,
+                send_initial_events=send_initial, namespace=namespace,
             )
         except TooOldError as exc:
             too_old = exc

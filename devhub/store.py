@@ -18,6 +18,15 @@ Semantics follow the generic registry and the custom-resource strategy of kube-a
   the watch window moves past that snapshot, as etcd compaction expires a real one;
 - a watch from a resourceVersion older than the window gets a 410 Expired ERROR event.
 
+Namespaced kinds are stored under `namespace/name` (cluster-scoped ones under their name, as
+before, so their hot paths do not change). In name order those keys sort as etcd sorts
+`/registry/<resource>/<namespace>/<name>`, so an all-namespace list comes out in kube-apiserver's
+order; a per-namespace index serves the lists of one namespace. A namespaced object can be
+created only in an Active namespace (NamespaceLifecycle admission: 404 when it is missing, 403
+while it terminates). Deleting a namespace marks it Terminating and deletes everything in it,
+each object by its own finalizers; the namespace goes with the last of them (see
+`devhub.namespaces`).
+
 Entries are immutable once stored and hold only `Entry.raw` (the served JSON): `Entry.obj` parses
 it on each read, a private dict. A parsed object costs several times its JSON in memory, and at
 fleet scale (10,000 placements with their snapshots and bindings, and the watch window of events
@@ -41,11 +50,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from devhub import errors
+from devhub import errors, namespaces
 from devhub.cel import check_rules
 from devhub.errors import ApiError, Cause
+from devhub.namespaces import NAMESPACES
 from devhub.objectmeta import normalize_metadata
-from devhub.patch import PatchError, apply_merge, json_patch, merge_patch
+from devhub.patch import (
+    PatchError,
+    apply_merge,
+    json_patch,
+    merge_patch,
+    strategic_merge_patch,
+)
 from devhub.persistence import SqliteStore
 from devhub.resources import Resource
 from devhub.schema import normalize, validate
@@ -79,6 +95,10 @@ MAX_PENDING_EVENTS: Final = 200_000  # a watcher this far behind is closed, as a
 GENERATE_NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 GENERATE_NAME_SUFFIX: Final = 5
 SKIP_METADATA: Final = frozenset({"metadata"})
+NAMESPACES_KEY: Final = NAMESPACES.group_resource
+NAMESPACE_MISMATCH: Final = (
+    "the namespace of the provided object does not match the namespace sent on the request"
+)
 
 MERGE_PATCH: Final = "application/merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"
@@ -120,6 +140,7 @@ class Event:
     key: str  # Resource.group_resource
     raw: bytes
     old_raw: bytes | None  # the object before a MODIFIED (for selector transitions)
+    namespace: str = ""  # the object's, so a namespace's watchers skip others' without parsing
 
     @property
     def obj(self) -> dict[str, Any]:
@@ -150,11 +171,13 @@ class _Page:
 
 @dataclass(eq=False)
 class Watcher:
-    """One open watch: events for one resource, filtered by its selectors, queued in order."""
+    """One open watch: events for one resource (in one namespace, or in all when `namespace` is
+    None), filtered by its selectors, queued in order."""
 
     key: str
     labels: LabelSelector
     fields: FieldSelector
+    namespace: str | None = None
     pending: deque[tuple[str, Event]] = field(default_factory=deque)
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
@@ -165,6 +188,8 @@ class Watcher:
 
         With selectors, an object that starts matching arrives as ADDED and one that stops
         matching leaves as DELETED, as from the API server's watch cache."""
+        if self.namespace is not None and event.namespace != self.namespace:
+            return None
         if self.labels.empty and self.fields.empty:
             return event.type
         now = self.matches(event.obj)
@@ -244,8 +269,46 @@ def _spec_part(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in obj.items() if key != "metadata"}
 
 
+def _object_key(res: Resource, name: str, namespace: str | None) -> str:
+    """Where an object is stored: under its name, or `namespace/name` for a namespaced kind."""
+    if not res.namespaced:
+        if namespace is not None:
+            raise ValueError(f"{res.group_resource} is cluster-scoped: no namespace {namespace!r}")
+        return name
+    if not namespace:
+        raise errors.bad_request("Namespace parameter required.")
+    return f"{namespace}/{name}"
+
+
+def _namespace_of(res: Resource, key: str) -> str:
+    return key.partition("/")[0] if res.namespaced else ""
+
+
+def _check_request_namespace(body_namespace: Any, namespace: str | None) -> None:
+    """Create and update: a body may omit its namespace, but may not name another one."""
+    if isinstance(body_namespace, str) and body_namespace and body_namespace != namespace:
+        raise errors.bad_request(NAMESPACE_MISMATCH)
+
+
+def _check_patched_namespace(patched_namespace: Any, namespace: str | None) -> None:
+    """Patches (apiserver's `checkName`): the patched object may not move to another namespace."""
+    if isinstance(patched_namespace, str) and patched_namespace and \
+            patched_namespace != namespace:
+        raise errors.bad_request(
+            f"the namespace of the object ({patched_namespace}) does not match the namespace on "
+            f"the request ({namespace})"
+        )
+
+
+def _name_error(res: Resource, name: str) -> str | None:
+    return namespaces.name_error(name) if res is NAMESPACES else subdomain_error(name)
+
+
 class Store:
-    """All objects of all served kinds, the event window and the open watches."""
+    """All objects of all served kinds, the event window and the open watches.
+
+    Besides the given kinds it always serves core v1 Namespaces; `SYSTEM_NAMESPACES` exist
+    from the start (and again after a reset)."""
 
     def __init__(
         self,
@@ -256,7 +319,7 @@ class Store:
     ) -> None:
         if watch_window < 1:
             raise ValueError("watch_window must be at least 1")
-        self.resources = {res.group_resource: res for res in resources}
+        self.resources = {res.group_resource: res for res in (*resources, NAMESPACES)}
         self.window = watch_window
         self.rv = 0
         self.floor = 0  # the newest resourceVersion evicted from the window
@@ -268,12 +331,18 @@ class Store:
         self._by_label: dict[str, dict[tuple[str, str], set[str]]] = {
             key: {} for key in self.resources
         }
+        # Keys by namespace, per namespaced kind (a namespace with none has no entry): the lists
+        # of one namespace, what deleting a namespace deletes, and whether it is empty yet.
+        self._by_namespace: dict[str, dict[str, set[str]]] = {
+            key: {} for key, res in self.resources.items() if res.namespaced
+        }
         self._events: deque[Event] = deque()
         self._watchers: set[Watcher] = set()
         self._pages: OrderedDict[str, _Page] = OrderedDict()
         self._persistence = persistence
         if persistence is not None:
             self._load(persistence)
+        self._settle_namespaces()
 
     # --- persistence -----------------------------------------------------------------------
 
@@ -281,10 +350,15 @@ class Store:
         for key, name, body in persistence.objects():
             if key not in self._objects:
                 continue  # a kind no longer served
+            in_namespace = self._by_namespace.get(key)
+            if in_namespace is not None and "/" not in name:
+                continue  # stored before its kind was namespaced: no path reaches it
             obj = json.loads(body)
             rv = int(obj.get("metadata", {}).get("resourceVersion", "0") or 0)
             self._objects[key][name] = Entry(bytes(body), rv)
             self._index(key, name, obj)
+            if in_namespace is not None:
+                in_namespace.setdefault(name.partition("/")[0], set()).add(name)
         self.rv = max(
             [persistence.resource_version()]
             + [entry.rv for objects in self._objects.values() for entry in objects.values()]
@@ -300,11 +374,14 @@ class Store:
             self._persistence = None
 
     def reset(self) -> None:
-        """Drop every object; resourceVersions stay monotonic and open watches end."""
+        """Drop every object but the system namespaces; resourceVersions stay monotonic and open
+        watches end."""
         for key in self._objects:
             self._objects[key] = {}
             self._sorted[key] = None
             self._by_label[key] = {}
+        for in_namespace in self._by_namespace.values():
+            in_namespace.clear()
         self._events.clear()
         self._pages.clear()
         # The reset consumes a resourceVersion: watches from any earlier one must relist (410),
@@ -316,26 +393,49 @@ class Store:
         self._watchers.clear()
         if self._persistence is not None:
             self._persistence.clear(self.rv)
+        self._settle_namespaces()
+
+    def _settle_namespaces(self) -> None:
+        """After a start or a reset: the system namespaces exist, and so does every namespace a
+        stored object lives in; a terminating namespace left empty goes."""
+        wanted = set(namespaces.SYSTEM_NAMESPACES)
+        for in_namespace in self._by_namespace.values():
+            wanted.update(in_namespace)
+        existing = self._objects[NAMESPACES_KEY]
+        for name in sorted(wanted - existing.keys()):
+            self.create(NAMESPACES, namespaces.manifest(name))
+        for name in sorted(existing):
+            self._reap_namespace(name)
 
     # --- reads -----------------------------------------------------------------------------
 
     def count(self, res: Resource) -> int:
         return len(self._objects[res.group_resource])
 
-    def get(self, res: Resource, name: str) -> Entry:
-        entry = self._objects[res.group_resource].get(name)
+    def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Entry:
+        """The object `name` (in `namespace`, for a namespaced kind), or 404."""
+        entry = self._objects[res.group_resource].get(_object_key(res, name, namespace))
         if entry is None:
             raise errors.not_found(res.plural, res.group, name)
         return entry
 
-    def _sorted_entries(self, res: Resource) -> list[Entry]:
+    def _sorted_keys(self, res: Resource) -> list[str]:
         key = res.group_resource
-        objects = self._objects[key]
-        names = self._sorted[key]
-        if names is None:
-            names = sorted(objects)
-            self._sorted[key] = names
-        return [objects[name] for name in names]
+        keys = self._sorted[key]
+        if keys is None:
+            keys = sorted(self._objects[key])
+            self._sorted[key] = keys
+        return keys
+
+    def _scoped_keys(self, res: Resource, namespace: str | None) -> list[str]:
+        """In name order, the keys of the objects in `namespace`, or of all when None."""
+        if namespace is None:
+            return self._sorted_keys(res)
+        return sorted(self._by_namespace[res.group_resource].get(namespace, ()))
+
+    def _sorted_entries(self, res: Resource) -> list[Entry]:
+        objects = self._objects[res.group_resource]
+        return [objects[key] for key in self._sorted_keys(res)]
 
     def _index(self, key: str, name: str, obj: Mapping[str, Any]) -> None:
         index = self._by_label[key]
@@ -351,11 +451,18 @@ class Store:
                 if not names:
                     del index[pair]
 
-    def _candidates(self, res: Resource, labels: LabelSelector) -> list[Entry] | None:
-        """In name order, the objects that can match `labels` by its narrowest equality
-        requirement; None when it has none (then every object is a candidate)."""
-        index = self._by_label[res.group_resource]
-        best: set[str] | None = None
+    def _candidates(
+        self, res: Resource, labels: LabelSelector, namespace: str | None
+    ) -> list[Entry] | None:
+        """In name order, the objects in `namespace` (if not None) that can match `labels` by
+        its narrowest equality requirement; None when neither narrows (every object is then a
+        candidate)."""
+        key = res.group_resource
+        index = self._by_label[key]
+        scope: set[str] | None = None
+        if namespace is not None:
+            scope = self._by_namespace[key].get(namespace, set())
+        best = scope
         for requirement in labels.requirements:
             if requirement.operator in ("=", "in") and len(requirement.values) == 1:
                 names = index.get((requirement.key, requirement.values[0]), set())
@@ -363,9 +470,12 @@ class Store:
                     best = names
         if best is None:
             return None
-        objects = self._objects[res.group_resource]
+        objects = self._objects[key]
+        keys = sorted(best)
+        if scope is not None and best is not scope:
+            keys = [name for name in keys if name in scope]  # selectors never check namespaces
         # Matching re-checks every requirement, so a name indexed too widely costs nothing.
-        return [objects[name] for name in sorted(best) if name in objects]
+        return [objects[name] for name in keys if name in objects]
 
     def list_entries(
         self,
@@ -377,8 +487,12 @@ class Store:
         continue_token: str | None = None,
         resource_version: str | None = None,
         match: str | None = None,
+        namespace: str | None = None,
     ) -> ListResult:
-        """Objects in name order; devhub serves every list at its latest resourceVersion."""
+        """Objects in name order (namespace, then name, across namespaces), in `namespace` or
+        in all of them; devhub serves every list at its latest resourceVersion."""
+        if namespace is not None and not res.namespaced:
+            raise ValueError(f"{res.group_resource} is cluster-scoped: no namespace {namespace!r}")
         if match and match not in ("Exact", "NotOlderThan"):
             raise errors.bad_request(
                 f'resourceVersionMatch: Unsupported value: "{match}": supported values: '
@@ -404,12 +518,15 @@ class Store:
                 raise errors.expired()
             entries, rv = page.entries, page.rv
         else:
+            scope = namespace
+            if scope is None and res.namespaced:
+                scope = fields.exact_namespace  # still matched below, like every selector term
             exact = fields.exact_name
-            if exact is not None:
-                found = self._objects[res.group_resource].get(exact)
+            if exact is not None and (scope or not res.namespaced):
+                found = self._objects[res.group_resource].get(_object_key(res, exact, scope))
                 entries = [found] if found is not None else []
             else:
-                narrowed = self._candidates(res, labels)
+                narrowed = self._candidates(res, labels, scope)
                 entries = narrowed if narrowed is not None else self._sorted_entries(res)
             rv, start, page_id = self.rv, 0, ""
         selected: list[Entry] = []
@@ -467,18 +584,25 @@ class Store:
         resource_version: str | None,
         *,
         send_initial_events: bool = False,
+        namespace: str | None = None,
     ) -> tuple[list[tuple[str, Event]], Watcher]:
         """Register a watcher and return what it must send first (synchronously, so no gap).
 
         Without a resourceVersion (or "0"), or with sendInitialEvents, the first events are
-        synthetic ADDEDs of the current objects; otherwise the window's events after it."""
+        synthetic ADDEDs of the current objects; otherwise the window's events after it. The
+        watch sees `namespace` only, or every namespace when None."""
+        if namespace is not None and not res.namespaced:
+            raise ValueError(f"{res.group_resource} is cluster-scoped: no namespace {namespace!r}")
         key = res.group_resource
-        watcher = Watcher(key, labels, fields)
+        watcher = Watcher(key, labels, fields, namespace)
         initial: list[tuple[str, Event]] = []
         if resource_version in (None, "", "0") or send_initial_events:
-            for entry in self._sorted_entries(res):
+            objects = self._objects[key]
+            for name in self._scoped_keys(res, namespace):
+                entry = objects[name]
                 if watcher.matches(entry.obj):
-                    initial.append((ADDED, Event(entry.rv, ADDED, key, entry.raw, None)))
+                    initial.append((ADDED, Event(entry.rv, ADDED, key, entry.raw, None,
+                                                 _namespace_of(res, name))))
         else:
             start = _parse_rv(resource_version)
             if start < self.floor:
@@ -511,6 +635,7 @@ class Store:
         self, res: Resource, name: str, obj: dict[str, Any], event_type: str,
         old: Entry | None,
     ) -> Entry:
+        """Store (or remove) `obj` under key `name` (see `_object_key`) as one write."""
         rv = self.rv + 1
         obj["metadata"]["resourceVersion"] = str(rv)
         raw = dumps(obj)
@@ -538,19 +663,33 @@ class Store:
                 self._sorted[key] = None
             objects[name] = entry
             self._index(key, name, obj)
-        event = Event(rv, event_type, key, raw, old.raw if old is not None else None)
+        namespace = ""
+        if res.namespaced:
+            namespace = name.partition("/")[0]
+            in_namespace = self._by_namespace[key]
+            if event_type != DELETED:
+                in_namespace.setdefault(namespace, set()).add(name)
+            elif (keys := in_namespace.get(namespace)) is not None:
+                keys.discard(name)
+                if not keys:
+                    del in_namespace[namespace]
+        event = Event(rv, event_type, key, raw, old.raw if old is not None else None, namespace)
         self._events.append(event)
         while len(self._events) > self.window:
             self.floor = self._events.popleft().rv
         for watcher in self._watchers:
             if watcher.key == key:
                 watcher.offer(event)
+        if namespace and event_type == DELETED:
+            self._reap_namespace(namespace)  # after the object's event, as the controller would
         return entry
 
     def _decode(
         self, res: Resource, body: Any, field_validation: str
     ) -> tuple[dict[str, Any], list[Cause], list[str]]:
         """Type-check, prune and default a request body; returns (object, causes, warnings)."""
+        if res is NAMESPACES and isinstance(body, dict):
+            body = namespaces.with_type_defaults(body)
         _check_type(res, body)
         pruned: list[str] = []
         meta, causes = normalize_metadata(body.get("metadata"), pruned)
@@ -571,10 +710,28 @@ class Store:
         return errors.invalid(res.kind, res.group, name, causes)
 
     def create(
-        self, res: Resource, body: Any, *, dry_run: bool = False, field_validation: str = "Warn"
+        self,
+        res: Resource,
+        body: Any,
+        *,
+        namespace: str | None = None,
+        dry_run: bool = False,
+        field_validation: str = "Warn",
     ) -> tuple[Entry, list[str]]:
+        """Create `body` (in `namespace`, which a namespaced kind needs)."""
         obj, causes, warnings = self._decode(res, body, field_validation)
         meta = obj["metadata"]
+        if res.namespaced:
+            # The handler's namespace check, then admission, then the registry, as in
+            # kube-apiserver: a bad namespace is reported before anything about the object.
+            _check_request_namespace(meta.get("namespace"), namespace)
+            self._admit_create(res, namespace, meta.get("name") or "")
+            meta["namespace"] = namespace
+        else:
+            if namespace is not None:
+                raise ValueError(f"{res.group_resource} is cluster-scoped: no namespace "
+                                 f"{namespace!r}")
+            meta.pop("namespace", None)  # apiserver clears it for a cluster-scoped kind
         if meta.get("resourceVersion"):
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
         name = meta.get("name") or ""
@@ -590,26 +747,40 @@ class Store:
                 causes.append(Cause("FieldValueRequired",
                                     "Required value: name or generateName is required",
                                     "metadata.name"))
-        if name and (problem := subdomain_error(name)):
+        if name and (problem := _name_error(res, name)):
             causes.append(Cause("FieldValueInvalid", f'Invalid value: "{name}": {problem}',
                                 "metadata.name"))
         if res.status_subresource:
             obj.pop("status", None)
-        for system in ("namespace", "deletionTimestamp", "deletionGracePeriodSeconds"):
+        for system in ("deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(system, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_rfc3339()
-        meta["generation"] = 1
+        if res is NAMESPACES:
+            namespaces.prepare_for_create(obj)  # built-in kinds without a spec generation
+        else:
+            meta["generation"] = 1
         causes.extend(validate(res.schema, obj, "", skip=SKIP_METADATA))
         if not causes:
             causes.extend(check_rules(res.schema, obj))
         if causes:
             raise self._invalid(res, name, causes)
-        if name in self._objects[res.group_resource]:
+        key = _object_key(res, name, namespace)
+        if key in self._objects[res.group_resource]:
             raise errors.already_exists(res.plural, res.group, name)
         if dry_run:
             return Entry(dumps(obj), self.rv), warnings
-        return self._commit(res, name, obj, ADDED, None), warnings
+        return self._commit(res, key, obj, ADDED, None), warnings
+
+    def _admit_create(self, res: Resource, namespace: str | None, name: str) -> None:
+        """NamespaceLifecycle admission: new content only in an existing, Active namespace."""
+        if not namespace:
+            raise errors.bad_request("Namespace parameter required.")
+        entry = self._objects[NAMESPACES_KEY].get(namespace)
+        if entry is None:
+            raise namespaces.missing(namespace)
+        if namespaces.is_terminating(entry.obj):
+            raise namespaces.terminating(res, name, namespace)
 
     def replace(
         self,
@@ -620,8 +791,14 @@ class Store:
         subresource: str | None = None,
         dry_run: bool = False,
         field_validation: str = "Warn",
+        namespace: str | None = None,
     ) -> tuple[Entry, list[str]]:
-        current = self.get(res, name)
+        """Update (PUT) the object or its `subresource`, in `namespace` for a namespaced kind."""
+        if res.namespaced:
+            raw_meta = body.get("metadata") if isinstance(body, dict) else None
+            if isinstance(raw_meta, dict):
+                _check_request_namespace(raw_meta.get("namespace"), namespace)
+        current = self.get(res, name, namespace=namespace)
         obj, causes, warnings = self._decode(res, body, field_validation)
         body_name = obj["metadata"].get("name", "")
         if body_name != name:
@@ -649,9 +826,10 @@ class Store:
         dry_run: bool = False,
         field_validation: str = "Warn",
         field_manager: str | None = None,
+        namespace: str | None = None,
     ) -> tuple[Entry, list[str], bool]:
         """Returns (entry, warnings, created); only apply patches may create."""
-        current = self._objects[res.group_resource].get(name)
+        current = self._objects[res.group_resource].get(_object_key(res, name, namespace))
         if content_type == APPLY_PATCH:
             if not field_manager:
                 raise errors.bad_request("PATCH /apply requires fieldManager to be set")
@@ -664,11 +842,14 @@ class Store:
                     f"the name of the object ({applied_name}) does not match the name on the "
                     f"URL ({name})"
                 )
+            if res.namespaced and isinstance(applied_meta, dict):
+                _check_patched_namespace(applied_meta.get("namespace"), namespace)
             if current is None:
                 if subresource:
                     raise errors.not_found(res.plural, res.group, name)
                 entry, warnings = self.create(
-                    res, patch, dry_run=dry_run, field_validation=field_validation
+                    res, patch, namespace=namespace, dry_run=dry_run,
+                    field_validation=field_validation,
                 )
                 return entry, warnings, True
             patched = apply_merge(current.fresh(), patch)
@@ -680,6 +861,9 @@ class Store:
                     if not isinstance(patch, dict):
                         raise PatchError("a merge patch must be a JSON object", malformed=True)
                     patched = merge_patch(current.fresh(), patch)
+                elif content_type == STRATEGIC_PATCH and res is NAMESPACES:
+                    patched = strategic_merge_patch(current.fresh(), patch,
+                                                    namespaces.MERGE_LISTS)
                 else:
                     patched = json_patch(current.fresh(), patch)
             except PatchError as exc:
@@ -701,6 +885,8 @@ class Store:
                     f"the name of the object ({meta.get('name')}) does not match the name on "
                     f"the URL ({name})"
                 )
+            if res.namespaced:
+                _check_patched_namespace(meta.get("namespace"), namespace)
         obj, causes, warnings = self._decode(res, patched, field_validation)
         obj["metadata"]["name"] = name
         return self._update(res, current, obj, subresource, dry_run, causes), warnings, False
@@ -716,6 +902,7 @@ class Store:
     ) -> Entry:
         old = current.obj
         name = old["metadata"]["name"]
+        key = _object_key(res, name, old["metadata"].get("namespace"))
         if subresource == "status":
             result = current.fresh()
             if "status" in new:
@@ -731,6 +918,8 @@ class Store:
                 else:
                     result.pop("status", None)
             causes = causes + self._carry_system_fields(old["metadata"], result["metadata"])
+            if res is NAMESPACES:
+                namespaces.prepare_for_update(result, old)
             if _spec_part(result) != _spec_part(old):
                 result["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
         result["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion")
@@ -743,9 +932,14 @@ class Store:
             return current  # a no-op update writes nothing, as the API server skips it
         if dry_run:
             return Entry(dumps(result), current.rv)
+        if res is NAMESPACES:
+            # Its last finalizer gone, a terminating namespace still waits for its content.
+            entry = self._commit(res, key, result, MODIFIED, current)
+            self._reap_namespace(name)
+            return entry
         if result["metadata"].get("deletionTimestamp") and not result["metadata"].get("finalizers"):
-            return self._commit(res, name, result, DELETED, current)
-        return self._commit(res, name, result, MODIFIED, current)
+            return self._commit(res, key, result, DELETED, current)
+        return self._commit(res, key, result, MODIFIED, current)
 
     @staticmethod
     def _carry_system_fields(old: Mapping[str, Any], meta: dict[str, Any]) -> list[Cause]:
@@ -755,12 +949,11 @@ class Store:
                                 f'Invalid value: "{meta["uid"]}": field is immutable',
                                 "metadata.uid"))
         for system in ("uid", "creationTimestamp", "generation", "deletionTimestamp",
-                       "deletionGracePeriodSeconds"):
+                       "deletionGracePeriodSeconds", "namespace"):
             if system in old:
                 meta[system] = old[system]
             else:
                 meta.pop(system, None)
-        meta.pop("namespace", None)
         if old.get("deletionTimestamp"):
             added = [f for f in meta.get("finalizers", ()) if f not in old.get("finalizers", ())]
             if added:
@@ -779,19 +972,15 @@ class Store:
         *,
         preconditions: Mapping[str, Any] | None = None,
         dry_run: bool = False,
+        namespace: str | None = None,
     ) -> tuple[Entry, bool]:
         """Returns (entry, gone): gone is False when finalizers keep the object for now."""
-        current = self.get(res, name)
+        if res is NAMESPACES:
+            return self._delete_namespace(name, preconditions, dry_run)
+        key = _object_key(res, name, namespace)
+        current = self.get(res, name, namespace=namespace)
         meta = current.obj["metadata"]
-        if preconditions:
-            for field_name, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
-                wanted = preconditions.get(field_name)
-                if wanted and wanted != meta.get(field_name):
-                    raise errors.conflict(
-                        res.plural, res.group, name,
-                        f"Precondition failed: {label} in precondition: {wanted}, {label} in "
-                        f"object meta: {meta.get(field_name)}",
-                    )
+        _check_preconditions(res, name, meta, preconditions)
         if meta.get("finalizers"):
             if meta.get("deletionTimestamp"):
                 return current, False
@@ -801,17 +990,80 @@ class Store:
             result["metadata"]["generation"] = int(meta.get("generation", 1)) + 1
             if dry_run:
                 return Entry(dumps(result), current.rv), False
-            return self._commit(res, name, result, MODIFIED, current), False
+            return self._commit(res, key, result, MODIFIED, current), False
         if dry_run:
             return current, True
-        return self._commit(res, name, current.fresh(), DELETED, current), True
+        return self._commit(res, key, current.fresh(), DELETED, current), True
 
     def delete_collection(
-        self, res: Resource, labels: LabelSelector, fields: FieldSelector, *, dry_run: bool = False
+        self,
+        res: Resource,
+        labels: LabelSelector,
+        fields: FieldSelector,
+        *,
+        dry_run: bool = False,
+        namespace: str | None = None,
     ) -> list[Entry]:
-        targets = self.list_entries(res, labels, fields).entries
-        return [self.delete(res, entry.obj["metadata"]["name"], dry_run=dry_run)[0]
-                for entry in targets]
+        targets = self.list_entries(res, labels, fields, namespace=namespace).entries
+        deleted = []
+        for entry in targets:
+            meta = entry.obj["metadata"]
+            deleted.append(self.delete(
+                res, meta["name"], namespace=meta.get("namespace"), dry_run=dry_run
+            )[0])
+        return deleted
+
+    # --- namespaces --------------------------------------------------------------------------
+
+    def _delete_namespace(
+        self, name: str, preconditions: Mapping[str, Any] | None, dry_run: bool
+    ) -> tuple[Entry, bool]:
+        """The namespace REST delete, then the namespace controller's part: mark the namespace
+        Terminating, delete each object in it (finalizers hold some), and remove the namespace
+        once it is empty. Deleting a terminating namespace again changes nothing."""
+        if name in namespaces.SYSTEM_NAMESPACES:
+            raise namespaces.undeletable(name)
+        current = self.get(NAMESPACES, name)
+        obj = current.obj
+        _check_preconditions(NAMESPACES, name, obj["metadata"], preconditions)
+        if namespaces.is_terminating(obj):
+            return current, False
+        marked = namespaces.mark_terminating(obj, now_rfc3339())
+        if dry_run:
+            return Entry(dumps(marked), current.rv), False
+        entry = self._commit(NAMESPACES, name, marked, MODIFIED, current)
+        for key, in_namespace in self._by_namespace.items():
+            res = self.resources[key]
+            for object_key in sorted(in_namespace.get(name, ())):
+                self.delete(res, object_key.partition("/")[2], namespace=name)
+        self._reap_namespace(name)
+        return entry, name not in self._objects[NAMESPACES_KEY]
+
+    def _reap_namespace(self, name: str) -> None:
+        """Remove namespace `name` if it is terminating, holds nothing and has no finalizers."""
+        current = self._objects[NAMESPACES_KEY].get(name)
+        if current is None:
+            return
+        obj = current.obj
+        meta = obj["metadata"]
+        if not meta.get("deletionTimestamp") or meta.get("finalizers"):
+            return
+        if any(name in in_namespace for in_namespace in self._by_namespace.values()):
+            return
+        self._commit(NAMESPACES, name, namespaces.finalized(obj), DELETED, current)
+
+
+def _check_preconditions(
+    res: Resource, name: str, meta: Mapping[str, Any], preconditions: Mapping[str, Any] | None
+) -> None:
+    for field_name, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+        wanted = (preconditions or {}).get(field_name)
+        if wanted and wanted != meta.get(field_name):
+            raise errors.conflict(
+                res.plural, res.group, name,
+                f"Precondition failed: {label} in precondition: {wanted}, {label} in "
+                f"object meta: {meta.get(field_name)}",
+            )
 
 
 def _parse_rv(value: str) -> int:

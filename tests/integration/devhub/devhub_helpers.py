@@ -17,6 +17,10 @@ PLACEMENTS = f"/apis/{names.PLACEMENT_API_VERSION}/clusterresourceplacements"
 BINDINGS = f"/apis/{names.PLACEMENT_API_VERSION}/clusterresourcebindings"
 SNAPSHOTS = f"/apis/{names.PLACEMENT_API_VERSION}/clusterschedulingpolicysnapshots"
 CLUSTERS = f"/apis/{names.CLUSTER_API_VERSION}/memberclusters"
+NAMESPACES = "/api/v1/namespaces"
+# All-namespace collections of the namespaced kinds (list and watch only).
+ALL_RPS = f"/apis/{names.PLACEMENT_API_VERSION}/resourceplacements"
+ALL_RBS = f"/apis/{names.PLACEMENT_API_VERSION}/resourcebindings"
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -99,6 +103,41 @@ class Watch:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def rps(namespace: str) -> str:
+    """The ResourcePlacements of `namespace`."""
+    return f"/apis/{names.PLACEMENT_API_VERSION}/namespaces/{namespace}/resourceplacements"
+
+
+def rbs(namespace: str) -> str:
+    """The ResourceBindings of `namespace`."""
+    return f"/apis/{names.PLACEMENT_API_VERSION}/namespaces/{namespace}/resourcebindings"
+
+
+def namespace_object(name: str, *, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": labels or {}}}
+
+
+def resource_placement(name: str, namespace: str | None = None, *,
+                       labels: dict[str, str] | None = None,
+                       finalizers: list[str] | None = None) -> dict[str, Any]:
+    """A PickAll ResourcePlacement; `namespace` None leaves metadata.namespace to the path."""
+    body = placement(name, labels=labels, n=None, placement_type="PickAll")
+    body["kind"] = "ResourcePlacement"
+    if namespace is not None:
+        body["metadata"]["namespace"] = namespace
+    if finalizers:
+        body["metadata"]["finalizers"] = finalizers
+    return body
+
+
+def resource_binding(name: str, *, finalizers: list[str] | None = None,
+                     labels: dict[str, str] | None = None) -> dict[str, Any]:
+    body = binding(name, finalizers=finalizers, labels=labels)
+    body["kind"] = "ResourceBinding"
+    return body
 
 
 def placement(name: str, *, labels: dict[str, str] | None = None, n: int | None = 2,

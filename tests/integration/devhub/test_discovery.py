@@ -16,10 +16,18 @@ def test_version_is_served_without_a_token(api: Client) -> None:
     assert response.json()["gitVersion"].startswith("v1.")
 
 
-def test_api_lists_no_core_versions(api: Client) -> None:
+def test_api_lists_the_core_version_serving_namespaces_only(api: Client) -> None:
     body = api.get("/api").json()
     assert body["kind"] == "APIVersions"
-    assert body["versions"] == []
+    assert body["versions"] == ["v1"]
+    core = api.get("/api/v1").json()
+    assert core["kind"] == "APIResourceList"
+    assert core["groupVersion"] == "v1"
+    assert core["resources"] == [{
+        "name": "namespaces", "singularName": "namespace", "namespaced": False,
+        "kind": "Namespace", "shortNames": ["ns"],
+        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+    }]
 
 
 def test_apis_lists_both_fleet_groups_at_v1beta1(api: Client) -> None:
@@ -67,12 +75,35 @@ def test_openapi_v3_advertises_server_side_field_validation(api: Client) -> None
     assert "io.kubernetes-fleet.placement.v1beta1.ClusterResourcePlacement" in schemas
 
 
+def test_openapi_v3_puts_namespaced_kinds_under_their_namespace(api: Client) -> None:
+    index = api.get("/openapi/v3").json()
+    key = f"apis/{names.PLACEMENT_GROUP}/v1beta1"
+    paths = api.get(index["paths"][key]["serverRelativeURL"]).json()["paths"]
+    namespaced = f"/{key}/namespaces/{{namespace}}/resourceplacements"
+    assert set(paths[namespaced]) >= {"get", "post", "delete"}
+    assert "fieldValidation" in {p["name"] for p in paths[f"{namespaced}/{{name}}"]["patch"][
+        "parameters"]}
+    assert set(paths[f"/{key}/resourceplacements"]) == {"get"}  # list and watch only
+    assert f"/{key}/resourceplacements/{{name}}" not in paths
+    core = api.get(index["paths"]["api/v1"]["serverRelativeURL"]).json()
+    patch = core["paths"]["/api/v1/namespaces/{name}"]["patch"]
+    assert patch["x-kubernetes-group-version-kind"] == {"group": "", "version": "v1",
+                                                         "kind": "Namespace"}
+    assert "delete" not in core["paths"]["/api/v1/namespaces"]  # no deletecollection
+    assert "io.k8s.api.core.v1.Namespace" in core["components"]["schemas"]
+
+
 @pytest.mark.parametrize("path", [
     "/apis/example.com",
     "/apis/placement.kubernetes-fleet.io/v1",
     "/apis/placement.kubernetes-fleet.io/v1beta1/widgets",
     "/apis/placement.kubernetes-fleet.io/v1beta1/clusterresourceplacements/a/scale",
     "/apis/placement.kubernetes-fleet.io/v1beta1/namespaces/default/clusterresourceplacements",
+    "/apis/placement.kubernetes-fleet.io/v1beta1/namespaces/default",
+    "/apis/placement.kubernetes-fleet.io/v1beta1/resourceplacements/web",
+    "/api/v2",
+    "/api/v1/pods",
+    "/api/v1/namespaces/default/configmaps",
     "/openapi/v3/apis/example.com/v1",
     "/nothing/here",
 ])
