@@ -12,7 +12,12 @@ from temporalio.exceptions import ApplicationError
 
 from activities import failures
 from activities.bindings import Pacer
-from activities.models import CLEANUP_PLACEMENT, CleanupReport, CleanupRequest
+from activities.models import (
+    CLEANUP_PLACEMENT,
+    CLEANUP_PLACEMENT_RP,
+    CleanupReport,
+    CleanupRequest,
+)
 from activities.outage import through_outages
 from activities.plumbing import ActivitySettings, heartbeat, in_local_activity
 from activities.translate import hub_failures
@@ -44,6 +49,11 @@ class CleanupPlacement:
 
         gate = None if in_local_activity() else self._settings.hub_gate
         return through_outages(gate, heartbeat, cleanup)
+
+    @activity.defn(name=CLEANUP_PLACEMENT_RP)
+    def cleanup_placement_rp(self, request: CleanupRequest) -> CleanupReport:
+        """`cleanup_placement` for a ResourcePlacement, under its own activity type."""
+        return self.cleanup_placement(request)
 
     def _cleanup(self, name: str, namespace: str | None = None) -> CleanupReport:
         client, kinds, key = self._client, kinds_for(namespace), placement_key(namespace, name)

@@ -18,8 +18,10 @@ from scheduler.packing import pack_explanation, unpack_explanation
 
 __all__ = [
     "CLEANUP_PLACEMENT",
+    "CLEANUP_PLACEMENT_RP",
     "INLINE_EXPLANATION_BYTES",
     "SCHEDULE_ONCE",
+    "SCHEDULE_ONCE_RP",
     "ActivityModel",
     "CleanupReport",
     "CleanupRequest",
@@ -35,6 +37,11 @@ __all__ = [
 # contracts, never derived from a Python method name (workflows.names re-exports them).
 SCHEDULE_ONCE: Final = "schedule_once"
 CLEANUP_PLACEMENT: Final = "cleanup_placement"
+# The same two for a ResourcePlacement. Their own names, so that a worker from before
+# ResourcePlacements (which would ignore the request's namespace and act on the
+# ClusterResourcePlacement of the same name) refuses the task instead of misreading it.
+SCHEDULE_ONCE_RP: Final = "schedule_once_rp"
+CLEANUP_PLACEMENT_RP: Final = "cleanup_placement_rp"
 
 
 class ActivityModel(BaseModel):

@@ -22,7 +22,13 @@ from temporalio.exceptions import ApplicationError
 
 from activities.conditions import sync_failed_condition, write_scheduled_condition
 from activities.cycle import outcome_of, run_cycle
-from activities.models import SCHEDULE_ONCE, PrepareResult, TurnRequest, TurnResult
+from activities.models import (
+    SCHEDULE_ONCE,
+    SCHEDULE_ONCE_RP,
+    PrepareResult,
+    TurnRequest,
+    TurnResult,
+)
 from activities.outage import through_outages
 from activities.plumbing import ActivitySettings, heartbeat, in_local_activity, meter, metered
 from activities.snapshotter import sync_policy_snapshots
@@ -96,6 +102,12 @@ class ScheduleOnce:
         again from the start when the hub comes back after an outage (activities.outage)."""
         gate = None if in_local_activity() else self._settings.hub_gate
         return through_outages(gate, heartbeat, lambda: self._turn(request))
+
+    @activity.defn(name=SCHEDULE_ONCE_RP)
+    def schedule_once_rp(self, request: TurnRequest) -> TurnResult:
+        """`schedule_once` for a ResourcePlacement (`request.namespace` set), under its own
+        activity type (activities.models says why)."""
+        return self.schedule_once(request)
 
     def _turn(self, request: TurnRequest) -> TurnResult:
         key = placement_key(request.namespace, request.placement)

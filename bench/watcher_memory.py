@@ -110,7 +110,7 @@ async def main(args: argparse.Namespace) -> None:
                 await asyncio.sleep(0.2)
             report("watcher_memory.ready_s", time.monotonic() - started)
             report("watcher_memory.ready_rss_mb", rss_mb(watcher.pid) or float("nan"))
-            query = f"WorkflowType = '{names.PLACEMENT_WORKFLOW}'"
+            query = names.PLACEMENT_WORKFLOWS_QUERY
             while (await temporal.count_workflows(query)).count < args.placements:
                 await asyncio.sleep(1.0)
             report("watcher_memory.started_s", time.monotonic() - started)

@@ -925,7 +925,7 @@ async def _requeue_and_wait(
     while True:
         remaining = deadline - time.monotonic()
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            names.PLACEMENT_WORKFLOW,
+            names.placement_workflow(namespace),
             PlacementInput(placement=args.name, namespace=namespace),
             **start_options(args.name, args.task_queue, namespace),
         )
@@ -1076,7 +1076,7 @@ async def _status(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise CliError(f"--limit must be at least 1, got {args.limit}")
     client = await connect(_temporal_target(args))
-    query = f"WorkflowType = '{names.PLACEMENT_WORKFLOW}'"
+    query = names.PLACEMENT_WORKFLOWS_QUERY
     if args.placement_namespace:
         if "'" in args.placement_namespace:
             raise CliError(f"not a namespace: {args.placement_namespace!r}")

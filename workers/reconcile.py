@@ -263,7 +263,7 @@ class ReconcileFleet:
 
     async def _running(self, task_queue: str) -> set[str]:
         query = (
-            f"WorkflowType = '{names.PLACEMENT_WORKFLOW}' AND ExecutionStatus = 'Running' "
+            f"{names.PLACEMENT_WORKFLOWS_QUERY} AND ExecutionStatus = 'Running' "
             f"AND TaskQueue = '{task_queue}'"
         )
         found: set[str] = set()
@@ -289,7 +289,7 @@ class ReconcileFleet:
                 try:
                     if name in plan.start:
                         await self._client.start_workflow(
-                            names.PLACEMENT_WORKFLOW,
+                            names.placement_workflow(namespace),
                             PlacementInput(
                                 placement=placement, namespace=namespace, local_cycles=local
                             ),

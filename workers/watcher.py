@@ -67,7 +67,7 @@ from workers.watcher_routes import (
 from workers.watcher_views import Change, View, routing_copy
 from workflows import names
 from workflows.models import HubEvent, PlacementInput
-from workflows.placement import PlacementWorkflow
+from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
 
 __all__ = [
     "DEFAULT_COALESCE_SECONDS",
@@ -616,7 +616,7 @@ class Watcher:
     async def _signal_with_start(self, key: str, signal: str, event: HubEvent) -> None:
         namespace, name = split_key(key)
         await self._temporal.start_workflow(
-            PlacementWorkflow.run,
+            ResourcePlacementWorkflow.run if namespace else PlacementWorkflow.run,
             PlacementInput(placement=name, namespace=namespace, local_cycles=event.local_cycles),
             start_signal=signal,
             start_signal_args=[event],

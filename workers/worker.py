@@ -48,7 +48,7 @@ from workers.reconcile import ReconcileFleet
 from workers.versioning import PromoteError, WorkerVersion, promote
 from workers.watcher import Watcher
 from workflows import names
-from workflows.placement import PlacementWorkflow
+from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
 from workflows.reconcile import ReconcileWorkflow
 
 __all__ = [
@@ -97,9 +97,12 @@ class ServeError(RuntimeError):
 
 def worker_activities(hub: HubClient, settings: ActivitySettings) -> list[Callable[..., Any]]:
     """Every activity a placement workflow runs, bound to its HubClient and settings."""
+    turn, cleanup = ScheduleOnce(hub, settings), CleanupPlacement(hub, settings)
     return [
-        ScheduleOnce(hub, settings).schedule_once,
-        CleanupPlacement(hub, settings).cleanup_placement,
+        turn.schedule_once,
+        cleanup.cleanup_placement,
+        turn.schedule_once_rp,
+        cleanup.cleanup_placement_rp,
     ]
 
 
@@ -224,7 +227,7 @@ def build_worker(
             Worker(
                 client,
                 task_queue=task_queue,
-                workflows=[PlacementWorkflow, ReconcileWorkflow],
+                workflows=[PlacementWorkflow, ResourcePlacementWorkflow, ReconcileWorkflow],
                 activities=[*placement_activities, ReconcileFleet(hub, client).reconcile_fleet],
                 activity_executor=executor,
                 max_concurrent_activities=WORKFLOW_WORKER_ACTIVITY_SLOTS,

@@ -16,21 +16,31 @@ from temporalio.common import SearchAttributeKey
 # which re-imports what is not passed through for every run: activities.models pulls in pydantic
 # and the whole scheduler, seconds of work per workflow task on a busy worker.
 with workflow.unsafe.imports_passed_through():
-    from activities.models import CLEANUP_PLACEMENT, SCHEDULE_ONCE
+    from activities.models import (
+        CLEANUP_PLACEMENT,
+        CLEANUP_PLACEMENT_RP,
+        SCHEDULE_ONCE,
+        SCHEDULE_ONCE_RP,
+    )
 
 __all__ = [
     "ACTIVITY_CLEANUP_PLACEMENT",
+    "ACTIVITY_CLEANUP_PLACEMENT_RP",
     "ACTIVITY_RECONCILE_FLEET",
     "ACTIVITY_SCHEDULE_ONCE",
+    "ACTIVITY_SCHEDULE_ONCE_RP",
     "ACTIVITY_TASK_QUEUE_SUFFIX",
     "DEFAULT_TASK_QUEUE",
     "KIND_CLUSTER_RESOURCE_PLACEMENT",
     "KIND_RESOURCE_PLACEMENT",
     "PLACEMENT_WORKFLOW",
+    "PLACEMENT_WORKFLOWS",
+    "PLACEMENT_WORKFLOWS_QUERY",
     "QUERY_EXPLANATION",
     "QUERY_STATUS",
     "RECONCILE_SCHEDULE_ID",
     "RECONCILE_WORKFLOW",
+    "RP_PLACEMENT_WORKFLOW",
     "RP_WORKFLOW_ID_PREFIX",
     "SA_FULLY_SCHEDULED",
     "SA_PLACEMENT_KIND",
@@ -50,6 +60,7 @@ __all__ = [
     "activity_task_queue",
     "placement_name",
     "placement_of",
+    "placement_workflow",
     "reconcile_schedule_id",
     "workflow_id",
     "workflow_id_for_key",
@@ -57,11 +68,22 @@ __all__ = [
 
 # The workflow type: one durable run per ClusterResourcePlacement.
 PLACEMENT_WORKFLOW: Final = "PlacementWorkflow"
+# ... and per ResourcePlacement: the same workflow under its own type, so that a worker from
+# before ResourcePlacements (which would take an RP for the ClusterResourcePlacement of the same
+# name) fails its tasks, retried until a worker that knows the type takes them.
+RP_PLACEMENT_WORKFLOW: Final = "ResourcePlacementWorkflow"
+PLACEMENT_WORKFLOWS: Final = (PLACEMENT_WORKFLOW, RP_PLACEMENT_WORKFLOW)
+# The visibility filter of every placement workflow, of both types.
+PLACEMENT_WORKFLOWS_QUERY: Final = (
+    f"WorkflowType IN ('{PLACEMENT_WORKFLOW}', '{RP_PLACEMENT_WORKFLOW}')"
+)
 
 # Activity types, declared beside the activities (which cannot import this module) and listed
 # here with the other wire names: one loop turn, and the cleanup of a deleted placement.
 ACTIVITY_SCHEDULE_ONCE: Final = SCHEDULE_ONCE
 ACTIVITY_CLEANUP_PLACEMENT: Final = CLEANUP_PLACEMENT
+ACTIVITY_SCHEDULE_ONCE_RP: Final = SCHEDULE_ONCE_RP
+ACTIVITY_CLEANUP_PLACEMENT_RP: Final = CLEANUP_PLACEMENT_RP
 
 # The reconcile safety net (workers/reconcile.py): a Schedule starts this workflow every few
 # minutes; it runs one activity. Its name is ours, so declared here rather than beside it.
@@ -160,6 +182,12 @@ def workflow_id_for_key(key: str) -> str:
     """The workflow id of a placement key (`<name>`, or `<namespace>/<name>`: hub.kinds)."""
     namespace, _, name = key.rpartition("/")
     return workflow_id(name, namespace or None)
+
+
+def placement_workflow(namespace: str | None) -> str:
+    """The workflow type of a placement: PlacementWorkflow, or ResourcePlacementWorkflow for a
+    ResourcePlacement (one in a namespace)."""
+    return RP_PLACEMENT_WORKFLOW if namespace else PLACEMENT_WORKFLOW
 
 
 def placement_of(workflow_id: str) -> tuple[str | None, str]:

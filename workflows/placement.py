@@ -56,7 +56,7 @@ with workflow.unsafe.imports_passed_through():
         RequeueResult,
     )
 
-__all__ = ["PlacementWorkflow"]
+__all__ = ["PlacementWorkflow", "ResourcePlacementWorkflow"]
 
 # A cycle may write thousands of bindings, so it heartbeats instead of relying on a long
 # start-to-close alone.
@@ -330,6 +330,7 @@ class PlacementWorkflow:
         self._set_phase("running", f"cycle {cycle}")
         workflow.set_current_details(f"running cycle {cycle}")
         kind = f"{self._last.placement_type} " if self._last is not None else ""
+        activity = ScheduleOnce.schedule_once_rp if self._namespace else ScheduleOnce.schedule_once
         request = TurnRequest(
             placement=self._placement,
             namespace=self._namespace,
@@ -342,9 +343,7 @@ class PlacementWorkflow:
             f"turn {number}: {'fresh ' if fresh else ''}{kind}placement {self._key} ({because})"
         )
         try:
-            turn: TurnResult = await self._execute(
-                ScheduleOnce.schedule_once, request, CYCLE_TIMEOUT, summary
-            )
+            turn: TurnResult = await self._execute(activity, request, CYCLE_TIMEOUT, summary)
         except TURN_FAILURES as err:
             self._fresh = self._fresh or fresh  # the fresh cycle asked for has not happened
             self._record_failure(f"cycle {cycle}", err)
@@ -449,7 +448,12 @@ class PlacementWorkflow:
         summary = f"placement {self._key} is being deleted: clean up"
         try:
             report: CleanupReport = await self._execute(
-                CleanupPlacement.cleanup_placement, request, CLEANUP_TIMEOUT, summary
+                CleanupPlacement.cleanup_placement_rp
+                if self._namespace
+                else CleanupPlacement.cleanup_placement,
+                request,
+                CLEANUP_TIMEOUT,
+                summary,
             )
         except TURN_FAILURES as err:
             # E.g. the placement was re-created between prepare and cleanup: not a reason to
@@ -552,3 +556,12 @@ def _how(err: FailureError) -> str:
     if isinstance(cause, ActivityTimeout):
         return "timed out"
     return f"failed ({cause})"
+
+
+# The same workflow for a ResourcePlacement, under its own type (workflows.names says why).
+# The workflow id (`rp/<namespace>/<name>`) and PlacementInput.namespace say which RP it is.
+@workflow.defn(name=names.RP_PLACEMENT_WORKFLOW)
+class ResourcePlacementWorkflow(PlacementWorkflow):
+    @workflow.run
+    async def run(self, input: PlacementInput) -> PlacementStatus:
+        return await super().run(input)

@@ -173,7 +173,7 @@ async def temporal_violations(
     if not found:
         live_set = set(live)
         query = (
-            f"WorkflowType = '{wf_names.PLACEMENT_WORKFLOW}' AND ExecutionStatus = 'Running' "
+            f"{wf_names.PLACEMENT_WORKFLOWS_QUERY} AND ExecutionStatus = 'Running' "
             f"AND {wf_names.SA_FULLY_SCHEDULED.name} = false"
         )
         async for execution in client.list_workflows(query):

@@ -11,7 +11,7 @@ from temporalio.client import Client
 
 from tests.integration.workflows.stand_ins import STAND_INS
 from workers.worker import PlacementWorkers, split_workers
-from workflows.placement import PlacementWorkflow
+from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -19,7 +19,7 @@ async def worker(temporal_client: Client, task_queue: str) -> AsyncIterator[Plac
     async with split_workers(
         temporal_client,
         task_queue,
-        workflows=[PlacementWorkflow],
+        workflows=[PlacementWorkflow, ResourcePlacementWorkflow],
         activities=STAND_INS,
         max_cached_workflows=0,
     ) as running:

@@ -16,7 +16,9 @@ from temporalio.exceptions import ApplicationError
 from activities import failures
 from activities.models import (
     CLEANUP_PLACEMENT,
+    CLEANUP_PLACEMENT_RP,
     SCHEDULE_ONCE,
+    SCHEDULE_ONCE_RP,
     CleanupReport,
     CleanupRequest,
     CycleReport,
@@ -123,4 +125,15 @@ def transient(message: str) -> ApplicationError:
     return ApplicationError(message, type=failures.HUB_UNAVAILABLE)
 
 
-STAND_INS = [schedule_once, cleanup_placement]
+@activity.defn(name=SCHEDULE_ONCE_RP)
+async def schedule_once_rp(request: TurnRequest) -> TurnResult:
+    """A ResourcePlacement's turn: scripted by its name, like the others."""
+    return await schedule_once(request)
+
+
+@activity.defn(name=CLEANUP_PLACEMENT_RP)
+async def cleanup_placement_rp(request: CleanupRequest) -> CleanupReport:
+    return await cleanup_placement(request)
+
+
+STAND_INS = [schedule_once, cleanup_placement, schedule_once_rp, cleanup_placement_rp]

@@ -27,7 +27,7 @@ from workflows.models import (
     RequeueRequest,
     RequeueResult,
 )
-from workflows.placement import CLOSING_ERROR, PlacementWorkflow
+from workflows.placement import CLOSING_ERROR, PlacementWorkflow, ResourcePlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -450,7 +450,7 @@ async def test_a_resource_placement_workflow_keeps_its_namespace_to_the_end(
     name = placement_name()
     SCRIPTS[name] = Script(requeues=[True] * 2, phases=["ready", "ready", "ready", "deleting"])
     handle = await temporal_client.start_workflow(
-        PlacementWorkflow.run,
+        ResourcePlacementWorkflow.run,
         PlacementInput(placement=name, namespace="team-a", turns_per_run=2),
         id=names.workflow_id(name, "team-a"),
         task_queue=task_queue,
@@ -469,3 +469,13 @@ async def test_a_resource_placement_workflow_keeps_its_namespace_to_the_end(
     result = await asyncio.wait_for(handle.result(), timeout=60)
     assert result.phase == "done" and result.namespace == "team-a"
     assert [r.namespace for r in SCRIPTS[name].cleanup_requests] == ["team-a"]
+    assert description.workflow_type == names.RP_PLACEMENT_WORKFLOW
+    # Its activities run under the RP's own types, which a worker from before RPs lacks (the
+    # last run turned once, then cleaned up).
+    history = await temporal_client.get_workflow_handle(handle.id).fetch_history()
+    scheduled = {
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    }
+    assert scheduled == {names.ACTIVITY_SCHEDULE_ONCE_RP, names.ACTIVITY_CLEANUP_PLACEMENT_RP}
