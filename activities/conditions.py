@@ -46,7 +46,7 @@ Derive = Callable[[ClusterResourcePlacement], Condition]
 
 def _transition_time(placement: ClusterResourcePlacement, status: str, now: datetime) -> datetime:
     """Kubernetes' SetStatusCondition rule: the time moves only when the status changes."""
-    previous = placement.status.condition(names.PLACEMENT_SCHEDULED_CONDITION)
+    previous = placement.status.condition(placement.SCHEDULED_CONDITION)
     if previous is not None and previous.status == status and previous.last_transition_time:
         return previous.last_transition_time
     return now.replace(microsecond=0)  # metav1.Time has second precision
@@ -63,7 +63,7 @@ def sync_failed_condition(
         else (SNAPSHOT_SYNC_FAILED_REASON, SNAPSHOT_SYNC_FAILED_MESSAGE)
     )
     return Condition(
-        type=names.PLACEMENT_SCHEDULED_CONDITION,
+        type=placement.SCHEDULED_CONDITION,
         status=names.FALSE,
         reason=reason,
         message=message.format(error=error),

@@ -34,7 +34,10 @@ from hub.errors import (
 from scheduler import SchedulerError
 from scheduler.snapshots import SnapshotError
 
-__all__ = ["EXPECTED", "failure_for", "hub_failures", "is_retryable"]
+__all__ = ["EXPECTED", "NAMESPACE_TERMINATING", "failure_for", "hub_failures", "is_retryable"]
+
+# The cause kube-apiserver gives a 403 for a create in a namespace being deleted.
+NAMESPACE_TERMINATING: Final = "NamespaceTerminating"
 
 # What activities expect to go wrong; anything else is a bug and propagates as it is.
 Expected = HubError | SchedulerError | SnapshotError | BindingNameTakenError
@@ -59,6 +62,14 @@ def failure_for(exc: Expected, doing: str) -> ApplicationError:
         case NotFoundError():
             return ApplicationError(
                 f"{message} (it vanished since it was read; re-reading)", type=failures.VANISHED
+            )
+        case UnauthorizedError(causes=causes) if any(
+            c.reason == NAMESPACE_TERMINATING for c in causes
+        ):
+            # kube-apiserver's 403 for a write into a namespace being deleted: not an RBAC
+            # problem; the ResourcePlacement goes with its namespace, and its cleanup follows.
+            return ApplicationError(
+                f"{message} (its namespace is being deleted; re-reading)", type=failures.VANISHED
             )
         case UnauthorizedError() | HubConfigError():
             return ApplicationError(

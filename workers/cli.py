@@ -810,6 +810,8 @@ def _add_placement_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _workflow_id(name: str, namespace: str | None = None) -> str:
+    if namespace is not None and not namespace:
+        raise CliError("-n needs a namespace (leave -n out for a ClusterResourcePlacement)")
     try:
         return names.workflow_id(name, namespace)
     except ValueError as exc:

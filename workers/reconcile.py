@@ -50,7 +50,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from hub import names as hub_names
 from hub.client import HubClient
-from hub.errors import NotFoundError
+from hub.errors import NotFoundError, UnauthorizedError
 from hub.kinds import placement_key, split_key
 from hub.types import (
     ClusterResourceBinding,
@@ -134,10 +134,15 @@ def plan_reconcile(
     standalone: bool,
     now: datetime,
     checker: EligibilityChecker | None = None,
+    resource_placements: bool = True,
 ) -> ReconcilePlan:
     """The actions of one reconcile run (a pure function of what it read). Placements of both
-    kinds are named by key (`hub.kinds.placement_key`), in `running` too."""
+    kinds are named by key (`hub.kinds.placement_key`), in `running` too. Without
+    `resource_placements` (`--no-resource-placements`), running ResourcePlacement workflows are
+    left alone: their RPs were not read, which does not make them gone."""
     checker = checker or EligibilityChecker()
+    if not resource_placements:
+        running = {key for key in running if split_key(key)[0] is None}
     by_name = {key_of(p): p for p in placements}
     snapshots = {_owner(s): s for s in latest_snapshots}
     plan = ReconcilePlan()
@@ -199,11 +204,14 @@ def _owner(obj: HubObject) -> str:
 def _list_if_served(
     hub: HubClient, kind: type[T], selector: dict[str, str] | None = None
 ) -> list[T]:
-    """Every object of `kind` in all namespaces; none when the hub does not serve the kind
-    (a KubeFleet hub from before ResourcePlacements: no CRD, so the collection is 404)."""
+    """Every object of `kind` in all namespaces; none when the hub does not serve the kind (a
+    KubeFleet hub from before ResourcePlacements: no CRD, so the collection is 404) or does not
+    let us read it (403: a ClusterRole from before them), so that the ClusterResourcePlacements'
+    safety net keeps working; said in the log."""
     try:
         return list(hub.list(kind, selector).items)
-    except NotFoundError:
+    except (NotFoundError, UnauthorizedError) as exc:
+        log.warning("reconcile: leaving %s alone: %s", kind.PLURAL, exc)
         return []
 
 
@@ -242,6 +250,7 @@ class ReconcileFleet:
         plan = plan_reconcile(
             placements, snapshots, clusters, bindings, running, request.previous_clusters,
             standalone=request.standalone, now=datetime.now(UTC),
+            resource_placements=request.resource_placements,
         )  # fmt: skip
         await self._act(plan, request)
         summary = (

@@ -50,9 +50,9 @@ KEPT_SUFFIX: Final = "; keeps its binding"
 COLUMN_GAP: Final = "  "
 CLUSTER_HEADERS: Final = ("CLUSTER", "FATE", "AFFINITY", "TOPOLOGY", "DETAIL")
 BINDING_HEADERS: Final = ("CLUSTER", "BINDING WRITE", "WHY")
-STATUS_HEADERS: Final = (
-    "NAMESPACE", "NAME", "TYPE", "SCHEDULED", "CYCLES", "STATE", "WAITING FOR"
-)
+STATUS_HEADERS: Final = ("NAME", "TYPE", "SCHEDULED", "CYCLES", "STATE", "WAITING FOR")
+# First column when ResourcePlacements are listed (as kubectl's -A).
+NAMESPACE_HEADER: Final = "NAMESPACE"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -343,13 +343,15 @@ def _yes_no(value: bool | None) -> str:
 
 
 def render_status(rows: Sequence[PlacementRow]) -> str:
-    """The `status` table: ClusterResourcePlacements (namespace -) by name, then
-    ResourcePlacements by namespace and name."""
+    """The `status` table: ClusterResourcePlacements by name, then ResourcePlacements by
+    namespace and name. A NAMESPACE column comes first when any ResourcePlacement is listed
+    (a ClusterResourcePlacement's reads -), so a fleet of CRPs only reads as it always did."""
     if not rows:
         return "no placement workflows found\n"
+    namespaced = any(row.namespace for row in rows)
     body = [
         (
-            row.namespace or NONE,
+            *((row.namespace or NONE,) if namespaced else ()),
             row.name,
             row.placement_type or NONE,
             _yes_no(row.fully_scheduled),
@@ -359,4 +361,5 @@ def render_status(rows: Sequence[PlacementRow]) -> str:
         )
         for row in sorted(rows, key=lambda r: (r.namespace or "", r.name))
     ]
-    return table(STATUS_HEADERS, body) + "\n"
+    headers = (NAMESPACE_HEADER, *STATUS_HEADERS) if namespaced else STATUS_HEADERS
+    return table(headers, body) + "\n"

@@ -171,7 +171,7 @@ def orphan_snapshot_warning(change: Change[HubObject]) -> str | None:
     if parse_bool_label(labels.get(hub_names.IS_LATEST_SNAPSHOT_LABEL)) is not True:
         return None
     return ORPHAN_SNAPSHOT_WARNING.format(
-        name=new.metadata.name,
+        name=_key(new),
         latest=hub_names.IS_LATEST_SNAPSHOT_LABEL,
         parent=hub_names.PARENT_PLACEMENT_LABEL,
     )

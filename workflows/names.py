@@ -180,7 +180,9 @@ def workflow_id(placement_name: str, namespace: str | None = None) -> str:
 
 def workflow_id_for_key(key: str) -> str:
     """The workflow id of a placement key (`<name>`, or `<namespace>/<name>`: hub.kinds)."""
-    namespace, _, name = key.rpartition("/")
+    namespace, slash, name = key.rpartition("/")
+    if slash and not namespace:
+        raise ValueError(f"not a placement key (<name> or <namespace>/<name>): {key!r}")
     return workflow_id(name, namespace or None)
 
 

@@ -10,11 +10,17 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.conditions import INVALID_PLACEMENT_REASON, SNAPSHOT_SYNC_FAILED_REASON
+from activities.models import TurnRequest, TurnResult
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
 from hub.errors import InvalidObjectError
-from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
+from hub.types import (
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    Namespace,
+    ResourcePlacement,
+)
 from tests.integration.activities.activity_helpers import (
     Rig,
     add_cluster,
@@ -283,3 +289,35 @@ def test_a_placement_name_too_long_to_label_its_objects_waits_without_the_snapsh
 
     assert prepared.phase == "no_latest_snapshot" and "64 characters long" in prepared.message
     assert writes(devhub) == 0
+
+
+def test_a_resource_placement_the_snapshotter_refuses_says_so_in_its_own_condition(
+    hub: HubClient,
+    devhub: DevHub,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    # The RP's condition is ResourcePlacementScheduled; a sync failure must not put the CRP's
+    # condition type on it (review finding: it did, and the real condition went stale).
+    hub.create(Namespace(metadata={"name": "shop"}))
+    spread = [{"maxSkew": 2**31, "topologyKey": "zone"}]
+    spec = {
+        "resourceSelectors": [{"group": "", "version": "v1", "kind": "ConfigMap", "name": "c"}],
+        "policy": {**PICK_TWO, "topologySpreadConstraints": spread},
+    }
+    hub.create(
+        ResourcePlacement.from_wire(
+            {"metadata": {"name": "web", "namespace": "shop"}, "spec": spec}
+        )
+    )
+    request = TurnRequest(placement="web", namespace="shop", cycle=1, reason="test")
+    result: TurnResult = env.run(make_activities().activities.schedule_once, request)
+
+    assert result.prepared.snapshot_action == "failed"
+    assert "maxSkew = 2147483648 does not fit in an int32" in result.prepared.message
+    rp = hub.get(ResourcePlacement, "web", namespace="shop")
+    assert [c.type for c in rp.status.conditions] == [names.RP_SCHEDULED_CONDITION]
+    condition = rp.status.condition(names.RP_SCHEDULED_CONDITION)
+    assert condition is not None
+    assert (condition.status, condition.reason) == (names.FALSE, INVALID_PLACEMENT_REASON)
+    assert names.SCHEDULER_CLEANUP_FINALIZER in rp.metadata.finalizers

@@ -145,3 +145,19 @@ def test_resource_placements_are_reconciled_by_namespace_and_name() -> None:
     assert "a" not in result.requeue  # the CRP of the same name is fine
     started = plan(placements=[placement("a"), team_b], running={"a"}, latest_snapshots=[])
     assert started.start == {"team-b/a": START_REASON}
+
+
+def test_with_resource_placements_off_their_running_workflows_are_left_alone() -> None:
+    # Not read is not gone: finishing them would only make each run a cycle on a live RP.
+    result = plan_reconcile(
+        [placement("a")],
+        [scheduled("a")],
+        clusters("prod"),
+        [],
+        {"a", "team-a/web", "gone"},
+        None,
+        standalone=True,
+        now=NOW,
+        resource_placements=False,
+    )
+    assert result.finish == {"gone": GONE_REASON}

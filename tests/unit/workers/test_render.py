@@ -264,7 +264,20 @@ def test_explain_of_a_real_cycle_lists_every_member_cluster() -> None:
     assert "ClusterEligibility" in fates["old-1"]
 
 
-def test_status_lists_placements_by_name_with_unknowns_as_dashes() -> None:
+def test_status_of_cluster_scoped_placements_only_has_no_namespace_column() -> None:
+    text = render_status(
+        [
+            PlacementRow("web", "PickN", True, 4, "Running", "an event"),
+            PlacementRow("api", None, None, None, "Running", None),
+        ]
+    )
+    lines = text.splitlines()
+    assert lines[0].split() == ["NAME", "TYPE", "SCHEDULED", "CYCLES", "STATE", "WAITING", "FOR"]
+    assert lines[1].split() == ["api", "-", "-", "-", "Running", "-"]
+    assert lines[2].split() == ["web", "PickN", "yes", "4", "Running", "an", "event"]
+
+
+def test_status_lists_placements_by_namespace_and_name_with_unknowns_as_dashes() -> None:
     text = render_status(
         [
             PlacementRow("web", "PickN", True, 4, "Running", "an event"),

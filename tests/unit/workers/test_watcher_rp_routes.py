@@ -22,6 +22,7 @@ from hub.types import (
 )
 from scheduler.eligibility import EligibilityChecker
 from scheduler.testing import binding, member_cluster
+from workers.watcher import _Placements
 from workers.watcher_routes import Route, route_change, startup_routes
 from workers.watcher_views import Change, View, routing_copy
 from workflows import names
@@ -134,3 +135,17 @@ def test_a_namespace_change_on_a_cluster_reaches_both_kinds() -> None:
     left = routes(Change("DELETED", new, new), placements)
     assert sorted(r.placement for r in left) == sorted(placements)
     assert isinstance(new, MemberCluster) and new.status.namespaces == {"app": "work-1"}
+
+
+def test_the_watchers_placement_cache_spans_both_kinds_and_follows_resyncs() -> None:
+    crps: View[ClusterResourcePlacement] = View(ClusterResourcePlacement)
+    rps: View[ResourcePlacement] = View(ResourcePlacement)
+    cache = _Placements([crps, rps])
+    crps.apply_resync(Resync(objects=[crp("web")], resource_version="1"))
+    rps.apply_resync(Resync(objects=[rp("web", "a")], resource_version="1"))
+    assert sorted(cache) == ["a/web", "web"] and len(cache) == 2
+    assert type(cache["a/web"]) is ResourcePlacement and "web" in cache
+    # A later Resync replaces a view's dict: the cache reads the new one.
+    rps.apply_resync(Resync(objects=[rp("api", "b")], resource_version="2"))
+    assert cache.get("a/web") is None and cache.get("b/api") is not None
+    assert sorted(p.metadata.name for p in cache.values()) == ["api", "web"]

@@ -21,6 +21,8 @@ def test_resource_placement_ids_round_trip() -> None:
     assert names.placement_of("crp/web") == (None, "web")
     assert names.workflow_id_for_key("team-a/web") == workflow_id
     assert names.workflow_id_for_key("web") == "crp/web"
+    with pytest.raises(ValueError, match="not a placement key"):
+        names.workflow_id_for_key("/web")
     with pytest.raises(ValueError, match="a ResourcePlacement's"):
         names.placement_name(workflow_id)
 
