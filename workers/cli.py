@@ -815,7 +815,11 @@ def _workflow_id(name: str, namespace: str | None = None) -> str:
     try:
         return names.workflow_id(name, namespace)
     except ValueError as exc:
-        raise CliError(str(exc)) from exc
+        hint = ""
+        if "/" in name and namespace is None:
+            space, _, rest = name.rpartition("/")
+            hint = f" (a ResourcePlacement is named with -n: -n {space} {rest})"
+        raise CliError(f"{exc}{hint}") from exc
 
 
 def _placement_args(workflow_id: str) -> str:
@@ -900,7 +904,7 @@ async def _requeue(args: argparse.Namespace) -> int:
     if args.wait:
         result = await _requeue_and_wait(client, args, request)
         print(sent)
-        print(_turn_line(result))
+        print(_turn_line(result, args.placement_namespace))
         # A cycle that could not act, or a placement whose snapshot could not be made (the
         # error is on the line above), failed too.
         succeeded = result.outcome in ("scheduled", "not_ready", "cleaned_up") and not result.error
@@ -959,7 +963,7 @@ async def _requeue_and_wait(
             raise _rpc_problem(exc, workflow_id, client.namespace) from exc
 
 
-def _turn_line(result: RequeueResult) -> str:
+def _turn_line(result: RequeueResult, namespace: str | None = None) -> str:
     """e.g. "cycle 5: PickN 3/3, picked a,b,c; 1 created" or "no cycle: no policy snapshot"."""
     if result.outcome == "scheduled":
         summary = result.summary or f"cycle {result.cycle}"
@@ -967,7 +971,10 @@ def _turn_line(result: RequeueResult) -> str:
     if result.outcome == "failed":
         return f"the turn failed: {result.error or 'no detail'}"
     if result.outcome == "gone":
-        return "no such placement in the hub (the workflow found it gone)"
+        kind = f"ResourcePlacement in namespace {namespace}" if namespace else (
+            "ClusterResourcePlacement"
+        )
+        return f"no such {kind} in the hub (the workflow found it gone)"
     if result.outcome == "cleaned_up":
         return f"the placement is being deleted; its cleanup ran ({result.summary})"
     return f"no cycle: {result.summary or 'nothing to schedule yet'}"

@@ -92,11 +92,20 @@ async def test_status_with_no_placements_says_so(temporal_env: WorkflowEnvironme
     assert result.stdout.startswith(("NAME", "no placement workflows found"))
 
 
-@pytest.mark.parametrize("name", ["ns/web", ""])
-def test_a_name_that_cannot_be_a_placement_is_one_line(name: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["ns/web"], ("not a placement name", "a ResourcePlacement is named with -n: -n ns web")),
+        ([""], ("not a placement name",)),
+        (["-n", "", "web"], ("-n needs a namespace",)),
+        (["-n", "a/b", "web"], ("not a namespace",)),
+    ],
+)
+def test_a_name_that_cannot_be_a_placement_is_one_line(
+    args: list[str], expected: tuple[str, ...]
+) -> None:
     assert_one_line_error(
-        run_cli("explain", name, "--temporal-address", unreachable()),
-        "not a ClusterResourcePlacement name",
+        run_cli("explain", *args, "--temporal-address", unreachable()), *expected
     )
 
 
