@@ -99,3 +99,9 @@ MAX_BINDING_NAME_LENGTH: Final = 63
 MAX_PLACEMENT_NAME_LENGTH: Final = 63
 DEFAULT_REVISION_HISTORY_LIMIT: Final = 10
 DEFAULT_MAX_SKEW: Final = 1
+
+# fleet-scheduler's own keys on KubeFleet's objects (KubeFleet's CRDs have no fields for them).
+# Placements without them are scheduled exactly as KubeFleet schedules them.
+OWN_PREFIX: Final = "fleet-scheduler.io/"
+PRIORITY_CLASS_ANNOTATION: Final = OWN_PREFIX + "priority-class"
+DEFAULT_TENANT_LABEL: Final = OWN_PREFIX + "tenant"

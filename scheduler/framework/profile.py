@@ -50,6 +50,7 @@ from scheduler.framework.interfaces import (
     PreScorePlugin,
     ScorePlugin,
 )
+from scheduler.framework.queue_sort import QueueSortPlugin
 from scheduler.framework.registry import find_factory
 
 __all__ = [
@@ -65,6 +66,7 @@ DEFAULT_PROFILE_NAME = "DefaultProfile"
 
 # Extension point -> (YAML key, the method a plugin needs to run there).
 EXTENSION_POINTS: Mapping[str, str] = {
+    "queueSort": "queue_sort",
     "postBatch": "post_batch",
     "preFilter": "pre_filter",
     "filter": "filter",
@@ -80,7 +82,11 @@ NAMESPACE_AFFINITY = "NamespaceAffinity"
 TAINT_TOLERATION = "TaintToleration"
 SAME_PLACEMENT_ANTI_AFFINITY = "SamePlacementAntiAffinity"
 TOPOLOGY_SPREAD_CONSTRAINTS = "TopologySpreadConstraints"
+# kube-scheduler's QueueSort default (scheduler.framework.queue_sort): exactly one per profile.
+PRIORITY_SORT = "PrioritySort"
+QUEUE_SORT = "queueSort"
 DEFAULT_PLUGINS: Mapping[str, tuple[str, ...]] = {
+    QUEUE_SORT: (PRIORITY_SORT,),
     "postBatch": (TOPOLOGY_SPREAD_CONSTRAINTS,),
     "preFilter": (CLUSTER_AFFINITY, NAMESPACE_AFFINITY, TOPOLOGY_SPREAD_CONSTRAINTS),
     "filter": (
@@ -118,6 +124,8 @@ class Profile:
     never applies to PickAll or PickFixed (see scheduler/README.md for the trade-off)."""
 
     name: str
+    queue_sort: tuple[QueueSortPlugin, ...] = ()
+    """At most one: the QueueSort plugin (none = PrioritySort with its defaults)."""
     post_batch: tuple[PostBatchPlugin, ...] = ()
     pre_filter: tuple[PreFilterPlugin, ...] = ()
     filter: tuple[FilterPlugin, ...] = ()
@@ -147,6 +155,12 @@ class Profile:
                 if name in seen:
                     raise ProfileError(f"plugins.{key}", f"plugin {name} is listed twice")
                 seen.add(name)
+        if len(self.queue_sort) > 1:
+            raise ProfileError(
+                f"plugins.{QUEUE_SORT}",
+                "exactly one QueueSort plugin, got "
+                + ", ".join(p.name for p in self.queue_sort),
+            )
         for plugin_name, weight in self.weights.items():
             if (
                 isinstance(weight, bool)
@@ -170,6 +184,11 @@ class Profile:
         check = self.eligibility if self.eligibility is not None else _default_eligibility()
         return check(cluster, now)
 
+    @property
+    def queue_sorter(self) -> QueueSortPlugin:
+        """The profile's QueueSort plugin."""
+        return self.queue_sort[0] if self.queue_sort else _default_queue_sort()
+
     def weight(self, plugin: str) -> int:
         return self.weights.get(plugin, DEFAULT_WEIGHT)
 
@@ -184,6 +203,13 @@ def _default_eligibility() -> Callable[[MemberCluster, datetime], str | None]:
     from scheduler.eligibility import EligibilityChecker
 
     return EligibilityChecker().check
+
+
+@functools.cache
+def _default_queue_sort() -> QueueSortPlugin:
+    from scheduler.plugins.priority_sort import PrioritySort
+
+    return PrioritySort()
 
 
 @functools.cache
@@ -276,6 +302,7 @@ class _Builder:
         self._args: dict[str, tuple[str, dict[str, object]]] = {}
         self._instances: dict[str, Plugin] = {}
         self._weights: dict[str, int] = {}
+        self._queue_sort_enabled: str | None = None
 
     def build(self) -> Profile:
         doc = self._doc
@@ -299,6 +326,10 @@ class _Builder:
             key: list(DEFAULT_PLUGINS[key]) if base == "default" else [] for key in EXTENSION_POINTS
         }
         self._apply_plugin_sets(doc.get("plugins", {}), lists, mode)
+        if not lists[QUEUE_SORT]:
+            # QueueSort is never empty: a profile that enables none (base: none, or PrioritySort
+            # disabled) orders turns with PrioritySort, as kube-scheduler's defaults do.
+            lists[QUEUE_SORT].append(PRIORITY_SORT)
         enabled = {n for names in lists.values() for n in names}
         for plugin_name, (path, _) in self._args.items():
             if plugin_name not in enabled:
@@ -310,6 +341,7 @@ class _Builder:
         }
         return Profile(
             name=name,
+            queue_sort=plugins[QUEUE_SORT],  # type: ignore[arg-type]
             post_batch=plugins["postBatch"],  # type: ignore[arg-type]
             pre_filter=plugins["preFilter"],  # type: ignore[arg-type]
             filter=plugins["filter"],  # type: ignore[arg-type]
@@ -378,6 +410,17 @@ class _Builder:
             out.append((_str(item.get("name"), f"{entry_path}.name"), entry_path, weight))
         return out
 
+    def _choose_queue_sort(self, chosen: list[str], plugin_name: str, path: str) -> None:
+        """Enabling a QueueSort plugin replaces the default one; two enabled is an error."""
+        if self._queue_sort_enabled not in (None, plugin_name):
+            raise ProfileError(
+                path,
+                f"exactly one QueueSort plugin per profile: {self._queue_sort_enabled!r} is "
+                f"enabled already, cannot also enable {plugin_name!r}",
+            )
+        self._queue_sort_enabled = plugin_name
+        chosen[:] = [plugin_name]
+
     def _apply_plugin_sets(
         self, value: object, lists: dict[str, list[str]], mode: ScoreMode
     ) -> None:
@@ -437,7 +480,9 @@ class _Builder:
                         )
                     points = [key]
                 for point in points:
-                    if plugin_name not in lists[point]:
+                    if point == QUEUE_SORT:
+                        self._choose_queue_sort(lists[point], plugin_name, entry_path)
+                    elif plugin_name not in lists[point]:
                         lists[point].append(plugin_name)
                 if weight is not None:
                     if mode is not ScoreMode.WEIGHTED_SUM:

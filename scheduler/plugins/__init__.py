@@ -1,7 +1,8 @@
 """The built-in plugins, one module (or package) each, keyed by their NAME.
 
-Names are KubeFleet's (kubefleet-rules 5.0) and double as profile keys and cycle-store prefixes.
-Each value is a factory: the plugin class, called with the profile's keyword arguments."""
+Names are KubeFleet's (kubefleet-rules 5.0; PrioritySort, the QueueSort default, is
+kube-scheduler's) and double as profile keys and cycle-store prefixes. Each value is a
+factory: the plugin class, called with the profile's keyword arguments."""
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -11,6 +12,7 @@ from scheduler.plugins import (
     cluster_affinity,
     cluster_eligibility,
     namespace_affinity,
+    priority_sort,
     same_placement_anti_affinity,
     taint_toleration,
     topology_spread_constraints,
@@ -18,6 +20,7 @@ from scheduler.plugins import (
 from scheduler.plugins.cluster_affinity import ClusterAffinity
 from scheduler.plugins.cluster_eligibility import ClusterEligibility
 from scheduler.plugins.namespace_affinity import NamespaceAffinity
+from scheduler.plugins.priority_sort import PrioritySort
 from scheduler.plugins.same_placement_anti_affinity import SamePlacementAntiAffinity
 from scheduler.plugins.taint_toleration import TaintToleration
 from scheduler.plugins.topology_spread_constraints import TopologySpreadConstraints
@@ -27,6 +30,7 @@ __all__ = [
     "ClusterAffinity",
     "ClusterEligibility",
     "NamespaceAffinity",
+    "PrioritySort",
     "SamePlacementAntiAffinity",
     "TaintToleration",
     "TopologySpreadConstraints",
@@ -40,5 +44,6 @@ BUILTIN_PLUGINS: Mapping[str, Callable[..., Plugin]] = MappingProxyType(
         taint_toleration.NAME: TaintToleration,
         same_placement_anti_affinity.NAME: SamePlacementAntiAffinity,
         topology_spread_constraints.NAME: TopologySpreadConstraints,
+        priority_sort.NAME: PrioritySort,
     }
 )

@@ -1,0 +1,131 @@
+"""The QueueSort extension point: in which order pending placement turns are taken.
+
+kube-scheduler's QueueSort plugin orders its own in-process queue (`Less(a, b)`). Ours does not
+own a queue: turns wait in the watcher's outbox and then in Temporal's task queues, which order
+tasks by a `Priority` (a priority key, 1 first to 5 last, 3 when unset; and a fairness key with
+a weight, shared out in proportion to the weights when the server has fairness on). So a
+QueueSort plugin maps one placement and the cause of a turn to that triple, and everything on
+the way honours it: the outbox sends in that order, the workflow's tasks and its activities
+carry it (docs/priority.md).
+
+Exactly one QueueSort plugin per profile, as in kube-scheduler; `PrioritySort` is the default.
+Like every plugin it is pure: it reads the placement's metadata and the PriorityClasses the
+caller hands over, never the hub itself."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from hub.types import ObjectMeta
+from scheduler.framework.interfaces import Plugin
+
+__all__ = [
+    "DEFAULT_PRIORITY_KEY",
+    "HIGHEST_PRIORITY_KEY",
+    "LOWEST_PRIORITY_KEY",
+    "PriorityClasses",
+    "QueueItem",
+    "QueuePriority",
+    "QueueSortPlugin",
+    "TurnCause",
+]
+
+# Temporal's priority keys: 1 is taken first, 5 last; a task without one counts as 3.
+HIGHEST_PRIORITY_KEY = 1
+LOWEST_PRIORITY_KEY = 5
+DEFAULT_PRIORITY_KEY = 3
+
+
+class TurnCause(enum.Enum):
+    """Why a placement's turn runs, as far as its order is concerned."""
+
+    PLACEMENT = "placement"
+    """The placement itself: created, spec or policy snapshot changed, deleting, one of its
+    bindings deleted."""
+    PERSON = "person"
+    """Someone asked: `fleet-scheduler requeue`."""
+    FAN_OUT = "fanOut"
+    """Something outside the placement: a member cluster changed, the watcher started, the
+    reconcile safety net. One change can fan out to every placement in the fleet."""
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClasses:
+    """What QueueSort plugins know of `scheduling.k8s.io/v1` PriorityClasses: each one's
+    value, and the global default (`globalDefault: true`)."""
+
+    values: Mapping[str, int] = field(default_factory=dict)
+    global_default: str | None = None
+
+    @classmethod
+    def of(cls, classes: Iterable[object]) -> PriorityClasses:
+        """From PriorityClass objects (`metadata.name`, `value`, `global_default`). Should
+        several claim to be the global default, the one with the lowest value counts (ties:
+        the first name), as Kubernetes' priority admission does."""
+        values: dict[str, int] = {}
+        defaults: list[tuple[int, str]] = []
+        for pc in classes:
+            name: str = pc.metadata.name  # type: ignore[attr-defined]
+            value: int = pc.value  # type: ignore[attr-defined]
+            values[name] = value
+            if getattr(pc, "global_default", False):
+                defaults.append((value, name))
+        return cls(values=values, global_default=min(defaults)[1] if defaults else None)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueItem:
+    """One turn to order: the placement's metadata (name, namespace for a ResourcePlacement,
+    labels, annotations), why the turn runs, and the PriorityClasses of the hub."""
+
+    placement: ObjectMeta
+    cause: TurnCause
+    priority_classes: PriorityClasses = field(default_factory=PriorityClasses)
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePriority:
+    """Where a turn goes in the queues, and what it came from (for status, explain and the
+    search attributes).
+
+    `priority_key` is Temporal's (1-5; None = unset, which Temporal treats as 3). The fairness
+    key and weight are Temporal's too (None = none). `value` is the placement's priority (its
+    PriorityClass value, 0 without one), `priority_class` the class it came from, `tenant` the
+    fairness key's source, and `problem` says why the placement did not get what it asked for
+    (e.g. a PriorityClass that does not exist)."""
+
+    priority_key: int | None = None
+    fairness_key: str | None = None
+    fairness_weight: float | None = None
+    value: int = 0
+    priority_class: str | None = None
+    tenant: str | None = None
+    problem: str | None = None
+
+    def __post_init__(self) -> None:
+        key = self.priority_key
+        if key is not None and (
+            isinstance(key, bool)
+            or not isinstance(key, int)
+            or not HIGHEST_PRIORITY_KEY <= key <= LOWEST_PRIORITY_KEY
+        ):
+            raise ValueError(
+                f"priority_key must be an integer in [{HIGHEST_PRIORITY_KEY}, "
+                f"{LOWEST_PRIORITY_KEY}] or None, got {key!r}"
+            )
+        weight = self.fairness_weight
+        if weight is not None and not (isinstance(weight, int | float) and weight > 0):
+            raise ValueError(f"fairness_weight must be a positive number or None, got {weight!r}")
+
+    @property
+    def effective_key(self) -> int:
+        """The key Temporal acts on (an unset key is the default, 3)."""
+        return DEFAULT_PRIORITY_KEY if self.priority_key is None else self.priority_key
+
+
+@runtime_checkable
+class QueueSortPlugin(Plugin, Protocol):
+    def queue_sort(self, item: QueueItem) -> QueuePriority: ...

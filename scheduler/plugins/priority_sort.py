@@ -1,0 +1,203 @@
+"""PrioritySort: the default QueueSort plugin, kube-scheduler's PrioritySort for placements.
+
+A placement's priority is the value of the `scheduling.k8s.io/v1` PriorityClass it names with
+the annotation `fleet-scheduler.io/priority-class`; without one, the value of the class with
+`globalDefault: true`; without that, 0, exactly as for pods. Temporal has five priority keys, not
+two billion values, so the profile cuts values into bands (`bands`, highest first: a value at or
+above a band's `minValue` takes its key; below the last band, the last band's key):
+
+    value >= 1,000,000,000  -> key 1   (system-critical work)
+    value >= 1,000          -> key 2   (important placements)
+    value >= 0              -> key 3   (everything else: Temporal's own default)
+    below 0                 -> key 4   (best effort)
+
+Turns the placement causes (created, changed, deleting, a person's requeue) take the band's key;
+turns fanned out from a cluster change, the watcher's start or the reconcile run
+`fanOutDemotion` keys lower (default 1, never below key 5), so a cluster flapping under
+thousands of placements does not hold back a new placement of the same band.
+
+Fairness (off by default): the fairness key is the value of the placement's label `tenantLabel`
+(default `fleet-scheduler.io/tenant`), with the tenant's weight from `weights` (default
+`defaultWeight`, 1). Temporal shares each priority key's dispatch between fairness keys in
+proportion to their weights once the server runs with fairness on (docs/priority.md).
+
+A placement naming a PriorityClass that does not exist is not refused (pods would be): it gets
+the default priority, and the result's `problem` says so for `status` and `explain`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hub.names import DEFAULT_TENANT_LABEL, PRIORITY_CLASS_ANNOTATION
+from scheduler.framework.queue_sort import (
+    HIGHEST_PRIORITY_KEY,
+    LOWEST_PRIORITY_KEY,
+    QueueItem,
+    QueuePriority,
+    QueueSortPlugin,
+    TurnCause,
+)
+from scheduler.labels import key_problem
+
+__all__ = ["DEFAULT_BANDS", "NAME", "Band", "PrioritySort"]
+
+NAME = "PrioritySort"
+
+# PriorityClass values are int32.
+MIN_VALUE = -(2**31)
+MAX_VALUE = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    min_value: int
+    priority_key: int
+
+
+DEFAULT_BANDS: tuple[Band, ...] = (
+    Band(1_000_000_000, 1),
+    Band(1_000, 2),
+    Band(0, 3),
+    Band(MIN_VALUE, 4),
+)
+DEFAULT_FAN_OUT_DEMOTION = 1
+
+
+class PrioritySort:
+    """QueueSort plugin: priority bands from PriorityClass values, optional fairness by tenant.
+    Stateless; arguments are checked here, so a bad profile fails at load with its YAML path."""
+
+    name = NAME
+
+    def __init__(
+        self,
+        *,
+        bands: Sequence[Mapping[str, object]] | None = None,
+        fanOutDemotion: int = DEFAULT_FAN_OUT_DEMOTION,
+        fairness: Mapping[str, object] | None = None,
+    ) -> None:
+        self.bands = DEFAULT_BANDS if bands is None else _bands(bands)
+        if (
+            isinstance(fanOutDemotion, bool)
+            or not isinstance(fanOutDemotion, int)
+            or not 0 <= fanOutDemotion <= LOWEST_PRIORITY_KEY - HIGHEST_PRIORITY_KEY
+        ):
+            raise ValueError(
+                f"fanOutDemotion must be an integer in [0, "
+                f"{LOWEST_PRIORITY_KEY - HIGHEST_PRIORITY_KEY}], got {fanOutDemotion!r}"
+            )
+        self.fan_out_demotion = fanOutDemotion
+        self.fairness, self.tenant_label, self.weights, self.default_weight = _fairness(
+            fairness or {}
+        )
+
+    def queue_sort(self, item: QueueItem) -> QueuePriority:
+        value, class_name, problem = self._value(item)
+        key = self.band_key(value)
+        if item.cause is TurnCause.FAN_OUT:
+            key = min(key + self.fan_out_demotion, LOWEST_PRIORITY_KEY)
+        tenant = item.placement.labels.get(self.tenant_label) or None
+        fair = self.fairness and tenant is not None
+        return QueuePriority(
+            priority_key=key,
+            fairness_key=tenant if fair else None,
+            fairness_weight=self.weights.get(tenant, self.default_weight)  # type: ignore[arg-type]
+            if fair
+            else None,
+            value=value,
+            priority_class=class_name,
+            tenant=tenant,
+            problem=problem,
+        )
+
+    def band_key(self, value: int) -> int:
+        """The priority key of a placement of priority `value`."""
+        for band in self.bands:
+            if value >= band.min_value:
+                return band.priority_key
+        return self.bands[-1].priority_key
+
+    @staticmethod
+    def _value(item: QueueItem) -> tuple[int, str | None, str | None]:
+        """(value, the class it came from, a problem) as pods get theirs."""
+        classes = item.priority_classes
+        named = item.placement.annotations.get(PRIORITY_CLASS_ANNOTATION)
+        problem = None
+        if named:
+            if named in classes.values:
+                return classes.values[named], named, None
+            problem = f"PriorityClass {named!r} (annotation {PRIORITY_CLASS_ANNOTATION}) not found"
+        default = classes.global_default
+        if default is not None and default in classes.values:
+            return classes.values[default], default, problem
+        return 0, None, problem
+
+
+def _bands(value: object) -> tuple[Band, ...]:
+    if not isinstance(value, list | tuple) or not value:
+        raise ValueError(f"bands must be a non-empty list, got {value!r}")
+    bands: list[Band] = []
+    for index, entry in enumerate(value):
+        where = f"bands[{index}]"
+        if not isinstance(entry, Mapping) or set(entry) != {"minValue", "priorityKey"}:
+            raise ValueError(f"{where} must have exactly minValue and priorityKey, got {entry!r}")
+        low, key = entry["minValue"], entry["priorityKey"]
+        if isinstance(low, bool) or not isinstance(low, int) or not MIN_VALUE <= low <= MAX_VALUE:
+            raise ValueError(f"{where}.minValue must be an int32, got {low!r}")
+        if (
+            isinstance(key, bool)
+            or not isinstance(key, int)
+            or not HIGHEST_PRIORITY_KEY <= key <= LOWEST_PRIORITY_KEY
+        ):
+            raise ValueError(
+                f"{where}.priorityKey must be an integer in [{HIGHEST_PRIORITY_KEY}, "
+                f"{LOWEST_PRIORITY_KEY}], got {key!r}"
+            )
+        if bands and not (low < bands[-1].min_value and key >= bands[-1].priority_key):
+            raise ValueError(
+                f"{where}: bands go from the highest minValue down, with keys that never "
+                f"rise (1 first): {low}/{key} after {bands[-1].min_value}/{bands[-1].priority_key}"
+            )
+        bands.append(Band(low, key))
+    return tuple(bands)
+
+
+def _fairness(args: Mapping[str, object]) -> tuple[bool, str, dict[str, float], float]:
+    allowed = {"enabled", "tenantLabel", "weights", "defaultWeight"}
+    unknown = set(args) - allowed
+    if unknown:
+        raise ValueError(
+            f"fairness: unknown keys {sorted(unknown)}; expected some of {sorted(allowed)}"
+        )
+    enabled = args.get("enabled", False)
+    if not isinstance(enabled, bool):
+        raise ValueError(f"fairness.enabled must be true or false, got {enabled!r}")
+    label = args.get("tenantLabel", DEFAULT_TENANT_LABEL)
+    if not isinstance(label, str) or (problem := key_problem(label)):
+        raise ValueError(f"fairness.tenantLabel: {problem or f'not a string: {label!r}'}")
+    default = _weight(args.get("defaultWeight", 1.0), "fairness.defaultWeight")
+    weights = args.get("weights", {})
+    if not isinstance(weights, Mapping):
+        raise ValueError(f"fairness.weights must map tenants to weights, got {weights!r}")
+    return (
+        enabled,
+        label,
+        {str(t): _weight(w, f"fairness.weights.{t}") for t, w in weights.items()},
+        default,
+    )
+
+
+def _weight(value: object, where: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{where} must be a positive number, got {value!r}")
+    return float(value)
+
+
+_: QueueSortPlugin = PrioritySort()  # type-checking fails if the contract drifts
