@@ -5,8 +5,8 @@ CRDs (generated from hub's models, as deploy/crds is) over real HTTP and behaves
 kube-apiserver in everything fleet-scheduler relies on (discovery, CRUD with optimistic
 concurrency, patches, the status subresource, finalizers, watch with resourceVersions and
 bookmarks, schema validation, bearer tokens, namespaces: the core Namespace kind and namespaced
-fleet kinds), durable in SQLite when given a data directory, with fault injection for tests. It
-imports nothing of the scheduler."""
+fleet kinds; the built-in PriorityClass kind), durable in SQLite when given a data directory,
+with fault injection for tests. It imports nothing of the scheduler."""
 
 from devhub.embedded import DEFAULT_BOOKMARK_INTERVAL, DEFAULT_WATCH_WINDOW, DevHub
 from devhub.errors import ApiError

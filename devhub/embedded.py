@@ -261,8 +261,8 @@ class DevHub:
         return self.call(lambda store: store.rv)
 
     def reset(self) -> None:
-        """Drop every object (the system namespaces, `default` among them, come back), end open
-        watches, clear faults and stats.
+        """Drop every object (the system namespaces, `default` among them, and the system
+        priority classes come back), end open watches, clear faults and stats.
 
         resourceVersions stay monotonic, so a client holding an old one gets 410, not a lie."""
         self.faults.clear()

@@ -39,7 +39,6 @@ __all__ = [
     "prepare_for_update",
     "terminating",
     "undeletable",
-    "with_type_defaults",
 ]
 
 ACTIVE: Final = "Active"
@@ -104,8 +103,6 @@ _DEFINITION: Final[dict[str, Any]] = {
     },
 }
 
-NAMESPACES: Final[Resource] = resource_from_crd(_DEFINITION)
-
 # The lists of a Namespace a strategic merge patch merges (patchStrategy "merge" in k8s.io/api
 # and apimachinery's ObjectMeta), with their merge keys; every other list is replaced.
 MERGE_LISTS: Final[MergeLists] = {
@@ -114,17 +111,12 @@ MERGE_LISTS: Final[MergeLists] = {
     ("status", "conditions"): "type",
 }
 
+NAMESPACES: Final[Resource] = resource_from_crd(_DEFINITION, merge_lists=MERGE_LISTS)
+
 
 def manifest(name: str) -> dict[str, Any]:
     """The body that creates namespace `name`."""
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-
-
-def with_type_defaults(body: dict[str, Any]) -> dict[str, Any]:
-    """`body` with apiVersion and kind filled in where missing: kube-apiserver decodes a
-    built-in kind with its endpoint's as defaults (only custom resources must name theirs)."""
-    return {**body, "apiVersion": body.get("apiVersion") or NAMESPACES.api_version,
-            "kind": body.get("kind") or NAMESPACES.kind}
 
 
 def name_error(name: str) -> str | None:

@@ -6,8 +6,9 @@ parameter it leaves validation to the server (`fieldValidation=Strict`); without
 refuses to apply. `kubectl explain` reads the schemas from the same documents. So devhub publishes
 one document per group version with each kind's paths, operations tagged with
 `x-kubernetes-group-version-kind`, and the CRD schema under components. A namespaced kind's
-operations sit under `namespaces/{namespace}/`, with the all-namespace list beside them; the core
-group's document (`api/v1`, Namespace) has the same shape."""
+operations sit under `namespaces/{namespace}/`, with the all-namespace list beside them; the
+documents of the built-in kinds (`api/v1`, Namespace; `apis/scheduling.k8s.io/v1`,
+PriorityClass) have the same shape."""
 
 from __future__ import annotations
 
@@ -37,10 +38,11 @@ def document_key(group: str, version: str) -> str:
 
 
 def schema_name(res: Resource) -> str:
-    """io.k8s-style schema name: the group reversed, then version and kind (the core group's
-    kinds are `io.k8s.api.core.v1.<Kind>`)."""
-    if not res.group:
-        return f"io.k8s.api.core.{res.version}.{res.kind}"
+    """io.k8s-style schema name: the group reversed, then version and kind; built-in kinds are
+    named as kube-apiserver names them, `io.k8s.api.<core or the group's first label>.v1.<Kind>`
+    (`io.k8s.api.scheduling.v1.PriorityClass`)."""
+    if res.built_in:
+        return f"io.k8s.api.{res.group.split('.')[0] or 'core'}.{res.version}.{res.kind}"
     reversed_group = ".".join(reversed(res.group.split(".")))
     return f"{reversed_group}.{res.version}.{res.kind}"
 
@@ -70,7 +72,7 @@ def _operation(res: Resource, action: str, params: Iterable[str], *, body: bool)
         if action == "patch":
             kinds = ["application/json-patch+json", "application/merge-patch+json",
                      "application/apply-patch+yaml"]
-            if res is NAMESPACES:  # built-in kinds also take strategic merge patches
+            if res.built_in:  # built-in kinds also take strategic merge patches
                 kinds.insert(2, "application/strategic-merge-patch+json")
             media = {kind: {"schema": {"type": "object"}} for kind in kinds}
         op["requestBody"] = {"content": media, "required": True}

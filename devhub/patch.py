@@ -8,8 +8,8 @@
   is what apply does for a single manager, which is how our tools use it.
 Strategic merge patch is refused with 415 for custom resources, as the API server refuses it;
 built-in kinds take it (`kubectl apply` patches them that way), so `strategic_merge_patch`
-serves the one devhub has, Namespace: a merge patch whose lists named in `merge_lists` merge
-(by key, or as sets of primitives) and whose `$patch`, `$retainKeys`,
+serves the ones devhub has, Namespace and PriorityClass: a merge patch whose lists named in
+`merge_lists` merge (by key, or as sets of primitives) and whose `$patch`, `$retainKeys`,
 `$deleteFromPrimitiveList/` and `$setElementOrder/` directives are honoured (the last only
 accepted: devhub keeps merged lists in their stored order).
 """

@@ -1,12 +1,14 @@
-"""Just enough Kubernetes protobuf to read the Namespace that `kubectl create namespace` sends.
+"""Just enough Kubernetes protobuf to read the built-in kinds `kubectl create namespace` and
+`kubectl create priorityclass` send.
 
 kubectl's generator commands use client-go's typed clientsets, which send built-in kinds as
 `application/vnd.kubernetes.protobuf` and never fall back to JSON; kube-apiserver accepts that for
-built-in kinds (not for custom resources). So devhub reads a protobuf Namespace body (a
+built-in kinds (not for custom resources). So devhub reads such a protobuf body (a
 `runtime.Unknown` envelope after the magic `k8s\\0`, holding the object's message) into the JSON
 object kube-apiserver would have decoded, and everything after decoding is the JSON path.
-Answers stay JSON, which those clients also accept. Only the fields a Namespace can carry are
-read; zero values are dropped, as Go's `omitempty` drops them from JSON.
+Answers stay JSON, which those clients also accept. Only the fields these kinds can carry are
+read; zero values are dropped, as Go's `omitempty` drops them from JSON, except where the Go
+field has no `omitempty` (a PriorityClass's `value`).
 """
 
 from __future__ import annotations
@@ -74,7 +76,17 @@ _NAMESPACE: Final[Fields] = {
         2: ("conditions", "messages", _NAMESPACE_CONDITION),
     }),
 }
-KINDS: Final[Mapping[tuple[str, str], Fields]] = {("v1", "Namespace"): _NAMESPACE}
+_PRIORITY_CLASS: Final[Fields] = {
+    1: ("metadata", "message", _OBJECT_META),
+    2: ("value", "int32", None),
+    3: ("globalDefault", "bool", None),
+    4: ("description", "string", None),
+    5: ("preemptionPolicy", "string", None),
+}
+KINDS: Final[Mapping[tuple[str, str], Fields]] = {
+    ("v1", "Namespace"): _NAMESPACE,
+    ("scheduling.k8s.io/v1", "PriorityClass"): _PRIORITY_CLASS,
+}
 
 
 class ProtobufError(ValueError):
@@ -139,6 +151,14 @@ def _int64(value: int | bytes, number: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
+def _int32(value: int | bytes, number: int) -> int:
+    """A negative int32 travels as its 64-bit two's complement, as every protobuf varint."""
+    signed = _int64(value, number)
+    if not -(1 << 31) <= signed < 1 << 31:
+        raise ProtobufError(f"field {number}: {signed} does not fit an int32")
+    return signed
+
+
 def _time(value: int | bytes, number: int) -> str | None:
     if not isinstance(value, bytes):
         raise ProtobufError(f"field {number} should be a Time message")
@@ -169,6 +189,8 @@ def _message(data: bytes, fields: Fields) -> dict[str, Any]:
         elif how == "int":
             if number_value := _int64(value, number):
                 out[name] = number_value
+        elif how == "int32":  # kept when zero: a field JSON always carries
+            out[name] = _int32(value, number)
         elif how == "bool":
             if _int64(value, number):
                 out[name] = True
@@ -197,7 +219,8 @@ def decode(body: bytes) -> dict[str, Any]:
     """The JSON object a protobuf-encoded body stands for (apiVersion and kind included).
 
     Raises ProtobufError if `body` is not an envelope devhub reads, or holds a kind it cannot
-    read (devhub reads Namespaces only; kube-apiserver takes no protobuf custom resources)."""
+    read (devhub reads Namespaces and PriorityClasses only; kube-apiserver takes no protobuf
+    custom resources)."""
     if not body.startswith(MAGIC):
         raise ProtobufError("missing the k8s protobuf prefix")
     envelope = _message(body[len(MAGIC):], _UNKNOWN)

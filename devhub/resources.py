@@ -2,7 +2,10 @@
 
 By default they are generated from the models by `hub.crds`, the same generator that writes
 deploy/crds (whose staleness a test checks), so an installed wheel needs no manifest files. A
-test may serve other CRD files instead (`crd_dir`), e.g. an older or looser schema."""
+test may serve other CRD files instead (`crd_dir`), e.g. an older or looser schema. The built-in
+kinds devhub serves beside them (`devhub.namespaces`, `devhub.priorityclasses`) are described
+the same way, as CRD-shaped documents, plus what only a built-in kind has: the lists a strategic
+merge patch merges."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import Any, Final
 
 import yaml
 
+from devhub.patch import MergeLists
 from hub import crds
 
 __all__ = ["Column", "Resource", "load_resources", "resource_from_crd"]
@@ -29,6 +33,9 @@ class Column:
     description: str = ""
     priority: int = 0
     format: str = ""
+    # The cell when the path selects nothing. None prints as <none>, as for a CRD's columns; a
+    # built-in kind's printer prints its Go field, so an omitted zero value shows as such.
+    missing: Any = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,9 @@ class Resource:
     columns: tuple[Column, ...]
     status_subresource: bool
     crd: Mapping[str, Any] = field(repr=False)
+    # A built-in kind's lists that a strategic merge patch merges (see `devhub.patch`); None for
+    # a custom resource, which the API server refuses strategic merge patches for.
+    merge_lists: MergeLists | None = None
 
     @property
     def api_version(self) -> str:
@@ -55,12 +65,21 @@ class Resource:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
+    def built_in(self) -> bool:
+        """Served by kube-apiserver itself, not through a CRD: it takes strategic merge patches
+        and protobuf bodies, and its endpoint fills in a body's apiVersion and kind."""
+        return self.merge_lists is not None
+
+    @property
     def group_resource(self) -> str:
         """`plural.group`, or the bare plural for the core group: `namespaces`."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
-def resource_from_crd(crd: Mapping[str, Any]) -> Resource:
+def resource_from_crd(
+    crd: Mapping[str, Any], *, merge_lists: MergeLists | None = None
+) -> Resource:
+    """The kind `crd` defines; `merge_lists` makes it a built-in kind (see `Resource`)."""
     spec = crd["spec"]
     names = spec["names"]
     version = next(v for v in spec["versions"] if v.get("storage", True))
@@ -89,6 +108,7 @@ def resource_from_crd(crd: Mapping[str, Any]) -> Resource:
         columns=columns,
         status_subresource="status" in (version.get("subresources") or {}),
         crd=crd,
+        merge_lists=merge_lists,
     )
 
 

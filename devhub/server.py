@@ -3,8 +3,9 @@
 Everything a client can send is answered with JSON: objects, lists, Tables for `kubectl get`,
 watch streams, discovery documents, and `metav1.Status` for every failure. Namespaced kinds live
 under `namespaces/NS/` and list or watch across namespaces at their plain path (nothing else
-there: 404, as kube-apiserver); the core group at /api serves Namespaces, which typed clients
-may send in protobuf. Middlewares, outermost
+there: 404, as kube-apiserver); the core group at /api serves Namespaces, and
+/apis/scheduling.k8s.io serves PriorityClasses: built-in kinds, which typed clients may send in
+protobuf and `kubectl apply` patches with strategic merge patches. Middlewares, outermost
 first: failures to Status (unexpected exceptions become a 500 Status and a log line, never a
 traceback on the wire), then bearer-token authentication. Each resource request is counted in
 `Stats` and may be failed or held by an injected `Fault` before it reaches the store.
@@ -509,14 +510,14 @@ class Api:
     async def _read_body(
         request: web.Request, *, allow_empty: bool = False, res: Resource | None = None
     ) -> Any:
-        """The body as JSON values; a Namespace (`res`) may also come in protobuf."""
+        """The body as JSON values; a built-in kind (`res`) may also come in protobuf."""
         raw = await request.read()
         if not raw.strip():
             if allow_empty:
                 return None
             raise errors.bad_request("the request body is empty; send a JSON or YAML object")
         content_type = request.content_type.lower()
-        if content_type == protobuf.PROTOBUF and res is NAMESPACES:
+        if content_type == protobuf.PROTOBUF and res is not None and res.built_in:
             try:
                 return protobuf.decode(raw)
             except protobuf.ProtobufError as exc:
@@ -628,8 +629,8 @@ class Api:
         namespace: str | None,
     ) -> web.StreamResponse:
         content_type = request.content_type.lower()
-        # Strategic merge patch is for built-in kinds (Namespace) only, as on kube-apiserver.
-        strategic = content_type == STRATEGIC_PATCH and res is NAMESPACES
+        # Strategic merge patch is for built-in kinds only, as on kube-apiserver.
+        strategic = content_type == STRATEGIC_PATCH and res.built_in
         if content_type not in PATCH_TYPES and not strategic:
             raise errors.unsupported_media_type(content_type, PATCH_TYPES)
         patch = await self._read_body(request)

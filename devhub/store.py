@@ -27,6 +27,11 @@ while it terminates). Deleting a namespace marks it Terminating and deletes ever
 each object by its own finalizers; the namespace goes with the last of them (see
 `devhub.namespaces`).
 
+Built-in kinds (Namespace, PriorityClass) follow their own strategies where those differ from a
+custom resource's: an update needs no resourceVersion (without one it is unconditional), their
+generation moves only where their strategy moves it, and PriorityClass adds the scheduling API's
+decoding, validation and admission (see `devhub.priorityclasses`).
+
 Entries are immutable once stored and hold only `Entry.raw` (the served JSON): `Entry.obj` parses
 it on each read, a private dict. A parsed object costs several times its JSON in memory, and at
 fleet scale (10,000 placements with their snapshots and bindings, and the watch window of events
@@ -50,7 +55,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from devhub import errors, namespaces
+from devhub import errors, namespaces, priorityclasses
 from devhub.cel import check_rules
 from devhub.errors import ApiError, Cause
 from devhub.namespaces import NAMESPACES
@@ -63,6 +68,7 @@ from devhub.patch import (
     strategic_merge_patch,
 )
 from devhub.persistence import SqliteStore
+from devhub.priorityclasses import PRIORITY_CLASSES
 from devhub.resources import Resource
 from devhub.schema import normalize, validate
 from devhub.selectors import FieldSelector, LabelSelector
@@ -307,8 +313,9 @@ def _name_error(res: Resource, name: str) -> str | None:
 class Store:
     """All objects of all served kinds, the event window and the open watches.
 
-    Besides the given kinds it always serves core v1 Namespaces; `SYSTEM_NAMESPACES` exist
-    from the start (and again after a reset)."""
+    Besides the given kinds it always serves the built-in core v1 Namespaces and
+    scheduling.k8s.io/v1 PriorityClasses; the system namespaces and priority classes exist from
+    the start (and again after a reset)."""
 
     def __init__(
         self,
@@ -319,7 +326,9 @@ class Store:
     ) -> None:
         if watch_window < 1:
             raise ValueError("watch_window must be at least 1")
-        self.resources = {res.group_resource: res for res in (*resources, NAMESPACES)}
+        self.resources = {
+            res.group_resource: res for res in (*resources, NAMESPACES, PRIORITY_CLASSES)
+        }
         self.window = watch_window
         self.rv = 0
         self.floor = 0  # the newest resourceVersion evicted from the window
@@ -343,6 +352,7 @@ class Store:
         if persistence is not None:
             self._load(persistence)
         self._settle_namespaces()
+        self._settle_priority_classes()
 
     # --- persistence -----------------------------------------------------------------------
 
@@ -394,6 +404,7 @@ class Store:
         if self._persistence is not None:
             self._persistence.clear(self.rv)
         self._settle_namespaces()
+        self._settle_priority_classes()
 
     def _settle_namespaces(self) -> None:
         """After a start or a reset: the system namespaces exist, and so does every namespace a
@@ -406,6 +417,13 @@ class Store:
             self.create(NAMESPACES, namespaces.manifest(name))
         for name in sorted(existing):
             self._reap_namespace(name)
+
+    def _settle_priority_classes(self) -> None:
+        """After a start or a reset: the system priority classes exist, as kube-apiserver's
+        bootstrap creates them when missing (a deletecollection may have deleted them)."""
+        existing = self._objects[PRIORITY_CLASSES.group_resource]
+        for name in sorted(priorityclasses.SYSTEM_PRIORITY_CLASSES.keys() - existing.keys()):
+            self.create(PRIORITY_CLASSES, priorityclasses.manifest(name))
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -688,9 +706,14 @@ class Store:
         self, res: Resource, body: Any, field_validation: str
     ) -> tuple[dict[str, Any], list[Cause], list[str]]:
         """Type-check, prune and default a request body; returns (object, causes, warnings)."""
-        if res is NAMESPACES and isinstance(body, dict):
-            body = namespaces.with_type_defaults(body)
+        if res.built_in and isinstance(body, dict):
+            # kube-apiserver decodes a built-in kind with its endpoint's apiVersion and kind as
+            # defaults; only custom resources must name theirs.
+            body = {**body, "apiVersion": body.get("apiVersion") or res.api_version,
+                    "kind": body.get("kind") or res.kind}
         _check_type(res, body)
+        if res is PRIORITY_CLASSES and (problem := priorityclasses.decode_error(body)):
+            raise errors.bad_request(problem)
         pruned: list[str] = []
         meta, causes = normalize_metadata(body.get("metadata"), pruned)
         if any(cause.reason == "FieldValueTypeInvalid" for cause in causes):
@@ -760,11 +783,17 @@ class Store:
             namespaces.prepare_for_create(obj)  # built-in kinds without a spec generation
         else:
             meta["generation"] = 1
+        if res is PRIORITY_CLASSES:
+            priorityclasses.prepare(obj)
         causes.extend(validate(res.schema, obj, "", skip=SKIP_METADATA))
+        if res is PRIORITY_CLASSES:
+            causes.extend(priorityclasses.validate_create(obj))
         if not causes:
             causes.extend(check_rules(res.schema, obj))
         if causes:
             raise self._invalid(res, name, causes)
+        if res is PRIORITY_CLASSES:  # admission, after validation and before the registry
+            priorityclasses.refuse_second_default(obj, self._stored(res), create=True)
         key = _object_key(res, name, namespace)
         if key in self._objects[res.group_resource]:
             raise errors.already_exists(res.plural, res.group, name)
@@ -806,12 +835,14 @@ class Store:
                 f"the name of the object ({body_name}) does not match the name on the URL ({name})"
             )
         rv = obj["metadata"].get("resourceVersion")
-        if not rv:
+        if not rv and not res.built_in:
             raise self._invalid(res, name, [Cause(
                 "FieldValueInvalid", "Invalid value: 0x0: must be specified for an update",
                 "metadata.resourceVersion",
             )])
-        if rv != str(current.rv):
+        # A built-in kind's strategy allows an unconditional update: one without a
+        # resourceVersion replaces whatever is stored.
+        if rv and rv != str(current.rv):
             raise errors.conflict(res.plural, res.group, name)
         return self._update(res, current, obj, subresource, dry_run, causes), warnings
 
@@ -861,9 +892,8 @@ class Store:
                     if not isinstance(patch, dict):
                         raise PatchError("a merge patch must be a JSON object", malformed=True)
                     patched = merge_patch(current.fresh(), patch)
-                elif content_type == STRATEGIC_PATCH and res is NAMESPACES:
-                    patched = strategic_merge_patch(current.fresh(), patch,
-                                                    namespaces.MERGE_LISTS)
+                elif content_type == STRATEGIC_PATCH and res.merge_lists is not None:
+                    patched = strategic_merge_patch(current.fresh(), patch, res.merge_lists)
                 else:
                     patched = json_patch(current.fresh(), patch)
             except PatchError as exc:
@@ -920,14 +950,22 @@ class Store:
             causes = causes + self._carry_system_fields(old["metadata"], result["metadata"])
             if res is NAMESPACES:
                 namespaces.prepare_for_update(result, old)
-            if _spec_part(result) != _spec_part(old):
+            elif res is PRIORITY_CLASSES:
+                priorityclasses.prepare(result)
+            # A custom resource's generation follows its spec; the strategies of the built-in
+            # kinds here never move theirs on an update.
+            if not res.built_in and _spec_part(result) != _spec_part(old):
                 result["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
         result["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion")
         causes.extend(validate(res.schema, result, "", skip=SKIP_METADATA))
+        if res is PRIORITY_CLASSES:
+            causes.extend(priorityclasses.validate_update(result, old))
         if not causes:
             causes.extend(check_rules(res.schema, result, old))
         if causes:
             raise self._invalid(res, name, causes)
+        if res is PRIORITY_CLASSES:
+            priorityclasses.refuse_second_default(result, self._stored(res), create=False)
         if result == old:
             return current  # a no-op update writes nothing, as the API server skips it
         if dry_run:
@@ -975,6 +1013,19 @@ class Store:
         namespace: str | None = None,
     ) -> tuple[Entry, bool]:
         """Returns (entry, gone): gone is False when finalizers keep the object for now."""
+        if res is PRIORITY_CLASSES and (refusal := priorityclasses.undeletable(name)):
+            raise refusal
+        return self._delete(res, name, preconditions, dry_run, namespace)
+
+    def _delete(
+        self,
+        res: Resource,
+        name: str,
+        preconditions: Mapping[str, Any] | None,
+        dry_run: bool,
+        namespace: str | None,
+    ) -> tuple[Entry, bool]:
+        """The delete itself, without `delete`'s guard, which only a DELETE request meets."""
         if res is NAMESPACES:
             return self._delete_namespace(name, preconditions, dry_run)
         key = _object_key(res, name, namespace)
@@ -1008,10 +1059,16 @@ class Store:
         deleted = []
         for entry in targets:
             meta = entry.obj["metadata"]
-            deleted.append(self.delete(
-                res, meta["name"], namespace=meta.get("namespace"), dry_run=dry_run
+            # Each goes by the registry's own delete, not the REST one: kube-apiserver's
+            # deletecollection deletes even the system priority classes a DELETE may not.
+            deleted.append(self._delete(
+                res, meta["name"], None, dry_run, meta.get("namespace")
             )[0])
         return deleted
+
+    def _stored(self, res: Resource) -> list[dict[str, Any]]:
+        """Every stored object of `res`, parsed (for the few admission checks that read them)."""
+        return [entry.obj for entry in self._objects[res.group_resource].values()]
 
     # --- namespaces --------------------------------------------------------------------------
 

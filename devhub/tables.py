@@ -4,7 +4,9 @@ kubectl sends `Accept: application/json;as=Table;v=v1;g=meta.k8s.io` and prints 
 the server returns. For custom resources those are Name, the CRD's additionalPrinterColumns (a
 small JSONPath dialect) and Age, rendered the way apiextensions-apiserver's table convertor does:
 string columns print the first JSONPath result, other types keep typed JSON values (or empty when
-the value has another type), dates become a human-readable age."""
+the value has another type), dates become a human-readable age. A built-in kind's table
+(PriorityClass) is described the same way; where its Go printer prints a zero value that the
+stored JSON leaves out (`globalDefault: false`), the column's `missing` cell stands in."""
 
 from __future__ import annotations
 
@@ -142,11 +144,9 @@ def _cell(column: Column, obj: Mapping[str, Any], now: datetime) -> Any:
         results = jsonpath(obj, column.json_path)
     except JSONPathError:
         return None
-    if not results:
-        return None
+    if not results or results[0] is None:
+        return column.missing
     value = results[0]
-    if value is None:
-        return None
     if column.type == "string":
         if isinstance(value, str):
             return value

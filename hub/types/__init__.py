@@ -1,4 +1,8 @@
-"""Pydantic models of the KubeFleet v1beta1 kinds the scheduler reads and writes."""
+"""Pydantic models of the KubeFleet v1beta1 kinds the scheduler reads and writes, and of the
+built-in Kubernetes kinds its tools touch (Namespace, PriorityClass).
+
+`KINDS` lists the fleet kinds only: each has a CRD (`hub.crds`); the API server serves the
+built-in ones itself."""
 
 from hub.types.cluster_v1beta1 import (
     AgentStatus,
@@ -40,6 +44,7 @@ from hub.types.placement_v1beta1 import (
     Toleration,
     TopologySpreadConstraint,
 )
+from hub.types.scheduling_v1 import PriorityClass
 
 KINDS: tuple[type[HubObject], ...] = (
     MemberCluster,
@@ -79,6 +84,7 @@ __all__ = [
     "OwnerReference",
     "PlacementPolicy",
     "PreferredClusterSelector",
+    "PriorityClass",
     "PropertySelector",
     "PropertySelectorRequirement",
     "PropertySorter",

@@ -18,6 +18,7 @@ BINDINGS = f"/apis/{names.PLACEMENT_API_VERSION}/clusterresourcebindings"
 SNAPSHOTS = f"/apis/{names.PLACEMENT_API_VERSION}/clusterschedulingpolicysnapshots"
 CLUSTERS = f"/apis/{names.CLUSTER_API_VERSION}/memberclusters"
 NAMESPACES = "/api/v1/namespaces"
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 # All-namespace collections of the namespaced kinds (list and watch only).
 ALL_RPS = f"/apis/{names.PLACEMENT_API_VERSION}/resourceplacements"
 ALL_RBS = f"/apis/{names.PLACEMENT_API_VERSION}/resourcebindings"
@@ -118,6 +119,12 @@ def rbs(namespace: str) -> str:
 def namespace_object(name: str, *, labels: dict[str, str] | None = None) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name, "labels": labels or {}}}
+
+
+def priority_class(name: str, value: int = 1000, **fields: Any) -> dict[str, Any]:
+    """A PriorityClass; `fields` are its other top-level fields, by their wire names."""
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value, **fields}
 
 
 def resource_placement(name: str, namespace: str | None = None, *,

@@ -1,4 +1,5 @@
-"""devhub.protobuf: the Namespace bodies typed clients (kubectl create namespace) send."""
+"""devhub.protobuf: the built-in kinds typed clients (kubectl create namespace, kubectl create
+priorityclass) send."""
 
 from __future__ import annotations
 
@@ -91,3 +92,19 @@ def test_reads_labels_finalizers_owners_and_times() -> None:
 def test_refuses_what_it_cannot_read(body: bytes, problem: str) -> None:
     with pytest.raises(ProtobufError, match=problem):
         decode(body)
+
+
+def test_reads_a_priority_class_keeping_a_zero_value() -> None:
+    def priority_class(value: int, *rest: bytes) -> bytes:
+        raw = field(1, field(1, "high")) + field(2, value) + b"".join(rest)
+        return envelope(raw, "scheduling.k8s.io/v1", "PriorityClass")
+
+    assert decode(priority_class(0, field(3, 0), field(4, ""), field(5, "Never"))) == {
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "high"}, "value": 0, "preemptionPolicy": "Never",
+    }
+    negative = decode(priority_class(-5, field(3, 1), field(4, "low")))
+    assert (negative["value"], negative["globalDefault"], negative["description"]) == (
+        -5, True, "low")
+    with pytest.raises(ProtobufError, match="does not fit an int32"):
+        decode(priority_class(1 << 40))
