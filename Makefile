@@ -31,8 +31,10 @@ system-deps:
 	      || echo "warning: could not install chromium; Temporal UI tests will be skipped"; \
 	  else echo "warning: chromium missing and apt-get unavailable; Temporal UI tests will be skipped"; fi; }
 
+# Extra flags for `fleet-scheduler dev`, e.g. `make run RUN_ARGS=--fairness`.
+RUN_ARGS ?=
 run: $(STAMP)
-	$(BIN)/fleet-scheduler dev --data-dir $(RUN_DIR) --kubeconfig-out $(RUN_DIR)/kubeconfig
+	$(BIN)/fleet-scheduler dev --data-dir $(RUN_DIR) --kubeconfig-out $(RUN_DIR)/kubeconfig $(RUN_ARGS)
 
 # Every layer is checked before the tests: ruff over the whole tree, strict typing of every
 # package, and the layering contracts (scheduler/ pure, one-way imports), which keep the

@@ -57,6 +57,7 @@ from hub.types.meta import HubObject
 from scheduler import Profile, ProfileError, SchedulerError, load_profile
 from workers.devserver import (
     DEFAULT_NAMESPACE,
+    FAIRNESS_DYNAMIC_CONFIG,
     LOOPBACK,
     DevServer,
     DevServerError,
@@ -401,6 +402,13 @@ DEV_TEMPORAL_PORT: Final = 7233
 DEV_UI_PORT: Final = 8233
 
 
+# `dev --fairness` without --config: KubeFleet's default profile with PrioritySort's fairness on.
+FAIR_PROFILE: Final = (
+    "name: DefaultProfileFair\n"
+    "pluginConfig: [{name: PrioritySort, args: {fairness: {enabled: true}}}]\n"
+)
+
+
 def add_dev_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig-out", type=Path, default=DEV_RUN_DIR / "kubeconfig",
                         metavar="PATH",
@@ -426,6 +434,10 @@ def add_dev_arguments(parser: argparse.ArgumentParser) -> None:
                         default=True,
                         help="apply the sample placements (devhub/samples/placements.yaml; "
                              "skips existing ones; default on)")
+    parser.add_argument("--fairness", action="store_true",
+                        help="share turns fairly between tenants: the Temporal server runs "
+                             f"with {FAIRNESS_DYNAMIC_CONFIG}=true, and without --config "
+                             "PrioritySort sends fairness keys (docs/priority.md)")
     _add_scheduler_arguments(parser, metrics_port=DEV_METRICS_PORT)
 
 
@@ -498,7 +510,9 @@ async def _start_dev(
     hub = local_stack().DevHub(
         port=args.hub_port, data_dir=data_dir / DEVHUB_DIR if data_dir else None
     )
-    server = DevServer(port=args.temporal_port, ui_port=args.ui_port, data_dir=data_dir)
+    server = DevServer(
+        port=args.temporal_port, ui_port=args.ui_port, data_dir=data_dir, fairness=args.fairness
+    )
 
     async def start_hub() -> None:
         try:
@@ -571,6 +585,8 @@ async def _dev(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     remove_handlers = _install_stop_handlers(stop)
     settings = _settings(args, metrics := SchedulerMetrics())
+    if args.fairness and settings.profile is None:
+        settings = dataclasses.replace(settings, profile=load_profile(FAIR_PROFILE))
     try:
         async with contextlib.AsyncExitStack() as stack:
             runtime, metrics.sdk_metrics_url = sdk_metrics_runtime()
@@ -883,6 +899,9 @@ def add_requeue_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fresh", action="store_true",
                         help="PickN: reschedule from scratch instead of keeping current picks")
     parser.add_argument("--reason", default="", help="recorded in the workflow's history")
+    parser.add_argument("--priority", type=int, choices=range(1, 6), default=None, metavar="N",
+                        help="the Temporal priority key of the turn it causes, 1 (first) to 5 "
+                             "(default: the placement's own, docs/priority.md)")
     parser.add_argument("--wait", action="store_true",
                         help="wait for the cycle the requeue causes and print its summary "
                              "(starts the placement's workflow if none runs)")
@@ -898,9 +917,15 @@ def add_requeue_arguments(parser: argparse.ArgumentParser) -> None:
 async def _requeue(args: argparse.Namespace) -> int:
     workflow_id = _workflow_id(args.name, args.placement_namespace)
     client = await connect(_temporal_target(args))
-    request = RequeueRequest(fresh=args.fresh, reason=args.reason or "requested with the CLI")
+    request = RequeueRequest(
+        fresh=args.fresh, reason=args.reason or "requested with the CLI", priority=args.priority
+    )
     kind = "fresh requeue" if args.fresh else "requeue"
-    sent = f"sent {kind} to {workflow_id}" + (f" ({args.reason})" if args.reason else "")
+    sent = (
+        f"sent {kind} to {workflow_id}"
+        + (f" at priority key {args.priority}" if args.priority is not None else "")
+        + (f" ({args.reason})" if args.reason else "")
+    )
     if args.wait:
         result = await _requeue_and_wait(client, args, request)
         print(sent)
@@ -1059,6 +1084,8 @@ async def _status_row(
         state=state,
         waiting_for=None,
         namespace=namespace,
+        priority=attributes.get(names.SA_PRIORITY),
+        tenant=attributes.get(names.SA_TENANT),
     )
     handle = client.get_workflow_handle(
         execution.id, run_id=execution.run_id, result_type=PlacementStatus

@@ -54,6 +54,7 @@ __all__ = [
     "BINARY_NAME",
     "DB_FILENAME",
     "DEFAULT_NAMESPACE",
+    "FAIRNESS_DYNAMIC_CONFIG",
     "DevServer",
     "DevServerError",
     "SearchAttributeError",
@@ -91,6 +92,8 @@ DEFAULT_EPHEMERAL_RANGE: Final = (32768, 60999)
 FIRST_CHOSEN_PORT: Final = 20000
 PORT_ATTEMPTS: Final = 50
 SQLITE_PRAGMAS: Final = ("journal_mode=wal",)
+# Temporal's task-queue fairness (off by default in the server; docs/priority.md).
+FAIRNESS_DYNAMIC_CONFIG: Final = "matching.enableFairness"
 STARTUP_TIMEOUT_S: Final = 60.0  # cold start on a busy 2-core CI machine, with margin
 STOP_GRACE_S: Final = 10.0  # SIGTERM, then SIGKILL after this long
 POLL_INTERVAL_S: Final = 0.1
@@ -225,6 +228,7 @@ class DevServer:
         log_level: str = LOG_LEVEL,
         extra_args: Sequence[str] = (),
         startup_timeout_s: float = STARTUP_TIMEOUT_S,
+        fairness: bool = False,
     ) -> None:
         self.host = host
         self.port = port
@@ -236,6 +240,7 @@ class DevServer:
         self.binary = binary
         self.log_level = log_level
         self.extra_args = tuple(extra_args)
+        self.fairness = fairness
         self.startup_timeout_s = startup_timeout_s
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -280,6 +285,8 @@ class DevServer:
             for pragma in SQLITE_PRAGMAS:
                 cmd += ["--sqlite-pragma", pragma]
         cmd += search_attribute_flags(self.search_attributes)
+        if self.fairness:
+            cmd += ["--dynamic-config-value", f"{FAIRNESS_DYNAMIC_CONFIG}=true"]
         cmd += self.extra_args
         return cmd
 

@@ -15,7 +15,7 @@ from typing import Final
 
 from activities.models import CycleReport, WriteCounts
 from scheduler import Explanation, ScoreGroup
-from workflows.models import PlacementStatus
+from workflows.models import PlacementStatus, TurnPriority
 
 __all__ = [
     "FATE_FILTERED",
@@ -53,6 +53,7 @@ BINDING_HEADERS: Final = ("CLUSTER", "BINDING WRITE", "WHY")
 STATUS_HEADERS: Final = ("NAME", "TYPE", "SCHEDULED", "CYCLES", "STATE", "WAITING FOR")
 # First column when ResourcePlacements are listed (as kubectl's -A).
 NAMESPACE_HEADER: Final = "NAMESPACE"
+PRIORITY_HEADERS: Final = ("PRIORITY", "TENANT")
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -277,6 +278,8 @@ def render_explain(status: PlacementStatus, evaluating: CycleReport | None = Non
         f"placement {key}: {status.cycles} cycle{'s' if status.cycles != 1 else ''}",
         f"waiting for: {status.waiting_for or NONE}",
     ]
+    if status.priority is not None:
+        lines.append(priority_line(status.priority, status.last_turn_key))
     if status.pending_reasons:
         fresh = " (fresh)" if status.fresh_pending else ""
         lines.append(f"pending{fresh}: {'; '.join(status.pending_reasons)}")
@@ -324,6 +327,28 @@ def render_explain(status: PlacementStatus, evaluating: CycleReport | None = Non
     return "\n".join(lines) + "\n"
 
 
+def priority_line(priority: TurnPriority, last_turn_key: int | None) -> str:
+    """e.g. "priority: 1000 (PriorityClass high), key 2 for its own turns; tenant team-a;
+    last turn at key 3"."""
+    origin = (
+        f" (PriorityClass {priority.priority_class})" if priority.priority_class else " (default)"
+    )
+    own = NONE if priority.placement_key is None else str(priority.placement_key)
+    text = f"priority: {priority.value}{origin}, key {own} for its own turns"
+    if priority.tenant:
+        weight = (
+            f", fairness weight {priority.fairness_weight:g}"
+            if priority.fairness_weight is not None
+            else ", fairness off"
+        )
+        text += f"; tenant {priority.tenant}{weight}"
+    if last_turn_key is not None:
+        text += f"; last turn at key {last_turn_key}"
+    if priority.problem:
+        text += f" ({priority.problem})"
+    return text
+
+
 @dataclass(frozen=True)
 class PlacementRow:
     """One placement workflow as `status` lists it. None means "not known" (shown as -); a
@@ -336,6 +361,8 @@ class PlacementRow:
     state: str
     waiting_for: str | None
     namespace: str | None = None
+    priority: int | None = None  # FleetPriority: the PriorityClass value
+    tenant: str | None = None  # FleetTenant
 
 
 def _yes_no(value: bool | None) -> str:
@@ -345,10 +372,13 @@ def _yes_no(value: bool | None) -> str:
 def render_status(rows: Sequence[PlacementRow]) -> str:
     """The `status` table: ClusterResourcePlacements by name, then ResourcePlacements by
     namespace and name. A NAMESPACE column comes first when any ResourcePlacement is listed
-    (a ClusterResourcePlacement's reads -), so a fleet of CRPs only reads as it always did."""
+    (a ClusterResourcePlacement's reads -), so a fleet of CRPs only reads as it always did.
+    PRIORITY and TENANT columns come last when any placement has a priority other than 0 or a
+    tenant (docs/priority.md)."""
     if not rows:
         return "no placement workflows found\n"
     namespaced = any(row.namespace for row in rows)
+    prioritised = any(row.priority or row.tenant for row in rows)
     body = [
         (
             *((row.namespace or NONE,) if namespaced else ()),
@@ -358,8 +388,17 @@ def render_status(rows: Sequence[PlacementRow]) -> str:
             NONE if row.cycles is None else str(row.cycles),
             row.state,
             row.waiting_for or NONE,
+            *(
+                (NONE if row.priority is None else str(row.priority), row.tenant or NONE)
+                if prioritised
+                else ()
+            ),
         )
         for row in sorted(rows, key=lambda r: (r.namespace or "", r.name))
     ]
-    headers = (NAMESPACE_HEADER, *STATUS_HEADERS) if namespaced else STATUS_HEADERS
+    headers = (
+        *((NAMESPACE_HEADER,) if namespaced else ()),
+        *STATUS_HEADERS,
+        *(PRIORITY_HEADERS if prioritised else ()),
+    )
     return table(headers, body) + "\n"

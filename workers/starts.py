@@ -13,17 +13,25 @@ from temporalio.common import (
 )
 
 from workflows import names
+from workflows.models import TurnPriority
 
 __all__ = ["local_cycles_for", "start_options"]
 
 
-def start_options(placement: str, task_queue: str, namespace: str | None = None) -> dict[str, Any]:
+def start_options(
+    placement: str,
+    task_queue: str,
+    namespace: str | None = None,
+    priority: TurnPriority | None = None,
+) -> dict[str, Any]:
     """Keyword arguments of a start of `placement`'s workflow on `task_queue` (the
     ResourcePlacement `placement` in `namespace` when one is given).
 
     A running workflow is used as it is; a closed one (the placement was deleted, then created
     again under the same name) starts anew. The name, kind and namespace are set as search
-    attributes at start, so the UI lists the workflow by placement before its first turn."""
+    attributes at start, so the UI lists the workflow by placement before its first turn; with
+    a `priority`, so are its priority and tenant, and the workflow's own tasks take the
+    placement's key and fairness key (docs/priority.md)."""
     pairs: list[SearchAttributePair[Any]] = [
         SearchAttributePair(names.SA_PLACEMENT_NAME, placement)
     ]
@@ -36,8 +44,14 @@ def start_options(placement: str, task_queue: str, namespace: str | None = None)
         pairs.append(
             SearchAttributePair(names.SA_PLACEMENT_KIND, names.KIND_CLUSTER_RESOURCE_PLACEMENT)
         )
+    options: dict[str, Any] = {}
+    if priority is not None:
+        pairs.append(SearchAttributePair(names.SA_PRIORITY, priority.value))
+        if priority.tenant:
+            pairs.append(SearchAttributePair(names.SA_TENANT, priority.tenant))
+        options["priority"] = TurnPriority.temporal(priority, priority.placement_key)
     key = f"{namespace}/{placement}" if namespace else placement
-    return {
+    return options | {
         "id": names.workflow_id(placement, namespace),
         "task_queue": task_queue,
         "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,

@@ -43,16 +43,25 @@ from temporalio.service import RPCError, RPCStatusCode
 from hub.client import HubClient, Resync, WatchEvent
 from hub.errors import MalformedObjectError, NotFoundError
 from hub.informer import watch_forever
-from hub.kinds import NAMESPACED_KINDS, kinds_for, split_key
+from hub.kinds import NAMESPACED_KINDS, kinds_for, placement_key, split_key
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
+    PriorityClass,
     ResourcePlacement,
 )
-from hub.types.meta import HubObject
+from hub.types.meta import HubObject, ObjectMeta
+from scheduler import default_profile
 from scheduler.eligibility import EligibilityChecker
+from scheduler.framework.queue_sort import (
+    PriorityClasses,
+    QueueItem,
+    QueuePriority,
+    QueueSortPlugin,
+    TurnCause,
+)
 from workers.metrics import SchedulerMetrics
 from workers.reconcile import trigger_reconcile
 from workers.starts import local_cycles_for, start_options
@@ -67,7 +76,7 @@ from workers.watcher_routes import (
 )
 from workers.watcher_views import Change, View, routing_copy
 from workflows import names
-from workflows.models import HubEvent, PlacementInput
+from workflows.models import HubEvent, PlacementInput, TurnPriority
 from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
 
 __all__ = [
@@ -94,8 +103,13 @@ WATCHED_KINDS: Final[tuple[type[HubObject], ...]] = (
 # ... and, unless turned off (KubeFleet's `--enable-resource-placement=false`), the namespaced
 # ResourcePlacements with their snapshots and bindings, in all namespaces (kubefleet-rules 9).
 RESOURCE_PLACEMENT_KINDS: Final[tuple[type[HubObject], ...]] = NAMESPACED_KINDS
-ALL_WATCHED_KINDS: Final = WATCHED_KINDS + RESOURCE_PLACEMENT_KINDS
 PLACEMENT_KINDS: Final = (ClusterResourcePlacement, ResourcePlacement)
+# The PriorityClasses the QueueSort plugin reads (docs/priority.md). Watched first, so their list
+# normally lands before the placements'; but readiness does not wait for them: a hub that denies
+# them (a ClusterRole from before priorities) still gets every placement scheduled, at the
+# default priority, with the error in /readyz's reason and the log.
+PRIORITY_KINDS: Final[tuple[type[HubObject], ...]] = (PriorityClass,)
+ALL_WATCHED_KINDS: Final = PRIORITY_KINDS + WATCHED_KINDS + RESOURCE_PLACEMENT_KINDS
 
 # Routes for one placement that arrive within this window go out as one signal. Short enough to
 # be invisible next to a cycle, long enough to fold a burst of watch events into one call.
@@ -269,6 +283,7 @@ class Watcher:
         reconcile_at_start: bool = False,
         local_cycles_up_to: int = 0,
         resource_placements: bool = True,
+        queue_sort: QueueSortPlugin | None = None,
     ) -> None:
         if coalesce_seconds < 0:
             raise ValueError(f"coalesce_seconds must not be negative, got {coalesce_seconds}")
@@ -290,7 +305,14 @@ class Watcher:
         self._reconcile_at_start = reconcile_at_start
         self._local_cycles_up_to = local_cycles_up_to
 
-        self.kinds = WATCHED_KINDS + (RESOURCE_PLACEMENT_KINDS if resource_placements else ())
+        self.kinds = (
+            PRIORITY_KINDS
+            + WATCHED_KINDS
+            + (RESOURCE_PLACEMENT_KINDS if resource_placements else ())
+        )
+        self._sorter = queue_sort or default_profile().queue_sorter
+        self._classes = PriorityClasses()
+        self._sort_failures = 0
         self._views: dict[type[HubObject], View[Any]] = {kind: View(kind) for kind in self.kinds}
         # Both placement kinds' views, as one mapping by key: a ResourcePlacement's key has a
         # "/", a ClusterResourcePlacement's never, so they cannot collide.
@@ -307,22 +329,33 @@ class Watcher:
         self._queue: asyncio.Queue[_Item] = asyncio.Queue(maxsize=QUEUE_SIZE)
         self._wake = asyncio.Event()
         self._ready = asyncio.Event()
-        self._slots = asyncio.Semaphore(max_in_flight)
+        self._free = max_in_flight  # sends that may start now
+        self._stopping = False
         self._sends: set[asyncio.Task[None]] = set()
 
     # --- public view ---------------------------------------------------------------------------
 
     @property
     def ready(self) -> bool:
-        """All four kinds have been listed once: the caches hold the whole hub and every existing
-        placement has been queued for its start-up signal. Stays True through later re-lists."""
-        return all(view.synced for view in self._views.values())
+        """Every kind routes read from has been listed once: the caches hold the whole hub and
+        every existing placement has been queued for its start-up signal. Stays True through
+        later re-lists. (PriorityClasses only order turns: see PRIORITY_KINDS.)"""
+        return all(view.synced for kind, view in self._views.items() if kind not in PRIORITY_KINDS)
 
     def readiness(self) -> tuple[bool, str]:
         """`(ready, reason)` for `/readyz` (a `workers.health.ReadyCheck`)."""
         if self.ready:
-            return True, "ok"
-        waiting = [kind.PLURAL for kind, view in self._views.items() if not view.synced]
+            problem = [
+                f"{k.PLURAL}: {self._watch_errors[k]}"
+                for k in PRIORITY_KINDS
+                if k in self._watch_errors
+            ]
+            return True, "ok" + (f" (default priorities: {'; '.join(problem)})" if problem else "")
+        waiting = [
+            kind.PLURAL
+            for kind, view in self._views.items()
+            if not view.synced and kind not in PRIORITY_KINDS
+        ]
         reason = "waiting for the first list of " + ", ".join(waiting)
         errors = [f"{kind.PLURAL}: {self._watch_errors[kind]}" for kind in self._watch_errors]
         return False, reason + (f" (last errors: {'; '.join(errors)})" if errors else "")
@@ -347,6 +380,11 @@ class Watcher:
         """Nothing handed over and unprocessed, waiting to be sent or in flight (events still on
         the wire or in a watch thread are not counted)."""
         return self._queue.empty() and self.pending == 0
+
+    @property
+    def priority_classes(self) -> PriorityClasses:
+        """The PriorityClasses as the watcher knows them (empty until listed)."""
+        return self._classes
 
     def synced(self, kind: type[HubObject]) -> bool:
         """`kind` has been listed once."""
@@ -379,7 +417,7 @@ class Watcher:
         ]
         tasks = [
             asyncio.create_task(self._consume(self._queue), name="watcher-consume"),
-            asyncio.create_task(self._flush(self._wake, self._slots), name="watcher-flush"),
+            asyncio.create_task(self._flush(self._wake), name="watcher-flush"),
         ]
         for thread in threads:
             thread.start()
@@ -392,6 +430,7 @@ class Watcher:
             await stop.wait()
         finally:
             halt.set()
+            self._stopping = True
             pending = [*tasks, *self._sends]
             for task in pending:
                 task.cancel()
@@ -459,6 +498,9 @@ class Watcher:
             self._watch_errors[kind] = item.error
             return
         self._watch_errors.pop(kind, None)
+        if kind in PRIORITY_KINDS:
+            self._apply_priority_classes(view, item)
+            return
         if isinstance(item, Resync):
             first = not view.synced
             changes = view.apply_resync(item)
@@ -479,7 +521,7 @@ class Watcher:
             if not quiet_start:
                 for change in changes:
                     self._route(change)
-            if first and self.ready:
+            if first and self.ready and not self._ready.is_set():
                 self._ready.set()
                 _log.info("watcher ready: %d placements cached", len(self._placements))
                 if self._reconcile_at_start:
@@ -490,6 +532,52 @@ class Watcher:
         event_change = view.apply_event(item)
         if event_change is not None:
             self._route(event_change)
+
+    def _apply_priority_classes(self, view: View[Any], item: WatchEvent[Any] | Resync[Any]) -> None:
+        """PriorityClasses route nothing: a change takes effect on each placement's next turn."""
+        if isinstance(item, Resync):
+            view.apply_resync(item)
+            self._stats.resyncs += 1
+        else:
+            view.apply_event(item)
+        before, self._classes = self._classes, PriorityClasses.of(view.values())
+        if before == self._classes or not self.ready:
+            return  # before ready, start-up signals carry the priorities
+        reason = "PriorityClasses changed"
+        for key in list(self._placements):
+            if self._priority_with(key, before) != self._priority_with(key, self._classes):
+                self._enqueue(
+                    Route(key, names.SIGNAL_PRIORITY_CHANGED, reason, may_start=False, fan_out=True)
+                )
+
+    def _priority_with(self, key: str, classes: PriorityClasses) -> QueuePriority:
+        saved, self._classes = self._classes, classes
+        try:
+            return self.queue_priority(key, TurnCause.PLACEMENT)
+        finally:
+            self._classes = saved
+
+    def queue_priority(self, key: str, cause: TurnCause) -> QueuePriority:
+        """The profile's QueueSort answer for a turn of placement `key` caused by `cause`. A
+        plugin that fails gives the default priority (and a log line), never a lost signal."""
+        cached = self._placements.get(key)
+        if cached is not None:
+            meta = cached.metadata
+        else:
+            namespace, name = split_key(key)
+            meta = ObjectMeta(name=name, namespace=namespace)
+        try:
+            return self._sorter.queue_sort(QueueItem(meta, cause, self._classes))
+        except Exception:  # a third-party plugin may fail in any way
+            self._sort_failures += 1
+            if self._sort_failures == 1 or self._sort_failures % 1000 == 0:
+                _log.exception(
+                    "QueueSort plugin %s failed (%d times so far); default priority for %s",
+                    self._sorter.name,
+                    self._sort_failures,
+                    key,
+                )
+            return QueuePriority()
 
     def _signal_every_placement(
         self, placements: Iterable[ClusterResourcePlacement] | None = None
@@ -525,6 +613,8 @@ class Watcher:
             checker=self._checker,
             now=self._clock(),
         )
+        if not routes and (moved := _priority_inputs_changed(change)):
+            routes = [moved]
         self._stats.events += 1
         self._count(type(change.new), change.type, "signalled" if routes else "ignored")
         if not routes:
@@ -539,7 +629,8 @@ class Watcher:
 
     def _enqueue(self, route: Route) -> None:
         self._stats.routes += 1
-        self._outbox.add(route)
+        cause = TurnCause.FAN_OUT if route.fan_out else TurnCause.PLACEMENT
+        self._outbox.add(route, self.queue_priority(route.placement, cause))
         self._wake.set()
 
     def _count(self, kind: type[HubObject], event: str, action: str) -> None:
@@ -548,30 +639,41 @@ class Watcher:
 
     # --- the loop: sending -----------------------------------------------------------------------
 
-    async def _flush(self, wake: asyncio.Event, slots: asyncio.Semaphore) -> None:
-        """Send due batches every coalescing window, at most `max_in_flight` at once."""
+    async def _flush(self, wake: asyncio.Event) -> None:
+        """Send due batches every coalescing window, at most `max_in_flight` at once. Batches
+        stay in the outbox until a send slot is free, so the best one waiting goes next: one
+        that arrives behind a backlog overtakes it (docs/priority.md)."""
         loop = asyncio.get_running_loop()
         while True:
             await wake.wait()
             await asyncio.sleep(self._window)
             wake.clear()
-            batches = self._outbox.take_due(loop.time(), self._in_flight)
-            self._in_flight.update(batch.placement for batch in batches)
-            for batch in batches:
-                await slots.acquire()
-                task = asyncio.create_task(self._send(batch), name=f"signal {batch.placement}")
-                self._sends.add(task)
-                task.add_done_callback(functools.partial(self._sent, batch.placement, slots))
+            self._start_sends()
             due = self._outbox.next_due(loop.time(), self._in_flight)
             if due is not None:
                 loop.call_at(due, wake.set)
 
-    def _sent(self, placement: str, slots: asyncio.Semaphore, task: asyncio.Task[None]) -> None:
+    def _start_sends(self) -> None:
+        """Start sending the best due batches, as many as there are free slots."""
+        now = asyncio.get_running_loop().time()
+        batches = self._outbox.take_due(now, self._in_flight, limit=self._free)
+        self._in_flight.update(batch.placement for batch in batches)
+        for batch in batches:
+            self._free -= 1
+            task = asyncio.create_task(self._send(batch), name=f"signal {batch.placement}")
+            self._sends.add(task)
+            task.add_done_callback(functools.partial(self._sent, batch.placement))
+
+    def _sent(self, placement: str, task: asyncio.Task[None]) -> None:
         self._sends.discard(task)
-        slots.release()
+        self._free += 1
         self._in_flight.discard(placement)
         if placement in self._outbox:
-            self._wake_up()  # events arrived while it was in flight
+            self._wake_up()  # events arrived while it was in flight: coalesce, then send
+        elif len(self._outbox) and not self._stopping:
+            # A backlog is waiting (each batch of it older than the window): its best batch
+            # takes the freed slot at once.
+            self._start_sends()
 
     async def _send(self, batch: Batch) -> None:
         name = batch.placement
@@ -612,7 +714,11 @@ class Watcher:
         """Signal the placement's workflow, starting it when the placement wants one."""
         key = batch.placement
         workflow_id = names.workflow_id_for_key(key)
-        event = HubEvent(reason=batch.reason, local_cycles=self.local_cycles())
+        event = HubEvent(
+            reason=batch.reason,
+            local_cycles=self.local_cycles(),
+            priority=self._turn_priority(batch),
+        )
         with span("watcher.signal", placement=key, signal=batch.signal, events=batch.events):
             cached = self._placements.get(key)
             if cached is not None and may_start(cached):
@@ -645,7 +751,25 @@ class Watcher:
             start_signal=signal,
             start_signal_args=[event],
             rpc_timeout=RPC_TIMEOUT,
-            **start_options(name, self.task_queue, namespace),
+            **start_options(name, self.task_queue, namespace, event.priority),
+        )
+
+    def _turn_priority(self, batch: Batch) -> TurnPriority:
+        """What the signal tells the workflow: the batch's key for the turn, the placement's own
+        key (for a person's requeue), fairness, and where the priority came from."""
+        turn = batch.priority
+        own = (
+            turn if not batch.fan_out else self.queue_priority(batch.placement, TurnCause.PLACEMENT)
+        )
+        return TurnPriority(
+            priority_key=turn.priority_key,
+            placement_key=own.priority_key,
+            fairness_key=own.fairness_key,
+            fairness_weight=own.fairness_weight,
+            value=own.value,
+            priority_class=own.priority_class,
+            tenant=own.tenant,
+            problem=own.problem,
         )
 
     def local_cycles(self) -> bool | None:
@@ -663,6 +787,27 @@ class Watcher:
             return self._hub.get(kinds_for(namespace).placement, name, namespace=namespace)
         except NotFoundError:
             return None
+
+
+def _priority_inputs_changed(change: Change[Any]) -> Route | None:
+    """A placement whose labels or fleet-scheduler.io/ annotations (what a QueueSort plugin
+    reads) changed, and nothing else KubeFleet routes: its workflow hears of the new priority
+    (SIGNAL_PRIORITY_CHANGED, no turn). Never starts a workflow."""
+    old, new = change.old, change.new
+    if change.type != "MODIFIED" or not isinstance(new, ClusterResourcePlacement):
+        return None
+    if old is None or (
+        old.metadata.labels == new.metadata.labels
+        and old.metadata.annotations == new.metadata.annotations
+    ):
+        return None
+    key = placement_key(new.metadata.namespace, new.metadata.name)
+    return Route(
+        key,
+        names.SIGNAL_PRIORITY_CHANGED,
+        f"placement {key}: labels or annotations changed",
+        may_start=False,
+    )
 
 
 def _permanent(exc: Exception) -> bool:

@@ -1,4 +1,5 @@
-"""The watcher's outbox: routes waiting to be sent, coalesced per placement.
+"""The watcher's outbox: routes waiting to be sent, coalesced per placement, taken in priority
+order and shared fairly between tenants.
 
 A cluster label flapping twenty times in a second, or one cluster change fanning out to ten
 thousand placements, must not become one Temporal call per event. Routes for the same placement
@@ -6,15 +7,29 @@ merge into one `Batch` until it is sent: the workflow coalesces signals into a d
 so one signal stands for all of them, and its reason lists the first few and counts the rest.
 A placement with a send in flight or a retry pending keeps collecting here until it is due.
 
-Pure and single-threaded (the watcher's asyncio loop owns it); time is an argument."""
+Order (docs/priority.md): a batch carries the QueuePriority the profile's QueueSort plugin gave
+its routes (the best of them when they merge). Batches are taken by priority key, 1 first; within
+a key, by fairness key in proportion to the keys' weights (start-time fair queuing: each tenant's
+virtual time advances by 1/weight per batch taken, and a tenant that was idle starts at the
+current virtual time, so it neither starves nor floods); within a tenant, first in, first out.
+Without priorities and tenants that is the first-in, first-out order it always was, but 50 new
+placements of high priority no longer wait behind 5,000 signal-with-starts.
+
+Pure and single-threaded (the watcher's asyncio loop owns it); time is an argument. Taking a
+batch is O(1) amortised: queues hold (placement, token) entries, and an entry whose token is not
+its placement's current one (the batch moved to a better key, or was taken) is skipped."""
 
 from __future__ import annotations
 
+import heapq
+import itertools
+from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Final
 
 from hub.informer import Backoff
+from scheduler.framework.queue_sort import QueuePriority
 from workers.watcher_routes import Route
 from workflows import names
 
@@ -27,10 +42,12 @@ SIGNAL_PRIORITY: Final = (
     names.SIGNAL_SNAPSHOT_CHANGED,
     names.SIGNAL_BINDING_DELETING,
     names.SIGNAL_CLUSTER_CHANGED,
+    names.SIGNAL_PRIORITY_CHANGED,  # every other signal carries the priority too
 )
 _RANK: Final = {signal: rank for rank, signal in enumerate(SIGNAL_PRIORITY)}
 # Distinct reasons listed in one signal; the rest are counted.
 MAX_REASONS: Final = 3
+_NO_PRIORITY: Final = QueuePriority()
 
 
 @dataclass(slots=True)
@@ -42,15 +59,29 @@ class Batch:
     may_start: bool
     reasons: list[str] = field(default_factory=list)
     events: int = 0
+    priority: QueuePriority = _NO_PRIORITY
+    fan_out: bool = False  # every route came from outside the placement (Route.fan_out)
 
     @classmethod
-    def of(cls, route: Route) -> Batch:
-        return cls(route.placement, route.signal, route.may_start, [route.reason], 1)
+    def of(cls, route: Route, priority: QueuePriority | None = None) -> Batch:
+        return cls(
+            route.placement,
+            route.signal,
+            route.may_start,
+            [route.reason],
+            1,
+            priority or _NO_PRIORITY,
+            route.fan_out,
+        )
 
     def merge(self, other: Batch) -> None:
         if _RANK.get(other.signal, len(_RANK)) < _RANK.get(self.signal, len(_RANK)):
             self.signal = other.signal
         self.may_start = self.may_start or other.may_start
+        # The better priority wins; at the same key the newer one (its tenant and weight).
+        if other.priority.effective_key <= self.priority.effective_key:
+            self.priority = other.priority
+        self.fan_out = self.fan_out and other.fan_out
         for reason in other.reasons:
             if reason not in self.reasons and len(self.reasons) < MAX_REASONS:
                 self.reasons.append(reason)
@@ -65,11 +96,21 @@ class Batch:
 
 
 class Outbox:
-    """Batches by placement, each due at once or, after a failed send, at a retry time."""
+    """Batches by placement, each due at once or, after a failed send, at a retry time; taken
+    best priority first, fairly between tenants, first in, first out within one."""
 
     def __init__(self) -> None:
         self._batches: dict[str, Batch] = {}
         self._due: dict[str, float] = {}  # placement -> earliest send time, only when held back
+        # priority key -> fairness key -> entries (placement, token), oldest first.
+        self._queues: dict[int, dict[str | None, deque[tuple[str, int]]]] = {}
+        self._token: dict[str, int] = {}  # placement -> the token of its queued entry
+        self._where: dict[str, tuple[int, str | None]] = {}  # ... and where that entry is
+        self._parked: set[str] = set()  # taken while busy: queued again, first, once free
+        self._timers: list[tuple[float, str]] = []  # (time, placement): held back until then
+        self._tokens = itertools.count()
+        self._pass: dict[str | None, float] = {}  # each fairness key's virtual time
+        self._clock = 0.0  # the virtual time of the last batch taken
 
     def __len__(self) -> int:
         return len(self._batches)
@@ -77,29 +118,95 @@ class Outbox:
     def __contains__(self, placement: object) -> bool:
         return placement in self._batches
 
-    def add(self, route: Route) -> None:
-        self.put_back(Batch.of(route))
+    def add(self, route: Route, priority: QueuePriority | None = None) -> None:
+        self.put_back(Batch.of(route, priority))
 
     def put_back(self, batch: Batch, *, not_before: float | None = None) -> None:
         """Merge `batch` in (after a failed send: not to be sent before `not_before`)."""
-        current = self._batches.get(batch.placement)
+        name = batch.placement
+        current = self._batches.get(name)
         if current is None:
-            self._batches[batch.placement] = batch
+            self._batches[name] = current = batch
         else:
             current.merge(batch)
         if not_before is not None:
-            self._due[batch.placement] = max(self._due.get(batch.placement, 0.0), not_before)
+            self._due[name] = max(self._due.get(name, 0.0), not_before)
+            heapq.heappush(self._timers, (self._due[name], name))
+        place = (current.priority.effective_key, current.priority.fairness_key)
+        if name not in self._parked and self._where.get(name) != place:
+            self._enqueue(name, front=False)
 
-    def take_due(self, now: float, busy: Collection[str] = ()) -> list[Batch]:
-        """Remove and return every batch that is due and whose placement is not `busy`."""
-        due = [
-            name for name in self._batches if name not in busy and self._due.get(name, 0.0) <= now
-        ]
-        for name in due:
-            self._due.pop(name, None)
-        return [self._batches.pop(name) for name in due]
+    def take_due(
+        self, now: float, busy: Collection[str] = (), limit: int | None = None
+    ) -> list[Batch]:
+        """Remove and return, best first, up to `limit` (None: all) batches that are due and
+        whose placement is not `busy`. Busy and held-back ones keep their place in line."""
+        for name in [n for n in self._parked if n not in busy]:
+            self._parked.discard(name)
+            self._enqueue(name, front=True)
+        while self._timers and self._timers[0][0] <= now:
+            _, name = heapq.heappop(self._timers)
+            if name in self._batches and name not in self._token and name not in self._parked:
+                self._enqueue(name, front=True)  # its retry time has come: back in line
+        taken: list[Batch] = []
+        while limit is None or len(taken) < limit:
+            found = self._pop()
+            if found is None:
+                break
+            if found in busy:
+                self._parked.add(found)
+            elif self._due.get(found, 0.0) > now:
+                continue  # held back: out of line until its timer puts it back
+            else:
+                self._due.pop(found, None)
+                taken.append(self._batches.pop(found))
+        return taken
 
     def next_due(self, now: float, busy: Collection[str] = ()) -> float | None:
         """When the earliest held-back batch falls due (None: nothing is waiting for a time)."""
         times = [t for name, t in self._due.items() if t > now and name not in busy]
         return min(times) if times else None
+
+    # --- the queues ----------------------------------------------------------------------------
+
+    def _enqueue(self, name: str, *, front: bool) -> None:
+        priority = self._batches[name].priority
+        key, tenant = priority.effective_key, priority.fairness_key
+        token = next(self._tokens)
+        self._token[name] = token
+        self._where[name] = (key, tenant)
+        tenants = self._queues.setdefault(key, {})
+        line = tenants.get(tenant)
+        if line is None:
+            # An idle tenant starts at the current virtual time: no credit for having waited.
+            tenants[tenant] = line = deque()
+            self._pass[tenant] = max(self._pass.get(tenant, 0.0), self._clock)
+        if front:
+            line.appendleft((name, token))
+        else:
+            line.append((name, token))
+
+    def _pop(self) -> str | None:
+        """The next placement in line, its entry removed; None when every line is empty."""
+        while self._queues:
+            key = min(self._queues)
+            tenants = self._queues[key]
+            while tenants:
+                tenant = min(tenants, key=lambda t: (self._pass.get(t, 0.0), t is not None, t))
+                line = tenants[tenant]
+                while line:
+                    name, token = line.popleft()
+                    if self._token.get(name) != token:
+                        continue  # moved to a better line, or taken: a stale entry
+                    del self._token[name], self._where[name]
+                    if not line:
+                        del tenants[tenant]
+                    weight = self._batches[name].priority.fairness_weight or 1.0
+                    self._clock = self._pass.get(tenant, 0.0)
+                    self._pass[tenant] = self._clock + 1.0 / weight
+                    if not tenants:
+                        del self._queues[key]
+                    return name
+                del tenants[tenant]
+            del self._queues[key]
+        return None

@@ -89,12 +89,16 @@ class Route:
     `reason`.
 
     `may_start`: start the workflow if none runs (signal-with-start). False only for events
-    about a placement that is gone, which must never start a new run."""
+    about a placement that is gone, which must never start a new run.
+
+    `fan_out`: the route comes from outside the placement (a member cluster's change, the
+    watcher's start), so its turn queues behind the placement's own (docs/priority.md)."""
 
     placement: str
     signal: str
     reason: str
     may_start: bool = True
+    fan_out: bool = False
 
 
 def may_start(placement: ClusterResourcePlacement) -> bool:
@@ -123,11 +127,12 @@ def startup_routes(
                     name,
                     names.SIGNAL_PLACEMENT_DELETING,
                     REASON_STARTED_DELETING.format(name=name),
+                    fan_out=True,
                 )
             )
         else:
             signal = names.SIGNAL_PLACEMENT_CHANGED if standalone else names.SIGNAL_SNAPSHOT_CHANGED
-            routes.append(Route(name, signal, REASON_STARTED.format(name=name)))
+            routes.append(Route(name, signal, REASON_STARTED.format(name=name), fan_out=True))
     return routes
 
 
@@ -303,6 +308,6 @@ def _cluster(
         left, reason = False, REASON_CLUSTER_CHANGED.format(name=name, changes=", ".join(reasons))
     candidates = [p for p in placements.values() if may_start(p)]
     return [
-        Route(placement, names.SIGNAL_CLUSTER_CHANGED, reason)
+        Route(placement, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
         for placement in placements_for_cluster_event(left, candidates)
     ]

@@ -25,6 +25,7 @@ from typing import Any, Final, Generic, Literal, TypeVar
 from pydantic import BaseModel
 
 from hub.client import Resync, WatchEvent
+from hub.names import OWN_PREFIX
 from hub.types import (
     ClusterDecision,
     ClusterResourceBinding,
@@ -177,9 +178,17 @@ def _lean(cls: type[M], **values: Any) -> M:
     return cls.model_construct(_fields_set=_FIELDS_SET, **values)
 
 
-def _meta(meta: ObjectMeta, *, labels: bool = False, annotations: bool = False) -> ObjectMeta:
+def _meta(
+    meta: ObjectMeta, *, labels: bool = False, annotations: bool | str = False
+) -> ObjectMeta:
     """Name, namespace, version, generation, deletion and finalizers (and labels, annotations
-    if asked): the metadata every route reads."""
+    if asked: all, or those whose key starts with `annotations`): the metadata every route
+    reads."""
+    if isinstance(annotations, str):
+        prefix = annotations
+        kept = {k: v for k, v in meta.annotations.items() if k.startswith(prefix)} or _EMPTY_DICT
+    else:
+        kept = (meta.annotations or _EMPTY_DICT) if annotations else _EMPTY_DICT
     return _lean(
         ObjectMeta,
         name=meta.name,
@@ -189,21 +198,23 @@ def _meta(meta: ObjectMeta, *, labels: bool = False, annotations: bool = False) 
         deletion_timestamp=meta.deletion_timestamp,
         finalizers=meta.finalizers or _EMPTY_LIST,
         labels=(meta.labels or _EMPTY_DICT) if labels else _EMPTY_DICT,
-        annotations=(meta.annotations or _EMPTY_DICT) if annotations else _EMPTY_DICT,
+        annotations=kept,
     )
 
 
 def _placement(obj: ClusterResourcePlacement) -> ClusterResourcePlacement:
     # Routes read the generation, deletion and finalizers, the policy's type and the Scheduled
-    # condition (watch_rules.placements_for_cluster_event); the rest (selectors, affinities,
-    # the per-cluster statuses KubeFleet writes) never.
+    # condition (watch_rules.placements_for_cluster_event); the QueueSort plugin the labels and
+    # our own annotations (fleet-scheduler.io/...: never kubectl's last-applied copy of the
+    # whole object); the rest (selectors, affinities, the per-cluster statuses KubeFleet
+    # writes) nothing reads.
     policy = obj.spec.policy
     scheduled = obj.status.condition(obj.SCHEDULED_CONDITION)
     return _lean(
         type(obj),
         api_version=obj.api_version,
         kind=obj.kind,
-        metadata=_meta(obj.metadata),
+        metadata=_meta(obj.metadata, labels=True, annotations=OWN_PREFIX),
         spec=_lean(
             ClusterResourcePlacementSpec,
             policy=None

@@ -512,6 +512,7 @@ async def serve(
                 reconcile_at_start=reconcile_at_start,
                 local_cycles_up_to=local_cycles_up_to,
                 resource_placements=resource_placements,
+                queue_sort=settings.profile.queue_sorter if settings.profile else None,
             )
             tasks[PART_WATCHER] = asyncio.create_task(watcher.run(stop), name=PART_WATCHER)
             helpers.append(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field
+from temporalio.common import Priority
 
 from activities.models import ActivityModel, CycleReport
 
@@ -23,6 +24,7 @@ __all__ = [
     "RequeueRequest",
     "RequeueResult",
     "TurnOutcome",
+    "TurnPriority",
 ]
 
 PlacementPhase = Literal["pending", "running", "idle", "requeue_timer", "cleaning_up", "done"]
@@ -35,11 +37,44 @@ cleaning_up: the placement is being deleted and its cleanup runs; done: the work
 (placement gone or cleaned up)."""
 
 
+class TurnPriority(ActivityModel):
+    """Where a placement's turns go in Temporal's task queues: the QueueSort plugin's answer
+    (scheduler.framework.queue_sort.QueuePriority) on the wire, and what it came from, for
+    `status`, `explain` and the search attributes (docs/priority.md)."""
+
+    # Temporal's priority key for the turn the signal asks for: 1 first, 5 last, None unset
+    # (Temporal's default, 3). A fan-out signal's key is usually below the placement's own.
+    priority_key: int | None = Field(default=None, ge=1, le=5)
+    # The key of the turns the placement causes itself, for a person's requeue.
+    placement_key: int | None = Field(default=None, ge=1, le=5)
+    fairness_key: str | None = None
+    fairness_weight: float | None = Field(default=None, gt=0)
+    value: int = 0  # the placement's priority: its PriorityClass value
+    priority_class: str | None = None
+    tenant: str | None = None
+    problem: str | None = None  # e.g. the PriorityClass named does not exist
+
+    @staticmethod
+    def temporal(priority: TurnPriority | None, key: int | None) -> Priority:
+        """Temporal's Priority for a task at priority key `key` of a placement of `priority`
+        (None: a sender that said nothing; no fairness key)."""
+        if priority is None:
+            return Priority(priority_key=key)
+        return Priority(
+            priority_key=key,
+            fairness_key=priority.fairness_key,
+            fairness_weight=priority.fairness_weight,
+        )
+
+
 class RequeueRequest(ActivityModel):
     """Payload of the `requeue` signal; every field optional (`{}` or no payload at all)."""
 
     fresh: bool = False  # reschedule a PickN placement from scratch instead of keeping its picks
     reason: str = ""
+    # The priority key of the turn this requeue causes (`requeue --priority N`); None: the
+    # placement's own (TurnPriority.placement_key).
+    priority: int | None = Field(default=None, ge=1, le=5)
 
 
 TurnOutcome = Literal["scheduled", "not_ready", "failed", "gone", "cleaned_up"]
@@ -70,6 +105,9 @@ class HubEvent(ActivityModel):
     # workflow worker as local activities, False on the activity queue, None (senders that do
     # not decide, and every history written before the field) leaves it as it is.
     local_cycles: bool | None = None
+    # Where the turn goes in the task queues, and the placement's priority (None: senders that
+    # do not order turns, and every history written before the field).
+    priority: TurnPriority | None = None
 
 
 class CarriedState(ActivityModel):
@@ -86,6 +124,8 @@ class CarriedState(ActivityModel):
     last_error: str | None = None
     waiting_for: str = ""
     phase: PlacementPhase = "pending"
+    priority: TurnPriority | None = None  # the last the watcher sent
+    pending_key: int | None = None  # the priority key the queued turn asked for
 
 
 class PlacementInput(ActivityModel):
@@ -124,6 +164,8 @@ class PlacementStatus(ActivityModel):
     turns_this_run: int = 0  # loop turns in this run, cycles or not (continue-as-new counts them)
     signals_this_run: int = 0
     local_cycles: bool = False  # turns run as local activities in the workflow worker
+    priority: TurnPriority | None = None  # the placement's priority, as the watcher last sent it
+    last_turn_key: int | None = None  # the priority key the last turn's activity ran with
 
 
 class PlacementExplanation(ActivityModel):

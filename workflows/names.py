@@ -47,11 +47,14 @@ __all__ = [
     "SA_PLACEMENT_NAME",
     "SA_PLACEMENT_NAMESPACE",
     "SA_PLACEMENT_TYPE",
+    "SA_PRIORITY",
+    "SA_TENANT",
     "SEARCH_ATTRIBUTES",
     "SIGNAL_BINDING_DELETING",
     "SIGNAL_CLUSTER_CHANGED",
     "SIGNAL_PLACEMENT_CHANGED",
     "SIGNAL_PLACEMENT_DELETING",
+    "SIGNAL_PRIORITY_CHANGED",
     "SIGNAL_REQUEUE",
     "SIGNAL_SNAPSHOT_CHANGED",
     "UPDATE_REQUEUE_AND_WAIT",
@@ -116,12 +119,16 @@ SIGNAL_PLACEMENT_DELETING: Final = "placement_deleting"  # the placement got a d
 # Standalone mode only: the placement was created or its spec changed, so the snapshotter (which
 # runs in the workflow) must look at it; beside KubeFleet this arrives as a snapshot event.
 SIGNAL_PLACEMENT_CHANGED: Final = "placement_changed"
+# The placement's priority changed (its PriorityClass annotation, a label, a PriorityClass's
+# value: docs/priority.md): the workflow records it for its next turn; no turn of its own.
+SIGNAL_PRIORITY_CHANGED: Final = "priority_changed"
 WATCHER_SIGNALS: Final = (
     SIGNAL_SNAPSHOT_CHANGED,
     SIGNAL_CLUSTER_CHANGED,
     SIGNAL_BINDING_DELETING,
     SIGNAL_PLACEMENT_DELETING,
     SIGNAL_PLACEMENT_CHANGED,
+    SIGNAL_PRIORITY_CHANGED,
 )
 
 # Query: the last cycle's summary and what the workflow waits for.
@@ -140,6 +147,10 @@ SA_FULLY_SCHEDULED: Final = SearchAttributeKey.for_bool("FleetFullyScheduled")
 # ResourcePlacement's namespace; set at start (workers.starts).
 SA_PLACEMENT_KIND: Final = SearchAttributeKey.for_keyword("FleetPlacementKind")
 SA_PLACEMENT_NAMESPACE: Final = SearchAttributeKey.for_keyword("FleetPlacementNamespace")
+# The placement's priority (its PriorityClass value) and tenant (the fairness key's source),
+# set at start and upserted when a signal brings new ones (docs/priority.md).
+SA_PRIORITY: Final = SearchAttributeKey.for_int("FleetPriority")
+SA_TENANT: Final = SearchAttributeKey.for_keyword("FleetTenant")
 # The values of SA_PLACEMENT_KIND: the hub kinds' names.
 KIND_CLUSTER_RESOURCE_PLACEMENT: Final = "ClusterResourcePlacement"
 KIND_RESOURCE_PLACEMENT: Final = "ResourcePlacement"
@@ -149,6 +160,8 @@ SEARCH_ATTRIBUTES: Final = (
     SA_FULLY_SCHEDULED,
     SA_PLACEMENT_KIND,
     SA_PLACEMENT_NAMESPACE,
+    SA_PRIORITY,
+    SA_TENANT,
 )
 
 

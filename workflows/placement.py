@@ -29,7 +29,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeUpdate
+from temporalio.common import Priority, RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         PlacementStatus,
         RequeueRequest,
         RequeueResult,
+        TurnPriority,
     )
 
 __all__ = ["PlacementWorkflow", "ResourcePlacementWorkflow"]
@@ -154,6 +155,14 @@ class PlacementWorkflow:
             if input.local_turn_seconds
             else LOCAL_TURN_LIMIT
         )
+        # Order (docs/priority.md): the placement's priority as the watcher last sent it, the
+        # best priority key the queued work asked for, and the key the current turn runs at.
+        self._priority: TurnPriority | None = carried.priority
+        self._pending_key: int | None = carried.pending_key
+        self._turn_key: int | None = None
+        # FleetPriority and FleetTenant as this run last set them (or found them at start).
+        found = workflow.info().typed_search_attributes
+        self._priority_attributes = (found.get(names.SA_PRIORITY), found.get(names.SA_TENANT))
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
@@ -172,7 +181,7 @@ class PlacementWorkflow:
             workflow.upsert_search_attributes(attributes)
         while True:
             await self._wait_for_work()
-            if await self._turn():
+            if self._dirty and await self._turn():
                 self._closing = True
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 return self._status()
@@ -202,6 +211,7 @@ class PlacementWorkflow:
         self._turns_started += 1
         number = self._turns_started
         reasons, fresh = self._take_work()
+        self._upsert_priority()
         because = "; ".join(reasons[:3]) + (f" (+{len(reasons) - 3})" if len(reasons) > 3 else "")
         turn = await self._schedule_once(number, fresh, because)
         if turn is None:
@@ -256,6 +266,9 @@ class PlacementWorkflow:
         request = request or RequeueRequest()
         self._fresh = self._fresh or request.fresh
         kind = "fresh requeue" if request.fresh else "requeue"
+        # A person's requeue runs at the placement's own key, or at the one asked for.
+        own = self._priority.placement_key if self._priority is not None else None
+        self._ask(request.priority if request.priority is not None else own)
         self._signalled(f"{kind}: {request.reason}" if request.reason else kind)
 
     @workflow.signal(name=names.SIGNAL_SNAPSHOT_CHANGED)
@@ -277,6 +290,14 @@ class PlacementWorkflow:
     @workflow.signal(name=names.SIGNAL_PLACEMENT_CHANGED)
     def placement_changed(self, event: HubEvent | None = None) -> None:
         self._hub_signal(names.SIGNAL_PLACEMENT_CHANGED, event)
+
+    @workflow.signal(name=names.SIGNAL_PRIORITY_CHANGED)
+    def priority_changed(self, event: HubEvent | None = None) -> None:
+        """The placement's priority changed: kept for its next turn, shown at once; no turn."""
+        self._signals_this_run += 1
+        if event is not None and event.priority is not None:
+            self._priority = event.priority
+            self._upsert_priority()
 
     @workflow.update(name=names.UPDATE_REQUEUE_AND_WAIT)
     async def requeue_and_wait(self, request: RequeueRequest | None = None) -> RequeueResult:
@@ -315,12 +336,47 @@ class PlacementWorkflow:
     async def _wait_for_work(self) -> None:
         if not self._dirty:
             workflow.set_current_details(f"waiting for {self._waiting_for}")
-        await workflow.wait_condition(lambda: self._dirty)
+        # Signals that run no turn (priority_changed) still count: a run they fill up
+        # continues-as-new without waiting for a turn.
+        await workflow.wait_condition(
+            lambda: self._dirty or self._signals_this_run >= self._signals_per_run
+        )
 
     def _take_work(self) -> tuple[list[str], bool]:
         reasons, fresh = self._reasons, self._fresh
         self._dirty, self._fresh, self._reasons = False, False, []
+        self._turn_key, self._pending_key = self._pending_key, None
         return reasons or ["requeue"], fresh
+
+    def _ask(self, key: int | None) -> None:
+        """Queued work asks for priority key `key` (None: no opinion): the turn that takes it
+        runs at the best key asked for since the last one started."""
+        if key is not None and (self._pending_key is None or key < self._pending_key):
+            self._pending_key = key
+
+    def _activity_priority(self) -> Priority:
+        """The Priority of this turn's activities: its key and the placement's fairness key.
+        Nothing set (Priority.default: the workflow's own) when no sender said anything, as in
+        every history written before priorities."""
+        return TurnPriority.temporal(self._priority, self._turn_key)
+
+    def _upsert_priority(self) -> None:
+        """FleetPriority and FleetTenant follow the priority the watcher last sent (a visibility
+        write only when they changed)."""
+        if self._priority is None:
+            return
+        wanted = (self._priority.value, self._priority.tenant)
+        if wanted == self._priority_attributes:
+            return
+        self._priority_attributes = wanted
+        workflow.upsert_search_attributes(
+            [
+                names.SA_PRIORITY.value_set(wanted[0]),
+                names.SA_TENANT.value_set(wanted[1])
+                if wanted[1]
+                else names.SA_TENANT.value_unset(),
+            ]
+        )
 
     async def _schedule_once(self, number: int, fresh: bool, because: str) -> TurnResult | None:
         """The loop turn as one activity: prepare and, when ready, the cycle (kubefleet-rules
@@ -385,6 +441,7 @@ class PlacementWorkflow:
             heartbeat_timeout=CYCLE_HEARTBEAT,
             retry_policy=HUB_RETRY,
             summary=summary,
+            priority=self._activity_priority(),
         )
 
     @staticmethod
@@ -420,6 +477,7 @@ class PlacementWorkflow:
                 ]
             )
         if report.requeue:
+            self._ask(self._turn_key)  # the next batch is the same work: the same key
             self._mark_dirty(f"cycle {cycle} asked to requeue now")
             self._set_phase("pending", "the next batch")
         elif report.requeue_after_seconds:
@@ -439,6 +497,7 @@ class PlacementWorkflow:
                 timeout_summary=f"cycle {cycle} asked to requeue after {seconds:g}s",
             )
         except TimeoutError:
+            self._ask(self._turn_key)
             self._mark_dirty(f"requeue after {seconds:g}s (cycle {cycle})")
 
     async def _cleanup(self) -> bool:
@@ -491,6 +550,9 @@ class PlacementWorkflow:
     def _hub_signal(self, signal: str, event: HubEvent | None) -> None:
         if event is not None and event.local_cycles is not None:
             self._local_cycles = event.local_cycles
+        if event is not None and event.priority is not None:
+            self._priority = event.priority
+            self._ask(event.priority.priority_key)
         self._signalled(f"{signal}: {event.reason}" if event and event.reason else signal)
 
     def _should_continue_as_new(self) -> bool:
@@ -513,6 +575,8 @@ class PlacementWorkflow:
             last_error=self._last_error,
             waiting_for=self._waiting_for,
             phase=self._phase,
+            priority=self._priority,
+            pending_key=self._pending_key,
         )
 
     def _status(self) -> PlacementStatus:
@@ -533,6 +597,8 @@ class PlacementWorkflow:
             turns_this_run=self._turns_started,
             signals_this_run=self._signals_this_run,
             local_cycles=self._local_cycles,
+            priority=self._priority,
+            last_turn_key=self._turn_key,
         )
 
 

@@ -34,6 +34,7 @@ from hub.types import (
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
     ObjectMeta,
+    PriorityClass,
 )
 from scheduler.snapshots import plan_snapshot_sync
 from scheduler.testing import member_cluster
@@ -53,7 +54,8 @@ T = TypeVar("T")
 TEST_TIMEOUT = (2.0, 5.0)
 WAIT_SECONDS = 45.0
 CLUSTERS = ("rbac-a", "rbac-b", "rbac-c")
-GROUP_OF = {kind.PLURAL: kind.GROUP for kind in KINDS}
+# The fleet kinds, and the built-in PriorityClasses the watcher reads (docs/priority.md).
+GROUP_OF = {kind.PLURAL: kind.GROUP for kind in (*KINDS, PriorityClass)}
 
 Request = tuple[str, str]  # (verb, resource[/subresource]) as devhub counts them
 

@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from temporalio import activity
+from temporalio.common import Priority
 from temporalio.exceptions import ApplicationError
 
 from activities import failures
@@ -50,6 +51,8 @@ class Script:
     # Per cycle, the explanation the cycle decides (recorded as the real activity records it:
     # inline, packed, or only its digest when the workflow already holds it); then the last.
     explanations: list[Explanation] = field(default_factory=list)
+    # The Temporal Priority each turn's activity task carried, in order.
+    priorities: list[Priority] = field(default_factory=list)
 
 
 SCRIPTS: dict[str, Script] = defaultdict(Script)
@@ -66,6 +69,7 @@ async def schedule_once(request: TurnRequest) -> TurnResult:
 
 async def _prepare(request: TurnRequest) -> PrepareResult:
     script = SCRIPTS[request.placement]
+    script.priorities.append(activity.info().priority)
     phase = script.phases[min(script.prepares, len(script.phases) - 1)]
     if script.deleted:
         phase = "deleting"

@@ -26,6 +26,7 @@ from workflows.models import (
     PlacementStatus,
     RequeueRequest,
     RequeueResult,
+    TurnPriority,
 )
 from workflows.placement import CLOSING_ERROR, PlacementWorkflow, ResourcePlacementWorkflow
 
@@ -479,3 +480,86 @@ async def test_a_resource_placement_workflow_keeps_its_namespace_to_the_end(
         if e.HasField("activity_task_scheduled_event_attributes")
     }
     assert scheduled == {names.ACTIVITY_SCHEDULE_ONCE_RP, names.ACTIVITY_CLEANUP_PLACEMENT_RP}
+
+
+# --- priority (docs/priority.md) -----------------------------------------------------------
+
+
+async def test_each_turn_runs_at_the_priority_its_signals_asked_for(
+    temporal_client: Client, task_queue: str, worker: PlacementWorkers
+) -> None:
+    """The watcher's signal sets the turn's key and the placement's fairness; a person's
+    requeue runs at the placement's own key, or at the one asked for; the best key of the
+    signals queued for one turn wins; FleetPriority and FleetTenant follow, upserted only when
+    they change; status carries it all."""
+    name = placement_name()
+    gate = asyncio.Event()
+    SCRIPTS[name] = Script(gate=gate)
+    fan_out = TurnPriority(
+        priority_key=4, placement_key=3, fairness_key="team-a", fairness_weight=2.0,
+        value=5, priority_class="batch", tenant="team-a",
+    )  # fmt: skip
+    handle = await temporal_client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(placement=name),
+        id=names.workflow_id(name),
+        task_queue=task_queue,
+        start_signal=names.SIGNAL_CLUSTER_CHANGED,
+        start_signal_args=[HubEvent(reason="cluster x: labels changed", priority=fan_out)],
+    )
+    await eventually(handle, lambda s: s.phase == "running")
+    # Queued during turn 1: a fan-out at key 4 and a person's requeue at key 2: turn 2 takes 2.
+    await handle.signal(
+        names.SIGNAL_CLUSTER_CHANGED, HubEvent(reason="again", priority=fan_out)
+    )
+    await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason="now", priority=2))
+    gate.set()
+    await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+    await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason="plain"))
+    await eventually(handle, lambda s: s.cycles == 3 and idle(s))
+    moved = fan_out.model_copy(update={"value": 1000, "priority_class": "high", "tenant": None,
+                                       "fairness_key": None, "fairness_weight": None,
+                                       "priority_key": 2, "placement_key": 2})
+    await handle.signal(names.SIGNAL_PLACEMENT_CHANGED, HubEvent(reason="spec", priority=moved))
+    status = await eventually(handle, lambda s: s.cycles == 4 and idle(s))
+
+    got = [(p.priority_key, p.fairness_key, p.fairness_weight) for p in SCRIPTS[name].priorities]
+    assert got == [
+        (4, "team-a", 2.0),  # the starting fan-out
+        (2, "team-a", 2.0),  # the requeue's override beats the queued fan-out
+        (3, "team-a", 2.0),  # a plain requeue: the placement's own key
+        (2, None, None),  # the new priority, no tenant
+    ]
+    assert status.priority == moved and status.last_turn_key == 2
+
+    upserts: list[dict[str, object]] = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("upsert_workflow_search_attributes_event_attributes"):
+            fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes
+            ours = {
+                k: v.data.decode() for k, v in fields.indexed_fields.items()
+                if k in (names.SA_PRIORITY.name, names.SA_TENANT.name)
+            }  # fmt: skip
+            if ours:
+                upserts.append(ours)
+    assert upserts == [
+        {names.SA_PRIORITY.name: "5", names.SA_TENANT.name: '"team-a"'},
+        {names.SA_PRIORITY.name: "1000", names.SA_TENANT.name: ""},
+    ]
+    description = await handle.describe()
+    assert description.typed_search_attributes.get(names.SA_PRIORITY) == 1000
+    assert description.typed_search_attributes.get(names.SA_TENANT) is None
+
+
+async def test_turns_without_priorities_run_as_before(
+    temporal_client: Client, task_queue: str, worker: PlacementWorkers
+) -> None:
+    """Signals without a priority (every history before it, and senders that do not order
+    turns) leave the activity's Priority unset, the workflow's own, and upsert nothing."""
+    name = placement_name()
+    handle = await start(temporal_client, task_queue, name, Script())
+    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    await handle.signal(names.SIGNAL_CLUSTER_CHANGED, HubEvent(reason="x"))
+    status = await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+    assert [p.priority_key for p in SCRIPTS[name].priorities] == [None, None]
+    assert status.priority is None and status.last_turn_key is None

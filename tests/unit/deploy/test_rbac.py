@@ -34,6 +34,7 @@ from hub.types import (
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
+    PriorityClass,
 )
 
 NAMESPACE = "fleet-scheduler"
@@ -137,9 +138,14 @@ def test_beside_kubefleet_cannot_make_or_delete_policy_snapshots() -> None:
 
 @pytest.mark.parametrize("overlay", [STANDALONE, BESIDE_KUBEFLEET])
 def test_roles_name_only_fleet_resources_without_wildcards(overlay: str) -> None:
+    """Fleet kinds, and the built-in PriorityClasses read-only (docs/priority.md)."""
     for role in by_kind(render(overlay), "ClusterRole").values():
         for rule in role["rules"]:
-            assert set(rule["apiGroups"]) <= FLEET_GROUPS, rule
+            if set(rule["apiGroups"]) == {PriorityClass.GROUP}:
+                assert rule["resources"] == [PriorityClass.PLURAL], rule
+                assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+            else:
+                assert set(rule["apiGroups"]) <= FLEET_GROUPS, rule
             assert "*" not in rule["resources"] and "*" not in rule["verbs"], rule
             assert "resourceNames" not in rule and "nonResourceURLs" not in rule, rule
 

@@ -57,6 +57,8 @@ def test_search_attributes_are_registered_with_cli_type_names() -> None:
         "FleetFullyScheduled=Bool",
         "FleetPlacementKind=Keyword",
         "FleetPlacementNamespace=Keyword",
+        "FleetPriority=Int",
+        "FleetTenant=Keyword",
     ]
     assert search_attribute_flags(names.SEARCH_ATTRIBUTES) == cmd[cmd.index("--search-attribute") :]
 
@@ -94,3 +96,9 @@ def test_free_port_is_outside_the_kernels_ephemeral_range_and_bindable() -> None
     for port in ports:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind((devserver.LOOPBACK, port))
+
+
+def test_fairness_turns_on_the_servers_fairness_and_nothing_else() -> None:
+    fair = DevServer(port=7300, fairness=True).command(BINARY)
+    assert flag_values(fair, "--dynamic-config-value") == ["matching.enableFairness=true"]
+    assert "--dynamic-config-value" not in DevServer(port=7300).command(BINARY)

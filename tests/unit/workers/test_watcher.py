@@ -10,7 +10,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from hub.client import HubClient, Resync
-from hub.types import MemberCluster
+from hub.types import MemberCluster, PriorityClass
 from workers.watcher import WATCHED_KINDS, Watcher
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -48,7 +48,9 @@ async def test_a_new_watcher_is_not_ready_and_says_which_lists_it_waits_for(
     watcher = Watcher(hub, lazy_client)
     ready, reason = watcher.readiness()
     assert not ready and not watcher.ready
-    assert reason == "waiting for the first list of " + ", ".join(k.PLURAL for k in watcher.kinds)
+    waited = [k.PLURAL for k in watcher.kinds if k is not PriorityClass]  # not waited for
+    assert reason == "waiting for the first list of " + ", ".join(waited)
+    assert PriorityClass in watcher.kinds
     assert set(WATCHED_KINDS) < set(watcher.kinds)
     assert watcher.idle and watcher.pending == 0
     assert watcher.stats.sent == 0
@@ -89,3 +91,101 @@ async def test_local_cycles_are_decided_only_once_the_clusters_are_listed(
     ]
     watcher._views[MemberCluster].apply_resync(Resync(clusters, "1"))
     assert watcher.local_cycles() is after_list
+
+
+# --- priority (docs/priority.md) ----------------------------------------------------------
+
+
+def _crp(
+    name: str, annotations: dict[str, str] | None = None, labels=None, version: str = "1"
+):
+    from hub.types import ClusterResourcePlacement
+
+    return ClusterResourcePlacement.from_wire(
+        {
+            "metadata": {
+                "name": name, "resourceVersion": version, "generation": 1,
+                "annotations": annotations or {}, "labels": labels or {},
+            },
+            "spec": {"policy": {"placementType": "PickAll"}},
+        }
+    )  # fmt: skip
+
+
+def _pc(name: str, value: int, default: bool = False, version: str = "1") -> PriorityClass:
+    return PriorityClass.from_wire(
+        {"metadata": {"name": name, "resourceVersion": version}, "value": value,
+         "globalDefault": default}
+    )  # fmt: skip
+
+
+def _ready(watcher: Watcher, placements, classes) -> None:
+    """Every kind listed, as the watch threads would hand the lists over."""
+    from hub.client import Resync
+
+    for kind in watcher.kinds:
+        objects = placements if kind.KIND == "ClusterResourcePlacement" else (
+            classes if kind is PriorityClass else []
+        )
+        watcher._apply(kind, Resync(objects, "1"))
+    watcher._outbox.take_due(1e9)  # the start-up signals
+
+async def test_a_turn_gets_the_priority_of_the_class_its_placement_names(
+    hub: HubClient, lazy_client: Client
+) -> None:
+    from scheduler.framework.queue_sort import TurnCause
+
+    watcher = Watcher(hub, lazy_client)
+    annotated = _crp("web", {"fleet-scheduler.io/priority-class": "urgent"})
+    _ready(watcher, [annotated, _crp("plain")], [_pc("urgent", 5000), _pc("batch", -5, True)])
+    assert watcher.ready
+    own = watcher.queue_priority("web", TurnCause.PLACEMENT)
+    assert (own.value, own.priority_class, own.priority_key) == (5000, "urgent", 2)
+    assert watcher.queue_priority("web", TurnCause.FAN_OUT).priority_key == 3
+    plain = watcher.queue_priority("plain", TurnCause.PLACEMENT)
+    assert (plain.value, plain.priority_class, plain.priority_key) == (-5, "batch", 4)
+    unknown = watcher.queue_priority("gone", TurnCause.PLACEMENT)
+    assert (unknown.value, unknown.priority_key) == (-5, 4)  # the global default
+
+
+async def test_priority_changes_reach_the_workflows_without_a_turn(
+    hub: HubClient, lazy_client: Client
+) -> None:
+    """A new annotation (no generation change: KubeFleet routes nothing) and a PriorityClass
+    whose value moves each queue a priority_changed signal, which never starts a workflow;
+    a class change that moves no placement queues nothing."""
+    from hub.client import WatchEvent
+    from hub.types import ClusterResourcePlacement
+
+    watcher = Watcher(hub, lazy_client)
+    _ready(watcher, [_crp("web"), _crp("api")], [_pc("urgent", 5000)])
+    annotated = _crp("web", {"fleet-scheduler.io/priority-class": "urgent"}, version="2")
+    watcher._apply(ClusterResourcePlacement, WatchEvent("MODIFIED", annotated, "2"))
+    (batch,) = watcher._outbox.take_due(1e9)
+    assert (batch.placement, batch.signal, batch.may_start) == (
+        "web", "priority_changed", False,
+    )  # fmt: skip
+    assert batch.priority.value == 5000
+    watcher._apply(PriorityClass, WatchEvent("ADDED", _pc("unused", 7, version="3"), "3"))
+    assert watcher._outbox.take_due(1e9) == []
+    raised = _pc("urgent", 2_000_000_000, version="4")
+    watcher._apply(PriorityClass, WatchEvent("MODIFIED", raised, "4"))
+    (moved,) = watcher._outbox.take_due(1e9)
+    assert (moved.placement, moved.signal, moved.priority.value) == (
+        "web", "priority_changed", 2_000_000_000,
+    )  # fmt: skip
+
+
+async def test_a_failing_queue_sort_plugin_gives_the_default_priority(
+    hub: HubClient, lazy_client: Client
+) -> None:
+    from scheduler.framework.queue_sort import QueuePriority, TurnCause
+
+    class Broken:
+        name = "Broken"
+
+        def queue_sort(self, item):
+            raise RuntimeError("boom")
+
+    watcher = Watcher(hub, lazy_client, queue_sort=Broken())  # type: ignore[arg-type]
+    assert watcher.queue_priority("web", TurnCause.PLACEMENT) == QueuePriority()

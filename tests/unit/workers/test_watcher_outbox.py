@@ -91,3 +91,80 @@ def test_backoff_doubles_up_to_its_maximum(attempt, expected) -> None:
 def test_backoff_refuses_nonsense() -> None:
     with pytest.raises(ValueError, match="initial <= maximum"):
         Backoff(initial=5.0, maximum=1.0)
+
+
+# --- order: priority keys, then tenants by weight, then first in, first out --------------------
+
+
+def _prio(key: int | None = None, tenant: str | None = None, weight: float | None = None):
+    from scheduler.framework.queue_sort import QueuePriority
+
+    return QueuePriority(priority_key=key, fairness_key=tenant, fairness_weight=weight)
+
+
+def test_a_better_key_overtakes_a_backlog_and_ties_stay_first_in_first_out() -> None:
+    outbox = Outbox()
+    for index in range(100):
+        outbox.add(Route(f"low-{index}", CLUSTER, "x"), _prio(4))
+    outbox.add(Route("high", CLUSTER, "x"), _prio(2))
+    outbox.add(Route("plain", CLUSTER, "x"))  # no key: Temporal's default, 3
+    taken = [b.placement for b in outbox.take_due(0.0, limit=4)]
+    assert taken == ["high", "plain", "low-0", "low-1"]
+    rest = [b.placement for b in outbox.take_due(0.0)]
+    assert rest == [f"low-{i}" for i in range(2, 100)]
+
+
+def test_a_merge_that_improves_the_key_moves_the_batch_forward_once() -> None:
+    outbox = Outbox()
+    outbox.add(Route("a", CLUSTER, "x"), _prio(4))
+    outbox.add(Route("b", CLUSTER, "x"), _prio(4))
+    outbox.add(Route("b", CHANGED := names.SIGNAL_PLACEMENT_CHANGED, "own"), _prio(3))
+    outbox.add(Route("b", CLUSTER, "again"), _prio(4))  # a worse key does not move it back
+    batches = outbox.take_due(0.0)
+    assert [b.placement for b in batches] == ["b", "a"]
+    assert batches[0].priority.priority_key == 3 and batches[0].signal == CHANGED
+    assert outbox.take_due(0.0) == []
+
+
+def test_fan_out_stays_true_only_while_every_route_is_a_fan_out() -> None:
+    outbox = Outbox()
+    outbox.add(Route("a", CLUSTER, "x", fan_out=True))
+    outbox.add(Route("b", CLUSTER, "x", fan_out=True))
+    outbox.add(Route("b", names.SIGNAL_PLACEMENT_CHANGED, "own"))
+    flags = {b.placement: b.fan_out for b in outbox.take_due(0.0)}
+    assert flags == {"a": True, "b": False}
+
+
+def test_tenants_share_a_key_in_proportion_to_their_weights() -> None:
+    outbox = Outbox()
+    for index in range(300):
+        outbox.add(Route(f"a-{index}", CLUSTER, "x"), _prio(3, "a", 2.0))
+    for index in range(300):
+        outbox.add(Route(f"b-{index}", CLUSTER, "x"), _prio(3, "b", 1.0))
+    first = [b.placement[0] for b in outbox.take_due(0.0, limit=90)]
+    assert first.count("a") == 60 and first.count("b") == 30
+
+
+def test_a_tenant_arriving_late_is_served_at_once_but_gets_no_credit_for_waiting() -> None:
+    outbox = Outbox()
+    for index in range(1000):
+        outbox.add(Route(f"a-{index}", CLUSTER, "x"), _prio(3, "a"))
+    assert len(outbox.take_due(0.0, limit=500)) == 500
+    for index in range(10):
+        outbox.add(Route(f"b-{index}", CLUSTER, "x"), _prio(3, "b"))
+    nxt = [b.placement[0] for b in outbox.take_due(0.0, limit=20)]
+    assert nxt == ["a", "b"] * 10 or nxt == ["b", "a"] * 10
+
+
+def test_busy_and_held_back_batches_keep_their_place_in_line() -> None:
+    outbox = Outbox()
+    for name in ("a", "b", "c"):
+        outbox.add(Route(name, CLUSTER, "x"))
+    assert [b.placement for b in outbox.take_due(0.0, busy={"a"}, limit=1)] == ["b"]
+    (c,) = outbox.take_due(0.0, busy={"a"})
+    outbox.put_back(c, not_before=10.0)
+    outbox.add(Route("d", CLUSTER, "x"))
+    # a is free again and goes first; c waits for its time; d is next
+    assert [b.placement for b in outbox.take_due(1.0)] == ["a", "d"]
+    assert [b.placement for b in outbox.take_due(10.0)] == ["c"]
+    assert len(outbox) == 0

@@ -52,6 +52,8 @@ def test_search_attributes_have_the_documented_types() -> None:
         "FleetFullyScheduled": SearchAttributeIndexedValueType.BOOL,
         "FleetPlacementKind": SearchAttributeIndexedValueType.KEYWORD,
         "FleetPlacementNamespace": SearchAttributeIndexedValueType.KEYWORD,
+        "FleetPriority": SearchAttributeIndexedValueType.INT,
+        "FleetTenant": SearchAttributeIndexedValueType.KEYWORD,
     }
 
 

@@ -1,5 +1,5 @@
 """The built-in plugins: KubeFleet's names, and exactly the extension points of kubefleet-rules
-5.0."""
+5.0; and kube-scheduler's PrioritySort, the one QueueSort plugin."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from scheduler.framework.interfaces import (
     PreScorePlugin,
     ScorePlugin,
 )
+from scheduler.framework.queue_sort import QueueSortPlugin
 from scheduler.plugins import BUILTIN_PLUGINS
 
 POINTS: dict[str, type[Plugin]] = {
+    "queue_sort": QueueSortPlugin,
     "post_batch": PostBatchPlugin,
     "pre_filter": PreFilterPlugin,
     "filter": FilterPlugin,
@@ -30,6 +32,7 @@ EXPECTED = {
     "TaintToleration": {"filter"},
     "SamePlacementAntiAffinity": {"filter", "score"},
     "TopologySpreadConstraints": {"post_batch", "pre_filter", "filter", "pre_score", "score"},
+    "PrioritySort": {"queue_sort"},
 }
 
 

@@ -1,0 +1,137 @@
+"""Priority end to end (docs/priority.md): against the real dev server, a placement of a high
+PriorityClass created behind a backlog of low ones has its cycle run before most of them.
+
+The backlog is made real and deterministic: the watcher and the workflow worker run, the
+activity worker does not, so every placement's first turn waits on the activity task queue.
+Then one activity slot starts taking them. First in, first out, the high one would go last; by
+priority it goes within the first few (Temporal orders each task-queue partition, and a queue
+has several: the first polls may come from partitions without it)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+import pytest
+from temporalio.client import Client
+
+from activities.plumbing import ActivitySettings
+from hub.client import HubClient
+from hub.names import PRIORITY_CLASS_ANNOTATION
+from hub.types import ClusterResourcePlacement, PriorityClass
+from tests.integration.e2e.fleet import add_cluster, eventually, status, unique
+from workers.watcher import Watcher
+from workers.worker import build_worker
+from workflows.names import SA_PRIORITY, workflow_id
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+BACKLOG = 24
+# Where the high placement's cycle may come at most: well before the backlog's end, with room
+# for the partitions polled before the one holding it.
+AT_MOST = 8
+
+
+def priority_class(name: str, value: int) -> PriorityClass:
+    return PriorityClass.from_wire(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+    )
+
+
+def placement(name: str, cls: str) -> ClusterResourcePlacement:
+    return ClusterResourcePlacement.from_wire(
+        {
+            "metadata": {"name": name, "annotations": {PRIORITY_CLASS_ANNOTATION: cls}},
+            "spec": {
+                "resourceSelectors": [
+                    {"group": "", "version": "v1", "kind": "Namespace", "name": "app"}
+                ],
+                "policy": {"placementType": "PickAll"},
+            },
+        }
+    )
+
+
+async def activity_started(client: Client, name: str) -> datetime:
+    """When the placement's first turn's activity started (the server's clock)."""
+    async for event in client.get_workflow_handle(workflow_id(name)).fetch_history_events():
+        if event.HasField("activity_task_started_event_attributes"):
+            return event.event_time.ToDatetime()
+    raise AssertionError(f"{name}: no activity started")
+
+
+async def test_a_high_priority_placement_overtakes_a_backlog(
+    hub: HubClient, temporal_client: Client, task_queue: str
+) -> None:
+    add_cluster(hub, unique("member"))
+    low, high = unique("low"), unique("high")
+    hub.create(priority_class(low, -10))
+    hub.create(priority_class(high, 1000))
+    backlog = [unique("backlog") for _ in range(BACKLOG)]
+    urgent = unique("urgent")
+
+    workflows = build_worker(
+        temporal_client,
+        hub,
+        task_queue=task_queue,
+        settings=ActivitySettings(),
+        activities=False,
+        max_cached_workflows=0,
+    )
+    watcher = Watcher(hub, temporal_client, task_queue=task_queue)
+    stop = asyncio.Event()
+    async with workflows:
+        watching = asyncio.create_task(watcher.run(stop))
+        try:
+            await watcher.wait_ready(timeout=30)
+            # The watcher knows the classes (readiness does not wait for them).
+            await eventually(lambda: {low, high} <= set(watcher.priority_classes.values))
+
+            async def waiting(name: str) -> bool:
+                current = await status(temporal_client, name)
+                return current is not None and current.phase == "running"
+
+            for name in backlog:
+                hub.create(placement(name, low))
+            for name in backlog:  # every first turn is on the activity queue
+                while not await waiting(name):
+                    await asyncio.sleep(0.1)
+            hub.create(placement(urgent, high))
+            while not await waiting(urgent):
+                await asyncio.sleep(0.1)
+
+            activities = build_worker(
+                temporal_client,
+                hub,
+                task_queue=task_queue,
+                settings=ActivitySettings(),
+                workflows=False,
+                max_concurrent_activities=1,
+            )
+            async with activities:
+                for name in [*backlog, urgent]:
+                    while True:
+                        current = await status(temporal_client, name)
+                        if current is not None and current.cycles >= 1:
+                            break
+                        await asyncio.sleep(0.1)
+                # It was told its priority, and shows it (a query needs a running worker).
+                told = await status(temporal_client, urgent)
+        finally:
+            stop.set()
+            await asyncio.wait_for(watching, timeout=30)
+
+    started = {name: await activity_started(temporal_client, name) for name in [*backlog, urgent]}
+    order = sorted(started, key=started.__getitem__)
+    position = order.index(urgent) + 1
+    assert position <= AT_MOST, f"the high placement ran {position} of {BACKLOG + 1}: {order}"
+    assert told is not None and told.priority is not None
+    assert (told.priority.value, told.priority.priority_class) == (1000, high)
+    assert told.last_turn_key == 2
+    description = await temporal_client.get_workflow_handle(workflow_id(urgent)).describe()
+    assert description.typed_search_attributes.get(SA_PRIORITY) == 1000
