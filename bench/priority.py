@@ -96,21 +96,29 @@ PROFILES: Final[Mapping[str, str]] = {
     ),
 }
 FAIRNESS_SERVER_ARGS: Final = ("--dynamic-config-value", f"{FAIRNESS_DYNAMIC_CONFIG}=true")
+# The server's task-queue partition counts (docs/priority.md: the caveat).
+PARTITION_SETTINGS: Final = (
+    "matching.numTaskqueueReadPartitions",
+    "matching.numTaskqueueWritePartitions",
+)
 # A scheduler log line worth a look (it logs at WARNING; its children prefix their lines).
 TROUBLE: Final = re.compile(r"WARNING|ERROR|CRITICAL|Traceback")
 
 
 @dataclass(frozen=True)
 class Setup:
-    """What an arm runs: its profile (None: the default) and whether the server is fair."""
+    """What an arm runs: its profile (None: the default), whether the server is fair, and the
+    task queues' partitions (None: the server's default, several; priority holds within one)."""
 
     profile: str | None
     server_fairness: bool = False
+    partitions: int | None = None
 
 
 SETUPS: Final[Mapping[str, Setup]] = {
     "backlog.priority": Setup(None),
     "backlog.fifo": Setup("fifo"),
+    "backlog.priority.one_partition": Setup(None, partitions=1),
     "tenants.fair": Setup("fair", server_fairness=True),
     "tenants.unfair": Setup(None),
     "burst.default": Setup(None),
@@ -254,6 +262,7 @@ async def backlog(arm: Arm, results: Results) -> None:
     to_scheduled = arm.latencies(high_created)
     arm.report_latencies(f"{arm.label}.high", to_scheduled)
     results.add(f"{arm.label}.high.p50_s", percentile(to_scheduled, 0.50))
+    results.add(f"{arm.label}.high.p99_s", percentile(to_scheduled, 0.99))
     await arm.wait_scheduled(low, "backlog")
     report(f"{arm.label}.backlog_left_at_last_high", arm.unscheduled_at(low, last_high))
     drained = max(arm.scheduled(n) for n in low) - min(low_created.values())
@@ -333,6 +342,9 @@ async def fresh_stack(
     logs = workdir / label
     logs.mkdir()
     server_args = list(FAIRNESS_SERVER_ARGS) if setup.server_fairness else []
+    if setup.partitions is not None:
+        for setting in PARTITION_SETTINGS:
+            server_args += ["--dynamic-config-value", f"{setting}={setup.partitions}"]
     stack = Stack(logs, temporal_db="sqlite", server_args=server_args)
     hub: Hub | None = None
     tracker: Tracker | None = None
@@ -422,6 +434,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> bool:
         report(f"machine.load1.before_{label}", os.getloadavg()[0])
         report(f"{label}.profile", setup.profile or "default")
         report(f"{label}.server_fairness", str(setup.server_fairness).lower())
+        report(f"{label}.partitions", setup.partitions or "default")
         began = time.monotonic()
         try:
             async with fresh_stack(args, label, setup, workdir) as stack:
@@ -439,6 +452,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> bool:
         "backlog.ratio.high_p50_fifo_over_priority",
         "backlog.fifo.high.p50_s",
         "backlog.priority.high.p50_s",
+    )
+    results.ratio(
+        "backlog.ratio.high_p99_default_partitions_over_one",
+        "backlog.priority.high.p99_s",
+        "backlog.priority.one_partition.high.p99_s",
     )
     results.ratio(
         "tenants.ratio.b_p50_unfair_over_fair", "tenants.unfair.b.p50_s", "tenants.fair.b.p50_s"
