@@ -191,9 +191,11 @@ def test_dev_without_flags_is_make_run() -> None:
     assert args.sample_fleet and args.sample_placements
     assert build_parser().parse_args(["dev", "--in-memory"]).data_dir is None
     makefile = (Path(__file__).resolve().parents[3] / "Makefile").read_text(encoding="utf-8")
-    assert "fleet-scheduler dev --data-dir $(RUN_DIR) --kubeconfig-out $(RUN_DIR)/kubeconfig\n" in (
-        makefile
+    assert (
+        "fleet-scheduler dev --data-dir $(RUN_DIR) --kubeconfig-out $(RUN_DIR)/kubeconfig "
+        "$(RUN_ARGS)\n" in makefile
     )
+    assert "\nRUN_ARGS ?=\n" in makefile  # nothing extra unless asked (make run RUN_ARGS=...)
 
 
 def test_dev_serves_metrics_on_a_fixed_documented_port_by_default() -> None:

@@ -267,13 +267,55 @@ def test_a_deleted_placement_is_listed_as_completed_and_cannot_be_requeued(
         return rows[0] if rows and rows[0][4] == "Completed" else None
 
     row = wait_for(f"{name} listed as Completed", completed_row)
-    assert row[5:7] == ["nothing:", "cleaned"]
+    # "nothing: cleaned up (...)", or, when the hub's DELETED event reached the workflow before
+    # it completed (a race a loaded machine can lose), one more turn: "nothing: the placement
+    # is gone". Either way the workflow ended because the placement is gone.
+    assert row[5:7] in (["nothing:", "cleaned"], ["nothing:", "the"]), row
     running = dev.cli("status")
     assert name not in running.stdout
     requeued = dev.cli("requeue", name)
     assert requeued.returncode == 2
     assert f"crp/{name} has finished" in requeued.stderr
     assert "Traceback" not in requeued.stderr
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+def test_the_readmes_priority_walkthrough(dev: DevProcess, placement: str) -> None:
+    """README "Priority and fairness": a PriorityClass made with kubectl, the placement annotated
+    (no spec change, so no turn: the watcher's priority_changed tells the workflow), explain and
+    status show it, and `requeue --priority` runs one turn at the key asked for."""
+    assert "kubectl --kubeconfig .run/kubeconfig create priorityclass urgent --value=10000" in (
+        README.read_text()
+    )
+    kubectl = [str(KUBECTL), "--kubeconfig", str(dev.kubeconfig)]
+    for command in (
+        ["create", "priorityclass", "urgent", "--value=10000"],
+        ["annotate", "crp", placement, "fleet-scheduler.io/priority-class=urgent"],
+    ):
+        done = subprocess.run(
+            [*kubectl, *command], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert done.returncode == 0, done.stderr
+
+    def told() -> str | None:
+        explained = dev.cli("explain", placement)
+        assert explained.returncode == 0, explained.stderr
+        line = next((x for x in explained.stdout.splitlines() if x.startswith("priority:")), "")
+        return line if "PriorityClass urgent" in line else None
+
+    line = wait_for("the new priority in explain", told)
+    assert line.startswith("priority: 10000 (PriorityClass urgent), key 2 for its own turns")
+    requeued = dev.cli("requeue", placement, "--priority", "1", "--wait")
+    assert requeued.returncode == 0, requeued.stderr
+    assert f"sent requeue to crp/{placement} at priority key 1" in requeued.stdout
+    assert "last turn at key 1" in (told() or "")
+    listed = dev.cli("status")
+    header, *rows = listed.stdout.splitlines()
+    assert header.split()[-2:] == ["PRIORITY", "TENANT"]
+    (row,) = [r.split() for r in rows if r.split()[0] == placement]
+    assert row[-2:] == ["10000", "-"]
+    refused = dev.cli("requeue", placement, "--priority", "6")
+    assert refused.returncode == 2 and "--priority" in refused.stderr
 
 
 def test_sample_placements_are_scheduled_and_sigterm_stops_everything(tmp_path: Path) -> None:
