@@ -159,7 +159,9 @@ class Outbox:
                 continue  # held back: out of line until its timer puts it back
             else:
                 self._due.pop(found, None)
-                taken.append(self._batches.pop(found))
+                batch = self._batches.pop(found)
+                self._charge(batch.priority)
+                taken.append(batch)
         return taken
 
     def next_due(self, now: float, busy: Collection[str] = ()) -> float | None:
@@ -186,6 +188,13 @@ class Outbox:
         else:
             line.append((name, token))
 
+    def _charge(self, priority: QueuePriority) -> None:
+        """A batch of this tenant was taken: its virtual time moves on by 1/weight (only sends
+        count, not batches passed over as busy or held back)."""
+        tenant = priority.fairness_key
+        self._clock = self._pass.get(tenant, 0.0)
+        self._pass[tenant] = self._clock + 1.0 / (priority.fairness_weight or 1.0)
+
     def _pop(self) -> str | None:
         """The next placement in line, its entry removed; None when every line is empty."""
         while self._queues:
@@ -201,9 +210,6 @@ class Outbox:
                     del self._token[name], self._where[name]
                     if not line:
                         del tenants[tenant]
-                    weight = self._batches[name].priority.fairness_weight or 1.0
-                    self._clock = self._pass.get(tenant, 0.0)
-                    self._pass[tenant] = self._clock + 1.0 / weight
                     if not tenants:
                         del self._queues[key]
                     return name

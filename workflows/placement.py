@@ -106,6 +106,9 @@ CLOSING_ERROR = "RunClosing"
 CLOSING_MESSAGE = "this run is ending (continue-as-new or completion); retry the update"
 # Signal reasons kept for the status query; older ones are counted, not listed.
 MAX_PENDING_REASONS = 20
+# The priority commands (search-attribute upserts, priority_changed counting toward
+# continue-as-new) are new: a run begun by a worker from before them replays without them.
+PRIORITY_PATCH = "priority"
 
 
 # Auto-upgrade, set as a versioned worker's default (workers.versioning says why not pinned):
@@ -157,6 +160,10 @@ class PlacementWorkflow:
         )
         # Order (docs/priority.md): the placement's priority as the watcher last sent it, the
         # best priority key the queued work asked for, and the key the current turn runs at.
+        # Whether this run issues the priority commands: decided (workflow.patched) the first
+        # time it would, so runs that never need one record no marker. A run begun by a
+        # worker from before priorities replays without them, and keeps without them.
+        self._prioritised: bool | None = None
         self._priority: TurnPriority | None = carried.priority
         self._pending_key: int | None = carried.pending_key
         self._turn_key: int | None = None
@@ -294,6 +301,8 @@ class PlacementWorkflow:
     @workflow.signal(name=names.SIGNAL_PRIORITY_CHANGED)
     def priority_changed(self, event: HubEvent | None = None) -> None:
         """The placement's priority changed: kept for its next turn, shown at once; no turn."""
+        if not self._priority_commands():
+            return  # a run begun before priorities: its history has no such commands
         self._signals_this_run += 1
         if event is not None and event.priority is not None:
             self._priority = event.priority
@@ -339,7 +348,10 @@ class PlacementWorkflow:
         # Signals that run no turn (priority_changed) still count: a run they fill up
         # continues-as-new without waiting for a turn.
         await workflow.wait_condition(
-            lambda: self._dirty or self._signals_this_run >= self._signals_per_run
+            lambda: (
+                self._dirty
+                or (self._prioritised is True and self._signals_this_run >= self._signals_per_run)
+            )
         )
 
     def _take_work(self) -> tuple[list[str], bool]:
@@ -360,13 +372,18 @@ class PlacementWorkflow:
         every history written before priorities."""
         return TurnPriority.temporal(self._priority, self._turn_key)
 
+    def _priority_commands(self) -> bool:
+        if self._prioritised is None:
+            self._prioritised = workflow.patched(PRIORITY_PATCH)
+        return self._prioritised
+
     def _upsert_priority(self) -> None:
         """FleetPriority and FleetTenant follow the priority the watcher last sent (a visibility
         write only when they changed)."""
         if self._priority is None:
             return
         wanted = (self._priority.value, self._priority.tenant)
-        if wanted == self._priority_attributes:
+        if wanted == self._priority_attributes or not self._priority_commands():
             return
         self._priority_attributes = wanted
         workflow.upsert_search_attributes(

@@ -153,3 +153,57 @@ async def test_a_workflow_missing_a_command_fails_to_replay() -> None:
     result = await broken.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is not None
     assert "nondetermin" in str(result.replay_failure).lower()
+
+
+async def test_a_run_begun_before_priorities_replays_with_the_watchers_priority_signals(
+    temporal_client: Client, task_queue: str
+) -> None:
+    """A rolling upgrade: the new watcher sends priorities (and priority_changed) to a run a
+    worker from before them is executing, which records no upsert for them. Stood in for by a
+    worker that declines the priority patch, as a worker without the code would behave; today's
+    code must replay that run as it is (no upsert it never made), and a fresh run makes them."""
+    from temporalio.worker import PatchActivationInput, Worker
+
+    from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS
+    from workflows.models import TurnPriority
+    from workflows.placement import PRIORITY_PATCH
+
+    def before_priorities(found: PatchActivationInput) -> bool:
+        return found.patch_id != PRIORITY_PATCH
+
+    name = placement_name()
+    SCRIPTS[name] = Script()
+    urgent = TurnPriority(priority_key=2, placement_key=2, value=1000, priority_class="high")
+    queue = f"{task_queue}-old"
+    async with (
+        Worker(
+            temporal_client, task_queue=queue, workflows=[PlacementWorkflow],
+            activities=STAND_INS, max_cached_workflows=0,
+            patch_activation_callback=before_priorities,
+        ),
+        Worker(
+            temporal_client, task_queue=names.activity_task_queue(queue), activities=STAND_INS
+        ),
+    ):  # fmt: skip
+        handle = await temporal_client.start_workflow(
+            PlacementWorkflow.run,
+            PlacementInput(placement=name),
+            id=names.workflow_id(name),
+            task_queue=queue,
+            start_signal=names.SIGNAL_PLACEMENT_CHANGED,
+            start_signal_args=[HubEvent(reason="created", priority=urgent)],
+        )
+        await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+        await handle.signal(names.SIGNAL_PRIORITY_CHANGED, HubEvent(priority=urgent))
+        await handle.signal(PlacementWorkflow.requeue)
+        await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+        history = await handle.fetch_history()
+    field = "upsert_workflow_search_attributes_event_attributes"
+    upserts = [e for e in history.events if e.HasField(field)]
+    assert not any(
+        names.SA_PRIORITY.name in e.upsert_workflow_search_attributes_event_attributes
+        .search_attributes.indexed_fields
+        for e in upserts
+    )  # fmt: skip
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
