@@ -545,21 +545,18 @@ class Watcher:
             return  # before ready, start-up signals carry the priorities
         reason = "PriorityClasses changed"
         for key in list(self._placements):
-            if self._priority_with(key, before) != self._priority_with(key, self._classes):
+            was = self.queue_priority(key, TurnCause.PLACEMENT, before)
+            if was != self.queue_priority(key, TurnCause.PLACEMENT):
                 self._enqueue(
                     Route(key, names.SIGNAL_PRIORITY_CHANGED, reason, may_start=False, fan_out=True)
                 )
 
-    def _priority_with(self, key: str, classes: PriorityClasses) -> QueuePriority:
-        saved, self._classes = self._classes, classes
-        try:
-            return self.queue_priority(key, TurnCause.PLACEMENT)
-        finally:
-            self._classes = saved
-
-    def queue_priority(self, key: str, cause: TurnCause) -> QueuePriority:
-        """The profile's QueueSort answer for a turn of placement `key` caused by `cause`. A
-        plugin that fails gives the default priority (and a log line), never a lost signal."""
+    def queue_priority(
+        self, key: str, cause: TurnCause, classes: PriorityClasses | None = None
+    ) -> QueuePriority:
+        """The profile's QueueSort answer for a turn of placement `key` caused by `cause`, with
+        the PriorityClasses known now (or `classes`). A plugin that fails gives the default
+        priority (and a log line), never a lost signal."""
         cached = self._placements.get(key)
         if cached is not None:
             meta = cached.metadata
@@ -567,7 +564,7 @@ class Watcher:
             namespace, name = split_key(key)
             meta = ObjectMeta(name=name, namespace=namespace)
         try:
-            return self._sorter.queue_sort(QueueItem(meta, cause, self._classes))
+            return self._sorter.queue_sort(QueueItem(meta, cause, classes or self._classes))
         except Exception:  # a third-party plugin may fail in any way
             self._sort_failures += 1
             if self._sort_failures == 1 or self._sort_failures % 1000 == 0:

@@ -31,12 +31,27 @@ __all__ = [
     "QueuePriority",
     "QueueSortPlugin",
     "TurnCause",
+    "checked_priority_key",
 ]
 
 # Temporal's priority keys: 1 is taken first, 5 last; a task without one counts as 3.
 HIGHEST_PRIORITY_KEY = 1
 LOWEST_PRIORITY_KEY = 5
 DEFAULT_PRIORITY_KEY = 3
+
+
+def checked_priority_key(value: object, where: str) -> int:
+    """`value` if it is a Temporal priority key (an int in 1-5); else ValueError naming `where`."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not HIGHEST_PRIORITY_KEY <= value <= LOWEST_PRIORITY_KEY
+    ):
+        raise ValueError(
+            f"{where} must be an integer in [{HIGHEST_PRIORITY_KEY}, {LOWEST_PRIORITY_KEY}], "
+            f"got {value!r}"
+        )
+    return value
 
 
 class TurnCause(enum.Enum):
@@ -106,16 +121,8 @@ class QueuePriority:
     problem: str | None = None
 
     def __post_init__(self) -> None:
-        key = self.priority_key
-        if key is not None and (
-            isinstance(key, bool)
-            or not isinstance(key, int)
-            or not HIGHEST_PRIORITY_KEY <= key <= LOWEST_PRIORITY_KEY
-        ):
-            raise ValueError(
-                f"priority_key must be an integer in [{HIGHEST_PRIORITY_KEY}, "
-                f"{LOWEST_PRIORITY_KEY}] or None, got {key!r}"
-            )
+        if self.priority_key is not None:
+            checked_priority_key(self.priority_key, "priority_key")
         weight = self.fairness_weight
         if weight is not None and not (isinstance(weight, int | float) and weight > 0):
             raise ValueError(f"fairness_weight must be a positive number or None, got {weight!r}")

@@ -38,6 +38,7 @@ from scheduler.framework.queue_sort import (
     QueuePriority,
     QueueSortPlugin,
     TurnCause,
+    checked_priority_key,
 )
 from scheduler.labels import key_problem
 
@@ -146,15 +147,7 @@ def _bands(value: object) -> tuple[Band, ...]:
         low, key = entry["minValue"], entry["priorityKey"]
         if isinstance(low, bool) or not isinstance(low, int) or not MIN_VALUE <= low <= MAX_VALUE:
             raise ValueError(f"{where}.minValue must be an int32, got {low!r}")
-        if (
-            isinstance(key, bool)
-            or not isinstance(key, int)
-            or not HIGHEST_PRIORITY_KEY <= key <= LOWEST_PRIORITY_KEY
-        ):
-            raise ValueError(
-                f"{where}.priorityKey must be an integer in [{HIGHEST_PRIORITY_KEY}, "
-                f"{LOWEST_PRIORITY_KEY}], got {key!r}"
-            )
+        key = checked_priority_key(key, f"{where}.priorityKey")
         if bands and not (low < bands[-1].min_value and key >= bands[-1].priority_key):
             raise ValueError(
                 f"{where}: bands go from the highest minValue down, with keys that never "

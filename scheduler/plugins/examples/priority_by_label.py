@@ -23,12 +23,12 @@ from collections.abc import Mapping
 
 from scheduler.framework.queue_sort import (
     DEFAULT_PRIORITY_KEY,
-    HIGHEST_PRIORITY_KEY,
     LOWEST_PRIORITY_KEY,
     QueueItem,
     QueuePriority,
     QueueSortPlugin,
     TurnCause,
+    checked_priority_key,
 )
 
 __all__ = ["NAME", "PriorityByLabel"]
@@ -65,16 +65,7 @@ class PriorityByLabel:
 
 
 def _key(value: object, where: str) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not HIGHEST_PRIORITY_KEY <= value <= LOWEST_PRIORITY_KEY
-    ):
-        raise ValueError(
-            f"{NAME}: {where} must be a priority key in [{HIGHEST_PRIORITY_KEY}, "
-            f"{LOWEST_PRIORITY_KEY}], got {value!r}"
-        )
-    return value
+    return checked_priority_key(value, f"{NAME}: {where}")
 
 
 _: QueueSortPlugin = PriorityByLabel(label="example", keys={"a": 1})  # the contract, checked
