@@ -80,6 +80,7 @@ from workers.temporal_client import (
     load_target,
 )
 from workers.versioning import DEFAULT_DEPLOYMENT_NAME, WorkerVersion
+from workers.watcher import DEFAULT_ADMISSION_WINDOW
 from workers.worker import (
     DEFAULT_MAX_CACHED_WORKFLOWS,
     DEFAULT_MAX_CONCURRENT_ACTIVITIES,
@@ -362,6 +363,12 @@ def _add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: i
                              "spread over activity processes (docs/operations.md, \"Local "
                              "cycles\"). Give the watcher and the workflow worker the same "
                              "value (default 0: off)")
+    parser.add_argument("--admission-window", type=int, default=DEFAULT_ADMISSION_WINDOW,
+                        metavar="N",
+                        help="turns of placements not yet scheduled that the watcher lets into "
+                             "Temporal at once, per priority key and better; the rest wait in "
+                             "its outbox in priority and fairness order (docs/priority.md, "
+                             f"\"Admission\"; 0 = no limit, default {DEFAULT_ADMISSION_WINDOW})")
     parser.add_argument("--no-resource-placements", action="store_true",
                         help="do not schedule namespaced ResourcePlacements (KubeFleet's "
                              "--enable-resource-placement=false); for a hub without their CRDs")
@@ -390,6 +397,8 @@ def _check_scheduler_arguments(args: argparse.Namespace) -> None:
         )
     if args.local_cycles_up_to < 0:
         raise CliError(f"--local-cycles-up-to must be 0 or more, got {args.local_cycles_up_to}")
+    if args.admission_window < 0:
+        raise CliError(f"--admission-window must be 0 or more, got {args.admission_window}")
 
 
 # --- dev -------------------------------------------------------------------------------------
@@ -614,6 +623,7 @@ async def _dev(args: argparse.Namespace) -> int:
                 max_concurrent_activities=args.max_concurrent_activities,
                 max_cached_workflows=args.max_cached_workflows,
                 local_cycles_up_to=args.local_cycles_up_to,
+                admission_window=args.admission_window,
                 resource_placements=not args.no_resource_placements,
                 on_ready=lambda serving: _print_dev_ready(args, dev, serving),
             )
@@ -747,6 +757,7 @@ async def _run(args: argparse.Namespace) -> int:
                 max_concurrent_activities=args.max_concurrent_activities,
                 max_cached_workflows=args.max_cached_workflows,
                 local_cycles_up_to=args.local_cycles_up_to,
+                admission_window=args.admission_window,
                 resource_placements=not args.no_resource_placements,
                 on_ready=lambda serving: print(
                     f"{PROG} run: ready in {serving.ready_after_s:.1f}s; hub {hub.host}, "

@@ -66,7 +66,7 @@ from workers.metrics import SchedulerMetrics
 from workers.reconcile import trigger_reconcile
 from workers.starts import local_cycles_for, start_options
 from workers.telemetry import span
-from workers.watcher_outbox import Backoff, Batch, Outbox
+from workers.watcher_outbox import AdmissionWindow, Backoff, Batch, Outbox
 from workers.watcher_routes import (
     Route,
     may_start,
@@ -74,7 +74,7 @@ from workers.watcher_routes import (
     route_change,
     startup_routes,
 )
-from workers.watcher_views import Change, View, routing_copy
+from workers.watcher_views import Change, View, key_of, routing_copy
 from workflows import names
 from workflows.models import HubEvent, PlacementInput, TurnPriority
 from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
@@ -116,6 +116,15 @@ ALL_WATCHED_KINDS: Final = PRIORITY_KINDS + WATCHED_KINDS + RESOURCE_PLACEMENT_K
 DEFAULT_COALESCE_SECONDS: Final = 0.05
 # Concurrent Temporal calls: a cluster change reaching 10,000 placements opens at most this many.
 DEFAULT_MAX_IN_FLIGHT: Final = 32
+# Turns of placements not yet scheduled at their generation that may be in Temporal at once, per
+# priority key and better (workers.watcher_outbox.AdmissionWindow; 0: no window). Measured in
+# bench/priority.py (bench/RESULTS.md, "Admission"): small enough that a placement of higher
+# priority or another tenant finds little ahead of it in the workers, large enough not to
+# starve the pipeline (a turn takes well under a second on a quiet fleet).
+DEFAULT_ADMISSION_WINDOW: Final = 32
+# A turn whose Scheduled condition does not show up in this time (KubeFleet's controller slow or
+# absent, a workflow failing) gives its place up anyway.
+DEFAULT_ADMISSION_TIMEOUT: Final = 30.0
 # Server-side length of one watch stream. The thread notices a stop request at the next event,
 # bookmark or stream end, so this also bounds how long a stopped watcher's thread can linger.
 DEFAULT_WATCH_SECONDS: Final = 60
@@ -160,7 +169,8 @@ class WatcherStats:
     `signal_with_start`, `signalled`: Temporal calls that landed; `not_running`, `gone`: plain
     signals that found no workflow and needed none; `retries`: failed calls put back with
     backoff; `dropped`: calls Temporal refused for good; `resyncs`: full lists applied;
-    `watch_failures`: watches restarted after an error."""
+    `watch_failures`: watches restarted after an error; `admissions_expired`: turns whose place in
+    the admission window timed out before the watcher saw them done."""
 
     events: int = 0
     routes: int = 0
@@ -172,6 +182,7 @@ class WatcherStats:
     dropped: int = 0
     resyncs: int = 0
     watch_failures: int = 0
+    admissions_expired: int = 0
 
     @property
     def sent(self) -> int:
@@ -284,6 +295,8 @@ class Watcher:
         local_cycles_up_to: int = 0,
         resource_placements: bool = True,
         queue_sort: QueueSortPlugin | None = None,
+        admission_window: int = DEFAULT_ADMISSION_WINDOW,
+        admission_timeout: float = DEFAULT_ADMISSION_TIMEOUT,
     ) -> None:
         if coalesce_seconds < 0:
             raise ValueError(f"coalesce_seconds must not be negative, got {coalesce_seconds}")
@@ -319,6 +332,8 @@ class Watcher:
         self._placement_views = [self._views[k] for k in PLACEMENT_KINDS if k in self._views]
         self._placements = _Placements(self._placement_views)
         self._outbox = Outbox()
+        self._admission = AdmissionWindow(admission_window, admission_timeout)
+        self._expiry: asyncio.TimerHandle | None = None
         self._in_flight: set[str] = set()
         self._attempts: dict[str, int] = {}
         self._stats = WatcherStats()
@@ -521,6 +536,8 @@ class Watcher:
             if not quiet_start:
                 for change in changes:
                     self._route(change)
+            if kind in PLACEMENT_KINDS:
+                self._release_done(self._admission.placements())
             if first and self.ready and not self._ready.is_set():
                 self._ready.set()
                 _log.info("watcher ready: %d placements cached", len(self._placements))
@@ -532,6 +549,8 @@ class Watcher:
         event_change = view.apply_event(item)
         if event_change is not None:
             self._route(event_change)
+            if kind in PLACEMENT_KINDS:
+                self._release_done([key_of(item.object)])
 
     def _apply_priority_classes(self, view: View[Any], item: WatchEvent[Any] | Resync[Any]) -> None:
         """PriorityClasses route nothing: a change takes effect on each placement's next turn."""
@@ -651,15 +670,59 @@ class Watcher:
                 loop.call_at(due, wake.set)
 
     def _start_sends(self) -> None:
-        """Start sending the best due batches, as many as there are free slots."""
-        now = asyncio.get_running_loop().time()
-        batches = self._outbox.take_due(now, self._in_flight, limit=self._free)
+        """Start sending the best due batches, as many as there are free slots and the admission
+        window lets in."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if expired := self._admission.expire(now):
+            self._stats.admissions_expired += len(expired)
+        batches = self._outbox.take_due(
+            now, self._in_flight, limit=self._free, admit=functools.partial(self._take_place, now)
+        )
         self._in_flight.update(batch.placement for batch in batches)
+        expiry = self._admission.next_expiry()
+        if len(self._outbox) and expiry is not None and self._expiry is None:
+            self._expiry = loop.call_at(expiry, self._expired)
         for batch in batches:
             self._free -= 1
             task = asyncio.create_task(self._send(batch), name=f"signal {batch.placement}")
             self._sends.add(task)
             task.add_done_callback(functools.partial(self._sent, batch.placement))
+
+    def _awaits_turn(self, key: str) -> bool:
+        """The placement is live and not scheduled at its generation yet: a send starts a turn
+        whose end the watcher will see (the Scheduled condition)."""
+        placement = self._placements.get(key)
+        if placement is None or placement.metadata.deleting:
+            return False
+        condition = placement.status.condition(placement.SCHEDULED_CONDITION)
+        return condition is None or condition.observed_generation != placement.metadata.generation
+
+    def _take_place(self, now: float, batch: Batch) -> bool:
+        """The outbox's admission check: a batch that starts a turn takes a place in the window
+        if one is free at its key; any other batch goes as it is."""
+        if not self._awaits_turn(batch.placement):
+            return True
+        key = batch.priority.effective_key
+        if batch.placement not in self._admission and not self._admission.admits(key):
+            return False
+        self._admission.admit(batch.placement, key, now)
+        return True
+
+    def _release_done(self, keys: list[str]) -> None:
+        """Free the places of placements whose turn is done (scheduled at their generation, or
+        gone), and let the best waiting batches in."""
+        released = False
+        for key in keys:
+            if key in self._admission and not self._awaits_turn(key):
+                released = self._admission.release(key) or released
+        if released and len(self._outbox) and not self._stopping:
+            self._start_sends()
+
+    def _expired(self) -> None:
+        self._expiry = None
+        if not self._stopping:
+            self._start_sends()
 
     def _sent(self, placement: str, task: asyncio.Task[None]) -> None:
         self._sends.discard(task)
@@ -679,6 +742,7 @@ class Watcher:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            self._admission.release(name)  # not in Temporal: its place is free
             if _permanent(exc):
                 self._stats.dropped += 1
                 self._attempts.pop(name, None)
@@ -701,6 +765,8 @@ class Watcher:
             loop.call_later(delay, self._wake_up)
             return
         self._attempts.pop(name, None)
+        if outcome in ("not_running", "gone"):
+            self._admission.release(name)
         setattr(self._stats, outcome, getattr(self._stats, outcome) + 1)
         _log.debug("%s -> %s: %s (%s)", batch.signal, name, outcome, batch.reason)
 

@@ -24,16 +24,20 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Final
 
 from hub.informer import Backoff
-from scheduler.framework.queue_sort import QueuePriority
+from scheduler.framework.queue_sort import (
+    HIGHEST_PRIORITY_KEY,
+    LOWEST_PRIORITY_KEY,
+    QueuePriority,
+)
 from workers.watcher_routes import Route
 from workflows import names
 
-__all__ = ["MAX_REASONS", "SIGNAL_PRIORITY", "Backoff", "Batch", "Outbox"]
+__all__ = ["MAX_REASONS", "SIGNAL_PRIORITY", "AdmissionWindow", "Backoff", "Batch", "Outbox"]
 
 # When a batch mixes signals, the one sent is the most telling for the history, in this order.
 SIGNAL_PRIORITY: Final = (
@@ -137,10 +141,18 @@ class Outbox:
             self._enqueue(name, front=False)
 
     def take_due(
-        self, now: float, busy: Collection[str] = (), limit: int | None = None
+        self,
+        now: float,
+        busy: Collection[str] = (),
+        limit: int | None = None,
+        admit: Callable[[Batch], bool] | None = None,
     ) -> list[Batch]:
         """Remove and return, best first, up to `limit` (None: all) batches that are due and
-        whose placement is not `busy`. Busy and held-back ones keep their place in line."""
+        whose placement is not `busy`. Busy and held-back ones keep their place in line.
+        `admit` (the watcher's admission window) may refuse the next batch in line: it stays
+        first in its line and nothing behind it is taken, so the order holds (a batch that
+        would be admitted waits behind one that is not; the watcher's window counts only turns of
+        the same or a better key, so work of a worse key never keeps a better one out)."""
         for name in [n for n in self._parked if n not in busy]:
             self._parked.discard(name)
             self._enqueue(name, front=True)
@@ -157,6 +169,9 @@ class Outbox:
                 self._parked.add(found)
             elif self._due.get(found, 0.0) > now:
                 continue  # held back: out of line until its timer puts it back
+            elif admit is not None and not admit(self._batches[found]):
+                self._enqueue(found, front=True)  # first in line again, not charged
+                break
             else:
                 self._due.pop(found, None)
                 batch = self._batches.pop(found)
@@ -215,4 +230,85 @@ class Outbox:
                     return name
                 del tenants[tenant]
             del self._queues[key]
+        return None
+
+
+class AdmissionWindow:
+    """The turns sent and not yet seen done: how much work the watcher has let into Temporal.
+
+    Temporal orders tasks by priority within one task queue, but a placement's turn crosses
+    several (the workflow queue for a new run's first task, the worker's sticky queue for the
+    rest, the activity queue), and a worker runs the tasks it holds side by side, whatever their
+    key. With 5,000 placements started at once every stage is full of them, and a placement of
+    high priority waits behind their continuations (docs/priority.md, "Admission"). So the
+    watcher lets at most `size` turns of a key or better in at a time; the rest wait in the
+    outbox, in priority and fairness order, and go as turns finish. A turn counts from its send
+    until the placement's Scheduled condition shows its generation (the watcher sees it on its
+    watch), the placement is gone, the send failed, or `timeout` seconds passed (a turn whose
+    condition nobody writes must not hold a place forever).
+
+    Keyed by placement: a placement holds at most one place, at the key of its latest send.
+    Pure; time is an argument. `size` 0 is no window: everything is admitted."""
+
+    def __init__(self, size: int, timeout: float) -> None:
+        if size < 0:
+            raise ValueError(f"the admission window must be 0 or more, got {size}")
+        if timeout <= 0:
+            raise ValueError(f"the admission timeout must be positive, got {timeout}")
+        self.size = size
+        self.timeout = timeout
+        # placement -> (admitted at, key), oldest first: expiry pops from the front.
+        self._admitted: dict[str, tuple[float, int]] = {}
+        self._by_key = [0] * (LOWEST_PRIORITY_KEY + 1)
+
+    def __len__(self) -> int:
+        return len(self._admitted)
+
+    def __contains__(self, placement: object) -> bool:
+        return placement in self._admitted
+
+    def placements(self) -> list[str]:
+        """The placements holding a place, oldest first."""
+        return list(self._admitted)
+
+    def admits(self, key: int) -> bool:
+        """Whether a turn at `key` may go in now: fewer than `size` turns of it or a better key
+        are in."""
+        if self.size == 0:
+            return True
+        key = min(max(key, HIGHEST_PRIORITY_KEY), LOWEST_PRIORITY_KEY)
+        return sum(self._by_key[HIGHEST_PRIORITY_KEY : key + 1]) < self.size
+
+    def admit(self, placement: str, key: int, now: float) -> None:
+        if self.size == 0:
+            return
+        self.release(placement)
+        key = min(max(key, HIGHEST_PRIORITY_KEY), LOWEST_PRIORITY_KEY)
+        self._admitted[placement] = (now, key)
+        self._by_key[key] += 1
+
+    def release(self, placement: str) -> bool:
+        """The placement's turn is done (or will not run): its place is free. False when it held
+        none."""
+        held = self._admitted.pop(placement, None)
+        if held is None:
+            return False
+        self._by_key[held[1]] -= 1
+        return True
+
+    def expire(self, now: float) -> list[str]:
+        """Release and return the placements admitted `timeout` or more seconds before `now`."""
+        expired: list[str] = []
+        while self._admitted:
+            placement, (since, _) = next(iter(self._admitted.items()))
+            if since + self.timeout > now:
+                break
+            self.release(placement)
+            expired.append(placement)
+        return expired
+
+    def next_expiry(self) -> float | None:
+        """When the oldest place expires (None: nothing is admitted)."""
+        for since, _ in self._admitted.values():
+            return since + self.timeout
         return None

@@ -46,7 +46,7 @@ from workers.metrics import SchedulerMetrics
 from workers.processes import STOP_GRACE_S, ActivityProcesses
 from workers.reconcile import ReconcileFleet
 from workers.versioning import PromoteError, WorkerVersion, promote
-from workers.watcher import Watcher
+from workers.watcher import DEFAULT_ADMISSION_WINDOW, Watcher
 from workflows import names
 from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
 from workflows.reconcile import ReconcileWorkflow
@@ -76,6 +76,13 @@ DEFAULT_MAX_CACHED_WORKFLOWS: Final = 1000
 # Activity slots of the workflow worker: the reconcile activity, and placement activities that
 # an earlier version scheduled on the workflow task queue (before they had a queue of their own).
 WORKFLOW_WORKER_ACTIVITY_SLOTS: Final = 4
+# The share of the workflow worker's task polls that go to the task queue itself rather than to
+# its sticky queue. The queue holds the first task of every new run, the sticky queue the tasks of
+# runs this worker already holds; Temporal orders each by priority, but not one against the
+# other. At the SDK's 0.2 (one poll in five) a new placement of high priority waited behind the
+# continuations of 2,000 older low ones: p99 25.2 s, 9.3 s at 1.0 (bench/RESULTS.md,
+# "Admission"); the drain rate of the backlog did not change measurably.
+WORKFLOW_TASK_POLL_RATIO: Final = 1.0
 # How long activities in flight may finish after a stop before they are cancelled.
 SHUTDOWN_GRACE: Final = timedelta(seconds=20)
 # How often the readiness loop asks the server whether our pollers arrived.
@@ -235,7 +242,7 @@ def build_worker(
                     max_concurrent_activities, local_cycles
                 ),
                 deployment_config=deployment,
-                **worker_options,
+                **{"nonsticky_to_sticky_poll_ratio": WORKFLOW_TASK_POLL_RATIO, **worker_options},
             )
         )
     if activities:
@@ -403,6 +410,7 @@ async def serve(
     version: WorkerVersion | None = None,
     reconcile_at_start: bool = False,
     local_cycles_up_to: int = 0,
+    admission_window: int = DEFAULT_ADMISSION_WINDOW,
     resource_placements: bool = True,
 ) -> None:
     """Run the worker, the watcher and the health server until `stop` is set, then stop them.
@@ -417,6 +425,8 @@ async def serve(
     `local_cycles_up_to` > 0 turns local cycles on (docs/operations.md, "Local cycles"): the
     watcher tells workflows to run their turns in the workflow worker while the fleet has at
     most that many clusters, and the workflow worker gets slots and a cluster cache for them.
+    `admission_window` bounds the watcher's turns in Temporal
+    (workers.watcher_outbox.AdmissionWindow).
     Returns after a clean stop.
 
     Raises:
@@ -511,6 +521,7 @@ async def serve(
                 metrics=metrics,
                 reconcile_at_start=reconcile_at_start,
                 local_cycles_up_to=local_cycles_up_to,
+                admission_window=admission_window,
                 resource_placements=resource_placements,
                 queue_sort=settings.profile.queue_sorter if settings.profile else None,
             )

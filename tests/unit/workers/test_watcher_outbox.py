@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.watcher_outbox import MAX_REASONS, Backoff, Outbox
+from workers.watcher_outbox import MAX_REASONS, AdmissionWindow, Backoff, Outbox
 from workers.watcher_routes import Route
 from workflows import names
 
@@ -168,3 +168,80 @@ def test_busy_and_held_back_batches_keep_their_place_in_line() -> None:
     assert [b.placement for b in outbox.take_due(1.0)] == ["a", "d"]
     assert [b.placement for b in outbox.take_due(10.0)] == ["c"]
     assert len(outbox) == 0
+
+
+# --- admission: the window of turns in Temporal ---------------------------------------------------
+
+
+def test_a_refused_batch_stays_first_and_holds_back_everything_behind_it() -> None:
+    outbox = Outbox()
+    for name in ("a", "b", "c"):
+        outbox.add(Route(name, CLUSTER, "x"), _prio(4, "t"))
+    outbox.add(Route("d", CLUSTER, "x"), _prio(4, "u"))  # another tenant, same key
+    refused = {"b"}
+    taken = outbox.take_due(0.0, admit=lambda batch: batch.placement not in refused)
+    # fair order is a, d, b, c: b is refused, so c (behind it) is not taken either
+    assert [b.placement for b in taken] == ["a", "d"]
+    assert outbox.take_due(0.0, admit=lambda batch: batch.placement not in refused) == []
+    refused.clear()
+    assert [b.placement for b in outbox.take_due(0.0)] == ["b", "c"]
+
+
+def test_a_refused_batch_is_not_charged_to_its_tenant() -> None:
+    outbox = Outbox()
+    for index in range(4):
+        outbox.add(Route(f"a-{index}", CLUSTER, "x"), _prio(3, "a"))
+        outbox.add(Route(f"b-{index}", CLUSTER, "x"), _prio(3, "b"))
+    for _ in range(5):  # refused five times over: a's virtual time must not move
+        assert outbox.take_due(0.0, admit=lambda batch: False) == []
+    assert [b.placement for b in outbox.take_due(0.0, limit=4)] == ["a-0", "b-0", "a-1", "b-1"]
+
+
+def test_the_window_counts_the_same_and_better_keys_only() -> None:
+    window = AdmissionWindow(2, timeout=30.0)
+    window.admit("low-1", 4, now=0.0)
+    window.admit("low-2", 4, now=0.0)
+    assert not window.admits(4) and not window.admits(5)
+    assert window.admits(2)  # two low turns never keep a high one out
+    window.admit("high-1", 2, now=0.0)
+    window.admit("high-2", 2, now=0.0)
+    assert not window.admits(2) and not window.admits(3)
+    assert window.admits(1)
+    assert window.release("high-1") and not window.release("high-1")
+    assert window.admits(2) and not window.admits(4)  # high-2 and the lows still count for 4
+    assert len(window) == 3
+
+
+def test_a_placement_holds_one_place_at_its_latest_key() -> None:
+    window = AdmissionWindow(2, timeout=30.0)
+    window.admit("p", 4, now=0.0)
+    window.admit("p", 2, now=1.0)
+    assert len(window) == 1 and window.admits(4)
+    window.admit("q", 4, now=1.0)
+    assert not window.admits(4) and window.admits(1)
+
+
+def test_places_expire_oldest_first_after_the_timeout() -> None:
+    window = AdmissionWindow(3, timeout=10.0)
+    window.admit("a", 3, now=0.0)
+    window.admit("b", 3, now=5.0)
+    window.admit("a", 3, now=6.0)  # admitted again: its clock starts over
+    assert window.next_expiry() == 15.0
+    assert window.expire(14.9) == []
+    assert window.expire(15.5) == ["b"]
+    assert window.placements() == ["a"]
+    assert window.expire(100.0) == ["a"] and window.next_expiry() is None
+
+
+def test_a_window_of_zero_admits_everything_and_holds_nothing() -> None:
+    window = AdmissionWindow(0, timeout=1.0)
+    for index in range(100):
+        assert window.admits(5)
+        window.admit(f"p-{index}", 5, now=0.0)
+    assert len(window) == 0
+
+
+@pytest.mark.parametrize(("size", "timeout"), [(-1, 1.0), (1, 0.0), (1, -2.0)])
+def test_the_window_refuses_nonsense(size: int, timeout: float) -> None:
+    with pytest.raises(ValueError, match="admission"):
+        AdmissionWindow(size, timeout)
