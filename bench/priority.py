@@ -23,12 +23,14 @@ the placement's Scheduled condition True for its generation, seen on a watch.
   started and when the last high one was scheduled, the backlog's drain time (first create ->
   last scheduled). priority: the default profile (low -> key 4, high -> key 2); fifo: a
   PrioritySort with one band and no fan-out demotion (every turn key 3: as before priorities).
+  backlog.priority.one_partition: priority with one task-queue partition; .window: priority
+  with the watcher's admission window (`run --admission-window 16`; off by default).
 - tenants.fair / tenants.unfair: tenant A creates B placements at once (label
   `fleet-scheduler.io/tenant: a`) while tenant B creates --tenant-b at --tenant-b-rate per
   second (`tenant: b`), starting together. Figures: B's created -> scheduled p50/p99/max, A's
   drain time, A's placements still unscheduled when B's last one was scheduled. fair: a profile
   with PrioritySort's fairness on and the server's fairness on; unfair: the default profile,
-  server fairness off.
+  server fairness off; fair.window: fair with the admission window (16).
 - burst.default / burst.fifo: --burst plain placements (no annotation, no label) created at
   once; placements/s as e2e.py computes it (P / first create -> last scheduled). Alternated
   --pairs times, each on a fresh stack; `burst.ratio.fifo_over_default` is the ratio of the means.
@@ -101,25 +103,36 @@ PARTITION_SETTINGS: Final = (
     "matching.numTaskqueueReadPartitions",
     "matching.numTaskqueueWritePartitions",
 )
+# The admission window of the .window arms (docs/priority.md, "Admission").
+WINDOW: Final = 16
 # A scheduler log line worth a look (it logs at WARNING; its children prefix their lines).
 TROUBLE: Final = re.compile(r"WARNING|ERROR|CRITICAL|Traceback")
 
 
+def admission_window(setup: Setup, args: argparse.Namespace) -> int | None:
+    """The arm's `run --admission-window` (None: run's default)."""
+    return setup.admission_window if setup.admission_window is not None else args.admission_window
+
+
 @dataclass(frozen=True)
 class Setup:
-    """What an arm runs: its profile (None: the default), whether the server is fair, and the
-    task queues' partitions (None: the server's default, several; priority holds within one)."""
+    """What an arm runs: its profile (None: the default), whether the server is fair, the
+    task queues' partitions (None: the server's default, several; priority holds within one)
+    and the watcher's admission window (None: --admission-window, else `run`'s default)."""
 
     profile: str | None
     server_fairness: bool = False
     partitions: int | None = None
+    admission_window: int | None = None
 
 
 SETUPS: Final[Mapping[str, Setup]] = {
     "backlog.priority": Setup(None),
     "backlog.fifo": Setup("fifo"),
     "backlog.priority.one_partition": Setup(None, partitions=1),
+    "backlog.priority.window": Setup(None, admission_window=WINDOW),
     "tenants.fair": Setup("fair", server_fairness=True),
+    "tenants.fair.window": Setup("fair", server_fairness=True, admission_window=WINDOW),
     "tenants.unfair": Setup(None),
     "burst.default": Setup(None),
     "burst.fifo": Setup("fifo"),
@@ -358,6 +371,9 @@ async def fresh_stack(
         for name, value in PRIORITY_CLASSES.items():
             await hub.create(PRIORITY_CLASSES_PATH, priority_class(name, value))
         flags = ["--processes", str(args.processes)]
+        window = admission_window(setup, args)
+        if window is not None:
+            flags += ["--admission-window", str(window)]
         if setup.profile is not None:
             profile = workdir / f"{setup.profile}.yaml"
             profile.write_text(PROFILES[setup.profile])
@@ -435,6 +451,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> bool:
         report(f"{label}.profile", setup.profile or "default")
         report(f"{label}.server_fairness", str(setup.server_fairness).lower())
         report(f"{label}.partitions", setup.partitions or "default")
+        window = admission_window(setup, args)
+        report(f"{label}.admission_window", "default" if window is None else window)
         began = time.monotonic()
         try:
             async with fresh_stack(args, label, setup, workdir) as stack:
@@ -459,7 +477,17 @@ async def run(args: argparse.Namespace, workdir: Path) -> bool:
         "backlog.priority.one_partition.high.p99_s",
     )
     results.ratio(
+        "backlog.ratio.high_p99_no_window_over_window",
+        "backlog.priority.high.p99_s",
+        "backlog.priority.window.high.p99_s",
+    )
+    results.ratio(
         "tenants.ratio.b_p50_unfair_over_fair", "tenants.unfair.b.p50_s", "tenants.fair.b.p50_s"
+    )
+    results.ratio(
+        "tenants.ratio.b_p99_no_window_over_window",
+        "tenants.fair.b.p99_s",
+        "tenants.fair.window.b.p99_s",
     )
     for name in ("burst.default", "burst.fifo"):
         mean = results.mean(f"{name}.placements_per_s")
@@ -506,6 +534,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "matrix)")
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="seconds any one wait may take (default 1800)")
+    parser.add_argument("--admission-window", type=int, default=None, metavar="N",
+                        help="`run --admission-window N` for the arms that do not set their own "
+                             "(default: run's default)")
     parser.add_argument("--keep", action="store_true", help="keep the logs directory")
     args = parser.parse_args(argv)
     args.arms = {a for a in args.arms.split(",") if a}

@@ -18,6 +18,11 @@ What shaped it:
   short window (and while a send for it is in flight), at most `max_in_flight` calls run at
   once, and failed calls are retried per placement with backoff, never raised: a Temporal
   outage delays signals, it does not stop the watch or lose the cache.
+- Order: batches go best priority key first, tenants by weight (`Outbox`), and in standalone
+  mode at most `admission_window` turns of unscheduled placements per key are in Temporal at
+  once (`AdmissionWindow`): a backlog of thousands waits here, in order, not in Temporal's
+  queues and the workers' slots, where a later placement of higher priority would wait behind
+  it (docs/priority.md).
 - Several watchers may run at once (two replicas, a rolling update): signal-with-start on the
   workflow id is idempotent in effect, extra signals only cause extra coalesced cycles.
 - Late events never resurrect a deleted placement: a workflow is started only for a placement
@@ -117,11 +122,14 @@ DEFAULT_COALESCE_SECONDS: Final = 0.05
 # Concurrent Temporal calls: a cluster change reaching 10,000 placements opens at most this many.
 DEFAULT_MAX_IN_FLIGHT: Final = 32
 # Turns of placements not yet scheduled at their generation that may be in Temporal at once, per
-# priority key and better (workers.watcher_outbox.AdmissionWindow; 0: no window). Measured in
-# bench/priority.py (bench/RESULTS.md, "Admission"): small enough that a placement of higher
-# priority or another tenant finds little ahead of it in the workers, large enough not to
-# starve the pipeline (a turn takes well under a second on a quiet fleet).
-DEFAULT_ADMISSION_WINDOW: Final = 32
+# priority key and better (workers.watcher_outbox.AdmissionWindow; 0: no window). Off by default:
+# measured in bench/priority.py (bench/RESULTS.md, "Admission"), a window of 16 takes a later
+# tenant's p99 from 13.3 to 3.4-9.0 s behind 2,000 placements, but a plain burst of 1,000 ran at
+# 14.1 and 12.0/s with it against 22.7 and 14.9/s without: a fixed window small enough to help
+# also starves the pipeline when nothing better waits. Opt in where latecomers matter more.
+DEFAULT_ADMISSION_WINDOW: Final = 0
+# Placements a log line names before it counts the rest.
+MAX_NAMED: Final = 3
 # A turn whose Scheduled condition does not show up in this time (KubeFleet's controller slow or
 # absent, a workflow failing) gives its place up anyway.
 DEFAULT_ADMISSION_TIMEOUT: Final = 30.0
@@ -274,6 +282,10 @@ class Watcher:
         local_cycles_up_to: every start and signal tells the workflow to run its turns as
             local activities while the fleet has at most this many member clusters, and on
             the activity queue above (0: never; docs/operations.md, "Local cycles").
+        admission_window, admission_timeout: how many turns of placements not scheduled at
+            their generation may be in Temporal at once, per priority key and better, and how
+            long one holds its place at most (workers.watcher_outbox.AdmissionWindow; standalone
+            mode only; 0: no window).
     """
 
     def __init__(
@@ -332,7 +344,10 @@ class Watcher:
         self._placement_views = [self._views[k] for k in PLACEMENT_KINDS if k in self._views]
         self._placements = _Placements(self._placement_views)
         self._outbox = Outbox()
-        self._admission = AdmissionWindow(admission_window, admission_timeout)
+        # A turn is seen done by the Scheduled condition our activities write in standalone
+        # mode. Beside KubeFleet that condition is its controller's, written on its own time:
+        # no window there (docs/priority.md, "Admission").
+        self._admission = AdmissionWindow(admission_window if snapshotter else 0, admission_timeout)
         self._expiry: asyncio.TimerHandle | None = None
         self._in_flight: set[str] = set()
         self._attempts: dict[str, int] = {}
@@ -676,6 +691,13 @@ class Watcher:
         now = loop.time()
         if expired := self._admission.expire(now):
             self._stats.admissions_expired += len(expired)
+            _log.warning(
+                "admission: %d turns not seen done within %gs (%s%s); their places are free",
+                len(expired),
+                self._admission.timeout,
+                ", ".join(expired[:MAX_NAMED]),
+                f" and {len(expired) - MAX_NAMED} more" if len(expired) > MAX_NAMED else "",
+            )
         batches = self._outbox.take_due(
             now, self._in_flight, limit=self._free, admit=functools.partial(self._take_place, now)
         )

@@ -1,0 +1,123 @@
+"""The watcher's admission window against a real devhub and Temporal (docs/priority.md,
+"Admission"): only so many unscheduled placements' turns go into Temporal at once, a finished
+turn lets the next one in, a placement of a better priority key is never kept out by worse ones,
+and beside KubeFleet there is no window.
+
+No worker runs here: a started workflow just waits, so whether the watcher started it is exactly
+whether Temporal knows it. "Scheduled" is written by the test, as our activities write it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from temporalio.client import Client
+from watcher_helpers import (
+    eventually,
+    mark_fulfilled,
+    placement,
+    run_status,
+    running_watcher,
+    snapshot,
+    unique,
+    until,
+)
+
+from hub.client import HubClient
+from hub.names import PRIORITY_CLASS_ANNOTATION
+from hub.types import ClusterResourcePlacement, PriorityClass
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+async def _started(client: Client, names: list[str]) -> list[str]:
+    found = await asyncio.gather(*(run_status(client, name) for name in names))
+    return [name for name, status in zip(names, found, strict=True) if status is not None]
+
+
+async def _exactly_started(client: Client, names: list[str], count: int) -> list[str]:
+    async def check() -> list[str] | None:
+        started = await _started(client, names)
+        return started if len(started) == count else None
+
+    found = await eventually(check)
+    assert found is not None
+    return found
+
+
+def _annotated(name: str, priority_class: str) -> ClusterResourcePlacement:
+    crp = placement(name, "PickN", n=1)
+    meta = crp.metadata.model_copy(
+        update={"annotations": {PRIORITY_CLASS_ANNOTATION: priority_class}}
+    )
+    return crp.model_copy(update={"metadata": meta})
+
+
+async def test_a_finished_turn_lets_the_next_placement_in_and_a_better_key_goes_past(
+    hub: HubClient, temporal_client: Client, task_queue: str
+) -> None:
+    urgent = unique("urgent")
+    hub.create(
+        PriorityClass.from_wire({"metadata": {"name": urgent}, "value": 1000})  # key 2
+    )
+    lows = [unique("low") for _ in range(5)]
+    async with running_watcher(
+        hub, temporal_client, task_queue, snapshotter=True, admission_window=2
+    ) as watcher:
+        for name in lows:
+            hub.create(placement(name, "PickN", n=1))  # key 3: no class, no default class
+        first = await _exactly_started(temporal_client, lows, 2)
+        await asyncio.sleep(1.0)  # not quiet(): three batches wait, so it never is idle
+        assert len(await _started(temporal_client, lows)) == 2  # the rest wait in the outbox
+        assert watcher.pending == 3
+
+        mark_fulfilled(hub, first[0])  # its turn is done: one place frees
+        third = await _exactly_started(temporal_client, lows, 3)
+        assert set(first) < set(third)
+
+        high = unique("high")
+        hub.create(_annotated(high, urgent))  # the window is full at key 3, not at key 2
+        await eventually(lambda: run_status(temporal_client, high))
+        assert len(await _started(temporal_client, lows)) == 3
+
+        for name in third:
+            if name != first[0]:
+                mark_fulfilled(hub, name)
+        # The high turn holds a place that key 3 counts too: one more low goes, not two.
+        await _exactly_started(temporal_client, lows, 4)
+        await asyncio.sleep(1.0)
+        assert len(await _started(temporal_client, lows)) == 4
+        mark_fulfilled(hub, high)
+        await _exactly_started(temporal_client, lows, 5)
+        assert watcher.stats.admissions_expired == 0
+
+
+async def test_a_turn_nobody_finishes_gives_its_place_up_after_the_timeout(
+    hub: HubClient, temporal_client: Client, task_queue: str
+) -> None:
+    lows = [unique("stuck") for _ in range(3)]
+    async with running_watcher(
+        hub,
+        temporal_client,
+        task_queue,
+        snapshotter=True,
+        admission_window=1,
+        admission_timeout=1.0,
+    ) as watcher:
+        for name in lows:
+            hub.create(placement(name, "PickN", n=1))
+        await _exactly_started(temporal_client, lows, 3)
+        await until(lambda: watcher.stats.admissions_expired >= 2)
+
+
+async def test_beside_kubefleet_there_is_no_window(
+    hub: HubClient, temporal_client: Client, task_queue: str
+) -> None:
+    names = [unique("kf") for _ in range(4)]
+    async with running_watcher(
+        hub, temporal_client, task_queue, snapshotter=False, admission_window=1
+    ):
+        for name in names:
+            hub.create(placement(name, "PickN", n=1))
+            hub.create(snapshot(name, 0, n=1))
+        await _exactly_started(temporal_client, names, 4)
