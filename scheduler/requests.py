@@ -29,7 +29,7 @@ from typing import Final
 from scheduler.framework.errors import SchedulerError
 from scheduler.quantity import QuantityError, parse_quantity
 
-__all__ = ["MAX_SHOWN", "RequestsError", "format_requests", "parse_requests"]
+__all__ = ["MAX_SHOWN", "RequestsError", "decimal_text", "format_requests", "parse_requests"]
 
 _NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _PREFIX_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -81,7 +81,7 @@ def format_requests(amounts: Mapping[str, Fraction]) -> str:
 
     Whole numbers are written as integers, others as exact decimals in nano units (`1500m`
     would be ambiguous to nobody, but `0.000000001` is plain and exact)."""
-    return ",".join(f"{name}={_decimal(amount)}" for name, amount in amounts.items())
+    return ",".join(f"{name}={decimal_text(amount)}" for name, amount in amounts.items())
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -122,7 +122,12 @@ def _shown(entry: str) -> str:
     return entry if len(entry) <= MAX_SHOWN else entry[: MAX_SHOWN - 3] + "..."
 
 
-def _decimal(amount: Fraction) -> str:
+def decimal_text(amount: Fraction) -> str:
+    """A whole number of nano units as exact decimal text (`2`, `0.5`, `0.000000001`).
+
+    Raises:
+        ValueError: the amount is finer than a nano unit (no quantity is).
+    """
     if amount.denominator == 1:
         return str(amount.numerator)
     nanos = amount * 10**9

@@ -1,0 +1,203 @@
+"""Capacity arithmetic for capacity-aware placement (docs/capacity.md): does a placement's request
+fit on a cluster, by how much is it short, and how full would the cluster be.
+
+A cluster's supply is its MemberCluster's `status.resourceUsage.allocatable`; what is already
+taken is the sum of its reservations (docs/capacity.md, "the ledger"). Everything here is exact
+(`Fraction`), so "fits" never depends on float rounding: 0.1 + 0.2 CPU on a cluster with 0.3 free
+fits. The scores follow kube-scheduler's NodeResourcesFit strategies, on the fleet's scale of
+0-100 per cluster:
+
+- `least_allocated`: the share left free after placing, averaged over the requested resources
+  by weight (spread: emptier clusters score higher);
+- `most_allocated`: the share in use after placing (pack: fuller clusters score higher, the
+  fleet form of Knative's lowest-ordinal-first);
+- `requested_to_capacity_ratio`: a piecewise-linear curve of utilisation after placing, given as
+  points (utilisation %, score); either of the above is one such curve.
+
+Only resources the placement requests (with a positive amount) count. Pure: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from itertools import pairwise
+from typing import Final
+
+from scheduler.quantity import QuantityError, parse_quantity
+from scheduler.requests import decimal_text
+
+__all__ = [
+    "MAX_SCORE",
+    "ClusterCapacity",
+    "Shortfall",
+    "format_amount",
+    "least_allocated",
+    "most_allocated",
+    "requested_to_capacity_ratio",
+    "shortfalls",
+]
+
+MAX_SCORE: Final = 100
+_BINARY: Final = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20))
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterCapacity:
+    """One cluster's supply and what is taken of it, by resource name.
+
+    `allocatable` holds only the resources the cluster reports with a readable quantity;
+    `unreadable` names those it reports with a quantity Go could not parse (they count as not
+    reported, and `explain` says why)."""
+
+    allocatable: Mapping[str, Fraction]
+    allocated: Mapping[str, Fraction]
+    unreadable: tuple[str, ...] = ()
+
+    @classmethod
+    def of(
+        cls, reported: Mapping[str, str], allocated: Mapping[str, Fraction] | None = None
+    ) -> ClusterCapacity:
+        """From a MemberCluster's `status.resourceUsage.allocatable` as reported (strings)."""
+        readable: dict[str, Fraction] = {}
+        unreadable: list[str] = []
+        for name, text in reported.items():
+            try:
+                readable[name] = parse_quantity(text)
+            except QuantityError:
+                unreadable.append(name)
+        return cls(readable, dict(allocated or {}), tuple(sorted(unreadable)))
+
+    def free(self, resource: str) -> Fraction | None:
+        """Allocatable minus allocated (negative when the cluster's report shrank below its
+        reservations); None when the cluster does not report the resource."""
+        supply = self.allocatable.get(resource)
+        if supply is None:
+            return None
+        return supply - self.allocated.get(resource, Fraction(0))
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """A requested resource the cluster cannot give: `free` is None when it is not reported."""
+
+    resource: str
+    requested: Fraction
+    free: Fraction | None
+
+    @property
+    def missing(self) -> Fraction:
+        """How much more would have to be free for the request to fit."""
+        return self.requested - max(self.free or Fraction(0), Fraction(0))
+
+    def reason(self) -> str:
+        asked = format_amount(self.requested)
+        if self.free is None:
+            return f"{self.resource}: {asked} requested, none allocatable (not reported)"
+        free = format_amount(max(self.free, Fraction(0)))
+        return f"{self.resource}: {asked} requested, {free} free"
+
+
+def shortfalls(requests: Mapping[str, Fraction], capacity: ClusterCapacity) -> list[Shortfall]:
+    """Every requested resource the cluster lacks, in the request's order ([]: it fits)."""
+    short: list[Shortfall] = []
+    for resource, amount in requests.items():
+        if amount <= 0:
+            continue
+        free = capacity.free(resource)
+        if free is None or free < amount:
+            short.append(Shortfall(resource, amount, free))
+    return short
+
+
+def least_allocated(
+    requests: Mapping[str, Fraction],
+    capacity: ClusterCapacity,
+    weights: Mapping[str, int] | None = None,
+) -> int:
+    """0-100: the weighted mean share of each requested resource left free after placing."""
+    return requested_to_capacity_ratio(requests, capacity, ((0, MAX_SCORE), (100, 0)), weights)
+
+
+def most_allocated(
+    requests: Mapping[str, Fraction],
+    capacity: ClusterCapacity,
+    weights: Mapping[str, int] | None = None,
+) -> int:
+    """0-100: the weighted mean share of each requested resource in use after placing."""
+    return requested_to_capacity_ratio(requests, capacity, ((0, 0), (100, MAX_SCORE)), weights)
+
+
+def requested_to_capacity_ratio(
+    requests: Mapping[str, Fraction],
+    capacity: ClusterCapacity,
+    shape: Sequence[tuple[int, int]],
+    weights: Mapping[str, int] | None = None,
+) -> int:
+    """0-100: `shape` (points of utilisation % -> score, utilisation strictly increasing, both
+    within 0-100) at each requested resource's utilisation after placing, interpolated linearly
+    and flat beyond the ends, averaged by `weights` (default 1 each; 0 leaves a resource out).
+    A resource the cluster does not report, or reports as 0, is full: utilisation 100%.
+    No requested resource with weight: 0."""
+    _check_shape(shape)
+    total = Fraction(0)
+    weight_sum = 0
+    for resource, amount in requests.items():
+        weight = 1 if weights is None else weights.get(resource, 1)
+        if amount <= 0 or weight <= 0:
+            continue
+        supply = capacity.allocatable.get(resource, Fraction(0))
+        if supply <= 0:
+            utilisation = Fraction(100)
+        else:
+            used = capacity.allocated.get(resource, Fraction(0)) + amount
+            utilisation = min(max(used * 100 / supply, Fraction(0)), Fraction(100))
+        total += weight * _on_curve(shape, utilisation)
+        weight_sum += weight
+    if weight_sum == 0:
+        return 0
+    return int(total / weight_sum)  # floor, as kube-scheduler's integer arithmetic
+
+
+def format_amount(amount: Fraction) -> str:
+    """An amount as a person reads a quantity: `4Gi`, `1500m`, `2`, `0.000000001` (finer than a
+    nano unit, which no quantity is: an approximate decimal)."""
+    if amount.denominator == 1:
+        whole = amount.numerator
+        for suffix, unit in _BINARY:
+            if whole and whole % unit == 0:
+                return f"{whole // unit}{suffix}"
+        return str(whole)
+    millis = amount * 1000
+    if millis.denominator == 1:
+        return f"{millis.numerator}m"
+    if (amount * 10**9).denominator == 1:
+        return decimal_text(amount)
+    return repr(float(amount))
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _check_shape(shape: Sequence[tuple[int, int]]) -> None:
+    if not shape:
+        raise ValueError("a requested-to-capacity shape needs at least one point")
+    previous: int | None = None
+    for utilisation, score in shape:
+        if not (0 <= utilisation <= 100 and 0 <= score <= MAX_SCORE):
+            raise ValueError(
+                f"shape point ({utilisation}, {score}): utilisation and score must be in 0-100"
+            )
+        if previous is not None and utilisation <= previous:
+            raise ValueError("shape points must have strictly increasing utilisation")
+        previous = utilisation
+
+
+def _on_curve(shape: Sequence[tuple[int, int]], utilisation: Fraction) -> Fraction:
+    first_u, first_s = shape[0]
+    if utilisation <= first_u:
+        return Fraction(first_s)
+    for (u0, s0), (u1, s1) in pairwise(shape):
+        if utilisation <= u1:
+            return s0 + (s1 - s0) * (utilisation - u0) / (u1 - u0)
+    return Fraction(shape[-1][1])
