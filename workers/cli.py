@@ -399,6 +399,11 @@ def _check_scheduler_arguments(args: argparse.Namespace) -> None:
         raise CliError(f"--local-cycles-up-to must be 0 or more, got {args.local_cycles_up_to}")
     if args.admission_window < 0:
         raise CliError(f"--admission-window must be 0 or more, got {args.admission_window}")
+    if args.admission_window and args.no_snapshotter:
+        raise CliError(
+            "--admission-window needs the Scheduled condition our snapshotter's turns write; "
+            "beside KubeFleet (--no-snapshotter) there is no window (docs/priority.md)"
+        )
 
 
 # --- dev -------------------------------------------------------------------------------------

@@ -661,7 +661,8 @@ class Watcher:
     def _enqueue(self, route: Route) -> None:
         self._stats.routes += 1
         cause = TurnCause.FAN_OUT if route.fan_out else TurnCause.PLACEMENT
-        self._outbox.add(route, self.queue_priority(route.placement, cause))
+        gated = self._admission.size > 0 and self._awaits_turn(route.placement)
+        self._outbox.add(route, self.queue_priority(route.placement, cause), gated=gated)
         self._wake.set()
 
     def _count(self, kind: type[HubObject], event: str, action: str) -> None:
@@ -698,9 +699,8 @@ class Watcher:
                 ", ".join(expired[:MAX_NAMED]),
                 f" and {len(expired) - MAX_NAMED} more" if len(expired) > MAX_NAMED else "",
             )
-        batches = self._outbox.take_due(
-            now, self._in_flight, limit=self._free, admit=functools.partial(self._take_place, now)
-        )
+        admit = functools.partial(self._take_place, now) if self._admission.size else None
+        batches = self._outbox.take_due(now, self._in_flight, limit=self._free, admit=admit)
         self._in_flight.update(batch.placement for batch in batches)
         expiry = self._admission.next_expiry()
         if len(self._outbox) and expiry is not None and self._expiry is None:
@@ -726,9 +726,11 @@ class Watcher:
         if not self._awaits_turn(batch.placement):
             return True
         key = batch.priority.effective_key
-        if batch.placement not in self._admission and not self._admission.admits(key):
+        holds = batch.placement in self._admission
+        if not holds and not self._admission.admits(key):
             return False
         self._admission.admit(batch.placement, key, now)
+        batch.admitted = not holds and self._admission.size > 0
         return True
 
     def _release_done(self, keys: list[str]) -> None:
@@ -738,8 +740,9 @@ class Watcher:
         for key in keys:
             if key in self._admission and not self._awaits_turn(key):
                 released = self._admission.release(key) or released
-        if released and len(self._outbox) and not self._stopping:
-            self._start_sends()
+                self._outbox.set_gated(key, False)  # what waits for it now needs no place
+        if released and len(self._outbox):
+            self._wake_up()  # after the coalescing window, like any other send
 
     def _expired(self) -> None:
         self._expiry = None
@@ -764,7 +767,9 @@ class Watcher:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self._admission.release(name)  # not in Temporal: its place is free
+            if batch.admitted:  # the place this send took is free: it is not in Temporal
+                self._admission.release(name)
+                batch.admitted = False
             if _permanent(exc):
                 self._stats.dropped += 1
                 self._attempts.pop(name, None)

@@ -52,6 +52,9 @@ _RANK: Final = {signal: rank for rank, signal in enumerate(SIGNAL_PRIORITY)}
 # Distinct reasons listed in one signal; the rest are counted.
 MAX_REASONS: Final = 3
 _NO_PRIORITY: Final = QueuePriority()
+# One line of entries (placement, token), and where a placement's entry is (key, tenant, gated).
+_Line = deque[tuple[str, int]]
+_Place = tuple[int, str | None, bool]
 
 
 @dataclass(slots=True)
@@ -65,9 +68,14 @@ class Batch:
     events: int = 0
     priority: QueuePriority = _NO_PRIORITY
     fan_out: bool = False  # every route came from outside the placement (Route.fan_out)
+    # Starts a turn that needs a place in the admission window (AdmissionWindow): such batches
+    # wait in a line of their own, so a closed window never holds back one that needs none.
+    gated: bool = False
+    # Its send took a new place in the window (a failed send gives that place back, no other).
+    admitted: bool = False
 
     @classmethod
-    def of(cls, route: Route, priority: QueuePriority | None = None) -> Batch:
+    def of(cls, route: Route, priority: QueuePriority | None = None, gated: bool = False) -> Batch:
         return cls(
             route.placement,
             route.signal,
@@ -76,6 +84,7 @@ class Batch:
             1,
             priority or _NO_PRIORITY,
             route.fan_out,
+            gated,
         )
 
     def merge(self, other: Batch) -> None:
@@ -86,6 +95,7 @@ class Batch:
         if other.priority.effective_key <= self.priority.effective_key:
             self.priority = other.priority
         self.fan_out = self.fan_out and other.fan_out
+        self.gated = self.gated or other.gated
         for reason in other.reasons:
             if reason not in self.reasons and len(self.reasons) < MAX_REASONS:
                 self.reasons.append(reason)
@@ -106,13 +116,16 @@ class Outbox:
     def __init__(self) -> None:
         self._batches: dict[str, Batch] = {}
         self._due: dict[str, float] = {}  # placement -> earliest send time, only when held back
-        # priority key -> fairness key -> entries (placement, token), oldest first.
-        self._queues: dict[int, dict[str | None, deque[tuple[str, int]]]] = {}
+        # priority key -> fairness key -> (free line, gated line) of entries (placement, token).
+        # Tokens order entries across a tenant's two lines: ascending for entries put at the
+        # back, descending below zero for those put in front (the last put in front goes first).
+        self._queues: dict[int, dict[str | None, tuple[_Line, _Line]]] = {}
         self._token: dict[str, int] = {}  # placement -> the token of its queued entry
-        self._where: dict[str, tuple[int, str | None]] = {}  # ... and where that entry is
+        self._where: dict[str, _Place] = {}  # ... and where that entry is
         self._parked: set[str] = set()  # taken while busy: queued again, first, once free
         self._timers: list[tuple[float, str]] = []  # (time, placement): held back until then
         self._tokens = itertools.count()
+        self._front_tokens = itertools.count(-1, -1)
         self._pass: dict[str | None, float] = {}  # each fairness key's virtual time
         self._clock = 0.0  # the virtual time of the last batch taken
 
@@ -122,8 +135,20 @@ class Outbox:
     def __contains__(self, placement: object) -> bool:
         return placement in self._batches
 
-    def add(self, route: Route, priority: QueuePriority | None = None) -> None:
-        self.put_back(Batch.of(route, priority))
+    def add(
+        self, route: Route, priority: QueuePriority | None = None, *, gated: bool = False
+    ) -> None:
+        self.put_back(Batch.of(route, priority, gated))
+
+    def set_gated(self, placement: str, gated: bool) -> None:
+        """The placement's batch (if any) needs a place in the admission window, or no longer
+        does (its turn is done): it moves to the matching line, at the back."""
+        batch = self._batches.get(placement)
+        if batch is None or batch.gated == gated:
+            return
+        batch.gated = gated
+        if placement in self._token:  # in a line (not parked, not held back): move it
+            self._enqueue(placement, front=False)
 
     def put_back(self, batch: Batch, *, not_before: float | None = None) -> None:
         """Merge `batch` in (after a failed send: not to be sent before `not_before`)."""
@@ -136,7 +161,7 @@ class Outbox:
         if not_before is not None:
             self._due[name] = max(self._due.get(name, 0.0), not_before)
             heapq.heappush(self._timers, (self._due[name], name))
-        place = (current.priority.effective_key, current.priority.fairness_key)
+        place = (current.priority.effective_key, current.priority.fairness_key, current.gated)
         if name not in self._parked and self._where.get(name) != place:
             self._enqueue(name, front=False)
 
@@ -149,10 +174,12 @@ class Outbox:
     ) -> list[Batch]:
         """Remove and return, best first, up to `limit` (None: all) batches that are due and
         whose placement is not `busy`. Busy and held-back ones keep their place in line.
-        `admit` (the watcher's admission window) may refuse the next batch in line: it stays
-        first in its line and nothing behind it is taken, so the order holds (a batch that
-        would be admitted waits behind one that is not; the watcher's window counts only turns of
-        the same or a better key, so work of a worse key never keeps a better one out)."""
+        `admit` (the watcher's admission window) may refuse a batch: it goes back to the front
+        of its tenant's gated line, and no gated batch of its key or a worse one is taken in this
+        call (the window counts turns of the same or a better key, so what it refuses at one
+        key it refuses at every worse key), while batches that need no place, and gated ones of
+        better keys, still go in order. A refused batch that was not gated is gated from then
+        on: it needs a place after all."""
         for name in [n for n in self._parked if n not in busy]:
             self._parked.discard(name)
             self._enqueue(name, front=True)
@@ -161,22 +188,28 @@ class Outbox:
             if name in self._batches and name not in self._token and name not in self._parked:
                 self._enqueue(name, front=True)  # its retry time has come: back in line
         taken: list[Batch] = []
+        closed_from: int | None = None  # gated lines of this key and worse are closed
+        refused: list[str] = []  # put back in front of their lines at the end, in order
         while limit is None or len(taken) < limit:
-            found = self._pop()
+            found = self._pop(closed_from)
             if found is None:
                 break
             if found in busy:
                 self._parked.add(found)
             elif self._due.get(found, 0.0) > now:
                 continue  # held back: out of line until its timer puts it back
-            elif admit is not None and not admit(self._batches[found]):
-                self._enqueue(found, front=True)  # first in line again, not charged
-                break
+            elif admit is not None and not admit(batch := self._batches[found]):
+                key = batch.priority.effective_key
+                closed_from = key if closed_from is None else min(closed_from, key)
+                batch.gated = True
+                refused.append(found)  # not charged
             else:
                 self._due.pop(found, None)
                 batch = self._batches.pop(found)
                 self._charge(batch.priority)
                 taken.append(batch)
+        for name in reversed(refused):
+            self._enqueue(name, front=True)
         return taken
 
     def next_due(self, now: float, busy: Collection[str] = ()) -> float | None:
@@ -187,17 +220,18 @@ class Outbox:
     # --- the queues ----------------------------------------------------------------------------
 
     def _enqueue(self, name: str, *, front: bool) -> None:
-        priority = self._batches[name].priority
-        key, tenant = priority.effective_key, priority.fairness_key
-        token = next(self._tokens)
+        batch = self._batches[name]
+        key, tenant = batch.priority.effective_key, batch.priority.fairness_key
+        token = next(self._front_tokens) if front else next(self._tokens)
         self._token[name] = token
-        self._where[name] = (key, tenant)
+        self._where[name] = (key, tenant, batch.gated)
         tenants = self._queues.setdefault(key, {})
-        line = tenants.get(tenant)
-        if line is None:
+        lines = tenants.get(tenant)
+        if lines is None:
             # An idle tenant starts at the current virtual time: no credit for having waited.
-            tenants[tenant] = line = deque()
+            tenants[tenant] = lines = (deque(), deque())
             self._pass[tenant] = max(self._pass.get(tenant, 0.0), self._clock)
+        line = lines[1] if batch.gated else lines[0]
         if front:
             line.appendleft((name, token))
         else:
@@ -210,27 +244,39 @@ class Outbox:
         self._clock = self._pass.get(tenant, 0.0)
         self._pass[tenant] = self._clock + 1.0 / (priority.fairness_weight or 1.0)
 
-    def _pop(self) -> str | None:
-        """The next placement in line, its entry removed; None when every line is empty."""
-        while self._queues:
-            key = min(self._queues)
+    def _pop(self, closed_from: int | None = None) -> str | None:
+        """The next placement in line, its entry removed; None when every open line is empty.
+        Gated lines of keys >= `closed_from` are closed (skipped, kept)."""
+        for key in sorted(self._queues):
             tenants = self._queues[key]
-            while tenants:
-                tenant = min(tenants, key=lambda t: (self._pass.get(t, 0.0), t is not None, t))
-                line = tenants[tenant]
-                while line:
-                    name, token = line.popleft()
-                    if self._token.get(name) != token:
-                        continue  # moved to a better line, or taken: a stale entry
-                    del self._token[name], self._where[name]
-                    if not line:
-                        del tenants[tenant]
+            gated_open = closed_from is None or key < closed_from
+            by_pass = sorted(tenants, key=lambda t: (self._pass.get(t, 0.0), t is not None, t))
+            for tenant in by_pass:
+                lines = tenants[tenant]
+                name = self._pop_line(lines, gated_open)
+                if not (lines[0] or lines[1]):
+                    del tenants[tenant]
+                if name is not None:
                     if not tenants:
                         del self._queues[key]
                     return name
-                del tenants[tenant]
-            del self._queues[key]
+            if not tenants:
+                del self._queues[key]
         return None
+
+    def _pop_line(self, lines: tuple[_Line, _Line], gated_open: bool) -> str | None:
+        """The first live entry of a tenant's free line and (when open) gated line, by token."""
+        for line in lines:
+            while line and self._token.get(line[0][0]) != line[0][1]:
+                line.popleft()  # moved to a better line, or taken: a stale entry
+        free, gated = lines
+        heads = [line for line in ((free, gated) if gated_open else (free,)) if line]
+        if not heads:
+            return None
+        line = min(heads, key=lambda candidate: candidate[0][1])
+        name, _ = line.popleft()
+        del self._token[name], self._where[name]
+        return name
 
 
 class AdmissionWindow:
@@ -280,11 +326,17 @@ class AdmissionWindow:
         return sum(self._by_key[HIGHEST_PRIORITY_KEY : key + 1]) < self.size
 
     def admit(self, placement: str, key: int, now: float) -> None:
+        """Give the placement a place at `key`. One that holds a place already keeps it, and
+        the time it took it (so a placement signalled again and again while its turn never
+        finishes still expires), at the new key."""
         if self.size == 0:
             return
-        self.release(placement)
+        held = self._admitted.get(placement)
+        since = now if held is None else held[0]
+        if held is not None:
+            self._by_key[held[1]] -= 1
         key = min(max(key, HIGHEST_PRIORITY_KEY), LOWEST_PRIORITY_KEY)
-        self._admitted[placement] = (now, key)
+        self._admitted[placement] = (since, key)  # an existing entry keeps its position
         self._by_key[key] += 1
 
     def release(self, placement: str) -> bool:

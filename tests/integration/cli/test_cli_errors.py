@@ -267,6 +267,8 @@ def test_the_local_stack_without_its_extra_is_one_line(command: str, tmp_path: P
         (["--no-activities", "--activities-only"], "leave nothing to run"),
         (["--max-cached-workflows", "-1"], "--max-cached-workflows must be 0 or more, got -1"),
         (["--local-cycles-up-to", "-5"], "--local-cycles-up-to must be 0 or more, got -5"),
+        (["--admission-window", "-1"], "--admission-window must be 0 or more, got -1"),
+        (["--admission-window", "8", "--no-snapshotter"], "beside KubeFleet (--no-snapshotter)"),
     ],
 )
 def test_run_with_impossible_worker_sizes_is_one_line(flags: list[str], message: str) -> None:

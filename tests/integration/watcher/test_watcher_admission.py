@@ -18,6 +18,7 @@ from watcher_helpers import (
     placement,
     run_status,
     running_watcher,
+    signals_matching,
     snapshot,
     unique,
     until,
@@ -26,18 +27,19 @@ from watcher_helpers import (
 from hub.client import HubClient
 from hub.names import PRIORITY_CLASS_ANNOTATION
 from hub.types import ClusterResourcePlacement, PriorityClass
+from workflows import names
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
-async def _started(client: Client, names: list[str]) -> list[str]:
-    found = await asyncio.gather(*(run_status(client, name) for name in names))
-    return [name for name, status in zip(names, found, strict=True) if status is not None]
+async def _started(client: Client, placements: list[str]) -> list[str]:
+    found = await asyncio.gather(*(run_status(client, name) for name in placements))
+    return [name for name, status in zip(placements, found, strict=True) if status is not None]
 
 
-async def _exactly_started(client: Client, names: list[str], count: int) -> list[str]:
+async def _exactly_started(client: Client, placements: list[str], count: int) -> list[str]:
     async def check() -> list[str] | None:
-        started = await _started(client, names)
+        started = await _started(client, placements)
         return started if len(started) == count else None
 
     found = await eventually(check)
@@ -113,11 +115,32 @@ async def test_a_turn_nobody_finishes_gives_its_place_up_after_the_timeout(
 async def test_beside_kubefleet_there_is_no_window(
     hub: HubClient, temporal_client: Client, task_queue: str
 ) -> None:
-    names = [unique("kf") for _ in range(4)]
+    kubefleet = [unique("kf") for _ in range(4)]
     async with running_watcher(
         hub, temporal_client, task_queue, snapshotter=False, admission_window=1
     ):
-        for name in names:
+        for name in kubefleet:
             hub.create(placement(name, "PickN", n=1))
             hub.create(snapshot(name, 0, n=1))
-        await _exactly_started(temporal_client, names, 4)
+        await _exactly_started(temporal_client, kubefleet, 4)
+
+
+async def test_a_full_window_holds_back_only_turns_that_need_a_place(
+    hub: HubClient, temporal_client: Client, task_queue: str
+) -> None:
+    done = unique("done")
+    hub.create(placement(done, "PickN", n=1))
+    mark_fulfilled(hub, done)  # scheduled at its generation: its signals need no place
+    lows = [unique("low") for _ in range(3)]
+    async with running_watcher(
+        hub, temporal_client, task_queue, snapshotter=True, admission_window=1
+    ) as watcher:
+        await eventually(lambda: run_status(temporal_client, done))
+        for name in lows:
+            hub.create(placement(name, "PickN", n=1))
+        await _exactly_started(temporal_client, lows, 1)
+        # The window is full and two turns wait at the same key; a deletion goes past them.
+        hub.delete(ClusterResourcePlacement, done)
+        await signals_matching(temporal_client, done, names.SIGNAL_PLACEMENT_DELETING)
+        assert len(await _started(temporal_client, lows)) == 1
+        assert watcher.pending == 2

@@ -173,18 +173,42 @@ def test_busy_and_held_back_batches_keep_their_place_in_line() -> None:
 # --- admission: the window of turns in Temporal ---------------------------------------------------
 
 
-def test_a_refused_batch_stays_first_and_holds_back_everything_behind_it() -> None:
+def test_a_refusal_holds_back_gated_batches_of_its_key_and_worse_only() -> None:
     outbox = Outbox()
     for name in ("a", "b", "c"):
-        outbox.add(Route(name, CLUSTER, "x"), _prio(4, "t"))
-    outbox.add(Route("d", CLUSTER, "x"), _prio(4, "u"))  # another tenant, same key
+        outbox.add(Route(name, CLUSTER, "x"), _prio(4), gated=True)
+    outbox.add(Route("fan-out", CLUSTER, "x"), _prio(4))  # needs no place
+    outbox.add(Route("worse", CLUSTER, "x"), _prio(5), gated=True)
+    outbox.add(Route("deleting", CLUSTER, "x"), _prio(5))  # needs no place
+    outbox.add(Route("better", CLUSTER, "x"), _prio(2), gated=True)
     refused = {"b"}
     taken = outbox.take_due(0.0, admit=lambda batch: batch.placement not in refused)
-    # fair order is a, d, b, c: b is refused, so c (behind it) is not taken either
-    assert [b.placement for b in taken] == ["a", "d"]
-    assert outbox.take_due(0.0, admit=lambda batch: batch.placement not in refused) == []
+    # b is refused: c (gated, behind it) and worse (gated, a worse key) wait; what needs no
+    # place goes, in order, and so does the better key's gated batch
+    assert [b.placement for b in taken] == ["better", "a", "fan-out", "deleting"]
     refused.clear()
-    assert [b.placement for b in outbox.take_due(0.0)] == ["b", "c"]
+    assert [b.placement for b in outbox.take_due(0.0)] == ["b", "c", "worse"]
+
+
+def test_a_refused_batch_that_was_not_gated_is_gated_from_then_on() -> None:
+    outbox = Outbox()
+    outbox.add(Route("a", CLUSTER, "x"), _prio(3))
+    outbox.add(Route("b", CLUSTER, "x"), _prio(3))
+    taken = outbox.take_due(0.0, admit=lambda batch: batch.placement != "a")
+    assert [b.placement for b in taken] == ["b"]
+    (a,) = outbox.take_due(0.0)
+    assert a.placement == "a" and a.gated
+
+
+def test_a_batch_whose_turn_is_done_leaves_the_gated_line() -> None:
+    outbox = Outbox()
+    outbox.add(Route("blocker", CLUSTER, "x"), _prio(3), gated=True)
+    outbox.add(Route("p", CLUSTER, "x"), _prio(3), gated=True)
+    closed = lambda batch: not batch.gated  # noqa: E731 - a window with no room
+    assert outbox.take_due(0.0, admit=closed) == []
+    outbox.set_gated("p", False)
+    assert [b.placement for b in outbox.take_due(0.0, admit=closed)] == ["p"]
+    assert len(outbox) == 1
 
 
 def test_a_refused_batch_is_not_charged_to_its_tenant() -> None:
@@ -212,25 +236,28 @@ def test_the_window_counts_the_same_and_better_keys_only() -> None:
     assert len(window) == 3
 
 
-def test_a_placement_holds_one_place_at_its_latest_key() -> None:
+def test_a_placement_holds_one_place_at_its_latest_key_since_it_first_took_it() -> None:
     window = AdmissionWindow(2, timeout=30.0)
     window.admit("p", 4, now=0.0)
-    window.admit("p", 2, now=1.0)
+    window.admit("p", 2, now=20.0)
     assert len(window) == 1 and window.admits(4)
     window.admit("q", 4, now=1.0)
     assert not window.admits(4) and window.admits(1)
+    # signalled again and again, p still expires 30 s after it first took its place
+    assert window.expire(30.0) == ["p"] and window.placements() == ["q"]
 
 
 def test_places_expire_oldest_first_after_the_timeout() -> None:
     window = AdmissionWindow(3, timeout=10.0)
     window.admit("a", 3, now=0.0)
     window.admit("b", 3, now=5.0)
-    window.admit("a", 3, now=6.0)  # admitted again: its clock starts over
-    assert window.next_expiry() == 15.0
-    assert window.expire(14.9) == []
-    assert window.expire(15.5) == ["b"]
-    assert window.placements() == ["a"]
-    assert window.expire(100.0) == ["a"] and window.next_expiry() is None
+    assert window.next_expiry() == 10.0
+    assert window.expire(9.9) == []
+    assert window.expire(10.5) == ["a"]
+    window.release("b")
+    window.admit("b", 3, now=12.0)  # released, then admitted anew: a new clock
+    assert window.expire(16.0) == [] and window.next_expiry() == 22.0
+    assert window.expire(100.0) == ["b"] and window.next_expiry() is None
 
 
 def test_a_window_of_zero_admits_everything_and_holds_nothing() -> None:
