@@ -76,12 +76,14 @@ DEFAULT_MAX_CACHED_WORKFLOWS: Final = 1000
 # Activity slots of the workflow worker: the reconcile activity, and placement activities that
 # an earlier version scheduled on the workflow task queue (before they had a queue of their own).
 WORKFLOW_WORKER_ACTIVITY_SLOTS: Final = 4
-# The share of the workflow worker's task polls that go to the task queue itself rather than to
-# its sticky queue. The queue holds the first task of every new run, the sticky queue the tasks of
-# runs this worker already holds; Temporal orders each by priority, but not one against the
-# other. At the SDK's 0.2 (one poll in five) a new placement of high priority waited behind the
-# continuations of 2,000 older low ones: p99 25.2 s, 9.3 s at 1.0 (bench/RESULTS.md,
-# "Admission"); the drain rate of the backlog did not change measurably.
+# How the workflow worker's task polls divide between the task queue itself (the first task of
+# every new run) and its sticky queue (the tasks of runs it already holds); Temporal orders each
+# by priority, but not one against the other. The SDK allows the task queue ratio x 5 pollers
+# (at least 1) and the sticky queue the rest (at least 1): 1 and 4 at its default 0.2, 5 and 1
+# here. At 0.2 a new placement of high priority waited behind the continuations of 2,000 older
+# low ones (p99 25.2 s; 9.3 s at 1.0); 5 and 5 (0.5 of 10 pollers) measured no better (12.4 s
+# against 11.3 s, back to back); the drain rate did not change measurably in any of them
+# (bench/RESULTS.md, "Where the wait went, and admission").
 WORKFLOW_TASK_POLL_RATIO: Final = 1.0
 # How long activities in flight may finish after a stop before they are cancelled.
 SHUTDOWN_GRACE: Final = timedelta(seconds=20)
