@@ -24,7 +24,7 @@ from fractions import Fraction
 from itertools import pairwise
 from typing import Final
 
-from scheduler.quantity import QuantityError, parse_quantity
+from scheduler.quantity import BINARY_SI, QuantityError, parse_quantity
 from scheduler.requests import decimal_text
 
 __all__ = [
@@ -39,7 +39,11 @@ __all__ = [
 ]
 
 MAX_SCORE: Final = 100
-_BINARY: Final = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20))
+# Suffixes an amount is shown with, largest first (Ki is left out: 1024 reads better as such).
+_BINARY: Final = sorted(
+    ((suffix, 2**power) for suffix, power in BINARY_SI.items() if suffix != "Ki"),
+    key=lambda pair: -pair[1],
+)
 
 
 @dataclass(frozen=True, slots=True)

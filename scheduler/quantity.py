@@ -33,7 +33,15 @@ from functools import lru_cache
 
 from scheduler.framework.errors import SchedulerError
 
-__all__ = ["MAX_EXPONENT", "Quantity", "QuantityError", "parse", "parse_quantity"]
+__all__ = [
+    "BINARY_SI",
+    "MAX_EXPONENT",
+    "Quantity",
+    "QuantityError",
+    "parse",
+    "parse_quantity",
+    "quoted",
+]
 
 MAX_EXPONENT = 10_000
 """Largest decimal exponent accepted (Go accepts any int32; see the module docstring)."""
@@ -50,7 +58,8 @@ _SUFFIX_LETTERS = frozenset("eEinumkKMGTP")
 _EXPONENT = re.compile(r"[+-]?[0-9]+")
 
 _DECIMAL_SI = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_BINARY_SI = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+# Binary suffixes and their powers of two.
+BINARY_SI = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 
 # Go's math.Pow10 tables: the product/quotient of two table entries is what Go computes, and
 # it is not always the correctly rounded power of ten.
@@ -155,7 +164,7 @@ def _scan(text: str) -> tuple[bool, str, str, str, str]:
         pos += 1
     if pos < end:
         raise QuantityError(
-            f"invalid quantity {_show(text)}: unexpected {text[pos]!r} at position {pos}; "
+            f"invalid quantity {quoted(text)}: unexpected {text[pos]!r} at position {pos}; "
             "want <sign><digits>.<digits><suffix>, e.g. 1.5, 100m, 4Gi or 12e6"
         )
     return positive, value, num, denom, text[suffix_start:]
@@ -165,17 +174,17 @@ def _interpret_suffix(text: str, suffix: str) -> tuple[int, int]:
     """(base, exponent) of a suffix, as Go's quantitySuffixer.interpret."""
     if suffix in _DECIMAL_SI:
         return 10, _DECIMAL_SI[suffix]
-    if suffix in _BINARY_SI:
-        return 2, _BINARY_SI[suffix]
+    if suffix in BINARY_SI:
+        return 2, BINARY_SI[suffix]
     if len(suffix) > 1 and suffix[0] in "eE" and _EXPONENT.fullmatch(suffix[1:]):
         exponent = int(suffix[1:])
         if abs(exponent) > MAX_EXPONENT:
             raise QuantityError(
-                f"invalid quantity {_show(text)}: exponent {exponent} is beyond +-{MAX_EXPONENT}"
+                f"invalid quantity {quoted(text)}: exponent {exponent} is beyond +-{MAX_EXPONENT}"
             )
         return 10, exponent
     raise QuantityError(
-        f"invalid quantity {_show(text)}: unknown suffix {_show(suffix)} "
+        f"invalid quantity {quoted(text)}: unknown suffix {quoted(suffix)} "
         "(want one of n u m k M G T P E, Ki Mi Gi Ti Pi Ei, or e<exponent>)"
     )
 
@@ -187,7 +196,7 @@ def _parse_slow(text: str, value: str, base: int, exponent: int) -> Quantity:
     whole, _, fraction = unsigned.partition(".")
     digits = whole + fraction
     if not digits:
-        raise QuantityError(f"invalid quantity {_show(text)}: no digits in the numeric part")
+        raise QuantityError(f"invalid quantity {quoted(text)}: no digits in the numeric part")
     unscaled = _int(digits)
     scale = len(fraction)  # value = unscaled / 10**scale
     if base == 10:
@@ -208,8 +217,9 @@ def _parse_slow(text: str, value: str, base: int, exponent: int) -> Quantity:
     return Quantity(nanos, mantissa, go_exponent)
 
 
-def _show(text: str) -> str:
-    """The offending text for an error message, cut short: values come from member clusters."""
+def quoted(text: str) -> str:
+    """The offending text for an error message, quoted and cut short: values come from member
+    clusters and annotations."""
     return repr(text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "...")
 
 

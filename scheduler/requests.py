@@ -27,15 +27,13 @@ from fractions import Fraction
 from typing import Final
 
 from scheduler.framework.errors import SchedulerError
-from scheduler.quantity import QuantityError, parse_quantity
+from scheduler.quantity import QuantityError, parse_quantity, quoted
 
-__all__ = ["MAX_SHOWN", "RequestsError", "decimal_text", "format_requests", "parse_requests"]
+__all__ = ["RequestsError", "decimal_text", "format_requests", "parse_requests"]
 
 _NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _PREFIX_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _PREFIX_MAX: Final = 253
-# Characters of a bad entry quoted in a message; the rest is elided.
-MAX_SHOWN: Final = 64
 
 
 class RequestsError(SchedulerError, ValueError):
@@ -63,15 +61,15 @@ def parse_requests(text: str) -> dict[str, Fraction]:
             raise RequestsError(f"entry {position} of the requests annotation is empty", entry)
         name, equals, value = entry.partition("=")
         name, value = name.strip(), value.strip()
-        shown = _shown(entry)
+        shown = quoted(entry)
         if not equals:
             raise RequestsError(
-                f"requests entry {shown!r} has no '=': write name=quantity, e.g. cpu=2", entry
+                f"requests entry {shown} has no '=': write name=quantity, e.g. cpu=2", entry
             )
         if problem := _name_problem(name):
-            raise RequestsError(f"requests entry {shown!r}: {problem}", entry)
+            raise RequestsError(f"requests entry {shown}: {problem}", entry)
         if name in amounts:
-            raise RequestsError(f"requests entry {shown!r}: {name} is requested twice", entry)
+            raise RequestsError(f"requests entry {shown}: {name} is requested twice", entry)
         amounts[name] = _amount(value, shown, entry)
     return amounts
 
@@ -107,19 +105,15 @@ def _name_problem(name: str) -> str | None:
 def _amount(value: str, shown: str, entry: str) -> Fraction:
     if not any(ch.isdigit() for ch in value):
         raise RequestsError(
-            f"requests entry {shown!r}: {value!r} is not a quantity (e.g. 2, 500m, 4Gi)", entry
+            f"requests entry {shown}: {value!r} is not a quantity (e.g. 2, 500m, 4Gi)", entry
         )
     try:
         amount = parse_quantity(value)
     except QuantityError as exc:
-        raise RequestsError(f"requests entry {shown!r}: {exc}", entry) from exc
+        raise RequestsError(f"requests entry {shown}: {exc}", entry) from exc
     if amount < 0:
-        raise RequestsError(f"requests entry {shown!r}: a request cannot be negative", entry)
+        raise RequestsError(f"requests entry {shown}: a request cannot be negative", entry)
     return amount
-
-
-def _shown(entry: str) -> str:
-    return entry if len(entry) <= MAX_SHOWN else entry[: MAX_SHOWN - 3] + "..."
 
 
 def decimal_text(amount: Fraction) -> str:

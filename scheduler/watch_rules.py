@@ -18,6 +18,7 @@ from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
+    Condition,
     MemberCluster,
 )
 from hub.types.meta import HubObject
@@ -39,6 +40,7 @@ __all__ = [
     "placement_deletion_started",
     "placement_spec_changed",
     "placements_for_cluster_event",
+    "scheduled_condition_current",
     "snapshot_event_placement",
 ]
 
@@ -203,14 +205,19 @@ def cluster_update_reasons(
     return [reason for reason, changed in fired if changed]
 
 
+def scheduled_condition_current(placement: ClusterResourcePlacement) -> Condition | None:
+    """The placement's Scheduled condition if it is for its current generation (True or not:
+    a turn at this generation has ended), else None."""
+    condition = placement.status.condition(placement.SCHEDULED_CONDITION)
+    if condition is None or condition.observed_generation != placement.metadata.generation:
+        return None
+    return condition
+
+
 def is_fully_scheduled(placement: ClusterResourcePlacement) -> bool:
     """The placement's Scheduled condition is True for its current generation."""
-    condition = placement.status.condition(placement.SCHEDULED_CONDITION)
-    return (
-        condition is not None
-        and condition.status == names.TRUE
-        and condition.observed_generation == placement.metadata.generation
-    )
+    condition = scheduled_condition_current(placement)
+    return condition is not None and condition.status == names.TRUE
 
 
 def placements_for_cluster_event(

@@ -67,6 +67,7 @@ from scheduler.framework.queue_sort import (
     QueueSortPlugin,
     TurnCause,
 )
+from scheduler.watch_rules import scheduled_condition_current
 from workers.metrics import SchedulerMetrics
 from workers.reconcile import trigger_reconcile
 from workers.starts import local_cycles_for, start_options
@@ -564,7 +565,7 @@ class Watcher:
         event_change = view.apply_event(item)
         if event_change is not None:
             self._route(event_change)
-            if kind in PLACEMENT_KINDS:
+            if kind in PLACEMENT_KINDS and len(self._admission):
                 self._release_done([key_of(item.object)])
 
     def _apply_priority_classes(self, view: View[Any], item: WatchEvent[Any] | Resync[Any]) -> None:
@@ -598,7 +599,8 @@ class Watcher:
             namespace, name = split_key(key)
             meta = ObjectMeta(name=name, namespace=namespace)
         try:
-            return self._sorter.queue_sort(QueueItem(meta, cause, classes or self._classes))
+            known = self._classes if classes is None else classes
+            return self._sorter.queue_sort(QueueItem(meta, cause, known))
         except Exception:  # a third-party plugin may fail in any way
             self._sort_failures += 1
             if self._sort_failures == 1 or self._sort_failures % 1000 == 0:
@@ -717,8 +719,7 @@ class Watcher:
         placement = self._placements.get(key)
         if placement is None or placement.metadata.deleting:
             return False
-        condition = placement.status.condition(placement.SCHEDULED_CONDITION)
-        return condition is None or condition.observed_generation != placement.metadata.generation
+        return scheduled_condition_current(placement) is None
 
     def _take_place(self, now: float, batch: Batch) -> bool:
         """The outbox's admission check: a batch that starts a turn takes a place in the window
@@ -730,7 +731,7 @@ class Watcher:
         if not holds and not self._admission.admits(key):
             return False
         self._admission.admit(batch.placement, key, now)
-        batch.admitted = not holds and self._admission.size > 0
+        batch.admitted = not holds
         return True
 
     def _release_done(self, keys: list[str]) -> None:

@@ -322,8 +322,7 @@ class AdmissionWindow:
         are in."""
         if self.size == 0:
             return True
-        key = min(max(key, HIGHEST_PRIORITY_KEY), LOWEST_PRIORITY_KEY)
-        return sum(self._by_key[HIGHEST_PRIORITY_KEY : key + 1]) < self.size
+        return sum(self._by_key[HIGHEST_PRIORITY_KEY : _clamped(key) + 1]) < self.size
 
     def admit(self, placement: str, key: int, now: float) -> None:
         """Give the placement a place at `key`. One that holds a place already keeps it, and
@@ -335,7 +334,7 @@ class AdmissionWindow:
         since = now if held is None else held[0]
         if held is not None:
             self._by_key[held[1]] -= 1
-        key = min(max(key, HIGHEST_PRIORITY_KEY), LOWEST_PRIORITY_KEY)
+        key = _clamped(key)
         self._admitted[placement] = (since, key)  # an existing entry keeps its position
         self._by_key[key] += 1
 
@@ -364,3 +363,7 @@ class AdmissionWindow:
         for since, _ in self._admitted.values():
             return since + self.timeout
         return None
+
+
+def _clamped(key: int) -> int:
+    return min(max(key, HIGHEST_PRIORITY_KEY), LOWEST_PRIORITY_KEY)

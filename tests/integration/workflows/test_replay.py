@@ -29,7 +29,7 @@ from tests.integration.workflows.test_placement_workflow import (
     placement_name,
     start,
 )
-from workers.worker import PlacementWorkers
+from workers.worker import PlacementWorkers, split_workers
 from workflows import names
 from workflows.models import HubEvent, PlacementInput, PlacementStatus
 from workflows.placement import PlacementWorkflow
@@ -162,7 +162,7 @@ async def test_a_run_begun_before_priorities_replays_with_the_watchers_priority_
     worker from before them is executing, which records no upsert for them. Stood in for by a
     worker that declines the priority patch, as a worker without the code would behave; today's
     code must replay that run as it is (no upsert it never made), and a fresh run makes them."""
-    from temporalio.worker import PatchActivationInput, Worker
+    from temporalio.worker import PatchActivationInput
 
     from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS
     from workflows.models import TurnPriority
@@ -175,16 +175,14 @@ async def test_a_run_begun_before_priorities_replays_with_the_watchers_priority_
     SCRIPTS[name] = Script()
     urgent = TurnPriority(priority_key=2, placement_key=2, value=1000, priority_class="high")
     queue = f"{task_queue}-old"
-    async with (
-        Worker(
-            temporal_client, task_queue=queue, workflows=[PlacementWorkflow],
-            activities=STAND_INS, max_cached_workflows=0,
-            patch_activation_callback=before_priorities,
-        ),
-        Worker(
-            temporal_client, task_queue=names.activity_task_queue(queue), activities=STAND_INS
-        ),
-    ):  # fmt: skip
+    async with split_workers(
+        temporal_client,
+        queue,
+        workflows=[PlacementWorkflow],
+        activities=STAND_INS,
+        max_cached_workflows=0,
+        patch_activation_callback=before_priorities,
+    ):
         handle = await temporal_client.start_workflow(
             PlacementWorkflow.run,
             PlacementInput(placement=name),

@@ -33,7 +33,7 @@ from scheduler.snapshots import (
     policy_hash,
     policy_index,
 )
-from scheduler.watch_rules import is_fully_scheduled
+from scheduler.watch_rules import is_fully_scheduled, scheduled_condition_current
 
 NOW = datetime(2025, 5, 1, 12, 0, tzinfo=UTC)
 EARLIER = NOW - timedelta(hours=1)
@@ -784,6 +784,22 @@ def test_fully_scheduled_means_true_for_the_current_generation(
         is_fully_scheduled(placement(generation=generation, conditions=conditions))
         is expected
     )
+
+
+@pytest.mark.parametrize(
+    ("conditions", "generation", "expected"),
+    [
+        pytest.param((), 2, None, id="no-condition"),
+        pytest.param((placement_condition("True"),), 2, "True", id="true-current-generation"),
+        pytest.param((placement_condition("False"),), 2, "False", id="false-current-generation"),
+        pytest.param((placement_condition("False"),), 3, None, id="older-generation"),
+    ],
+)
+def test_a_current_scheduled_condition_is_one_for_the_generation_true_or_not(
+    conditions: tuple[Condition, ...], generation: int, expected: str | None
+) -> None:
+    found = scheduled_condition_current(placement(generation=generation, conditions=conditions))
+    assert (found.status if found is not None else None) == expected
 
 
 @pytest.mark.parametrize("bad", ["three", "-1", " 3", None])

@@ -189,3 +189,30 @@ async def test_a_failing_queue_sort_plugin_gives_the_default_priority(
 
     watcher = Watcher(hub, lazy_client, queue_sort=Broken())  # type: ignore[arg-type]
     assert watcher.queue_priority("web", TurnCause.PLACEMENT) == QueuePriority()
+
+
+# --- admission (docs/priority.md, "Admission") -------------------------------------------------
+
+
+async def test_a_relist_frees_the_places_of_turns_that_ended_while_nobody_watched(
+    hub: HubClient, lazy_client: Client
+) -> None:
+    """A watch restarted after 410 Gone comes back as a Resync: a placement scheduled at its
+    generation meanwhile gives its place up, one still waiting keeps it."""
+    from hub.types import ClusterResourcePlacement
+
+    watcher = Watcher(hub, lazy_client, admission_window=2)
+    _ready(watcher, [_crp("done"), _crp("waiting")], [])
+    watcher._admission.admit("done", 3, now=0.0)
+    watcher._admission.admit("waiting", 3, now=0.0)
+    scheduled = ClusterResourcePlacement.from_wire(
+        {
+            **_crp("done", version="2").to_wire(),
+            "status": {"conditions": [{
+                "type": "ClusterResourcePlacementScheduled", "status": "False",
+                "reason": "SchedulingPolicyUnfulfilled", "observedGeneration": 1,
+            }]},
+        }
+    )  # fmt: skip
+    watcher._apply(ClusterResourcePlacement, Resync([scheduled, _crp("waiting")], "2"))
+    assert watcher._admission.placements() == ["waiting"]
