@@ -103,5 +103,7 @@ DEFAULT_MAX_SKEW: Final = 1
 # fleet-scheduler's own keys on KubeFleet's objects (KubeFleet's CRDs have no fields for them).
 # Placements without them are scheduled exactly as KubeFleet schedules them.
 OWN_PREFIX: Final = "fleet-scheduler.io/"
+# Capacity-aware placement (docs/capacity.md): what one binding consumes, e.g. cpu=2,memory=4Gi.
+REQUESTS_ANNOTATION: Final = OWN_PREFIX + "requests"
 PRIORITY_CLASS_ANNOTATION: Final = OWN_PREFIX + "priority-class"
 DEFAULT_TENANT_LABEL: Final = OWN_PREFIX + "tenant"

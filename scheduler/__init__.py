@@ -18,7 +18,7 @@ from scheduler.explanation import (
 )
 from scheduler.framework.errors import PluginError, ProfileError, SchedulerError
 from scheduler.framework.profile import Profile, ScoreMode, default_profile, load_profile
-from scheduler.models import CycleInput, CycleResult, Outcome
+from scheduler.models import CapacityInput, CycleInput, CycleResult, Outcome
 from scheduler.plan import BindingPatch, BindingPlan, SnapshotStatusWrite
 from scheduler.scheduling import schedule
 
@@ -26,6 +26,7 @@ __all__ = [
     "BindingGroup",
     "BindingPatch",
     "BindingPlan",
+    "CapacityInput",
     "CycleError",
     "CycleInput",
     "CycleResult",

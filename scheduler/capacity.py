@@ -24,17 +24,22 @@ from fractions import Fraction
 from itertools import pairwise
 from typing import Final
 
+from scheduler.explanation import ResourceShortage, Shortage
 from scheduler.quantity import BINARY_SI, QuantityError, parse_quantity
 from scheduler.requests import decimal_text
 
 __all__ = [
     "MAX_SCORE",
     "ClusterCapacity",
+    "Demand",
     "Shortfall",
+    "check_shape",
     "format_amount",
     "least_allocated",
     "most_allocated",
+    "no_room_reason",
     "requested_to_capacity_ratio",
+    "shortage",
     "shortfalls",
 ]
 
@@ -114,6 +119,11 @@ def shortfalls(requests: Mapping[str, Fraction], capacity: ClusterCapacity) -> l
     return short
 
 
+def no_room_reason(short: Sequence[Shortfall]) -> str:
+    """The filter reason for a cluster without room: `not enough room: cpu: 2 requested, 1 free`."""
+    return "not enough room: " + "; ".join(s.reason() for s in short)
+
+
 def least_allocated(
     requests: Mapping[str, Fraction],
     capacity: ClusterCapacity,
@@ -143,7 +153,7 @@ def requested_to_capacity_ratio(
     and flat beyond the ends, averaged by `weights` (default 1 each; 0 leaves a resource out).
     A resource the cluster does not report, or reports as 0, is full: utilisation 100%.
     No requested resource with weight: 0."""
-    _check_shape(shape)
+    check_shape(shape)
     total = Fraction(0)
     weight_sum = 0
     for resource, amount in requests.items():
@@ -183,7 +193,8 @@ def format_amount(amount: Fraction) -> str:
 # --- helpers -----------------------------------------------------------------------------------
 
 
-def _check_shape(shape: Sequence[tuple[int, int]]) -> None:
+def check_shape(shape: Sequence[tuple[int, int]]) -> None:
+    """Raises ValueError unless `shape` is a usable requested-to-capacity curve."""
     if not shape:
         raise ValueError("a requested-to-capacity shape needs at least one point")
     previous: int | None = None
@@ -205,3 +216,54 @@ def _on_curve(shape: Sequence[tuple[int, int]], utilisation: Fraction) -> Fracti
         if utilisation <= u1:
             return s0 + (s1 - s0) * (utilisation - u0) / (u1 - u0)
     return Fraction(shape[-1][1])
+
+
+# --- one cycle's view, and what it could not place ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What a capacity-aware cycle knows: what one binding of the placement asks for, and what
+    the reservations of *other* placements hold on each cluster (the placement's own reservations
+    are left out: a binding it keeps or re-points needs no second place)."""
+
+    requests: Mapping[str, Fraction]
+    allocated: Mapping[str, Mapping[str, Fraction]]
+
+    def on(self, cluster: str, reported: Mapping[str, str]) -> ClusterCapacity:
+        """The cluster's capacity, from its reported allocatable and its reservations."""
+        return ClusterCapacity.of(reported, self.allocated.get(cluster))
+
+    def shortfalls_on(self, cluster: str, reported: Mapping[str, str]) -> list[Shortfall]:
+        return shortfalls(self.requests, self.on(cluster, reported))
+
+
+def shortage(
+    requests: Mapping[str, Fraction], unplaced: int, short: Sequence[Sequence[Shortfall]]
+) -> Shortage | None:
+    """What `unplaced` bindings that found no room lack, from the shortfalls of the clusters
+    that were filtered only for room (`short`, one list per cluster); None when nothing is
+    unplaced for lack of room."""
+    if unplaced <= 0 or not short:
+        return None
+    by_resource: dict[str, list[Shortfall]] = {}
+    for cluster in short:
+        for item in cluster:
+            by_resource.setdefault(item.resource, []).append(item)
+    resources = []
+    for resource, amount in requests.items():
+        items = by_resource.get(resource)
+        if not items:
+            continue
+        frees = [max(i.free, Fraction(0)) for i in items if i.free is not None]
+        resources.append(
+            ResourceShortage(
+                resource=resource,
+                requested=format_amount(amount),
+                clusters=len(items),
+                most_free=format_amount(max(frees)) if frees else None,
+                missing=format_amount(amount * unplaced),
+            )
+        )
+    shown = ",".join(f"{name}={format_amount(amount)}" for name, amount in requests.items())
+    return Shortage(unplaced=unplaced, requests=shown, resources=resources)

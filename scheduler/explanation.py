@@ -21,7 +21,9 @@ __all__ = [
     "Explanation",
     "FilterGroup",
     "InvalidTarget",
+    "ResourceShortage",
     "ScoreGroup",
+    "Shortage",
 ]
 
 BindingAction = Literal["patched", "revived", "unscheduled", "finalizerRemoved"]
@@ -70,6 +72,44 @@ class BindingGroup(WireModel):
     clusters: list[str]
 
 
+class ResourceShortage(WireModel):
+    """One requested resource that kept bindings off clusters that passed every other filter."""
+
+    resource: str
+    requested: str
+    """What one binding asks for, e.g. "2" or "4Gi"."""
+    clusters: int
+    """How many of those clusters lacked it."""
+    most_free: str | None = None
+    """The most any of them had free; None when none of them reports the resource."""
+    missing: str
+    """`requested` times the bindings left unplaced: the demand a new or grown cluster would
+    have to take (an autoscaler's input)."""
+
+
+class Shortage(WireModel):
+    """Capacity-aware placements only: bindings the cycle could not place for lack of room."""
+
+    unplaced: int
+    requests: str
+    """What one binding asks for, as the annotation would say it."""
+    resources: list[ResourceShortage] = Field(default_factory=list)
+
+    def message(self) -> str:
+        """One sentence for the Scheduled condition, e.g. "not enough room for 2 binding(s) of
+        cpu=2,memory=4Gi: cpu short on 3 cluster(s) (at most 1 free); missing cpu=4"."""
+        short = "; ".join(
+            f"{r.resource} short on {r.clusters} cluster(s) "
+            + (f"(at most {r.most_free} free)" if r.most_free is not None else "(not reported)")
+            for r in self.resources
+        )
+        missing = ",".join(f"{r.resource}={r.missing}" for r in self.resources)
+        return (
+            f"not enough room for {self.unplaced} binding(s) of {self.requests}: {short}; "
+            f"missing {missing}"
+        )
+
+
 class Explanation(WireModel):
     placement_type: str
     snapshot: str
@@ -95,6 +135,8 @@ class Explanation(WireModel):
     not_found: list[str] = Field(default_factory=list)
     bindings: list[BindingGroup] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    shortage: Shortage | None = None
+    """Capacity-aware placements: bindings left unplaced for lack of room, and what they lack."""
 
     @property
     def evaluated(self) -> bool:

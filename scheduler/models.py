@@ -14,7 +14,19 @@ from scheduler.explanation import Explanation
 from scheduler.plan import BindingPlan
 from scheduler.wire import WireModel
 
-__all__ = ["CycleInput", "CycleResult", "Outcome"]
+__all__ = ["CapacityInput", "CycleInput", "CycleResult", "Outcome"]
+
+
+class CapacityInput(WireModel):
+    """Capacity-aware placement (docs/capacity.md): the placement's requests and what other
+    placements' reservations hold on each cluster."""
+
+    requests: str
+    """The placement's `fleet-scheduler.io/requests` annotation as written (read by the cycle:
+    a bad one fails the cycle with a condition naming the entry)."""
+    allocated: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """Cluster -> resource -> quantity reserved there by *other* placements' bindings (the
+    placement's own reservations left out). A cluster not listed holds none."""
 
 
 class CycleInput(WireModel):
@@ -32,6 +44,8 @@ class CycleInput(WireModel):
     (keeping the obsolete-placement preference as a final tie-break) and those not re-picked
     are marked Unscheduled. Applies to this cycle only: a requeued follow-up cycle must pass
     False, or it would start over. Ignored for PickAll and PickFixed."""
+    capacity: CapacityInput | None = None
+    """Set only for a placement that declares requests; None leaves the cycle KubeFleet's."""
 
 
 class Outcome(WireModel):

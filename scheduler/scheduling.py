@@ -14,10 +14,12 @@ message says what is wrong, so the placement shows it; the decisions are left as
 from __future__ import annotations
 
 from collections import Counter
+from fractions import Fraction
 
 from hub import names
 from hub.types import ClusterSchedulingPolicySnapshot, Condition
 from scheduler.annotations import crp_generation, number_of_clusters
+from scheduler.capacity import Demand
 from scheduler.classify import classify
 from scheduler.cycles import pick_all, pick_fixed, pick_n
 from scheduler.cycles.common import Context, CycleOutput
@@ -28,8 +30,10 @@ from scheduler.facts import prepare
 from scheduler.framework.errors import PluginError
 from scheduler.framework.profile import Profile, default_profile
 from scheduler.framework.runner import PhaseObserver, Runner
-from scheduler.models import CycleInput, CycleResult, Outcome
+from scheduler.models import CapacityInput, CycleInput, CycleResult, Outcome
 from scheduler.plan import BindingPlan, SnapshotStatusWrite
+from scheduler.quantity import QuantityError, parse_quantity
+from scheduler.requests import RequestsError, parse_requests
 from scheduler.writes import mark_unscheduled, remove_finalizer
 
 __all__ = [
@@ -101,6 +105,7 @@ def _run(
         runner=Runner(profile, observer),
         placement_type=placement_type,
         used_names={b.metadata.name for b in input.bindings},
+        demand=_demand(input.capacity),
     )
     # The prelude's log entries come first in the explanation, as its writes do in the plan.
     finalizers = []
@@ -134,6 +139,23 @@ def _run(
         outcome=output.outcome,
         explanation=output.explanation,
     )
+
+
+def _demand(capacity: CapacityInput | None) -> Demand | None:
+    """The capacity-aware view of the cycle, or None for a placement without requests."""
+    if capacity is None:
+        return None
+    try:
+        requests = parse_requests(capacity.requests)
+    except RequestsError as exc:
+        raise InvalidInputError(f"annotation {names.REQUESTS_ANNOTATION}: {exc}") from exc
+    allocated: dict[str, dict[str, Fraction]] = {}
+    for cluster, amounts in capacity.allocated.items():
+        try:
+            allocated[cluster] = {r: parse_quantity(q) for r, q in amounts.items()}
+        except QuantityError as exc:
+            raise InvalidInputError(f"reservations on cluster {cluster!r}: {exc}") from exc
+    return Demand(requests, allocated)
 
 
 def _failed(input: CycleInput, placement_type: str, exc: Exception) -> CycleResult:

@@ -8,22 +8,40 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from hub.types import (
+    ClusterDecision,
     ClusterResourceBinding,
     ClusterSchedulingPolicySnapshot,
+    Condition,
     MemberCluster,
 )
+from scheduler.capacity import Demand, no_room_reason, shortage
 from scheduler.classify import Classified
-from scheduler.explanation import BindingAction, BindingGroup, Explanation, FilterGroup, ScoreGroup
+from scheduler.decisions import scheduled_condition, status_write
+from scheduler.explanation import (
+    BindingAction,
+    BindingGroup,
+    Explanation,
+    FilterGroup,
+    ScoreGroup,
+    Shortage,
+)
 from scheduler.facts import facts_of
 from scheduler.framework.cycle import CycleState
-from scheduler.framework.profile import Profile
+from scheduler.framework.profile import CLUSTER_RESOURCES_FIT, Profile
 from scheduler.framework.runner import Filtered, FinalCheck, Runner, ScoredCluster
 from scheduler.framework.status import Status
 from scheduler.models import Outcome
 from scheduler.naming import binding_name, can_name_cluster_part, name_problem
 from scheduler.plan import BindingPatch, SnapshotStatusWrite
 
-__all__ = ["BindingLog", "Context", "CycleOutput", "filter_groups", "score_groups"]
+__all__ = [
+    "BindingLog",
+    "Context",
+    "CycleOutput",
+    "filter_groups",
+    "room_filtered",
+    "score_groups",
+]
 
 
 class BindingLog:
@@ -58,6 +76,8 @@ class Context:
     placement_type: str
     used_names: set[str]
     log: BindingLog = field(default_factory=BindingLog)
+    demand: Demand | None = None
+    """Capacity-aware placements only (docs/capacity.md)."""
 
     @property
     def snapshot_name(self) -> str:
@@ -70,7 +90,58 @@ class Context:
             now=self.now,
             scheduled_or_bound=frozenset(b.spec.target_cluster for b in (*c.scheduled, *c.bound)),
             obsolete=frozenset(b.spec.target_cluster for b in c.obsolete),
+            demand=self.demand,
             _by_name=self.by_name,
+        )
+
+    def no_room(self, cluster: MemberCluster) -> str | None:
+        """Why a capacity-aware placement's new binding does not fit on `cluster` (None: it
+        fits, or the placement is not capacity-aware): ClusterResourcesFit's rule."""
+        if self.demand is None:
+            return None
+        short = self.demand.shortfalls_on(
+            cluster.metadata.name, cluster.status.resource_usage.allocatable
+        )
+        return no_room_reason(short) if short else None
+
+    def shortage(self, clusters: Iterable[str], wanted: int | None = None) -> Shortage | None:
+        """Bindings left unplaced for lack of room: one per cluster of `clusters` (those that
+        passed every check but room), at most `wanted` (the bindings PickN still lacks; None:
+        no limit). None for placements that are not capacity-aware."""
+        demand = self.demand
+        if demand is None:
+            return None
+        short = [
+            demand.shortfalls_on(n, self.by_name[n].status.resource_usage.allocatable)
+            for n in clusters
+        ]
+        unplaced = len(short) if wanted is None else min(wanted, len(short))
+        return shortage(demand.requests, unplaced, short)
+
+    def status(
+        self,
+        decisions: list[ClusterDecision],
+        *,
+        fulfilled: bool,
+        count: int,
+        short: Shortage | None = None,
+    ) -> SnapshotStatusWrite | None:
+        """The snapshot's status write with its Scheduled condition (decisions.status_write).
+
+        For a capacity-aware placement the condition also says what room is missing, and a
+        changed message is written even when the status is not (else it would stay stale)."""
+        condition: Condition = scheduled_condition(self.snapshot, fulfilled=fulfilled, count=count)
+        if short is not None:
+            condition = condition.model_copy(
+                update={"message": f"{condition.message}; {short.message()}"}
+            )
+        return status_write(
+            self.snapshot,
+            self.crp_generation,
+            decisions,
+            condition,
+            self.now,
+            compare_message=self.demand is not None,
         )
 
     def reusable(self) -> frozenset[str]:
@@ -119,6 +190,12 @@ class CycleOutput:
     unschedule: list[BindingPatch] = field(default_factory=list)
     snapshot_status: SnapshotStatusWrite | None = None
     requeue: bool = False
+
+
+def room_filtered(filtered: Iterable[Filtered]) -> list[str]:
+    """The clusters ClusterResourcesFit filtered: it runs last, so they passed every other
+    filter and only lacked room."""
+    return [f.name for f in filtered if f.plugin == CLUSTER_RESOURCES_FIT]
 
 
 def score_groups(ranked: Iterable[ScoredCluster]) -> list[ScoreGroup]:

@@ -6,14 +6,15 @@ Scheduled and Bound bindings of the current snapshot are never removed (the poli
 
 from __future__ import annotations
 
-from scheduler.cycles.common import Context, CycleOutput, filter_groups, score_groups
-from scheduler.cycles.crossref import cross_reference_picked
-from scheduler.decisions import (
-    decisions_from_bindings,
-    scheduled_condition,
-    selected_decision,
-    status_write,
+from scheduler.cycles.common import (
+    Context,
+    CycleOutput,
+    filter_groups,
+    room_filtered,
+    score_groups,
 )
+from scheduler.cycles.crossref import cross_reference_picked
+from scheduler.decisions import decisions_from_bindings, selected_decision
 from scheduler.framework.runner import ScoredCluster
 from scheduler.framework.score import ZERO
 from scheduler.models import Outcome
@@ -47,8 +48,8 @@ def run(ctx: Context) -> CycleOutput:
     count = sum(len(g) for g in groups)
     filtered = sorted(result.filtered, key=lambda f: f.name)
     decisions = decisions_from_bindings(groups, (), [(f.name, str(f.status)) for f in filtered])
-    condition = scheduled_condition(ctx.snapshot, fulfilled=True, count=count)
     kept = sorted(b.spec.target_cluster for b in (*c.scheduled, *c.bound))
+    short = ctx.shortage(room_filtered(filtered))
     kept_set = set(kept)
     return CycleOutput(
         outcome=Outcome(placement_type=ctx.placement_type, picked=count, fulfilled=True),
@@ -58,11 +59,10 @@ def run(ctx: Context) -> CycleOutput:
             filtered=filter_groups(filtered),
             kept=kept,
             already_selected=sorted(n for n in result.already_selected if n not in kept_set),
+            shortage=short,
         ),
         create=xref.create,
         patch=xref.patch,
         unschedule=xref.unschedule,
-        snapshot_status=status_write(
-            ctx.snapshot, ctx.crp_generation, decisions, condition, ctx.now
-        ),
+        snapshot_status=ctx.status(decisions, fulfilled=True, count=count, short=short),
     )

@@ -18,12 +18,7 @@ from __future__ import annotations
 
 from scheduler.cycles.common import Context, CycleOutput
 from scheduler.cycles.crossref import cross_reference_fixed
-from scheduler.decisions import (
-    fixed_decisions,
-    scheduled_condition,
-    selected_fixed_decision,
-    status_write,
-)
+from scheduler.decisions import fixed_decisions, selected_fixed_decision
 from scheduler.explanation import InvalidTarget
 from scheduler.models import Outcome
 from scheduler.naming import name_problem
@@ -41,6 +36,10 @@ def run(ctx: Context) -> CycleOutput:
     targets = list(dict.fromkeys(listed))
     current = [*c.scheduled, *c.bound]
     reusable = {b.spec.target_cluster for b in (*current, *c.obsolete, *c.unscheduled)}
+    # Capacity-aware placements: a target without a Scheduled or Bound binding needs room.
+    # (PickFixed runs no plugins, so ClusterResourcesFit's rule is applied here.)
+    holding = {b.spec.target_cluster for b in current}
+    short: list[str] = []
     valid: list[str] = []
     invalid: list[tuple[str, str]] = []
     not_found: list[str] = []
@@ -52,6 +51,10 @@ def run(ctx: Context) -> CycleOutput:
         reason = ctx.profile.ineligibility(cluster, ctx.now)
         if reason is None and name not in reusable:
             reason = name_problem(ctx.placement, name)
+        if reason is None and name not in holding:
+            reason = ctx.no_room(cluster)
+            if reason is not None:
+                short.append(name)
         if reason is None:
             valid.append(name)
         else:
@@ -62,7 +65,7 @@ def run(ctx: Context) -> CycleOutput:
     )
     fulfilled = not invalid and not not_found
     decisions = fixed_decisions(valid, invalid, not_found)
-    condition = scheduled_condition(ctx.snapshot, fulfilled=fulfilled, count=len(valid))
+    shortage = ctx.shortage(short)
     notes = []
     if not listed:
         notes.append(NOTE_EMPTY)
@@ -83,11 +86,12 @@ def run(ctx: Context) -> CycleOutput:
             not_found=not_found,
             kept=sorted(b.spec.target_cluster for b in current),
             notes=notes,
+            shortage=shortage,
         ),
         create=xref.create,
         patch=xref.patch,
         unschedule=xref.unschedule,
-        snapshot_status=status_write(
-            ctx.snapshot, ctx.crp_generation, decisions, condition, ctx.now
+        snapshot_status=ctx.status(
+            decisions, fulfilled=fulfilled, count=len(valid), short=shortage
         ),
     )

@@ -19,13 +19,17 @@ import zlib
 from collections.abc import Sequence
 
 from hub.types import ClusterResourceBinding, MemberCluster
-from scheduler.cycles.common import Context, CycleOutput, filter_groups, score_groups
+from scheduler.cycles.common import (
+    Context,
+    CycleOutput,
+    filter_groups,
+    room_filtered,
+    score_groups,
+)
 from scheduler.cycles.crossref import cross_reference_picked
 from scheduler.decisions import (
     decisions_from_bindings,
-    scheduled_condition,
     selected_decision,
-    status_write,
 )
 from scheduler.facts import facts_of
 from scheduler.framework.profile import ScoreMode
@@ -116,7 +120,6 @@ def _downscale(ctx: Context, n: int, k: int) -> CycleOutput:
     groups = (scheduled, bound)
     outcome, count = _finish(ctx, n, groups)
     decisions = decisions_from_bindings(groups, (), ())
-    condition = scheduled_condition(ctx.snapshot, fulfilled=count >= n, count=count)
     return CycleOutput(
         outcome=outcome,
         explanation=ctx.explanation(
@@ -125,9 +128,7 @@ def _downscale(ctx: Context, n: int, k: int) -> CycleOutput:
             kept=sorted(b.spec.target_cluster for b in (*scheduled, *bound)),
         ),
         unschedule=patches,
-        snapshot_status=status_write(
-            ctx.snapshot, ctx.crp_generation, decisions, condition, ctx.now
-        ),
+        snapshot_status=ctx.status(decisions, fulfilled=count >= n, count=count),
     )
 
 
@@ -136,7 +137,6 @@ def _steady(ctx: Context, n: int) -> CycleOutput:
     groups = (c.bound, c.scheduled)
     outcome, count = _finish(ctx, n, groups)
     decisions = decisions_from_bindings(groups, (), ())
-    condition = scheduled_condition(ctx.snapshot, fulfilled=count >= n, count=count)
     return CycleOutput(
         outcome=outcome,
         explanation=ctx.explanation(
@@ -144,9 +144,7 @@ def _steady(ctx: Context, n: int) -> CycleOutput:
             branch="steady",
             kept=sorted(b.spec.target_cluster for b in (*c.bound, *c.scheduled)),
         ),
-        snapshot_status=status_write(
-            ctx.snapshot, ctx.crp_generation, decisions, condition, ctx.now
-        ),
+        snapshot_status=ctx.status(decisions, fulfilled=count >= n, count=count),
     )
 
 
@@ -244,14 +242,12 @@ def _schedule(ctx: Context, n: int, desired: int) -> CycleOutput:
         [(s.name, s.score) for s in not_picked],
         [(f.name, str(f.status)) for f in filtered],
     )
-    condition = scheduled_condition(ctx.snapshot, fulfilled=count >= n, count=count)
+    short = ctx.shortage(room_filtered(filtered), n - count)
     return CycleOutput(
         outcome=outcome,
-        explanation=ctx.explanation(**explanation_fields),
+        explanation=ctx.explanation(**explanation_fields, shortage=short),
         create=xref.create,
         patch=xref.patch,
         unschedule=xref.unschedule,
-        snapshot_status=status_write(
-            ctx.snapshot, ctx.crp_generation, decisions, condition, ctx.now
-        ),
+        snapshot_status=ctx.status(decisions, fulfilled=count >= n, count=count, short=short),
     )

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
 
 from hub.types import MemberCluster
+from scheduler.capacity import Demand
 
 __all__ = ["CycleState", "StateKey"]
 
@@ -37,6 +38,9 @@ class CycleState:
     now: datetime
     scheduled_or_bound: frozenset[str] = frozenset()
     obsolete: frozenset[str] = frozenset()
+    demand: Demand | None = None
+    """Capacity-aware placements only (docs/capacity.md): what one binding asks for and what
+    other placements hold per cluster; None for every other placement."""
     _store: dict[str, Any] = field(default_factory=dict)
     _by_name: Mapping[str, MemberCluster] | None = None
 

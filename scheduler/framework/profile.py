@@ -84,11 +84,20 @@ SAME_PLACEMENT_ANTI_AFFINITY = "SamePlacementAntiAffinity"
 TOPOLOGY_SPREAD_CONSTRAINTS = "TopologySpreadConstraints"
 # kube-scheduler's QueueSort default (scheduler.framework.queue_sort): exactly one per profile.
 PRIORITY_SORT = "PrioritySort"
+# Capacity-aware placement (docs/capacity.md): skips itself for placements without requests, so
+# KubeFleet's plugins alone decide for them. Last in each list: a cluster it filters passed
+# every other filter.
+CLUSTER_RESOURCES_FIT = "ClusterResourcesFit"
 QUEUE_SORT = "queueSort"
 DEFAULT_PLUGINS: Mapping[str, tuple[str, ...]] = {
     QUEUE_SORT: (PRIORITY_SORT,),
     "postBatch": (TOPOLOGY_SPREAD_CONSTRAINTS,),
-    "preFilter": (CLUSTER_AFFINITY, NAMESPACE_AFFINITY, TOPOLOGY_SPREAD_CONSTRAINTS),
+    "preFilter": (
+        CLUSTER_AFFINITY,
+        NAMESPACE_AFFINITY,
+        TOPOLOGY_SPREAD_CONSTRAINTS,
+        CLUSTER_RESOURCES_FIT,
+    ),
     "filter": (
         CLUSTER_AFFINITY,
         CLUSTER_ELIGIBILITY,
@@ -96,9 +105,15 @@ DEFAULT_PLUGINS: Mapping[str, tuple[str, ...]] = {
         TAINT_TOLERATION,
         SAME_PLACEMENT_ANTI_AFFINITY,
         TOPOLOGY_SPREAD_CONSTRAINTS,
+        CLUSTER_RESOURCES_FIT,
     ),
-    "preScore": (CLUSTER_AFFINITY, TOPOLOGY_SPREAD_CONSTRAINTS),
-    "score": (CLUSTER_AFFINITY, SAME_PLACEMENT_ANTI_AFFINITY, TOPOLOGY_SPREAD_CONSTRAINTS),
+    "preScore": (CLUSTER_AFFINITY, TOPOLOGY_SPREAD_CONSTRAINTS, CLUSTER_RESOURCES_FIT),
+    "score": (
+        CLUSTER_AFFINITY,
+        SAME_PLACEMENT_ANTI_AFFINITY,
+        TOPOLOGY_SPREAD_CONSTRAINTS,
+        CLUSTER_RESOURCES_FIT,
+    ),
 }
 
 MIN_WEIGHT = 1
@@ -158,8 +173,7 @@ class Profile:
         if len(self.queue_sort) > 1:
             raise ProfileError(
                 f"plugins.{QUEUE_SORT}",
-                "exactly one QueueSort plugin, got "
-                + ", ".join(p.name for p in self.queue_sort),
+                "exactly one QueueSort plugin, got " + ", ".join(p.name for p in self.queue_sort),
             )
         for plugin_name, weight in self.weights.items():
             if (

@@ -11,6 +11,7 @@ from scheduler.framework.interfaces import Plugin
 from scheduler.plugins import (
     cluster_affinity,
     cluster_eligibility,
+    cluster_resources_fit,
     namespace_affinity,
     priority_sort,
     same_placement_anti_affinity,
@@ -19,6 +20,7 @@ from scheduler.plugins import (
 )
 from scheduler.plugins.cluster_affinity import ClusterAffinity
 from scheduler.plugins.cluster_eligibility import ClusterEligibility
+from scheduler.plugins.cluster_resources_fit import ClusterResourcesFit
 from scheduler.plugins.namespace_affinity import NamespaceAffinity
 from scheduler.plugins.priority_sort import PrioritySort
 from scheduler.plugins.same_placement_anti_affinity import SamePlacementAntiAffinity
@@ -29,6 +31,7 @@ __all__ = [
     "BUILTIN_PLUGINS",
     "ClusterAffinity",
     "ClusterEligibility",
+    "ClusterResourcesFit",
     "NamespaceAffinity",
     "PrioritySort",
     "SamePlacementAntiAffinity",
@@ -45,5 +48,6 @@ BUILTIN_PLUGINS: Mapping[str, Callable[..., Plugin]] = MappingProxyType(
         same_placement_anti_affinity.NAME: SamePlacementAntiAffinity,
         topology_spread_constraints.NAME: TopologySpreadConstraints,
         priority_sort.NAME: PrioritySort,
+        cluster_resources_fit.NAME: ClusterResourcesFit,
     }
 )

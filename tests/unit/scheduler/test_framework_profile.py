@@ -20,7 +20,7 @@ from scheduler.testing import member_cluster
 
 README = Path(__file__).parents[3] / "scheduler" / "README.md"
 
-DEFAULT = {
+KUBEFLEET = {
     "postBatch": ("TopologySpreadConstraints",),
     "preFilter": ("ClusterAffinity", "NamespaceAffinity", "TopologySpreadConstraints"),
     "filter": (
@@ -33,6 +33,13 @@ DEFAULT = {
     ),
     "preScore": ("ClusterAffinity", "TopologySpreadConstraints"),
     "score": ("ClusterAffinity", "SamePlacementAntiAffinity", "TopologySpreadConstraints"),
+}
+# KubeFleet's DefaultProfile, then ours: ClusterResourcesFit, which skips itself for placements
+# without requests (docs/capacity.md), last at the points it implements.
+CAPACITY_POINTS = ("preFilter", "filter", "preScore", "score")
+DEFAULT = {
+    point: plugins + (("ClusterResourcesFit",) if point in CAPACITY_POINTS else ())
+    for point, plugins in KUBEFLEET.items()
 }
 
 
@@ -67,7 +74,11 @@ def test_disabling_per_point_and_everywhere() -> None:
     assert profile.name == "quiet"
     assert "TaintToleration" not in profile.plugin_names("filter")
     assert "SamePlacementAntiAffinity" in profile.plugin_names("filter")
-    assert profile.plugin_names("score") == ("ClusterAffinity", "TopologySpreadConstraints")
+    assert profile.plugin_names("score") == (
+        "ClusterAffinity",
+        "TopologySpreadConstraints",
+        "ClusterResourcesFit",
+    )
 
 
 def test_plugin_args_reach_the_plugin_and_pick_fixed_shares_the_eligibility_timeouts() -> None:

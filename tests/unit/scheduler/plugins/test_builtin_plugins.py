@@ -1,5 +1,5 @@
 """The built-in plugins: KubeFleet's names, and exactly the extension points of kubefleet-rules
-5.0; and kube-scheduler's PrioritySort, the one QueueSort plugin."""
+5.0; kube-scheduler's PrioritySort, the one QueueSort plugin; and ClusterResourcesFit, ours."""
 
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ EXPECTED = {
     "SamePlacementAntiAffinity": {"filter", "score"},
     "TopologySpreadConstraints": {"post_batch", "pre_filter", "filter", "pre_score", "score"},
     "PrioritySort": {"queue_sort"},
+    # Ours (docs/capacity.md): skips itself for placements without requests.
+    "ClusterResourcesFit": {"pre_filter", "filter", "pre_score", "score"},
 }
 
 
