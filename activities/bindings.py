@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
+from activities.capacity import CapacityWrites
 from hub import names
 from hub.client import HubClient
 from hub.errors import AlreadyExistsError, NotFoundError
@@ -80,33 +81,75 @@ def apply_binding_plan(
     plan: BindingPlan,
     tally: Tally,
     heartbeat: Heartbeat | None = None,
+    capacity: CapacityWrites | None = None,
 ) -> None:
     """Make the plan's binding writes (not its snapshot status), counting them in `tally`.
 
+    With `capacity` (a capacity-aware placement, docs/capacity.md), each create and re-pointed
+    or revived binding first reserves room on its cluster's ledger, and each binding unscheduled
+    or losing its finalizer releases its room after the write landed: the ledgers hold at least
+    what the bindings consume at every moment.
+
     Raises:
         BindingNameTakenError: a binding to create exists for another placement or cluster.
+        NoRoomError: another placement took room this plan counted on (decide again).
         HubError: the first write that failed (ConflictError, NotFoundError of a vanished
             binding, HubUnavailableError, ...); writes of later steps were not attempted.
     """
     pacer = Pacer(heartbeat)
-    for removed in _each(plan.remove_finalizers, lambda p: _remove_finalizer(client, p)):
+    hooks = capacity if capacity is not None else _NO_CAPACITY
+
+    def remove_finalizer(patch: BindingPatch) -> bool:
+        removed = _remove_finalizer(client, patch)
+        hooks.after_unschedule(patch.name)
+        return removed
+
+    def unschedule(patch: BindingPatch) -> None:
+        _patch(client, patch)
+        hooks.after_unschedule(patch.name)
+
+    def create(binding: ClusterResourceBinding) -> bool:
+        hooks.before_create(binding)
+        return _create(client, binding)
+
+    def repoint(patch: BindingPatch) -> None:
+        hooks.before_patch(patch.name)
+        _patch(client, patch)
+
+    for removed in _each(plan.remove_finalizers, remove_finalizer):
         tally.finalizers_removed += removed
         pacer.tick(f"removed {tally.finalizers_removed} finalizer(s)")
-    for _ in _each(plan.unschedule_dangling, lambda p: _patch(client, p)):
+    for _ in _each(plan.unschedule_dangling, unschedule):
         tally.unscheduled += 1
         pacer.tick(f"unscheduled {tally.unscheduled} dangling binding(s)")
-    for created in _each(plan.create, lambda b: _create(client, b)):
+    for created in _each(plan.create, create):
         if created:
             tally.created += 1
         else:
             tally.adopted += 1
         pacer.tick(f"created {tally.created + tally.adopted}/{len(plan.create)}")
-    for _ in _each(plan.patch, lambda p: _patch(client, p)):
+    for _ in _each(plan.patch, repoint):
         tally.patched += 1
         pacer.tick(f"patched {tally.patched}/{len(plan.patch)}")
-    for _ in _each(plan.unschedule, lambda p: _patch(client, p)):
+    for _ in _each(plan.unschedule, unschedule):
         tally.unscheduled += 1
         pacer.tick(f"unscheduled {tally.unscheduled}")
+
+
+class _NoCapacity:
+    """A placement that is not capacity-aware: no ledger writes."""
+
+    def before_create(self, binding: ClusterResourceBinding) -> None:
+        pass
+
+    def before_patch(self, name: str) -> None:
+        pass
+
+    def after_unschedule(self, name: str) -> None:
+        pass
+
+
+_NO_CAPACITY: Final = _NoCapacity()
 
 
 def _each(items: Sequence[T], write: Callable[[T], R]) -> Iterator[R]:

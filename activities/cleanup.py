@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities import failures
 from activities.bindings import Pacer
+from activities.capacity import release_placement, requests_of
 from activities.models import (
     CLEANUP_PLACEMENT,
     CLEANUP_PLACEMENT_RP,
@@ -86,6 +87,12 @@ class CleanupPlacement:
                 deleted += 1
             pacer.tick(f"cleaned binding {binding.name}")
 
+        # Capacity-aware (docs/capacity.md): the bindings are gone or going, so is their room.
+        # A placement that vanished unseen may have been capacity-aware: look too.
+        released = 0
+        if placement is None or requests_of(placement) is not None:
+            released = release_placement(client, key)
+
         snapshots = 0
         if self._settings.snapshotter:
             snapshots = len(client.list(kinds.snapshot, selector, namespace=namespace))
@@ -94,6 +101,8 @@ class CleanupPlacement:
 
         removed = placement is not None and self._remove_placement_finalizer(placement)
         parts = [f"{deleted} binding(s) deleted"]
+        if released:
+            parts.append(f"{released} reservation(s) released")
         if self._settings.snapshotter:
             parts.append(f"{snapshots} policy snapshot(s) deleted")
         parts.append("finalizer removed" if removed else "no finalizer to remove")

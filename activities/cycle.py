@@ -14,19 +14,27 @@ from dataclasses import dataclass
 from typing import Final
 
 from activities.bindings import apply_binding_plan
+from activities.capacity import (
+    CapacityWrites,
+    Ledgers,
+    capacity_input,
+    capacity_writes,
+    requests_of,
+    sweep_own,
+)
 from activities.conditions import write_scheduled_condition
 from activities.models import CycleReport, TurnRequest, WriteCounts
 from activities.plumbing import ActivitySettings, CycleOutcome, CycleRun, PhaseSpans, heartbeat
 from hub import names
 from hub.client import HubClient
-from hub.kinds import kinds_for
+from hub.kinds import kinds_for, placement_key
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
 )
-from scheduler import CycleInput, CycleResult, schedule
+from scheduler import CapacityInput, CycleInput, CycleResult, schedule
 from scheduler.scheduling import placement_type_of
 from scheduler.snapshots import placement_scheduled_condition
 
@@ -91,6 +99,20 @@ def run_cycle(
     heartbeat(f"cycle {request.cycle}: read {len(fleet.clusters)} clusters")
 
     now = settings.now()
+    key = placement_key(request.namespace, request.placement)
+    requests_text = requests_of(placement)
+    capacity: CapacityInput | None = None
+    writes_capacity: CapacityWrites | None = None
+    if requests_text is not None:
+        with tracer.start_as_current_span("read_capacity") as span:
+            ledgers = Ledgers.read(client)
+            swept = sweep_own(client, ledgers, key, fleet.bindings, now)
+            capacity = capacity_input(requests_text, ledgers, key)
+            writes_capacity = capacity_writes(
+                client, key, requests_text, fleet.clusters, fleet.bindings, settings.now
+            )
+            span.set_attribute("ledgers", len(ledgers.by_cluster))
+            span.set_attribute("swept", swept)
     with tracer.start_as_current_span("schedule") as span:
         result = schedule(
             CycleInput(
@@ -99,6 +121,7 @@ def run_cycle(
                 bindings=fleet.bindings,
                 now=now,
                 fresh=request.fresh,
+                capacity=capacity,
             ),
             settings.profile,
             PhaseSpans(tracer),
@@ -114,7 +137,7 @@ def run_cycle(
     heartbeat(f"cycle {request.cycle}: scheduled, {result.plan.binding_writes} binding writes")
 
     with tracer.start_as_current_span("apply") as span:
-        apply_binding_plan(client, result.plan, run.tally, heartbeat)
+        apply_binding_plan(client, result.plan, run.tally, heartbeat, writes_capacity)
         span.set_attribute("created", run.tally.created)
         span.set_attribute("patched", run.tally.patched)
         span.set_attribute("unscheduled", run.tally.unscheduled)

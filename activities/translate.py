@@ -18,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities import failures
 from activities.bindings import BindingNameTakenError
+from activities.capacity import NoRoomError
 from hub.errors import (
     AlreadyExistsError,
     BadRequestError,
@@ -40,8 +41,8 @@ __all__ = ["EXPECTED", "NAMESPACE_TERMINATING", "failure_for", "hub_failures", "
 NAMESPACE_TERMINATING: Final = "NamespaceTerminating"
 
 # What activities expect to go wrong; anything else is a bug and propagates as it is.
-Expected = HubError | SchedulerError | SnapshotError | BindingNameTakenError
-EXPECTED: Final = (HubError, SchedulerError, SnapshotError, BindingNameTakenError)
+Expected = HubError | SchedulerError | SnapshotError | BindingNameTakenError | NoRoomError
+EXPECTED: Final = (HubError, SchedulerError, SnapshotError, BindingNameTakenError, NoRoomError)
 
 
 def failure_for(exc: Expected, doing: str) -> ApplicationError:
@@ -58,6 +59,11 @@ def failure_for(exc: Expected, doing: str) -> ApplicationError:
         case ConflictError() | AlreadyExistsError():
             return ApplicationError(
                 f"{message} (someone else changed it; re-reading)", type=failures.CONFLICT
+            )
+        case NoRoomError():
+            # A concurrent placement took the room: the next attempt reads the ledgers again.
+            return ApplicationError(
+                f"{message} (another placement took it; deciding again)", type=failures.CONFLICT
             )
         case NotFoundError():
             return ApplicationError(

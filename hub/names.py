@@ -103,6 +103,9 @@ DEFAULT_MAX_SKEW: Final = 1
 # fleet-scheduler's own keys on KubeFleet's objects (KubeFleet's CRDs have no fields for them).
 # Placements without them are scheduled exactly as KubeFleet schedules them.
 OWN_PREFIX: Final = "fleet-scheduler.io/"
+# Our own kinds (CapacityLedger) live in our own API group.
+OWN_GROUP: Final = "fleet-scheduler.io"
+OWN_VERSION: Final = "v1alpha1"
 # Capacity-aware placement (docs/capacity.md): what one binding consumes, e.g. cpu=2,memory=4Gi.
 REQUESTS_ANNOTATION: Final = OWN_PREFIX + "requests"
 PRIORITY_CLASS_ANNOTATION: Final = OWN_PREFIX + "priority-class"

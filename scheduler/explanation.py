@@ -9,15 +9,18 @@ same reason) and listed by name only. A cluster appears in at most one of `picke
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
 from scheduler.wire import WireModel
 
 __all__ = [
+    "MISSING_MARKER",
+    "SHORTAGE_MARKER",
     "BindingAction",
     "BindingGroup",
+    "ClusterRoom",
     "Explanation",
     "FilterGroup",
     "InvalidTarget",
@@ -87,6 +90,18 @@ class ResourceShortage(WireModel):
     have to take (an autoscaler's input)."""
 
 
+class ClusterRoom(WireModel):
+    """Capacity-aware placements: one cluster's room as the cycle saw it, in the requested
+    resources only (`explain` and `plan` show it beside each cluster's fate)."""
+
+    cluster: str
+    allocatable: str
+    """What the cluster reports allocatable, e.g. "cpu=8,memory=32Gi" ("" when none of the
+    requested resources is reported)."""
+    allocated: str
+    """What other placements' reservations held there before this cycle, e.g. "cpu=6"."""
+
+
 class Shortage(WireModel):
     """Capacity-aware placements only: bindings the cycle could not place for lack of room."""
 
@@ -105,9 +120,15 @@ class Shortage(WireModel):
         )
         missing = ",".join(f"{r.resource}={r.missing}" for r in self.resources)
         return (
-            f"not enough room for {self.unplaced} binding(s) of {self.requests}: {short}; "
-            f"missing {missing}"
+            f"{SHORTAGE_MARKER}{self.unplaced} binding(s) of {self.requests}: {short}"
+            f"{MISSING_MARKER}{missing}"
         )
+
+
+# How a Scheduled condition's message says what is short (`Shortage.message`); `/metrics`
+# reads the amounts back from placements' conditions (scheduler.capacity.missing_of).
+SHORTAGE_MARKER: Final = "not enough room for "
+MISSING_MARKER: Final = "; missing "
 
 
 class Explanation(WireModel):
@@ -136,6 +157,10 @@ class Explanation(WireModel):
     bindings: list[BindingGroup] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     shortage: Shortage | None = None
+    room: list[ClusterRoom] = Field(default_factory=list)
+    """Capacity-aware placements: the room of every cluster the cycle judged, by name."""
+    requests: str | None = None
+    """Capacity-aware placements: what one binding asks for, e.g. "cpu=4,memory=8Gi"."""
     """Capacity-aware placements: bindings left unplaced for lack of room, and what they lack."""
 
     @property

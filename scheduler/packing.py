@@ -49,7 +49,7 @@ _UNPACK_LIMIT: Final = 64 * 1024 * 1024  # a packed explanation never inflates p
 # a list of groups, lists of names at the top level, and one name inside each item.
 _GROUP_LISTS: Final = ("picked", "notPicked", "filtered", "bindings")
 _NAME_LISTS: Final = ("kept", "alreadySelected", "valid", "notFound")
-_ITEM_NAMES: Final = (("invalid", "cluster"),)
+_ITEM_NAMES: Final = (("invalid", "cluster"), ("room", "cluster"))
 
 
 def _names_in(doc: dict[str, Any]) -> Iterator[str]:

@@ -17,9 +17,9 @@ from collections import Counter
 from fractions import Fraction
 
 from hub import names
-from hub.types import ClusterSchedulingPolicySnapshot, Condition
+from hub.types import ClusterSchedulingPolicySnapshot, Condition, MemberCluster
 from scheduler.annotations import crp_generation, number_of_clusters
-from scheduler.capacity import Demand
+from scheduler.capacity import Demand, room_rows, shown_requests
 from scheduler.classify import classify
 from scheduler.cycles import pick_all, pick_fixed, pick_n
 from scheduler.cycles.common import Context, CycleOutput
@@ -133,11 +133,25 @@ def _run(
         unschedule=output.unschedule,
         snapshot_status=output.snapshot_status,
     )
+    explanation = output.explanation
+    if ctx.demand is not None:
+        explanation = _with_room(explanation, ctx.demand, by_name)
     return CycleResult(
         plan=plan,
         requeue=output.requeue,
         outcome=output.outcome,
-        explanation=output.explanation,
+        explanation=explanation,
+    )
+
+
+def _with_room(
+    explanation: Explanation, demand: Demand, by_name: dict[str, MemberCluster]
+) -> Explanation:
+    """The explanation of a capacity-aware cycle, with the room of every cluster it judged."""
+    judged = sorted({c for c, _ in explanation.fates() if c in by_name})
+    rows = room_rows(demand, ((c, by_name[c].status.resource_usage.allocatable) for c in judged))
+    return explanation.model_copy(
+        update={"room": rows, "requests": shown_requests(demand.requests)}
     )
 
 

@@ -14,8 +14,9 @@ to a free loopback port, and `SchedulerMetrics.exposition` appends its text to o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from fractions import Fraction
 from typing import Final, get_args
 
 import aiohttp
@@ -26,9 +27,11 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from activities.plumbing import BindingWrite, CycleOutcome
@@ -81,6 +84,7 @@ class SchedulerMetrics:
         # (label, /metrics URL) of the activity processes this one started
         # (workers.processes): their samples join ours in one exposition.
         self.children: Callable[[], Sequence[tuple[str, str]]] | None = None
+        self._unschedulable: _Unschedulable | None = None
         if process_metrics:
             ProcessCollector(registry=self.registry)
             PlatformCollector(registry=self.registry)
@@ -151,6 +155,20 @@ class SchedulerMetrics:
         finally:
             self.active_workers.dec()
 
+    def track_unschedulable(
+        self, shortages: Callable[[], Iterable[Mapping[str, Fraction]]]
+    ) -> None:
+        """Export what capacity-aware placements lack (docs/capacity.md, an autoscaler's input):
+        `fleet_scheduler_unschedulable_demand{resource}`, the sum of what every placement short
+        of room is missing, and `fleet_scheduler_unschedulable_placements`, how many are short.
+        `shortages` is read at each scrape: one mapping per placement that is short. A second
+        call replaces the source (one watcher per process exports them)."""
+        if self._unschedulable is None:
+            self._unschedulable = _Unschedulable(shortages)
+            self.registry.register(self._unschedulable)
+        else:
+            self._unschedulable.shortages = shortages
+
     def render(self) -> bytes:
         """Our metrics in the Prometheus text format."""
         return generate_latest(self.registry)
@@ -202,3 +220,36 @@ def sdk_metrics_runtime(host: str = LOOPBACK, port: int | None = None) -> tuple[
         telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=f"{host}:{port}"))
     )
     return runtime, f"http://{host}:{port}/metrics"
+
+
+class _Unschedulable(Collector):
+    """Unschedulable demand, computed at scrape time from the watcher's placement cache."""
+
+    def __init__(self, shortages: Callable[[], Iterable[Mapping[str, Fraction]]]) -> None:
+        self.shortages = shortages
+
+    def collect(self) -> Iterator[Metric]:
+        demand = GaugeMetricFamily(
+            "fleet_scheduler_unschedulable_demand",
+            "What capacity-aware placements could not place for lack of room, summed by "
+            "resource (CPU in cores, memory in bytes, as Kubernetes quantities).",
+            labels=["resource"],
+        )
+        placements = GaugeMetricFamily(
+            "fleet_scheduler_unschedulable_placements",
+            "Capacity-aware placements short of room.",
+        )
+        totals: dict[str, Fraction] = {}
+        count = 0
+        for missing in self.shortages():
+            count += 1
+            for resource, amount in missing.items():
+                totals[resource] = totals.get(resource, Fraction(0)) + amount
+        for resource, amount in sorted(totals.items()):
+            demand.add_metric([resource], float(amount))
+        placements.add_metric([], count)
+        yield demand
+        yield placements
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())

@@ -21,6 +21,7 @@ from typing import Any, Final
 import yaml
 from pydantic import ValidationError
 
+from activities.capacity import Ledgers, capacity_input, requests_of
 from activities.cycle import read_fleet
 from hub import names
 from hub.client import HubClient
@@ -209,12 +210,15 @@ def what_if(
         raise PlacementFileError(str(exc)) from None
     snapshot = _latest_after(sync, snapshots)
     fleet = read_fleet(hub, name, namespace=namespace)
+    requests = requests_of(placement)
+    capacity = capacity_input(requests, Ledgers.read(hub), key) if requests is not None else None
     result = schedule(
         CycleInput(
             snapshot=snapshot,
             clusters=fleet.clusters,
             bindings=fleet.bindings,
             now=now or datetime.now(UTC),
+            capacity=capacity,
         ),
         profile,
     )

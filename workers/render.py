@@ -50,6 +50,7 @@ KEPT_SUFFIX: Final = "; keeps its binding"
 COLUMN_GAP: Final = "  "
 CLUSTER_HEADERS: Final = ("CLUSTER", "FATE", "AFFINITY", "TOPOLOGY", "DETAIL")
 BINDING_HEADERS: Final = ("CLUSTER", "BINDING WRITE", "WHY")
+ROOM_HEADERS: Final = ("CLUSTER", "ALLOCATABLE", "ALLOCATED", "REQUESTED")
 STATUS_HEADERS: Final = ("NAME", "TYPE", "SCHEDULED", "CYCLES", "STATE", "WAITING FOR")
 # First column when ResourcePlacements are listed (as kubectl's -A).
 NAMESPACE_HEADER: Final = "NAMESPACE"
@@ -260,9 +261,32 @@ def explanation_lines(explanation: Explanation) -> list[str]:
                 ),
             )
         )
+    lines += room_lines(explanation)
     if explanation.notes:
         lines.append("")
         lines += [f"note: {note}" for note in explanation.notes]
+    return lines
+
+
+def room_lines(explanation: Explanation) -> list[str]:
+    """Capacity-aware cycles (docs/capacity.md): each judged cluster's room in the requested
+    resources (allocated = other placements' reservations before the cycle), and what was
+    short."""
+    lines: list[str] = []
+    if explanation.room:
+        requested = explanation.requests or NONE
+        lines += [
+            "",
+            table(
+                ROOM_HEADERS,
+                (
+                    (row.cluster, row.allocatable or NONE, row.allocated or "0", requested)
+                    for row in explanation.room
+                ),
+            ),
+        ]
+    if explanation.shortage is not None:
+        lines += ["", f"short: {explanation.shortage.message()}"]
     return lines
 
 

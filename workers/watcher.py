@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, ValuesView
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 from typing import Any, Final, Literal
 
 from temporalio.client import Client
@@ -59,6 +60,7 @@ from hub.types import (
 )
 from hub.types.meta import HubObject, ObjectMeta
 from scheduler import default_profile
+from scheduler.capacity import missing_of
 from scheduler.eligibility import EligibilityChecker
 from scheduler.framework.queue_sort import (
     PriorityClasses,
@@ -322,6 +324,8 @@ class Watcher:
         self.task_queue = task_queue
         self.snapshotter = snapshotter
         self._metrics = metrics
+        if metrics is not None:
+            metrics.track_unschedulable(self._shortages)
         self._checker = eligibility or EligibilityChecker()
         self._clock = clock
         self._window = coalesce_seconds
@@ -365,6 +369,15 @@ class Watcher:
         self._sends: set[asyncio.Task[None]] = set()
 
     # --- public view ---------------------------------------------------------------------------
+
+    def _shortages(self) -> Iterator[dict[str, Fraction]]:
+        """What each capacity-aware placement short of room lacks, read back from the Scheduled
+        conditions in the cache (docs/capacity.md; `/metrics`' unschedulable demand)."""
+        for placement in self._placements.values():
+            condition = placement.status.condition(placement.SCHEDULED_CONDITION)
+            missing = None if condition is None else missing_of(condition.message)
+            if missing:
+                yield missing
 
     @property
     def ready(self) -> bool:

@@ -4,6 +4,7 @@ built-in Kubernetes kinds its tools touch (Namespace, PriorityClass).
 `KINDS` lists the fleet kinds only: each has a CRD (`hub.crds`); the API server serves the
 built-in ones itself."""
 
+from hub.types.capacity_v1alpha1 import CapacityLedger, CapacityLedgerSpec, Reservation
 from hub.types.cluster_v1beta1 import (
     AgentStatus,
     MemberCluster,
@@ -54,12 +55,15 @@ KINDS: tuple[type[HubObject], ...] = (
     ResourcePlacement,
     SchedulingPolicySnapshot,
     ResourceBinding,
+    CapacityLedger,
 )
 
 __all__ = [
     "KINDS",
     "Affinity",
     "AgentStatus",
+    "CapacityLedger",
+    "CapacityLedgerSpec",
     "ClusterAffinity",
     "ClusterDecision",
     "ClusterResourceBinding",
@@ -89,6 +93,7 @@ __all__ = [
     "PropertySelectorRequirement",
     "PropertySorter",
     "PropertyValue",
+    "Reservation",
     "ResourceBinding",
     "ResourcePlacement",
     "ResourceSelector",

@@ -55,22 +55,28 @@ def add_cluster(
     *,
     labels: Mapping[str, str] | None = None,
     taints: Sequence[tuple[str, str | None]] = (),
+    allocatable: Mapping[str, str] | None = None,
 ) -> MemberCluster:
     """A joined, healthy MemberCluster with a fresh heartbeat (status written as an agent would)."""
-    wanted = member_cluster(name, datetime.now(UTC), labels=labels, taints=taints)
+    wanted = member_cluster(
+        name, datetime.now(UTC), labels=labels, taints=taints, allocatable=allocatable
+    )
     created = hub.create(wanted)  # the hub drops status on create
     return hub.update_status(created.model_copy(update={"status": wanted.status}))
 
 
 def add_placement(
-    hub: HubClient, name: str, policy: Mapping[str, Any] | None
+    hub: HubClient,
+    name: str,
+    policy: Mapping[str, Any] | None,
+    *,
+    annotations: Mapping[str, str] | None = None,
 ) -> ClusterResourcePlacement:
     spec: dict[str, Any] = {"resourceSelectors": [SELECTOR]}
     if policy is not None:
         spec["policy"] = dict(policy)
-    return hub.create(
-        ClusterResourcePlacement.from_wire({"metadata": {"name": name}, "spec": spec})
-    )
+    metadata = {"name": name, "annotations": dict(annotations or {})}
+    return hub.create(ClusterResourcePlacement.from_wire({"metadata": metadata, "spec": spec}))
 
 
 def add_snapshot(

@@ -289,3 +289,49 @@ def test_a_resource_placement_is_planned_in_its_namespace(
     missing = run_cli("plan", "-f", str(path), "--kubeconfig", str(kubeconfig))
     assert missing.returncode == 2
     assert "needs a namespace" in missing.stderr
+
+
+def test_a_capacity_aware_placement_shows_each_clusters_room_and_what_is_short(
+    fleet: tuple[DevHub, Path], tmp_path: Path
+) -> None:
+    """docs/capacity.md: the plan shows allocatable, allocated and requested per cluster, and
+    reads the ledgers (another placement holds 60 of eastus-1's 94 CPUs)."""
+    from hub.types import CapacityLedger, CapacityLedgerSpec, ObjectMeta, Reservation
+
+    hub, kubeconfig = fleet
+    client = HubClient.from_kubeconfig(kubeconfig)
+    try:
+        held = Reservation(placement="other", requests={"cpu": "60"}, reserved_at=datetime.now(UTC))
+        client.create(
+            CapacityLedger(
+                metadata=ObjectMeta(name="member-eastus-1"),
+                spec=CapacityLedgerSpec(reservations={"other-eastus-1": held}),
+            )
+        )
+    finally:
+        client.close()
+    document = placement("web", 3)
+    document["metadata"]["annotations"] = {names.REQUESTS_ANNOTATION: "cpu=40"}
+    before = writes(hub)
+    done = run_cli("plan", "-f", str(write(tmp_path, document)), "--kubeconfig", str(kubeconfig))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    table = fates(out)
+    assert sorted(c for c, fate in table.items() if fate == "picked") == [
+        "member-eastus-2", "member-westeurope-1"]  # fmt: skip
+    fates_part = out[: out.index("ALLOCATABLE")]
+    detail = {
+        line.split()[0]: line for line in fates_part.splitlines() if line.startswith("member-")
+    }
+    assert table["member-eastus-1"] == "filtered"
+    assert "ClusterResourcesFit" in detail["member-eastus-1"]
+    assert "not enough room: cpu: 40 requested, 34 free" in detail["member-eastus-1"]
+    room = out[out.index("ALLOCATABLE") :]
+    rows = {line.split()[0]: line.split()[1:] for line in room.splitlines()[1:] if line.strip()}
+    assert rows["member-eastus-1"] == ["cpu=94", "cpu=60", "cpu=40"]
+    assert rows["member-japaneast-1"] == ["cpu=38", "0", "cpu=40"]
+    assert (
+        "short: not enough room for 1 binding(s) of cpu=40: cpu short on 2 cluster(s) "
+        "(at most 38 free); missing cpu=40" in out
+    )
+    assert writes(hub) == before

@@ -30,14 +30,20 @@ def test_api_lists_the_core_version_serving_namespaces_only(api: Client) -> None
     }]
 
 
-def test_apis_lists_both_fleet_groups_at_v1beta1_and_the_scheduling_group(api: Client) -> None:
+def test_apis_lists_both_fleet_groups_at_v1beta1_ours_and_the_scheduling_group(
+    api: Client,
+) -> None:
     body = api.get("/apis").json()
     assert body["kind"] == "APIGroupList"
     groups = {group["name"]: group for group in body["groups"]}
-    assert set(groups) == {names.PLACEMENT_GROUP, names.CLUSTER_GROUP, "scheduling.k8s.io"}
+    assert set(groups) == {
+        names.PLACEMENT_GROUP, names.CLUSTER_GROUP, names.OWN_GROUP, "scheduling.k8s.io"
+    }  # fmt: skip
     for name in (names.PLACEMENT_GROUP, names.CLUSTER_GROUP):
         assert groups[name]["preferredVersion"] == {"groupVersion": f"{name}/v1beta1",
                                                     "version": "v1beta1"}
+    # CapacityLedger (docs/capacity.md)
+    assert groups[names.OWN_GROUP]["preferredVersion"]["version"] == names.OWN_VERSION
     assert groups["scheduling.k8s.io"]["preferredVersion"]["version"] == "v1"  # PriorityClass
 
 

@@ -83,7 +83,7 @@ def test_crd_names_scope_and_subresources(kind: type[HubObject]) -> None:
     assert spec["names"]["shortNames"] == list(kind.SHORT_NAMES)
     assert spec["names"]["categories"] == list(kind.CATEGORIES)
     (version,) = spec["versions"]
-    assert (version["name"], version["served"], version["storage"]) == ("v1beta1", True, True)
+    assert (version["name"], version["served"], version["storage"]) == (kind.VERSION, True, True)
     assert version["subresources"] == {"status": {}}
     columns = version["additionalPrinterColumns"]
     assert [c["name"] for c in columns] == [c[0] for c in kind.PRINTER_COLUMNS] + ["Age"]

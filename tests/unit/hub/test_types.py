@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from hub.types import (
     KINDS,
+    CapacityLedger,
     ClusterDecision,
     ClusterResourceBinding,
     ClusterResourcePlacement,
@@ -202,6 +203,23 @@ def binding() -> dict[str, Any]:
     }
 
 
+def ledger() -> dict[str, Any]:
+    return {
+        "apiVersion": "fleet-scheduler.io/v1alpha1",
+        "kind": "CapacityLedger",
+        "metadata": metadata("member-1"),
+        "spec": {
+            "reservations": {
+                "crp-member-1-abcd": {
+                    "placement": "crp",
+                    "requests": {"cpu": "2", "memory": "4Gi"},
+                    "reservedAt": "2025-01-01T00:00:00Z",
+                }
+            }
+        },
+    }
+
+
 def in_namespace(sample: Callable[[], dict[str, Any]], kind: str) -> Callable[[], dict[str, Any]]:
     """The namespaced sibling's sample: the same document, another kind, in a namespace."""
 
@@ -222,6 +240,7 @@ SAMPLES: dict[type[HubObject], Any] = {
     ResourcePlacement: in_namespace(placement, "ResourcePlacement"),
     SchedulingPolicySnapshot: in_namespace(policy_snapshot, "SchedulingPolicySnapshot"),
     ResourceBinding: in_namespace(binding, "ResourceBinding"),
+    CapacityLedger: ledger,
 }
 
 

@@ -65,23 +65,26 @@ def test_an_unreadable_report_counts_as_not_reported_and_is_named() -> None:
     assert capacity.free("cpu") is None and capacity.free("memory") == GI
 
 
-def test_least_and_most_allocated_score_the_share_free_and_in_use_after_placing() -> None:
+def test_least_allocated_scores_the_share_free_after_placing_most_the_share_used_before() -> None:
     request = parse_requests("cpu=2,memory=4Gi")
     empty = _cap({"cpu": "8", "memory": "16Gi"})
-    half = _cap({"cpu": "8", "memory": "16Gi"}, cpu="2", memory="4Gi")
-    # after placing: empty is 25% used on both; half is 50% on both
-    assert least_allocated(request, empty) == 75 and most_allocated(request, empty) == 25
-    assert least_allocated(request, half) == 50 and most_allocated(request, half) == 50
+    quarter = _cap({"cpu": "8", "memory": "16Gi"}, cpu="2", memory="4Gi")
+    # after placing: empty is 25% used on both, quarter 50%; before: 0% and 25%
+    assert least_allocated(request, empty) == 75 and most_allocated(request, empty) == 0
+    assert least_allocated(request, quarter) == 50 and most_allocated(request, quarter) == 25
     # weights: memory counts three times as much as cpu
-    mixed = _cap({"cpu": "8", "memory": "16Gi"}, cpu="6")  # cpu 100%, memory 25% after
-    assert most_allocated(request, mixed) == 62  # (100 + 25) / 2 = 62.5, floored
-    assert most_allocated(request, mixed, {"cpu": 1, "memory": 3}) == 43  # (100 + 75) / 4
+    mixed = _cap({"cpu": "8", "memory": "16Gi"}, cpu="6")  # cpu 75%, memory 0% before
+    assert most_allocated(request, mixed) == 37  # (75 + 0) / 2 = 37.5, floored
+    assert most_allocated(request, mixed, {"cpu": 3, "memory": 1}) == 56  # 225 / 4
+    # kube-scheduler's MostAllocated (after placing) is a curve
+    kube = ((0, 0), (100, 100))
+    assert requested_to_capacity_ratio(request, mixed, kube) == 62  # (100 + 25) / 2
 
 
 def test_a_resource_not_reported_counts_as_full() -> None:
     request = parse_requests("cpu=1,nvidia.com/gpu=1")
     capacity = _cap({"cpu": "4"})
-    assert most_allocated(request, capacity) == (25 + 100) // 2
+    assert most_allocated(request, capacity) == (0 + 100) // 2
     assert least_allocated(request, capacity) == (75 + 0) // 2
 
 
@@ -136,9 +139,9 @@ def test_fit_is_exactly_free_at_least_asked_and_scores_stay_in_range(
     for score in (least_allocated, most_allocated):
         assert 0 <= score({"cpu": asked}, capacity) <= MAX_SCORE
     if asked > 0:
-        assert least_allocated({"cpu": asked}, capacity) + most_allocated(
-            {"cpu": asked}, capacity
-        ) in (MAX_SCORE - 1, MAX_SCORE)
+        after = requested_to_capacity_ratio({"cpu": asked}, capacity, ((0, 0), (100, 100)))
+        assert least_allocated({"cpu": asked}, capacity) + after in (MAX_SCORE - 1, MAX_SCORE)
+        assert most_allocated({"cpu": asked}, capacity) <= after  # what is placed only adds
 
 
 @given(

@@ -94,6 +94,13 @@ def test_an_unfulfilled_placement_says_which_resource_and_how_much_is_missing() 
         "not enough room for 2 binding(s) of cpu=4,memory=8Gi: "
         "cpu short on 2 cluster(s) (at most 3 free); missing cpu=8"
     )
+    # /metrics reads the amounts back from the condition (workers.metrics)
+    from fractions import Fraction
+
+    from scheduler.capacity import missing_of
+
+    assert missing_of(message(result)) == {"cpu": Fraction(8)}
+    assert missing_of("could not find all the clusters needed") is None
 
 
 def test_a_cluster_that_does_not_report_a_resource_cannot_take_it() -> None:

@@ -216,3 +216,37 @@ async def test_a_relist_frees_the_places_of_turns_that_ended_while_nobody_watche
     )  # fmt: skip
     watcher._apply(ClusterResourcePlacement, Resync([scheduled, _crp("waiting")], "2"))
     assert watcher._admission.placements() == ["waiting"]
+
+
+async def test_metrics_sum_what_placements_short_of_room_are_missing(
+    hub: HubClient, lazy_client: Client
+) -> None:
+    """docs/capacity.md: /metrics exports unschedulable demand per resource, read back from the
+    Scheduled conditions the watcher caches (placements without a shortage count nothing)."""
+    from hub import names
+    from scheduler.explanation import ResourceShortage, Shortage
+    from workers.metrics import SchedulerMetrics
+
+    def short(name: str, unplaced: int, cpu: str, memory: str | None) -> object:
+        resources = [ResourceShortage(resource="cpu", requested=cpu, clusters=2, missing=cpu)]
+        if memory is not None:
+            resources.append(
+                ResourceShortage(resource="memory", requested=memory, clusters=1, missing=memory)
+            )
+        message = (
+            "could not find all the clusters needed; "
+            + Shortage(unplaced=unplaced, requests=f"cpu={cpu}", resources=resources).message()
+        )
+        crp = _crp(name).to_wire()
+        crp["status"] = {"conditions": [
+            {"type": "ClusterResourcePlacementScheduled", "status": names.FALSE,
+             "reason": "SchedulingPolicyUnfulfilled", "message": message}]}  # fmt: skip
+        return type(_crp(name)).from_wire(crp)
+
+    metrics = SchedulerMetrics(process_metrics=False)
+    watcher = Watcher(hub, lazy_client, metrics=metrics)
+    _ready(watcher, [short("a", 1, "4", "8Gi"), short("b", 2, "1500m", None), _crp("c")], [])
+    sample = metrics.registry.get_sample_value
+    assert sample("fleet_scheduler_unschedulable_demand", {"resource": "cpu"}) == 5.5
+    assert sample("fleet_scheduler_unschedulable_demand", {"resource": "memory"}) == 8 * 2**30
+    assert sample("fleet_scheduler_unschedulable_placements", {}) == 2

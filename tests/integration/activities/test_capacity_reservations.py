@@ -1,0 +1,279 @@
+"""Capacity reservations against a real devhub (docs/capacity.md): the ledger a capacity-aware
+placement writes around its bindings, compare-and-swap under real concurrency, releases,
+sweeps, and the placements that never touch a ledger."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from fractions import Fraction
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities import failures
+from activities.capacity import NoRoomError, held, reserve
+from activities.models import CleanupRequest
+from devhub import DevHub
+from hub import names
+from hub.client import HubClient
+from hub.types import (
+    CapacityLedger,
+    CapacityLedgerSpec,
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ObjectMeta,
+    Reservation,
+)
+from tests.integration.activities.activity_helpers import (
+    Rig,
+    add_cluster,
+    add_placement,
+    bindings_of,
+    placement_condition,
+    targets,
+    turn,
+)
+
+CPU4 = {names.REQUESTS_ANNOTATION: "cpu=4"}
+
+
+def ledger(hub: HubClient, cluster: str) -> dict[str, Reservation]:
+    return hub.get(CapacityLedger, cluster).spec.reservations
+
+
+def ledgers(hub: HubClient) -> dict[str, dict[str, Reservation]]:
+    return {item.name: dict(item.spec.reservations) for item in hub.list(CapacityLedger)}
+
+
+def fleet(hub: HubClient, cpus: dict[str, str]) -> None:
+    for name, cpu in cpus.items():
+        add_cluster(hub, name, allocatable={"cpu": cpu, "memory": "64Gi"})
+
+
+def assert_never_overcommitted(hub: HubClient, cpus: dict[str, str]) -> None:
+    """Both sides of the invariant: bindings' requests <= reservations <= allocatable."""
+    by_cluster = ledgers(hub)
+    for binding in hub.list(ClusterResourceBinding):
+        if binding.spec.state != names.STATE_UNSCHEDULED:
+            assert binding.name in by_cluster[binding.spec.target_cluster]
+    for cluster, reservations in by_cluster.items():
+        total = sum(
+            (Fraction(r.requests.get("cpu", "0")) for r in reservations.values()), Fraction(0)
+        )
+        assert total <= Fraction(cpus[cluster]), (cluster, reservations)
+
+
+def test_placements_reserve_before_they_bind_and_the_last_one_reports_what_is_short(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    cpus = {"a": "6", "b": "6", "c": "6"}
+    fleet(hub, cpus)
+    add_placement(hub, "first", {"placementType": "PickN", "numberOfClusters": 2}, annotations=CPU4)
+    add_placement(
+        hub, "second", {"placementType": "PickN", "numberOfClusters": 2}, annotations=CPU4
+    )
+    rig = make_activities()
+
+    one = turn(env, rig.activities, "first")
+    assert one.report is not None and one.report.outcome.fulfilled
+    two = turn(env, rig.activities, "second")
+    assert two.report is not None and not two.report.outcome.fulfilled
+
+    first, second = targets(bindings_of(hub, "first")), targets(bindings_of(hub, "second"))
+    assert len(first) == 2 and len(second) == 1
+    assert set(first).isdisjoint(second)  # 4 + 4 > 6: never two on one cluster
+    assert_never_overcommitted(hub, cpus)
+    for binding in bindings_of(hub, "second"):
+        reservation = ledger(hub, binding.spec.target_cluster)[binding.name]
+        assert (reservation.placement, reservation.requests) == ("second", {"cpu": "4"})
+
+    condition = placement_condition(hub, "second")
+    assert condition is not None and condition.status == names.FALSE
+    assert condition.message.endswith(
+        "not enough room for 1 binding(s) of cpu=4: cpu short on 2 cluster(s) "
+        "(at most 2 free); missing cpu=4"
+    )
+
+
+def test_a_placement_without_requests_never_reads_a_ledger(
+    hub: HubClient, devhub: DevHub, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    fleet(hub, {"a": "1"})
+    add_placement(hub, "plain", {"placementType": "PickN", "numberOfClusters": 1})
+    devhub.stats.clear()
+    result = turn(env, make_activities().activities, "plain")
+    assert result.report is not None and result.report.outcome.fulfilled
+    assert devhub.stats.count("list", "capacityledgers") == 0
+    assert devhub.stats.count("get", "capacityledgers") == 0
+    assert ledgers(hub) == {}
+
+
+def test_a_bad_requests_annotation_is_a_condition_and_writes_nothing(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    fleet(hub, {"a": "8"})
+    add_placement(
+        hub,
+        "typo",
+        {"placementType": "PickN", "numberOfClusters": 1},
+        annotations={names.REQUESTS_ANNOTATION: "cpu=2,memory=4GB"},
+    )
+    result = turn(env, make_activities().activities, "typo")
+    assert result.report is not None and result.report.error is not None
+    condition = placement_condition(hub, "typo")
+    assert condition is not None and condition.status == names.FALSE
+    assert "requests entry 'memory=4GB'" in condition.message
+    assert bindings_of(hub, "typo") == [] and ledgers(hub) == {}
+
+
+def test_concurrent_reservations_on_one_cluster_never_exceed_its_allocatable(
+    hub: HubClient, hub_kubeconfig: object
+) -> None:
+    """Twelve threads, each with its own connection, race for room for exactly five."""
+    start = threading.Barrier(12)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def one(index: int) -> None:
+        client = HubClient.from_kubeconfig(hub_kubeconfig, timeout=(2.0, 10.0))  # type: ignore[arg-type]
+        try:
+            start.wait()
+            reserve(
+                client,
+                "busy",
+                {"cpu": "10"},
+                f"b{index}",
+                f"p{index}",
+                {"cpu": Fraction(2)},
+                lambda: datetime.now(UTC),
+            )
+            outcome = "reserved"
+        except NoRoomError:
+            outcome = "no room"
+        finally:
+            client.close()
+        with lock:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(outcomes) == ["no room"] * 7 + ["reserved"] * 5
+    assert held(hub.get(CapacityLedger, "busy")) == {"cpu": Fraction(10)}
+
+
+def test_scaling_down_releases_the_room_after_the_unschedule(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    fleet(hub, {"a": "4", "b": "4"})
+    add_placement(hub, "web", {"placementType": "PickN", "numberOfClusters": 2}, annotations=CPU4)
+    rig = make_activities()
+    turn(env, rig.activities, "web")
+    assert sum(len(r) for r in ledgers(hub).values()) == 2
+
+    crp = hub.get(ClusterResourcePlacement, "web")
+    hub.patch(
+        ClusterResourcePlacement,
+        "web",
+        {"spec": {"policy": {"numberOfClusters": 1}}},
+        resource_version=crp.metadata.resource_version,
+    )
+    turn(env, rig.activities, "web", 2)
+    active = [b for b in bindings_of(hub, "web") if b.spec.state != names.STATE_UNSCHEDULED]
+    assert len(active) == 1
+    assert {k for r in ledgers(hub).values() for k in r} == {active[0].name}
+
+
+def test_a_reservation_that_outlived_its_binding_is_swept_after_the_grace_only(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    fleet(hub, {"a": "8"})
+    add_placement(hub, "web", {"placementType": "PickN", "numberOfClusters": 1}, annotations=CPU4)
+    now = datetime.now(UTC)
+    old, young = now - timedelta(hours=1), now - timedelta(seconds=5)
+    hub.create(
+        CapacityLedger(
+            metadata=ObjectMeta(name="a"),
+            spec=CapacityLedgerSpec(
+                reservations={
+                    # a release lost to a crash: its binding is long gone
+                    "web-a-lost": Reservation(
+                        placement="web", requests={"cpu": "2"}, reserved_at=old
+                    ),
+                    # a reservation a cycle just made, its create still in flight
+                    "web-a-inflight": Reservation(
+                        placement="web", requests={"cpu": "2"}, reserved_at=young
+                    ),
+                    # another placement's: not this placement's sweep to judge
+                    "other-a-x": Reservation(
+                        placement="other", requests={"cpu": "2"}, reserved_at=old
+                    ),
+                }
+            ),
+        )
+    )
+    result = turn(env, make_activities().activities, "web")
+    # 8 - 2 (in flight) - 2 (other) leaves 4: room for the placement once the lost one goes.
+    assert result.report is not None and result.report.outcome.fulfilled
+    [binding] = bindings_of(hub, "web")
+    assert set(ledger(hub, "a")) == {"web-a-inflight", "other-a-x", binding.name}
+
+
+def test_deleting_a_placement_releases_all_its_room(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    fleet(hub, {"a": "4", "b": "4"})
+    add_placement(hub, "web", {"placementType": "PickAll"}, annotations=CPU4)
+    add_placement(hub, "api", {"placementType": "PickN", "numberOfClusters": 1},
+                  annotations={names.REQUESTS_ANNOTATION: "cpu=0"})  # fmt: skip
+    rig = make_activities()
+    turn(env, rig.activities, "web")
+    turn(env, rig.activities, "api")
+    assert {r.placement for rs in ledgers(hub).values() for r in rs.values()} == {"web", "api"}
+    hub.delete(ClusterResourcePlacement, "web")
+    report = env.run(rig.activities.cleanup_placement, CleanupRequest(placement="web"))
+    assert "2 reservation(s) released" in report.summary
+    assert {r.placement for rs in ledgers(hub).values() for r in rs.values()} == {"api"}
+
+
+def test_losing_a_race_for_room_is_a_retryable_conflict(
+    hub: HubClient, devhub: DevHub, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """The cycle planned on room another process took between its read and its reservation:
+    the attempt fails as a Conflict (Temporal retries it) and writes no binding there."""
+    fleet(hub, {"a": "4"})
+    add_placement(hub, "web", {"placementType": "PickN", "numberOfClusters": 1}, annotations=CPU4)
+    # The rival's reservation lands after the cycle listed the ledgers, before it reserves:
+    # the reservation's first read of ledger "a" hangs until the rival is in.
+    rival = Reservation(placement="rival", requests={"cpu": "1"}, reserved_at=datetime.now(UTC))
+    hang = devhub.faults.inject(verb="get", resource="capacityledgers", hang=True, count=1)
+    done = threading.Event()
+
+    def slip_in() -> None:
+        deadline = time.monotonic() + 10
+        while hang.hits == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        hub.create(
+            CapacityLedger(
+                metadata=ObjectMeta(name="a"),
+                spec=CapacityLedgerSpec(reservations={"rival-a": rival}),
+            )
+        )
+        done.set()
+        hang.remove()
+
+    thread = threading.Thread(target=slip_in)
+    thread.start()
+    with pytest.raises(ApplicationError) as caught:
+        turn(env, make_activities().activities, "web")
+    thread.join(10)
+    assert done.is_set()
+    assert caught.value.type == failures.CONFLICT
+    assert "another placement took it" in str(caught.value)
+    assert bindings_of(hub, "web") == []
