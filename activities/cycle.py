@@ -17,6 +17,7 @@ from activities.bindings import apply_binding_plan
 from activities.capacity import (
     CapacityWrites,
     Ledgers,
+    NoRoomError,
     capacity_input,
     capacity_writes,
     requests_of,
@@ -42,6 +43,8 @@ __all__ = ["Fleet", "cycle_summary", "outcome_of", "read_fleet", "run_cycle"]
 
 # How many picked cluster names a cycle's one-line summary lists before "+N more".
 SUMMARY_NAMES: Final = 5
+# Fresh decisions a capacity-aware cycle makes after losing races for room, in one activity.
+NO_ROOM_ATTEMPTS: Final = 20
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,31 @@ def run_cycle(
     snapshot: ClusterSchedulingPolicySnapshot,
     run: CycleRun,
 ) -> CycleReport:
-    """The cycle on the placement and latest snapshot this activity has just read."""
+    """The cycle on the placement and latest snapshot this activity has just read.
+
+    A capacity-aware cycle that lost a race for room (another placement reserved it between
+    this cycle's read of the ledgers and its own reservation, docs/capacity.md) decides again
+    from fresh reads, up to NO_ROOM_ATTEMPTS times, before the activity fails as a retryable
+    Conflict: in a burst onto a few clusters such races are routine, not failures. Nothing is
+    written twice: bindings already created are adopted, reservations already made are kept."""
+    for attempt in range(1, NO_ROOM_ATTEMPTS + 1):
+        try:
+            return _run_cycle(client, settings, request, placement, snapshot, run)
+        except NoRoomError as exc:
+            if attempt == NO_ROOM_ATTEMPTS:
+                raise
+            heartbeat(f"cycle {request.cycle}: {exc}; deciding again")
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _run_cycle(
+    client: HubClient,
+    settings: ActivitySettings,
+    request: TurnRequest,
+    placement: ClusterResourcePlacement,
+    snapshot: ClusterSchedulingPolicySnapshot,
+    run: CycleRun,
+) -> CycleReport:
     tracer = settings.get_tracer()
     with tracer.start_as_current_span("read") as span:
         span.set_attribute("placement", request.placement)
