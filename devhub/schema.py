@@ -22,6 +22,7 @@ from devhub.errors import Cause
 __all__ = ["PRESERVE", "join", "normalize", "validate"]
 
 PRESERVE: Final = "x-kubernetes-preserve-unknown-fields"
+INT_OR_STRING: Final = "x-kubernetes-int-or-string"
 _DATE_TIME: Final = re.compile(
     r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
 )
@@ -138,6 +139,16 @@ def _validate(
 ) -> None:
     expected = schema.get("type")
     field = path or "<root>"
+    if schema.get(INT_OR_STRING) and (
+        isinstance(value, bool) or not isinstance(value, (int, str))
+    ):
+        causes.append(Cause(
+            "FieldValueTypeInvalid",
+            f"Invalid value: {_preview(value)}: {field} in body must be of type "
+            f'integer or string: "{_json_type(value)}"',
+            field,
+        ))
+        return
     if expected and not _type_matches(expected, value):
         causes.append(Cause(
             "FieldValueTypeInvalid",

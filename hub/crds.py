@@ -61,6 +61,8 @@ PRESERVE: Final = "x-kubernetes-preserve-unknown-fields"
 CRD_DEFAULT_KEY: Final = "x-crd-default"
 CRD_RULES_KEY: Final = "x-crd-rules"
 VALIDATIONS: Final = "x-kubernetes-validations"
+# `int | str` fields (Kubernetes' IntOrString, e.g. a disruption budget's "25%" or 1).
+INT_OR_STRING: Final = "x-kubernetes-int-or-string"
 
 # Keys copied from pydantic's schema node into the CRD node unchanged.
 _COPIED_KEYS: Final = (
@@ -144,6 +146,8 @@ class _Translator:
             return {**inner, **merged}, ref_name
         if "anyOf" in node:
             branches = [b for b in node["anyOf"] if b.get("type") != "null"]
+            if sorted(b.get("type", "") for b in branches) == ["integer", "string"]:
+                return {**merged, INT_OR_STRING: True}, None
             if len(branches) != 1:
                 raise ValueError(f"unsupported union in schema: {node['anyOf']!r}")
             inner, inner_ref = self._resolve(branches[0])
@@ -163,6 +167,8 @@ class _Translator:
             out = self._object(resolved, preserve=preserve)
         elif kind == "array":
             out = self._array(resolved)
+        elif resolved.get(INT_OR_STRING):
+            out = {INT_OR_STRING: True}
         else:
             out = {k: resolved[k] for k in _COPIED_KEYS if k in resolved}
             if "type" not in out:

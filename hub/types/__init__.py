@@ -23,6 +23,7 @@ from hub.types.placement_v1beta1 import (
     ClusterResourceBinding,
     ClusterResourceBindingSpec,
     ClusterResourcePlacement,
+    ClusterResourcePlacementDisruptionBudget,
     ClusterResourcePlacementSpec,
     ClusterResourcePlacementStatus,
     ClusterSchedulingPolicySnapshot,
@@ -31,6 +32,7 @@ from hub.types.placement_v1beta1 import (
     ClusterSelectorTerm,
     LabelSelector,
     LabelSelectorRequirement,
+    PlacementDisruptionBudgetSpec,
     PlacementPolicy,
     PreferredClusterSelector,
     PropertySelector,
@@ -56,6 +58,7 @@ KINDS: tuple[type[HubObject], ...] = (
     SchedulingPolicySnapshot,
     ResourceBinding,
     CapacityLedger,
+    ClusterResourcePlacementDisruptionBudget,
 )
 
 __all__ = [
@@ -69,6 +72,7 @@ __all__ = [
     "ClusterResourceBinding",
     "ClusterResourceBindingSpec",
     "ClusterResourcePlacement",
+    "ClusterResourcePlacementDisruptionBudget",
     "ClusterResourcePlacementSpec",
     "ClusterResourcePlacementStatus",
     "ClusterSchedulingPolicySnapshot",
@@ -86,6 +90,7 @@ __all__ = [
     "Namespace",
     "ObjectMeta",
     "OwnerReference",
+    "PlacementDisruptionBudgetSpec",
     "PlacementPolicy",
     "PreferredClusterSelector",
     "PriorityClass",

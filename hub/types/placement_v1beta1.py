@@ -27,6 +27,7 @@ __all__ = [
     "ClusterResourceBinding",
     "ClusterResourceBindingSpec",
     "ClusterResourcePlacement",
+    "ClusterResourcePlacementDisruptionBudget",
     "ClusterResourcePlacementSpec",
     "ClusterResourcePlacementStatus",
     "ClusterSchedulingPolicySnapshot",
@@ -35,6 +36,7 @@ __all__ = [
     "ClusterSelectorTerm",
     "LabelSelector",
     "LabelSelectorRequirement",
+    "PlacementDisruptionBudgetSpec",
     "PlacementPolicy",
     "PreferredClusterSelector",
     "PropertySelector",
@@ -409,3 +411,28 @@ class ResourceBinding(ClusterResourceBinding):
     SINGULAR: ClassVar[str] = "resourcebinding"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("rb",)
     NAMESPACED: ClassVar[bool] = True
+
+
+# --- Disruption budgets (docs/capacity.md, "Compaction and rebalancing") -----------------------
+
+
+class PlacementDisruptionBudgetSpec(FleetModel):
+    """At most one of the two, each a number of clusters or a percentage of N ("25%")."""
+
+    max_unavailable: int | str | None = None
+    min_available: int | str | None = None
+
+
+class ClusterResourcePlacementDisruptionBudget(HubObject):
+    """KubeFleet's budget for voluntary disruptions of the ClusterResourcePlacement of the same
+    name: `fleet-scheduler rebalance` never moves more of its bindings than it allows (read
+    only; KubeFleet's eviction controller uses it too)."""
+
+    GROUP: ClassVar[str] = names.PLACEMENT_GROUP
+    KIND: ClassVar[str] = "ClusterResourcePlacementDisruptionBudget"
+    PLURAL: ClassVar[str] = "clusterresourceplacementdisruptionbudgets"
+    SINGULAR: ClassVar[str] = "clusterresourceplacementdisruptionbudget"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("crpdb",)
+    CATEGORIES: ClassVar[tuple[str, ...]] = ("fleet", "fleet-placement")
+
+    spec: PlacementDisruptionBudgetSpec = Field(default_factory=PlacementDisruptionBudgetSpec)

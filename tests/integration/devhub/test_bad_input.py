@@ -208,3 +208,28 @@ def test_odd_patch_and_delete_bodies_never_cause_server_errors(api: Client, valu
                   "application/json-patch+json"),
     ]
     assert [r.status_code for r in responses if r.status_code >= 500] == []
+
+
+@pytest.mark.parametrize(("value", "code"), [
+    pytest.param(1, 201, id="integer"),
+    pytest.param("50%", 201, id="percentage"),
+    pytest.param(True, 422, id="boolean"),
+    pytest.param([1], 422, id="list"),
+    pytest.param(1.5, 422, id="float"),
+])
+def test_an_int_or_string_field_takes_integers_and_strings_only(
+    api: Client, value: Any, code: int
+) -> None:
+    """A disruption budget's minAvailable is Kubernetes' IntOrString."""
+    path = "/apis/placement.kubernetes-fleet.io/v1beta1/clusterresourceplacementdisruptionbudgets"
+    body = {
+        "apiVersion": "placement.kubernetes-fleet.io/v1beta1",
+        "kind": "ClusterResourcePlacementDisruptionBudget",
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": value},
+    }
+    response = api.request("POST", path, data=json.dumps(body).encode(),
+                           headers={"Content-Type": JSON})
+    assert response.status_code == code, response.text
+    if code == 422:
+        assert "spec.minAvailable in body must be of type integer or string" in response.text

@@ -117,7 +117,8 @@ def _walk(node: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.KIND)
 def test_schemas_are_structural(kind: type[HubObject]) -> None:
     for path, node in _walk(_schema(kind)):
-        assert "type" in node, f"{path} has no type"
+        # Kubernetes' structural rule: every node typed, but an IntOrString node has none.
+        assert "type" in node or node.get("x-kubernetes-int-or-string"), f"{path} has no type"
         assert not {"$ref", "anyOf", "oneOf", "allOf", "title", "$defs"} & node.keys(), path
         assert node.get("additionalProperties") is not True, path
         assert not ("properties" in node and "additionalProperties" in node), path
@@ -258,3 +259,11 @@ def test_files_parse_as_single_yaml_documents_without_anchors() -> None:
         assert "&id" not in text and "*id" not in text
         (doc,) = list(yaml.safe_load_all(text))
         assert doc["kind"] == "CustomResourceDefinition"
+
+
+def test_an_int_or_string_field_is_marked_as_kubernetes_marks_it() -> None:
+    from hub.types import ClusterResourcePlacementDisruptionBudget
+
+    spec = _schema(ClusterResourcePlacementDisruptionBudget)["properties"]["spec"]
+    assert spec["properties"]["minAvailable"] == {"x-kubernetes-int-or-string": True}
+    assert spec["properties"]["maxUnavailable"] == {"x-kubernetes-int-or-string": True}

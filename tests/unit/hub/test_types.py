@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from hub.types import (
     KINDS,
     CapacityLedger,
+    ClusterResourcePlacementDisruptionBudget,
     ClusterDecision,
     ClusterResourceBinding,
     ClusterResourcePlacement,
@@ -220,6 +221,15 @@ def ledger() -> dict[str, Any]:
     }
 
 
+def budget() -> dict[str, Any]:
+    return {
+        "apiVersion": "placement.kubernetes-fleet.io/v1beta1",
+        "kind": "ClusterResourcePlacementDisruptionBudget",
+        "metadata": metadata("crp"),
+        "spec": {"minAvailable": "50%"},
+    }
+
+
 def in_namespace(sample: Callable[[], dict[str, Any]], kind: str) -> Callable[[], dict[str, Any]]:
     """The namespaced sibling's sample: the same document, another kind, in a namespace."""
 
@@ -241,6 +251,7 @@ SAMPLES: dict[type[HubObject], Any] = {
     SchedulingPolicySnapshot: in_namespace(policy_snapshot, "SchedulingPolicySnapshot"),
     ResourceBinding: in_namespace(binding, "ResourceBinding"),
     CapacityLedger: ledger,
+    ClusterResourcePlacementDisruptionBudget: budget,
 }
 
 
