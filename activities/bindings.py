@@ -32,7 +32,7 @@ from hub.kinds import kinds_for
 from hub.types import ClusterResourceBinding
 from scheduler import BindingPatch, BindingPlan
 
-__all__ = ["BindingNameTakenError", "Pacer", "Tally", "apply_binding_plan"]
+__all__ = ["BindingNameTakenError", "Pacer", "Tally", "apply_binding_plan", "apply_patch"]
 
 # Heartbeats are cheap but not free; one per second keeps a long apply visibly alive.
 HEARTBEAT_EVERY_S: Final = 1.0
@@ -105,7 +105,7 @@ def apply_binding_plan(
         return removed
 
     def unschedule(patch: BindingPatch) -> None:
-        _patch(client, patch)
+        apply_patch(client, patch)
         hooks.after_unschedule(patch.name)
 
     def create(binding: ClusterResourceBinding) -> bool:
@@ -114,7 +114,7 @@ def apply_binding_plan(
 
     def repoint(patch: BindingPatch) -> None:
         hooks.before_patch(patch.name)
-        _patch(client, patch)
+        apply_patch(client, patch)
 
     for removed in _each(plan.remove_finalizers, remove_finalizer):
         tally.finalizers_removed += removed
@@ -184,7 +184,8 @@ def _each(items: Sequence[T], write: Callable[[T], R]) -> Iterator[R]:
             raise failure
 
 
-def _patch(client: HubClient, patch: BindingPatch) -> None:
+def apply_patch(client: HubClient, patch: BindingPatch) -> None:
+    """One binding's merge patch (carrying the resourceVersion it was planned on)."""
     # The merge patch already carries metadata.resourceVersion (scheduler.plan).
     kind = kinds_for(patch.namespace).binding
     client.patch(kind, patch.name, patch.merge_patch, namespace=patch.namespace)
@@ -192,7 +193,7 @@ def _patch(client: HubClient, patch: BindingPatch) -> None:
 
 def _remove_finalizer(client: HubClient, patch: BindingPatch) -> bool:
     try:
-        _patch(client, patch)
+        apply_patch(client, patch)
     except NotFoundError:
         return False  # deleted already: the finalizer went with it
     return True

@@ -39,7 +39,7 @@ from scheduler import CapacityInput, CycleInput, CycleResult, schedule
 from scheduler.scheduling import placement_type_of
 from scheduler.snapshots import placement_scheduled_condition
 
-__all__ = ["Fleet", "cycle_summary", "outcome_of", "read_fleet", "run_cycle"]
+__all__ = ["Fleet", "cycle_summary", "outcome_of", "read_clusters", "read_fleet", "run_cycle"]
 
 # How many picked cluster names a cycle's one-line summary lists before "+N more".
 SUMMARY_NAMES: Final = 5
@@ -67,7 +67,7 @@ def read_fleet(
     ResourcePlacement, its ResourceBindings in `namespace` (kubefleet-rules 9). Writes nothing:
     `fleet-scheduler plan` reads with it too."""
     cached = cached_clusters() if cached_clusters is not None else None
-    clusters = cached if cached is not None else list(client.list(MemberCluster).items)
+    clusters = read_clusters(client, lambda: cached)
     bindings = client.list(
         kinds_for(namespace).binding,
         {names.PARENT_PLACEMENT_LABEL: placement},
@@ -76,6 +76,14 @@ def read_fleet(
     return Fleet(
         clusters=clusters, bindings=list(bindings.items), clusters_cached=cached is not None
     )
+
+
+def read_clusters(
+    client: HubClient, cached_clusters: Callable[[], list[MemberCluster] | None] | None = None
+) -> list[MemberCluster]:
+    """Every MemberCluster: from the cache when it answers, else listed."""
+    cached = cached_clusters() if cached_clusters is not None else None
+    return cached if cached is not None else list(client.list(MemberCluster).items)
 
 
 def run_cycle(

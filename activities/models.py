@@ -26,6 +26,7 @@ __all__ = [
     "CleanupReport",
     "CleanupRequest",
     "CycleReport",
+    "MoveRequest",
     "PrepareResult",
     "TurnRequest",
     "TurnResult",
@@ -185,6 +186,16 @@ class CycleReport(ActivityModel):
         )
 
 
+class MoveRequest(ActivityModel):
+    """A rebalance move proposed for the placement (activities.moves): its binding from
+    `source` to `target`, and why."""
+
+    binding: str
+    source: str
+    target: str
+    reason: str = ""
+
+
 class TurnRequest(ActivityModel):
     """One loop turn (`schedule_once`): prepare, then the cycle numbered `cycle` if ready.
 
@@ -197,6 +208,9 @@ class TurnRequest(ActivityModel):
     reason: str = ""
     known_explanation: str | None = None
     namespace: str | None = None  # a ResourcePlacement's; None for a ClusterResourcePlacement
+    moves: list[MoveRequest] = Field(default_factory=list)
+    """Rebalance moves to make before the cycle (docs/capacity.md); a worker from before them
+    ignores the field, and the next rebalance proposes them again."""
 
 
 class TurnResult(ActivityModel):
@@ -206,11 +220,21 @@ class TurnResult(ActivityModel):
     summary: str = ""
     prepared: PrepareResult
     report: CycleReport | None = None  # set when prepared.phase == "ready"
+    moves: list[str] = Field(default_factory=list)
+    """What became of each rebalance move the turn carried: moved (with its reason) or refused
+    (with why), one line each."""
 
     @classmethod
-    def of(cls, prepared: PrepareResult, report: CycleReport | None = None) -> TurnResult:
+    def of(
+        cls,
+        prepared: PrepareResult,
+        report: CycleReport | None = None,
+        moves: list[str] | None = None,
+    ) -> TurnResult:
         summary = report.summary if report is not None else f"no cycle: {prepared.message}"
-        return cls(summary=summary, prepared=prepared, report=report)
+        if moves:
+            summary = f"{summary}; {len(moves)} move(s): {'; '.join(moves)}"
+        return cls(summary=summary, prepared=prepared, report=report, moves=moves or [])
 
 
 class CleanupRequest(ActivityModel):

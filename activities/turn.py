@@ -21,7 +21,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.conditions import sync_failed_condition, write_scheduled_condition
-from activities.cycle import outcome_of, run_cycle
+from activities.cycle import outcome_of, read_clusters, run_cycle
 from activities.models import (
     SCHEDULE_ONCE,
     SCHEDULE_ONCE_RP,
@@ -29,6 +29,7 @@ from activities.models import (
     TurnRequest,
     TurnResult,
 )
+from activities.moves import apply_moves
 from activities.outage import through_outages
 from activities.plumbing import ActivitySettings, heartbeat, in_local_activity, meter, metered
 from activities.snapshotter import sync_policy_snapshots
@@ -116,6 +117,20 @@ class ScheduleOnce:
             prepared = self._prepare(request.placement, request.namespace)
         if prepared.placement is None or prepared.snapshot is None:
             return TurnResult.of(prepared.result)
+        moved: list[str] = []
+        if request.moves:
+            with hub_failures(f"rebalance moves of placement {key!r}"):
+                moved = apply_moves(
+                    self._client,
+                    prepared.placement,
+                    prepared.snapshot,
+                    request.moves,
+                    read_clusters(self._client, self._settings.clusters),
+                    self._settings.profile,
+                    self._settings.now,
+                ).lines
+            for line in moved:
+                log.info("placement %s: %s", key, line)
         with metered(self._settings) as run:
             try:
                 with hub_failures(doing):
@@ -139,7 +154,7 @@ class ScheduleOnce:
             # What a person watching the worker's log wants to see: decisions and mistakes.
             level = logging.WARNING if report.error else logging.INFO
             log.log(level, "placement %s: %s", key, report.summary)
-        return TurnResult.of(prepared.result, report)
+        return TurnResult.of(prepared.result, report, moved)
 
     # --- the first half: kubefleet-rules 3.2 steps 2-5 -------------------------------------
 

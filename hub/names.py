@@ -108,5 +108,10 @@ OWN_GROUP: Final = "fleet-scheduler.io"
 OWN_VERSION: Final = "v1alpha1"
 # Capacity-aware placement (docs/capacity.md): what one binding consumes, e.g. cpu=2,memory=4Gi.
 REQUESTS_ANNOTATION: Final = OWN_PREFIX + "requests"
+# Rebalancing (docs/capacity.md): a PickN capacity-aware placement opts in with "allowed".
+REBALANCE_ANNOTATION: Final = OWN_PREFIX + "rebalance"
+REBALANCE_ALLOWED: Final = "allowed"
+# A binding's condition KubeFleet's eviction controller counts as available (its budget).
+BINDING_AVAILABLE_CONDITION: Final = "Available"
 PRIORITY_CLASS_ANNOTATION: Final = OWN_PREFIX + "priority-class"
 DEFAULT_TENANT_LABEL: Final = OWN_PREFIX + "tenant"

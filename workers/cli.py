@@ -44,6 +44,7 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.plumbing import ActivitySettings
+from hub import names as hub_names
 from hub.client import HubClient
 from hub.errors import (
     AlreadyExistsError,
@@ -55,6 +56,7 @@ from hub.kinds import placement_key, split_key
 from hub.types import ClusterResourcePlacement, Namespace, ResourcePlacement
 from hub.types.meta import HubObject
 from scheduler import Profile, ProfileError, SchedulerError, load_profile
+from scheduler.rebalance import PACK, STRATEGIES
 from workers.devserver import (
     DEFAULT_NAMESPACE,
     FAIRNESS_DYNAMIC_CONFIG,
@@ -67,6 +69,13 @@ from workers.devserver import (
 from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
 from workers.plan import PlacementFileError, load_placement_file, render_plan, what_if
 from workers.processes import ActivityProcesses, available_cpus, exit_with_parent
+from workers.rebalance import (
+    RebalancePlan,
+    ensure_rebalance_schedule,
+    plan_rebalance,
+    propose,
+    render_rebalance,
+)
 from workers.reconcile import DEFAULT_RECONCILE_EVERY, ensure_reconcile_schedule
 from workers.render import PlacementRow, render_explain, render_status
 from workers.starts import start_options
@@ -682,6 +691,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{names.RECONCILE_SCHEDULE_ID} (created or updated; default "
                              f"{DEFAULT_RECONCILE_EVERY.total_seconds():g}); 0: do not manage it, "
                              "and a watcher start signals every placement instead")
+    parser.add_argument("--rebalance-every", type=float, metavar="SECONDS", default=0.0,
+                        help="propose rebalance moves this often, as the Temporal Schedule "
+                             f"{names.REBALANCE_SCHEDULE_ID} (docs/capacity.md; created or "
+                             "updated); default 0: off, the Schedule is not managed")
+    parser.add_argument("--rebalance-strategy", choices=STRATEGIES, default=PACK,
+                        help="what the Schedule's runs do: pack (free whole clusters, the "
+                             "default) or spread (even out utilisation)")
     versioning = parser.add_argument_group(
         "worker versioning (docs/operations.md, Upgrades with running workflows)")
     versioning.add_argument("--build-id", default=os.environ.get(BUILD_ID_ENV) or None,
@@ -745,6 +761,13 @@ async def _run(args: argparse.Namespace) -> int:
                 )
                 print(f"reconcile Schedule {schedule_id}: every {args.reconcile_every:g}s",
                       flush=True)
+            if args.rebalance_every > 0 and not args.activities_only:
+                schedule_id = await ensure_rebalance_schedule(
+                    client, args.task_queue, timedelta(seconds=args.rebalance_every),
+                    args.rebalance_strategy,
+                )
+                print(f"rebalance Schedule {schedule_id}: {args.rebalance_strategy} every "
+                      f"{args.rebalance_every:g}s", flush=True)
             children = _activity_processes(args)
             await serve(
                 client,
@@ -1191,6 +1214,60 @@ def run_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --- rebalance -----------------------------------------------------------------------------------
+
+
+def add_rebalance_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print every move with the utilisation of both clusters before and "
+                             "after, and write nothing")
+    parser.add_argument("--placement", default=None, metavar="NAME",
+                        help="move only this ClusterResourcePlacement's bindings")
+    parser.add_argument("--strategy", choices=STRATEGIES, default=PACK,
+                        help="pack: free whole clusters (default); spread: even out utilisation")
+    parser.add_argument("--kubeconfig", type=Path, default=None, metavar="PATH",
+                        help="the hub's kubeconfig (default: $KUBECONFIG, the pod's service "
+                             "account, or ~/.kube/config)")
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="the scheduler's profile YAML, for the placements' filters "
+                             "(default: KubeFleet's default profile)")
+    _add_temporal_arguments(parser)
+
+
+def run_rebalance(args: argparse.Namespace) -> int:
+    profile = _load_profile(args.config)
+    hub = _hub_client(args.kubeconfig, args.context)
+    try:
+        plan = plan_rebalance(hub, args.strategy, profile=profile, placement=args.placement)
+    except (HubUnavailableError, UnauthorizedError) as exc:
+        raise CliError(f"cannot read the hub at {hub.host}: {_one_line(exc)}") from exc
+    finally:
+        hub.close()
+    if args.placement is not None and not plan.movable and args.placement not in plan.skipped:
+        raise CliError(
+            f"placement {args.placement!r} has no binding that may move: is it a PickN "
+            f"ClusterResourcePlacement annotated {hub_names.REBALANCE_ANNOTATION}: "
+            f"{hub_names.REBALANCE_ALLOWED} and {hub_names.REQUESTS_ANNOTATION}?"
+        )
+    sys.stdout.write(render_rebalance(plan, dry_run=args.dry_run))
+    if args.dry_run or not plan.moves:
+        return EXIT_OK
+    return asyncio.run(_send_moves(args, plan))
+
+
+async def _send_moves(args: argparse.Namespace, plan: RebalancePlan) -> int:
+    client = await connect(_temporal_target(args))
+    reached, missed = await propose(
+        client, plan.moves, f"fleet-scheduler rebalance --strategy {args.strategy}"
+    )
+    for placement in reached:
+        print(f"proposed to {names.workflow_id(placement)}: its next turn makes the moves")
+    for placement, why in sorted(missed.items()):
+        print(f"not proposed to {placement}: {why}", file=sys.stderr)
+    return EXIT_OK if not missed else EXIT_FAILED
+
+
 COMMANDS: dict[str, Command] = {
     "dev": Command(
         help="run everything locally: devhub, the Temporal dev server with its UI, the worker "
@@ -1222,6 +1299,11 @@ COMMANDS: dict[str, Command] = {
         help="what-if: schedule a placement from a file against the live fleet; writes nothing",
         add_arguments=add_plan_arguments,
         run=run_plan,
+    ),
+    "rebalance": Command(
+        help="propose moves that pack or spread capacity-aware placements (docs/capacity.md)",
+        add_arguments=add_rebalance_arguments,
+        run=run_rebalance,
     ),
     "devhub": Command(
         help="run devhub, the local hub API server, alone",

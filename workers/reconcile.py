@@ -370,6 +370,12 @@ async def ensure_reconcile_schedule(
     """Create the reconcile Schedule, or update it to these settings; returns its id."""
     schedule_id = names.reconcile_schedule_id(task_queue)
     wanted = _schedule(task_queue, every, standalone, local_cycles_up_to, resource_placements)
+    await upsert_schedule(client, schedule_id, wanted)
+    return schedule_id
+
+
+async def upsert_schedule(client: Client, schedule_id: str, wanted: Schedule) -> None:
+    """Create the Schedule, or replace an existing one's settings with `wanted`."""
     try:
         await client.create_schedule(schedule_id, wanted)
     except ScheduleAlreadyRunningError:
@@ -378,7 +384,6 @@ async def ensure_reconcile_schedule(
             return ScheduleUpdate(schedule=wanted)
 
         await client.get_schedule_handle(schedule_id).update(update)
-    return schedule_id
 
 
 async def trigger_reconcile(client: Client, task_queue: str) -> bool:

@@ -44,11 +44,13 @@ from workers.devserver import LOOPBACK
 from workers.health import HealthServer, Readiness
 from workers.metrics import SchedulerMetrics
 from workers.processes import STOP_GRACE_S, ActivityProcesses
+from workers.rebalance import RebalanceFleet
 from workers.reconcile import ReconcileFleet
 from workers.versioning import PromoteError, WorkerVersion, promote
 from workers.watcher import DEFAULT_ADMISSION_WINDOW, Watcher
 from workflows import names
 from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
+from workflows.rebalance import RebalanceWorkflow
 from workflows.reconcile import ReconcileWorkflow
 
 __all__ = [
@@ -236,8 +238,17 @@ def build_worker(
             Worker(
                 client,
                 task_queue=task_queue,
-                workflows=[PlacementWorkflow, ResourcePlacementWorkflow, ReconcileWorkflow],
-                activities=[*placement_activities, ReconcileFleet(hub, client).reconcile_fleet],
+                workflows=[
+                    PlacementWorkflow,
+                    ResourcePlacementWorkflow,
+                    ReconcileWorkflow,
+                    RebalanceWorkflow,
+                ],
+                activities=[
+                    *placement_activities,
+                    ReconcileFleet(hub, client).reconcile_fleet,
+                    RebalanceFleet(hub, client, lambda: settings.profile).rebalance_fleet,
+                ],
                 activity_executor=executor,
                 max_concurrent_activities=WORKFLOW_WORKER_ACTIVITY_SLOTS,
                 max_concurrent_local_activities=_local_slots(

@@ -10,15 +10,18 @@ from typing import Literal
 from pydantic import Field
 from temporalio.common import Priority
 
-from activities.models import ActivityModel, CycleReport
+from activities.models import ActivityModel, CycleReport, MoveRequest
 
 __all__ = [
     "CarriedState",
     "HubEvent",
+    "MovesRequest",
     "PlacementExplanation",
     "PlacementInput",
     "PlacementPhase",
     "PlacementStatus",
+    "RebalanceInput",
+    "RebalanceReport",
     "ReconcileInput",
     "ReconcileReport",
     "RequeueRequest",
@@ -110,6 +113,13 @@ class HubEvent(ActivityModel):
     priority: TurnPriority | None = None
 
 
+class MovesRequest(ActivityModel):
+    """The `move` signal: rebalance moves for the placement's next turn, and who asked."""
+
+    moves: list[MoveRequest] = Field(default_factory=list)
+    reason: str = ""
+
+
 class CarriedState(ActivityModel):
     """What one run hands the next through continue-as-new: the last cycle's report without its
     explanation, and the last cycle that evaluated clusters with its explanation (packed at
@@ -126,6 +136,7 @@ class CarriedState(ActivityModel):
     phase: PlacementPhase = "pending"
     priority: TurnPriority | None = None  # the last the watcher sent
     pending_key: int | None = None  # the priority key the queued turn asked for
+    moves: list[MoveRequest] = Field(default_factory=list)  # rebalance moves not yet made
 
 
 class PlacementInput(ActivityModel):
@@ -203,4 +214,21 @@ class ReconcileReport(ActivityModel):
     requeued: list[str] = Field(default_factory=list)
     reasons: dict[str, str] = Field(default_factory=dict)  # placement -> why it was acted on
     clusters: dict[str, str] = Field(default_factory=dict)
+    summary: str = ""
+
+
+class RebalanceInput(ActivityModel):
+    """The fleet-rebalance Schedule's workflow input (docs/capacity.md)."""
+
+    strategy: Literal["pack", "spread"] = "pack"
+
+
+class RebalanceReport(ActivityModel):
+    """What one rebalance proposed: each move with its reason, and what was left alone."""
+
+    moves: list[str] = Field(default_factory=list)
+    not_reached: dict[str, str] = Field(default_factory=dict)
+    skipped: dict[str, str] = Field(default_factory=dict)
+    clusters_before: int = 0
+    clusters_after: int = 0
     summary: str = ""

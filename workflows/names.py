@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
 __all__ = [
     "ACTIVITY_CLEANUP_PLACEMENT",
     "ACTIVITY_CLEANUP_PLACEMENT_RP",
+    "ACTIVITY_REBALANCE_FLEET",
     "ACTIVITY_RECONCILE_FLEET",
     "ACTIVITY_SCHEDULE_ONCE",
     "ACTIVITY_SCHEDULE_ONCE_RP",
@@ -38,6 +39,8 @@ __all__ = [
     "PLACEMENT_WORKFLOWS_QUERY",
     "QUERY_EXPLANATION",
     "QUERY_STATUS",
+    "REBALANCE_SCHEDULE_ID",
+    "REBALANCE_WORKFLOW",
     "RECONCILE_SCHEDULE_ID",
     "RECONCILE_WORKFLOW",
     "RP_PLACEMENT_WORKFLOW",
@@ -52,6 +55,7 @@ __all__ = [
     "SEARCH_ATTRIBUTES",
     "SIGNAL_BINDING_DELETING",
     "SIGNAL_CLUSTER_CHANGED",
+    "SIGNAL_MOVE",
     "SIGNAL_PLACEMENT_CHANGED",
     "SIGNAL_PLACEMENT_DELETING",
     "SIGNAL_PRIORITY_CHANGED",
@@ -64,6 +68,7 @@ __all__ = [
     "placement_name",
     "placement_of",
     "placement_workflow",
+    "rebalance_schedule_id",
     "reconcile_schedule_id",
     "workflow_id",
     "workflow_id_for_key",
@@ -93,6 +98,10 @@ ACTIVITY_CLEANUP_PLACEMENT_RP: Final = CLEANUP_PLACEMENT_RP
 RECONCILE_WORKFLOW: Final = "FleetReconcile"
 ACTIVITY_RECONCILE_FLEET: Final = "reconcile_fleet"
 RECONCILE_SCHEDULE_ID: Final = "fleet-reconcile"
+# Rebalancing (docs/capacity.md): the fleet-rebalance Schedule's workflow and activity.
+REBALANCE_WORKFLOW: Final = "FleetRebalance"
+ACTIVITY_REBALANCE_FLEET: Final = "rebalance_fleet"
+REBALANCE_SCHEDULE_ID: Final = "fleet-rebalance"
 
 # Configurable per deployment (`--task-queue`); this is the default of every command.
 DEFAULT_TASK_QUEUE: Final = "fleet-scheduler"
@@ -122,6 +131,9 @@ SIGNAL_PLACEMENT_CHANGED: Final = "placement_changed"
 # The placement's priority changed (its PriorityClass annotation, a label, a PriorityClass's
 # value: docs/priority.md): the workflow records it for its next turn; no turn of its own.
 SIGNAL_PRIORITY_CHANGED: Final = "priority_changed"
+# Rebalance moves proposed for the placement (`fleet-scheduler rebalance`, the fleet-rebalance
+# Schedule; docs/capacity.md): its next turn makes those that still hold.
+SIGNAL_MOVE: Final = "move"
 WATCHER_SIGNALS: Final = (
     SIGNAL_SNAPSHOT_CHANGED,
     SIGNAL_CLUSTER_CHANGED,
@@ -171,6 +183,13 @@ def reconcile_schedule_id(task_queue: str) -> str:
     if task_queue == DEFAULT_TASK_QUEUE:
         return RECONCILE_SCHEDULE_ID
     return f"{RECONCILE_SCHEDULE_ID}-{task_queue}"
+
+
+def rebalance_schedule_id(task_queue: str) -> str:
+    """`fleet-rebalance` for the default task queue, one per task queue otherwise."""
+    if task_queue == DEFAULT_TASK_QUEUE:
+        return REBALANCE_SCHEDULE_ID
+    return f"{REBALANCE_SCHEDULE_ID}-{task_queue}"
 
 
 def activity_task_queue(task_queue: str) -> str:

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         CleanupReport,
         CleanupRequest,
         CycleReport,
+        MoveRequest,
         TurnRequest,
         TurnResult,
     )
@@ -48,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.models import (
         CarriedState,
         HubEvent,
+        MovesRequest,
         PlacementExplanation,
         PlacementInput,
         PlacementPhase,
@@ -167,6 +169,9 @@ class PlacementWorkflow:
         self._priority: TurnPriority | None = carried.priority
         self._pending_key: int | None = carried.pending_key
         self._turn_key: int | None = None
+        # Rebalance moves proposed for the next turn (the `move` signal), and the current one's.
+        self._moves = list(carried.moves)
+        self._turn_moves: list[MoveRequest] = []
         # FleetPriority and FleetTenant as this run last set them (or found them at start).
         found = workflow.info().typed_search_attributes
         self._priority_attributes = (found.get(names.SA_PRIORITY), found.get(names.SA_TENANT))
@@ -308,6 +313,17 @@ class PlacementWorkflow:
             self._priority = event.priority
             self._upsert_priority()
 
+    @workflow.signal(name=names.SIGNAL_MOVE)
+    def move(self, request: MovesRequest | None = None) -> None:
+        """Rebalance moves (docs/capacity.md): the next turn makes those that still hold. A
+        newer proposal for a binding replaces an older one not yet made."""
+        if request is None or not request.moves:
+            return
+        proposed = {m.binding for m in request.moves}
+        self._moves = [m for m in self._moves if m.binding not in proposed] + list(request.moves)
+        because = f" ({request.reason})" if request.reason else ""
+        self._signalled(f"rebalance: {len(request.moves)} move(s){because}")
+
     @workflow.update(name=names.UPDATE_REQUEUE_AND_WAIT)
     async def requeue_and_wait(self, request: RequeueRequest | None = None) -> RequeueResult:
         """A requeue that answers with the turn it caused: the next one to start, never the one
@@ -357,6 +373,7 @@ class PlacementWorkflow:
     def _take_work(self) -> tuple[list[str], bool]:
         reasons, fresh = self._reasons, self._fresh
         self._dirty, self._fresh, self._reasons = False, False, []
+        self._turn_moves, self._moves = self._moves, []
         self._turn_key, self._pending_key = self._pending_key, None
         return reasons or ["requeue"], fresh
 
@@ -411,6 +428,7 @@ class PlacementWorkflow:
             fresh=fresh,
             reason=because,
             known_explanation=self._known_explanation(),
+            moves=self._turn_moves,
         )
         summary = (
             f"turn {number}: {'fresh ' if fresh else ''}{kind}placement {self._key} ({because})"
@@ -594,6 +612,7 @@ class PlacementWorkflow:
             phase=self._phase,
             priority=self._priority,
             pending_key=self._pending_key,
+            moves=self._moves,
         )
 
     def _status(self) -> PlacementStatus:

@@ -62,7 +62,7 @@ def test_every_signal_name_has_exactly_one_workflow_handler() -> None:
 
     from workflows.placement import PlacementWorkflow
 
-    signals = (names.SIGNAL_REQUEUE, *names.WATCHER_SIGNALS)
+    signals = (names.SIGNAL_REQUEUE, names.SIGNAL_MOVE, *names.WATCHER_SIGNALS)
     handlers = workflow._Definition.must_from_class(PlacementWorkflow).signals
     assert len(set(signals)) == len(signals)
     assert set(handlers) == set(signals)
