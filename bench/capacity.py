@@ -27,6 +27,12 @@ well the scoring strategies pack.
   bindings sorted by size, largest first, each on the first cluster with room, clusters taken
   largest first) as the reference a packer is measured against, and the lower bound (fewest
   clusters whose combined size could hold the demand, per resource).
+- compaction (with packing): after each strategy's placing, a random half of the placements is
+  deleted and a pack rebalance planned over the rest (scheduler.rebalance, what `rebalance` and
+  the Schedule run; applying moves is tested end to end), a third of the placements without a
+  disruption budget, a third allowed one disruption, a third none (and again without budgets).
+  Figures: clusters in use before and after against the lower bound, moves, budget violations
+  (goal: 0).
 
 Prints `name value` lines; an arm that fails prints `<arm>.failed` and the run goes on."""
 
@@ -60,6 +66,7 @@ from hub.types import CapacityLedger, ClusterResourceBinding, ClusterResourcePla
 from scheduler import CapacityInput, CycleInput, load_profile, schedule
 from scheduler.capacity import format_amount
 from scheduler.quantity import parse_quantity
+from scheduler.rebalance import Fleet, Movable, plan_moves
 from scheduler.testing import apply_plan, member_cluster, policy_snapshot
 
 TASK_QUEUE: Final = "bench-capacity"
@@ -350,13 +357,26 @@ def lower_bound(clusters: list[Any], demand: list[Demand]) -> int:
     return needed
 
 
-def place_all(clusters: list[Any], demand: list[Demand], strategy: str) -> tuple[int, int, int]:
-    """(clusters in use, bindings placed, bindings unplaced) placing `demand` in order."""
+@dataclass
+class Placed:
+    """Where `place_all` put the demand: placement -> its clusters."""
+
+    where: dict[str, list[str]]
+    placed: int
+    unplaced: int
+
+    def in_use(self) -> int:
+        return len({c for cs in self.where.values() for c in cs})
+
+
+def place_all(clusters: list[Any], demand: list[Demand], strategy: str) -> Placed:
+    """Place `demand` in order, each cycle seeing what the ones before it hold."""
     profile = load_profile(
         "pluginConfig:\n  - name: ClusterResourcesFit\n"
         f"    args: {{scoringStrategy: {{type: {strategy}}}}}\n"
     )
     held: dict[str, dict[str, Fraction]] = {}
+    where: dict[str, list[str]] = {}
     now = datetime.now(UTC)
     placed = unplaced = 0
     for item in demand:
@@ -382,9 +402,10 @@ def place_all(clusters: list[Any], demand: list[Demand], strategy: str) -> tuple
             amounts = held.setdefault(binding.spec.target_cluster, {})
             amounts["cpu"] = amounts.get("cpu", Fraction(0)) + item.cpu
             amounts["memory"] = amounts.get("memory", Fraction(0)) + item.memory_gi * 2**30
+        where[item.name] = [b.spec.target_cluster for b in bindings]
         placed += len(bindings)
         unplaced += item.bindings - len(bindings)
-    return len(held), placed, unplaced
+    return Placed(where, placed, unplaced)
 
 
 def first_fit_decreasing(clusters: list[Any], demand: list[Demand]) -> tuple[int, int, int]:
@@ -430,15 +451,79 @@ def packing(args: argparse.Namespace) -> None:
     report("packing.cpu_supply", supply)
     report("packing.cpu_asked", sum(d.bindings * d.cpu for d in demand))
     report("packing.lower_bound.clusters_in_use", lower_bound(clusters, demand))
-    for label, figures in (
-        ("most_allocated", place_all(clusters, demand, "MostAllocated")),
-        ("least_allocated", place_all(clusters, demand, "LeastAllocated")),
-        ("first_fit_decreasing", first_fit_decreasing(clusters, demand)),
-    ):
-        in_use, placed, unplaced = figures
-        report(f"packing.{label}.clusters_in_use", in_use)
-        report(f"packing.{label}.bindings_placed", placed)
-        report(f"packing.{label}.bindings_unplaced", unplaced)
+    results = {
+        "most_allocated": place_all(clusters, demand, "MostAllocated"),
+        "least_allocated": place_all(clusters, demand, "LeastAllocated"),
+    }
+    for label, done in results.items():
+        report(f"packing.{label}.clusters_in_use", done.in_use())
+        report(f"packing.{label}.bindings_placed", done.placed)
+        report(f"packing.{label}.bindings_unplaced", done.unplaced)
+    in_use, placed, unplaced = first_fit_decreasing(clusters, demand)
+    report("packing.first_fit_decreasing.clusters_in_use", in_use)
+    report("packing.first_fit_decreasing.bindings_placed", placed)
+    report("packing.first_fit_decreasing.bindings_unplaced", unplaced)
+    for label, done in results.items():
+        compaction(args, clusters, demand, done, f"compaction.after_{label}")
+
+
+def compaction(
+    args: argparse.Namespace, clusters: list[Any], demand: list[Demand], done: Placed, label: str
+) -> None:
+    """Delete a random half of the placements, then plan a pack rebalance (the planner the
+    `rebalance` command and the Schedule run; applying moves is tested end to end) with random
+    disruption budgets, and count what it frees and whether any budget is exceeded."""
+    rng = random.Random(args.seed + 1)
+    kept = [d for d in demand if rng.random() >= 0.5 and done.where.get(d.name)]
+    fleet = Fleet(
+        {
+            c.metadata.name: {
+                "cpu": parse_quantity(c.status.resource_usage.allocatable["cpu"]),
+                "memory": parse_quantity(c.status.resource_usage.allocatable["memory"]),
+            }
+            for c in clusters
+        },
+        {},
+    )
+    everywhere = frozenset(fleet.allocatable)
+    movable: list[Movable] = []
+    for item in kept:
+        requests = {"cpu": Fraction(item.cpu), "memory": Fraction(item.memory_gi * 2**30)}
+        for cluster in done.where[item.name]:
+            fleet.add(cluster, requests, +1)
+            movable.append(
+                Movable(item.name, f"{item.name}@{cluster}", cluster, requests, everywhere)
+            )
+    # a third without a budget, a third with 1 disruption, a third with none allowed
+    budgets: dict[str, int | None] = {d.name: rng.choice([None, 1, 0]) for d in kept}
+    began = time.monotonic()
+    moves = plan_moves(fleet, movable, budgets, "pack")
+    elapsed = time.monotonic() - began
+    spent: dict[str, int] = {}
+    where = {m.binding: m.cluster for m in movable}
+    for move in moves:
+        spent[move.placement] = spent.get(move.placement, 0) + 1
+        where[move.binding] = move.target
+    violations = sum(
+        1
+        for p, n in spent.items()
+        if budgets.get(p) is not None and n > budgets[p]  # type: ignore[operator]
+    )
+    before = len({m.cluster for m in movable})
+    after = len(set(where.values()))
+    report(f"{label}.placements_kept", len(kept))
+    report(f"{label}.clusters_in_use_before", before)
+    report(f"{label}.clusters_in_use_after", after)
+    report(f"{label}.lower_bound", lower_bound(clusters, kept))
+    report(f"{label}.moves", len(moves))
+    report(f"{label}.budget_violations", violations)
+    report(f"{label}.plan_s", elapsed)
+    free = plan_moves(fleet, movable, {}, "pack")  # the same without any budget
+    where = {m.binding: m.cluster for m in movable}
+    for move in free:
+        where[move.binding] = move.target
+    report(f"{label}.no_budgets.clusters_in_use_after", len(set(where.values())))
+    report(f"{label}.no_budgets.moves", len(free))
 
 
 # --- main --------------------------------------------------------------------------------------
