@@ -23,7 +23,7 @@ from typing import Final
 
 from hub import names
 from hub.client import HubClient
-from hub.errors import AlreadyExistsError, ConflictError, NotFoundError
+from hub.errors import AlreadyExistsError, ConflictError, NotFoundError, UnauthorizedError
 from hub.kinds import placement_key
 from hub.types import (
     CapacityLedger,
@@ -55,6 +55,7 @@ __all__ = [
     "requests_of",
     "reserve",
     "stale_reservations",
+    "sweep_ledgers",
     "sweep_own",
 ]
 
@@ -80,12 +81,14 @@ def requests_of(placement: ClusterResourcePlacement) -> str | None:
     return placement.metadata.annotations.get(names.REQUESTS_ANNOTATION)
 
 
-def held(ledger: CapacityLedger, *, without: str | None = None) -> dict[str, Fraction]:
-    """What the ledger's reservations hold, by resource; `without` leaves out one placement's.
-    A reservation with an unreadable amount (hand-edited) counts as nothing of that resource."""
+def held(ledger: CapacityLedger, *, without: Iterable[str] = ()) -> dict[str, Fraction]:
+    """What the ledger's reservations hold, by resource; `without` leaves out the reservations
+    of these bindings (keys). A reservation with an unreadable amount (hand-edited) counts as
+    nothing of that resource."""
+    skip = set(without)
     total: dict[str, Fraction] = {}
-    for reservation in ledger.spec.reservations.values():
-        if reservation.placement == without:
+    for key, reservation in ledger.spec.reservations.items():
+        if key in skip:
             continue
         for resource, text in reservation.requests.items():
             try:
@@ -103,17 +106,31 @@ class Ledgers:
     by_cluster: Mapping[str, CapacityLedger]
 
     @classmethod
-    def read(cls, client: HubClient) -> Ledgers:
-        return cls({ledger.name: ledger for ledger in client.list(CapacityLedger).items})
+    def read(cls, client: HubClient, *, tolerant: bool = False) -> Ledgers:
+        """Every ledger. `tolerant`: a hub that does not serve the kind (its CRD not installed)
+        or does not let us list it has none, for code paths that must not depend on it
+        (a placement's cleanup, the reconcile's sweep)."""
+        try:
+            return cls({ledger.name: ledger for ledger in client.list(CapacityLedger).items})
+        except (NotFoundError, UnauthorizedError):
+            if not tolerant:
+                raise
+            return cls({})
 
 
-def capacity_input(text: str, ledgers: Ledgers, placement: str) -> CapacityInput:
-    """The cycle's capacity view: the placement's requests and what the *other* placements'
-    reservations hold on each cluster (its own would be counted twice)."""
+def capacity_input(
+    text: str, ledgers: Ledgers, bindings: Iterable[ClusterResourceBinding]
+) -> CapacityInput:
+    """The cycle's capacity view: the placement's requests and what reservations hold on each
+    cluster, leaving out those of the placement's own active bindings (a binding it keeps or
+    re-points needs no second place). Its other reservations (one whose binding was never
+    created, or was unscheduled) still count, as `reserve` counts them: the filter and the
+    reservation agree."""
+    own = {binding_key(b) for b in bindings if is_active(b)}
     allocated = {
         cluster: {r: format_amount(a) for r, a in amounts.items()}
         for cluster, ledger in ledgers.by_cluster.items()
-        if (amounts := held(ledger, without=placement))
+        if (amounts := held(ledger, without=own))
     }
     return CapacityInput(requests=text, allocated=allocated)
 
@@ -163,7 +180,9 @@ def reserve(
             continue
         return mine is None
     raise ConflictError(
-        409, f"ledger {cluster!r}: {CAS_ATTEMPTS} conflicting writers in a row while reserving"
+        status=409,
+        reason="Conflict",
+        message=f"ledger {cluster!r}: {CAS_ATTEMPTS} conflicting writers in a row while reserving",
     )
 
 
@@ -184,7 +203,9 @@ def release(client: HubClient, cluster: str, bindings: Iterable[str]) -> int:
             continue
         return dropped
     raise ConflictError(
-        409, f"ledger {cluster!r}: {CAS_ATTEMPTS} conflicting writers in a row while releasing"
+        status=409,
+        reason="Conflict",
+        message=f"ledger {cluster!r}: {CAS_ATTEMPTS} conflicting writers in a row while releasing",
     )
 
 
@@ -308,11 +329,38 @@ def sweep_own(
 def release_placement(client: HubClient, placement: str) -> int:
     """Release every reservation of `placement` (deleted: its bindings are being deleted)."""
     released = 0
-    for cluster, ledger in Ledgers.read(client).by_cluster.items():
+    for cluster, ledger in Ledgers.read(client, tolerant=True).by_cluster.items():
         keys = [k for k, r in ledger.spec.reservations.items() if r.placement == placement]
         if keys:
             released += release(client, cluster, keys)
     return released
+
+
+def sweep_ledgers(
+    client: HubClient,
+    capacity_aware: Iterable[str],
+    bindings: Iterable[ClusterResourceBinding],
+    now: datetime,
+) -> int:
+    """The fleet-wide sweep (the reconcile runs it): release every reservation older than
+    SWEEP_GRACE whose binding is not active on its cluster, or whose placement is gone or no
+    longer capacity-aware (it dropped the annotation: its bindings no longer count). What a
+    placement's own cycles and cleanup cannot see: placements that vanished unseen, or that
+    stopped being capacity-aware. How many were released."""
+    ledgers = Ledgers.read(client, tolerant=True)
+    if not ledgers.by_cluster:
+        return 0
+    aware = set(capacity_aware)
+    active = {(b.spec.target_cluster, binding_key(b)) for b in bindings if is_active(b)}
+    stale: dict[str, list[str]] = {}
+    for cluster, ledger in ledgers.by_cluster.items():
+        for key, reservation in ledger.spec.reservations.items():
+            if now - reservation.reserved_at < SWEEP_GRACE:
+                continue
+            if reservation.placement in aware and (cluster, key) in active:
+                continue
+            stale.setdefault(cluster, []).append(key)
+    return sum(release(client, cluster, keys) for cluster, keys in stale.items())
 
 
 # --- helpers -----------------------------------------------------------------------------------

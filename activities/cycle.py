@@ -142,7 +142,9 @@ def _run_cycle(
         with tracer.start_as_current_span("read_capacity") as span:
             ledgers = Ledgers.read(client)
             swept = sweep_own(client, ledgers, key, fleet.bindings, now)
-            capacity = capacity_input(requests_text, ledgers, key)
+            if swept:
+                ledgers = Ledgers.read(client)  # what the sweep released is free again
+            capacity = capacity_input(requests_text, ledgers, fleet.bindings)
             writes_capacity = capacity_writes(
                 client, key, requests_text, fleet.clusters, fleet.bindings, settings.now
             )

@@ -36,7 +36,7 @@ from activities.capacity import (
 from activities.models import MoveRequest
 from hub import names
 from hub.client import HubClient
-from hub.errors import AlreadyExistsError, NotFoundError
+from hub.errors import AlreadyExistsError, ConflictError, NotFoundError
 from hub.kinds import kinds_for, placement_key
 from hub.types import (
     ClusterDecision,
@@ -71,11 +71,12 @@ class MoveOutcome:
 
 
 def available(binding: ClusterResourceBinding) -> bool:
-    """KubeFleet's eviction rule: the binding's Available condition is True for its generation."""
+    """KubeFleet's eviction rule: the binding's Available condition is True, observed at the
+    binding's current generation."""
     for condition in binding.status.get("conditions", []) or []:
         if condition.get("type") == names.BINDING_AVAILABLE_CONDITION:
             observed = condition.get("observedGeneration") or 0
-            return condition.get("status") == names.TRUE and observed >= (
+            return condition.get("status") == names.TRUE and observed == (
                 binding.metadata.generation or 0
             )
     return False
@@ -91,11 +92,12 @@ def allowed_by(
         return None
     policy = placement.spec.policy
     desired = (policy.number_of_clusters or 0) if policy is not None else 0
-    active = [b for b in bindings if is_active(b)]
+    # As KubeFleet's eviction controller counts: every binding of the placement, whatever its
+    # state; available ones by their condition.
     return disruptions_allowed(
         desired,
-        len(active),
-        sum(1 for b in active if available(b)),
+        len(bindings),
+        sum(1 for b in bindings if available(b)),
         max_unavailable=budget.spec.max_unavailable,
         min_available=budget.spec.min_available,
     )
@@ -165,12 +167,16 @@ def apply_moves(
     feasible = feasible_clusters(snapshot, clusters, bindings, profile, now())
     allocatable = {c.metadata.name: c.status.resource_usage.allocatable for c in clusters}
     used = {b.metadata.name for b in bindings}
+    charged = 0
     for move in moves:
         by_name = {b.metadata.name: b for b in bindings}
         old = by_name.get(move.binding)
-        holding = {b.spec.target_cluster: b for b in bindings if is_active(b)}
-        refusal = _refusal(move, old, holding, feasible)
-        if refusal is None and allowed is not None and outcome.moved >= allowed:
+        present = {b.spec.target_cluster: b for b in bindings if not b.metadata.deleting}
+        half_done = _half_done(move, present)
+        refusal = _refusal(move, old, present, feasible, half_done)
+        # A half-done move (an earlier attempt created the new binding, then failed) costs
+        # nothing more: the budget read now already counts its new binding as unavailable.
+        if refusal is None and half_done is None and allowed is not None and charged >= allowed:
             refusal = f"the disruption budget allows {allowed} move(s) now"
         if refusal is not None:
             outcome.lines.append(
@@ -178,35 +184,31 @@ def apply_moves(
             )
             continue
         assert old is not None
-        new = holding.get(move.target)
-        if new is None:  # not a half-done move from an earlier attempt
+        new = half_done
+        if new is None:
             name = binding_name(placement.name, move.target, snapshot.name, used)
             try:
                 reserve(
-                    client,
-                    move.target,
-                    allocatable.get(move.target, {}),
-                    name,
-                    key,
-                    requests,
-                    now,
+                    client, move.target, allocatable.get(move.target, {}), name, key, requests, now
                 )
-            except NoRoomError as exc:
+                new = _create(client, placement.name, move, snapshot.name, name)
+            except (NoRoomError, _NotOurs) as exc:
+                release(client, move.target, [name])
                 outcome.lines.append(f"refused {move.binding}: {exc}")
                 continue
-            decision = ClusterDecision(
-                cluster_name=move.target, selected=True, reason=_decided(move)
-            )
-            created = new_binding(name, placement.name, move.target, snapshot.name, decision)
-            try:
-                new = client.create(created)
-            except AlreadyExistsError:
-                new = client.get(ClusterResourceBinding, name)
+            charged += 1
             used.add(name)
             bindings.append(new)
-        apply_patch(client, mark_unscheduled(old, f"rebalanced: {move.reason}"))
+        _unschedule(client, old, f"rebalanced: {move.reason}")
         release(client, move.source, [binding_key(old)])
-        bindings = [b for b in bindings if b.metadata.name != old.metadata.name]
+        bindings = [
+            b.model_copy(
+                update={"spec": b.spec.model_copy(update={"state": names.STATE_UNSCHEDULED})}
+            )
+            if b.metadata.name == old.metadata.name
+            else b
+            for b in bindings
+        ]
         outcome.moved += 1
         outcome.lines.append(
             f"moved {move.binding} {move.source} -> {move.target} as {new.metadata.name}: "
@@ -215,19 +217,66 @@ def apply_moves(
     return outcome
 
 
+class _NotOurs(Exception):
+    """The new binding's name is taken by a binding that is not this move's."""
+
+
+def _create(
+    client: HubClient, placement: str, move: MoveRequest, snapshot: str, name: str
+) -> ClusterResourceBinding:
+    decision = ClusterDecision(cluster_name=move.target, selected=True, reason=_decided(move))
+    try:
+        return client.create(new_binding(name, placement, move.target, snapshot, decision))
+    except AlreadyExistsError:
+        existing = client.get(ClusterResourceBinding, name)
+    if (
+        existing.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) != placement
+        or existing.spec.target_cluster != move.target
+        or existing.metadata.deleting
+    ):
+        raise _NotOurs(f"binding {name!r} exists and is not this move's to adopt")
+    return existing
+
+
+def _unschedule(client: HubClient, binding: ClusterResourceBinding, why: str) -> None:
+    """Mark the old binding Unscheduled; a conflict (the rollout controller wrote its status)
+    is read again, up to a few times."""
+    for _ in range(3):
+        try:
+            apply_patch(client, mark_unscheduled(binding, why))
+            return
+        except ConflictError:
+            binding = client.get(ClusterResourceBinding, binding.metadata.name)
+            if not is_active(binding):
+                return
+    apply_patch(client, mark_unscheduled(binding, why))
+
+
+def _half_done(
+    move: MoveRequest, present: dict[str, ClusterResourceBinding]
+) -> ClusterResourceBinding | None:
+    """The new binding an earlier attempt of this very move created, if it is there."""
+    held = present.get(move.target)
+    if held is not None and is_active(held) and held.spec.cluster_decision.reason == _decided(move):
+        return held
+    return None
+
+
 def _refusal(
     move: MoveRequest,
     old: ClusterResourceBinding | None,
-    holding: dict[str, ClusterResourceBinding],
+    present: dict[str, ClusterResourceBinding],
     feasible: frozenset[str],
+    half_done: ClusterResourceBinding | None,
 ) -> str | None:
     if old is None or not is_active(old):
         return "the binding is gone or no longer active"
     if old.spec.target_cluster != move.source:
         return f"the binding is on {old.spec.target_cluster}, not {move.source}"
-    held = holding.get(move.target)
-    if held is not None and held.spec.cluster_decision.reason != _decided(move):
-        return f"the placement already has a binding on {move.target}"
+    held = present.get(move.target)
+    if held is not None and half_done is None:
+        # an Unscheduled one too: a cycle would revive it, a move must not add a second
+        return f"the placement already has a binding on {move.target} ({held.spec.state})"
     if move.target not in feasible:
         return f"{move.target} does not pass the placement's filters"
     return None

@@ -157,11 +157,11 @@ class Explanation(WireModel):
     bindings: list[BindingGroup] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     shortage: Shortage | None = None
+    """Capacity-aware placements: bindings left unplaced for lack of room, and what they lack."""
     room: list[ClusterRoom] = Field(default_factory=list)
     """Capacity-aware placements: the room of every cluster the cycle judged, by name."""
     requests: str | None = None
     """Capacity-aware placements: what one binding asks for, e.g. "cpu=4,memory=8Gi"."""
-    """Capacity-aware placements: bindings left unplaced for lack of room, and what they lack."""
 
     @property
     def evaluated(self) -> bool:

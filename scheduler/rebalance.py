@@ -11,7 +11,9 @@ strategies:
   only if *every* binding on it can move to another cluster already in use (fullest first, as
   MostAllocated ranks), within room, budgets and each placement's own filters, never two
   bindings of one placement on one cluster. A cluster holding a binding that may not move is
-  never emptied. No move opens a cluster that was empty.
+  never emptied. No move opens a cluster that was empty. All-or-nothing holds for the plan:
+  the moves are made by each placement's own turn, on fresh reads, and one refused there (a
+  budget spent meanwhile, room taken) leaves its cluster in use.
 - **spread**: even out utilisation. Repeatedly move one binding from the most utilised cluster
   to the least utilised one that may take it, as long as the move lowers the larger of the two
   clusters' utilisations (so each move strictly improves the pair and the loop ends).
@@ -82,6 +84,8 @@ class Fleet:
     pinned: dict[str, int] = field(default_factory=dict)
     """Cluster -> active bindings there that may not move (any placement, capacity-aware or
     not): a cluster with one is in use for good."""
+    occupants: dict[str, set[str]] = field(default_factory=dict)
+    """Cluster -> the placements of those pinned bindings (a move never joins one of them)."""
 
     def utilisation(self, cluster: str) -> Fraction:
         shares = [
@@ -109,6 +113,7 @@ class Fleet:
             dict(self.allocatable),
             {c: dict(a) for c, a in self.allocated.items()},
             dict(self.pinned),
+            self.occupants,
         )
 
 
@@ -156,12 +161,15 @@ class _State:
     fleet: Fleet
     movable: list[Movable]
     budgets: dict[str, int | None]
+    moved: set[str] = field(default_factory=set)
+    """Bindings moved in this plan: each moves at most once (its move names where it is)."""
 
     def on(self, cluster: str) -> list[Movable]:
         return [m for m in self.movable if m.cluster == cluster]
 
     def holding(self, cluster: str) -> set[str]:
-        return {m.placement for m in self.movable if m.cluster == cluster}
+        pinned = self.fleet.occupants.get(cluster, set())
+        return pinned | {m.placement for m in self.movable if m.cluster == cluster}
 
     def in_use(self) -> set[str]:
         return in_use(self.fleet, self.movable)
@@ -182,6 +190,7 @@ class _State:
         left = self.budgets.get(item.placement)
         if left is not None:
             self.budgets[item.placement] = left - 1
+        self.moved.add(item.binding)
         return Move(
             item.placement,
             item.binding,
@@ -216,7 +225,9 @@ def _pack(state: _State, max_moves: int | None) -> list[Move]:
         items = sorted(state.on(source), key=lambda m: (-_size(m, state.fleet), m.binding))
         if not items or (max_moves is not None and len(moves) + len(items) > max_moves):
             continue
-        trial = _State(state.fleet.copy(), list(state.movable), dict(state.budgets))
+        trial = _State(
+            state.fleet.copy(), list(state.movable), dict(state.budgets), set(state.moved)
+        )
         open_ = trial.in_use() - freed - {source}
         planned: list[Move] = []
         for item in items:
@@ -232,7 +243,8 @@ def _pack(state: _State, max_moves: int | None) -> list[Move]:
             target = max(candidates, key=lambda t: (trial.fleet.utilisation(t), t))
             planned.append(trial.apply(item, target, f"pack: empties {source} into {target}"))
         if len(planned) == len(items):
-            state.fleet, state.movable, state.budgets = trial.fleet, trial.movable, trial.budgets
+            state.fleet, state.movable = trial.fleet, trial.movable
+            state.budgets, state.moved = trial.budgets, trial.moved
             moves += planned
             freed.add(source)
     return moves
@@ -247,7 +259,7 @@ def _spread(state: _State, max_moves: int | None) -> list[Move]:
         for source in ordered:
             high = state.fleet.utilisation(source)
             for item in sorted(state.on(source), key=lambda m: m.binding):
-                if not state.budget_left(item.placement):
+                if item.binding in state.moved or not state.budget_left(item.placement):
                     continue
                 for target in sorted(item.targets - {source}):
                     if not state.fleet.fits(target, item.requests):

@@ -211,7 +211,11 @@ def what_if(
     snapshot = _latest_after(sync, snapshots)
     fleet = read_fleet(hub, name, namespace=namespace)
     requests = requests_of(placement)
-    capacity = capacity_input(requests, Ledgers.read(hub), key) if requests is not None else None
+    capacity = (
+        capacity_input(requests, Ledgers.read(hub), fleet.bindings)
+        if requests is not None
+        else None
+    )
     result = schedule(
         CycleInput(
             snapshot=snapshot,

@@ -144,7 +144,11 @@ def plan_rebalance(
                 Movable(crp.name, binding.name, binding.spec.target_cluster, reservation, targets)
             )
     moving = {m.binding for m in movable}
-    fleet.pinned = dict(Counter(b.spec.target_cluster for b in bindings if b.name not in moving))
+    pinned = [b for b in bindings if b.name not in moving]
+    fleet.pinned = dict(Counter(b.spec.target_cluster for b in pinned))
+    for binding in pinned:
+        owner = binding.metadata.labels.get(hub_names.PARENT_PLACEMENT_LABEL, "")
+        fleet.occupants.setdefault(binding.spec.target_cluster, set()).add(owner)
     moves = plan_moves(fleet, movable, allowed, strategy)
     return RebalancePlan(strategy, moves, fleet, movable, skipped)
 

@@ -48,6 +48,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.capacity import requests_of, sweep_ledgers
 from hub import names as hub_names
 from hub.client import HubClient
 from hub.errors import NotFoundError, UnauthorizedError
@@ -253,10 +254,18 @@ class ReconcileFleet:
             resource_placements=request.resource_placements,
         )  # fmt: skip
         await self._act(plan, request)
+        aware = {
+            placement_key(p.metadata.namespace, p.name)
+            for p in placements
+            if requests_of(p) is not None
+        }
+        released = await asyncio.to_thread(sweep_ledgers, hub, aware, bindings, datetime.now(UTC))
         summary = (
             f"{len(placements)} placements, {len(running)} workflows: started {len(plan.start)}, "
             f"finished {len(plan.finish)}, requeued {len(plan.requeue)}"
         )
+        if released:
+            summary += f"; released {released} stale capacity reservation(s)"
         if plan.start or plan.finish or plan.requeue:
             log.info("reconcile: %s", summary)
         return ReconcileReport(
@@ -268,6 +277,7 @@ class ReconcileFleet:
             reasons={**plan.requeue, **plan.finish, **plan.start},
             clusters=plan.clusters,
             summary=summary,
+            reservations_released=released,
         )
 
     async def _running(self, task_queue: str) -> set[str]:

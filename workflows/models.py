@@ -215,6 +215,9 @@ class ReconcileReport(ActivityModel):
     reasons: dict[str, str] = Field(default_factory=dict)  # placement -> why it was acted on
     clusters: dict[str, str] = Field(default_factory=dict)
     summary: str = ""
+    # Capacity reservations the sweep released (docs/capacity.md): stale, or of placements
+    # that are gone or no longer capacity-aware.
+    reservations_released: int = 0
 
 
 class RebalanceInput(ActivityModel):

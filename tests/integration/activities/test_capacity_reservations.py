@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
+import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.capacity import NoRoomError, held, reserve
@@ -36,6 +37,28 @@ from tests.integration.activities.activity_helpers import (
 )
 
 CPU4 = {names.REQUESTS_ANNOTATION: "cpu=4"}
+
+
+def put_ledger(hub: HubClient, cluster: str, reservations: dict[str, Reservation]) -> None:
+    hub.create(
+        CapacityLedger(
+            metadata=ObjectMeta(name=cluster), spec=CapacityLedgerSpec(reservations=reservations)
+        )
+    )
+
+
+def held_for(placement: str, cpu: str, when: datetime) -> Reservation:
+    return Reservation(placement=placement, requests={"cpu": cpu}, reserved_at=when)
+
+
+def scale_to(hub: HubClient, placement: str, n: int) -> None:
+    crp = hub.get(ClusterResourcePlacement, placement)
+    hub.patch(
+        ClusterResourcePlacement,
+        placement,
+        {"spec": {"policy": {"numberOfClusters": n}}},
+        resource_version=crp.metadata.resource_version,
+    )
 
 
 def ledger(hub: HubClient, cluster: str) -> dict[str, Reservation]:
@@ -174,13 +197,7 @@ def test_scaling_down_releases_the_room_after_the_unschedule(
     turn(env, rig.activities, "web")
     assert sum(len(r) for r in ledgers(hub).values()) == 2
 
-    crp = hub.get(ClusterResourcePlacement, "web")
-    hub.patch(
-        ClusterResourcePlacement,
-        "web",
-        {"spec": {"policy": {"numberOfClusters": 1}}},
-        resource_version=crp.metadata.resource_version,
-    )
+    scale_to(hub, "web", 1)
     turn(env, rig.activities, "web", 2)
     active = [b for b in bindings_of(hub, "web") if b.spec.state != names.STATE_UNSCHEDULED]
     assert len(active) == 1
@@ -194,26 +211,17 @@ def test_a_reservation_that_outlived_its_binding_is_swept_after_the_grace_only(
     add_placement(hub, "web", {"placementType": "PickN", "numberOfClusters": 1}, annotations=CPU4)
     now = datetime.now(UTC)
     old, young = now - timedelta(hours=1), now - timedelta(seconds=5)
-    hub.create(
-        CapacityLedger(
-            metadata=ObjectMeta(name="a"),
-            spec=CapacityLedgerSpec(
-                reservations={
-                    # a release lost to a crash: its binding is long gone
-                    "web-a-lost": Reservation(
-                        placement="web", requests={"cpu": "2"}, reserved_at=old
-                    ),
-                    # a reservation a cycle just made, its create still in flight
-                    "web-a-inflight": Reservation(
-                        placement="web", requests={"cpu": "2"}, reserved_at=young
-                    ),
-                    # another placement's: not this placement's sweep to judge
-                    "other-a-x": Reservation(
-                        placement="other", requests={"cpu": "2"}, reserved_at=old
-                    ),
-                }
-            ),
-        )
+    put_ledger(
+        hub,
+        "a",
+        {
+            # a release lost to a crash: its binding is long gone
+            "web-a-lost": held_for("web", "2", old),
+            # a reservation a cycle just made, its create still in flight
+            "web-a-inflight": held_for("web", "2", young),
+            # another placement's: not this placement's sweep to judge
+            "other-a-x": held_for("other", "2", old),
+        },
     )
     result = turn(env, make_activities().activities, "web")
     # 8 - 2 (in flight) - 2 (other) leaves 4: room for the placement once the lost one goes.
@@ -257,12 +265,7 @@ def test_losing_a_race_for_room_decides_again_from_fresh_reads(
         deadline = time.monotonic() + 10
         while hang.hits == 0 and time.monotonic() < deadline:
             time.sleep(0.02)
-        hub.create(
-            CapacityLedger(
-                metadata=ObjectMeta(name="a"),
-                spec=CapacityLedgerSpec(reservations={"rival-a": rival}),
-            )
-        )
+        put_ledger(hub, "a", {"rival-a": rival})
         done.set()
         hang.remove()
 
@@ -277,3 +280,153 @@ def test_losing_a_race_for_room_decides_again_from_fresh_reads(
     condition = placement_condition(hub, "web")
     assert condition is not None and "cpu: 4 requested" not in condition.message
     assert condition.message.endswith("missing cpu=4")
+
+
+def test_an_own_reservation_without_its_binding_still_counts_against_the_placement(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """The filter and the reservation agree: a young reservation of the placement whose binding
+    never appeared (a create in flight, or lost) holds room for the cycle's own check too, so
+    the cycle reports the shortage instead of failing its reservation over and over."""
+    fleet(hub, {"a": "7"})
+    add_placement(hub, "web", {"placementType": "PickN", "numberOfClusters": 1}, annotations=CPU4)
+    young = datetime.now(UTC) - timedelta(seconds=5)
+    put_ledger(hub, "a", {"web-a-older": held_for("web", "4", young)})
+    result = turn(env, make_activities().activities, "web")
+    assert result.report is not None and not result.report.outcome.fulfilled
+    assert result.report.error is None
+    assert bindings_of(hub, "web") == []
+    condition = placement_condition(hub, "web")
+    assert condition is not None and condition.message.endswith("missing cpu=4")
+
+
+def test_the_fleet_wide_sweep_releases_what_no_placement_can(hub: HubClient) -> None:
+    """The reconcile's sweep: reservations of placements that are gone or no longer
+    capacity-aware, and of bindings that are not active, once older than the grace."""
+    from activities.capacity import sweep_ledgers
+    from scheduler.testing import binding as make_binding
+
+    fleet(hub, {"a": "8"})
+    old = datetime.now(UTC) - timedelta(hours=1)
+    young = datetime.now(UTC) - timedelta(seconds=5)
+    made = make_binding("keep", "a", "keep-0", name="keep-a")
+    live = hub.create(
+        made.model_copy(
+            update={"metadata": made.metadata.model_copy(update={"resource_version": None})}
+        )
+    )
+
+    put_ledger(
+        hub,
+        "a",
+        {
+            live.name: held_for("keep", "1", old),  # capacity-aware, binding active: kept
+            "gone-a": held_for("gone", "1", old),  # placement gone: released
+            "dropped-a": held_for("dropped", "1", old),  # no longer capacity-aware: released
+            "keep-b": held_for("keep", "1", old),  # its binding does not exist: released
+            "fresh-a": held_for("gone", "1", young),  # too young to judge: kept
+        },
+    )
+    released = sweep_ledgers(
+        hub, {"keep"}, hub.list(ClusterResourceBinding).items, datetime.now(UTC)
+    )
+    assert released == 3
+    assert set(ledger(hub, "a")) == {live.name, "fresh-a"}
+
+
+def test_a_move_half_done_by_an_earlier_attempt_is_finished_within_the_budget(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """An attempt created the new binding, then failed before unscheduling the old one. The
+    retried turn finishes the move although the budget, read now, counts the new binding as
+    unavailable (maxUnavailable 1): finishing costs no further disruption."""
+    from activities.models import MoveRequest, TurnRequest
+    from hub.types import ClusterResourcePlacementDisruptionBudget
+
+    fleet(hub, {"a": "8", "b": "8"})
+    add_placement(hub, "web", {"placementType": "PickN", "numberOfClusters": 1}, annotations=CPU4)
+    rig = make_activities()
+    turn(env, rig.activities, "web")
+    [old] = bindings_of(hub, "web")
+    source, target = old.spec.target_cluster, ({"a", "b"} - {old.spec.target_cluster}).pop()
+    hub.create(
+        ClusterResourcePlacementDisruptionBudget.from_wire(
+            {"metadata": {"name": "web"}, "spec": {"maxUnavailable": 1}}
+        )
+    )
+    move = MoveRequest(binding=old.name, source=source, target=target, reason="pack: test")
+    # the earlier attempt's create, as it made it (reservation first)
+    hub.create(new_binding_for_move(hub, "web", target, move))
+    request = TurnRequest(placement="web", cycle=2, reason="test", moves=[move])
+    result = env.run(rig.activities.schedule_once, request)
+    assert any(line.startswith(f"moved {old.name} {source} -> {target}") for line in result.moves)
+    states = {b.spec.target_cluster: b.spec.state for b in bindings_of(hub, "web")}
+    assert states == {source: names.STATE_UNSCHEDULED, target: names.STATE_SCHEDULED}
+    assert old.name not in ledger(hub, source)
+
+
+def test_a_move_onto_a_cluster_the_placement_still_holds_is_refused(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """An Unscheduled binding of the placement on the target: a cycle would revive it; a move
+    must not add a second binding for the same cluster."""
+    from activities.models import MoveRequest, TurnRequest
+
+    fleet(hub, {"a": "8", "b": "8"})
+    add_placement(hub, "web", {"placementType": "PickN", "numberOfClusters": 2}, annotations=CPU4)
+    rig = make_activities()
+    turn(env, rig.activities, "web")
+    scale_to(hub, "web", 1)
+    turn(env, rig.activities, "web", 2)
+    states = {b.spec.target_cluster: b for b in bindings_of(hub, "web")}
+    [kept] = [b for b in states.values() if b.spec.state != names.STATE_UNSCHEDULED]
+    [gone] = [c for c, b in states.items() if b.spec.state == names.STATE_UNSCHEDULED]
+    move = MoveRequest(binding=kept.name, source=kept.spec.target_cluster, target=gone, reason="x")
+    result = env.run(
+        rig.activities.schedule_once,
+        TurnRequest(placement="web", cycle=3, reason="test", moves=[move]),
+    )
+    assert result.moves == [
+        f"refused {kept.name} {kept.spec.target_cluster} -> {gone}: the placement already has a "
+        f"binding on {gone} (Unscheduled)"
+    ]
+    assert len(bindings_of(hub, "web")) == 2
+
+
+def new_binding_for_move(
+    hub: HubClient, placement: str, target: str, move: object
+) -> ClusterResourceBinding:
+    """The binding `activities.moves` creates for `move` (its name, decision and reservation)."""
+    from activities.capacity import reserve
+    from activities.moves import _decided
+    from hub.types import ClusterDecision, ClusterSchedulingPolicySnapshot
+    from scheduler.naming import binding_name
+    from scheduler.writes import new_binding
+
+    [snapshot] = hub.list(
+        ClusterSchedulingPolicySnapshot, {names.PARENT_PLACEMENT_LABEL: placement}
+    ).items
+    used = {b.name for b in bindings_of(hub, placement)}
+    name = binding_name(placement, target, snapshot.name, used)
+    reserve(
+        hub, target, {"cpu": "8"}, name, placement, {"cpu": Fraction(4)}, lambda: datetime.now(UTC)
+    )
+    decision = ClusterDecision(cluster_name=target, selected=True, reason=_decided(move))  # type: ignore[arg-type]
+    return new_binding(name, placement, target, snapshot.name, decision)
+
+
+def test_endless_conflicts_on_a_ledger_end_in_a_retryable_conflict(
+    hub: HubClient, devhub: DevHub
+) -> None:
+    """CAS_ATTEMPTS conflicting writers in a row: the reservation gives up as a hub Conflict
+    (Temporal retries the activity from fresh reads), not an error of ours."""
+    from activities.capacity import CAS_ATTEMPTS
+    from hub.errors import ConflictError
+
+    put_ledger(hub, "busy", {})
+    devhub.faults.inject(verb="update", resource="capacityledgers", status=409)
+    with pytest.raises(ConflictError, match=f"{CAS_ATTEMPTS} conflicting writers"):
+        reserve(
+            hub, "busy", {"cpu": "4"}, "b", "p", {"cpu": Fraction(1)}, lambda: datetime.now(UTC)
+        )
+    assert devhub.stats.count("update", "capacityledgers") == CAS_ATTEMPTS

@@ -18,10 +18,10 @@ from pydantic import BaseModel
 from hub.types import (
     KINDS,
     CapacityLedger,
-    ClusterResourcePlacementDisruptionBudget,
     ClusterDecision,
     ClusterResourceBinding,
     ClusterResourcePlacement,
+    ClusterResourcePlacementDisruptionBudget,
     ClusterSchedulingPolicySnapshot,
     FleetModel,
     HubObject,

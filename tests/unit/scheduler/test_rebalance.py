@@ -82,6 +82,14 @@ def test_pack_respects_each_placements_filters_and_one_binding_per_cluster() -> 
     assert [(m.binding, m.source, m.target) for m in moves] == [("p2-b", "b", "a")]
 
 
+def test_a_move_never_joins_a_binding_of_its_placement_that_may_not_move() -> None:
+    f = fleet({"a": 10, "b": 10})
+    f.pinned, f.occupants = {"b": 1}, {"b": {"p1"}}  # p1 holds b without a reservation
+    items = [place(f, "p1", "a", 1, {"a", "b"})]
+    assert plan_moves(f, items, {}, "pack") == []
+    assert plan_moves(f, items, {}, "spread") == []
+
+
 def test_pack_spends_each_placements_disruption_budget_once_per_move() -> None:
     f = fleet({"a": 10, "b": 10, "c": 10, "d": 10})
     items = [
@@ -170,6 +178,7 @@ def test_moves_never_overcommit_never_exceed_budgets_and_pack_never_adds_cluster
         movable.append(place(f, f"p{placement}", cluster, cpu, targets))
     budget_map = {f"p{k}": v for k, v in budgets.items()}
     moves = plan_moves(f, movable, budget_map, strategy)  # type: ignore[arg-type]
+    assert len({m.binding for m in moves}) == len(moves)  # each binding moves at most once
 
     after = f.copy()
     where = {m.binding: m.cluster for m in movable}
