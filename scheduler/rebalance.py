@@ -87,9 +87,15 @@ class Fleet:
     occupants: dict[str, set[str]] = field(default_factory=dict)
     """Cluster -> the placements of those pinned bindings (a move never joins one of them)."""
 
-    def utilisation(self, cluster: str) -> Fraction:
+    def utilisation(
+        self, cluster: str, change: Mapping[str, Fraction] | None = None, sign: int = 0
+    ) -> Fraction:
+        """The dominant share in use; with `change`, as if it were added (sign 1) or taken
+        away (sign -1), without changing anything."""
+        held = self.allocated.get(cluster, {})
         shares = [
-            self.allocated.get(cluster, {}).get(resource, Fraction(0)) / supply
+            (held.get(resource, Fraction(0)) + sign * (change or {}).get(resource, Fraction(0)))
+            / supply
             for resource, supply in self.allocatable.get(cluster, {}).items()
             if supply > 0
         ]
@@ -225,6 +231,8 @@ def _pack(state: _State, max_moves: int | None) -> list[Move]:
         items = sorted(state.on(source), key=lambda m: (-_size(m, state.fleet), m.binding))
         if not items or (max_moves is not None and len(moves) + len(items) > max_moves):
             continue
+        if any(item.binding in state.moved for item in items):
+            continue  # it took bindings this plan moves: moving them again would not hold
         trial = _State(
             state.fleet.copy(), list(state.movable), dict(state.budgets), set(state.moved)
         )
@@ -266,10 +274,11 @@ def _spread(state: _State, max_moves: int | None) -> list[Move]:
                         continue
                     if item.placement in state.holding(target):
                         continue
-                    trial = state.fleet.copy()
-                    trial.add(source, item.requests, -1)
-                    trial.add(target, item.requests, +1)
-                    worse = max(trial.utilisation(source), trial.utilisation(target))
+                    fleet = state.fleet
+                    worse = max(
+                        fleet.utilisation(source, item.requests, -1),
+                        fleet.utilisation(target, item.requests, +1),
+                    )
                     if worse < high and (best is None or worse < best[0]):
                         best = (worse, source, item, target)
             if best is not None:

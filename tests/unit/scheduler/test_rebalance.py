@@ -148,7 +148,7 @@ def test_a_percentage_must_look_like_one() -> None:
         disruptions_allowed(3, 3, 3, min_available="half")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     sizes=st.lists(st.integers(1, 20), min_size=2, max_size=8),
     items=st.lists(

@@ -410,3 +410,39 @@ def test_taints_read_as_kubectl_shows_them(taint: Taint, shown: str) -> None:
     exp = explanation(filtered=[FilterGroup(plugin="TaintToleration", reason=kubefleet,
                                             clusters=["m"])])
     assert cluster_rows(exp)[0][4] == f"TaintToleration: taint {shown} cannot be tolerated"
+
+
+def test_explain_of_a_capacity_aware_cycle_shows_each_clusters_room_and_what_is_short() -> None:
+    """docs/capacity.md: ALLOCATABLE / ALLOCATED / REQUESTED per judged cluster, then `short:`."""
+    from scheduler.explanation import ClusterRoom, ResourceShortage, Shortage
+
+    exp = explanation(
+        wanted=2,
+        branch="schedule",
+        picked=[scores(20, "member-a")],
+        room=[
+            ClusterRoom(cluster="member-a", allocatable="cpu=8", allocated="cpu=2"),
+            ClusterRoom(cluster="member-b", allocatable="cpu=8", allocated=""),
+        ],
+        requests="cpu=4",
+        shortage=Shortage(
+            unplaced=1,
+            requests="cpu=4",
+            resources=[
+                ResourceShortage(
+                    resource="cpu", requested="4", clusters=1, most_free="2", missing="4"
+                )
+            ],
+        ),
+    )
+    lines = render_explain(status(report(exp))).splitlines()
+    header = next(
+        i for i, line in enumerate(lines) if line.startswith("CLUSTER") and "ALLOC" in line
+    )
+    assert lines[header].split() == ["CLUSTER", "ALLOCATABLE", "ALLOCATED", "REQUESTED"]
+    assert lines[header + 1].split() == ["member-a", "cpu=8", "cpu=2", "cpu=4"]
+    assert lines[header + 2].split() == ["member-b", "cpu=8", "0", "cpu=4"]
+    assert (
+        "short: not enough room for 1 binding(s) of cpu=4: cpu short on 1 cluster(s) "
+        "(at most 2 free); missing cpu=4"
+    ) in lines
