@@ -33,6 +33,12 @@ LOOPBACK = "127.0.0.1"
 SCRUBBED = ("TEMPORAL_", "FLEET_TEMPORAL_")
 
 
+# `status` proves the connection with its list call; the ResourcePlacement namespace filter
+# matches nothing, so it queries no workflow (the shared dev server holds other tests' running
+# workflows, whose workers are gone: each query would wait out its 5 s timeout).
+STATUS = ("status", "-n", "connection-check")
+
+
 def cli(*args: str, env: dict[str, str], home: Path) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(SCRUBBED)}
     # HOME and XDG_CONFIG_HOME point at an empty dir: no ~/.config/temporalio/temporal.toml.
@@ -161,7 +167,7 @@ def assert_ok(done: subprocess.CompletedProcess[str]) -> None:
 
 
 def test_temporal_address_alone_is_enough(temporal_env: WorkflowEnvironment, home: Path) -> None:
-    assert_ok(cli("status", env={"TEMPORAL_ADDRESS": dev_address(temporal_env)}, home=home))
+    assert_ok(cli(*STATUS, env={"TEMPORAL_ADDRESS": dev_address(temporal_env)}, home=home))
 
 
 def test_a_toml_profile_chosen_by_temporal_profile(
@@ -173,17 +179,17 @@ def test_a_toml_profile_chosen_by_temporal_profile(
         f'[profile.fleet]\naddress = "{dev_address(temporal_env)}"\nnamespace = "default"\n'
     )
     env = {"TEMPORAL_CONFIG_FILE": str(config)}
-    assert_ok(cli("status", env={**env, "TEMPORAL_PROFILE": "fleet"}, home=home))
-    assert_ok(cli("status", "--temporal-profile", "fleet", env=env, home=home))
+    assert_ok(cli(*STATUS, env={**env, "TEMPORAL_PROFILE": "fleet"}, home=home))
+    assert_ok(cli(*STATUS, "--temporal-profile", "fleet", env=env, home=home))
     # The default profile points nowhere: proof that the profile, not a default, was used.
-    refused = cli("status", env=env, home=home)
+    refused = cli(*STATUS, env=env, home=home)
     assert refused.returncode == 2 and "127.0.0.1:1" in refused.stderr
 
 
 def test_flags_override_the_environment(temporal_env: WorkflowEnvironment, home: Path) -> None:
     env = {"TEMPORAL_ADDRESS": "127.0.0.1:1", "TEMPORAL_NAMESPACE": "nowhere"}
     assert_ok(
-        cli("status", "--temporal-address", dev_address(temporal_env), "--namespace", "default",
+        cli(*STATUS, "--temporal-address", dev_address(temporal_env), "--namespace", "default",
             env=env, home=home)
     )  # fmt: skip
 
@@ -192,9 +198,9 @@ def test_the_old_fleet_variables_still_work_and_lose_to_the_standard_ones(
     temporal_env: WorkflowEnvironment, home: Path
 ) -> None:
     address = dev_address(temporal_env)
-    assert_ok(cli("status", env={"FLEET_TEMPORAL_ADDRESS": address}, home=home))
+    assert_ok(cli(*STATUS, env={"FLEET_TEMPORAL_ADDRESS": address}, home=home))
     both = {"FLEET_TEMPORAL_ADDRESS": "127.0.0.1:1", "TEMPORAL_ADDRESS": address}
-    assert_ok(cli("status", env=both, home=home))
+    assert_ok(cli(*STATUS, env=both, home=home))
 
 
 def test_tls_with_a_private_ca_is_accepted_with_the_ca_and_refused_without(
@@ -208,14 +214,14 @@ def test_tls_with_a_private_ca_is_accepted_with_the_ca_and_refused_without(
     )
     assert_ok(accepted)
 
-    refused = cli("status", env={"TEMPORAL_ADDRESS": address, "TEMPORAL_TLS": "true"}, home=home)
+    refused = cli(*STATUS, env={"TEMPORAL_ADDRESS": address, "TEMPORAL_TLS": "true"}, home=home)
     assert refused.returncode == 2, (refused.stdout, refused.stderr)
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1, refused.stderr
     assert lines[0].startswith(f"fleet-scheduler status: error: cannot reach Temporal at {address}")
     assert "Traceback" not in refused.stderr
 
-    plain = cli("status", env={"TEMPORAL_ADDRESS": address}, home=home)  # no TLS at all
+    plain = cli(*STATUS, env={"TEMPORAL_ADDRESS": address}, home=home)  # no TLS at all
     assert plain.returncode == 2 and len(plain.stderr.strip().splitlines()) == 1, plain.stderr
 
 
