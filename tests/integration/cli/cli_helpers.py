@@ -31,6 +31,12 @@ T = TypeVar("T")
 
 # `dev` must be up within ~30 s on a busy 2-core CI machine (it takes a few seconds idle).
 STARTUP_TIMEOUT_S: Final = 45.0
+# `run` with activity processes is ready once the server lists every process among the task
+# queue's pollers. The dev server lists the pollers of a queue's root partition: a process whose
+# pollers all sit on other partitions shows up only when one of them is forwarded or polls again,
+# which has taken up to about a minute on a loaded machine (a CI run failed at 45 s with one
+# process still "starting").
+RUN_STARTUP_TIMEOUT_S: Final = 90.0
 STOP_TIMEOUT_S: Final = 30.0
 COMMAND_TIMEOUT_S: Final = 60.0
 POLL_S: Final = 0.2
@@ -249,7 +255,7 @@ class RunProcess:
     def stdout(self) -> str:
         return self.out.read_text(errors="replace")
 
-    def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> None:
+    def wait_ready(self, timeout: float = RUN_STARTUP_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout
         while not RUN_READY.search(self.stdout()):
             assert self.process.poll() is None, self.err.read_text(errors="replace")[-4000:]
