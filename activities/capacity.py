@@ -211,24 +211,34 @@ def release(client: HubClient, cluster: str, bindings: Iterable[str]) -> int:
 
 def stale_reservations(
     ledgers: Ledgers,
-    active: Callable[[str, str], bool],
+    keep: Callable[[str, str, Reservation], bool],
     now: datetime,
     *,
-    placement: str | None = None,
     grace: timedelta = SWEEP_GRACE,
 ) -> dict[str, list[str]]:
-    """Cluster -> binding keys whose reservation may go: the binding is not active on that
-    cluster (`active(cluster, key)`) and the reservation is older than `grace`. `placement`
-    narrows the sweep to one placement's reservations."""
+    """Cluster -> binding keys whose reservation may go: older than `grace` and not kept by
+    `keep(cluster, key, reservation)`."""
     out: dict[str, list[str]] = {}
     for cluster, ledger in ledgers.by_cluster.items():
         for key, reservation in ledger.spec.reservations.items():
-            if placement is not None and reservation.placement != placement:
-                continue
-            if now - reservation.reserved_at < grace or active(cluster, key):
+            if now - reservation.reserved_at < grace or keep(cluster, key, reservation):
                 continue
             out.setdefault(cluster, []).append(key)
     return out
+
+
+def _sweep(
+    client: HubClient,
+    ledgers: Ledgers,
+    keep: Callable[[str, str, Reservation], bool],
+    now: datetime,
+) -> int:
+    stale = stale_reservations(ledgers, keep, now)
+    return sum(release(client, cluster, keys) for cluster, keys in stale.items())
+
+
+def _active_keys(bindings: Iterable[ClusterResourceBinding]) -> set[tuple[str, str]]:
+    return {(b.spec.target_cluster, binding_key(b)) for b in bindings if is_active(b)}
 
 
 def is_active(binding: ClusterResourceBinding) -> bool:
@@ -319,11 +329,13 @@ def sweep_own(
 ) -> int:
     """Release the placement's reservations that outlived their binding by SWEEP_GRACE (a
     release lost to a crash between a binding's unschedule and its release); how many."""
-    active = {(b.spec.target_cluster, binding_key(b)) for b in bindings if is_active(b)}
-    stale = stale_reservations(
-        ledgers, lambda cluster, key: (cluster, key) in active, now, placement=placement
+    active = _active_keys(bindings)
+    return _sweep(
+        client,
+        ledgers,
+        lambda cluster, key, r: r.placement != placement or (cluster, key) in active,
+        now,
     )
-    return sum(release(client, cluster, keys) for cluster, keys in stale.items())
 
 
 def release_placement(client: HubClient, placement: str) -> int:
@@ -348,19 +360,14 @@ def sweep_ledgers(
     placement's own cycles and cleanup cannot see: placements that vanished unseen, or that
     stopped being capacity-aware. How many were released."""
     ledgers = Ledgers.read(client, tolerant=True)
-    if not ledgers.by_cluster:
-        return 0
     aware = set(capacity_aware)
-    active = {(b.spec.target_cluster, binding_key(b)) for b in bindings if is_active(b)}
-    stale: dict[str, list[str]] = {}
-    for cluster, ledger in ledgers.by_cluster.items():
-        for key, reservation in ledger.spec.reservations.items():
-            if now - reservation.reserved_at < SWEEP_GRACE:
-                continue
-            if reservation.placement in aware and (cluster, key) in active:
-                continue
-            stale.setdefault(cluster, []).append(key)
-    return sum(release(client, cluster, keys) for cluster, keys in stale.items())
+    active = _active_keys(bindings)
+    return _sweep(
+        client,
+        ledgers,
+        lambda cluster, key, r: r.placement in aware and (cluster, key) in active,
+        now,
+    )
 
 
 # --- helpers -----------------------------------------------------------------------------------

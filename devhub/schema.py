@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from devhub.errors import Cause
+from hub.crds import INT_OR_STRING
 
 __all__ = ["PRESERVE", "join", "normalize", "validate"]
 
 PRESERVE: Final = "x-kubernetes-preserve-unknown-fields"
-INT_OR_STRING: Final = "x-kubernetes-int-or-string"
 _DATE_TIME: Final = re.compile(
     r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
 )

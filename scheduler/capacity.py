@@ -18,7 +18,7 @@ Only resources the placement requests (with a positive amount) count. Pure: no I
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import pairwise
@@ -156,21 +156,7 @@ def most_allocated(
     half-full large one, and opens a new cluster for nearly every binding (bench/capacity.py
     measured 45 clusters in use against 27 this way, on a fleet that 12 could hold). That one is
     `requested_to_capacity_ratio` with the shape ((0, 0), (100, 100))."""
-    total = Fraction(0)
-    weight_sum = 0
-    for resource, amount in requests.items():
-        weight = 1 if weights is None else weights.get(resource, 1)
-        if amount <= 0 or weight <= 0:
-            continue
-        supply = capacity.allocatable.get(resource, Fraction(0))
-        used = capacity.allocated.get(resource, Fraction(0))
-        total += weight * (
-            Fraction(100)
-            if supply <= 0
-            else min(max(used * 100 / supply, Fraction(0)), Fraction(100))
-        )
-        weight_sum += weight
-    return int(total / weight_sum) if weight_sum else 0
+    return _weighted(requests, capacity, weights, lambda share: share, placing=False)
 
 
 def requested_to_capacity_ratio(
@@ -185,23 +171,7 @@ def requested_to_capacity_ratio(
     A resource the cluster does not report, or reports as 0, is full: utilisation 100%.
     No requested resource with weight: 0."""
     check_shape(shape)
-    total = Fraction(0)
-    weight_sum = 0
-    for resource, amount in requests.items():
-        weight = 1 if weights is None else weights.get(resource, 1)
-        if amount <= 0 or weight <= 0:
-            continue
-        supply = capacity.allocatable.get(resource, Fraction(0))
-        if supply <= 0:
-            utilisation = Fraction(100)
-        else:
-            used = capacity.allocated.get(resource, Fraction(0)) + amount
-            utilisation = min(max(used * 100 / supply, Fraction(0)), Fraction(100))
-        total += weight * _on_curve(shape, utilisation)
-        weight_sum += weight
-    if weight_sum == 0:
-        return 0
-    return int(total / weight_sum)  # floor, as kube-scheduler's integer arithmetic
+    return _weighted(requests, capacity, weights, lambda u: _on_curve(shape, u), placing=True)
 
 
 def format_amount(amount: Fraction) -> str:
@@ -237,6 +207,34 @@ def check_shape(shape: Sequence[tuple[int, int]]) -> None:
         if previous is not None and utilisation <= previous:
             raise ValueError("shape points must have strictly increasing utilisation")
         previous = utilisation
+
+
+def _weighted(
+    requests: Mapping[str, Fraction],
+    capacity: ClusterCapacity,
+    weights: Mapping[str, int] | None,
+    score: Callable[[Fraction], Fraction],
+    *,
+    placing: bool,
+) -> int:
+    """0-100: `score` of each requested resource's utilisation % (with the request added when
+    `placing`), averaged by weight (default 1; 0 leaves a resource out), floored as
+    kube-scheduler's integer arithmetic. A resource not reported, or reported as 0, is full."""
+    total = Fraction(0)
+    weight_sum = 0
+    for resource, amount in requests.items():
+        weight = 1 if weights is None else weights.get(resource, 1)
+        if amount <= 0 or weight <= 0:
+            continue
+        supply = capacity.allocatable.get(resource, Fraction(0))
+        if supply <= 0:
+            utilisation = Fraction(100)
+        else:
+            used = capacity.allocated.get(resource, Fraction(0)) + (amount if placing else 0)
+            utilisation = min(max(used * 100 / supply, Fraction(0)), Fraction(100))
+        total += weight * score(utilisation)
+        weight_sum += weight
+    return int(total / weight_sum) if weight_sum else 0
 
 
 def _on_curve(shape: Sequence[tuple[int, int]], utilisation: Fraction) -> Fraction:

@@ -1182,6 +1182,17 @@ def run_status(args: argparse.Namespace) -> int:
 # --- plan ------------------------------------------------------------------------------------
 
 
+def _add_hub_and_profile_arguments(parser: argparse.ArgumentParser) -> None:
+    """What `plan` and `rebalance` read: the hub, and the profile the cycles would use."""
+    parser.add_argument("--kubeconfig", type=Path, default=None, metavar="PATH",
+                        help="the hub's kubeconfig (default: $KUBECONFIG, the pod's service "
+                             "account, or ~/.kube/config)")
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="the scheduler's configuration: a profile YAML of plugins and scoring "
+                             "(default: KubeFleet's default profile)")
+
+
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--filename", type=Path, required=True, metavar="FILE",
                         help="the ClusterResourcePlacement or ResourcePlacement to plan (YAML or "
@@ -1191,13 +1202,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="NAMESPACE",
                         help="a ResourcePlacement's namespace, when FILE does not say it (as "
                              "kubectl's -n)")
-    parser.add_argument("--kubeconfig", type=Path, default=None, metavar="PATH",
-                        help="the hub's kubeconfig (default: $KUBECONFIG, the pod's service "
-                             "account, or ~/.kube/config)")
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
-    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
-                        help="the scheduler's configuration: a profile YAML of plugins and scoring "
-                             "(default: KubeFleet's default profile)")
+    _add_hub_and_profile_arguments(parser)
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -1225,13 +1230,7 @@ def add_rebalance_arguments(parser: argparse.ArgumentParser) -> None:
                         help="move only this ClusterResourcePlacement's bindings")
     parser.add_argument("--strategy", choices=STRATEGIES, default=PACK,
                         help="pack: free whole clusters (default); spread: even out utilisation")
-    parser.add_argument("--kubeconfig", type=Path, default=None, metavar="PATH",
-                        help="the hub's kubeconfig (default: $KUBECONFIG, the pod's service "
-                             "account, or ~/.kube/config)")
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
-    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
-                        help="the scheduler's profile YAML, for the placements' filters "
-                             "(default: KubeFleet's default profile)")
+    _add_hub_and_profile_arguments(parser)
     _add_temporal_arguments(parser)
 
 
