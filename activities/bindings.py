@@ -32,7 +32,14 @@ from hub.kinds import kinds_for
 from hub.types import ClusterResourceBinding
 from scheduler import BindingPatch, BindingPlan
 
-__all__ = ["BindingNameTakenError", "Pacer", "Tally", "apply_binding_plan", "apply_patch"]
+__all__ = [
+    "BindingNameTakenError",
+    "Pacer",
+    "Tally",
+    "apply_binding_plan",
+    "apply_patch",
+    "create_or_adopt",
+]
 
 # Heartbeats are cheap but not free; one per second keeps a long apply visibly alive.
 HEARTBEAT_EVERY_S: Final = 1.0
@@ -85,10 +92,11 @@ def apply_binding_plan(
 ) -> None:
     """Make the plan's binding writes (not its snapshot status), counting them in `tally`.
 
-    With `capacity` (a capacity-aware placement, docs/capacity.md), each create and re-pointed
-    or revived binding first reserves room on its cluster's ledger, and each binding unscheduled
-    or losing its finalizer releases its room after the write landed: the ledgers hold at least
-    what the bindings consume at every moment.
+    With `capacity` (a capacity-aware placement, docs/capacity.md), every active binding the plan
+    keeps is made sure of its reservation, each create and revived binding first reserves room
+    on its cluster's ledger, and each binding unscheduled or losing its finalizer releases its
+    room after the write landed: the ledgers hold at least what the bindings consume at every
+    moment.
 
     Raises:
         BindingNameTakenError: a binding to create exists for another placement or cluster.
@@ -110,7 +118,7 @@ def apply_binding_plan(
 
     def create(binding: ClusterResourceBinding) -> bool:
         hooks.before_create(binding)
-        return _create(client, binding)
+        return create_or_adopt(client, binding)[1]
 
     def repoint(patch: BindingPatch) -> None:
         hooks.before_patch(patch.name)
@@ -122,6 +130,7 @@ def apply_binding_plan(
     for _ in _each(plan.unschedule_dangling, unschedule):
         tally.unscheduled += 1
         pacer.tick(f"unscheduled {tally.unscheduled} dangling binding(s)")
+    hooks.keep(plan)
     for created in _each(plan.create, create):
         if created:
             tally.created += 1
@@ -138,6 +147,9 @@ def apply_binding_plan(
 
 class _NoCapacity:
     """A placement that is not capacity-aware: no ledger writes."""
+
+    def keep(self, plan: BindingPlan) -> None:
+        pass
 
     def before_create(self, binding: ClusterResourceBinding) -> None:
         pass
@@ -199,23 +211,37 @@ def _remove_finalizer(client: HubClient, patch: BindingPatch) -> bool:
     return True
 
 
-def _create(client: HubClient, binding: ClusterResourceBinding) -> bool:
-    """Create the binding: True if created, False if an earlier attempt's copy was adopted."""
+def create_or_adopt(
+    client: HubClient, binding: ClusterResourceBinding
+) -> tuple[ClusterResourceBinding, bool]:
+    """Create the binding; `(binding, True)` if created, `(existing, False)` if an earlier
+    attempt of the same decision made it already and it is adopted. The one path by which
+    cycles and rebalance moves create bindings.
+
+    Only a binding of the same placement on the same cluster, not being deleted, is adopted:
+    anything else holding the name is an invariant broken (a deleting one would vanish under
+    the decision that adopted it).
+
+    Raises:
+        BindingNameTakenError: the name is held by a binding that is not this decision's.
+    """
     try:
-        client.create(binding)
-        return True
+        return client.create(binding), True
     except AlreadyExistsError:
         # NotFound: it just vanished
         existing = client.get(type(binding), binding.name, namespace=binding.metadata.namespace)
     placement = binding.metadata.labels.get(names.PARENT_PLACEMENT_LABEL)
-    if (
-        existing.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) != placement
-        or existing.spec.target_cluster != binding.spec.target_cluster
-    ):
+    owner = existing.metadata.labels.get(names.PARENT_PLACEMENT_LABEL)
+    if owner != placement or existing.spec.target_cluster != binding.spec.target_cluster:
         raise BindingNameTakenError(
-            f"binding {binding.name!r} already exists for placement "
-            f"{existing.metadata.labels.get(names.PARENT_PLACEMENT_LABEL)!r} and cluster "
+            f"binding {binding.name!r} already exists for placement {owner!r} and cluster "
             f"{existing.spec.target_cluster!r}, so it cannot be created for placement "
             f"{placement!r} and cluster {binding.spec.target_cluster!r}; delete or relabel it"
         )
-    return False
+    if existing.metadata.deleting:
+        raise BindingNameTakenError(
+            f"binding {binding.name!r} of placement {placement!r} on cluster "
+            f"{binding.spec.target_cluster!r} is being deleted, so it cannot be adopted; the "
+            "placement decides again once it is gone"
+        )
+    return existing, False

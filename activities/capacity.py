@@ -16,15 +16,14 @@ is re-stamped each time it is made). Placements without the annotation never tou
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from fractions import Fraction
-from typing import Final
+from typing import Final, Literal
 
 from hub import names
 from hub.client import HubClient
 from hub.errors import AlreadyExistsError, ConflictError, NotFoundError, UnauthorizedError
-from hub.kinds import placement_key
 from hub.types import (
     CapacityLedger,
     CapacityLedgerSpec,
@@ -34,9 +33,19 @@ from hub.types import (
     ObjectMeta,
     Reservation,
 )
-from scheduler import CapacityInput
-from scheduler.capacity import ClusterCapacity, format_amount, no_room_reason, shortfalls
-from scheduler.quantity import QuantityError, parse_quantity
+from scheduler import BindingPlan, CapacityInput
+from scheduler.capacity import (
+    RESERVATION_GRACE,
+    ClusterCapacity,
+    allocated_beside,
+    binding_key,
+    format_amount,
+    held,
+    holds,
+    is_active,
+    no_room_reason,
+    shortfalls,
+)
 from scheduler.requests import RequestsError, parse_requests
 
 __all__ = [
@@ -45,11 +54,14 @@ __all__ = [
     "CapacityWrites",
     "Ledgers",
     "NoRoomError",
+    "Reserved",
     "binding_key",
     "capacity_input",
     "capacity_writes",
     "held",
+    "holds",
     "is_active",
+    "ledgers_problem",
     "release",
     "release_placement",
     "requests_of",
@@ -62,41 +74,18 @@ __all__ = [
 # Compare-and-swap attempts on one ledger before the activity gives up (and Temporal retries
 # it from fresh reads). At ~50 writers per ledger in a burst, conflicts come in runs.
 CAS_ATTEMPTS: Final = 50
-# Longer than a cycle activity may run (workflows.placement.CYCLE_TIMEOUT, 10 min): a sweep
-# never releases a reservation a live cycle has just made.
-SWEEP_GRACE: Final = timedelta(minutes=15)
+# Longer than a cycle activity may run: a sweep never releases a reservation a live cycle has
+# just made (scheduler.capacity says why this number).
+SWEEP_GRACE: Final = RESERVATION_GRACE
 
 
 class NoRoomError(Exception):
     """Another placement took the room this cycle planned on: decide again from fresh reads."""
 
 
-def binding_key(binding: ClusterResourceBinding) -> str:
-    """The ledger's key of a binding: its name, or `<namespace>/<name>` for a ResourceBinding."""
-    return placement_key(binding.metadata.namespace, binding.metadata.name)
-
-
 def requests_of(placement: ClusterResourcePlacement) -> str | None:
     """The placement's requests annotation as written, or None: not capacity-aware."""
     return placement.metadata.annotations.get(names.REQUESTS_ANNOTATION)
-
-
-def held(ledger: CapacityLedger, *, without: Iterable[str] = ()) -> dict[str, Fraction]:
-    """What the ledger's reservations hold, by resource; `without` leaves out the reservations
-    of these bindings (keys). A reservation with an unreadable amount (hand-edited) counts as
-    nothing of that resource."""
-    skip = set(without)
-    total: dict[str, Fraction] = {}
-    for key, reservation in ledger.spec.reservations.items():
-        if key in skip:
-            continue
-        for resource, text in reservation.requests.items():
-            try:
-                amount = parse_quantity(text)
-            except QuantityError:
-                continue
-            total[resource] = total.get(resource, Fraction(0)) + amount
-    return total
 
 
 @dataclass(frozen=True)
@@ -118,21 +107,36 @@ class Ledgers:
             return cls({})
 
 
+def ledgers_problem(error: NotFoundError | UnauthorizedError) -> str:
+    """What a capacity-aware cycle says when it cannot list the ledgers: the hub does not serve
+    the kind (its CRD is not installed), or we may not read it."""
+    kind = f"{CapacityLedger.PLURAL}.{CapacityLedger.GROUP}"
+    if isinstance(error, NotFoundError):
+        return (
+            f"the hub does not serve {kind} (its CRD is not installed: kubectl apply -f "
+            f"deploy/crds/{CapacityLedger.GROUP}_{CapacityLedger.PLURAL}.yaml), so no room can "
+            f"be reserved for {names.REQUESTS_ANNOTATION}"
+        )
+    return (
+        f"the scheduler may not list {kind} ({error}): grant it in its ClusterRole "
+        f"(deploy/base/rbac.yaml), so room can be reserved for {names.REQUESTS_ANNOTATION}"
+    )
+
+
 def capacity_input(
     text: str, ledgers: Ledgers, bindings: Iterable[ClusterResourceBinding]
 ) -> CapacityInput:
     """The cycle's capacity view: the placement's requests and what reservations hold on each
-    cluster, leaving out those of the placement's own active bindings (a binding it keeps or
-    re-points needs no second place). Its other reservations (one whose binding was never
-    created, or was unscheduled) still count, as `reserve` counts them: the filter and the
-    reservation agree."""
-    own = {binding_key(b) for b in bindings if is_active(b)}
-    allocated = {
-        cluster: {r: format_amount(a) for r, a in amounts.items()}
-        for cluster, ledger in ledgers.by_cluster.items()
-        if (amounts := held(ledger, without=own))
-    }
-    return CapacityInput(requests=text, allocated=allocated)
+    cluster, leaving out those of the placement's own active bindings (scheduler.capacity's
+    `allocated_beside`)."""
+    return CapacityInput(requests=text, allocated=allocated_beside(ledgers.by_cluster, bindings))
+
+
+Reserved = Literal["made", "confirmed", "unchanged", "beyond_room"]
+"""What `reserve` did: made (or resized) a reservation that fits; re-stamped one that was
+right; found it right and wrote nothing (`restamp=False`); or, for a binding that already
+exists, wrote it although the cluster has no room for it (`must_fit=False`: the binding consumes
+the room whether we count it or not, so the ledger says so and nothing more goes there)."""
 
 
 def reserve(
@@ -145,13 +149,21 @@ def reserve(
     now: Callable[[], datetime],
     *,
     restamp: bool = True,
-) -> bool:
-    """Hold room for `binding` on `cluster`: True when this call made the reservation, False
-    when the binding already had it (then re-stamped with `now()` unless `restamp` is False).
-    Compare-and-swap on the ledger, re-read and re-checked on every conflict.
+    must_fit: bool = True,
+) -> Reserved:
+    """Make the ledger of `cluster` hold `requests` for `binding` of `placement`: add the
+    reservation, or resize one that holds other amounts (the placement's requests changed), or,
+    when it is right already, re-stamp it with `now()` (unless `restamp` is False). Compare-and-
+    swap on the ledger, re-read and re-checked on every conflict.
+
+    `must_fit`: the binding is about to be created or revived, so the reservation must fit
+    beside the others' or nothing is written. False for a binding that exists and stays (a
+    placement that declared its requests after it was scheduled, a ledger that was lost): its
+    reservation is written whatever the room, and "beyond_room" says it did not fit.
 
     Raises:
-        NoRoomError: the cluster's allocatable cannot take the requests beside the others'.
+        NoRoomError: `must_fit` and the cluster's allocatable cannot take the requests beside
+            the others' reservations.
         ConflictError: CAS_ATTEMPTS conflicts in a row (the activity is retried).
     """
     entry = {r: format_amount(a) for r, a in requests.items()}
@@ -159,26 +171,26 @@ def reserve(
         ledger = _get(client, cluster)
         existing = ledger.spec.reservations if ledger is not None else {}
         mine = existing.get(binding)
-        if mine is not None and not restamp:
-            return False
-        if mine is None:
-            others = held(ledger) if ledger is not None else {}
+        right = mine is not None and holds(mine, placement, requests)
+        if right and not restamp:
+            return "unchanged"
+        outcome: Reserved = "confirmed" if right else "made"
+        if not right:
+            others = held(ledger, without=[binding]) if ledger is not None else {}
             short = shortfalls(requests, ClusterCapacity.of(allocatable, others))
-            if short:
+            if short and must_fit:
                 raise NoRoomError(
                     f"cluster {cluster!r} has no room for binding {binding!r} any more: "
                     f"{no_room_reason(short)}"
                 )
-        reservation = Reservation(
-            placement=placement,
-            requests=mine.requests if mine is not None else entry,
-            reserved_at=now(),
-        )
+            if short:
+                outcome = "beyond_room"
+        reservation = Reservation(placement=placement, requests=entry, reserved_at=now())
         try:
             _write(client, cluster, ledger, {**existing, binding: reservation})
         except (ConflictError, AlreadyExistsError):
             continue
-        return mine is None
+        return outcome
     raise ConflictError(
         status=409,
         reason="Conflict",
@@ -186,22 +198,38 @@ def reserve(
     )
 
 
-def release(client: HubClient, cluster: str, bindings: Iterable[str]) -> int:
-    """Drop the reservations of `bindings` on `cluster`; how many were there."""
+def release(
+    client: HubClient,
+    cluster: str,
+    bindings: Iterable[str],
+    *,
+    judged: Mapping[str, Reservation] | None = None,
+) -> int:
+    """Drop the reservations of `bindings` on `cluster`; how many were there.
+
+    `judged`: the reservations as a sweep judged them stale, by binding key. Then a reservation
+    is dropped only if it is still exactly that one: a cycle that made it again meanwhile (a
+    revived binding, a kept one confirmed) re-stamped it, and keeps it. Compare-and-swap on the
+    ledger, re-read and re-checked on every conflict."""
     gone = set(bindings)
     for _ in range(CAS_ATTEMPTS):
         ledger = _get(client, cluster)
         if ledger is None:
             return 0
-        kept = {k: v for k, v in ledger.spec.reservations.items() if k not in gone}
-        dropped = len(ledger.spec.reservations) - len(kept)
-        if not dropped:
+        current = ledger.spec.reservations
+        drop = {
+            key
+            for key in gone
+            if key in current and (judged is None or current[key] == judged.get(key))
+        }
+        if not drop:
             return 0
+        kept = {k: v for k, v in current.items() if k not in drop}
         try:
             _write(client, cluster, ledger, kept)
         except (ConflictError, NotFoundError):
             continue
-        return dropped
+        return len(drop)
     raise ConflictError(
         status=409,
         reason="Conflict",
@@ -215,15 +243,16 @@ def stale_reservations(
     now: datetime,
     *,
     grace: timedelta = SWEEP_GRACE,
-) -> dict[str, list[str]]:
-    """Cluster -> binding keys whose reservation may go: older than `grace` and not kept by
-    `keep(cluster, key, reservation)`."""
-    out: dict[str, list[str]] = {}
+) -> dict[str, dict[str, Reservation]]:
+    """Cluster -> {binding key: reservation} that may go: older than `grace` and not kept by
+    `keep(cluster, key, reservation)`. The reservations are returned as judged, for `release`
+    to drop only those still unchanged."""
+    out: dict[str, dict[str, Reservation]] = {}
     for cluster, ledger in ledgers.by_cluster.items():
         for key, reservation in ledger.spec.reservations.items():
             if now - reservation.reserved_at < grace or keep(cluster, key, reservation):
                 continue
-            out.setdefault(cluster, []).append(key)
+            out.setdefault(cluster, {})[key] = reservation
     return out
 
 
@@ -234,23 +263,19 @@ def _sweep(
     now: datetime,
 ) -> int:
     stale = stale_reservations(ledgers, keep, now)
-    return sum(release(client, cluster, keys) for cluster, keys in stale.items())
+    return sum(release(client, cluster, judged, judged=judged) for cluster, judged in stale.items())
 
 
 def _active_keys(bindings: Iterable[ClusterResourceBinding]) -> set[tuple[str, str]]:
     return {(b.spec.target_cluster, binding_key(b)) for b in bindings if is_active(b)}
 
 
-def is_active(binding: ClusterResourceBinding) -> bool:
-    """Does the binding still consume its cluster's room: Scheduled or Bound, not deleting."""
-    return binding.spec.state != names.STATE_UNSCHEDULED and not binding.metadata.deleting
-
-
 @dataclass
 class CapacityWrites:
     """A capacity-aware cycle's ledger writes around its binding writes
-    (`activities.bindings.apply_binding_plan` calls them in this order): reserve before a
-    create or a revive, release after an unschedule or a finalizer removal."""
+    (`activities.bindings.apply_binding_plan` calls them in this order): make sure every active
+    binding the cycle keeps has its reservation, reserve before a create or a revive, release
+    after an unschedule or a finalizer removal."""
 
     client: HubClient
     placement: str
@@ -259,20 +284,39 @@ class CapacityWrites:
     """Cluster -> its reported allocatable, as the cycle read it."""
     bindings: Mapping[str, ClusterResourceBinding]
     """The placement's bindings as the cycle read them, by name."""
+    ledgers: Ledgers
+    """The ledgers as the cycle read them: a kept binding whose reservation they show right
+    costs no request."""
     now: Callable[[], datetime]
     reserved: int = 0
     released: int = 0
+    beyond_room: list[str] = field(default_factory=list)
+    """Clusters where a kept binding's reservation was written although it did not fit."""
+
+    def keep(self, plan: BindingPlan) -> None:
+        """Every active binding the plan leaves as it is gets its reservation, at the
+        placement's current requests: one made before the placement declared them, or whose
+        ledger was lost, or that holds amounts the placement no longer asks for. It exists, so
+        it is written whatever the room (and reported when beyond it)."""
+        writes = (*plan.remove_finalizers, *plan.unschedule_dangling, *plan.patch, *plan.unschedule)
+        touched = {p.name for p in writes}
+        for name, binding in self.bindings.items():
+            if name not in touched and is_active(binding):
+                self._keep(binding)
 
     def before_create(self, binding: ClusterResourceBinding) -> None:
-        self._reserve(binding.spec.target_cluster, binding_key(binding))
+        self._count(self._reserve(binding.spec.target_cluster, binding_key(binding)))
 
     def before_patch(self, name: str) -> None:
-        """A re-pointed binding keeps its reservation (made if it has none); a revived one
-        (Unscheduled until now) re-stamps it, so no sweep takes it meanwhile."""
+        """A revived binding (Unscheduled until now) must fit, and re-stamps its reservation so
+        no sweep takes it meanwhile; a re-pointed one is active already: it is kept."""
         current = self.bindings.get(name)
-        if current is not None:
-            revived = current.spec.state == names.STATE_UNSCHEDULED
-            self._reserve(current.spec.target_cluster, binding_key(current), restamp=revived)
+        if current is None:
+            return
+        if current.spec.state == names.STATE_UNSCHEDULED:
+            self._count(self._reserve(current.spec.target_cluster, binding_key(current)))
+        else:
+            self._keep(current)
 
     def after_unschedule(self, name: str) -> None:
         current = self.bindings.get(name)
@@ -281,19 +325,35 @@ class CapacityWrites:
                 self.client, current.spec.target_cluster, [binding_key(current)]
             )
 
-    def _reserve(self, cluster: str, key: str, *, restamp: bool = True) -> None:
-        allocatable = self.allocatable.get(cluster, {})
-        made = reserve(
+    def _keep(self, binding: ClusterResourceBinding) -> None:
+        cluster, key = binding.spec.target_cluster, binding_key(binding)
+        ledger = self.ledgers.by_cluster.get(cluster)
+        seen = ledger.spec.reservations.get(key) if ledger is not None else None
+        if seen is not None and holds(seen, self.placement, self.requests):
+            return
+        outcome = self._reserve(cluster, key, restamp=False, must_fit=False)
+        self._count(outcome)
+        if outcome == "beyond_room":
+            self.beyond_room.append(cluster)
+
+    def _reserve(
+        self, cluster: str, key: str, *, restamp: bool = True, must_fit: bool = True
+    ) -> Reserved:
+        return reserve(
             self.client,
             cluster,
-            allocatable,
+            self.allocatable.get(cluster, {}),
             key,
             self.placement,
             self.requests,
             self.now,
             restamp=restamp,
+            must_fit=must_fit,
         )
-        self.reserved += made
+
+    def _count(self, outcome: Reserved) -> None:
+        if outcome in ("made", "beyond_room"):
+            self.reserved += 1
 
 
 def capacity_writes(
@@ -302,6 +362,7 @@ def capacity_writes(
     text: str,
     fleet_clusters: Iterable[MemberCluster],
     bindings: Iterable[ClusterResourceBinding],
+    ledgers: Ledgers,
     now: Callable[[], datetime],
 ) -> CapacityWrites | None:
     """The ledger writes of a capacity-aware cycle; None when its requests cannot be read (the
@@ -316,6 +377,7 @@ def capacity_writes(
         requests=requests,
         allocatable={c.metadata.name: c.status.resource_usage.allocatable for c in fleet_clusters},
         bindings={b.metadata.name: b for b in bindings},
+        ledgers=ledgers,
         now=now,
     )
 
@@ -353,21 +415,29 @@ def sweep_ledgers(
     capacity_aware: Iterable[str],
     bindings: Iterable[ClusterResourceBinding],
     now: datetime,
+    *,
+    namespaced: bool = True,
 ) -> int:
     """The fleet-wide sweep (the reconcile runs it): release every reservation older than
     SWEEP_GRACE whose binding is not active on its cluster, or whose placement is gone or no
     longer capacity-aware (it dropped the annotation: its bindings no longer count). What a
     placement's own cycles and cleanup cannot see: placements that vanished unseen, or that
-    stopped being capacity-aware. How many were released."""
+    stopped being capacity-aware. How many were released.
+
+    `namespaced`: the ResourcePlacements and their ResourceBindings were read. When they were
+    not (`--no-resource-placements`, a hub that does not serve or let us read them), their
+    reservations (keys `<namespace>/<name>`) are left alone: not reading a binding does not
+    make it gone."""
     ledgers = Ledgers.read(client, tolerant=True)
     aware = set(capacity_aware)
     active = _active_keys(bindings)
-    return _sweep(
-        client,
-        ledgers,
-        lambda cluster, key, r: r.placement in aware and (cluster, key) in active,
-        now,
-    )
+
+    def keep(cluster: str, key: str, reservation: Reservation) -> bool:
+        if not namespaced and "/" in key:
+            return True
+        return reservation.placement in aware and (cluster, key) in active
+
+    return _sweep(client, ledgers, keep, now)
 
 
 # --- helpers -----------------------------------------------------------------------------------

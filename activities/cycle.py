@@ -20,6 +20,7 @@ from activities.capacity import (
     NoRoomError,
     capacity_input,
     capacity_writes,
+    ledgers_problem,
     requests_of,
     sweep_own,
 )
@@ -28,6 +29,7 @@ from activities.models import CycleReport, TurnRequest, WriteCounts
 from activities.plumbing import ActivitySettings, CycleOutcome, CycleRun, PhaseSpans, heartbeat
 from hub import names
 from hub.client import HubClient
+from hub.errors import NotFoundError, UnauthorizedError
 from hub.kinds import kinds_for, placement_key
 from hub.types import (
     ClusterResourceBinding,
@@ -140,16 +142,28 @@ def _run_cycle(
     writes_capacity: CapacityWrites | None = None
     if requests_text is not None:
         with tracer.start_as_current_span("read_capacity") as span:
-            ledgers = Ledgers.read(client)
-            swept = sweep_own(client, ledgers, key, fleet.bindings, now)
-            if swept:
-                ledgers = Ledgers.read(client)  # what the sweep released is free again
-            capacity = capacity_input(requests_text, ledgers, fleet.bindings)
-            writes_capacity = capacity_writes(
-                client, key, requests_text, fleet.clusters, fleet.bindings, settings.now
-            )
-            span.set_attribute("ledgers", len(ledgers.by_cluster))
-            span.set_attribute("swept", swept)
+            try:
+                ledgers = Ledgers.read(client)
+            except (NotFoundError, UnauthorizedError) as exc:
+                # Retrying cannot make the hub serve the kind: the cycle fails with a condition
+                # that says so, and the placement waits for an event.
+                capacity = CapacityInput(requests=requests_text, problem=ledgers_problem(exc))
+            else:
+                swept = sweep_own(client, ledgers, key, fleet.bindings, now)
+                if swept:
+                    ledgers = Ledgers.read(client)  # what the sweep released is free again
+                capacity = capacity_input(requests_text, ledgers, fleet.bindings)
+                writes_capacity = capacity_writes(
+                    client,
+                    key,
+                    requests_text,
+                    fleet.clusters,
+                    fleet.bindings,
+                    ledgers,
+                    settings.now,
+                )
+                span.set_attribute("ledgers", len(ledgers.by_cluster))
+                span.set_attribute("swept", swept)
     with tracer.start_as_current_span("schedule") as span:
         result = schedule(
             CycleInput(

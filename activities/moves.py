@@ -13,10 +13,14 @@ if, now:
 - the budget allows one more disruption (KubeFleet's arithmetic, scheduler.rebalance);
 - the target has room: the reservation is made before the binding, as for any cycle.
 
-Then: reserve on the target, create the new binding (Scheduled, same policy snapshot), mark the
-old one Unscheduled, release its room. A retried activity finds a move half done (the new
-binding there, the old one still active) and finishes it. Refused moves are reported, not
-failures: the next rebalance proposes again from what it finds."""
+Then: reserve on the target, create the new binding (Scheduled, same policy snapshot, annotated
+with the binding it replaces), mark the old one Unscheduled, release its room. The budget is
+KubeFleet's arithmetic on the placement's bindings as the earlier moves of the turn left them
+(scheduler.budgets). A retried activity finds a move half done (its new binding there, the old
+one still active) and weighs it on the state from before it began, like any other move: it is
+finished if the budget allows it now, and withdrawn otherwise (its new binding unscheduled, its
+room released), so a placement never keeps a binding more than it asks for. Refused moves are
+reported, not failures: the next rebalance proposes again from what it finds."""
 
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from activities.bindings import apply_patch
+from activities.bindings import BindingNameTakenError, apply_patch, create_or_adopt
 from activities.capacity import (
     NoRoomError,
     binding_key,
@@ -36,7 +40,7 @@ from activities.capacity import (
 from activities.models import MoveRequest
 from hub import names
 from hub.client import HubClient
-from hub.errors import AlreadyExistsError, ConflictError, NotFoundError
+from hub.errors import ConflictError, NotFoundError
 from hub.kinds import kinds_for, placement_key
 from hub.types import (
     ClusterDecision,
@@ -47,19 +51,18 @@ from hub.types import (
     MemberCluster,
 )
 from scheduler import CycleInput, Profile, schedule
+from scheduler.budgets import (
+    MOVED_FROM_ANNOTATION,
+    BudgetState,
+    available,
+    budget_state,
+    moved_from,
+)
 from scheduler.naming import binding_name
-from scheduler.rebalance import disruptions_allowed
 from scheduler.requests import RequestsError, parse_requests
 from scheduler.writes import mark_unscheduled, new_binding
 
-__all__ = [
-    "MoveOutcome",
-    "allowed_by",
-    "apply_moves",
-    "available",
-    "budget_for",
-    "feasible_clusters",
-]
+__all__ = ["MoveOutcome", "apply_moves", "budget_of", "feasible_clusters"]
 
 
 @dataclass
@@ -70,50 +73,18 @@ class MoveOutcome:
     moved: int = 0
 
 
-def available(binding: ClusterResourceBinding) -> bool:
-    """KubeFleet's eviction rule: the binding's Available condition is True, observed at the
-    binding's current generation."""
-    for condition in binding.status.get("conditions", []) or []:
-        if condition.get("type") == names.BINDING_AVAILABLE_CONDITION:
-            observed = condition.get("observedGeneration") or 0
-            return condition.get("status") == names.TRUE and observed == (
-                binding.metadata.generation or 0
-            )
-    return False
-
-
-def allowed_by(
-    budget: ClusterResourcePlacementDisruptionBudget | None,
-    placement: ClusterResourcePlacement,
-    bindings: Sequence[ClusterResourceBinding],
-) -> int | None:
-    """Disruptions `budget` allows the placement now, given its bindings (None: no budget)."""
-    if budget is None:
-        return None
-    policy = placement.spec.policy
-    desired = (policy.number_of_clusters or 0) if policy is not None else 0
-    # As KubeFleet's eviction controller counts: every binding of the placement, whatever its
-    # state; available ones by their condition.
-    return disruptions_allowed(
-        desired,
-        len(bindings),
-        sum(1 for b in bindings if available(b)),
-        max_unavailable=budget.spec.max_unavailable,
-        min_available=budget.spec.min_available,
-    )
-
-
-def budget_for(
+def budget_of(
     client: HubClient,
     placement: ClusterResourcePlacement,
     bindings: Sequence[ClusterResourceBinding],
-) -> int | None:
-    """Disruptions the placement's budget allows now (None: it has none, no limit)."""
+) -> BudgetState:
+    """KubeFleet's view of the placement for its disruption budget, read now (no budget: no
+    limit)."""
     try:
         budget = client.get(ClusterResourcePlacementDisruptionBudget, placement.name)
     except NotFoundError:
-        return None
-    return allowed_by(budget, placement, bindings)
+        budget = None
+    return budget_state(budget, placement, bindings)
 
 
 def feasible_clusters(
@@ -163,28 +134,43 @@ def apply_moves(
     bindings = list(
         client.list(kinds.binding, {names.PARENT_PLACEMENT_LABEL: placement.name}).items
     )
-    allowed = budget_for(client, placement, bindings)
+    half_done = {m.binding: _half_done(m, bindings) for m in moves}
+    # The budget as it was before any of these moves began: the new bindings of half-done ones
+    # left out (each is weighed again below, like a move not yet made).
+    budget = budget_of(client, placement, bindings).without(
+        b for b in half_done.values() if b is not None
+    )
     feasible = feasible_clusters(snapshot, clusters, bindings, profile, now())
     allocatable = {c.metadata.name: c.status.resource_usage.allocatable for c in clusters}
     used = {b.metadata.name for b in bindings}
-    charged = 0
     for move in moves:
         by_name = {b.metadata.name: b for b in bindings}
         old = by_name.get(move.binding)
-        present = {b.spec.target_cluster: b for b in bindings if not b.metadata.deleting}
-        half_done = _half_done(move, present)
-        refusal = _refusal(move, old, present, feasible, half_done)
-        # A half-done move (an earlier attempt created the new binding, then failed) costs
-        # nothing more: the budget read now already counts its new binding as unavailable.
-        if refusal is None and half_done is None and allowed is not None and charged >= allowed:
-            refusal = f"the disruption budget allows {allowed} move(s) now"
+        new = half_done[move.binding]
+        if new is not None and (old is None or not is_active(old)):
+            # An earlier attempt made the whole move and failed after: only the release of the
+            # old binding's room may be missing (a release is harmless to repeat).
+            if old is not None:
+                release(client, old.spec.target_cluster, [binding_key(old)])
+            outcome.moved += 1
+            outcome.lines.append(
+                f"moved {move.binding} {move.source} -> {move.target} as "
+                f"{new.metadata.name}: {move.reason} (finished by an earlier attempt)"
+            )
+            continue
+        refusal = _refusal(move, old, bindings, feasible, new)
+        if refusal is None and not budget.allows_one():
+            allowed = budget.allowed()
+            refusal = f"the disruption budget allows {allowed} move(s) now ({_said(budget)})"
         if refusal is not None:
+            if new is not None:
+                _withdraw(client, new, f"rebalance move withdrawn: {refusal}")
+                refusal += f"; its new binding {new.metadata.name} was withdrawn"
             outcome.lines.append(
                 f"refused {move.binding} {move.source} -> {move.target}: {refusal}"
             )
             continue
         assert old is not None
-        new = half_done
         if new is None:
             name = binding_name(placement.name, move.target, snapshot.name, used)
             try:
@@ -192,22 +178,17 @@ def apply_moves(
                     client, move.target, allocatable.get(move.target, {}), name, key, requests, now
                 )
                 new = _create(client, placement.name, move, snapshot.name, name)
-            except (NoRoomError, _NotOurs) as exc:
+            except (NoRoomError, BindingNameTakenError) as exc:
                 release(client, move.target, [name])
                 outcome.lines.append(f"refused {move.binding}: {exc}")
                 continue
-            charged += 1
             used.add(name)
             bindings.append(new)
+        budget = budget.after_move(old_was_available=available(old))
         _unschedule(client, old, f"rebalanced: {move.reason}")
         release(client, move.source, [binding_key(old)])
         bindings = [
-            b.model_copy(
-                update={"spec": b.spec.model_copy(update={"state": names.STATE_UNSCHEDULED})}
-            )
-            if b.metadata.name == old.metadata.name
-            else b
-            for b in bindings
+            _as_unscheduled(b) if b.metadata.name == old.metadata.name else b for b in bindings
         ]
         outcome.moved += 1
         outcome.lines.append(
@@ -217,30 +198,37 @@ def apply_moves(
     return outcome
 
 
-class _NotOurs(Exception):
-    """The new binding's name is taken by a binding that is not this move's."""
+def _said(budget: BudgetState) -> str:
+    bound = (
+        f"maxUnavailable {budget.max_unavailable}"
+        if budget.max_unavailable is not None
+        else f"minAvailable {budget.min_available}"
+    )
+    return f"{bound}, {budget.available} of {budget.bindings} binding(s) available"
+
+
+def _as_unscheduled(binding: ClusterResourceBinding) -> ClusterResourceBinding:
+    spec = binding.spec.model_copy(update={"state": names.STATE_UNSCHEDULED})
+    return binding.model_copy(update={"spec": spec})
 
 
 def _create(
     client: HubClient, placement: str, move: MoveRequest, snapshot: str, name: str
 ) -> ClusterResourceBinding:
     decision = ClusterDecision(cluster_name=move.target, selected=True, reason=_decided(move))
-    try:
-        return client.create(new_binding(name, placement, move.target, snapshot, decision))
-    except AlreadyExistsError:
-        existing = client.get(ClusterResourceBinding, name)
-    if (
-        existing.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) != placement
-        or existing.spec.target_cluster != move.target
-        or existing.metadata.deleting
-    ):
-        raise _NotOurs(f"binding {name!r} exists and is not this move's to adopt")
-    return existing
+    binding = new_binding(name, placement, move.target, snapshot, decision)
+    meta = binding.metadata.model_copy(
+        update={"annotations": {MOVED_FROM_ANNOTATION: move.binding}}
+    )
+    created, _ = create_or_adopt(client, binding.model_copy(update={"metadata": meta}))
+    if moved_from(created) not in (None, move.binding):
+        raise BindingNameTakenError(f"binding {name!r} exists and is another move's")
+    return created
 
 
 def _unschedule(client: HubClient, binding: ClusterResourceBinding, why: str) -> None:
-    """Mark the old binding Unscheduled; a conflict (the rollout controller wrote its status)
-    is read again, up to a few times."""
+    """Mark the binding Unscheduled; a conflict (the rollout controller wrote its status) is
+    read again, up to a few times."""
     for _ in range(3):
         try:
             apply_patch(client, mark_unscheduled(binding, why))
@@ -252,20 +240,34 @@ def _unschedule(client: HubClient, binding: ClusterResourceBinding, why: str) ->
     apply_patch(client, mark_unscheduled(binding, why))
 
 
+def _withdraw(client: HubClient, new: ClusterResourceBinding, why: str) -> None:
+    """Take back the new binding of a half-done move that may not be finished: unscheduled,
+    its room released. The placement is left with the binding it had."""
+    _unschedule(client, new, why)
+    release(client, new.spec.target_cluster, [binding_key(new)])
+
+
 def _half_done(
-    move: MoveRequest, present: dict[str, ClusterResourceBinding]
+    move: MoveRequest, bindings: Sequence[ClusterResourceBinding]
 ) -> ClusterResourceBinding | None:
-    """The new binding an earlier attempt of this very move created, if it is there."""
-    held = present.get(move.target)
-    if held is not None and is_active(held) and held.spec.cluster_decision.reason == _decided(move):
-        return held
+    """The new binding an earlier attempt of this very move created, if it is there: active on
+    the target, annotated with the binding it replaces (or, made before the annotation, with
+    this move's decision reason)."""
+    for binding in bindings:
+        if binding.spec.target_cluster != move.target or not is_active(binding):
+            continue
+        source = moved_from(binding)
+        if source == move.binding or (
+            source is None and binding.spec.cluster_decision.reason == _decided(move)
+        ):
+            return binding
     return None
 
 
 def _refusal(
     move: MoveRequest,
     old: ClusterResourceBinding | None,
-    present: dict[str, ClusterResourceBinding],
+    bindings: Sequence[ClusterResourceBinding],
     feasible: frozenset[str],
     half_done: ClusterResourceBinding | None,
 ) -> str | None:
@@ -273,15 +275,20 @@ def _refusal(
         return "the binding is gone or no longer active"
     if old.spec.target_cluster != move.source:
         return f"the binding is on {old.spec.target_cluster}, not {move.source}"
-    held = present.get(move.target)
-    if held is not None and half_done is None:
+    held = [
+        b
+        for b in bindings
+        if b.spec.target_cluster == move.target and not b.metadata.deleting and b is not half_done
+    ]
+    if held:
         # an Unscheduled one too: a cycle would revive it, a move must not add a second
-        return f"the placement already has a binding on {move.target} ({held.spec.state})"
+        return f"the placement already has a binding on {move.target} ({held[0].spec.state})"
     if move.target not in feasible:
         return f"{move.target} does not pass the placement's filters"
     return None
 
 
 def _decided(move: MoveRequest) -> str:
-    """The new binding's decision reason; a retried turn knows its half-done move by it."""
+    """The new binding's decision reason (bindings made before the moved-from annotation are
+    known by it)."""
     return f"rebalanced: {move.reason}"

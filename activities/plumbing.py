@@ -7,7 +7,7 @@ pays nothing."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -55,6 +55,8 @@ class CycleMetrics(Protocol):
     def observe_cycle(
         self, duration_ms: float, *, placement_type: str, outcome: CycleOutcome
     ) -> None: ...
+
+    def set_invariant_violations(self, counts: Mapping[str, int]) -> None: ...
 
 
 def _utcnow() -> datetime:

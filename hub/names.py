@@ -115,3 +115,14 @@ REBALANCE_ALLOWED: Final = "allowed"
 BINDING_AVAILABLE_CONDITION: Final = "Available"
 PRIORITY_CLASS_ANNOTATION: Final = OWN_PREFIX + "priority-class"
 DEFAULT_TENANT_LABEL: Final = OWN_PREFIX + "tenant"
+# Affinity enforced during execution, and scheduling deadlines (docs/architecture.md).
+AFFINITY_ENFORCEMENT_ANNOTATION: Final = OWN_PREFIX + "affinity-enforcement"
+SCHEDULE_DEADLINE_ANNOTATION: Final = OWN_PREFIX + "schedule-deadline"
+# Our annotations that decisions read: a change to one of them runs a turn. The others
+# (priority-class, the tenant label) only order turns: a change sends priority_changed.
+DECISION_ANNOTATIONS: Final = (
+    REQUESTS_ANNOTATION,
+    REBALANCE_ANNOTATION,
+    AFFINITY_ENFORCEMENT_ANNOTATION,
+    SCHEDULE_DEADLINE_ANNOTATION,
+)

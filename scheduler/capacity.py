@@ -20,10 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from fractions import Fraction
 from itertools import pairwise
 from typing import Final
 
+from hub import names
+from hub.kinds import placement_key
+from hub.types import CapacityLedger, ClusterResourceBinding, Reservation
 from scheduler.explanation import (
     MISSING_MARKER,
     SHORTAGE_MARKER,
@@ -36,11 +40,17 @@ from scheduler.requests import RequestsError, decimal_text, parse_requests
 
 __all__ = [
     "MAX_SCORE",
+    "RESERVATION_GRACE",
     "ClusterCapacity",
     "Demand",
     "Shortfall",
+    "allocated_beside",
+    "binding_key",
     "check_shape",
     "format_amount",
+    "held",
+    "holds",
+    "is_active",
     "least_allocated",
     "missing_of",
     "most_allocated",
@@ -265,6 +275,72 @@ class Demand:
 
     def shortfalls_on(self, cluster: str, reported: Mapping[str, str]) -> list[Shortfall]:
         return shortfalls(self.requests, self.on(cluster, reported))
+
+
+# --- the ledger's records (docs/capacity.md, "the ledger") -------------------------------------
+
+# How long a reservation whose binding is not active is left alone before a sweep releases it:
+# longer than a cycle activity may run (10 minutes), so a sweep never takes a reservation that a
+# live cycle has just made and is about to use (a reservation is re-stamped whenever it is
+# made again). `fleet-scheduler check` reports reservations older than this without a binding.
+RESERVATION_GRACE: Final = timedelta(minutes=15)
+
+
+def binding_key(binding: ClusterResourceBinding) -> str:
+    """The ledger's key of a binding: its name, or `<namespace>/<name>` for a ResourceBinding."""
+    return placement_key(binding.metadata.namespace, binding.metadata.name)
+
+
+def is_active(binding: ClusterResourceBinding) -> bool:
+    """Does the binding still consume its cluster's room: Scheduled or Bound, not deleting."""
+    return binding.spec.state != names.STATE_UNSCHEDULED and not binding.metadata.deleting
+
+
+def holds(reservation: Reservation, placement: str, requests: Mapping[str, Fraction]) -> bool:
+    """Is `reservation` the one a binding of `placement` asking `requests` needs: the same
+    placement, the same amounts (compared as quantities, zero amounts aside)?"""
+    if reservation.placement != placement:
+        return False
+    try:
+        amounts = {r: parse_quantity(q) for r, q in reservation.requests.items()}
+    except QuantityError:
+        return False
+    wanted = {r: a for r, a in requests.items() if a}
+    return {r: a for r, a in amounts.items() if a} == wanted
+
+
+def allocated_beside(
+    ledgers: Mapping[str, CapacityLedger], bindings: Iterable[ClusterResourceBinding]
+) -> dict[str, dict[str, str]]:
+    """What the reservations hold on each cluster (cluster -> resource -> quantity), leaving out
+    those of a placement's own active `bindings`: a binding it keeps or re-points needs no
+    second place. Its other reservations (one whose binding was never created, or was
+    unscheduled) still count, as a reservation counts them: the filter and the reservation
+    agree."""
+    own = {binding_key(b) for b in bindings if is_active(b)}
+    return {
+        cluster: {r: format_amount(a) for r, a in amounts.items()}
+        for cluster, ledger in ledgers.items()
+        if (amounts := held(ledger, without=own))
+    }
+
+
+def held(ledger: CapacityLedger, *, without: Iterable[str] = ()) -> dict[str, Fraction]:
+    """What the ledger's reservations hold, by resource; `without` leaves out the reservations
+    of these bindings (keys). A reservation with an unreadable amount (hand-edited) counts as
+    nothing of that resource."""
+    skip = set(without)
+    total: dict[str, Fraction] = {}
+    for key, reservation in ledger.spec.reservations.items():
+        if key in skip:
+            continue
+        for resource, text in reservation.requests.items():
+            try:
+                amount = parse_quantity(text)
+            except QuantityError:
+                continue
+            total[resource] = total.get(resource, Fraction(0)) + amount
+    return total
 
 
 def missing_of(message: str) -> dict[str, Fraction] | None:

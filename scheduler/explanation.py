@@ -9,6 +9,7 @@ same reason) and listed by name only. A cluster appears in at most one of `picke
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final, Literal
 
 from pydantic import Field
@@ -16,8 +17,10 @@ from pydantic import Field
 from scheduler.wire import WireModel
 
 __all__ = [
+    "BEYOND_ROOM_MARKER",
     "MISSING_MARKER",
     "SHORTAGE_MARKER",
+    "BeyondRoom",
     "BindingAction",
     "BindingGroup",
     "ClusterRoom",
@@ -27,6 +30,7 @@ __all__ = [
     "ResourceShortage",
     "ScoreGroup",
     "Shortage",
+    "beyond_room_message",
 ]
 
 BindingAction = Literal["patched", "revived", "unscheduled", "finalizerRemoved"]
@@ -125,10 +129,29 @@ class Shortage(WireModel):
         )
 
 
+class BeyondRoom(WireModel):
+    """Capacity-aware placements only: a cluster where the placement keeps a binding although
+    the cluster's reservations, with this binding's, exceed its allocatable (the binding was
+    made before its placement declared requests, its ledger was lost, or the cluster shrank)."""
+
+    cluster: str
+    reason: str
+    """What does not fit, e.g. "cpu: 6 requested, 2 free"."""
+
+
+def beyond_room_message(items: Sequence[BeyondRoom], shown: int = 3) -> str:
+    """One sentence for the Scheduled condition, e.g. "kept beyond the room of 1 cluster(s):
+    member-1 (cpu: 6 requested, 2 free)"."""
+    listed = ", ".join(f"{b.cluster} ({b.reason})" for b in items[:shown])
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return f"{BEYOND_ROOM_MARKER}{len(items)} cluster(s): {listed}{more}"
+
+
 # How a Scheduled condition's message says what is short (`Shortage.message`); `/metrics`
 # reads the amounts back from placements' conditions (scheduler.capacity.missing_of).
 SHORTAGE_MARKER: Final = "not enough room for "
 MISSING_MARKER: Final = "; missing "
+BEYOND_ROOM_MARKER: Final = "kept beyond the room of "
 
 
 class Explanation(WireModel):
@@ -162,6 +185,8 @@ class Explanation(WireModel):
     """Capacity-aware placements: the room of every cluster the cycle judged, by name."""
     requests: str | None = None
     """Capacity-aware placements: what one binding asks for, e.g. "cpu=4,memory=8Gi"."""
+    beyond_room: list[BeyondRoom] = Field(default_factory=list)
+    """Capacity-aware placements: clusters where a kept binding exceeds the room."""
 
     @property
     def evaluated(self) -> bool:

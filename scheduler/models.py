@@ -27,6 +27,9 @@ class CapacityInput(WireModel):
     allocated: dict[str, dict[str, str]] = Field(default_factory=dict)
     """Cluster -> resource -> quantity reserved there by *other* placements' bindings (the
     placement's own reservations left out). A cluster not listed holds none."""
+    problem: str | None = None
+    """Why the reservations could not be read (the hub serves no CapacityLedgers, or refuses
+    them): the cycle fails with a condition saying so, and writes no binding."""
 
 
 class CycleInput(WireModel):

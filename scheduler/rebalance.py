@@ -20,8 +20,8 @@ strategies:
 
 Utilisation is the dominant share: the largest allocated/allocatable over the resources the
 cluster reports. Each move costs its placement one disruption: KubeFleet's
-ClusterResourcePlacementDisruptionBudget arithmetic (`disruptions_allowed`) says how many it
-has; the activity that applies a move checks it again on fresh reads."""
+ClusterResourcePlacementDisruptionBudget arithmetic (scheduler.budgets) says how many moves it
+may make in a row (`budgets`); the activity that applies a move checks it again on fresh reads."""
 
 from __future__ import annotations
 
@@ -39,7 +39,6 @@ __all__ = [
     "Movable",
     "Move",
     "Strategy",
-    "disruptions_allowed",
     "in_use",
     "plan_moves",
 ]
@@ -121,25 +120,6 @@ class Fleet:
             dict(self.pinned),
             self.occupants,
         )
-
-
-def disruptions_allowed(
-    desired: int,
-    bindings: int,
-    available: int,
-    *,
-    max_unavailable: int | str | None = None,
-    min_available: int | str | None = None,
-) -> int | None:
-    """How many voluntary disruptions a PickN placement's ClusterResourcePlacementDisruptionBudget
-    allows now, as KubeFleet's eviction controller reckons it: percentages scale `desired` (N)
-    rounding up; maxUnavailable minus the bindings not available, or the available ones minus
-    minAvailable; never negative. None: no budget, no limit."""
-    if max_unavailable is not None:
-        return max(_scaled(max_unavailable, desired) - (bindings - available), 0)
-    if min_available is not None:
-        return max(available - _scaled(min_available, desired), 0)
-    return None
 
 
 def plan_moves(
@@ -297,15 +277,6 @@ def _spread(state: _State, max_moves: int | None) -> list[Move]:
 
 def _pct(share: Fraction) -> str:
     return f"{math.floor(share * 100)}%"
-
-
-def _scaled(value: int | str, total: int) -> int:
-    if isinstance(value, int):
-        return value
-    text = value.strip()
-    if not text.endswith("%") or not text[:-1].isdigit():
-        raise ValueError(f"{value!r} is neither an integer nor a percentage like '25%'")
-    return math.ceil(int(text[:-1]) * total / 100)
 
 
 def in_use(fleet: Fleet, movable: Iterable[Movable]) -> set[str]:

@@ -136,6 +136,8 @@ def _run(
     explanation = output.explanation
     if ctx.demand is not None:
         explanation = _with_room(explanation, ctx.demand, by_name)
+        if ctx.beyond_room:
+            explanation = explanation.model_copy(update={"beyond_room": ctx.beyond_room})
     return CycleResult(
         plan=plan,
         requeue=output.requeue,
@@ -159,6 +161,8 @@ def _demand(capacity: CapacityInput | None) -> Demand | None:
     """The capacity-aware view of the cycle, or None for a placement without requests."""
     if capacity is None:
         return None
+    if capacity.problem:
+        raise InvalidInputError(capacity.problem)
     try:
         requests = parse_requests(capacity.requests)
     except RequestsError as exc:

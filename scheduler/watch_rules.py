@@ -35,6 +35,7 @@ __all__ = [
     "binding_deletion_started",
     "cluster_update_matters",
     "cluster_update_reasons",
+    "decision_annotations_changed",
     "is_fully_scheduled",
     "parse_bool_label",
     "placement_deletion_started",
@@ -42,6 +43,7 @@ __all__ = [
     "placements_for_cluster_event",
     "scheduled_condition_current",
     "snapshot_event_placement",
+    "wants_scheduler",
 ]
 
 
@@ -87,12 +89,34 @@ def _parent_key(obj: HubObject) -> str | None:
     return placement_key(obj.metadata.namespace, parent) if parent else None
 
 
+def wants_scheduler(placement: ClusterResourcePlacement) -> bool:
+    """The placement needs a workflow: it is live, or being deleted and still waiting for the
+    scheduler's cleanup (our finalizer). Others need nothing from us."""
+    meta = placement.metadata
+    return not meta.deleting or names.SCHEDULER_CLEANUP_FINALIZER in meta.finalizers
+
+
 def placement_deletion_started(
     old: ClusterResourcePlacement | None, new: ClusterResourcePlacement
 ) -> bool:
     """The placement got a deletionTimestamp and still needs the scheduler's cleanup."""
     started = new.metadata.deleting and (old is None or not old.metadata.deleting)
     return started and names.SCHEDULER_CLEANUP_FINALIZER in new.metadata.finalizers
+
+
+def decision_annotations_changed(
+    old: ClusterResourcePlacement | None, new: ClusterResourcePlacement
+) -> list[str]:
+    """Our annotations that decisions read (`hub.names.DECISION_ANNOTATIONS`: requests,
+    rebalance, affinity enforcement, deadline) whose value changed, were added or removed, in
+    that order; empty for a new placement (its creation runs a turn anyway) or a deleting one.
+
+    KubeFleet has no such annotations, so a placement without them never matches: its events
+    are routed exactly as KubeFleet routes them."""
+    if old is None or new.metadata.deleting:
+        return []
+    before, after = old.metadata.annotations, new.metadata.annotations
+    return [key for key in names.DECISION_ANNOTATIONS if before.get(key) != after.get(key)]
 
 
 def placement_spec_changed(
@@ -206,10 +230,14 @@ def cluster_update_reasons(
 
 
 def scheduled_condition_current(placement: ClusterResourcePlacement) -> Condition | None:
-    """The placement's Scheduled condition if it is for its current generation (True or not:
-    a turn at this generation has ended), else None."""
+    """The placement's Scheduled condition if a turn at its current generation has ended with
+    it (True or False), else None. SchedulePending at the current generation does not count: a
+    turn whose cycle failed writes it (as KubeFleet's placement controller would show it) while
+    Temporal still retries the turn."""
     condition = placement.status.condition(placement.SCHEDULED_CONDITION)
     if condition is None or condition.observed_generation != placement.metadata.generation:
+        return None
+    if condition.reason == names.SCHEDULE_PENDING_REASON:
         return None
     return condition
 

@@ -35,6 +35,7 @@ from prometheus_client.registry import Collector
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from activities.plumbing import BindingWrite, CycleOutcome
+from scheduler.invariants import INVARIANTS
 from workers.devserver import LOOPBACK, free_port
 from workers.processes import merge_expositions
 
@@ -84,7 +85,22 @@ class SchedulerMetrics:
         # (label, /metrics URL) of the activity processes this one started
         # (workers.processes): their samples join ours in one exposition.
         self.children: Callable[[], Sequence[tuple[str, str]]] | None = None
-        self._unschedulable: _Unschedulable | None = None
+        self._unschedulable = _ResourceSums(
+            "fleet_scheduler_unschedulable_demand",
+            "What capacity-aware placements could not place for lack of room, summed by "
+            "resource (CPU in cores, memory in bytes, as Kubernetes quantities).",
+            "fleet_scheduler_unschedulable_placements",
+            "Capacity-aware placements short of room.",
+        )
+        self._overcommit = _ResourceSums(
+            "fleet_scheduler_overcommit",
+            "How far clusters' capacity reservations exceed their allocatable, summed by "
+            "resource: bindings kept beyond the room (made before their placement declared "
+            "requests, or on a cluster whose allocatable shrank). Nothing new goes there.",
+            "fleet_scheduler_overcommitted_clusters",
+            "Clusters whose reservations exceed their allocatable.",
+        )
+        self._tracked: set[int] = set()  # the sums registered: only a watcher's process
         if process_metrics:
             ProcessCollector(registry=self.registry)
             PlatformCollector(registry=self.registry)
@@ -111,6 +127,13 @@ class SchedulerMetrics:
             "fleet_scheduler_binding_writes",
             "Writes to ClusterResourceBindings, by operation.",
             ["operation"],
+            registry=self.registry,
+        )
+        self.invariant_violations = Gauge(
+            "fleet_scheduler_invariant_violations",
+            "Invariants broken as the last reconcile found them, by invariant (the checks of "
+            "`fleet-scheduler check`).",
+            ["invariant"],
             registry=self.registry,
         )
         self.watcher_events = Counter(
@@ -155,6 +178,19 @@ class SchedulerMetrics:
         finally:
             self.active_workers.dec()
 
+    def set_invariant_violations(self, counts: Mapping[str, int]) -> None:
+        """What the last reconcile found broken, by invariant (scheduler.invariants); every
+        invariant has its series, 0 when it holds."""
+        for invariant in INVARIANTS:
+            self.invariant_violations.labels(invariant=invariant).set(counts.get(invariant, 0))
+
+    def track_overcommit(self, excess: Callable[[], Iterable[Mapping[str, Fraction]]]) -> None:
+        """Export how far clusters' reservations exceed their allocatable (docs/capacity.md):
+        `fleet_scheduler_overcommit{resource}`, summed over clusters, and
+        `fleet_scheduler_overcommitted_clusters`. `excess` is read at each scrape: one mapping
+        per cluster over its allocatable. A second call replaces the source."""
+        self._track(self._overcommit, excess)
+
     def track_unschedulable(
         self, shortages: Callable[[], Iterable[Mapping[str, Fraction]]]
     ) -> None:
@@ -163,11 +199,15 @@ class SchedulerMetrics:
         of room is missing, and `fleet_scheduler_unschedulable_placements`, how many are short.
         `shortages` is read at each scrape: one mapping per placement that is short. A second
         call replaces the source (one watcher per process exports them)."""
-        if self._unschedulable is None:
-            self._unschedulable = _Unschedulable(shortages)
-            self.registry.register(self._unschedulable)
-        else:
-            self._unschedulable.shortages = shortages
+        self._track(self._unschedulable, shortages)
+
+    def _track(
+        self, sums: _ResourceSums, source: Callable[[], Iterable[Mapping[str, Fraction]]]
+    ) -> None:
+        sums.source = source
+        if id(sums) not in self._tracked:
+            self._tracked.add(id(sums))
+            self.registry.register(sums)
 
     def render(self) -> bytes:
         """Our metrics in the Prometheus text format."""
@@ -222,34 +262,30 @@ def sdk_metrics_runtime(host: str = LOOPBACK, port: int | None = None) -> tuple[
     return runtime, f"http://{host}:{port}/metrics"
 
 
-class _Unschedulable(Collector):
-    """Unschedulable demand, computed at scrape time from the watcher's placement cache."""
+class _ResourceSums(Collector):
+    """Amounts by resource summed over items (placements short of room, clusters over their
+    allocatable), and how many items, computed at scrape time from a source the watcher
+    provides (nothing until one is given)."""
 
-    def __init__(self, shortages: Callable[[], Iterable[Mapping[str, Fraction]]]) -> None:
-        self.shortages = shortages
+    def __init__(self, name: str, help: str, count_name: str, count_help: str) -> None:
+        self.name, self.help = name, help
+        self.count_name, self.count_help = count_name, count_help
+        self.source: Callable[[], Iterable[Mapping[str, Fraction]]] = lambda: ()
 
     def collect(self) -> Iterator[Metric]:
-        demand = GaugeMetricFamily(
-            "fleet_scheduler_unschedulable_demand",
-            "What capacity-aware placements could not place for lack of room, summed by "
-            "resource (CPU in cores, memory in bytes, as Kubernetes quantities).",
-            labels=["resource"],
-        )
-        placements = GaugeMetricFamily(
-            "fleet_scheduler_unschedulable_placements",
-            "Capacity-aware placements short of room.",
-        )
+        sums = GaugeMetricFamily(self.name, self.help, labels=["resource"])
+        items = GaugeMetricFamily(self.count_name, self.count_help)
         totals: dict[str, Fraction] = {}
         count = 0
-        for missing in self.shortages():
+        for amounts in self.source():
             count += 1
-            for resource, amount in missing.items():
+            for resource, amount in amounts.items():
                 totals[resource] = totals.get(resource, Fraction(0)) + amount
         for resource, amount in sorted(totals.items()):
-            demand.add_metric([resource], float(amount))
-        placements.add_metric([], count)
-        yield demand
-        yield placements
+            sums.add_metric([resource], float(amount))
+        items.add_metric([], count)
+        yield sums
+        yield items
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

@@ -5,11 +5,12 @@ that still hold (activities.moves), so every move is in its placement's history 
 
 Which bindings may move: the active bindings of ClusterResourcePlacements that are PickN,
 capacity-aware (`fleet-scheduler.io/requests`) and opt in with `fleet-scheduler.io/rebalance:
-allowed`, and that hold a reservation (a binding made before its placement declared requests
-has none: it stays where it is). Every other active binding pins its cluster: it is in use
-whatever moves. Where a binding may go: the clusters its placement's filters pass (a fresh cycle
-of the placement, room aside: the planner counts room itself), and within its placement's
-ClusterResourcePlacementDisruptionBudget."""
+allowed`, and that hold a reservation (one its placement's next turn has not made yet stays
+where it is, its requests counted all the same). Every other active binding pins its cluster:
+it is in use whatever moves. Where a binding may go: the clusters its placement's filters pass
+(a fresh cycle of the placement, room aside: the planner counts room itself), and within its
+placement's ClusterResourcePlacementDisruptionBudget: as many moves in a row as KubeFleet's
+arithmetic allows (scheduler.budgets)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.capacity import Ledgers, binding_key, held, is_active, requests_of
 from activities.models import MoveRequest
-from activities.moves import allowed_by, feasible_clusters
+from activities.moves import feasible_clusters
 from hub import names as hub_names
 from hub.client import HubClient
 from hub.errors import NotFoundError
@@ -48,6 +49,7 @@ from hub.types import (
     MemberCluster,
 )
 from scheduler import Profile
+from scheduler.budgets import budget_state
 from scheduler.capacity import ClusterCapacity
 from scheduler.quantity import QuantityError, parse_quantity
 from scheduler.rebalance import Fleet, Movable, Move, Strategy, in_use, plan_moves
@@ -109,7 +111,8 @@ def plan_rebalance(
     snapshots = {
         s.placement_name: s for s in hub.list(ClusterSchedulingPolicySnapshot, latest).items
     }
-    bindings = [b for b in hub.list(ClusterResourceBinding).items if is_active(b)]
+    every_binding = list(hub.list(ClusterResourceBinding).items)
+    bindings = [b for b in every_binding if is_active(b)]
     budgets = {b.name: b for b in _budgets(hub)}
 
     supply = {
@@ -123,6 +126,11 @@ def plan_rebalance(
     for binding in bindings:
         owner = binding.metadata.labels.get(hub_names.PARENT_PLACEMENT_LABEL, "")
         by_placement.setdefault(owner, []).append(binding)
+    every_of: dict[str, list[ClusterResourceBinding]] = {}
+    for binding in every_binding:
+        owner = binding.metadata.labels.get(hub_names.PARENT_PLACEMENT_LABEL, "")
+        every_of.setdefault(owner, []).append(binding)
+    _count_unreserved(fleet, ledgers, placements, by_placement)
 
     movable: list[Movable] = []
     allowed: dict[str, int | None] = {}
@@ -135,7 +143,9 @@ def plan_rebalance(
             continue
         own = by_placement.get(crp.name, [])
         targets = feasible_clusters(snapshots[crp.name], clusters, own, profile, now)
-        allowed[crp.name] = allowed_by(budgets.get(crp.name), crp, own)
+        # KubeFleet counts every binding of the placement, Unscheduled ones too.
+        state = budget_state(budgets.get(crp.name), crp, every_of.get(crp.name, []))
+        allowed[crp.name] = state.moves_in_a_row(limit=len(own))
         for binding in own:
             reservation = _reservation(ledgers, binding)
             if reservation is None:
@@ -193,6 +203,34 @@ def _reservation(ledgers: Ledgers, binding: ClusterResourceBinding) -> dict[str,
         return {r: parse_quantity(q) for r, q in reservation.requests.items()}
     except QuantityError:
         return None
+
+
+def _count_unreserved(
+    fleet: Fleet,
+    ledgers: Ledgers,
+    placements: Iterable[ClusterResourcePlacement],
+    active: dict[str, list[ClusterResourceBinding]],
+) -> None:
+    """Add to `fleet.allocated` what active bindings of capacity-aware placements consume
+    beyond their reservations (a reservation missing, or smaller than the requests now): until
+    their placement's next turn makes it, the ledger undercounts them, and a plan must not."""
+    for crp in placements:
+        text = requests_of(crp)
+        if text is None:
+            continue
+        try:
+            requests = parse_requests(text)
+        except RequestsError:
+            continue
+        for binding in active.get(crp.name, []):
+            reserved = _reservation(ledgers, binding) or {}
+            extra = {
+                r: amount - reserved.get(r, Fraction(0))
+                for r, amount in requests.items()
+                if amount > reserved.get(r, Fraction(0))
+            }
+            if extra:
+                fleet.add(binding.spec.target_cluster, extra, +1)
 
 
 def _budgets(hub: HubClient) -> Iterable[ClusterResourcePlacementDisruptionBudget]:

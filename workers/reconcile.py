@@ -25,9 +25,12 @@ Schedule; `--reconcile-every 0` removes nothing but stops creating it (delete it
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import hashlib
 import json
 import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -49,21 +52,27 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.capacity import requests_of, sweep_ledgers
+from activities.fleet_state import read_fleet_state
+from activities.plumbing import ActivitySettings
 from hub import names as hub_names
 from hub.client import HubClient
-from hub.errors import NotFoundError, UnauthorizedError
 from hub.kinds import placement_key, split_key
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
-    ResourceBinding,
-    ResourcePlacement,
-    SchedulingPolicySnapshot,
 )
 from hub.types.meta import HubObject
 from scheduler.eligibility import EligibilityChecker
+from scheduler.invariants import (
+    BINDING_COUNT,
+    DUPLICATE_BINDING,
+    RESERVATION,
+    STRANDED_SHORTAGE,
+    Violation,
+    find_violations,
+)
 from scheduler.snapshots import placement_scheduled_condition
 from scheduler.watch_rules import placements_for_cluster_event
 from workers.starts import local_cycles_for, start_options
@@ -95,6 +104,13 @@ DEFAULT_RECONCILE_EVERY: Final = timedelta(minutes=5)
 CALL_CONCURRENCY: Final = 32
 HEARTBEAT_EVERY: Final = 100  # Temporal calls between heartbeats
 START_REASON: Final = "reconcile: no workflow was running"
+# Broken invariants the placement's next turn repairs (its reservations made again, its bindings
+# counted, its shortage decided again); the others are reported only.
+REPAIRED_BY_A_TURN: Final = frozenset(
+    {RESERVATION, DUPLICATE_BINDING, BINDING_COUNT, STRANDED_SHORTAGE}
+)
+MAX_LOGGED_VIOLATIONS: Final = 20
+MAX_REPORTED_VIOLATIONS: Final = 50
 GONE_REASON: Final = "reconcile: the placement is gone"
 
 
@@ -106,6 +122,8 @@ class ReconcilePlan:
     finish: dict[str, str] = field(default_factory=dict)
     requeue: dict[str, str] = field(default_factory=dict)
     clusters: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    """Placement -> digest of its decision annotations (only placements that have any)."""
 
 
 def cluster_digest(cluster: MemberCluster, checker: EligibilityChecker, now: datetime) -> str:
@@ -124,6 +142,20 @@ def cluster_digest(cluster: MemberCluster, checker: EligibilityChecker, now: dat
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def annotations_digest(placement: ClusterResourcePlacement) -> str | None:
+    """A digest of the placement's annotations that decisions read (hub.names'
+    DECISION_ANNOTATIONS); None when it has none."""
+    read = {
+        key: placement.metadata.annotations[key]
+        for key in hub_names.DECISION_ANNOTATIONS
+        if key in placement.metadata.annotations
+    }
+    if not read:
+        return None
+    text = json.dumps(read, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def plan_reconcile(
     placements: Iterable[ClusterResourcePlacement],
     latest_snapshots: Iterable[ClusterSchedulingPolicySnapshot],
@@ -136,11 +168,18 @@ def plan_reconcile(
     now: datetime,
     checker: EligibilityChecker | None = None,
     resource_placements: bool = True,
+    previous_annotations: Mapping[str, str] | None = None,
+    violations: Iterable[Violation] = (),
 ) -> ReconcilePlan:
     """The actions of one reconcile run (a pure function of what it read). Placements of both
     kinds are named by key (`hub.kinds.placement_key`), in `running` too. Without
     `resource_placements` (`--no-resource-placements`), running ResourcePlacement workflows are
-    left alone: their RPs were not read, which does not make them gone."""
+    left alone: their RPs were not read, which does not make them gone.
+
+    `previous_annotations`: the previous run's digests of our decision annotations (placements
+    whose digest changed, or that lost them all, are requeued: an event missed). `violations`:
+    the invariants broken now (scheduler.invariants); a placement whose next turn repairs what
+    was found is requeued."""
     checker = checker or EligibilityChecker()
     if not resource_placements:
         running = {key for key in running if split_key(key)[0] is None}
@@ -183,6 +222,16 @@ def plan_reconcile(
             requeue(owner, f"binding {binding.metadata.name} is being deleted")
         elif binding.spec.target_cluster not in cluster_names:
             requeue(owner, f"binding {binding.metadata.name} targets a cluster that is gone")
+    for name, placement in by_name.items():
+        if not placement.metadata.deleting and (digest := annotations_digest(placement)):
+            plan.annotations[name] = digest
+    if previous_annotations is not None:
+        for name in sorted(set(previous_annotations) | set(plan.annotations)):
+            if previous_annotations.get(name) != plan.annotations.get(name):
+                requeue(name, "its decision annotations changed since the last reconcile")
+    for violation in violations:
+        if violation.invariant in REPAIRED_BY_A_TURN and violation.placement is not None:
+            requeue(violation.placement, violation.message)
     if previous_clusters is not None:
         live = [p for p in by_name.values() if not p.metadata.deleting]
         for cluster_name in sorted(set(previous_clusters) | set(plan.clusters)):
@@ -202,82 +251,84 @@ def _owner(obj: HubObject) -> str:
     return placement_key(obj.metadata.namespace, parent) if parent else ""
 
 
-def _list_if_served(
-    hub: HubClient, kind: type[T], selector: dict[str, str] | None = None
-) -> list[T]:
-    """Every object of `kind` in all namespaces; none when the hub does not serve the kind (a
-    KubeFleet hub from before ResourcePlacements: no CRD, so the collection is 404) or does not
-    let us read it (403: a ClusterRole from before them), so that the ClusterResourcePlacements'
-    safety net keeps working; said in the log."""
-    try:
-        return list(hub.list(kind, selector).items)
-    except (NotFoundError, UnauthorizedError) as exc:
-        log.warning("reconcile: leaving %s alone: %s", kind.PLURAL, exc)
-        return []
-
-
 class ReconcileFleet:
-    """The reconcile activity; one per worker, holding the hub and Temporal clients."""
+    """The reconcile activity; one per worker, holding the hub and Temporal clients and the
+    worker's settings (its profile, for the invariants' cycles, and its metrics)."""
 
-    def __init__(self, hub: HubClient, client: Client) -> None:
+    def __init__(
+        self, hub: HubClient, client: Client, settings: ActivitySettings | None = None
+    ) -> None:
         self._hub = hub
         self._client = client
+        self._settings = settings or ActivitySettings()
 
     @activity.defn(name=names.ACTIVITY_RECONCILE_FLEET)
     async def reconcile_fleet(self, request: ReconcileInput) -> ReconcileReport:
         hub = self._hub
-        latest = {hub_names.IS_LATEST_SNAPSHOT_LABEL: "true"}
-        placements, snapshots, clusters, bindings = await asyncio.gather(
-            asyncio.to_thread(lambda: hub.list(ClusterResourcePlacement).items),
-            asyncio.to_thread(lambda: hub.list(ClusterSchedulingPolicySnapshot, latest).items),
-            asyncio.to_thread(lambda: hub.list(MemberCluster).items),
-            asyncio.to_thread(lambda: hub.list(ClusterResourceBinding).items),
+        state = await asyncio.to_thread(
+            read_fleet_state, hub, resource_placements=request.resource_placements
         )
-        # ResourcePlacements, with their snapshots and bindings in every namespace.
-        rps, rp_snapshots, rbs = (
-            await asyncio.gather(
-                asyncio.to_thread(_list_if_served, hub, ResourcePlacement),
-                asyncio.to_thread(_list_if_served, hub, SchedulingPolicySnapshot, latest),
-                asyncio.to_thread(_list_if_served, hub, ResourceBinding),
-            )
-            if request.resource_placements
-            else ([], [], [])
-        )
-        placements = [*placements, *rps]
-        snapshots = [*snapshots, *rp_snapshots]
-        bindings = [*bindings, *rbs]
         activity.heartbeat("read the hub")
         running = await self._running(request.task_queue)
+        state = dataclasses.replace(state, workflows=frozenset(running))
+        now = datetime.now(UTC)
+        violations = await asyncio.to_thread(
+            find_violations, state, now, profile=self._settings.profile
+        )
+        counts = Counter(v.invariant for v in violations)
+        metrics = self._settings.metrics
+        if metrics is not None:
+            metrics.set_invariant_violations(counts)
         plan = plan_reconcile(
-            placements, snapshots, clusters, bindings, running, request.previous_clusters,
-            standalone=request.standalone, now=datetime.now(UTC),
+            state.placements, state.snapshots, state.clusters, state.bindings, running,
+            request.previous_clusters,
+            standalone=request.standalone, now=now,
             resource_placements=request.resource_placements,
+            previous_annotations=request.previous_annotations,
+            violations=violations,
         )  # fmt: skip
         await self._act(plan, request)
         aware = {
             placement_key(p.metadata.namespace, p.name)
-            for p in placements
+            for p in state.placements
             if requests_of(p) is not None
         }
-        released = await asyncio.to_thread(sweep_ledgers, hub, aware, bindings, datetime.now(UTC))
+        released = await asyncio.to_thread(
+            functools.partial(sweep_ledgers, namespaced=state.namespaced),
+            hub,
+            aware,
+            state.bindings,
+            datetime.now(UTC),
+        )
         summary = (
-            f"{len(placements)} placements, {len(running)} workflows: started {len(plan.start)}, "
-            f"finished {len(plan.finish)}, requeued {len(plan.requeue)}"
+            f"{len(state.placements)} placements, {len(running)} workflows: started "
+            f"{len(plan.start)}, finished {len(plan.finish)}, requeued {len(plan.requeue)}"
         )
         if released:
             summary += f"; released {released} stale capacity reservation(s)"
-        if plan.start or plan.finish or plan.requeue:
+        if violations:
+            summary += "; invariants broken: " + ", ".join(
+                f"{name} {count}" for name, count in sorted(counts.items())
+            )
+            for violation in violations[:MAX_LOGGED_VIOLATIONS]:
+                log.warning("reconcile: invariant %s: %s", violation.invariant, violation.message)
+        if plan.start or plan.finish or plan.requeue or violations:
             log.info("reconcile: %s", summary)
         return ReconcileReport(
-            placements=len(placements),
+            placements=len(state.placements),
             running=len(running),
             started=sorted(plan.start),
             finished=sorted(plan.finish),
             requeued=sorted(plan.requeue),
             reasons={**plan.requeue, **plan.finish, **plan.start},
             clusters=plan.clusters,
+            annotations=plan.annotations,
             summary=summary,
             reservations_released=released,
+            violations=dict(sorted(counts.items())),
+            violation_messages=[
+                f"{v.invariant}: {v.message}" for v in violations[:MAX_REPORTED_VIOLATIONS]
+            ],
         )
 
     async def _running(self, task_queue: str) -> set[str]:

@@ -15,6 +15,7 @@ from typing import Final
 
 from activities.models import CycleReport, WriteCounts
 from scheduler import Explanation, ScoreGroup
+from scheduler.explanation import beyond_room_message
 from workflows.models import PlacementStatus, TurnPriority
 
 __all__ = [
@@ -287,6 +288,8 @@ def room_lines(explanation: Explanation) -> list[str]:
         ]
     if explanation.shortage is not None:
         lines += ["", f"short: {explanation.shortage.message()}"]
+    if explanation.beyond_room:
+        lines += ["", f"over: {beyond_room_message(explanation.beyond_room, shown=20)}"]
     return lines
 
 

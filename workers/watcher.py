@@ -51,16 +51,18 @@ from hub.errors import MalformedObjectError, NotFoundError
 from hub.informer import watch_forever
 from hub.kinds import NAMESPACED_KINDS, kinds_for, placement_key, split_key
 from hub.types import (
+    CapacityLedger,
     ClusterResourceBinding,
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
     PriorityClass,
+    ResourceBinding,
     ResourcePlacement,
 )
 from hub.types.meta import HubObject, ObjectMeta
 from scheduler import default_profile
-from scheduler.capacity import missing_of
+from scheduler.capacity import ClusterCapacity, held, missing_of
 from scheduler.eligibility import EligibilityChecker
 from scheduler.framework.queue_sort import (
     PriorityClasses,
@@ -76,6 +78,7 @@ from workers.starts import local_cycles_for, start_options
 from workers.telemetry import span
 from workers.watcher_outbox import AdmissionWindow, Backoff, Batch, Outbox
 from workers.watcher_routes import (
+    Room,
     Route,
     may_start,
     orphan_snapshot_warning,
@@ -117,7 +120,14 @@ PLACEMENT_KINDS: Final = (ClusterResourcePlacement, ResourcePlacement)
 # them (a ClusterRole from before priorities) still gets every placement scheduled, at the
 # default priority, with the error in /readyz's reason and the log.
 PRIORITY_KINDS: Final[tuple[type[HubObject], ...]] = (PriorityClass,)
-ALL_WATCHED_KINDS: Final = PRIORITY_KINDS + WATCHED_KINDS + RESOURCE_PLACEMENT_KINDS
+# Capacity ledgers (docs/capacity.md): room freed on a cluster wakes the capacity-aware
+# placements waiting for it, a deleted ledger those whose reservations must be made again. Like
+# PriorityClasses, readiness does not wait for them: a hub without the CRD has no ledgers, and
+# every placement without requests is scheduled exactly as before.
+CAPACITY_KINDS: Final[tuple[type[HubObject], ...]] = (CapacityLedger,)
+# Kinds whose first list readiness does not wait for.
+OPTIONAL_KINDS: Final = PRIORITY_KINDS + CAPACITY_KINDS
+ALL_WATCHED_KINDS: Final = OPTIONAL_KINDS + WATCHED_KINDS + RESOURCE_PLACEMENT_KINDS
 
 # Routes for one placement that arrive within this window go out as one signal. Short enough to
 # be invisible next to a cycle, long enough to fold a burst of watch events into one call.
@@ -326,6 +336,7 @@ class Watcher:
         self._metrics = metrics
         if metrics is not None:
             metrics.track_unschedulable(self._shortages)
+            metrics.track_overcommit(self._overcommitted)
         self._checker = eligibility or EligibilityChecker()
         self._clock = clock
         self._window = coalesce_seconds
@@ -336,7 +347,7 @@ class Watcher:
         self._local_cycles_up_to = local_cycles_up_to
 
         self.kinds = (
-            PRIORITY_KINDS
+            OPTIONAL_KINDS
             + WATCHED_KINDS
             + (RESOURCE_PLACEMENT_KINDS if resource_placements else ())
         )
@@ -379,26 +390,59 @@ class Watcher:
             if missing:
                 yield missing
 
+    def _overcommitted(self) -> Iterator[dict[str, Fraction]]:
+        """How far each cluster's reservations exceed its allocatable, read from the cached
+        ledgers and clusters (docs/capacity.md; `/metrics`' overcommit)."""
+        clusters = self._views[MemberCluster].objects
+        for name, ledger in self._views[CapacityLedger].objects.items():
+            member = clusters.get(name)
+            if member is None:
+                continue
+            supply = ClusterCapacity.of(member.status.resource_usage.allocatable)
+            over = {
+                r: amount - supply.allocatable.get(r, Fraction(0))
+                for r, amount in held(ledger).items()
+                if amount > supply.allocatable.get(r, Fraction(0))
+            }
+            if over:
+                yield over
+
+    def _room(self) -> Room:
+        """The capacity view the routes of capacity-aware placements read."""
+        binding_views = [
+            self._views[k] for k in (ClusterResourceBinding, ResourceBinding) if k in self._views
+        ]
+        return Room(
+            clusters=self._views[MemberCluster].objects,
+            ledgers=self._views[CapacityLedger].objects,
+            bindings=itertools.chain.from_iterable(v.objects.values() for v in binding_views),
+        )
+
     @property
     def ready(self) -> bool:
         """Every kind routes read from has been listed once: the caches hold the whole hub and
         every existing placement has been queued for its start-up signal. Stays True through
         later re-lists. (PriorityClasses only order turns: see PRIORITY_KINDS.)"""
-        return all(view.synced for kind, view in self._views.items() if kind not in PRIORITY_KINDS)
+        return all(view.synced for kind, view in self._views.items() if kind not in OPTIONAL_KINDS)
 
     def readiness(self) -> tuple[bool, str]:
         """`(ready, reason)` for `/readyz` (a `workers.health.ReadyCheck`)."""
         if self.ready:
-            problem = [
-                f"{k.PLURAL}: {self._watch_errors[k]}"
-                for k in PRIORITY_KINDS
-                if k in self._watch_errors
-            ]
-            return True, "ok" + (f" (default priorities: {'; '.join(problem)})" if problem else "")
+            notes = []
+            for kinds, what in (
+                (PRIORITY_KINDS, "default priorities"),
+                (CAPACITY_KINDS, "freed room wakes nobody until the reconcile"),
+            ):
+                problem = [
+                    f"{k.PLURAL}: {self._watch_errors[k]}" for k in kinds if k in self._watch_errors
+                ]
+                if problem:
+                    notes.append(f"{what}: {'; '.join(problem)}")
+            return True, "ok" + (f" ({'; '.join(notes)})" if notes else "")
         waiting = [
             kind.PLURAL
             for kind, view in self._views.items()
-            if not view.synced and kind not in PRIORITY_KINDS
+            if not view.synced and kind not in OPTIONAL_KINDS
         ]
         reason = "waiting for the first list of " + ", ".join(waiting)
         errors = [f"{kind.PLURAL}: {self._watch_errors[kind]}" for kind in self._watch_errors]
@@ -658,6 +702,7 @@ class Watcher:
             standalone=self.snapshotter,
             checker=self._checker,
             now=self._clock(),
+            room=self._room(),
         )
         if not routes and (moved := _priority_inputs_changed(change)):
             routes = [moved]

@@ -32,31 +32,47 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from fractions import Fraction
 from typing import Final, TypeVar
 
 from hub import names as hub_names
 from hub.kinds import placement_key
 from hub.types import (
+    CapacityLedger,
+    CapacityLedgerSpec,
     ClusterResourceBinding,
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
 )
 from hub.types.meta import HubObject
+from scheduler.capacity import ClusterCapacity, held, missing_of, shortfalls, shown_requests
 from scheduler.eligibility import EligibilityChecker
+from scheduler.requests import RequestsError, parse_requests
 from scheduler.watch_rules import (
     binding_deletion_started,
     cluster_update_reasons,
+    decision_annotations_changed,
     parse_bool_label,
     placement_deletion_started,
     placement_spec_changed,
     placements_for_cluster_event,
+    scheduled_condition_current,
     snapshot_event_placement,
+    wants_scheduler,
 )
 from workers.watcher_views import Change
 from workflows import names
 
-__all__ = ["Route", "may_start", "orphan_snapshot_warning", "route_change", "startup_routes"]
+__all__ = [
+    "Room",
+    "Route",
+    "may_start",
+    "orphan_snapshot_warning",
+    "route_change",
+    "startup_routes",
+    "waiting_for_room",
+]
 
 T = TypeVar("T", bound=HubObject)
 
@@ -65,6 +81,7 @@ REASON_STARTED: Final = "watcher started: placement {name} exists"
 REASON_STARTED_DELETING: Final = "watcher started: placement {name} is being deleted"
 REASON_PLACEMENT_CREATED: Final = "placement {name} created"
 REASON_PLACEMENT_SPEC: Final = "placement {name}: spec changed (generation {old} -> {new})"
+REASON_PLACEMENT_ANNOTATIONS: Final = "placement {name}: annotation {keys} changed"
 REASON_PLACEMENT_DELETING: Final = "placement {name}: deletion started"
 REASON_PLACEMENT_GONE: Final = "placement {name} was deleted"
 REASON_SNAPSHOT_CREATED: Final = "policy snapshot {name} created"
@@ -72,6 +89,11 @@ REASON_SNAPSHOT_CHANGED: Final = "policy snapshot {name}: {changes}"
 REASON_BINDING_DELETING: Final = "binding {name} (cluster {cluster}): deletion started"
 REASON_CLUSTER_CHANGED: Final = "cluster {name}: {changes}"
 REASON_CLUSTER_GONE: Final = "cluster {name} was deleted"
+REASON_ROOM_FREED: Final = "cluster {cluster}: room freed ({freed})"
+REASON_LEDGER_GONE: Final = (
+    "cluster {cluster}: its capacity ledger was deleted; reservations are made again"
+)
+REASON_ROOM_WHILE_RUNNING: Final = "room on cluster {cluster} was freed while the last cycle ran"
 
 
 # Logged, not signalled: the snapshot names no placement, so no workflow can show it.
@@ -101,11 +123,58 @@ class Route:
     fan_out: bool = False
 
 
+@dataclass(frozen=True)
+class Room:
+    """The watcher's view of capacity (docs/capacity.md): every member cluster, every
+    CapacityLedger, every binding, as its caches hold them. Only capacity-aware placements'
+    routes read it."""
+
+    clusters: Mapping[str, MemberCluster]
+    ledgers: Mapping[str, CapacityLedger]
+    bindings: Iterable[ClusterResourceBinding] = ()
+
+    def fits(
+        self,
+        cluster: str,
+        requests: Mapping[str, Fraction],
+        ledger: CapacityLedger | None = None,
+    ) -> bool:
+        """Would one binding asking `requests` fit on `cluster` beside its reservations (those
+        of `ledger` if given, else of the cached one)?"""
+        member = self.clusters.get(cluster)
+        if member is None or member.metadata.deleting:
+            return False
+        ledger = ledger if ledger is not None else self.ledgers.get(cluster)
+        taken = held(ledger) if ledger is not None else {}
+        capacity = ClusterCapacity.of(member.status.resource_usage.allocatable, taken)
+        return not shortfalls(requests, capacity)
+
+    def anywhere(self, requests: Mapping[str, Fraction]) -> str | None:
+        """A cluster where one binding asking `requests` fits now (None: none)."""
+        return next((name for name in sorted(self.clusters) if self.fits(name, requests)), None)
+
+
+def waiting_for_room(placement: ClusterResourcePlacement) -> Mapping[str, Fraction] | None:
+    """What one binding of a capacity-aware placement asks for, if the placement may be
+    waiting for room: its Scheduled condition at its generation says what is missing, or no
+    turn at its generation has ended yet (one may be running on reads from before the room
+    was freed). None for any other placement."""
+    text = placement.metadata.annotations.get(hub_names.REQUESTS_ANNOTATION)
+    if text is None or placement.metadata.deleting:
+        return None
+    try:
+        requests = parse_requests(text)
+    except RequestsError:
+        return None
+    condition = scheduled_condition_current(placement)
+    if condition is not None and missing_of(condition.message) is None:
+        return None
+    return requests
+
+
 def may_start(placement: ClusterResourcePlacement) -> bool:
-    """A workflow may be started for this placement: it is live, or being deleted and still
-    waiting for the scheduler's cleanup (our finalizer). Others need nothing from us."""
-    meta = placement.metadata
-    return not meta.deleting or hub_names.SCHEDULER_CLEANUP_FINALIZER in meta.finalizers
+    """A workflow may be started for this placement (scheduler.watch_rules' `wants_scheduler`)."""
+    return wants_scheduler(placement)
 
 
 def startup_routes(
@@ -143,14 +212,19 @@ def route_change(
     standalone: bool,
     checker: EligibilityChecker,
     now: datetime,
+    room: Room | None = None,
 ) -> list[Route]:
     """The routes one change of any watched kind produces (often none).
 
     `placements` is the watcher's current placement cache, already updated with `change` when
-    it is a placement change; member-cluster changes fan out over it."""
+    it is a placement change; member-cluster changes fan out over it. `room`: the capacity
+    view, for the routes of capacity-aware placements (None: none of those)."""
     new, old = change.new, change.old
     if isinstance(new, ClusterResourcePlacement):
-        return _placement(change.type, _as(old, ClusterResourcePlacement), new, standalone)
+        routes = _placement(change.type, _as(old, ClusterResourcePlacement), new, standalone)
+        if room is not None and not routes:
+            routes = _short_while_room(_as(old, ClusterResourcePlacement), new, room)
+        return routes
     if isinstance(new, ClusterSchedulingPolicySnapshot):
         if standalone and _made_for_signalled_generation(new, placements):
             return []
@@ -159,6 +233,12 @@ def route_change(
         return _binding(change.type, _as(old, ClusterResourceBinding), new)
     if isinstance(new, MemberCluster):
         return _cluster(change.type, _as(old, MemberCluster), new, placements, checker, now)
+    if isinstance(new, CapacityLedger):
+        return (
+            []
+            if room is None
+            else _ledger(change.type, _as(old, CapacityLedger), new, placements, room)
+        )
     raise TypeError(f"the watcher does not watch {type(new).__name__}")
 
 
@@ -212,15 +292,23 @@ def _placement(
                 name, names.SIGNAL_PLACEMENT_DELETING, REASON_PLACEMENT_DELETING.format(name=name)
             )
         ]
+    reasons: list[str] = []
     if standalone and placement_spec_changed(old, new):
         if old is None:
-            reason = REASON_PLACEMENT_CREATED.format(name=name)
+            reasons.append(REASON_PLACEMENT_CREATED.format(name=name))
         else:
-            reason = REASON_PLACEMENT_SPEC.format(
-                name=name, old=old.metadata.generation, new=new.metadata.generation
+            reasons.append(
+                REASON_PLACEMENT_SPEC.format(
+                    name=name, old=old.metadata.generation, new=new.metadata.generation
+                )
             )
-        return [Route(name, names.SIGNAL_PLACEMENT_CHANGED, reason)]
-    return []
+    # In both modes: KubeFleet knows nothing of our annotations, so nothing else turns their
+    # change into a turn, and they change decisions (requests, rebalance, ...).
+    if changed := decision_annotations_changed(old, new):
+        reasons.append(REASON_PLACEMENT_ANNOTATIONS.format(name=name, keys=", ".join(changed)))
+    if not reasons:
+        return []
+    return [Route(name, names.SIGNAL_PLACEMENT_CHANGED, "; ".join(reasons))]
 
 
 def _snapshot(
@@ -311,3 +399,79 @@ def _cluster(
         Route(placement, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
         for placement in placements_for_cluster_event(left, candidates)
     ]
+
+
+def _ledger(
+    event: str,
+    old: CapacityLedger | None,
+    new: CapacityLedger,
+    placements: Mapping[str, ClusterResourcePlacement],
+    room: Room,
+) -> list[Route]:
+    """Room freed on a cluster (a reservation released or shrunk, the ledger deleted) reaches
+    the capacity-aware placements waiting for room that one binding of theirs now fits (the
+    outbox sends the best priority first); a deleted ledger also reaches every capacity-aware
+    placement with an active binding there, whose next turn makes its reservation again."""
+    cluster = new.metadata.name
+    before = held(old) if old is not None else {}
+    after: dict[str, Fraction] = {} if event == "DELETED" else held(new)
+    freed = {r: amount - after.get(r, Fraction(0)) for r, amount in before.items()}
+    freed = {r: amount for r, amount in freed.items() if amount > 0}
+    routes: dict[str, Route] = {}
+    if event == "DELETED":
+        reason = REASON_LEDGER_GONE.format(cluster=cluster)
+        holders = {
+            _key_of_parent(b)
+            for b in room.bindings
+            if b.spec.target_cluster == cluster
+            and b.spec.state != hub_names.STATE_UNSCHEDULED
+            and not b.metadata.deleting
+        }
+        for key in sorted(holders):
+            placement = placements.get(key)
+            if placement is not None and placement.metadata.annotations.get(
+                hub_names.REQUESTS_ANNOTATION
+            ):
+                routes[key] = Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
+    if freed:
+        gone = new if event != "DELETED" else new.model_copy(update={"spec": CapacityLedgerSpec()})
+        reason = REASON_ROOM_FREED.format(cluster=cluster, freed=shown_requests(freed))
+        for placement in placements.values():
+            requests = waiting_for_room(placement)
+            if requests is None or not room.fits(cluster, requests, gone):
+                continue
+            key = _key(placement)
+            routes.setdefault(key, Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True))
+    return list(routes.values())
+
+
+def _short_while_room(
+    old: ClusterResourcePlacement | None, new: ClusterResourcePlacement, room: Room
+) -> list[Route]:
+    """A capacity-aware placement's turn has just reported it is short of room, but room is
+    there now by the watcher's caches: it was freed while the turn ran, and the freeing was
+    routed before the shortage showed (`_ledger` saw the placement as not waiting)."""
+    condition = scheduled_condition_current(new)
+    if condition is None or not missing_of(condition.message):
+        return []
+    before = scheduled_condition_current(old) if old is not None else None
+    if before is not None and before.message == condition.message:
+        return []  # nothing new was reported: not a turn that just ended
+    requests = waiting_for_room(new)
+    cluster = room.anywhere(requests) if requests is not None else None
+    if cluster is None:
+        return []
+    key = _key(new)
+    return [
+        Route(
+            key,
+            names.SIGNAL_CLUSTER_CHANGED,
+            REASON_ROOM_WHILE_RUNNING.format(cluster=cluster),
+            fan_out=True,
+        )
+    ]
+
+
+def _key_of_parent(binding: ClusterResourceBinding) -> str:
+    parent = binding.metadata.labels.get(hub_names.PARENT_PLACEMENT_LABEL, "")
+    return placement_key(binding.metadata.namespace, parent)

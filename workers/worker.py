@@ -246,7 +246,7 @@ def build_worker(
                 ],
                 activities=[
                     *placement_activities,
-                    ReconcileFleet(hub, client).reconcile_fleet,
+                    ReconcileFleet(hub, client, settings).reconcile_fleet,
                     RebalanceFleet(hub, client, lambda: settings.profile).rebalance_fleet,
                 ],
                 activity_executor=executor,

@@ -201,6 +201,8 @@ class ReconcileInput(ActivityModel):
     # The previous run's cluster digests (the activity's request only; the workflow reads them
     # from the last completed run).
     previous_clusters: dict[str, str] | None = None
+    # ... and its digests of the placements' decision annotations.
+    previous_annotations: dict[str, str] | None = None
 
 
 class ReconcileReport(ActivityModel):
@@ -218,6 +220,11 @@ class ReconcileReport(ActivityModel):
     # Capacity reservations the sweep released (docs/capacity.md): stale, or of placements
     # that are gone or no longer capacity-aware.
     reservations_released: int = 0
+    # Placement -> digest of its fleet-scheduler.io/ decision annotations, for the next run.
+    annotations: dict[str, str] = Field(default_factory=dict)
+    # Broken invariants (scheduler.invariants): how many of each, and the first ones in words.
+    violations: dict[str, int] = Field(default_factory=dict)
+    violation_messages: list[str] = Field(default_factory=list)
 
 
 class RebalanceInput(ActivityModel):

@@ -40,6 +40,7 @@ class ReconcileWorkflow:
                 local_cycles_up_to=input.local_cycles_up_to,
                 resource_placements=input.resource_placements,
                 previous_clusters=previous.clusters if previous is not None else None,
+                previous_annotations=previous.annotations if previous is not None else None,
             ),
             result_type=ReconcileReport,
             start_to_close_timeout=RECONCILE_TIMEOUT,

@@ -7,10 +7,10 @@ hub itself serialises reservations on one cluster, whichever process makes them.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from hub import names
 from hub.types.meta import FleetModel, HubObject
@@ -28,6 +28,14 @@ class Reservation(FleetModel):
     """What the binding consumes, as quantities (the placement's requests when reserved)."""
     reserved_at: datetime
     """When the reservation was last made or confirmed; sweeps leave younger ones alone."""
+
+    @field_validator("reserved_at")
+    @classmethod
+    def _in_utc(cls, value: datetime) -> datetime:
+        # A hand-written ledger may say "2026-11-27T10:00:00" without a zone; the API server
+        # stores what it is given. Read as UTC (as Kubernetes writes times), it compares with
+        # the sweeps' clock instead of failing every cycle and reconcile that reads it.
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 class CapacityLedgerSpec(FleetModel):

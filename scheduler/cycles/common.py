@@ -18,12 +18,14 @@ from scheduler.capacity import Demand, no_room_reason, shortage
 from scheduler.classify import Classified
 from scheduler.decisions import scheduled_condition, status_write
 from scheduler.explanation import (
+    BeyondRoom,
     BindingAction,
     BindingGroup,
     Explanation,
     FilterGroup,
     ScoreGroup,
     Shortage,
+    beyond_room_message,
 )
 from scheduler.facts import facts_of
 from scheduler.framework.cycle import CycleState
@@ -78,6 +80,8 @@ class Context:
     log: BindingLog = field(default_factory=BindingLog)
     demand: Demand | None = None
     """Capacity-aware placements only (docs/capacity.md)."""
+    beyond_room: list[BeyondRoom] = field(default_factory=list)
+    """Set by `status`: the selected clusters where a kept binding exceeds the room."""
 
     @property
     def snapshot_name(self) -> str:
@@ -131,9 +135,13 @@ class Context:
         For a capacity-aware placement the condition also says what room is missing, and a
         changed message is written even when the status is not (else it would stay stale)."""
         condition: Condition = scheduled_condition(self.snapshot, fulfilled=fulfilled, count=count)
-        if short is not None:
+        notes = [short.message()] if short is not None else []
+        self.beyond_room = self._beyond_room(decisions)
+        if self.beyond_room:
+            notes.append(beyond_room_message(self.beyond_room))
+        if notes:
             condition = condition.model_copy(
-                update={"message": f"{condition.message}; {short.message()}"}
+                update={"message": "; ".join([condition.message, *notes])}
             )
         return status_write(
             self.snapshot,
@@ -143,6 +151,27 @@ class Context:
             self.now,
             compare_message=self.demand is not None,
         )
+
+    def _beyond_room(self, decisions: list[ClusterDecision]) -> list[BeyondRoom]:
+        """The selected clusters whose room, beside the other placements' reservations, cannot
+        hold this placement's binding there. A binding created by this cycle passed the room
+        filter, so these are bindings the placement keeps: nothing more goes there until the
+        cluster has room (its ledger holds them all: others' filters see it full)."""
+        demand = self.demand
+        if demand is None:
+            return []
+        out = []
+        for decision in decisions:
+            cluster = self.by_name.get(decision.cluster_name)
+            if not decision.selected or cluster is None:
+                continue
+            short = demand.shortfalls_on(
+                decision.cluster_name, cluster.status.resource_usage.allocatable
+            )
+            if short:
+                reason = "; ".join(s.reason() for s in short)
+                out.append(BeyondRoom(cluster=decision.cluster_name, reason=reason))
+        return sorted(out, key=lambda b: b.cluster)
 
     def reusable(self) -> frozenset[str]:
         """Clusters holding a binding a cycle may re-point or revive instead of creating one."""

@@ -339,7 +339,8 @@ def test_a_move_half_done_by_an_earlier_attempt_is_finished_within_the_budget(
 ) -> None:
     """An attempt created the new binding, then failed before unscheduling the old one. The
     retried turn finishes the move although the budget, read now, counts the new binding as
-    unavailable (maxUnavailable 1): finishing costs no further disruption."""
+    unavailable (maxUnavailable 1): the move is weighed on the state from before it began (its
+    old binding available, as the rollout made it), where KubeFleet's arithmetic allows it."""
     from activities.models import MoveRequest, TurnRequest
     from hub.types import ClusterResourcePlacementDisruptionBudget
 
@@ -348,6 +349,7 @@ def test_a_move_half_done_by_an_earlier_attempt_is_finished_within_the_budget(
     rig = make_activities()
     turn(env, rig.activities, "web")
     [old] = bindings_of(hub, "web")
+    old = make_available(hub, old)
     source, target = old.spec.target_cluster, ({"a", "b"} - {old.spec.target_cluster}).pop()
     hub.create(
         ClusterResourcePlacementDisruptionBudget.from_wire(
@@ -391,6 +393,22 @@ def test_a_move_onto_a_cluster_the_placement_still_holds_is_refused(
         f"binding on {gone} (Unscheduled)"
     ]
     assert len(bindings_of(hub, "web")) == 2
+
+
+def make_available(hub: HubClient, binding: ClusterResourceBinding) -> ClusterResourceBinding:
+    """What KubeFleet's rollout writes once the binding's resources run on the member: its
+    Available condition, True at the binding's generation."""
+    condition = {
+        "type": names.BINDING_AVAILABLE_CONDITION,
+        "status": names.TRUE,
+        "reason": "Available",
+        "message": "",
+        "observedGeneration": binding.metadata.generation or 0,
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    return hub.update_status(
+        binding.model_copy(update={"status": {**binding.status, "conditions": [condition]}})
+    )
 
 
 def new_binding_for_move(

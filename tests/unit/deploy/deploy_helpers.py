@@ -52,7 +52,7 @@ DEV_ONLY_FUNCTIONS: Final[Mapping[str, str]] = {
 # that lists the kinds they are made with.
 ABSTRACT_KIND_SOURCES: Final[Mapping[str, str]] = {
     "workers.watcher.Watcher._watch_kind": "workers.watcher:ALL_WATCHED_KINDS",
-    "workers.reconcile._list_if_served": "hub.kinds:NAMESPACED_KINDS",
+    "activities.fleet_state._served": "activities.fleet_state:OPTIONAL_KINDS",
     "workers.cli.apply_placements": "workers.cli:SAMPLE_KINDS",
 }
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.rebalance import Fleet, Movable, disruptions_allowed, in_use, plan_moves
+from scheduler.budgets import disruptions_allowed
+from scheduler.rebalance import Fleet, Movable, in_use, plan_moves
 
 
 def fleet(sizes: Mapping[str, int], pinned: Mapping[str, int] | None = None) -> Fleet:

@@ -793,6 +793,12 @@ def test_fully_scheduled_means_true_for_the_current_generation(
         pytest.param((placement_condition("True"),), 2, "True", id="true-current-generation"),
         pytest.param((placement_condition("False"),), 2, "False", id="false-current-generation"),
         pytest.param((placement_condition("False"),), 3, None, id="older-generation"),
+        pytest.param(
+            (placement_condition("Unknown", reason="SchedulePending"),),
+            2,
+            None,
+            id="pending-current-generation",
+        ),
     ],
 )
 def test_a_current_scheduled_condition_is_one_for_the_generation_true_or_not(

@@ -10,7 +10,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from hub.client import HubClient, Resync
-from hub.types import MemberCluster, PriorityClass
+from hub.types import CapacityLedger, MemberCluster, PriorityClass
 from workers.watcher import WATCHED_KINDS, Watcher
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -48,9 +48,10 @@ async def test_a_new_watcher_is_not_ready_and_says_which_lists_it_waits_for(
     watcher = Watcher(hub, lazy_client)
     ready, reason = watcher.readiness()
     assert not ready and not watcher.ready
-    waited = [k.PLURAL for k in watcher.kinds if k is not PriorityClass]  # not waited for
+    # PriorityClasses and CapacityLedgers are not waited for
+    waited = [k.PLURAL for k in watcher.kinds if k not in (PriorityClass, CapacityLedger)]
     assert reason == "waiting for the first list of " + ", ".join(waited)
-    assert PriorityClass in watcher.kinds
+    assert PriorityClass in watcher.kinds and CapacityLedger in watcher.kinds
     assert set(WATCHED_KINDS) < set(watcher.kinds)
     assert watcher.idle and watcher.pending == 0
     assert watcher.stats.sent == 0

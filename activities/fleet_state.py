@@ -1,0 +1,98 @@
+"""One reading of the hub for the invariants (scheduler.invariants): every kind they read, listed
+at once, for `fleet-scheduler check` and the reconcile alike.
+
+Kinds a hub may not serve or may not let us read are tolerated, each in its own way: no
+CapacityLedgers reads as `ledgers=None` (every capacity-aware binding then lacks its
+reservation, which is the truth); no disruption budgets as none; no ResourcePlacements or
+ResourceBindings as `namespaced=False`, so nothing is concluded about them."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from hub import names
+from hub.client import HubClient
+from hub.errors import NotFoundError, UnauthorizedError
+from hub.types import (
+    CapacityLedger,
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterResourcePlacementDisruptionBudget,
+    ClusterSchedulingPolicySnapshot,
+    MemberCluster,
+    ResourceBinding,
+    ResourcePlacement,
+    SchedulingPolicySnapshot,
+)
+from hub.types.meta import HubObject
+from scheduler.invariants import FleetState
+
+__all__ = ["read_fleet_state"]
+
+log = logging.getLogger("fleet_scheduler.invariants")
+
+T = TypeVar("T", bound=HubObject)
+
+LATEST: dict[str, str] = {names.IS_LATEST_SNAPSHOT_LABEL: "true"}
+
+
+# The kinds a hub may not serve or let us read (see the module doc).
+OPTIONAL_KINDS: tuple[type[HubObject], ...] = (
+    CapacityLedger,
+    ClusterResourcePlacementDisruptionBudget,
+    ResourcePlacement,
+    SchedulingPolicySnapshot,
+    ResourceBinding,
+)
+
+
+def _served(
+    hub: HubClient, kind: type[T], selector: dict[str, str] | None = None
+) -> list[T] | None:
+    """Every object of `kind`; None when the hub does not serve it (404: no CRD) or does not let
+    us read it (403: a ClusterRole from before it)."""
+    try:
+        return list(hub.list(kind, selector).items)
+    except (NotFoundError, UnauthorizedError) as exc:
+        log.info("invariants: %s not read: %s", kind.PLURAL, exc)
+        return None
+
+
+def read_fleet_state(hub: HubClient, *, resource_placements: bool = True) -> FleetState:
+    """Everything the invariants read, listed in parallel (Temporal's workflows aside: the
+    caller adds them). `resource_placements` False: ResourcePlacements are not read
+    (`--no-resource-placements`)."""
+
+    reads: dict[str, Callable[[], Any]] = {
+        "placements": lambda: list(hub.list(ClusterResourcePlacement).items),
+        "snapshots": lambda: list(hub.list(ClusterSchedulingPolicySnapshot, LATEST).items),
+        "bindings": lambda: list(hub.list(ClusterResourceBinding).items),
+        "clusters": lambda: list(hub.list(MemberCluster).items),
+        "ledgers": lambda: _served(hub, CapacityLedger),
+        "budgets": lambda: _served(hub, ClusterResourcePlacementDisruptionBudget) or [],
+    }
+    if resource_placements:
+        reads["rps"] = lambda: _served(hub, ResourcePlacement)
+        reads["rp_snapshots"] = lambda: _served(hub, SchedulingPolicySnapshot, LATEST)
+        reads["rbs"] = lambda: _served(hub, ResourceBinding)
+    with ThreadPoolExecutor(max_workers=len(reads), thread_name_prefix="fleet-state") as pool:
+        futures = {name: pool.submit(read) for name, read in reads.items()}
+        got = {name: future.result() for name, future in futures.items()}
+    rps, rbs = got.get("rps"), got.get("rbs")
+    namespaced = rps is not None and rbs is not None
+    return FleetState(
+        placements=_joined(got["placements"], rps if namespaced else None),
+        snapshots=_joined(got["snapshots"], got.get("rp_snapshots") if namespaced else None),
+        bindings=_joined(got["bindings"], rbs if namespaced else None),
+        clusters=got["clusters"],
+        ledgers=got["ledgers"],
+        budgets=got["budgets"],
+        namespaced=namespaced,
+    )
+
+
+def _joined(first: Sequence[Any], second: Sequence[Any] | None) -> list[Any]:
+    return [*first, *(second or [])]

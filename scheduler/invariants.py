@@ -1,0 +1,545 @@
+"""The promises fleet-scheduler makes about counts, checked on one reading of the hub and of
+Temporal (docs/invariants.md).
+
+`fleet-scheduler check` prints what `find_violations` returns and exits 1 if anything; the
+reconcile runs the same checks on every run, exports the counts as
+`fleet_scheduler_invariant_violations{invariant}` and requeues the placements whose next turn
+repairs what was found; the stateful property tests assert them after every step of random
+interleavings. One definition for all three, so they cannot drift apart.
+
+The invariants, by the name the metric and `check` give them:
+
+- `overcommit`: no cluster's active capacity-aware bindings ask for more than its allocatable.
+- `reservation`: every such binding has its reservation, for its placement, at its placement's
+  requests.
+- `stale_reservation`: no reservation outlives its binding (or its placement's requests) by
+  more than the grace (`scheduler.capacity.RESERVATION_GRACE`).
+- `duplicate_binding`: no placement has two active bindings on one cluster.
+- `binding_count`: no PickN placement has more active bindings than it asks for, outside a move
+  in progress (a move's new binding beside the old one it replaces), once its latest policy
+  snapshot is scheduled.
+- `disruption_budget`: the rebalance moves in flight (old binding unscheduled, new one not yet
+  available) are no more than KubeFleet's arithmetic lets the placement's budget allow, weighed
+  one after another from the state before them (scheduler.budgets).
+- `workflow`: every placement that wants the scheduler has its workflow, every workflow its
+  placement.
+- `stranded_shortage`: a placement that says it is short of room has no room anywhere it could
+  go: its own cycle, run now on what was read, would place nothing more.
+
+Pure: what the caller read in, violations out, each in a person's terms (which cluster, which
+placement, by how much)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from fractions import Fraction
+from typing import Final
+
+from hub import names
+from hub.kinds import placement_key
+from hub.types import (
+    CapacityLedger,
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterResourcePlacementDisruptionBudget,
+    ClusterSchedulingPolicySnapshot,
+    MemberCluster,
+)
+from scheduler.annotations import number_of_clusters
+from scheduler.budgets import available, budget_state, moved_from
+from scheduler.capacity import (
+    RESERVATION_GRACE,
+    ClusterCapacity,
+    allocated_beside,
+    binding_key,
+    format_amount,
+    held,
+    holds,
+    is_active,
+    missing_of,
+    shown_requests,
+)
+from scheduler.framework.errors import SchedulerError
+from scheduler.framework.profile import Profile
+from scheduler.models import CapacityInput, CycleInput
+from scheduler.requests import RequestsError, parse_requests
+from scheduler.scheduling import placement_type_of, schedule
+from scheduler.snapshots import placement_scheduled_condition
+from scheduler.watch_rules import wants_scheduler
+
+__all__ = [
+    "BINDING_COUNT",
+    "DISRUPTION_BUDGET",
+    "DUPLICATE_BINDING",
+    "INVARIANTS",
+    "OVERCOMMIT",
+    "RESERVATION",
+    "STALE_RESERVATION",
+    "STRANDED_SHORTAGE",
+    "WORKFLOW",
+    "FleetState",
+    "Violation",
+    "find_violations",
+]
+
+OVERCOMMIT: Final = "overcommit"
+RESERVATION: Final = "reservation"
+STALE_RESERVATION: Final = "stale_reservation"
+DUPLICATE_BINDING: Final = "duplicate_binding"
+BINDING_COUNT: Final = "binding_count"
+DISRUPTION_BUDGET: Final = "disruption_budget"
+WORKFLOW: Final = "workflow"
+STRANDED_SHORTAGE: Final = "stranded_shortage"
+INVARIANTS: Final = (
+    OVERCOMMIT,
+    RESERVATION,
+    STALE_RESERVATION,
+    DUPLICATE_BINDING,
+    BINDING_COUNT,
+    DISRUPTION_BUDGET,
+    WORKFLOW,
+    STRANDED_SHORTAGE,
+)
+# Bindings a message names before it counts the rest.
+NAMED: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken promise: which (`invariant`), in a person's terms (`message`), and the
+    placement (key) or cluster it is about, for those who act on it."""
+
+    invariant: str
+    message: str
+    placement: str | None = None
+    cluster: str | None = None
+
+
+@dataclass(frozen=True)
+class FleetState:
+    """One reading of the hub (and of Temporal's running placement workflows).
+
+    Placements, latest policy snapshots and bindings of both kinds (ResourcePlacements'
+    included when `namespaced`); `ledgers` None when the hub serves no CapacityLedgers;
+    `workflows` the keys of the running placement workflows, None when not read."""
+
+    placements: Sequence[ClusterResourcePlacement]
+    snapshots: Sequence[ClusterSchedulingPolicySnapshot]
+    bindings: Sequence[ClusterResourceBinding]
+    clusters: Sequence[MemberCluster]
+    ledgers: Sequence[CapacityLedger] | None = ()
+    budgets: Sequence[ClusterResourcePlacementDisruptionBudget] = ()
+    workflows: frozenset[str] | None = None
+    namespaced: bool = True
+    _index: _Index | None = field(default=None, repr=False, compare=False)
+
+    def index(self) -> _Index:
+        if self._index is None:
+            object.__setattr__(self, "_index", _Index.of(self))
+        assert self._index is not None
+        return self._index
+
+
+@dataclass(frozen=True)
+class _Index:
+    placements: Mapping[str, ClusterResourcePlacement]
+    snapshots: Mapping[str, ClusterSchedulingPolicySnapshot]
+    bindings_of: Mapping[str, list[ClusterResourceBinding]]
+    clusters: Mapping[str, MemberCluster]
+    ledgers: Mapping[str, CapacityLedger]
+    requests: Mapping[str, Mapping[str, Fraction]]
+    """Capacity-aware placements (a readable requests annotation, not being deleted)."""
+
+    @classmethod
+    def of(cls, state: FleetState) -> _Index:
+        placements = {_key(p): p for p in state.placements}
+        snapshots = {}
+        for snapshot in state.snapshots:
+            parent = snapshot.metadata.labels.get(names.PARENT_PLACEMENT_LABEL)
+            if parent:
+                snapshots[placement_key(snapshot.metadata.namespace, parent)] = snapshot
+        bindings_of: dict[str, list[ClusterResourceBinding]] = defaultdict(list)
+        for binding in state.bindings:
+            bindings_of[_owner(binding)].append(binding)
+        requests = {}
+        for key, placement in placements.items():
+            text = placement.metadata.annotations.get(names.REQUESTS_ANNOTATION)
+            if text is None or placement.metadata.deleting:
+                continue
+            try:
+                requests[key] = parse_requests(text)
+            except RequestsError:
+                continue
+        return cls(
+            placements=placements,
+            snapshots=snapshots,
+            bindings_of=bindings_of,
+            clusters={c.metadata.name: c for c in state.clusters},
+            ledgers={ledger.name: ledger for ledger in state.ledgers or ()},
+            requests=requests,
+        )
+
+
+def find_violations(
+    state: FleetState,
+    now: datetime,
+    *,
+    profile: Profile | None = None,
+    grace: timedelta = RESERVATION_GRACE,
+) -> list[Violation]:
+    """Every invariant broken in `state`, in the order of INVARIANTS, then by subject."""
+    found: list[Violation] = []
+    found += _overcommit(state)
+    found += _reservations(state, now, grace)
+    found += _duplicates(state)
+    found += _binding_counts(state, now)
+    found += _budgets(state)
+    found += _workflows(state)
+    found += _stranded(state, now, profile)
+    order = {name: i for i, name in enumerate(INVARIANTS)}
+    return sorted(
+        found, key=lambda v: (order[v.invariant], v.cluster or "", v.placement or "", v.message)
+    )
+
+
+# --- room and reservations ---------------------------------------------------------------------
+
+
+def _overcommit(state: FleetState) -> list[Violation]:
+    index = state.index()
+    asked: dict[str, dict[str, Fraction]] = defaultdict(dict)
+    who: dict[str, list[str]] = defaultdict(list)
+    for key, requests in index.requests.items():
+        for binding in index.bindings_of.get(key, []):
+            if not is_active(binding):
+                continue
+            cluster = binding.spec.target_cluster
+            for resource, amount in requests.items():
+                asked[cluster][resource] = asked[cluster].get(resource, Fraction(0)) + amount
+            who[cluster].append(f"{binding.metadata.name} ({key})")
+    found = []
+    for cluster, amounts in sorted(asked.items()):
+        member = index.clusters.get(cluster)
+        if member is None:
+            continue  # a binding to a cluster that is gone is a dangling binding, not room
+        supply = ClusterCapacity.of(member.status.resource_usage.allocatable)
+        over = {
+            r: a - supply.allocatable.get(r, Fraction(0))
+            for r, a in amounts.items()
+            if a > 0 and a > supply.allocatable.get(r, Fraction(0))
+        }
+        if not over:
+            continue
+        shown = {r: supply.allocatable.get(r, Fraction(0)) for r in over}
+        found.append(
+            Violation(
+                OVERCOMMIT,
+                f"cluster {cluster}: active capacity-aware bindings ask for "
+                f"{shown_requests({r: amounts[r] for r in over})}, its allocatable is "
+                f"{shown_requests(shown)} (over by {shown_requests(over)}): "
+                f"{_listed(who[cluster])}",
+                cluster=cluster,
+            )
+        )
+    return found
+
+
+def _reservations(state: FleetState, now: datetime, grace: timedelta) -> list[Violation]:
+    index = state.index()
+    found = []
+    needed: set[tuple[str, str]] = set()
+    for key, requests in index.requests.items():
+        for binding in index.bindings_of.get(key, []):
+            if not is_active(binding):
+                continue
+            cluster, name = binding.spec.target_cluster, binding_key(binding)
+            needed.add((cluster, name))
+            ledger = index.ledgers.get(cluster)
+            reservation = ledger.spec.reservations.get(name) if ledger is not None else None
+            if reservation is None:
+                why = "has no reservation" + (
+                    "" if state.ledgers is not None else " (the hub serves no CapacityLedgers)"
+                )
+            elif not holds(reservation, key, requests):
+                why = (
+                    f"has a reservation of {_amounts(reservation.requests)} for placement "
+                    f"{reservation.placement}, where its placement asks for "
+                    f"{shown_requests(requests)}"
+                )
+            else:
+                continue
+            found.append(
+                Violation(
+                    RESERVATION,
+                    f"binding {binding.metadata.name} of placement {key} on cluster {cluster} "
+                    f"{why}",
+                    placement=key,
+                    cluster=cluster,
+                )
+            )
+    for cluster, ledger in sorted(index.ledgers.items()):
+        for name, reservation in sorted(ledger.spec.reservations.items()):
+            age = now - reservation.reserved_at
+            if age < grace or (cluster, name) in needed:
+                continue
+            if not state.namespaced and "/" in name:
+                continue  # a ResourceBinding's: those were not read
+            found.append(
+                Violation(
+                    STALE_RESERVATION,
+                    f"cluster {cluster}: the reservation of binding {name} (placement "
+                    f"{reservation.placement}, {_amounts(reservation.requests)}) outlived "
+                    f"{_why_stale(index, cluster, name, reservation.placement)} by more than "
+                    f"{_duration(grace)} (reserved {_duration(age)} ago)",
+                    placement=reservation.placement,
+                    cluster=cluster,
+                )
+            )
+    return found
+
+
+def _why_stale(index: _Index, cluster: str, name: str, placement: str) -> str:
+    if placement not in index.placements:
+        return "its placement"
+    if placement not in index.requests:
+        return "its placement's requests"
+    bindings = {binding_key(b): b for b in index.bindings_of.get(placement, [])}
+    binding = bindings.get(name)
+    if binding is not None and binding.spec.target_cluster != cluster:
+        return "its binding's move to another cluster"
+    return "its binding"
+
+
+# --- bindings per placement --------------------------------------------------------------------
+
+
+def _duplicates(state: FleetState) -> list[Violation]:
+    found = []
+    for key, bindings in sorted(state.index().bindings_of.items()):
+        active = Counter(b.spec.target_cluster for b in bindings if is_active(b))
+        for cluster, count in sorted(active.items()):
+            if count > 1:
+                held = [b.metadata.name for b in bindings if b.spec.target_cluster == cluster]
+                found.append(
+                    Violation(
+                        DUPLICATE_BINDING,
+                        f"placement {key} has {count} active bindings on cluster {cluster}: "
+                        f"{_listed(held)}",
+                        placement=key,
+                        cluster=cluster,
+                    )
+                )
+    return found
+
+
+def _binding_counts(state: FleetState, now: datetime) -> list[Violation]:
+    index = state.index()
+    found = []
+    for key, placement in sorted(index.placements.items()):
+        snapshot = index.snapshots.get(key)
+        if snapshot is None or placement.metadata.deleting:
+            continue
+        if placement_type_of(snapshot) != names.PICK_N or not _settled(placement, snapshot, now):
+            continue
+        try:
+            wanted = number_of_clusters(snapshot)
+        except SchedulerError:
+            continue
+        active = [b for b in index.bindings_of.get(key, []) if is_active(b)]
+        live = {b.metadata.name for b in active}
+        moving = [b for b in active if moved_from(b) in live]
+        if len(active) - len(moving) > wanted:
+            found.append(
+                Violation(
+                    BINDING_COUNT,
+                    f"placement {key} asks for {wanted} cluster(s) and has {len(active)} active "
+                    f"binding(s)"
+                    + (f" ({len(moving)} of them moves in progress)" if moving else "")
+                    + f": {_listed(sorted(b.spec.target_cluster for b in active))}",
+                    placement=key,
+                )
+            )
+    return found
+
+
+def _budgets(state: FleetState) -> list[Violation]:
+    index = state.index()
+    found = []
+    for budget in sorted(state.budgets, key=lambda b: b.name):
+        placement = index.placements.get(budget.name)
+        if placement is None:
+            continue
+        bindings = index.bindings_of.get(budget.name, [])
+        by_name = {b.metadata.name: b for b in bindings}
+        in_flight = []
+        for binding in bindings:
+            source = moved_from(binding)
+            if source is None or not is_active(binding) or available(binding):
+                continue
+            old = by_name.get(source)
+            if old is None or not is_active(old):
+                in_flight.append((binding, old))
+        if not in_flight:
+            continue
+        # The state before the moves: their new bindings gone, their old ones back (counted
+        # available, as a move needs; a binding the rollout since removed counted again).
+        before = budget_state(budget, placement, bindings).without(b for b, _ in in_flight)
+        for _, old in in_flight:
+            before = before.restored(old)
+        state_now, allowed = before, 0
+        for _ in in_flight:
+            if not state_now.allows_one():
+                break
+            allowed += 1
+            state_now = state_now.after_move(True)
+        if allowed < len(in_flight):
+            bound = (
+                f"maxUnavailable {budget.spec.max_unavailable}"
+                if budget.spec.max_unavailable is not None
+                else f"minAvailable {budget.spec.min_available}"
+            )
+            found.append(
+                Violation(
+                    DISRUPTION_BUDGET,
+                    f"placement {budget.name}: {len(in_flight)} rebalance move(s) in flight "
+                    f"({_listed(sorted(b.metadata.name for b, _ in in_flight))}), its disruption "
+                    f"budget ({bound}, {before.bindings} binding(s) before them) allows "
+                    f"{allowed}",
+                    placement=budget.name,
+                )
+            )
+    return found
+
+
+# --- workflows ---------------------------------------------------------------------------------
+
+
+def _workflows(state: FleetState) -> list[Violation]:
+    if state.workflows is None:
+        return []
+    index = state.index()
+    found = []
+    for key, placement in sorted(index.placements.items()):
+        if wants_scheduler(placement) and key not in state.workflows:
+            found.append(
+                Violation(WORKFLOW, f"placement {key} has no running workflow", placement=key)
+            )
+    for key in sorted(state.workflows - index.placements.keys()):
+        if not state.namespaced and "/" in key:
+            continue
+        found.append(
+            Violation(
+                WORKFLOW,
+                f"workflow of placement {key} is running, but the placement does not exist",
+                placement=key,
+            )
+        )
+    return found
+
+
+# --- shortage ----------------------------------------------------------------------------------
+
+
+def _stranded(state: FleetState, now: datetime, profile: Profile | None) -> list[Violation]:
+    index = state.index()
+    found = []
+    for key, requests in sorted(index.requests.items()):
+        snapshot = index.snapshots.get(key)
+        placement = index.placements[key]
+        if snapshot is None or not _settled(placement, snapshot, now):
+            continue
+        condition = snapshot.status.condition(names.SCHEDULED_CONDITION)
+        missing = missing_of(condition.message) if condition is not None else None
+        if not missing:
+            continue
+        bindings = index.bindings_of.get(key, [])
+        text = placement.metadata.annotations[names.REQUESTS_ANNOTATION]
+        capacity = CapacityInput(
+            requests=text, allocated=allocated_beside(index.ledgers, bindings)
+        )
+        result = schedule(
+            CycleInput(
+                snapshot=snapshot,
+                clusters=list(index.clusters.values()),
+                bindings=bindings,
+                now=now,
+                capacity=capacity,
+            ),
+            profile,
+        )
+        if result.error:
+            continue
+        revived = {p.name for p in result.plan.patch} & {
+            b.metadata.name for b in bindings if not is_active(b)
+        }
+        places = sorted(
+            [b.spec.target_cluster for b in result.plan.create]
+            + [b.spec.target_cluster for b in bindings if b.metadata.name in revived]
+        )
+        if not places:
+            continue
+        free = _free(index, places[0], requests)
+        found.append(
+            Violation(
+                STRANDED_SHORTAGE,
+                f"placement {key} says it is short of {shown_requests(missing)}, but its cycle "
+                f"would place a binding on {_listed(places)} now ({places[0]}: {free} free)",
+                placement=key,
+                cluster=places[0],
+            )
+        )
+    return found
+
+
+def _free(index: _Index, cluster: str, requests: Mapping[str, Fraction]) -> str:
+    member = index.clusters[cluster]
+    ledger = index.ledgers.get(cluster)
+    taken = held(ledger) if ledger is not None else {}
+    capacity = ClusterCapacity.of(member.status.resource_usage.allocatable, taken)
+    parts = []
+    for resource in requests:
+        left = capacity.free(resource)
+        parts.append(f"{resource} {format_amount(left) if left is not None else 'none'}")
+    return ", ".join(parts)
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _settled(
+    placement: ClusterResourcePlacement, snapshot: ClusterSchedulingPolicySnapshot, now: datetime
+) -> bool:
+    """A turn has scheduled the latest snapshot at the placement's generation."""
+    condition = placement_scheduled_condition(placement, snapshot, now)
+    return condition.reason != names.SCHEDULE_PENDING_REASON
+
+
+def _key(placement: ClusterResourcePlacement) -> str:
+    return placement_key(placement.metadata.namespace, placement.metadata.name)
+
+
+def _owner(binding: ClusterResourceBinding) -> str:
+    parent = binding.metadata.labels.get(names.PARENT_PLACEMENT_LABEL, "")
+    return placement_key(binding.metadata.namespace, parent)
+
+
+def _listed(items: Iterable[str]) -> str:
+    listed = list(items)
+    head = ", ".join(listed[:NAMED])
+    return head + (f" and {len(listed) - NAMED} more" if len(listed) > NAMED else "")
+
+
+def _amounts(requests: Mapping[str, str]) -> str:
+    return ",".join(f"{r}={q}" for r, q in requests.items()) or "nothing"
+
+
+def _duration(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"
