@@ -24,13 +24,20 @@ def without_keys(node: Any, keys: Collection[str]) -> Any:
 
 
 def write_crds(
-    directory: Path, *, drop: Collection[str], only: Iterable[str] | None = None
+    directory: Path,
+    *,
+    drop: Collection[str] = (),
+    only: Iterable[str] | None = None,
+    leave_out: Collection[str] = (),
 ) -> Path:
-    """Every CRD into `directory`; those named in `only` (file names; default: all) without the
-    schema keys in `drop`. Returns `directory`."""
+    """Every CRD into `directory` but those named in `leave_out` (file names: a hub that does
+    not serve them); those named in `only` (default: all) without the schema keys in `drop`.
+    Returns `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
     chosen = None if only is None else set(only)
     for name, text in crds.generate().items():
+        if name in leave_out:
+            continue
         if chosen is not None and name not in chosen:
             (directory / name).write_text(text, encoding="utf-8")
             continue

@@ -93,6 +93,7 @@ __all__ = [
     "ReconcilePlan",
     "ensure_reconcile_schedule",
     "plan_reconcile",
+    "running_placements",
     "trigger_reconcile",
 ]
 
@@ -269,7 +270,7 @@ class ReconcileFleet:
             read_fleet_state, hub, resource_placements=request.resource_placements
         )
         activity.heartbeat("read the hub")
-        running = await self._running(request.task_queue)
+        running = await running_placements(self._client, request.task_queue)
         state = dataclasses.replace(state, workflows=frozenset(running))
         now = datetime.now(UTC)
         violations = await asyncio.to_thread(
@@ -331,19 +332,6 @@ class ReconcileFleet:
             ],
         )
 
-    async def _running(self, task_queue: str) -> set[str]:
-        query = (
-            f"{names.PLACEMENT_WORKFLOWS_QUERY} AND ExecutionStatus = 'Running' "
-            f"AND TaskQueue = '{task_queue}'"
-        )
-        found: set[str] = set()
-        async for execution in self._client.list_workflows(query):
-            try:
-                found.add(placement_key(*names.placement_of(execution.id)))
-            except ValueError:
-                continue
-        return found
-
     async def _act(self, plan: ReconcilePlan, request: ReconcileInput) -> None:
         gate = asyncio.Semaphore(CALL_CONCURRENCY)
         done = 0
@@ -393,6 +381,21 @@ class ReconcileFleet:
                 for n, r in plan.requeue.items()
             ),
         )
+
+
+async def running_placements(client: Client, task_queue: str) -> set[str]:
+    """The keys of the placements whose workflow runs on `task_queue` (Temporal's visibility)."""
+    query = (
+        f"{names.PLACEMENT_WORKFLOWS_QUERY} AND ExecutionStatus = 'Running' "
+        f"AND TaskQueue = '{task_queue}'"
+    )
+    found: set[str] = set()
+    async for execution in client.list_workflows(query):
+        try:
+            found.add(placement_key(*names.placement_of(execution.id)))
+        except ValueError:
+            continue
+    return found
 
 
 def _schedule(

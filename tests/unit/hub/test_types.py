@@ -433,3 +433,17 @@ def test_api_version_and_kind_are_filled_from_the_class(kind: type[HubObject]) -
     del doc["apiVersion"], doc["kind"]
     wire = kind.from_wire(doc).to_wire()
     assert (wire["apiVersion"], wire["kind"]) == (f"{kind.GROUP}/{kind.VERSION}", kind.KIND)
+
+
+def test_a_reservation_time_without_a_zone_is_read_as_utc() -> None:
+    """The API server refuses one (format date-time, tests/integration/activities), but a ledger
+    read from elsewhere must not make the sweeps' comparisons raise: it is read as UTC."""
+    from datetime import UTC, datetime
+
+    from hub.types import Reservation
+
+    naive = Reservation.model_validate(
+        {"placement": "p", "requests": {}, "reservedAt": "2026-01-01T00:00:00"}
+    )
+    assert naive.reserved_at == datetime(2026, 1, 1, tzinfo=UTC)
+    assert naive.model_dump(mode="json", by_alias=True)["reservedAt"] == "2026-01-01T00:00:00Z"

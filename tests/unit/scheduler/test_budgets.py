@@ -1,0 +1,44 @@
+"""KubeFleet's disruption-budget arithmetic, move by move (scheduler.budgets): the same rule
+for the planner, the turn that makes the moves and `fleet-scheduler check`."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.budgets import BudgetState
+
+
+@pytest.mark.parametrize(
+    ("state", "in_a_row"),
+    [
+        pytest.param(BudgetState(2, 2, 2), None, id="no-budget-no-limit"),
+        # minAvailable: each move takes one available binding away
+        pytest.param(BudgetState(2, 2, 2, min_available=1), 1, id="min-1-of-2"),
+        pytest.param(BudgetState(4, 4, 4, min_available="50%"), 2, id="min-50pct-of-4"),
+        pytest.param(BudgetState(2, 2, 1, min_available=1), 0, id="min-1-one-unavailable"),
+        # maxUnavailable: each move adds an unavailable binding and makes its old one unavailable
+        pytest.param(BudgetState(3, 3, 3, max_unavailable=1), 1, id="max-1"),
+        pytest.param(BudgetState(3, 3, 3, max_unavailable=2), 1, id="max-2-two-per-move"),
+        pytest.param(BudgetState(4, 4, 4, max_unavailable=3), 2, id="max-3"),
+        pytest.param(BudgetState(1, 1, 0, max_unavailable=1), 0, id="max-1-never-available"),
+    ],
+)
+def test_moves_in_a_row_apply_kubefleets_rule_before_each_move(
+    state: BudgetState, in_a_row: int | None
+) -> None:
+    assert state.moves_in_a_row(limit=10) == in_a_row
+
+
+def test_a_half_done_move_is_weighed_on_the_state_before_it_began() -> None:
+    """PickN 2, minAvailable 1, both available, move 1's new binding made (not available): read
+    now, the budget still allows one; weighed without that binding it allows one, which move 1
+    uses, and none is left for move 2."""
+    now = BudgetState(2, 3, 2, min_available=1)
+    assert now.allowed() == 1
+    before = BudgetState(2, 2, 2, min_available=1)
+    assert before.allows_one() and not before.after_move(True).allows_one()
+
+
+def test_restoring_a_moved_binding_counts_it_available_again() -> None:
+    state = BudgetState(2, 3, 1, min_available=1)  # old Unscheduled, new not yet available
+    assert state.restored(None).bindings == 4 and state.restored(None).available == 2

@@ -1,0 +1,271 @@
+"""The watcher's routes for what KubeFleet does not know (issue 24): our decision annotations run
+a turn, priority-only changes do not; room freed on a cluster wakes the capacity-aware
+placements waiting for it, a deleted ledger those holding bindings there, and a shortage
+reported while room is there is routed again."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from hub import names as hub_names
+from hub.types import (
+    CapacityLedger,
+    CapacityLedgerSpec,
+    ClusterDecision,
+    ClusterResourceBinding,
+    ClusterResourceBindingSpec,
+    ClusterResourcePlacement,
+    ClusterResourcePlacementSpec,
+    ClusterResourcePlacementStatus,
+    Condition,
+    MemberCluster,
+    ObjectMeta,
+    PlacementPolicy,
+    Reservation,
+)
+from hub.types.meta import HubObject
+from scheduler.eligibility import EligibilityChecker
+from scheduler.testing import member_cluster
+from workers.watcher import _priority_inputs_changed
+from workers.watcher_routes import Room, route_change
+from workers.watcher_views import Change, routing_copy
+from workflows import names
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+SHORT = (
+    "could not find all clusters needed as specified by the scheduling policy, found 0 "
+    "cluster(s) instead; not enough room for 1 binding(s) of cpu=6: cpu short on 1 cluster(s) "
+    "(at most 2 free); missing cpu=6"
+)
+PICK_1 = PlacementPolicy(placement_type="PickN", number_of_clusters=1)
+
+
+def placement(
+    name: str,
+    *,
+    requests: str | None = None,
+    condition: str | None = None,
+    generation: int = 1,
+    condition_generation: int | None = None,
+    **annotations: str,
+) -> ClusterResourcePlacement:
+    own = dict(annotations)
+    if requests is not None:
+        own[hub_names.REQUESTS_ANNOTATION] = requests
+    conditions = []
+    if condition is not None:
+        conditions.append(
+            Condition(
+                type=hub_names.PLACEMENT_SCHEDULED_CONDITION,
+                status="True" if "missing" not in condition else "False",
+                reason="SchedulingPolicyUnfulfilled",
+                message=condition,
+                observed_generation=condition_generation or generation,
+            )
+        )
+    return ClusterResourcePlacement(
+        metadata=ObjectMeta(
+            name=name,
+            generation=generation,
+            annotations=own,
+            finalizers=[hub_names.SCHEDULER_CLEANUP_FINALIZER],
+        ),
+        spec=ClusterResourcePlacementSpec(policy=PICK_1),
+        status=ClusterResourcePlacementStatus(conditions=conditions),
+    )
+
+
+def ledger(cluster: str, **cpus: str) -> CapacityLedger:
+    when = NOW - timedelta(minutes=1)
+    return CapacityLedger(
+        metadata=ObjectMeta(name=cluster),
+        spec=CapacityLedgerSpec(
+            reservations={
+                key: Reservation(
+                    placement=key.split("-")[0], requests={"cpu": cpu}, reserved_at=when
+                )
+                for key, cpu in cpus.items()
+            }
+        ),
+    )
+
+
+def binding(placement: str, cluster: str, state: str = "Scheduled") -> ClusterResourceBinding:
+    return ClusterResourceBinding(
+        metadata=ObjectMeta(
+            name=f"{placement}-{cluster}", labels={hub_names.PARENT_PLACEMENT_LABEL: placement}
+        ),
+        spec=ClusterResourceBindingSpec(
+            state=state,
+            scheduling_policy_snapshot_name=f"{placement}-0",
+            target_cluster=cluster,
+            cluster_decision=ClusterDecision(cluster_name=cluster, selected=True, reason="r"),
+        ),
+    )
+
+
+CLUSTERS = {name: member_cluster(name, NOW, allocatable={"cpu": "8"}) for name in ("m1", "m2")}
+
+
+def routed(
+    kind: str,
+    old: HubObject | None,
+    new: HubObject,
+    placements: list[ClusterResourcePlacement],
+    *,
+    ledgers: dict[str, CapacityLedger] | None = None,
+    bindings: list[ClusterResourceBinding] = (),  # type: ignore[assignment]
+    standalone: bool = True,
+) -> list[tuple[str, str, str]]:
+    """The routes of one change, over the watcher's routing copies (what its views keep)."""
+    room = Room(
+        clusters={n: routing_copy(c) for n, c in CLUSTERS.items()},
+        ledgers=ledgers or {},
+        bindings=[routing_copy(b) for b in bindings],
+    )
+    found = route_change(
+        Change(kind, routing_copy(old) if old else None, routing_copy(new)),  # type: ignore[arg-type]
+        placements={p.metadata.name: routing_copy(p) for p in placements},
+        standalone=standalone,
+        checker=EligibilityChecker(),
+        now=NOW,
+        room=room,
+    )
+    return [(r.placement, r.signal, r.reason) for r in found]
+
+
+CHANGED = names.SIGNAL_PLACEMENT_CHANGED
+CLUSTER = names.SIGNAL_CLUSTER_CHANGED
+
+
+@pytest.mark.parametrize("standalone", [True, False])
+@pytest.mark.parametrize(
+    ("before", "after", "reason"),
+    [
+        pytest.param(
+            {},
+            {hub_names.REQUESTS_ANNOTATION: "cpu=2"},
+            "placement web: annotation fleet-scheduler.io/requests changed",
+            id="requests-added",
+        ),
+        pytest.param(
+            {hub_names.REQUESTS_ANNOTATION: "cpu=two"},
+            {hub_names.REQUESTS_ANNOTATION: "cpu=2"},
+            "placement web: annotation fleet-scheduler.io/requests changed",
+            id="typo-fixed",
+        ),
+        pytest.param(
+            {hub_names.REQUESTS_ANNOTATION: "cpu=2"},
+            {},
+            "placement web: annotation fleet-scheduler.io/requests changed",
+            id="requests-removed",
+        ),
+        pytest.param(
+            {},
+            {hub_names.REBALANCE_ANNOTATION: "allowed"},
+            "placement web: annotation fleet-scheduler.io/rebalance changed",
+            id="rebalance",
+        ),
+        pytest.param(
+            {},
+            {
+                hub_names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution",
+                hub_names.SCHEDULE_DEADLINE_ANNOTATION: "10m",
+            },
+            "placement web: annotation fleet-scheduler.io/affinity-enforcement, "
+            "fleet-scheduler.io/schedule-deadline changed",
+            id="two-at-once",
+        ),
+    ],
+)
+def test_a_decision_annotation_change_runs_a_turn_in_both_modes(
+    before: dict[str, str], after: dict[str, str], reason: str, standalone: bool
+) -> None:
+    old, new = placement("web", **before), placement("web", **after)
+    assert routed("MODIFIED", old, new, [new], standalone=standalone) == [("web", CHANGED, reason)]
+    assert _priority_inputs_changed(Change("MODIFIED", old, new)) is not None  # both count
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        {hub_names.PRIORITY_CLASS_ANNOTATION: "high"},
+        {"example.com/owner": "team-a"},
+    ],
+)
+def test_a_change_only_priority_reads_runs_no_turn(after: dict[str, str]) -> None:
+    old, new = placement("web"), placement("web", **after)
+    assert routed("MODIFIED", old, new, [new]) == []
+    moved = _priority_inputs_changed(Change("MODIFIED", old, new))
+    assert moved is not None and moved.signal == names.SIGNAL_PRIORITY_CHANGED
+
+
+def test_room_freed_wakes_the_placements_it_fits_and_only_those() -> None:
+    """`big` (cpu=6) leaves m1: 8 CPUs free. `waiter` (cpu=6) and `small` (cpu=1), both short,
+    fit and are woken; `huge` (cpu=9) would not fit and `done` is not waiting; `plain` is not
+    capacity-aware."""
+    placements = [
+        placement("waiter", requests="cpu=6", condition=SHORT),
+        placement("small", requests="cpu=1", condition=SHORT),
+        placement("huge", requests="cpu=9", condition=SHORT),
+        placement("done", requests="cpu=1", condition="found all cluster needed"),
+        placement("plain"),
+    ]
+    before, after = ledger("m1", **{"big-m1": "6"}), ledger("m1")
+    got = routed("MODIFIED", before, after, placements, ledgers={"m1": after})
+    reason = "cluster m1: room freed (cpu=6)"
+    assert got == [("waiter", CLUSTER, reason), ("small", CLUSTER, reason)]
+
+
+def test_a_placement_whose_turn_has_not_ended_at_its_generation_is_woken_too() -> None:
+    """It may be deciding on reads from before the room was freed; one more turn coalesces."""
+    running = placement(
+        "new", requests="cpu=2", generation=3, condition=SHORT, condition_generation=2
+    )
+    before, after = ledger("m1", **{"big-m1": "6"}), ledger("m1")
+    assert [p for p, _, _ in routed("MODIFIED", before, after, [running])] == ["new"]
+
+
+def test_a_reservation_made_wakes_nobody() -> None:
+    waiting = placement("waiter", requests="cpu=1", condition=SHORT)
+    before, after = ledger("m1"), ledger("m1", **{"other-m1": "2"})
+    assert routed("MODIFIED", before, after, [waiting]) == []
+    assert routed("ADDED", None, after, [waiting]) == []
+
+
+def test_a_deleted_ledger_reaches_the_capacity_aware_placements_holding_bindings_there() -> None:
+    placements = [placement("web", requests="cpu=2", condition="ok"), placement("plain")]
+    bindings = [
+        binding("web", "m1"),
+        binding("plain", "m1"),
+        binding("web", "m2"),
+    ]
+    gone = ledger("m1", **{"web-m1": "2"})
+    got = routed("DELETED", gone, gone, placements, bindings=bindings)
+    assert got == [
+        ("web", CLUSTER, "cluster m1: its capacity ledger was deleted; reservations are made again")
+    ]
+
+
+def test_a_shortage_reported_while_room_is_there_is_routed_again() -> None:
+    """The room was freed while the turn ran, and the freeing was routed before the shortage
+    showed: when the condition arrives, the watcher's caches say a binding fits on m2."""
+    ledgers: dict[str, Any] = {"m1": ledger("m1", **{"x-m1": "8"})}
+    old = placement("waiter", requests="cpu=6", condition="found all cluster needed")
+    new = placement("waiter", requests="cpu=6", condition=SHORT)
+    assert routed("MODIFIED", old, new, [new], ledgers=ledgers) == [
+        ("waiter", CLUSTER, "room on cluster m2 was freed while the last cycle ran")
+    ]
+    full = {**ledgers, "m2": ledger("m2", **{"y-m2": "8"})}
+    assert routed("MODIFIED", old, new, [new], ledgers=full) == []
+    same = placement("waiter", requests="cpu=6", condition=SHORT)
+    assert routed("MODIFIED", same, new, [new], ledgers=ledgers) == []  # nothing new reported
+
+
+def test_member_clusters_are_kept_whole_for_room() -> None:
+    copy = routing_copy(CLUSTERS["m1"])
+    assert isinstance(copy, MemberCluster)
+    assert copy.status.resource_usage.allocatable == {"cpu": "8"}
