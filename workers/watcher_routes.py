@@ -48,6 +48,7 @@ from hub.types import (
 from hub.types.meta import HubObject
 from scheduler.capacity import ClusterCapacity, held, missing_of, shortfalls, shown_requests
 from scheduler.eligibility import EligibilityChecker
+from scheduler.explanation import BEYOND_ROOM_MARKER
 from scheduler.requests import RequestsError, parse_requests
 from scheduler.watch_rules import (
     binding_deletion_started,
@@ -442,7 +443,21 @@ def _ledger(
                 continue
             key = _key(placement)
             routes.setdefault(key, Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True))
+        # Placements that said they keep a binding here beyond the room: the room they lacked
+        # may be there now, and their condition should say so.
+        beyond = {key for key, placement in placements.items() if _beyond_room(placement)}
+        for binding in room.bindings:
+            key = _key_of_parent(binding)
+            if key in beyond and binding.spec.target_cluster == cluster:
+                routes.setdefault(
+                    key, Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
+                )
     return list(routes.values())
+
+
+def _beyond_room(placement: ClusterResourcePlacement) -> bool:
+    condition = scheduled_condition_current(placement)
+    return condition is not None and BEYOND_ROOM_MARKER in condition.message
 
 
 def _short_while_room(

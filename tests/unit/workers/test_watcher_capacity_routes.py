@@ -269,3 +269,17 @@ def test_member_clusters_are_kept_whole_for_room() -> None:
     copy = routing_copy(CLUSTERS["m1"])
     assert isinstance(copy, MemberCluster)
     assert copy.status.resource_usage.allocatable == {"cpu": "8"}
+
+
+def test_room_freed_where_a_placement_keeps_a_binding_beyond_the_room_reaches_it() -> None:
+    over = placement(
+        "over",
+        requests="cpu=7",
+        condition="found all cluster needed; kept beyond the room of 1 cluster(s): m1 (cpu: 7 "
+        "requested, 6 free)",
+    )
+    elsewhere = placement("far", requests="cpu=7", condition=over.status.conditions[0].message)
+    bindings = [binding("over", "m1"), binding("far", "m2")]
+    before, after = ledger("m1", **{"over-m1": "7", "x-m1": "2"}), ledger("m1", **{"over-m1": "7"})
+    got = routed("MODIFIED", before, after, [over, elsewhere], bindings=bindings)
+    assert got == [("over", CLUSTER, "cluster m1: room freed (cpu=2)")]
