@@ -151,7 +151,8 @@ class _Index:
     clusters: Mapping[str, MemberCluster]
     ledgers: Mapping[str, CapacityLedger]
     requests: Mapping[str, Mapping[str, Fraction]]
-    """Capacity-aware placements (a readable requests annotation, not being deleted)."""
+    """Capacity-aware placements (a readable requests annotation), being deleted or not: the
+    bindings of one being deleted consume their room until its cleanup has removed them."""
 
     @classmethod
     def of(cls, state: FleetState) -> _Index:
@@ -167,7 +168,7 @@ class _Index:
         requests = {}
         for key, placement in placements.items():
             text = placement.metadata.annotations.get(names.REQUESTS_ANNOTATION)
-            if text is None or placement.metadata.deleting:
+            if text is None:
                 continue
             try:
                 requests[key] = parse_requests(text)
@@ -252,11 +253,14 @@ def _reservations(state: FleetState, now: datetime, grace: timedelta) -> list[Vi
     found = []
     needed: set[tuple[str, str]] = set()
     for key, requests in index.requests.items():
+        deleting = index.placements[key].metadata.deleting
         for binding in index.bindings_of.get(key, []):
             if not is_active(binding):
                 continue
             cluster, name = binding.spec.target_cluster, binding_key(binding)
             needed.add((cluster, name))
+            if deleting:
+                continue  # its cleanup releases the room with the bindings: no turn repairs it
             ledger = index.ledgers.get(cluster)
             reservation = ledger.spec.reservations.get(name) if ledger is not None else None
             if reservation is None:
@@ -449,7 +453,11 @@ def _stranded(state: FleetState, now: datetime, profile: Profile | None) -> list
     for key, requests in sorted(index.requests.items()):
         snapshot = index.snapshots.get(key)
         placement = index.placements[key]
-        if snapshot is None or not _settled(placement, snapshot, now):
+        if (
+            snapshot is None
+            or placement.metadata.deleting
+            or not _settled(placement, snapshot, now)
+        ):
             continue
         condition = snapshot.status.condition(names.SCHEDULED_CONDITION)
         missing = missing_of(condition.message) if condition is not None else None
@@ -457,9 +465,7 @@ def _stranded(state: FleetState, now: datetime, profile: Profile | None) -> list
             continue
         bindings = index.bindings_of.get(key, [])
         text = placement.metadata.annotations[names.REQUESTS_ANNOTATION]
-        capacity = CapacityInput(
-            requests=text, allocated=allocated_beside(index.ledgers, bindings)
-        )
+        capacity = CapacityInput(requests=text, allocated=allocated_beside(index.ledgers, bindings))
         result = schedule(
             CycleInput(
                 snapshot=snapshot,

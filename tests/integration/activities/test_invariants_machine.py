@@ -1,0 +1,452 @@
+"""The invariants (scheduler.invariants, docs/invariants.md) under random interleavings: a
+Hypothesis state machine drives the real activities (turns, cleanups, moves, sweeps) against a
+real devhub, with the watcher's routes (the pure functions the watcher runs) deciding which
+placements owe a turn after every step, and checks every invariant after every step.
+
+What may be broken, and only then:
+- `overcommit` on a cluster grows only in a step that changes supply or demand behind the
+  scheduler's back (a cluster shrinks, a placement's requests change, a ledger is deleted), or
+  while a placement with a binding there owes the turn that makes its reservation;
+- `reservation` only for placements that owe a turn;
+- `stale_reservation` never right after a sweep;
+- `stranded_shortage` only for placements that owe a turn: freed room must have woken them;
+- `duplicate_binding`, `binding_count`, `disruption_budget` never.
+
+`make test` runs a bounded number of examples; `make soak` many more
+(FLEET_INVARIANT_EXAMPLES, FLEET_INVARIANT_STEPS)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from fractions import Fraction
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from temporalio.testing import ActivityEnvironment
+
+from activities.capacity import sweep_ledgers
+from activities.fleet_state import read_fleet_state
+from activities.models import CleanupRequest, MoveRequest, TurnRequest
+from activities.plumbing import ActivitySettings
+from devhub import DevHub
+from hub import names
+from hub.client import HubClient
+from hub.errors import NotFoundError
+from hub.types import (
+    CapacityLedger,
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterResourcePlacementDisruptionBudget,
+    MemberCluster,
+)
+from hub.types.meta import HubObject
+from scheduler.capacity import ClusterCapacity, is_active
+from scheduler.eligibility import EligibilityChecker
+from scheduler.invariants import (
+    BINDING_COUNT,
+    DISRUPTION_BUDGET,
+    DUPLICATE_BINDING,
+    OVERCOMMIT,
+    RESERVATION,
+    STALE_RESERVATION,
+    STRANDED_SHORTAGE,
+    Violation,
+    find_violations,
+)
+from scheduler.testing import member_cluster
+from tests.integration.activities.activity_helpers import Activities, add_placement
+from workers.rebalance import plan_rebalance
+from workers.reconcile import plan_reconcile
+from workers.watcher_routes import Room, route_change
+from workers.watcher_views import Change, routing_copy
+
+EXAMPLES = int(os.environ.get("FLEET_INVARIANT_EXAMPLES", "12"))
+STEPS = int(os.environ.get("FLEET_INVARIANT_STEPS", "25"))
+CLUSTERS = ("c0", "c1", "c2", "c3")
+PLACEMENTS = ("p0", "p1", "p2", "p3", "p4")
+START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+# What the examples did, printed with -s: a machine that never reaches a state is no test.
+SEEN: Counter[str] = Counter()
+
+policies = st.sampled_from(
+    [
+        {"placementType": "PickN", "numberOfClusters": 1},
+        {"placementType": "PickN", "numberOfClusters": 2},
+        {"placementType": "PickAll"},
+        {"placementType": "PickFixed", "clusterNames": ["c0", "c1"]},
+    ]
+)
+requests = st.one_of(st.none(), st.integers(1, 6).map(lambda n: f"cpu={n}"))
+
+
+@dataclass
+class World:
+    """What the machine shares with the test: the hub, the activities, the clock."""
+
+    devhub: DevHub
+    hub: HubClient
+    env: ActivityEnvironment
+    now: list[datetime] = field(default_factory=lambda: [START])
+
+
+def make_machine(world: World) -> type[RuleBasedStateMachine]:
+    hub, env = world.hub, world.env
+    activities = Activities(hub, ActivitySettings(clock=lambda: world.now[0]))
+
+    class InvariantsMachine(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            world.devhub.reset()
+            world.now[0] = START
+            self.owed: set[str] = set()
+            self.moves: dict[str, list[MoveRequest]] = {}
+            self.cycle = 0
+            self.allowed_over: dict[str, Fraction] = {}
+            self.excused: set[str] = set()  # clusters whose supply or demand just moved
+            self.swept = False
+            self.names: set[str] = set()  # placements created and not deleted
+            self.seen: dict[str, dict[str, HubObject]] = self._read()
+            SEEN["examples"] += 1
+
+        # --- the world ----------------------------------------------------------------------
+
+        @initialize(
+            cpus=st.lists(st.integers(4, 12), min_size=len(CLUSTERS), max_size=len(CLUSTERS))
+        )
+        def fleet(self, cpus: list[int]) -> None:
+            for name, cpu in zip(CLUSTERS, cpus, strict=True):
+                self._cluster(name, str(cpu), create=True)
+            self._routed()
+
+        @initialize(
+            first=st.lists(st.tuples(policies, requests, st.booleans()), min_size=2, max_size=4)
+        )
+        def placements(self, first: list[tuple[dict[str, Any], str | None, bool]]) -> None:
+            for name, (policy, asks, movable) in zip(PLACEMENTS, first, strict=False):
+                self.create(name, policy, asks, movable)
+            self.deliver_everything()
+
+        def _cluster(self, name: str, cpu: str, *, create: bool = False) -> None:
+            wanted = member_cluster(name, world.now[0], allocatable={"cpu": cpu})
+            current = hub.create(wanted) if create else hub.get(MemberCluster, name)
+            hub.update_status(current.model_copy(update={"status": wanted.status}))
+
+        def _read(self) -> dict[str, dict[str, HubObject]]:
+            kinds: dict[str, type[HubObject]] = {
+                "placements": ClusterResourcePlacement,
+                "bindings": ClusterResourceBinding,
+                "clusters": MemberCluster,
+                "ledgers": CapacityLedger,
+            }
+            return {
+                key: {o.metadata.name: o for o in hub.list(kind).items}
+                for key, kind in kinds.items()
+            }
+
+        def _routed(self) -> None:
+            """What the watcher would signal for everything that changed since the last step."""
+            now = self._read()
+            room = Room(
+                clusters={n: routing_copy(c) for n, c in now["clusters"].items()},  # type: ignore[misc]
+                ledgers=now["ledgers"],  # type: ignore[arg-type]
+                bindings=[routing_copy(b) for b in now["bindings"].values()],  # type: ignore[misc]
+            )
+            placements = {n: routing_copy(p) for n, p in now["placements"].items()}
+            for kind in ("clusters", "ledgers", "bindings", "placements"):
+                before, after = self.seen[kind], now[kind]
+                for name in before.keys() | after.keys():
+                    old, new = before.get(name), after.get(name)
+                    if new is None:
+                        change = Change("DELETED", routing_copy(old), routing_copy(old))  # type: ignore[arg-type]
+                    elif old is None:
+                        change = Change("ADDED", None, routing_copy(new))
+                    elif old.metadata.resource_version == new.metadata.resource_version:
+                        continue
+                    else:
+                        change = Change("MODIFIED", routing_copy(old), routing_copy(new))
+                    routes = route_change(
+                        change,  # type: ignore[arg-type]
+                        placements=placements,  # type: ignore[arg-type]
+                        standalone=True,
+                        checker=EligibilityChecker(),
+                        now=world.now[0],
+                        room=room,
+                    )
+                    self.owed |= {r.placement for r in routes if r.placement in placements}
+            self.seen = now
+
+        # --- rules: what people and controllers do -----------------------------------------
+
+        @rule(name=st.sampled_from(PLACEMENTS), policy=policies, asks=requests,
+              movable=st.booleans())  # fmt: skip
+        def create(
+            self, name: str, policy: dict[str, Any], asks: str | None, movable: bool
+        ) -> None:
+            annotations = {}
+            if asks is not None:
+                annotations[names.REQUESTS_ANNOTATION] = asks
+            if movable:
+                annotations[names.REBALANCE_ANNOTATION] = names.REBALANCE_ALLOWED
+            try:
+                add_placement(hub, name, policy, annotations=annotations)
+            except Exception as exc:  # it exists (or is being deleted): nothing happens
+                SEEN[f"create failed: {type(exc).__name__}"] += 1
+                return
+            self.names.add(name)
+            SEEN["created"] += 1
+
+        @precondition(lambda self: bool(self.names))
+        @rule(data=st.data(), asks=st.one_of(requests, st.just("cpu=two")))
+        def annotate(self, data: st.DataObject, asks: str | None) -> None:
+            name = data.draw(st.sampled_from(sorted(self.names)))
+            try:
+                hub.patch(
+                    ClusterResourcePlacement,
+                    name,
+                    {"metadata": {"annotations": {names.REQUESTS_ANNOTATION: asks}}},
+                )
+            except NotFoundError:
+                return
+            self.excused |= set(CLUSTERS)
+
+        @precondition(lambda self: bool(self.names))
+        @rule(data=st.data())
+        def delete_placement(self, data: st.DataObject) -> None:
+            name = data.draw(st.sampled_from(sorted(self.names)))
+            self.names.discard(name)
+            try:
+                hub.delete(ClusterResourcePlacement, name)
+            except NotFoundError:
+                return
+
+        @rule(cluster=st.sampled_from(CLUSTERS))
+        def delete_ledger(self, cluster: str) -> None:
+            try:
+                hub.delete(CapacityLedger, cluster)
+            except NotFoundError:
+                return
+            self.excused.add(cluster)
+
+        @rule(cluster=st.sampled_from(CLUSTERS), cpu=st.integers(1, 12))
+        def resize_cluster(self, cluster: str, cpu: int) -> None:
+            self._cluster(cluster, str(cpu))
+            self.excused.add(cluster)
+
+        @rule(
+            name=st.sampled_from(PLACEMENTS), min_available=st.booleans(), value=st.integers(0, 2)
+        )
+        def budget(self, name: str, min_available: bool, value: int) -> None:
+            spec = {"minAvailable": value} if min_available else {"maxUnavailable": value}
+            with contextlib.suppress(NotFoundError):
+                hub.delete(ClusterResourcePlacementDisruptionBudget, name)
+            hub.create(
+                ClusterResourcePlacementDisruptionBudget.from_wire(
+                    {"metadata": {"name": name}, "spec": spec}
+                )
+            )
+
+        @rule(pick=st.integers(0, 50))
+        def rollout_makes_available(self, pick: int) -> None:
+            # An index, not a draw from what the hub holds: generated data must not depend on
+            # the hub (binding names carry a hash of what they are made from, not a choice).
+            active = [b for b in hub.list(ClusterResourceBinding).items if is_active(b)]
+            if not active:
+                return
+            binding = sorted(active, key=lambda b: (b.spec.target_cluster, b.name))[
+                pick % len(active)
+            ]
+            from tests.integration.activities.test_capacity_reservations import make_available
+
+            make_available(hub, binding)
+
+        @rule(strategy=st.sampled_from(["pack", "spread"]))
+        def propose_moves(self, strategy: str) -> None:
+            plan = plan_rebalance(hub, strategy, now=world.now[0])  # type: ignore[arg-type]
+            SEEN["moves proposed"] += len(plan.moves)
+            SEEN["movable"] += len(plan.movable)
+            for move in plan.moves:
+                self.moves.setdefault(move.placement, []).append(
+                    MoveRequest(
+                        binding=move.binding,
+                        source=move.source,
+                        target=move.target,
+                        reason=move.reason,
+                    )
+                )
+                self.owed.add(move.placement)
+
+        @rule(minutes=st.sampled_from([1, 16]))
+        def advance_clock(self, minutes: int) -> None:
+            world.now[0] += timedelta(minutes=minutes)
+            for cluster in hub.list(MemberCluster).items:  # agents keep heartbeating
+                self._cluster(cluster.name, cluster.status.resource_usage.allocatable["cpu"])
+
+        def sweep(self) -> None:
+            aware = {
+                p.name
+                for p in hub.list(ClusterResourcePlacement).items
+                if names.REQUESTS_ANNOTATION in p.metadata.annotations
+            }
+            sweep_ledgers(hub, aware, hub.list(ClusterResourceBinding).items, world.now[0])
+            self.swept = True
+
+        @rule()
+        def reconcile(self) -> None:
+            """The reconcile's hub side: what its invariants find, requeued; then its sweep."""
+            state = read_fleet_state(hub, resource_placements=False)
+            found = find_violations(state, world.now[0])
+            plan = plan_reconcile(
+                state.placements, state.snapshots, state.clusters, state.bindings,
+                {p.name for p in state.placements}, None, standalone=True, now=world.now[0],
+                resource_placements=False, violations=found,
+            )  # fmt: skip
+            self.owed |= set(plan.requeue)
+            self.sweep()
+
+        # --- rules: what the scheduler does -------------------------------------------------
+
+        @precondition(lambda self: bool(self.owed))
+        @rule(data=st.data())
+        def turn(self, data: st.DataObject) -> None:
+            name = data.draw(st.sampled_from(sorted(self.owed)))
+            self._turn(name)
+
+        @precondition(lambda self: bool(self.owed))
+        @rule()
+        def deliver_everything(self) -> None:
+            for _ in range(3):  # a turn may owe another (a requeue, freed room)
+                for name in sorted(self.owed):
+                    self._turn(name)
+                self._routed()
+
+        @precondition(lambda self: bool(self.moves))
+        @rule(data=st.data())
+        def turn_that_fails_after_its_first_create(self, data: st.DataObject) -> None:
+            """A crash between a move's new binding and the old one's unschedule: the retried
+            turn (a later `turn`) finds the move half done."""
+            name = data.draw(st.sampled_from(sorted(self.moves)))
+            fault = world.devhub.faults.inject(
+                verb="patch", resource="clusterresourcebindings", status=500, count=1
+            )
+            try:
+                self._turn(name, keep_moves=True)
+            except Exception:
+                pass  # as Temporal would see it: the attempt failed, the turn is retried
+            finally:
+                fault.remove()
+            self.owed.add(name)
+
+        def _turn(self, name: str, *, keep_moves: bool = False) -> None:
+            self.cycle += 1
+            moves = self.moves.get(name, [])
+            request = TurnRequest(placement=name, cycle=self.cycle, reason="machine", moves=moves)
+            result = env.run(activities.schedule_once, request)
+            SEEN["turn"] += 1
+            SEEN[f"turn:{result.prepared.phase}"] += 1
+            SEEN["moves made"] += sum(line.startswith("moved") for line in result.moves)
+            SEEN["moves refused"] += sum(line.startswith("refused") for line in result.moves)
+            if result.prepared.phase == "deleting":
+                env.run(activities.cleanup_placement, CleanupRequest(placement=name))
+            if not keep_moves:
+                self.moves.pop(name, None)
+            self.owed.discard(name)
+
+        # --- after every step ----------------------------------------------------------------
+
+        @invariant()
+        def counts_stay_true(self) -> None:
+            SEEN["checks"] += 1
+            self._routed()
+            state = read_fleet_state(hub, resource_placements=False)
+            found = find_violations(state, world.now[0])
+            by: dict[str, list[Violation]] = {}
+            SEEN.update(f"violation:{v.invariant}" for v in found)
+            for violation in found:
+                by.setdefault(violation.invariant, []).append(violation)
+            for kind in (DUPLICATE_BINDING, BINDING_COUNT, DISRUPTION_BUDGET):
+                assert kind not in by, [v.message for v in by[kind]]
+            for kind in (RESERVATION, STRANDED_SHORTAGE):
+                unowed = [v.message for v in by.get(kind, []) if v.placement not in self.owed]
+                assert not unowed, unowed
+            if self.swept:
+                assert STALE_RESERVATION not in by, [v.message for v in by[STALE_RESERVATION]]
+            self.swept = False
+            self._overcommit(state, by.get(OVERCOMMIT, []))
+            self.excused.clear()
+
+        def _overcommit(self, state: Any, found: list[Violation]) -> None:
+            """Overcommit grows only where supply or demand moved behind the scheduler's back,
+            or while a placement with a binding there owes the turn that reserves for it."""
+            over = {v.cluster: self._over(state, v.cluster) for v in found if v.cluster}
+            owing = {
+                b.spec.target_cluster
+                for b in state.bindings
+                if is_active(b) and b.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) in self.owed
+            }
+            for cluster in CLUSTERS:
+                now = over.get(cluster, Fraction(0))
+                if now > self.allowed_over.get(cluster, Fraction(0)):
+                    assert cluster in self.excused or cluster in owing, (
+                        f"cluster {cluster} got more overcommitted ({now} CPU) in a step that "
+                        f"moved neither its supply nor its demand: "
+                        f"{[v.message for v in found if v.cluster == cluster]}"
+                    )
+                self.allowed_over[cluster] = now
+
+        @staticmethod
+        def _over(state: Any, cluster: str) -> Fraction:
+            member = next(c for c in state.clusters if c.name == cluster)
+            supply = ClusterCapacity.of(member.status.resource_usage.allocatable)
+            asked = Fraction(0)
+            placements = {p.name: p for p in state.placements}
+            for binding in state.bindings:
+                owner = placements.get(
+                    binding.metadata.labels.get(names.PARENT_PLACEMENT_LABEL, "")
+                )
+                if (
+                    owner is None
+                    or binding.spec.target_cluster != cluster
+                    or not is_active(binding)
+                ):
+                    continue
+                text = owner.metadata.annotations.get(names.REQUESTS_ANNOTATION, "")
+                if text.startswith("cpu=") and text[4:].isdigit():
+                    asked += int(text[4:])
+            return max(asked - supply.allocatable.get("cpu", Fraction(0)), Fraction(0))
+
+    return InvariantsMachine
+
+
+def test_every_count_stays_true_in_every_order_of_events(
+    devhub: DevHub, hub_kubeconfig: Any
+) -> None:
+    hub = HubClient.from_kubeconfig(hub_kubeconfig, timeout=(2.0, 10.0))
+    world = World(devhub=devhub, hub=hub, env=ActivityEnvironment())
+    try:
+        run_state_machine_as_test(
+            make_machine(world),
+            settings=settings(
+                max_examples=EXAMPLES,
+                stateful_step_count=STEPS,
+                deadline=None,
+                suppress_health_check=list(HealthCheck),
+                derandomize=os.environ.get("FLEET_INVARIANT_SEED") is None,
+            ),
+        )
+    finally:
+        devhub.faults.clear()
+        hub.close()
+        print("invariants machine:", dict(sorted(SEEN.items())))
