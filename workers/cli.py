@@ -749,8 +749,8 @@ async def _run(args: argparse.Namespace) -> int:
             if not args.activities_only:
                 added = await ensure_search_attributes(client, target.namespace)
                 if added:
-                    print(f"registered search attributes {', '.join(added)} in namespace "
-                          f"{target.namespace}", flush=True)
+                    print(f"registered search attributes {', '.join(added)} in Temporal "
+                          f"namespace {target.namespace}", flush=True)
             reconcile = args.reconcile_every > 0 and not args.activities_only
             if reconcile:
                 schedule_id = await ensure_reconcile_schedule(
@@ -886,7 +886,7 @@ def _placement_args(workflow_id: str) -> str:
 def _described(workflow_id: str) -> str:
     namespace, name = names.placement_of(workflow_id)
     if namespace:
-        return f"ResourcePlacement named {name!r} in namespace {namespace!r}"
+        return f"ResourcePlacement named {name!r} in hub namespace {namespace!r}"
     return f"ClusterResourcePlacement named {name!r}"
 
 
@@ -899,13 +899,13 @@ def _rpc_problem(exc: RPCError, workflow_id: str, namespace: str) -> CliError:
         )
     if exc.status == RPCStatusCode.NOT_FOUND:
         return CliError(
-            f"no placement workflow {workflow_id} in namespace {namespace}: is there a "
+            f"no placement workflow {workflow_id} in Temporal namespace {namespace}: is there a "
             f"{_described(workflow_id)}, and is the watcher ({PROG} run or dev) running?"
         )
     if exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
         return CliError(
             f"no worker answered for {workflow_id} within {RPC_TIMEOUT.total_seconds():g}s: is "
-            f"{PROG} run (or dev) running for namespace {namespace}?"
+            f"{PROG} run (or dev) running for Temporal namespace {namespace}?"
         )
     return CliError(f"{workflow_id}: {exc.message}")
 
@@ -1035,7 +1035,7 @@ def _turn_line(result: RequeueResult, namespace: str | None = None) -> str:
     if result.outcome == "failed":
         return f"the turn failed: {result.error or 'no detail'}"
     if result.outcome == "gone":
-        kind = f"ResourcePlacement in namespace {namespace}" if namespace else (
+        kind = f"ResourcePlacement in hub namespace {namespace}" if namespace else (
             "ClusterResourcePlacement"
         )
         return f"no such {kind} in the hub (the workflow found it gone)"
@@ -1167,7 +1167,7 @@ async def _status(args: argparse.Namespace) -> int:
             if len(executions) >= args.limit:
                 break
     except RPCError as exc:
-        raise CliError(f"cannot list workflows in namespace {client.namespace}: "
+        raise CliError(f"cannot list workflows in Temporal namespace {client.namespace}: "
                        f"{exc.message}") from exc
     gate = asyncio.Semaphore(STATUS_QUERY_CONCURRENCY)
     rows = await asyncio.gather(*(_status_row(client, e, gate) for e in executions.values()))

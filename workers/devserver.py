@@ -496,7 +496,7 @@ async def ensure_search_attributes(
     ]
     if wrong_type:
         raise SearchAttributeError(
-            f"search attributes in namespace {namespace!r} have the wrong type: "
+            f"search attributes in Temporal namespace {namespace!r} have the wrong type: "
             + "; ".join(wrong_type)
         )
     missing = {
@@ -513,16 +513,17 @@ async def ensure_search_attributes(
     except RPCError as exc:
         if exc.status != RPCStatusCode.ALREADY_EXISTS:
             raise SearchAttributeError(
-                f"could not register search attributes {sorted(missing)} in namespace "
-                f"{namespace!r}: {exc.message}. Register them yourself (e.g. `temporal operator "
-                "search-attribute create --name NAME --type TYPE`) and start again"
+                f"could not register search attributes {sorted(missing)} in Temporal "
+                f"namespace {namespace!r}: {exc.message}. Register them yourself (e.g. "
+                "`temporal operator search-attribute create --name NAME --type TYPE`) and start "
+                "again"
             ) from exc
         # Another process registered them between our list and add: check the result.
         existing = await _list_search_attributes(client, namespace)
         still_missing = sorted(name for name in missing if name not in existing)
         if still_missing:
             raise SearchAttributeError(
-                f"search attributes {still_missing} are still missing in namespace "
+                f"search attributes {still_missing} are still missing in Temporal namespace "
                 f"{namespace!r} after a concurrent registration"
             ) from exc
     return sorted(missing)
@@ -535,6 +536,7 @@ async def _list_search_attributes(client: Client, namespace: str) -> dict[str, i
         )
     except RPCError as exc:
         raise SearchAttributeError(
-            f"could not list search attributes of namespace {namespace!r}: {exc.message}"
+            f"could not list search attributes of Temporal namespace {namespace!r}: "
+            f"{exc.message}"
         ) from exc
     return {**dict(response.system_attributes), **dict(response.custom_attributes)}

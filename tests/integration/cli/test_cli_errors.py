@@ -76,14 +76,14 @@ async def test_an_unknown_placement_is_one_line(
     result = await asyncio.to_thread(
         run_cli, command, name, "--temporal-address", address(temporal_env)
     )
-    assert_one_line_error(result, f"no placement workflow crp/{name} in namespace default")
+    assert_one_line_error(result, f"no placement workflow crp/{name} in Temporal namespace default")
 
 
 async def test_an_unknown_namespace_is_one_line(temporal_env: WorkflowEnvironment) -> None:
     result = await asyncio.to_thread(
         run_cli, "status", "--temporal-address", address(temporal_env), "--namespace", "nowhere"
     )
-    assert_one_line_error(result, "has no namespace 'nowhere'")
+    assert_one_line_error(result, "has no Temporal namespace 'nowhere'")
 
 
 async def test_status_with_no_placements_says_so(temporal_env: WorkflowEnvironment) -> None:
