@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -423,6 +423,8 @@ DEV_RUN_DIR: Final = Path(".run")
 DEV_HUB_PORT: Final = 6443
 DEV_TEMPORAL_PORT: Final = 7233
 DEV_UI_PORT: Final = 8233
+# Where `make run` writes its kubeconfig, relative to the repository root it runs in.
+DEV_KUBECONFIG: Final = DEV_RUN_DIR / "kubeconfig"
 
 
 # `dev --fairness` without --config: KubeFleet's default profile with PrioritySort's fairness on.
@@ -722,13 +724,32 @@ def _worker_version(args: argparse.Namespace) -> WorkerVersion | None:
         raise CliError(str(exc)) from exc
 
 
-def _hub_client(kubeconfig: Path | None, context: str | None) -> HubClient:
-    if kubeconfig is None:
+def hub_kubeconfig(
+    kubeconfig: Path | None, *, local_default: bool, env: Mapping[str, str] | None = None
+) -> Path | None:
+    """The kubeconfig a command reads the hub with: `--kubeconfig`; else, for the commands a
+    person runs beside `make run` (`local_default`), `.run/kubeconfig` when it exists in the
+    current directory and $KUBECONFIG is not set, as `requeue`, `explain` and `status` reach
+    `make run`'s Temporal when nothing else is configured; else None: $KUBECONFIG, the pod's
+    service account or ~/.kube/config (`HubClient.from_env`)."""
+    if kubeconfig is not None:
+        return kubeconfig
+    environment = os.environ if env is None else env
+    if local_default and not environment.get("KUBECONFIG") and DEV_KUBECONFIG.is_file():
+        return DEV_KUBECONFIG
+    return None
+
+
+def _hub_client(
+    kubeconfig: Path | None, context: str | None, *, local_default: bool = False
+) -> HubClient:
+    path = hub_kubeconfig(kubeconfig, local_default=local_default)
+    if path is None:
         return HubClient.from_env()
-    if not kubeconfig.is_file():
-        raise CliError(f"kubeconfig {str(kubeconfig)!r} does not exist; pass the hub's "
+    if not path.is_file():
+        raise CliError(f"kubeconfig {str(path)!r} does not exist; pass the hub's "
                        "kubeconfig with --kubeconfig, or omit it to use in-cluster config")
-    return HubClient.from_kubeconfig(kubeconfig, context)
+    return HubClient.from_kubeconfig(path, context)
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -1182,12 +1203,19 @@ def run_status(args: argparse.Namespace) -> int:
 # --- plan ------------------------------------------------------------------------------------
 
 
+def _add_local_hub_arguments(parser: argparse.ArgumentParser) -> None:
+    """--kubeconfig and --context of the commands a person runs, which find `make run`'s hub."""
+    parser.add_argument("--kubeconfig", type=Path, default=None, metavar="PATH",
+                        help="the hub's kubeconfig (default: $KUBECONFIG; else "
+                             f"{DEV_KUBECONFIG} when it exists in the current directory, as "
+                             "`make run` writes it in the repository root; else the pod's "
+                             "service account, or ~/.kube/config)")
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+
+
 def _add_hub_and_profile_arguments(parser: argparse.ArgumentParser) -> None:
     """What `plan` and `rebalance` read: the hub, and the profile the cycles would use."""
-    parser.add_argument("--kubeconfig", type=Path, default=None, metavar="PATH",
-                        help="the hub's kubeconfig (default: $KUBECONFIG, the pod's service "
-                             "account, or ~/.kube/config)")
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    _add_local_hub_arguments(parser)
     parser.add_argument("--config", type=Path, default=None, metavar="FILE",
                         help="the scheduler's configuration: a profile YAML of plugins and scoring "
                              "(default: KubeFleet's default profile)")
@@ -1208,7 +1236,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 def run_plan(args: argparse.Namespace) -> int:
     placement = load_placement_file(args.filename, args.placement_namespace)
     profile = _load_profile(args.config)
-    hub = _hub_client(args.kubeconfig, args.context)
+    hub = _hub_client(args.kubeconfig, args.context, local_default=True)
     try:
         planned = what_if(hub, placement, profile=profile)
     except (HubUnavailableError, UnauthorizedError) as exc:
@@ -1236,7 +1264,7 @@ def add_rebalance_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_rebalance(args: argparse.Namespace) -> int:
     profile = _load_profile(args.config)
-    hub = _hub_client(args.kubeconfig, args.context)
+    hub = _hub_client(args.kubeconfig, args.context, local_default=True)
     try:
         plan = plan_rebalance(hub, args.strategy, profile=profile, placement=args.placement)
     except (HubUnavailableError, UnauthorizedError) as exc:
