@@ -745,7 +745,7 @@ def _hub_client(
 ) -> HubClient:
     path = hub_kubeconfig(kubeconfig, local_default=local_default)
     if path is None:
-        return HubClient.from_env()
+        return HubClient.from_env(context)
     if not path.is_file():
         raise CliError(f"kubeconfig {str(path)!r} does not exist; pass the hub's "
                        "kubeconfig with --kubeconfig, or omit it to use in-cluster config")

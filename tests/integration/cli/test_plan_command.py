@@ -371,3 +371,15 @@ def test_kubeconfig_and_its_flag_win_over_make_runs(
     assert flagged.returncode == 2, flagged.stdout
     assert f"kubeconfig '{elsewhere}' does not exist" in flagged.stderr
 
+
+
+def test_context_applies_to_the_kubeconfig_of_the_environment(
+    fleet: tuple[DevHub, Path], tmp_path: Path
+) -> None:
+    """--context without --kubeconfig picks a context of $KUBECONFIG (it used to be dropped)."""
+    _, kubeconfig = fleet
+    path = write(tmp_path, placement("web", 2))
+    environment = {**beside_make_run(tmp_path), "KUBECONFIG": str(kubeconfig)}
+    done = run_cli("plan", "-f", str(path), "--context", "no-such-context", env=environment)
+    assert done.returncode == 2, done.stdout
+    assert "no-such-context" in done.stderr
