@@ -49,10 +49,12 @@ from hub.client import HubClient
 from hub.errors import (
     AlreadyExistsError,
     HubConfigError,
+    HubError,
     HubUnavailableError,
+    NotFoundError,
     UnauthorizedError,
 )
-from hub.kinds import placement_key, split_key
+from hub.kinds import kinds_for, placement_key, split_key
 from hub.types import ClusterResourcePlacement, Namespace, ResourcePlacement
 from hub.types.meta import HubObject
 from scheduler import Profile, ProfileError, SchedulerError, load_profile
@@ -963,14 +965,17 @@ def add_requeue_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the Temporal priority key of the turn it causes, 1 (first) to 5 "
                              "(default: the placement's own, docs/priority.md)")
     parser.add_argument("--wait", action="store_true",
-                        help="wait for the cycle the requeue causes and print its summary "
-                             "(starts the placement's workflow if none runs)")
+                        help="wait for the cycle the requeue causes and print its summary; "
+                             "starts the placement's workflow if none runs, once it has read "
+                             "the placement from the hub (--kubeconfig), so a misspelt name "
+                             "starts nothing")
     parser.add_argument("--timeout", type=_positive_seconds, default=WAIT_TIMEOUT_S,
                         help=f"--wait: give up after this many seconds "
                              f"(default {WAIT_TIMEOUT_S:g})")
     parser.add_argument("--task-queue", default=names.DEFAULT_TASK_QUEUE,
                         help="--wait: where a workflow it has to start runs "
                              f"(default {names.DEFAULT_TASK_QUEUE})")
+    _add_local_hub_arguments(parser)
     _add_temporal_arguments(parser)
 
 
@@ -987,7 +992,15 @@ async def _requeue(args: argparse.Namespace) -> int:
         + (f" ({args.reason})" if args.reason else "")
     )
     if args.wait:
-        result = await _requeue_and_wait(client, args, request)
+        found, unknown = await asyncio.to_thread(_placement_in_hub, args)
+        if found is False:
+            raise CliError(
+                f"no {_described(workflow_id)} in the hub at {unknown}: nothing was requeued "
+                f"and no workflow was started (`kubectl get {_kubectl_kind(workflow_id)}` lists "
+                "them)"
+            )
+        result = await _requeue_and_wait(client, args, request, start=found is True,
+                                         unknown=unknown)
         print(sent)
         print(_turn_line(result, args.placement_namespace))
         # A cycle that could not act, or a placement whose snapshot could not be made (the
@@ -1004,32 +1017,69 @@ async def _requeue(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _kubectl_kind(workflow_id: str) -> str:
+    namespace, _ = names.placement_of(workflow_id)
+    return f"rp -n {namespace}" if namespace else "crp"
+
+
+def _placement_in_hub(args: argparse.Namespace) -> tuple[bool | None, str]:
+    """Whether the placement `requeue --wait` names exists in the hub: (True or False, the hub's
+    address), or (None, why the hub could not tell). Only a placement seen in the hub gets a
+    workflow started for it, so a typo never leaves one behind."""
+    try:
+        hub = _hub_client(args.kubeconfig, args.context, local_default=True)
+    except (CliError, HubConfigError) as exc:
+        return None, _one_line(exc)
+    try:
+        hub.get(
+            kinds_for(args.placement_namespace).placement, args.name,
+            namespace=args.placement_namespace,
+        )
+    except NotFoundError:
+        return False, hub.host
+    except (HubError, OSError) as exc:
+        return None, f"{hub.host}: {_one_line(exc)}"
+    finally:
+        hub.close()
+    return True, hub.host
+
+
 async def _requeue_and_wait(
-    client: Client, args: argparse.Namespace, request: RequeueRequest
+    client: Client,
+    args: argparse.Namespace,
+    request: RequeueRequest,
+    *,
+    start: bool,
+    unknown: str = "",
 ) -> RequeueResult:
-    """The `requeue_and_wait` update, with update-with-start: a placement whose workflow is not
-    running (never started, or finished) gets one, whose first turn answers. A run that is
-    ending refuses the update; it is sent again and reaches the next run."""
+    """The `requeue_and_wait` update. With `start` (the placement is in the hub), as an
+    update-with-start: a placement whose workflow is not running (never started, or finished)
+    gets one, whose first turn answers. Without it, only a running workflow is asked, and
+    `unknown` says why the hub could not tell. A run that is ending refuses the update; it is
+    sent again and reaches the next run."""
     namespace = args.placement_namespace
     workflow_id = _workflow_id(args.name, namespace)
     deadline = time.monotonic() + args.timeout
     while True:
         remaining = deadline - time.monotonic()
-        start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            names.placement_workflow(namespace),
-            PlacementInput(placement=args.name, namespace=namespace),
-            **start_options(args.name, args.task_queue, namespace),
-        )
-        try:
-            result: RequeueResult = await asyncio.wait_for(
-                client.execute_update_with_start_workflow(
-                    names.UPDATE_REQUEUE_AND_WAIT,
-                    request,
-                    start_workflow_operation=start,
-                    result_type=RequeueResult,
-                ),
-                timeout=max(remaining, 0.0),
+        if start:
+            operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+                names.placement_workflow(namespace),
+                PlacementInput(placement=args.name, namespace=namespace),
+                **start_options(args.name, args.task_queue, namespace),
             )
+            update = client.execute_update_with_start_workflow(
+                names.UPDATE_REQUEUE_AND_WAIT,
+                request,
+                start_workflow_operation=operation,
+                result_type=RequeueResult,
+            )
+        else:
+            update = client.get_workflow_handle(workflow_id).execute_update(
+                names.UPDATE_REQUEUE_AND_WAIT, request, result_type=RequeueResult
+            )
+        try:
+            result: RequeueResult = await asyncio.wait_for(update, timeout=max(remaining, 0.0))
             return result
         except TimeoutError:
             raise CliError(
@@ -1045,7 +1095,13 @@ async def _requeue_and_wait(
                 raise CliError(f"the requeue of {workflow_id} failed: {_one_line(exc)}") from exc
             await asyncio.sleep(CLOSING_RETRY_S)
         except RPCError as exc:
-            raise _rpc_problem(exc, workflow_id, client.namespace) from exc
+            problem = _rpc_problem(exc, workflow_id, client.namespace)
+            if start or exc.status != RPCStatusCode.NOT_FOUND or COMPLETED_MESSAGE in exc.message:
+                raise problem from exc
+            raise CliError(
+                f"{problem} (--wait starts a workflow only for a placement it finds in the hub, "
+                f"which it could not read: {unknown})"
+            ) from exc
 
 
 def _turn_line(result: RequeueResult, namespace: str | None = None) -> str:

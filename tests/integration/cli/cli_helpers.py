@@ -235,9 +235,14 @@ class DevProcess:
                 ) from None
         return process.returncode
 
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run `fleet-scheduler ARGS --temporal-address <ours>`."""
-        return run_cli(*args, "--temporal-address", self.address)
+    def cli(
+        self, *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `fleet-scheduler ARGS --temporal-address <ours>`, with KUBECONFIG naming our hub
+        (what `requeue --wait` reads) unless `env` is given."""
+        if env is None:
+            env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        return run_cli(*args, "--temporal-address", self.address, cwd=cwd, env=env)
 
     def hub(self) -> HubClient:
         return HubClient.from_kubeconfig(self.kubeconfig)

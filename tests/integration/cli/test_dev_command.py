@@ -19,6 +19,7 @@ import pytest
 import requests
 from cli_helpers import (
     DevProcess,
+    beside_make_run,
     bindings_of,
     port_is_free,
     processes_mentioning,
@@ -205,6 +206,48 @@ def test_requeue_runs_one_more_cycle(dev: DevProcess, placement: str) -> None:
         requeued.stdout
     )
     assert cycles_of(dev, placement) >= before + 1
+
+
+def test_requeue_wait_of_a_misspelt_placement_starts_no_workflow(
+    dev: DevProcess, placement: str
+) -> None:
+    typo = f"{placement}-typo"
+    requeued = dev.cli("requeue", typo, "--wait")
+    assert requeued.returncode == 2, (requeued.stdout, requeued.stderr)
+    with dev.hub() as hub:
+        host = hub.host
+    assert requeued.stderr.strip().splitlines() == [
+        f"fleet-scheduler requeue: error: no ClusterResourcePlacement named {typo!r} in the hub "
+        f"at {host}: nothing was requeued and no workflow was started (`kubectl get crp` lists "
+        "them)"
+    ]
+    listed = dev.cli("status", "--all")
+    assert listed.returncode == 0, listed.stderr
+    assert typo not in listed.stdout
+    resource = dev.cli("requeue", "-n", "shop", typo, "--wait")
+    assert resource.returncode == 2, (resource.stdout, resource.stderr)
+    assert f"no ResourcePlacement named {typo!r} in hub namespace 'shop' in the hub" in (
+        resource.stderr
+    )
+    assert "`kubectl get rp -n shop` lists them" in resource.stderr
+
+
+def test_requeue_wait_without_a_hub_reaches_only_a_running_workflow(
+    dev: DevProcess, placement: str, tmp_path: Path
+) -> None:
+    """Where no hub can be read, --wait still requeues a running workflow, and starts none."""
+    wait_for("a finished cycle", lambda: cycles_of(dev, placement) >= 1)
+    nowhere = beside_make_run(tmp_path)
+    requeued = dev.cli("requeue", placement, "--wait", cwd=tmp_path, env=nowhere)
+    assert requeued.returncode == 0, requeued.stderr
+    assert re.search(r"^cycle \d+: PickN 2/2", requeued.stdout, re.MULTILINE), requeued.stdout
+    typo = f"{placement}-typo"
+    missing = dev.cli("requeue", typo, "--wait", cwd=tmp_path, env=nowhere)
+    assert missing.returncode == 2, (missing.stdout, missing.stderr)
+    (line,) = missing.stderr.strip().splitlines()
+    assert f"no placement workflow crp/{typo} in Temporal namespace default" in line
+    assert "only for a placement it finds in the hub, which it could not read" in line
+    assert typo not in dev.cli("status", "--all").stdout
 
 
 def test_explain_after_a_cycle_that_only_kept_its_picks_shows_the_deciding_cycle(
