@@ -67,6 +67,7 @@ from workers.devserver import (
     DevServerError,
     SearchAttributeError,
     ensure_search_attributes,
+    port_is_free,
 )
 from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
 from workers.plan import PlacementFileError, load_placement_file, render_plan, what_if
@@ -530,16 +531,48 @@ class _DevStack:
     samples: list[str]  # every sample placement's name (created now or before)
 
 
+# Every port `dev` listens on: (argument, what listens there, its flag).
+DEV_PORTS: Final = (
+    ("hub_port", "devhub", "--hub-port"),
+    ("temporal_port", "the Temporal dev server", "--temporal-port"),
+    ("ui_port", "the Temporal UI", "--ui-port"),
+    ("metrics_port", "health and metrics", "--metrics-port"),
+)
+
+
+def _check_dev_ports(args: argparse.Namespace) -> None:
+    """Every port `dev` will listen on is free, before it writes anything (a kubeconfig, the
+    data dir, devhub's token and certificate): a busy port is then an error that changed
+    nothing. Port 0 means any free port; a port taken between this check and the bind is
+    still reported by whatever binds it."""
+    seen: dict[int, str] = {}
+    for name, what, flag in DEV_PORTS:
+        port = getattr(args, name)
+        if not port:
+            continue
+        if port in seen:
+            raise CliError(f"{seen[port]} and {flag} are both {port}; give each its own port")
+        seen[port] = flag
+        if not port_is_free(LOOPBACK, port):
+            raise CliError(
+                f"{what} cannot listen on {LOOPBACK}:{port}: the port is in use; choose another "
+                f"{flag} or stop whatever is listening there"
+            )
+
+
 async def _start_dev(
     args: argparse.Namespace, stack: contextlib.AsyncExitStack, runtime: Runtime
 ) -> _DevStack:
     data_dir: Path | None = args.data_dir
-    hub = local_stack().DevHub(
-        port=args.hub_port, data_dir=data_dir / DEVHUB_DIR if data_dir else None
-    )
+    local = local_stack()
     server = DevServer(
         port=args.temporal_port, ui_port=args.ui_port, data_dir=data_dir, fairness=args.fairness
     )
+    # A server an earlier `dev` left on this data dir holds its ports: stop it, then check them
+    # all before anything is written.
+    await server.stop_stale()
+    _check_dev_ports(args)
+    hub = local.DevHub(port=args.hub_port, data_dir=data_dir / DEVHUB_DIR if data_dir else None)
 
     async def start_hub() -> None:
         try:
