@@ -1067,7 +1067,7 @@ async def _requeue(args: argparse.Namespace) -> int:
         found, unknown = await asyncio.to_thread(_placement_in_hub, args)
         if found is False:
             raise CliError(
-                f"no {_described(workflow_id)} in the hub at {unknown}: nothing was requeued "
+                f"the hub at {unknown} has no {_described(workflow_id)}: nothing was requeued "
                 f"and no workflow was started (`kubectl get {_kubectl_kind(workflow_id)}` lists "
                 "them)"
             )

@@ -250,16 +250,16 @@ def test_requeue_wait_of_a_misspelt_placement_starts_no_workflow(
     with dev.hub() as hub:
         host = hub.host
     assert requeued.stderr.strip().splitlines() == [
-        f"fleet-scheduler requeue: error: no ClusterResourcePlacement named {typo!r} in the hub "
-        f"at {host}: nothing was requeued and no workflow was started (`kubectl get crp` lists "
-        "them)"
+        f"fleet-scheduler requeue: error: the hub at {host} has no ClusterResourcePlacement "
+        f"named {typo!r}: nothing was requeued and no workflow was started (`kubectl get crp` "
+        "lists them)"
     ]
     listed = dev.cli("status", "--all")
     assert listed.returncode == 0, listed.stderr
     assert typo not in listed.stdout
     resource = dev.cli("requeue", "-n", "shop", typo, "--wait")
     assert resource.returncode == 2, (resource.stdout, resource.stderr)
-    assert f"no ResourcePlacement named {typo!r} in hub namespace 'shop' in the hub" in (
+    assert f"has no ResourcePlacement named {typo!r} in hub namespace 'shop':" in (
         resource.stderr
     )
     assert "`kubectl get rp -n shop` lists them" in resource.stderr

@@ -77,8 +77,8 @@ async def test_requeue_wait_of_a_placement_that_does_not_exist_starts_no_workflo
 
     assert code == 2, output
     assert output.strip().splitlines() == [
-        f"fleet-scheduler requeue: error: no ClusterResourcePlacement named {name!r} in the hub "
-        f"at {hub.host}: nothing was requeued and no workflow was started (`kubectl get crp` "
+        f"fleet-scheduler requeue: error: the hub at {hub.host} has no ClusterResourcePlacement "
+        f"named {name!r}: nothing was requeued and no workflow was started (`kubectl get crp` "
         "lists them)"
     ]
     with pytest.raises(RPCError) as described:
