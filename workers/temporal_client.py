@@ -203,10 +203,12 @@ async def connect(
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             raise TemporalUnavailableError(
-                f"Temporal at {address} has no namespace {namespace!r}; create it (`temporal "
-                f"operator namespace create --namespace {namespace}`) or pass --namespace"
+                f"Temporal at {address} has no Temporal namespace {namespace!r}; create it "
+                f"(`temporal operator namespace create --namespace {namespace}`) or pass "
+                "--namespace"
             ) from exc
         raise TemporalUnavailableError(
-            f"Temporal at {address} did not describe namespace {namespace!r}: {exc.message}"
+            f"Temporal at {address} did not describe Temporal namespace {namespace!r}: "
+            f"{exc.message}"
         ) from exc
     return client

@@ -1,14 +1,17 @@
 """The repository documents itself: every `kubefleet-rules N.N` citation names a section of
-docs/kubefleet-rules.md, and nothing points outside the repository, where a clone has nothing."""
+docs/kubefleet-rules.md, nothing points outside the repository, where a clone has nothing, and
+the placements a walkthrough annotates exist in `make run`'s samples."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
 import pytest
+import yaml
 
 REPO: Final = Path(__file__).resolve().parents[2]
 RULES: Final = REPO / "docs" / "kubefleet-rules.md"
@@ -124,3 +127,85 @@ def test_nothing_refers_outside_the_repository() -> None:
         if (text := read(path)) is not None and outside in text
     ]
     assert not found, f"these files refer to {outside}, which a clone does not have: {found}"
+
+
+# --- placements the docs have the reader annotate exist in `make run`'s sample fleet ----------
+
+SAMPLE_PLACEMENTS: Final = REPO / "devhub" / "samples" / "placements.yaml"
+CLUSTER_KINDS: Final = frozenset({"crp", "clusterresourceplacement", "clusterresourceplacements"})
+NAMESPACED_KINDS: Final = frozenset({"rp", "resourceplacement", "resourceplacements"})
+# kubectl flags that take a value, so the value is not read as the kind or the name.
+VALUE_FLAGS: Final = frozenset({"--kubeconfig", "--context", "-n", "--namespace", "-l"})
+
+
+def sample_placements() -> set[str]:
+    """Keys of the sample placements: `name`, or `namespace/name` for a ResourcePlacement."""
+    keys = set()
+    for doc in yaml.safe_load_all(SAMPLE_PLACEMENTS.read_text(encoding="utf-8")):
+        if doc and doc["kind"] in ("ClusterResourcePlacement", "ResourcePlacement"):
+            namespace, name = doc["metadata"].get("namespace"), doc["metadata"]["name"]
+            keys.add(f"{namespace}/{name}" if namespace else name)
+    return keys
+
+
+def annotated_placements(text: str) -> Iterator[tuple[int, str]]:
+    """(line, placement key) of each `kubectl ... annotate crp NAME` (or `rp -n NS NAME`,
+    `crp/NAME`) in `text`."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if "kubectl" not in line or "annotate" not in line:
+            continue
+        try:
+            words = shlex.split(line.replace("`", " "), comments=True)
+        except ValueError:
+            continue
+        if "kubectl" not in words or "annotate" not in words:
+            continue
+        positional, namespace = [], None
+        rest = iter(words[words.index("kubectl") + 1 :])
+        for word in rest:
+            if word in VALUE_FLAGS:
+                value = next(rest, "")
+                namespace = value if word in ("-n", "--namespace") else namespace
+            elif word.startswith(("-n=", "--namespace=")):
+                namespace = word.split("=", 1)[1]
+            elif not word.startswith("-"):
+                positional.append(word)
+        if positional[:1] != ["annotate"]:
+            continue
+        kind, _, name = positional[1].partition("/") if len(positional) > 1 else ("", "", "")
+        if not name and len(positional) > 2:
+            name = positional[2]
+        if kind.lower() in CLUSTER_KINDS:
+            yield number, name
+        elif kind.lower() in NAMESPACED_KINDS:
+            yield number, f"{namespace or 'default'}/{name}"
+
+
+def test_annotated_placements_are_read_as_written() -> None:
+    text = (
+        "    kubectl --kubeconfig .run/kubeconfig annotate crp web a=b\n"
+        "    kubectl annotate rp -n shop storefront a=b\n"
+        "    kubectl annotate crp/api-spread a=b  # a comment\n"
+        "Run `kubectl annotate clusterresourceplacement pinned a=b` first.\n"
+        "    kubectl get crp web\n"
+    )
+    assert list(annotated_placements(text)) == [
+        (1, "web"), (2, "shop/storefront"), (3, "api-spread"), (4, "pinned")
+    ]
+
+
+def test_placements_the_docs_annotate_are_sample_placements() -> None:
+    """A walkthrough on `make run` annotates a placement that exists there
+    (devhub/samples/placements.yaml), not one the reader never made."""
+    samples = sample_placements()
+    missing = [
+        f"{path.relative_to(REPO)}:{number}: {key}"
+        for path in project_files(".md")
+        if (text := read(path)) is not None
+        for number, key in annotated_placements(text)
+        if key not in samples
+    ]
+    assert not missing, (
+        f"placements annotated in the docs but not among the samples {sorted(samples)}:\n"
+        + "\n".join(missing)
+    )

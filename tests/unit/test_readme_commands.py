@@ -1,10 +1,13 @@
-"""README's commands table cannot drift from the CLI: every subcommand has a row, and each row
-names exactly the options that subcommand's parser accepts."""
+"""README's commands cannot drift from the CLI: every subcommand has a row in the commands table,
+and each row names exactly the options that subcommand's parser accepts; every command of the
+walkthroughs works as typed from the repository root (the venv's `fleet-scheduler`, no
+placeholders, a `-f FILE` only after the README has had the reader make FILE) and parses."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -49,3 +52,208 @@ def test_a_row_names_exactly_the_options_of_its_subcommand(name: str) -> None:
         f"README row of {name}: missing {sorted(accepted - documented)}, "
         f"unknown {sorted(documented - accepted)}"
     )
+
+
+# --- the walkthroughs: every command works as typed from the repository root ------------------
+
+REPO = README.parent
+VENV_PROGRAM = ".venv/bin/fleet-scheduler"  # `make install` puts it there; nothing on PATH does
+LIST_ITEM = re.compile(r"^ *(?:\d+\.|[-*+]) +")
+SHELL_FENCES = frozenset({"", "sh", "bash", "shell", "console"})
+CONTROL = re.compile(r"\s*(?:&&|\|\||;|\|)\s*")
+# Telling the reader to make a file: "Save it as `.run/demo.yaml`", or a command writing it.
+SAVE_AS = re.compile(r"[Ss]ave (?:it|this|them)[^`]*? as\s+`([^`]+)`")
+WRITES = re.compile(r"(?:>|--kubeconfig-out|-o)\s+(\S+)")
+READS = re.compile(r"(?:^|\s)(?:-f|--filename)[ =](\S+)")
+INLINE_CODE = re.compile(r"`([^`\n]+)`")
+
+
+def code_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, text) of each line of the code blocks: indented ones (inside a list item,
+    indented four beyond its text) and shell fences; YAML fences and prose are left out."""
+    found: list[tuple[int, str]] = []
+    content = 0  # where the text of the list item we are in starts (0: not in a list)
+    fence: str | None = None
+    in_block, after_blank = False, True
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if fence is not None:
+            if stripped.startswith("```"):
+                fence = None
+            elif fence in SHELL_FENCES:
+                found.append((number, stripped))
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        if stripped.startswith("```"):
+            fence, in_block = stripped[3:].strip(), False
+            content = min(content, indent)  # a fence left of an item's text ends the list
+            continue
+        if not stripped:
+            after_blank = True
+            continue
+        if (in_block or after_blank) and indent >= content + 4:
+            found.append((number, stripped))
+            in_block = True
+        else:
+            in_block = False
+            item = LIST_ITEM.match(line)
+            if item is not None:
+                content = len(item.group(0))
+            elif after_blank and indent < content:
+                content = 0  # a paragraph left of the item's text: the list has ended
+        after_blank = False
+    return found
+
+
+def commands(text: str) -> list[tuple[int, list[str]]]:
+    """Each command of the code blocks, split at `&&`, `|`, `;`, as words (comments dropped)."""
+    found = []
+    for number, line in code_lines(text):
+        for piece in CONTROL.split(line):
+            try:
+                words = shlex.split(piece, comments=True)
+            except ValueError:
+                continue  # printed output, not a command
+            if words:
+                found.append((number, words))
+    return found
+
+
+def fleet_scheduler_commands(text: str) -> list[tuple[int, list[str]]]:
+    """The `fleet-scheduler SUBCOMMAND ...` commands (not output such as `fleet-scheduler dev:`)."""
+    return [
+        (number, words)
+        for number, words in commands(text)
+        if Path(words[0]).name == "fleet-scheduler" and words[1:2] and words[1] in COMMANDS
+    ]
+
+
+def bare_commands(text: str) -> list[str]:
+    return [
+        f"line {number}: {' '.join(words)}"
+        for number, words in fleet_scheduler_commands(text)
+        if words[0] != VENV_PROGRAM
+    ]
+
+
+def placeholders(text: str) -> list[str]:
+    """Commands with a `<name>` to fill in: typed as is, the shell reads `<name` as a file."""
+    return [
+        f"line {number}: {' '.join(words)}"
+        for number, words in commands(text)
+        if any(re.fullmatch(r"<[^<>]+>", word) for word in words)
+    ]
+
+
+def files_read_before_made(text: str) -> list[str]:
+    """`-f FILE` in a command or a prose `code span` whose FILE neither is in the repository
+    nor was made earlier in the text (saved by the reader, or written by a command)."""
+    lines = text.splitlines()
+    code = dict(code_lines(text))
+    made: dict[str, int] = {}
+    reads: list[tuple[int, str]] = []
+    for number, line in enumerate(lines, 1):
+        if line.lstrip().startswith("|"):
+            continue  # the commands table: a synopsis (`-f/--filename FILE`), not a command
+        spans = [code[number]] if number in code else INLINE_CODE.findall(line)
+        for span in spans:
+            reads += [(number, path) for path in READS.findall(span)]
+            if number in code:
+                for path in WRITES.findall(span):
+                    made.setdefault(path, number)
+        for path in SAVE_AS.findall(line):
+            made.setdefault(path, number)
+    return [
+        f"line {number}: {path}"
+        for number, path in reads
+        if not (REPO / path).exists() and made.get(path, number + 1) > number
+    ]
+
+
+README_TEXT = README.read_text(encoding="utf-8")
+
+
+def test_every_command_runs_the_venvs_fleet_scheduler() -> None:
+    assert fleet_scheduler_commands(README_TEXT), "no fleet-scheduler commands found"
+    assert bare_commands(README_TEXT) == [], (
+        f"run from the repository root, only {VENV_PROGRAM} exists (no venv is activated)"
+    )
+
+
+def test_every_command_is_typed_without_placeholders() -> None:
+    assert placeholders(README_TEXT) == []
+
+
+def test_every_file_a_command_reads_is_made_first() -> None:
+    assert files_read_before_made(README_TEXT) == []
+
+
+@pytest.mark.parametrize(
+    ("number", "words"),
+    [pytest.param(n, words, id=f"line-{n}") for n, words in fleet_scheduler_commands(README_TEXT)],
+)
+def test_every_fleet_scheduler_command_parses(number: int, words: list[str]) -> None:
+    try:
+        build_parser().parse_args(words[1:])
+    except SystemExit as exc:
+        pytest.fail(f"README line {number}: {' '.join(words)} is refused (exit {exc.code})")
+
+
+SAMPLE = """\
+1. Start:
+
+       .venv/bin/fleet-scheduler status
+
+2. A step whose text goes on
+    at four spaces, which is prose, not code.
+
+   Save it as `.run/mine.yaml` and apply it:
+
+       kubectl apply -f .run/mine.yaml
+
+```yaml
+fleet-scheduler explain web
+```
+
+    fleet-scheduler dev: ready in 1.4s (task queue fleet-scheduler); try: ...
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        pytest.param(SAMPLE, [], id="clean"),
+        pytest.param(SAMPLE + "\n    fleet-scheduler explain web\n",
+                     ["line 18: fleet-scheduler explain web"], id="bare"),
+        pytest.param(SAMPLE + "\n    make run && fleet-scheduler requeue web --wait\n",
+                     ["line 18: fleet-scheduler requeue web --wait"], id="bare-after-and"),
+        pytest.param(SAMPLE + "\n```sh\nfleet-scheduler status\n```\n",
+                     ["line 19: fleet-scheduler status"], id="bare-in-a-shell-fence"),
+    ],
+)  # fmt: skip
+def test_a_bare_fleet_scheduler_is_caught(text: str, found: list[str]) -> None:
+    assert bare_commands(text) == found
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        pytest.param(SAMPLE, [], id="saved-first"),
+        pytest.param(SAMPLE + "\n    .venv/bin/fleet-scheduler plan -f .run/other.yaml\n",
+                     ["line 18: .run/other.yaml"], id="never-made"),
+        pytest.param(SAMPLE + "\nThen `plan -f .run/other.yaml` works too.\n",
+                     ["line 18: .run/other.yaml"], id="never-made-in-prose"),
+        pytest.param("    kubectl apply -f .run/later.yaml\n\nSave it as `.run/later.yaml`.\n",
+                     ["line 1: .run/later.yaml"], id="made-after"),
+        pytest.param("    kubectl apply -f devhub/samples/placements.yaml\n", [],
+                     id="in-the-repository"),
+    ],
+)  # fmt: skip
+def test_a_file_read_before_it_is_made_is_caught(text: str, found: list[str]) -> None:
+    assert files_read_before_made(text) == found
+
+
+def test_a_placeholder_is_caught() -> None:
+    assert placeholders("    kubectl annotate crp <name> a=b\n") == [
+        "line 1: kubectl annotate crp <name> a=b"
+    ]

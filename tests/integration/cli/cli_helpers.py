@@ -17,7 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Self, TypeVar
@@ -52,15 +52,29 @@ def fleet_scheduler() -> list[str]:
     return [sys.executable, "-m", "workers.cli"]
 
 
-def run_cli(*args: str, timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str,
+    timeout: float = COMMAND_TIMEOUT_S,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run `fleet-scheduler ARGS` in `cwd` (default: this one) with `env` (default: ours)."""
     return subprocess.run(
         [*fleet_scheduler(), *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd=cwd,
+        env={**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"},
     )
+
+
+def beside_make_run(home: Path) -> dict[str, str]:
+    """Our environment as a newcomer's shell in the repository root has it: no KUBECONFIG, no
+    ~/.kube/config (HOME is `home`), not in a pod; what `make run` wrote is all there is."""
+    hidden = {"KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}
+    return {**{k: v for k, v in os.environ.items() if k not in hidden}, "HOME": str(home)}
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0) -> T:
@@ -221,9 +235,14 @@ class DevProcess:
                 ) from None
         return process.returncode
 
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run `fleet-scheduler ARGS --temporal-address <ours>`."""
-        return run_cli(*args, "--temporal-address", self.address)
+    def cli(
+        self, *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `fleet-scheduler ARGS --temporal-address <ours>`, with KUBECONFIG naming our hub
+        (what `requeue --wait` reads) unless `env` is given."""
+        if env is None:
+            env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        return run_cli(*args, "--temporal-address", self.address, cwd=cwd, env=env)
 
     def hub(self) -> HubClient:
         return HubClient.from_kubeconfig(self.kubeconfig)

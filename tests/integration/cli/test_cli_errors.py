@@ -76,14 +76,14 @@ async def test_an_unknown_placement_is_one_line(
     result = await asyncio.to_thread(
         run_cli, command, name, "--temporal-address", address(temporal_env)
     )
-    assert_one_line_error(result, f"no placement workflow crp/{name} in namespace default")
+    assert_one_line_error(result, f"no placement workflow crp/{name} in Temporal namespace default")
 
 
 async def test_an_unknown_namespace_is_one_line(temporal_env: WorkflowEnvironment) -> None:
     result = await asyncio.to_thread(
         run_cli, "status", "--temporal-address", address(temporal_env), "--namespace", "nowhere"
     )
-    assert_one_line_error(result, "has no namespace 'nowhere'")
+    assert_one_line_error(result, "has no Temporal namespace 'nowhere'")
 
 
 async def test_status_with_no_placements_says_so(temporal_env: WorkflowEnvironment) -> None:
@@ -153,34 +153,63 @@ def test_run_with_unreachable_temporal_is_one_line(hub_kubeconfig: Path) -> None
 def dev_with_a_port_taken(
     tmp_path: Path, ports: Ports, taken_port: int
 ) -> subprocess.CompletedProcess[str]:
-    """`dev` on `ports` while something else listens on `taken_port` (one of them)."""
+    """`dev` on `ports` while something else listens on `taken_port` (one of them), with its
+    kubeconfig and data dir (not there yet) under `tmp_path`."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", taken_port))
         taken.listen()
         return subprocess.run(
             [*fleet_scheduler(), "dev", "--kubeconfig-out", str(tmp_path / "kubeconfig"),
+             "--data-dir", str(tmp_path / "data"),
              "--hub-port", str(ports.hub), "--temporal-port", str(ports.temporal),
              "--ui-port", str(ports.ui), "--metrics-port", str(ports.metrics)],
-            capture_output=True, text=True, timeout=120, check=False,
+            capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
         )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("port", "says"),
+    [
+        ("hub", "devhub cannot listen on 127.0.0.1:{port}: the port is in use; choose another "
+                "--hub-port"),
+        ("temporal", "the Temporal dev server cannot listen on 127.0.0.1:{port}: the port is in "
+                     "use; choose another --temporal-port"),
+        ("ui", "the Temporal UI cannot listen on 127.0.0.1:{port}: the port is in use; choose "
+               "another --ui-port"),
+        ("metrics", "health and metrics cannot listen on 127.0.0.1:{port}: the port is in use; "
+                    "choose another --metrics-port"),
+    ],
+    ids=["hub", "temporal", "ui", "metrics"],
+)  # fmt: skip
+def test_dev_on_a_busy_port_writes_nothing(tmp_path: Path, port: str, says: str) -> None:
+    """Every port is checked before the first write: no kubeconfig, no data dir (devhub's token
+    and certificate, Temporal's database), no process left."""
+    ports = Ports.free()
+    taken = getattr(ports, port)
+    result = dev_with_a_port_taken(tmp_path, ports, taken)
+    assert_one_line_error(result, says.format(port=taken))
+    assert "[Errno" not in result.stderr
+    assert not (tmp_path / "kubeconfig").exists()
+    assert not (tmp_path / "data").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert processes_mentioning(f"--port {ports.temporal}") == []
+
+
+def test_dev_refuses_one_port_for_two_servers(tmp_path: Path) -> None:
+    ports = Ports.free()
+    ports.metrics = ports.ui
+    result = dev_with_a_port_taken(tmp_path, ports, free_port())
+    assert_one_line_error(result, f"--ui-port and --metrics-port are both {ports.ui}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_dev_on_a_busy_hub_port_is_one_line_and_leaves_nothing_running(tmp_path: Path) -> None:
     ports = Ports.free()
     result = dev_with_a_port_taken(tmp_path, ports, ports.hub)
     assert_one_line_error(result, f"devhub cannot listen on 127.0.0.1:{ports.hub}")
-    # Temporal was starting meanwhile: it must have been stopped, not orphaned.
+    # Nothing was started, so nothing is left running.
     assert processes_mentioning(f"--port {ports.temporal}") == []
     assert port_is_free(ports.temporal) and port_is_free(ports.ui)
-
-
-def test_dev_on_a_busy_metrics_port_names_the_flag_to_change(tmp_path: Path) -> None:
-    ports = Ports.free()
-    result = dev_with_a_port_taken(tmp_path, ports, ports.metrics)
-    assert_one_line_error(result, f"cannot serve health and metrics on 127.0.0.1:{ports.metrics}")
-    assert "choose another --metrics-port" in result.stderr
-    assert "[Errno" not in result.stderr
-    assert processes_mentioning(f"--port {ports.temporal}") == []
 
 
 def test_dev_without_flags_is_make_run() -> None:

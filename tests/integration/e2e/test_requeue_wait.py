@@ -1,5 +1,6 @@
 """`fleet-scheduler requeue --wait` against the whole system: it answers with the cycle the
-requeue caused, and brings back the workflow of a placement that lost it (update-with-start)."""
+requeue caused, brings back the workflow of a placement that lost it (update-with-start), and
+starts nothing for a placement the hub does not have."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from hub.client import HubClient
@@ -21,12 +23,14 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 CLI = str(Path(sys.prefix) / "bin" / "fleet-scheduler")
 
 
-async def _requeue_wait(env: WorkflowEnvironment, task_queue: str, *args: str) -> tuple[int, str]:
+async def _requeue_wait(
+    env: WorkflowEnvironment, task_queue: str, kubeconfig: Path, *args: str
+) -> tuple[int, str]:
     # A subprocess on this loop: the worker that must answer runs in this process.
     process = await asyncio.create_subprocess_exec(
         CLI, "requeue", *args, "--wait", "--timeout", "60",
         "--temporal-address", env.client.service_client.config.target_host,
-        "--task-queue", task_queue,
+        "--task-queue", task_queue, "--kubeconfig", str(kubeconfig),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
@@ -35,7 +39,11 @@ async def _requeue_wait(env: WorkflowEnvironment, task_queue: str, *args: str) -
 
 
 async def test_requeue_wait_restarts_a_lost_workflow_and_prints_its_cycle(
-    hub: HubClient, temporal_env: WorkflowEnvironment, task_queue: str, system: Watcher
+    hub: HubClient,
+    hub_kubeconfig: Path,
+    temporal_env: WorkflowEnvironment,
+    task_queue: str,
+    system: Watcher,
 ) -> None:
     client: Client = temporal_env.client
     add_cluster(hub, "member-a")
@@ -45,7 +53,9 @@ async def test_requeue_wait_restarts_a_lost_workflow_and_prints_its_cycle(
     handle = client.get_workflow_handle(workflow_id(placement))
     await handle.terminate("test: the workflow is lost")
 
-    code, output = await _requeue_wait(temporal_env, task_queue, placement, "--reason", "back")
+    code, output = await _requeue_wait(
+        temporal_env, task_queue, hub_kubeconfig, placement, "--reason", "back"
+    )
 
     assert code == 0, output
     assert f"sent requeue to crp/{placement} (back)" in output
@@ -55,11 +65,22 @@ async def test_requeue_wait_restarts_a_lost_workflow_and_prints_its_cycle(
     )
 
 
-async def test_requeue_wait_of_a_placement_that_does_not_exist_says_so(
-    hub: HubClient, temporal_env: WorkflowEnvironment, task_queue: str, system: Watcher
+async def test_requeue_wait_of_a_placement_that_does_not_exist_starts_no_workflow(
+    hub: HubClient,
+    hub_kubeconfig: Path,
+    temporal_env: WorkflowEnvironment,
+    task_queue: str,
+    system: Watcher,
 ) -> None:
-    code, output = await _requeue_wait(temporal_env, task_queue, unique("nothing"))
+    name = unique("nothing")
+    code, output = await _requeue_wait(temporal_env, task_queue, hub_kubeconfig, name)
 
-    assert code == 1
-    assert "no such ClusterResourcePlacement in the hub" in output, output
-    assert "Traceback" not in output
+    assert code == 2, output
+    assert output.strip().splitlines() == [
+        f"fleet-scheduler requeue: error: the hub at {hub.host} has no ClusterResourcePlacement "
+        f"named {name!r}: nothing was requeued and no workflow was started (`kubectl get crp` "
+        "lists them)"
+    ]
+    with pytest.raises(RPCError) as described:
+        await temporal_env.client.get_workflow_handle(workflow_id(name)).describe()
+    assert described.value.status == RPCStatusCode.NOT_FOUND

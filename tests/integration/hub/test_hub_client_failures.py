@@ -106,6 +106,15 @@ def test_from_env_follows_kubeconfig(hub_kubeconfig: Path, monkeypatch: pytest.M
         assert client.list(MemberCluster).items == []
 
 
+def test_from_env_uses_the_context_asked_for(
+    hub_kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`plan --context NAME` with KUBECONFIG set reads that context, not the current one."""
+    monkeypatch.setenv("KUBECONFIG", str(hub_kubeconfig))
+    with pytest.raises(HubConfigError, match="no-such-context"):
+        HubClient.from_env("no-such-context")
+
+
 def test_in_cluster_outside_a_cluster_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
