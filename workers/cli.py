@@ -59,6 +59,7 @@ from hub.types import ClusterResourcePlacement, Namespace, ResourcePlacement
 from hub.types.meta import HubObject
 from scheduler import Profile, ProfileError, SchedulerError, load_profile
 from scheduler.rebalance import PACK, STRATEGIES
+from workers.check import check_fleet, render_check
 from workers.devserver import (
     DEFAULT_NAMESPACE,
     FAIRNESS_DYNAMIC_CONFIG,
@@ -1423,6 +1424,51 @@ async def _send_moves(args: argparse.Namespace, plan: RebalancePlan) -> int:
     return EXIT_OK if not missed else EXIT_FAILED
 
 
+# --- check ---------------------------------------------------------------------------------------
+
+
+def add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_hub_and_profile_arguments(parser)
+    _add_temporal_arguments(parser)
+    parser.add_argument("--task-queue", default=names.DEFAULT_TASK_QUEUE,
+                        help=f"the placement workflows' task queue (default "
+                             f"{names.DEFAULT_TASK_QUEUE})")
+    parser.add_argument("--hub-only", action="store_true",
+                        help="check the hub alone: not whether every placement has its "
+                             "workflow and every workflow its placement")
+    parser.add_argument("--no-resource-placements", action="store_true",
+                        help="leave namespaced ResourcePlacements out (a hub without them)")
+
+
+def run_check(args: argparse.Namespace) -> int:
+    return asyncio.run(_check(args))
+
+
+async def _check(args: argparse.Namespace) -> int:
+    profile = _load_profile(args.config)
+    client = None if args.hub_only else await connect(_temporal_target(args))
+    hub = _hub_client(args.kubeconfig, args.context, local_default=True)
+    try:
+        state, violations = await check_fleet(
+            hub,
+            client,
+            args.task_queue,
+            profile=profile,
+            resource_placements=not args.no_resource_placements,
+        )
+    except (HubUnavailableError, UnauthorizedError) as exc:
+        raise CliError(f"cannot read the hub at {hub.host}: {_one_line(exc)}") from exc
+    except RPCError as exc:
+        namespace = client.namespace if client is not None else ""
+        raise CliError(
+            f"cannot list workflows in Temporal namespace {namespace}: {exc.message}"
+        ) from exc
+    finally:
+        hub.close()
+    sys.stdout.write(render_check(state, violations))
+    return EXIT_FAILED if violations else EXIT_OK
+
+
 COMMANDS: dict[str, Command] = {
     "dev": Command(
         help="run everything locally: devhub, the Temporal dev server with its UI, the worker "
@@ -1459,6 +1505,12 @@ COMMANDS: dict[str, Command] = {
         help="propose moves that pack or spread capacity-aware placements (docs/capacity.md)",
         add_arguments=add_rebalance_arguments,
         run=run_rebalance,
+    ),
+    "check": Command(
+        help="check the invariants (room, reservations, bindings, budgets, workflows) on the "
+             "live hub and Temporal; read-only, exit 1 if any is broken",
+        add_arguments=add_check_arguments,
+        run=run_check,
     ),
     "devhub": Command(
         help="run devhub, the local hub API server, alone",

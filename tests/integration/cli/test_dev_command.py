@@ -14,7 +14,7 @@ import signal
 import subprocess
 import textwrap
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -33,7 +33,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from devhub.sample import read_fleet
 from hub import names as hub_names
-from hub.types import ClusterResourcePlacement
+from hub.types import CapacityLedger, ClusterResourcePlacement
 from workers.devserver import find_temporal_binary
 from workflows.names import RECONCILE_SCHEDULE_ID, RECONCILE_WORKFLOW
 
@@ -315,6 +315,43 @@ def test_status_lists_the_placement_as_fully_scheduled(dev: DevProcess, placemen
     assert row[1:3] == ["PickN", "yes"]
     assert int(row[3]) >= 1
     assert row[4] == "Running"
+
+
+def test_check_passes_on_the_live_stack_and_names_what_is_broken(
+    dev: DevProcess, placement: str
+) -> None:
+    """`fleet-scheduler check` against the stack: 0 and a clean line while every invariant
+    holds; 1 and the violation in a person's terms once a reservation outlives its placement."""
+    wait_for("a finished cycle", lambda: cycles_of(dev, placement) >= 1)
+    clean = dev.cli("check", "--hub-only")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert clean.stdout.startswith("all invariants hold: ")
+    assert "(workflows not checked)" in clean.stdout
+    old = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with dev.hub() as hub:
+        hub.create(
+            CapacityLedger.from_wire(
+                {
+                    "metadata": {"name": "member-eastus-1"},
+                    "spec": {"reservations": {"gone-member-eastus-1-x": {
+                        "placement": "gone", "requests": {"cpu": "2"}, "reservedAt": old,
+                    }}},
+                }
+            )
+        )  # fmt: skip
+        try:
+            broken = dev.cli("check")
+            assert broken.returncode == 1, broken.stdout + broken.stderr
+            lines = broken.stdout.splitlines()
+            assert "stale_reservation (1):" in lines
+            assert (
+                "  cluster member-eastus-1: the reservation of binding gone-member-eastus-1-x "
+                "(placement gone, cpu=2) outlived its placement by more than 15m (reserved "
+                "1h00m ago)"
+            ) in lines
+            assert lines[-1].startswith("1 violation(s): stale_reservation 1; ")
+        finally:
+            hub.delete(CapacityLedger, "member-eastus-1")
 
 
 def test_a_deleted_placement_is_listed_as_completed_and_cannot_be_requeued(

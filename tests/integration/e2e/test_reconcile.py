@@ -143,3 +143,45 @@ async def eventually_async(count, at_least: int, timeout: float = 45.0) -> int: 
             return int(value)
         assert asyncio.get_running_loop().time() < deadline, f"{value} < {at_least}"
         await asyncio.sleep(0.3)
+
+
+async def test_the_reconcile_checks_the_invariants_exports_them_and_sweeps(
+    hub: HubClient, temporal_client: Client, task_queue: str
+) -> None:
+    """One reconcile run finds what `check` finds: here a reservation that outlived its
+    placement, and a placement without its workflow. It counts them in
+    fleet_scheduler_invariant_violations and its report, starts the workflow, and sweeps."""
+    from datetime import UTC, datetime
+
+    from temporalio.testing import ActivityEnvironment
+
+    from hub.types import CapacityLedger
+    from workers.metrics import SchedulerMetrics
+    from workers.reconcile import ReconcileFleet
+    from workflows.models import ReconcileInput
+
+    add_cluster(hub, "member-a")
+    lonely = unique("lonely")
+    add_placement(hub, lonely, {"placementType": "PickAll"})
+    old = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+    hub.create(
+        CapacityLedger.from_wire(
+            {
+                "metadata": {"name": "member-a"},
+                "spec": {"reservations": {"gone-member-a-1": {
+                    "placement": "gone", "requests": {"cpu": "1"}, "reservedAt": old}}},
+            }
+        )
+    )  # fmt: skip
+    metrics = SchedulerMetrics(process_metrics=False)
+    activity = ReconcileFleet(hub, temporal_client, ActivitySettings(metrics=metrics))
+    report = await ActivityEnvironment().run(
+        activity.reconcile_fleet, ReconcileInput(task_queue=task_queue)
+    )
+    assert report.violations == {"stale_reservation": 1, "workflow": 1}
+    assert any("has no running workflow" in m for m in report.violation_messages)
+    assert report.started == [lonely] and report.reservations_released == 1
+    exported = metrics.render().decode()
+    assert 'fleet_scheduler_invariant_violations{invariant="stale_reservation"} 1.0' in exported
+    assert 'fleet_scheduler_invariant_violations{invariant="overcommit"} 0.0' in exported
+    await temporal_client.get_workflow_handle(names.workflow_id(lonely)).terminate("test over")

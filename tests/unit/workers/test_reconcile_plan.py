@@ -161,3 +161,52 @@ def test_with_resource_placements_off_their_running_workflows_are_left_alone() -
         resource_placements=False,
     )
     assert result.finish == {"gone": GONE_REASON}
+
+
+def annotated(name: str, **annotations: str) -> ClusterResourcePlacement:
+    crp = placement(name)
+    meta = crp.metadata.model_copy(update={"annotations": annotations})
+    return crp.model_copy(update={"metadata": meta})
+
+
+def test_a_decision_annotation_changed_while_no_event_came_is_requeued() -> None:
+    """The reconcile sees what the watcher routes as a turn: a change to our requests,
+    rebalance, affinity-enforcement or deadline annotations since its previous run."""
+    first = plan(
+        placements=[annotated("a", **{names.REQUESTS_ANNOTATION: "cpu=1"}), placement("b")]
+    )
+    assert set(first.annotations) == {"a"}  # only placements that have any
+    again = plan(
+        placements=[annotated("a", **{names.REQUESTS_ANNOTATION: "cpu=2"}), placement("b")],
+        previous_annotations=first.annotations,
+    )
+    assert list(again.requeue) == ["a"]
+    assert "decision annotations changed" in again.requeue["a"]
+    dropped = plan(previous_annotations=first.annotations)
+    assert list(dropped.requeue) == ["a"]
+    added = plan(
+        placements=[placement("a"), annotated("b", **{names.REBALANCE_ANNOTATION: "allowed"})],
+        previous_annotations={},
+    )
+    assert list(added.requeue) == ["b"]
+    priority_only = plan(
+        placements=[placement("a"), annotated("b", **{names.PRIORITY_CLASS_ANNOTATION: "high"})],
+        previous_annotations={},
+    )
+    assert priority_only.requeue == {}
+
+
+def test_invariants_a_turn_repairs_requeue_their_placement() -> None:
+    from scheduler.invariants import OVERCOMMIT, RESERVATION, STRANDED_SHORTAGE, Violation
+
+    found = [
+        Violation(RESERVATION, "binding a-c0 of placement a on cluster c0 has no reservation", "a"),
+        Violation(STRANDED_SHORTAGE, "placement b says it is short of cpu=1, ...", "b"),
+        Violation(OVERCOMMIT, "cluster c0: ...", cluster="c0"),
+        Violation(RESERVATION, "binding x of placement gone ...", "gone"),
+    ]
+    result = plan(violations=found)
+    assert result.requeue == {
+        "a": "reconcile: binding a-c0 of placement a on cluster c0 has no reservation",
+        "b": "reconcile: placement b says it is short of cpu=1, ...",
+    }
