@@ -94,6 +94,26 @@ async def test_a_finished_turn_lets_the_next_placement_in_and_a_better_key_goes_
         assert watcher.stats.admissions_expired == 0
 
 
+async def test_a_failed_turn_writing_schedule_pending_keeps_its_place(
+    hub: HubClient, temporal_client: Client, task_queue: str
+) -> None:
+    """A turn whose cycle failed writes SchedulePending at the placement's generation while
+    Temporal retries it: the turn is not done, so its place is not freed."""
+    lows = [unique("retried") for _ in range(2)]
+    async with running_watcher(
+        hub, temporal_client, task_queue, snapshotter=True, admission_window=1
+    ) as watcher:
+        for name in lows:
+            hub.create(placement(name, "PickN", n=1))
+        [first] = await _exactly_started(temporal_client, lows, 1)
+        mark_fulfilled(hub, first, pending=True)
+        await asyncio.sleep(1.5)
+        assert await _started(temporal_client, lows) == [first]
+        mark_fulfilled(hub, first)
+        await _exactly_started(temporal_client, lows, 2)
+        assert watcher.stats.admissions_expired == 0
+
+
 async def test_a_turn_nobody_finishes_gives_its_place_up_after_the_timeout(
     hub: HubClient, temporal_client: Client, task_queue: str
 ) -> None:

@@ -143,13 +143,15 @@ def add_taint(hub: HubClient, name: str, key: str) -> None:
     )
 
 
-def mark_fulfilled(hub: HubClient, name: str) -> None:
-    """Write the Scheduled condition True for the placement's current generation."""
+def mark_fulfilled(hub: HubClient, name: str, *, pending: bool = False) -> None:
+    """Write the Scheduled condition True for the placement's current generation; `pending`:
+    Unknown/SchedulePending instead, as a turn whose cycle failed writes it while Temporal
+    retries the turn."""
     current = hub.get(ClusterResourcePlacement, name)
     condition = Condition(
         type=hub_names.PLACEMENT_SCHEDULED_CONDITION,
-        status=hub_names.TRUE,
-        reason=hub_names.POLICY_FULFILLED_REASON,
+        status=hub_names.UNKNOWN if pending else hub_names.TRUE,
+        reason=hub_names.SCHEDULE_PENDING_REASON if pending else hub_names.POLICY_FULFILLED_REASON,
         observed_generation=current.metadata.generation,
     )
     status = current.status.model_copy(update={"conditions": [condition]})
