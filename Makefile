@@ -43,9 +43,17 @@ PACKAGES := hub scheduler activities workflows workers devhub
 test: $(STAMP) system-deps lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-# The long reliability run: 1,000 placements, rounds of SIGKILLs under faults and churn. Sizes
-# come from RELIABILITY_SOAK_* variables (see tests/reliability/test_soak.py).
+# The long runs: the invariants' state machine with many more examples than `make test` gives
+# it (SOAK_INVARIANT_EXAMPLES, SOAK_INVARIANT_STEPS), then the reliability run: 1,000
+# placements, rounds of SIGKILLs under faults and churn (RELIABILITY_SOAK_* variables, see
+# tests/reliability/test_soak.py), ending with `fleet-scheduler check` as its oracle.
+SOAK_INVARIANT_EXAMPLES ?= 400
+SOAK_INVARIANT_STEPS ?= 50
 soak: $(STAMP)
+	FLEET_INVARIANT_EXAMPLES=$(SOAK_INVARIANT_EXAMPLES) FLEET_INVARIANT_STEPS=$(SOAK_INVARIANT_STEPS) \
+	  FLEET_INVARIANT_SEED=$${FLEET_INVARIANT_SEED:-$$RANDOM} \
+	  $(BIN)/python -m pytest -q -s -p no:cacheprovider -o timeout=3600 \
+	  tests/integration/activities/test_invariants_machine.py
 	$(BIN)/python -m pytest -q -s -p no:cacheprovider -m soak tests/reliability
 
 unit: $(STAMP)

@@ -153,6 +153,9 @@ class _Index:
     requests: Mapping[str, Mapping[str, Fraction]]
     """Capacity-aware placements (a readable requests annotation), being deleted or not: the
     bindings of one being deleted consume their room until its cleanup has removed them."""
+    aware: frozenset[str]
+    """Placements with the requests annotation, readable or not: a typo in it does not free
+    the room its bindings hold (its cycles fail until it is fixed, its reservations stay)."""
 
     @classmethod
     def of(cls, state: FleetState) -> _Index:
@@ -166,10 +169,12 @@ class _Index:
         for binding in state.bindings:
             bindings_of[_owner(binding)].append(binding)
         requests = {}
+        aware = set()
         for key, placement in placements.items():
             text = placement.metadata.annotations.get(names.REQUESTS_ANNOTATION)
             if text is None:
                 continue
+            aware.add(key)
             try:
                 requests[key] = parse_requests(text)
             except RequestsError:
@@ -181,6 +186,7 @@ class _Index:
             clusters={c.metadata.name: c for c in state.clusters},
             ledgers={ledger.name: ledger for ledger in state.ledgers or ()},
             requests=requests,
+            aware=frozenset(aware),
         )
 
 
@@ -251,14 +257,18 @@ def _overcommit(state: FleetState) -> list[Violation]:
 def _reservations(state: FleetState, now: datetime, grace: timedelta) -> list[Violation]:
     index = state.index()
     found = []
-    needed: set[tuple[str, str]] = set()
+    needed = {
+        (b.spec.target_cluster, binding_key(b))
+        for key in index.aware
+        for b in index.bindings_of.get(key, [])
+        if is_active(b)
+    }
     for key, requests in index.requests.items():
         deleting = index.placements[key].metadata.deleting
         for binding in index.bindings_of.get(key, []):
             if not is_active(binding):
                 continue
             cluster, name = binding.spec.target_cluster, binding_key(binding)
-            needed.add((cluster, name))
             if deleting:
                 continue  # its cleanup releases the room with the bindings: no turn repairs it
             ledger = index.ledgers.get(cluster)
@@ -308,7 +318,7 @@ def _reservations(state: FleetState, now: datetime, grace: timedelta) -> list[Vi
 def _why_stale(index: _Index, cluster: str, name: str, placement: str) -> str:
     if placement not in index.placements:
         return "its placement"
-    if placement not in index.requests:
+    if placement not in index.aware:
         return "its placement's requests"
     bindings = {binding_key(b): b for b in index.bindings_of.get(placement, [])}
     binding = bindings.get(name)

@@ -24,6 +24,7 @@ from typing import Any, Final
 from tests.reliability.fleet import Fleet
 from tests.reliability.invariants import Convergence, converge, hub_violations
 from tests.reliability.system import System
+from workers.check import check_fleet, render_check
 
 __all__ = ["FAULTS", "ChaosConfig", "ChaosLog", "run_chaos"]
 
@@ -206,6 +207,13 @@ async def run_chaos(system: System, config: ChaosConfig) -> tuple[Fleet, ChaosLo
     busy = await quiet(system, QUIET_WINDOW_S)
     assert not busy, f"hub requests {QUIET_WINDOW_S:g}s after convergence: {busy}"
     log.note(f"quiet: no hub reads or writes of objects for {QUIET_WINDOW_S:g}s")
+    # The invariants (fleet-scheduler check's): every reservation in place, no overcommit, one
+    # binding per cluster, a workflow per placement, after every kill and fault.
+    state, violations = await check_fleet(
+        system.hub_client, await system.client(), system.task_queue
+    )
+    assert not violations, render_check(state, violations)
+    log.note(f"invariants hold: {render_check(state, violations).strip()}")
     return fleet, log, result
 
 

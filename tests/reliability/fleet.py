@@ -54,6 +54,12 @@ WRITE_DEADLINE_S: Final = 90.0
 WRITE_RETRY_S: Final = 0.3
 WRITE_PARALLELISM: Final = 6
 HEARTBEAT_AGE: Final = timedelta(seconds=5)
+# Every cluster reports room enough for every capacity-aware placement (a share of them asks
+# REQUESTS per binding): their decisions are those of the model, and the ledgers, the
+# reservations and `fleet-scheduler check` are exercised under the same chaos.
+ALLOCATABLE: Final = {"cpu": "1000", "memory": "4Ti"}
+REQUESTS: Final = "cpu=1,memory=1Gi"
+CAPACITY_AWARE_SHARE: Final = 0.3
 
 
 def retrying(write: Callable[[], T], *, deadline_s: float = WRITE_DEADLINE_S) -> T:
@@ -95,6 +101,7 @@ class PlacementModel:
     prefer: dict[str, str] = field(default_factory=dict)  # PickN preferred matchLabels
     weight: int = 0
     fixed: list[str] = field(default_factory=list)  # PickFixed
+    requests: str | None = None  # capacity-aware: what one binding asks for
 
     def policy(self) -> dict[str, Any]:
         policy: dict[str, Any] = {"placementType": self.placement_type}
@@ -169,7 +176,11 @@ class Fleet:
 
     def _create_cluster(self, name: str) -> None:
         wanted = member_cluster(
-            name, datetime.now(UTC), labels=self.clusters[name], heartbeat_age=HEARTBEAT_AGE
+            name,
+            datetime.now(UTC),
+            labels=self.clusters[name],
+            heartbeat_age=HEARTBEAT_AGE,
+            allocatable=ALLOCATABLE,
         )
         bare = wanted.model_copy(
             update={"metadata": ObjectMeta(name=name, labels=wanted.metadata.labels)}
@@ -191,7 +202,11 @@ class Fleet:
 
         def refresh(name: str) -> None:
             wanted = member_cluster(
-                name, datetime.now(UTC), labels=self.clusters[name], heartbeat_age=HEARTBEAT_AGE
+                name,
+                datetime.now(UTC),
+                labels=self.clusters[name],
+                heartbeat_age=HEARTBEAT_AGE,
+                allocatable=ALLOCATABLE,
             )
             self._write_status(name, wanted)
 
@@ -226,9 +241,10 @@ class Fleet:
             name = f"{self.prefix}-{self._next_placement:04d}"
             self._next_placement += 1
         roll = self.rng.random()
+        asks = REQUESTS if self.rng.random() < CAPACITY_AWARE_SHARE else None
         if roll < 0.3:
             require = self.rng.choice([{}, {"env": self.rng.choice(ENVS)}, {GOLD: "true"}])
-            return PlacementModel(name, names.PICK_ALL, require=require)
+            return PlacementModel(name, names.PICK_ALL, require=require, requests=asks)
         if roll < 0.8:
             return PlacementModel(
                 name,
@@ -236,9 +252,10 @@ class Fleet:
                 number=self.rng.randint(1, MAX_PICK_N),
                 prefer={"env": self.rng.choice(ENVS)},
                 weight=self.rng.choice([10, 50, -20]),
+                requests=asks,
             )
         fixed = self.rng.sample(sorted(self.clusters), self.rng.randint(1, 3))
-        return PlacementModel(name, names.PICK_FIXED, fixed=fixed)
+        return PlacementModel(name, names.PICK_FIXED, fixed=fixed, requests=asks)
 
     def add_placements(self, count: int) -> list[str]:
         models = [self._new_model() for _ in range(count)]
@@ -256,9 +273,10 @@ class Fleet:
         return model.name
 
     def _create_placement(self, model: PlacementModel) -> None:
+        annotations = {names.REQUESTS_ANNOTATION: model.requests} if model.requests else {}
         placement = ClusterResourcePlacement.from_wire(
             {
-                "metadata": {"name": model.name},
+                "metadata": {"name": model.name, "annotations": annotations},
                 "spec": {
                     "resourceSelectors": [
                         {"group": "", "version": "v1", "kind": "Namespace", "name": "app"}

@@ -6,7 +6,10 @@ PLACEMENTS, ROUNDS, CHURN, CONVERGE_S, SEED, WORKERS, WATCHERS)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -41,6 +44,19 @@ async def test_soak_converges_after_rounds_of_kills_under_faults_and_churn(
     assert log.kills["temporal"] == SOAK.rounds and log.kills["devhub"] == SOAK.rounds
     assert sum(n for name, n in log.kills.items() if name.startswith("worker")) == SOAK.rounds
     assert not system.dead(), system.dead()
+    # The oracle a person would run: `fleet-scheduler check` on the soaked hub and Temporal.
+    checked = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("fleet-scheduler")), "check",
+            "--kubeconfig", str(system.hub.kubeconfig),
+            "--temporal-address", system.temporal.address,
+            "--task-queue", system.task_queue,
+        ],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.startswith("all invariants hold: "), checked.stdout
+    print(f"\nfleet-scheduler check: {checked.stdout.strip()}")
     print(
         f"\nsoak: {len(fleet.placements)} live, {len(fleet.deleted)} deleted placements; "
         f"changes {fleet.changes}; {log.fault_hits} faulted requests; kills {log.kills}; "

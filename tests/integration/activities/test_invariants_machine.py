@@ -84,12 +84,16 @@ SEEN: Counter[str] = Counter()
 policies = st.sampled_from(
     [
         {"placementType": "PickN", "numberOfClusters": 1},
+        {"placementType": "PickN", "numberOfClusters": 1},
+        {"placementType": "PickN", "numberOfClusters": 2},
         {"placementType": "PickN", "numberOfClusters": 2},
         {"placementType": "PickAll"},
         {"placementType": "PickFixed", "clusterNames": ["c0", "c1"]},
     ]
 )
-requests = st.one_of(st.none(), st.integers(1, 6).map(lambda n: f"cpu={n}"))
+# Mostly capacity-aware: that is where the counts are.
+requests = st.one_of(st.none(), st.integers(1, 5).map(lambda n: f"cpu={n}"), st.just("cpu=2"))
+movable = st.sampled_from([True, True, False])
 
 
 @dataclass
@@ -131,9 +135,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
                 self._cluster(name, str(cpu), create=True)
             self._routed()
 
-        @initialize(
-            first=st.lists(st.tuples(policies, requests, st.booleans()), min_size=2, max_size=4)
-        )
+        @initialize(first=st.lists(st.tuples(policies, requests, movable), min_size=3, max_size=5))
         def placements(self, first: list[tuple[dict[str, Any], str | None, bool]]) -> None:
             for name, (policy, asks, movable) in zip(PLACEMENTS, first, strict=False):
                 self.create(name, policy, asks, movable)
@@ -191,7 +193,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
         # --- rules: what people and controllers do -----------------------------------------
 
         @rule(name=st.sampled_from(PLACEMENTS), policy=policies, asks=requests,
-              movable=st.booleans())  # fmt: skip
+              movable=movable)  # fmt: skip
         def create(
             self, name: str, policy: dict[str, Any], asks: str | None, movable: bool
         ) -> None:
@@ -272,6 +274,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
 
             make_available(hub, binding)
 
+        @precondition(lambda self: bool(self.names))
         @rule(strategy=st.sampled_from(["pack", "spread"]))
         def propose_moves(self, strategy: str) -> None:
             plan = plan_rebalance(hub, strategy, now=world.now[0])  # type: ignore[arg-type]
