@@ -132,7 +132,8 @@ class SchedulerMetrics:
         self.invariant_violations = Gauge(
             "fleet_scheduler_invariant_violations",
             "Invariants broken as the last reconcile found them, by invariant (the checks of "
-            "`fleet-scheduler check`).",
+            "`fleet-scheduler check`), less what it repaired itself (workflows it started or "
+            "finished, reservations it released).",
             ["invariant"],
             registry=self.registry,
         )
@@ -179,8 +180,9 @@ class SchedulerMetrics:
             self.active_workers.dec()
 
     def set_invariant_violations(self, counts: Mapping[str, int]) -> None:
-        """What the last reconcile found broken, by invariant (scheduler.invariants); every
-        invariant has its series, 0 when it holds."""
+        """What the last reconcile found broken and could not repair on the spot, by invariant
+        (scheduler.invariants; workers.reconcile.unrepaired); every invariant has its series, 0
+        when it holds."""
         for invariant in INVARIANTS:
             self.invariant_violations.labels(invariant=invariant).set(counts.get(invariant, 0))
 

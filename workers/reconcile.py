@@ -70,7 +70,9 @@ from scheduler.invariants import (
     BINDING_COUNT,
     DUPLICATE_BINDING,
     RESERVATION,
+    STALE_RESERVATION,
     STRANDED_SHORTAGE,
+    WORKFLOW,
     Violation,
     find_violations,
 )
@@ -97,6 +99,7 @@ __all__ = [
     "remove_reconcile_schedule",
     "running_placements",
     "trigger_reconcile",
+    "unrepaired",
 ]
 
 log = logging.getLogger("fleet_scheduler.reconcile")
@@ -157,6 +160,22 @@ def annotations_digest(placement: ClusterResourcePlacement) -> str | None:
         return None
     text = json.dumps(read, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def unrepaired(
+    violations: Iterable[Violation], plan: ReconcilePlan, released: int
+) -> Counter[str]:
+    """The violations a reconcile run found and could not repair on the spot, by invariant (the
+    metric): the workflows it started or finished and the reservations its sweep released are
+    repaired; what it requeued is not yet (the placement's turn repairs it)."""
+    left: Counter[str] = Counter()
+    acted = plan.start.keys() | plan.finish.keys()
+    for violation in violations:
+        if violation.invariant == WORKFLOW and violation.placement in acted:
+            continue
+        left[violation.invariant] += 1
+    left[STALE_RESERVATION] = max(left[STALE_RESERVATION] - released, 0)
+    return +left
 
 
 def plan_reconcile(
@@ -279,9 +298,6 @@ class ReconcileFleet:
             find_violations, state, now, profile=self._settings.profile
         )
         counts = Counter(v.invariant for v in violations)
-        metrics = self._settings.metrics
-        if metrics is not None:
-            metrics.set_invariant_violations(counts)
         plan = plan_reconcile(
             state.placements, state.snapshots, state.clusters, state.bindings, running,
             request.previous_clusters,
@@ -303,6 +319,10 @@ class ReconcileFleet:
             state.bindings,
             datetime.now(UTC),
         )
+        left = unrepaired(violations, plan, released)
+        metrics = self._settings.metrics
+        if metrics is not None:
+            metrics.set_invariant_violations(left)
         summary = (
             f"{len(state.placements)} placements, {len(running)} workflows: started "
             f"{len(plan.start)}, finished {len(plan.finish)}, requeued {len(plan.requeue)}"

@@ -210,3 +210,22 @@ def test_invariants_a_turn_repairs_requeue_their_placement() -> None:
         "a": "reconcile: binding a-c0 of placement a on cluster c0 has no reservation",
         "b": "reconcile: placement b says it is short of cpu=1, ...",
     }
+
+
+def test_the_metric_counts_what_the_reconcile_could_not_repair_on_the_spot() -> None:
+    from scheduler.invariants import OVERCOMMIT, STALE_RESERVATION, WORKFLOW, Violation
+    from workers.reconcile import unrepaired
+
+    found = [
+        Violation(WORKFLOW, "placement b has no running workflow", "b"),
+        Violation(WORKFLOW, "placement x has no running workflow", "x"),
+        Violation(STALE_RESERVATION, "...", "gone", "c0"),
+        Violation(STALE_RESERVATION, "...", "gone", "c1"),
+        Violation(OVERCOMMIT, "cluster c0: ...", cluster="c0"),
+    ]
+    result = plan(running={"a"})  # b is started by this run; x is not a placement it read
+    assert unrepaired(found, result, released=1) == {
+        WORKFLOW: 1,
+        STALE_RESERVATION: 1,
+        OVERCOMMIT: 1,
+    }
