@@ -57,15 +57,25 @@ from activities.fleet_state import read_fleet_state
 from activities.plumbing import ActivitySettings
 from hub import names as hub_names
 from hub.client import HubClient
+from hub.errors import NotFoundError, UnauthorizedError
 from hub.kinds import placement_key, split_key
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
+    PriorityClass,
 )
-from hub.types.meta import HubObject
+from hub.types.meta import HubObject, ObjectMeta
+from scheduler import default_profile
 from scheduler.eligibility import EligibilityChecker
+from scheduler.framework.queue_sort import (
+    PriorityClasses,
+    QueueItem,
+    QueuePriority,
+    QueueSortPlugin,
+    TurnCause,
+)
 from scheduler.invariants import (
     BINDING_COUNT,
     DUPLICATE_BINDING,
@@ -78,7 +88,7 @@ from scheduler.invariants import (
 )
 from scheduler.snapshots import placement_scheduled_condition
 from scheduler.watch_rules import placements_for_cluster_event
-from workers.starts import local_cycles_for, start_options
+from workers.starts import local_cycles_for, start_options, turn_priority
 from workers.watcher_routes import may_start
 from workers.watcher_views import key_of
 from workflows import names
@@ -88,6 +98,7 @@ from workflows.models import (
     ReconcileInput,
     ReconcileReport,
     RequeueRequest,
+    TurnPriority,
 )
 
 __all__ = [
@@ -118,6 +129,7 @@ REPAIRED_BY_A_TURN: Final = frozenset(
 MAX_LOGGED_VIOLATIONS: Final = 20
 MAX_REPORTED_VIOLATIONS: Final = 50
 GONE_REASON: Final = "reconcile: the placement is gone"
+PRIORITY_REASON: Final = "reconcile: its priority changed since the last reconcile"
 
 
 @dataclass
@@ -130,6 +142,10 @@ class ReconcilePlan:
     clusters: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     """Placement -> digest of its decision annotations (only placements that have any)."""
+    reprioritise: dict[str, TurnPriority] = field(default_factory=dict)
+    """Placement -> its new priority, for a `priority_changed` signal (no turn)."""
+    priorities: dict[str, TurnPriority] = field(default_factory=dict)
+    """Placement -> its priority, for the workflows this run starts."""
 
 
 def cluster_digest(cluster: MemberCluster, checker: EligibilityChecker, now: datetime) -> str:
@@ -162,9 +178,58 @@ def annotations_digest(placement: ClusterResourcePlacement) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def unrepaired(
-    violations: Iterable[Violation], plan: ReconcilePlan, released: int
-) -> Counter[str]:
+# The key under which a run records the priority a placement without one of its own gets (the
+# global default PriorityClass's, or 0): when it changes, every such placement's does.
+DEFAULT_PRIORITY_KEY: Final = ""
+
+
+def placement_priorities(
+    placements: Iterable[ClusterResourcePlacement],
+    sorter: QueueSortPlugin,
+    classes: PriorityClasses,
+) -> dict[str, QueuePriority]:
+    """The QueueSort plugin's answer for each live placement's own turns, as the watcher asks
+    it, and under DEFAULT_PRIORITY_KEY its answer for a placement that names nothing; a plugin
+    that fails gives the default priority, never a failed reconcile."""
+
+    def ask(meta: ObjectMeta) -> QueuePriority:
+        try:
+            return sorter.queue_sort(QueueItem(meta, TurnCause.PLACEMENT, classes))
+        except Exception:  # a third-party plugin may fail in any way
+            return QueuePriority()
+
+    found = {DEFAULT_PRIORITY_KEY: ask(ObjectMeta(name=""))}
+    for placement in placements:
+        if not placement.metadata.deleting:
+            found[key_of(placement)] = ask(placement.metadata)
+    return found
+
+
+def priority_digests(priorities: Mapping[str, QueuePriority]) -> dict[str, str]:
+    """A digest of each priority that is not the default one, and of the default itself, so a
+    fleet without priorities carries one entry from run to run."""
+    default = priorities[DEFAULT_PRIORITY_KEY]
+    return {
+        key: hashlib.sha256(repr(answer).encode()).hexdigest()[:16]
+        for key, answer in priorities.items()
+        if key == DEFAULT_PRIORITY_KEY or answer != default
+    }
+
+
+def priority_changed(
+    current: Mapping[str, str], previous: Mapping[str, str] | None, placements: Iterable[str]
+) -> set[str]:
+    """Placements whose priority changed since the previous run (None: no previous run): their
+    own digest moved, or they have the default priority and the default moved."""
+    if previous is None:
+        return set()
+    changed = {k for k in current.keys() | previous.keys() if current.get(k) != previous.get(k)}
+    if DEFAULT_PRIORITY_KEY in changed:
+        changed |= {key for key in placements if key not in current}
+    return changed - {DEFAULT_PRIORITY_KEY}
+
+
+def unrepaired(violations: Iterable[Violation], plan: ReconcilePlan, released: int) -> Counter[str]:
     """The violations a reconcile run found and could not repair on the spot, by invariant (the
     metric): the workflows it started or finished and the reservations its sweep released are
     repaired; what it requeued is not yet (the placement's turn repairs it)."""
@@ -306,6 +371,18 @@ class ReconcileFleet:
             previous_annotations=request.previous_annotations,
             violations=violations,
         )  # fmt: skip
+        classes = await asyncio.to_thread(_priority_classes, hub)
+        profile = self._settings.profile or default_profile()
+        priorities = placement_priorities(state.placements, profile.queue_sorter, classes)
+        digests = priority_digests(priorities)
+        plan.priorities = {
+            key: turn_priority(answer)
+            for key, answer in priorities.items()
+            if key != DEFAULT_PRIORITY_KEY
+        }
+        for key in priority_changed(digests, request.previous_priorities, priorities):
+            if key in running and key in priorities and key not in plan.start:
+                plan.reprioritise[key] = plan.priorities[key]
         await self._act(plan, request)
         aware = {
             placement_key(p.metadata.namespace, p.name)
@@ -346,6 +423,8 @@ class ReconcileFleet:
             reasons={**plan.requeue, **plan.finish, **plan.start},
             clusters=plan.clusters,
             annotations=plan.annotations,
+            priorities=digests,
+            reprioritised=sorted(plan.reprioritise),
             summary=summary,
             reservations_released=released,
             violations=dict(sorted(counts.items())),
@@ -363,6 +442,7 @@ class ReconcileFleet:
         local = local_cycles_for(len(plan.clusters), request.local_cycles_up_to)
 
         async def call(name: str, signal: str, payload: HubEvent | RequeueRequest) -> None:
+            priority = plan.priorities.get(name)
             nonlocal done
             async with gate:
                 namespace, placement = split_key(name)
@@ -375,7 +455,7 @@ class ReconcileFleet:
                             ),
                             start_signal=signal,
                             start_signal_args=[payload],
-                            **start_options(placement, request.task_queue, namespace),
+                            **start_options(placement, request.task_queue, namespace, priority),
                         )
                     else:
                         handle = self._client.get_workflow_handle(
@@ -391,7 +471,11 @@ class ReconcileFleet:
 
         await asyncio.gather(
             *(
-                call(n, start_signal, HubEvent(reason=r, local_cycles=local))
+                call(
+                    n,
+                    start_signal,
+                    HubEvent(reason=r, local_cycles=local, priority=plan.priorities.get(n)),
+                )
                 for n, r in plan.start.items()
             ),
             *(
@@ -402,7 +486,25 @@ class ReconcileFleet:
                 call(n, names.SIGNAL_REQUEUE, RequeueRequest(reason=r))
                 for n, r in plan.requeue.items()
             ),
+            *(
+                call(
+                    n,
+                    names.SIGNAL_PRIORITY_CHANGED,
+                    HubEvent(reason=PRIORITY_REASON, local_cycles=local, priority=p),
+                )
+                for n, p in plan.reprioritise.items()
+            ),
         )
+
+
+def _priority_classes(hub: HubClient) -> PriorityClasses:
+    """The hub's PriorityClasses; none when it does not serve or let us read them (every
+    placement then has the default priority, as the watcher says in /readyz)."""
+    try:
+        return PriorityClasses.of(hub.list(PriorityClass).items)
+    except (NotFoundError, UnauthorizedError) as exc:
+        log.info("reconcile: PriorityClasses not read: %s", exc)
+        return PriorityClasses()
 
 
 async def running_placements(client: Client, task_queue: str) -> set[str]:

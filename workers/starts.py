@@ -12,10 +12,11 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 
+from scheduler.framework.queue_sort import QueuePriority
 from workflows import names
 from workflows.models import TurnPriority
 
-__all__ = ["local_cycles_for", "start_options"]
+__all__ = ["local_cycles_for", "start_options", "turn_priority"]
 
 
 def start_options(
@@ -59,6 +60,23 @@ def start_options(
         "search_attributes": TypedSearchAttributes(pairs),
         "static_summary": f"placement {key}",
     }
+
+
+def turn_priority(own: QueuePriority, turn: QueuePriority | None = None) -> TurnPriority:
+    """What a signal tells the workflow of its placement's priority: the key of the turn it
+    asks for (`turn`, e.g. a fan-out one key lower; default the placement's `own`), the
+    placement's own key (for a person's requeue), fairness, and where the priority came from."""
+    asked = own if turn is None else turn
+    return TurnPriority(
+        priority_key=asked.priority_key,
+        placement_key=own.priority_key,
+        fairness_key=own.fairness_key,
+        fairness_weight=own.fairness_weight,
+        value=own.value,
+        priority_class=own.priority_class,
+        tenant=own.tenant,
+        problem=own.problem,
+    )
 
 
 def local_cycles_for(clusters: int, up_to: int) -> bool:

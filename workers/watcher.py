@@ -74,7 +74,7 @@ from scheduler.framework.queue_sort import (
 from scheduler.watch_rules import scheduled_condition_current
 from workers.metrics import SchedulerMetrics
 from workers.reconcile import trigger_reconcile
-from workers.starts import local_cycles_for, start_options
+from workers.starts import local_cycles_for, start_options, turn_priority
 from workers.telemetry import span
 from workers.watcher_outbox import AdmissionWindow, Backoff, Batch, Outbox
 from workers.watcher_routes import (
@@ -910,16 +910,7 @@ class Watcher:
         own = (
             turn if not batch.fan_out else self.queue_priority(batch.placement, TurnCause.PLACEMENT)
         )
-        return TurnPriority(
-            priority_key=turn.priority_key,
-            placement_key=own.priority_key,
-            fairness_key=own.fairness_key,
-            fairness_weight=own.fairness_weight,
-            value=own.value,
-            priority_class=own.priority_class,
-            tenant=own.tenant,
-            problem=own.problem,
-        )
+        return turn_priority(own, turn)
 
     def local_cycles(self) -> bool | None:
         """What the watcher's signals say about local cycles: whether they are on and the fleet

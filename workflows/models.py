@@ -201,8 +201,9 @@ class ReconcileInput(ActivityModel):
     # The previous run's cluster digests (the activity's request only; the workflow reads them
     # from the last completed run).
     previous_clusters: dict[str, str] | None = None
-    # ... and its digests of the placements' decision annotations.
+    # ... and its digests of the placements' decision annotations and priorities.
     previous_annotations: dict[str, str] | None = None
+    previous_priorities: dict[str, str] | None = None
 
 
 class ReconcileReport(ActivityModel):
@@ -222,6 +223,10 @@ class ReconcileReport(ActivityModel):
     reservations_released: int = 0
     # Placement -> digest of its fleet-scheduler.io/ decision annotations, for the next run.
     annotations: dict[str, str] = Field(default_factory=dict)
+    # Placement -> digest of its priority (placements with a non-default one), for the next run,
+    # and the placements told their new priority (priority_changed, no turn).
+    priorities: dict[str, str] = Field(default_factory=dict)
+    reprioritised: list[str] = Field(default_factory=list)
     # Broken invariants (scheduler.invariants): how many of each, and the first ones in words.
     violations: dict[str, int] = Field(default_factory=dict)
     violation_messages: list[str] = Field(default_factory=list)

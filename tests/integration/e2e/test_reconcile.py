@@ -187,3 +187,50 @@ async def test_the_reconcile_checks_the_invariants_exports_them_and_sweeps(
     assert 'fleet_scheduler_invariant_violations{invariant="stale_reservation"} 0.0' in exported
     assert 'fleet_scheduler_invariant_violations{invariant="workflow"} 0.0' in exported
     await temporal_client.get_workflow_handle(names.workflow_id(lonely)).terminate("test over")
+
+
+async def test_the_reconcile_tells_a_workflow_its_new_priority_without_a_turn(
+    hub: HubClient, temporal_client: Client, task_queue: str
+) -> None:
+    """A priority-class annotation changed while no watcher ran: the next reconcile sends
+    priority_changed with the new priority (the watcher's signal, no turn)."""
+    from temporalio.testing import ActivityEnvironment
+
+    from hub.names import PRIORITY_CLASS_ANNOTATION
+    from hub.types import PriorityClass
+    from workers.reconcile import ReconcileFleet
+    from workflows.models import ReconcileInput
+
+    urgent = unique("urgent")
+    hub.create(PriorityClass.from_wire({"metadata": {"name": urgent}, "value": 5000}))
+    add_cluster(hub, "member-a")
+    name = unique("prio")
+    add_placement(hub, name, {"placementType": "PickAll"})
+    activity = ReconcileFleet(hub, temporal_client, ActivitySettings())
+    env = ActivityEnvironment()
+    first = await env.run(activity.reconcile_fleet, ReconcileInput(task_queue=task_queue))
+    assert first.started == [name] and list(first.priorities) == [""]  # only the default's
+    hub.patch(
+        ClusterResourcePlacement,
+        name,
+        {"metadata": {"annotations": {PRIORITY_CLASS_ANNOTATION: urgent}}},
+    )
+    second = await env.run(
+        activity.reconcile_fleet,
+        ReconcileInput(task_queue=task_queue, previous_priorities=first.priorities,
+                       previous_annotations=first.annotations),
+    )  # fmt: skip
+    assert second.reprioritised == [name] and set(second.priorities) == {"", name}
+    # Priority alone runs no turn (it is requeued only because, with no worker here, it has no
+    # policy snapshot yet).
+    assert second.reasons.get(name) == "reconcile: the placement has no latest policy snapshot"
+    handle = temporal_client.get_workflow_handle(names.workflow_id(name))
+    # No worker runs here: the signal waits in the workflow's history.
+    history = await handle.fetch_history()
+    signals = [
+        e.workflow_execution_signaled_event_attributes.signal_name
+        for e in history.events
+        if e.HasField("workflow_execution_signaled_event_attributes")
+    ]
+    assert names.SIGNAL_PRIORITY_CHANGED in signals
+    await handle.terminate("test over")

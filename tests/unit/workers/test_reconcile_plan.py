@@ -229,3 +229,16 @@ def test_the_metric_counts_what_the_reconcile_could_not_repair_on_the_spot() -> 
         STALE_RESERVATION: 1,
         OVERCOMMIT: 1,
     }
+
+
+def test_a_priority_change_is_told_to_its_placement_only_and_a_default_change_to_all_others() -> (
+    None
+):
+    from workers.reconcile import DEFAULT_PRIORITY_KEY as DEFAULT
+    from workers.reconcile import priority_changed
+
+    previous = {DEFAULT: "d1", "vip": "v1"}
+    assert priority_changed({DEFAULT: "d1", "vip": "v2"}, previous, ["a", "vip"]) == {"vip"}
+    assert priority_changed({DEFAULT: "d1"}, previous, ["a", "vip"]) == {"vip"}  # back to default
+    assert priority_changed({DEFAULT: "d2", "vip": "v1"}, previous, ["a", "vip"]) == {"a"}
+    assert priority_changed({DEFAULT: "d1", "vip": "v1"}, None, ["a", "vip"]) == set()
