@@ -24,6 +24,7 @@ from typing import Final, Literal
 from hub import names
 from hub.client import HubClient
 from hub.errors import AlreadyExistsError, ConflictError, NotFoundError, UnauthorizedError
+from hub.kinds import kinds_for, split_key
 from hub.types import (
     CapacityLedger,
     CapacityLedgerSpec,
@@ -435,9 +436,33 @@ def sweep_ledgers(
     def keep(cluster: str, key: str, reservation: Reservation) -> bool:
         if not namespaced and "/" in key:
             return True
-        return reservation.placement in aware and (cluster, key) in active
+        if reservation.placement in aware and (cluster, key) in active:
+            return True
+        # Judged on what the caller read earlier: read the placement and the binding again
+        # (a stale one is rare), so a placement that declared its requests again, or a binding
+        # revived, since then keeps its reservation.
+        return _still_needed(client, cluster, key, reservation)
 
     return _sweep(client, ledgers, keep, now)
+
+
+def _still_needed(client: HubClient, cluster: str, key: str, reservation: Reservation) -> bool:
+    placement_namespace, placement_name = split_key(reservation.placement)
+    binding_namespace, binding_name = split_key(key)
+    try:
+        placement = client.get(
+            kinds_for(placement_namespace).placement, placement_name, namespace=placement_namespace
+        )
+        binding = client.get(
+            kinds_for(binding_namespace).binding, binding_name, namespace=binding_namespace
+        )
+    except NotFoundError:
+        return False
+    return (
+        requests_of(placement) is not None
+        and binding.spec.target_cluster == cluster
+        and is_active(binding)
+    )
 
 
 # --- helpers -----------------------------------------------------------------------------------

@@ -53,10 +53,12 @@ from hub.types import (
 from scheduler import CycleInput, Profile, schedule
 from scheduler.budgets import (
     MOVED_FROM_ANNOTATION,
+    MOVED_FROM_UID_ANNOTATION,
     BudgetState,
     available,
     budget_state,
     moved_from,
+    replaces,
 )
 from scheduler.naming import binding_name
 from scheduler.requests import RequestsError, parse_requests
@@ -134,11 +136,16 @@ def apply_moves(
     bindings = list(
         client.list(kinds.binding, {names.PARENT_PLACEMENT_LABEL: placement.name}).items
     )
-    half_done = {m.binding: _half_done(m, bindings) for m in moves}
-    # The budget as it was before any of these moves began: the new bindings of half-done ones
-    # left out (each is weighed again below, like a move not yet made).
+    made = {m.binding: _made_by(m, bindings) for m in moves}
+    # KubeFleet's arithmetic on the bindings as they are, but for the new bindings of moves half
+    # done by an earlier attempt (their old binding still active): each of those is weighed
+    # again below, on the state from before it began, like a move not yet made. A move an
+    # earlier attempt finished is part of the state, as any earlier move is.
+    by_name = {b.metadata.name: b for b in bindings}
     budget = budget_of(client, placement, bindings).without(
-        b for b in half_done.values() if b is not None
+        new
+        for source, new in made.items()
+        if new is not None and (old := by_name.get(source)) is not None and is_active(old)
     )
     feasible = feasible_clusters(snapshot, clusters, bindings, profile, now())
     allocatable = {c.metadata.name: c.status.resource_usage.allocatable for c in clusters}
@@ -146,7 +153,7 @@ def apply_moves(
     for move in moves:
         by_name = {b.metadata.name: b for b in bindings}
         old = by_name.get(move.binding)
-        new = half_done[move.binding]
+        new = made[move.binding]
         if new is not None and (old is None or not is_active(old)):
             # An earlier attempt made the whole move and failed after: only the release of the
             # old binding's room may be missing (a release is harmless to repeat).
@@ -177,7 +184,7 @@ def apply_moves(
                 reserve(
                     client, move.target, allocatable.get(move.target, {}), name, key, requests, now
                 )
-                new = _create(client, placement.name, move, snapshot.name, name)
+                new = _create(client, placement.name, move, snapshot.name, name, old)
             except (NoRoomError, BindingNameTakenError) as exc:
                 release(client, move.target, [name])
                 outcome.lines.append(f"refused {move.binding}: {exc}")
@@ -213,15 +220,21 @@ def _as_unscheduled(binding: ClusterResourceBinding) -> ClusterResourceBinding:
 
 
 def _create(
-    client: HubClient, placement: str, move: MoveRequest, snapshot: str, name: str
+    client: HubClient,
+    placement: str,
+    move: MoveRequest,
+    snapshot: str,
+    name: str,
+    old: ClusterResourceBinding,
 ) -> ClusterResourceBinding:
     decision = ClusterDecision(cluster_name=move.target, selected=True, reason=_decided(move))
     binding = new_binding(name, placement, move.target, snapshot, decision)
-    meta = binding.metadata.model_copy(
-        update={"annotations": {MOVED_FROM_ANNOTATION: move.binding}}
-    )
+    marks = {MOVED_FROM_ANNOTATION: move.binding}
+    if old.metadata.uid:
+        marks[MOVED_FROM_UID_ANNOTATION] = old.metadata.uid
+    meta = binding.metadata.model_copy(update={"annotations": marks})
     created, _ = create_or_adopt(client, binding.model_copy(update={"metadata": meta}))
-    if moved_from(created) not in (None, move.binding):
+    if not replaces(created, old):
         raise BindingNameTakenError(f"binding {name!r} exists and is another move's")
     return created
 
@@ -247,17 +260,20 @@ def _withdraw(client: HubClient, new: ClusterResourceBinding, why: str) -> None:
     release(client, new.spec.target_cluster, [binding_key(new)])
 
 
-def _half_done(
+def _made_by(
     move: MoveRequest, bindings: Sequence[ClusterResourceBinding]
 ) -> ClusterResourceBinding | None:
     """The new binding an earlier attempt of this very move created, if it is there: active on
-    the target, annotated with the binding it replaces (or, made before the annotation, with
-    this move's decision reason)."""
+    the target, made to replace the move's binding (or, made before the moved-from annotations,
+    carrying this move's decision reason)."""
+    old = next((b for b in bindings if b.metadata.name == move.binding), None)
     for binding in bindings:
         if binding.spec.target_cluster != move.target or not is_active(binding):
             continue
+        if old is not None and replaces(binding, old):
+            return binding
         source = moved_from(binding)
-        if source == move.binding or (
+        if (old is None and source == move.binding) or (
             source is None and binding.spec.cluster_decision.reason == _decided(move)
         ):
             return binding

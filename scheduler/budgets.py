@@ -18,7 +18,8 @@ rollout removes it). `BudgetState` applies the rule above *before each move*, to
 earlier moves left, so the rule is the same whoever asks: the planner (how many moves in a row a
 placement may make), the turn that makes the moves (one by one, on fresh reads; a retried turn
 evaluates a half-done move on the state from before it began, its new binding left out), and
-`fleet-scheduler check` (the moves in flight undone, then replayed under the rule).
+`fleet-scheduler check` (with the moves in flight, whose old binding KubeFleet's eviction
+would have removed, the budget's bound holds: see `respected`).
 
 Pure: hub types in, numbers out."""
 
@@ -38,16 +39,21 @@ from hub.types import (
 
 __all__ = [
     "MOVED_FROM_ANNOTATION",
+    "MOVED_FROM_UID_ANNOTATION",
     "BudgetState",
     "available",
     "budget_state",
     "disruptions_allowed",
+    "moved_bindings",
     "moved_from",
+    "replaces",
 ]
 
-# On a binding a rebalance move created: the name of the binding it replaces. A retried turn
-# finds its half-done move by it, and `check` tells a move in progress from a surplus binding.
+# On a binding a rebalance move created: the name and uid of the binding it replaces. A retried
+# turn finds its half-done move by them, and `check` tells a move in progress from a surplus
+# binding (the uid, because binding names are made again: a later binding may carry the name).
 MOVED_FROM_ANNOTATION: Final = names.OWN_PREFIX + "moved-from"
+MOVED_FROM_UID_ANNOTATION: Final = names.OWN_PREFIX + "moved-from-uid"
 
 
 def available(binding: ClusterResourceBinding) -> bool:
@@ -63,8 +69,33 @@ def available(binding: ClusterResourceBinding) -> bool:
 
 
 def moved_from(binding: ClusterResourceBinding) -> str | None:
-    """The binding a rebalance move replaced with this one, or None."""
+    """The name of the binding a rebalance move replaced with this one, or None."""
     return binding.metadata.annotations.get(MOVED_FROM_ANNOTATION) or None
+
+
+def replaces(new: ClusterResourceBinding, old: ClusterResourceBinding) -> bool:
+    """Did a rebalance move make `new` to replace `old` (its name, and its uid when recorded)?"""
+    if moved_from(new) != old.metadata.name:
+        return False
+    uid = new.metadata.annotations.get(MOVED_FROM_UID_ANNOTATION)
+    return uid is None or uid == old.metadata.uid
+
+
+def moved_bindings(
+    bindings: Iterable[ClusterResourceBinding],
+) -> list[tuple[ClusterResourceBinding, ClusterResourceBinding]]:
+    """(new, old) for every binding of `bindings` that a move made to replace another of them
+    still there: the move half done (old still active) or in flight (old Unscheduled, not yet
+    removed by KubeFleet's rollout)."""
+    listed = list(bindings)
+    by_name = {b.metadata.name: b for b in listed}
+    pairs = []
+    for binding in listed:
+        source = moved_from(binding)
+        old = by_name.get(source) if source is not None else None
+        if old is not None and old is not binding and replaces(binding, old):
+            pairs.append((binding, old))
+    return pairs
 
 
 def disruptions_allowed(
@@ -109,6 +140,15 @@ class BudgetState:
             min_available=self.min_available,
         )
 
+    def respected(self) -> bool:
+        """Does the state keep the budget's bound: at most maxUnavailable bindings unavailable,
+        or at least minAvailable available (no budget: always)?"""
+        if self.max_unavailable is not None:
+            return self.bindings - self.available <= _scaled(self.max_unavailable, self.desired)
+        if self.min_available is not None:
+            return self.available >= _scaled(self.min_available, self.desired)
+        return True
+
     def allows_one(self) -> bool:
         """May one more disruption go ahead now?"""
         allowed = self.allowed()
@@ -131,13 +171,6 @@ class BudgetState:
             bindings=self.bindings - len(gone),
             available=self.available - sum(1 for b in gone if available(b)),
         )
-
-    def restored(self, old: ClusterResourceBinding | None) -> BudgetState:
-        """The state with a moved binding back as it was before its move: available (a move
-        needs an available binding), and counted again if the rollout has since removed it."""
-        if old is None:
-            return replace(self, bindings=self.bindings + 1, available=self.available + 1)
-        return self if available(old) else replace(self, available=self.available + 1)
 
     def moves_in_a_row(self, limit: int) -> int | None:
         """How many moves the budget lets a placement make one after another (None: no limit),
@@ -170,9 +203,16 @@ def budget_state(
 
 
 def _scaled(value: int | str, total: int) -> int:
+    """Kubernetes' GetScaledValueFromIntOrPercent rounding up, as KubeFleet calls it: an integer
+    as it is, "N%" of `total`; anything else is the error KubeFleet ignores, which leaves 0 (its
+    CRD refuses such values; a hub without the rule may hold one)."""
     if isinstance(value, int):
         return value
     text = value.strip()
-    if not text.endswith("%") or not text[:-1].isdigit():
-        raise ValueError(f"{value!r} is neither an integer nor a percentage like '25%'")
-    return math.ceil(int(text[:-1]) * total / 100)
+    if not text.endswith("%"):
+        return 0
+    try:
+        percent = int(text[:-1])
+    except ValueError:
+        return 0
+    return math.ceil(percent * total / 100)

@@ -18,9 +18,9 @@ The invariants, by the name the metric and `check` give them:
 - `binding_count`: no PickN placement has more active bindings than it asks for, outside a move
   in progress (a move's new binding beside the old one it replaces), once its latest policy
   snapshot is scheduled.
-- `disruption_budget`: the rebalance moves in flight (old binding unscheduled, new one not yet
-  available) are no more than KubeFleet's arithmetic lets the placement's budget allow, weighed
-  one after another from the state before them (scheduler.budgets).
+- `disruption_budget`: while rebalance moves are in flight (old binding Unscheduled and still
+  there, new one not yet available), the placement's bindings keep its budget's bound, the old
+  ones counted as KubeFleet's eviction leaves them: gone (scheduler.budgets).
 - `workflow`: every placement that wants the scheduler has its workflow, every workflow its
   placement.
 - `stranded_shortage`: a placement that says it is short of room has no room anywhere it could
@@ -31,8 +31,9 @@ placement, by how much)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from fractions import Fraction
@@ -49,7 +50,7 @@ from hub.types import (
     MemberCluster,
 )
 from scheduler.annotations import number_of_clusters
-from scheduler.budgets import available, budget_state, moved_from
+from scheduler.budgets import available, budget_state, moved_bindings
 from scheduler.capacity import (
     RESERVATION_GRACE,
     ClusterCapacity,
@@ -196,8 +197,13 @@ def find_violations(
     *,
     profile: Profile | None = None,
     grace: timedelta = RESERVATION_GRACE,
+    keep_going: Callable[[], bool] = lambda: True,
 ) -> list[Violation]:
-    """Every invariant broken in `state`, in the order of INVARIANTS, then by subject."""
+    """Every invariant broken in `state`, in the order of INVARIANTS, then by subject.
+
+    `stranded_shortage` runs a cycle per placement short of room (tens of milliseconds at
+    thousands of clusters); it stops at the first placement for which `keep_going()` is False,
+    so a caller with a deadline (the reconcile, inside its heartbeat) stays within it."""
     found: list[Violation] = []
     found += _overcommit(state)
     found += _reservations(state, now, grace)
@@ -205,7 +211,7 @@ def find_violations(
     found += _binding_counts(state, now)
     found += _budgets(state)
     found += _workflows(state)
-    found += _stranded(state, now, profile)
+    found += _stranded(state, now, profile, keep_going)
     order = {name: i for i, name in enumerate(INVARIANTS)}
     return sorted(
         found, key=lambda v: (order[v.invariant], v.cluster or "", v.placement or "", v.message)
@@ -363,8 +369,7 @@ def _binding_counts(state: FleetState, now: datetime) -> list[Violation]:
         except SchedulerError:
             continue
         active = [b for b in index.bindings_of.get(key, []) if is_active(b)]
-        live = {b.metadata.name for b in active}
-        moving = [b for b in active if moved_from(b) in live]
+        moving = [new for new, old in moved_bindings(active)]  # half done: both active
         if len(active) - len(moving) > wanted:
             found.append(
                 Violation(
@@ -380,6 +385,11 @@ def _binding_counts(state: FleetState, now: datetime) -> list[Violation]:
 
 
 def _budgets(state: FleetState) -> list[Violation]:
+    """With rebalance moves in flight (old binding Unscheduled, not yet removed; new one not yet
+    Available), the budget's bound holds on the bindings, counting the old ones as KubeFleet's
+    eviction would leave them: gone. Before each move the turn allowed it only while one more
+    disruption kept that bound (scheduler.budgets), so this holds unless the budget was set or
+    tightened, or other bindings became unavailable, while they were in flight."""
     index = state.index()
     found = []
     for budget in sorted(state.budgets, key=lambda b: b.name):
@@ -387,44 +397,35 @@ def _budgets(state: FleetState) -> list[Violation]:
         if placement is None:
             continue
         bindings = index.bindings_of.get(budget.name, [])
-        by_name = {b.metadata.name: b for b in bindings}
-        in_flight = []
-        for binding in bindings:
-            source = moved_from(binding)
-            if source is None or not is_active(binding) or available(binding):
-                continue
-            old = by_name.get(source)
-            if old is None or not is_active(old):
-                in_flight.append((binding, old))
+        in_flight = [
+            (new, old)
+            for new, old in moved_bindings(bindings)
+            if is_active(new) and not is_active(old) and not available(new)
+        ]
         if not in_flight:
             continue
-        # The state before the moves: their new bindings gone, their old ones back (counted
-        # available, as a move needs; a binding the rollout since removed counted again).
-        before = budget_state(budget, placement, bindings).without(b for b, _ in in_flight)
-        for _, old in in_flight:
-            before = before.restored(old)
-        state_now, allowed = before, 0
-        for _ in in_flight:
-            if not state_now.allows_one():
-                break
-            allowed += 1
-            state_now = state_now.after_move(True)
-        if allowed < len(in_flight):
-            bound = (
-                f"maxUnavailable {budget.spec.max_unavailable}"
-                if budget.spec.max_unavailable is not None
-                else f"minAvailable {budget.spec.min_available}"
+        try:
+            now = budget_state(budget, placement, bindings).without(old for _, old in in_flight)
+            kept = now.respected()
+        except ValueError:
+            continue  # nothing KubeFleet's arithmetic can read
+        if kept:
+            continue
+        bound = (
+            f"maxUnavailable {budget.spec.max_unavailable}"
+            if budget.spec.max_unavailable is not None
+            else f"minAvailable {budget.spec.min_available}"
+        )
+        found.append(
+            Violation(
+                DISRUPTION_BUDGET,
+                f"placement {budget.name}: {len(in_flight)} rebalance move(s) in flight "
+                f"({_listed(sorted(new.metadata.name for new, _ in in_flight))}) leave "
+                f"{now.available} of {now.bindings} binding(s) available, outside its "
+                f"disruption budget ({bound})",
+                placement=budget.name,
             )
-            found.append(
-                Violation(
-                    DISRUPTION_BUDGET,
-                    f"placement {budget.name}: {len(in_flight)} rebalance move(s) in flight "
-                    f"({_listed(sorted(b.metadata.name for b, _ in in_flight))}), its disruption "
-                    f"budget ({bound}, {before.bindings} binding(s) before them) allows "
-                    f"{allowed}",
-                    placement=budget.name,
-                )
-            )
+        )
     return found
 
 
@@ -457,10 +458,20 @@ def _workflows(state: FleetState) -> list[Violation]:
 # --- shortage ----------------------------------------------------------------------------------
 
 
-def _stranded(state: FleetState, now: datetime, profile: Profile | None) -> list[Violation]:
+def _stranded(
+    state: FleetState, now: datetime, profile: Profile | None, keep_going: Callable[[], bool]
+) -> list[Violation]:
     index = state.index()
     found = []
-    for key, requests in sorted(index.requests.items()):
+    # In an order that changes from run to run (by the clock's minute), so a caller that stops
+    # early covers every placement over a few runs; results are sorted by the caller.
+    stamp = now.strftime("%Y%m%d%H%M")
+    for key, requests in sorted(
+        index.requests.items(),
+        key=lambda item: hashlib.sha256(f"{stamp}/{item[0]}".encode()).digest(),
+    ):
+        if not keep_going():
+            break
         snapshot = index.snapshots.get(key)
         placement = index.placements[key]
         if (

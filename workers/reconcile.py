@@ -31,6 +31,7 @@ import functools
 import hashlib
 import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -127,6 +128,9 @@ REPAIRED_BY_A_TURN: Final = frozenset(
     {RESERVATION, DUPLICATE_BINDING, BINDING_COUNT, STRANDED_SHORTAGE}
 )
 MAX_LOGGED_VIOLATIONS: Final = 20
+# Time the checks may take in one run (well inside the activity's 60 s heartbeat timeout): the
+# shortage check runs a cycle per placement short of room, and stops there; the next run goes on.
+CHECK_BUDGET_S: Final = 30.0
 MAX_REPORTED_VIOLATIONS: Final = 50
 GONE_REASON: Final = "reconcile: the placement is gone"
 PRIORITY_REASON: Final = "reconcile: its priority changed since the last reconcile"
@@ -359,9 +363,17 @@ class ReconcileFleet:
         running = await running_placements(self._client, request.task_queue)
         state = dataclasses.replace(state, workflows=frozenset(running))
         now = datetime.now(UTC)
+        deadline = time.monotonic() + CHECK_BUDGET_S
         violations = await asyncio.to_thread(
-            find_violations, state, now, profile=self._settings.profile
+            functools.partial(
+                find_violations,
+                profile=self._settings.profile,
+                keep_going=lambda: time.monotonic() < deadline,
+            ),
+            state,
+            now,
         )
+        activity.heartbeat("checked the invariants")
         counts = Counter(v.invariant for v in violations)
         plan = plan_reconcile(
             state.placements, state.snapshots, state.clusters, state.bindings, running,

@@ -50,6 +50,7 @@ from hub.client import HubClient, Resync, WatchEvent
 from hub.errors import MalformedObjectError, NotFoundError
 from hub.informer import watch_forever
 from hub.kinds import NAMESPACED_KINDS, kinds_for, placement_key, split_key
+from hub.names import REQUESTS_ANNOTATION
 from hub.types import (
     CapacityLedger,
     ClusterResourceBinding,
@@ -385,6 +386,8 @@ class Watcher:
         """What each capacity-aware placement short of room lacks, read back from the Scheduled
         conditions in the cache (docs/capacity.md; `/metrics`' unschedulable demand)."""
         for placement in self._placements.values():
+            if REQUESTS_ANNOTATION not in placement.metadata.annotations:
+                continue  # a placement that dropped its requests is not short of room
             condition = placement.status.condition(placement.SCHEDULED_CONDITION)
             missing = None if condition is None else missing_of(condition.message)
             if missing:

@@ -46,7 +46,14 @@ from hub.types import (
     MemberCluster,
 )
 from hub.types.meta import HubObject
-from scheduler.capacity import ClusterCapacity, held, missing_of, shortfalls, shown_requests
+from scheduler.capacity import (
+    ClusterCapacity,
+    binding_key,
+    held,
+    missing_of,
+    shortfalls,
+    shown_requests,
+)
 from scheduler.eligibility import EligibilityChecker
 from scheduler.explanation import BEYOND_ROOM_MARKER
 from scheduler.requests import RequestsError, parse_requests
@@ -415,27 +422,42 @@ def _ledger(
     placement with an active binding there, whose next turn makes its reservation again."""
     cluster = new.metadata.name
     before = held(old) if old is not None else {}
-    after: dict[str, Fraction] = {} if event == "DELETED" else held(new)
-    freed = {r: amount - after.get(r, Fraction(0)) for r, amount in before.items()}
-    freed = {r: amount for r, amount in freed.items() if amount > 0}
     routes: dict[str, Route] = {}
     if event == "DELETED":
-        reason = REASON_LEDGER_GONE.format(cluster=cluster)
-        holders = {
-            _key_of_parent(b)
+        # The bindings still there consume what their reservations held: only the room of
+        # reservations without an active binding is free. Their holders reserve it again.
+        active = {
+            binding_key(b): b
             for b in room.bindings
             if b.spec.target_cluster == cluster
             and b.spec.state != hub_names.STATE_UNSCHEDULED
             and not b.metadata.deleting
         }
+        after = held(new, without=[k for k in new.spec.reservations if k not in active])
+        holders = {_key_of_parent(b) for b in active.values()}
+        reason = REASON_LEDGER_GONE.format(cluster=cluster)
         for key in sorted(holders):
             placement = placements.get(key)
             if placement is not None and placement.metadata.annotations.get(
                 hub_names.REQUESTS_ANNOTATION
             ):
                 routes[key] = Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
+    else:
+        after = held(new)
+    freed = {r: amount - after.get(r, Fraction(0)) for r, amount in before.items()}
+    freed = {r: amount for r, amount in freed.items() if amount > 0}
     if freed:
-        gone = new if event != "DELETED" else new.model_copy(update={"spec": CapacityLedgerSpec()})
+        gone = (
+            new
+            if event != "DELETED"
+            else new.model_copy(
+                update={
+                    "spec": CapacityLedgerSpec(
+                        reservations={k: r for k, r in new.spec.reservations.items() if k in active}
+                    )
+                }
+            )
+        )
         reason = REASON_ROOM_FREED.format(cluster=cluster, freed=shown_requests(freed))
         for placement in placements.values():
             requests = waiting_for_room(placement)
@@ -446,7 +468,7 @@ def _ledger(
         # Placements that said they keep a binding here beyond the room: the room they lacked
         # may be there now, and their condition should say so.
         beyond = {key for key, placement in placements.items() if _beyond_room(placement)}
-        for binding in room.bindings:
+        for binding in room.bindings if beyond else ():
             key = _key_of_parent(binding)
             if key in beyond and binding.spec.target_cluster == cluster:
                 routes.setdefault(
@@ -456,6 +478,8 @@ def _ledger(
 
 
 def _beyond_room(placement: ClusterResourcePlacement) -> bool:
+    if hub_names.REQUESTS_ANNOTATION not in placement.metadata.annotations:
+        return False
     condition = scheduled_condition_current(placement)
     return condition is not None and BEYOND_ROOM_MARKER in condition.message
 

@@ -416,11 +416,30 @@ class ResourceBinding(ClusterResourceBinding):
 # --- Disruption budgets (docs/capacity.md, "Compaction and rebalancing") -----------------------
 
 
+# KubeFleet's own rules on both fields, and on the pair.
+_BUDGET_VALUE_RULES: Final = crd_rules(
+    (
+        "type(self) == string ? self.matches('^(100|[0-9]{1,2})%$') : self >= 0",
+        "If supplied value is String should match regex '^(100|[0-9]{1,2})%$' or If supplied "
+        "value is Integer must be greater than or equal to 0",
+    ),
+)
+
+
+_BUDGET_SPEC_RULES: Final = crd_rules(
+    (
+        "!(has(self.maxUnavailable) && has(self.minAvailable))",
+        "Both MaxUnavailable and MinAvailable cannot be specified",
+    ),
+)
+
+
 class PlacementDisruptionBudgetSpec(FleetModel):
     """At most one of the two, each a number of clusters or a percentage of N ("25%")."""
 
-    max_unavailable: int | str | None = None
-    min_available: int | str | None = None
+    max_unavailable: int | str | None = Field(default=None, json_schema_extra=_BUDGET_VALUE_RULES)
+    min_available: int | str | None = Field(default=None, json_schema_extra=_BUDGET_VALUE_RULES)
+
 
 
 class ClusterResourcePlacementDisruptionBudget(HubObject):
@@ -435,4 +454,6 @@ class ClusterResourcePlacementDisruptionBudget(HubObject):
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("crpdb",)
     CATEGORIES: ClassVar[tuple[str, ...]] = ("fleet", "fleet-placement")
 
-    spec: PlacementDisruptionBudgetSpec = Field(default_factory=PlacementDisruptionBudgetSpec)
+    spec: PlacementDisruptionBudgetSpec = Field(
+        default_factory=PlacementDisruptionBudgetSpec, json_schema_extra=_BUDGET_SPEC_RULES
+    )

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from hub.names import SCHEDULED_CONDITION
 from hub.types import (
     ClusterDecision,
     ClusterResourceBinding,
@@ -18,6 +19,8 @@ from scheduler.capacity import Demand, no_room_reason, shortage
 from scheduler.classify import Classified
 from scheduler.decisions import scheduled_condition, status_write
 from scheduler.explanation import (
+    BEYOND_ROOM_MARKER,
+    SHORTAGE_MARKER,
     BeyondRoom,
     BindingAction,
     BindingGroup,
@@ -149,8 +152,14 @@ class Context:
             decisions,
             condition,
             self.now,
-            compare_message=self.demand is not None,
+            # A placement that dropped its requests must not keep a message about room.
+            compare_message=self.demand is not None or self._says_room(),
         )
+
+    def _says_room(self) -> bool:
+        existing = self.snapshot.status.condition(SCHEDULED_CONDITION)
+        message = existing.message if existing is not None else ""
+        return SHORTAGE_MARKER in message or BEYOND_ROOM_MARKER in message
 
     def _beyond_room(self, decisions: list[ClusterDecision]) -> list[BeyondRoom]:
         """The selected clusters whose room, beside the other placements' reservations, cannot

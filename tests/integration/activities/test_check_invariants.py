@@ -222,14 +222,15 @@ async def test_disruption_budget(
     name = f"web-{moves[1].target}-moved"
     reserve(hub, moves[1].target, {"cpu": "8"}, name, "web", {"cpu": Fraction(4)},
             lambda: datetime.now(UTC))  # fmt: skip
-    _create(hub, "web", moves[1], snapshot_name, name)
-    _unschedule(hub, hub.get(ClusterResourceBinding, moves[1].binding), "rebalanced: by hand")
+    second = hub.get(ClusterResourceBinding, moves[1].binding)
+    _create(hub, "web", moves[1], snapshot_name, name, second)
+    _unschedule(hub, second, "rebalanced: by hand")
     got = await found(hub)
     assert list(got) == ["disruption_budget"]
     [message] = got["disruption_budget"]
     assert message.startswith("placement web: 2 rebalance move(s) in flight (")
     assert message.endswith(
-        "its disruption budget (minAvailable 1, 2 binding(s) before them) allows 1"
+        "leave 0 of 2 binding(s) available, outside its disruption budget (minAvailable 1)"
     )
 
 

@@ -53,6 +53,7 @@ DEV_ONLY_FUNCTIONS: Final[Mapping[str, str]] = {
 ABSTRACT_KIND_SOURCES: Final[Mapping[str, str]] = {
     "workers.watcher.Watcher._watch_kind": "workers.watcher:ALL_WATCHED_KINDS",
     "activities.fleet_state._served": "activities.fleet_state:OPTIONAL_KINDS",
+    "workers.reconcile._priority_classes": "workers.watcher:PRIORITY_KINDS",
     "workers.cli.apply_placements": "workers.cli:SAMPLE_KINDS",
 }
 

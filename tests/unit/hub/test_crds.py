@@ -265,5 +265,13 @@ def test_an_int_or_string_field_is_marked_as_kubernetes_marks_it() -> None:
     from hub.types import ClusterResourcePlacementDisruptionBudget
 
     spec = _schema(ClusterResourcePlacementDisruptionBudget)["properties"]["spec"]
-    assert spec["properties"]["minAvailable"] == {"x-kubernetes-int-or-string": True}
-    assert spec["properties"]["maxUnavailable"] == {"x-kubernetes-int-or-string": True}
+    for field in ("minAvailable", "maxUnavailable"):
+        node = spec["properties"][field]
+        assert node["x-kubernetes-int-or-string"] is True and "type" not in node
+        # ... with KubeFleet's rule: a percentage string or an integer >= 0
+        [rule] = node["x-kubernetes-validations"]
+        assert rule["rule"] == (
+            "type(self) == string ? self.matches('^(100|[0-9]{1,2})%$') : self >= 0"
+        )
+    [both] = spec["x-kubernetes-validations"]
+    assert both["rule"] == "!(has(self.maxUnavailable) && has(self.minAvailable))"

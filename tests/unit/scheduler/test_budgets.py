@@ -4,6 +4,8 @@ for the planner, the turn that makes the moves and `fleet-scheduler check`."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduler.budgets import BudgetState
 
@@ -39,6 +41,41 @@ def test_a_half_done_move_is_weighed_on_the_state_before_it_began() -> None:
     assert before.allows_one() and not before.after_move(True).allows_one()
 
 
-def test_restoring_a_moved_binding_counts_it_available_again() -> None:
-    state = BudgetState(2, 3, 1, min_available=1)  # old Unscheduled, new not yet available
-    assert state.restored(None).bindings == 4 and state.restored(None).available == 2
+@pytest.mark.parametrize(
+    ("state", "kept"),
+    [
+        pytest.param(BudgetState(2, 2, 1, min_available=1), True, id="min-held"),
+        pytest.param(BudgetState(2, 2, 0, min_available=1), False, id="min-broken"),
+        pytest.param(BudgetState(3, 3, 1, max_unavailable=2), True, id="max-held"),
+        pytest.param(BudgetState(3, 4, 1, max_unavailable=2), False, id="max-broken"),
+        pytest.param(BudgetState(3, 3, 0), True, id="no-budget"),
+    ],
+)
+def test_a_state_keeps_its_budget_within_its_bound(state: BudgetState, kept: bool) -> None:
+    assert state.respected() is kept
+
+
+@given(
+    desired=st.integers(1, 8),
+    bindings=st.integers(0, 10),
+    available=st.integers(0, 10),
+    bound=st.one_of(
+        st.integers(0, 8).map(lambda n: {"max_unavailable": n}),
+        st.integers(0, 8).map(lambda n: {"min_available": n}),
+        st.integers(0, 100).map(lambda n: {"min_available": f"{n}%"}),
+        st.integers(0, 100).map(lambda n: {"max_unavailable": f"{n}%"}),
+    ),
+)
+def test_a_move_the_rule_allows_keeps_the_bound_once_its_old_binding_is_gone(
+    desired: int, bindings: int, available: int, bound: dict[str, int | str]
+) -> None:
+    """What check relies on: if the turn's rule allows a move on a state that keeps the bound,
+    the state after the move keeps it too, its old binding counted as KubeFleet's eviction
+    leaves it (gone)."""
+    state = BudgetState(desired, bindings, min(available, bindings), **bound)  # type: ignore[arg-type]
+    if not (state.respected() and state.allows_one() and state.available > 0):
+        return
+    after = state.after_move(True)
+    gone = BudgetState(after.desired, after.bindings - 1, after.available,
+                       after.max_unavailable, after.min_available)  # fmt: skip
+    assert gone.respected()

@@ -144,9 +144,11 @@ def test_disruptions_allowed_is_kubefleets_arithmetic(
     assert disruptions_allowed(desired, bindings, available, **budget) == allowed  # type: ignore[arg-type]
 
 
-def test_a_percentage_must_look_like_one() -> None:
-    with pytest.raises(ValueError, match="percentage"):
-        disruptions_allowed(3, 3, 3, min_available="half")
+def test_a_value_that_is_no_percentage_counts_as_0_as_kubefleet_reads_it() -> None:
+    """KubeFleet ignores GetScaledValueFromIntOrPercent's error and goes on with 0 (its CRD
+    refuses such values; a hub without the rule may hold one): a turn never fails on it."""
+    assert disruptions_allowed(3, 3, 3, min_available="half") == 3
+    assert disruptions_allowed(3, 3, 3, max_unavailable="1") == 0
 
 
 @settings(max_examples=100, deadline=None)

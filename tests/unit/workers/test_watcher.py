@@ -239,6 +239,7 @@ async def test_metrics_sum_what_placements_short_of_room_are_missing(
             + Shortage(unplaced=unplaced, requests=f"cpu={cpu}", resources=resources).message()
         )
         crp = _crp(name).to_wire()
+        crp["metadata"]["annotations"] = {names.REQUESTS_ANNOTATION: f"cpu={cpu}"}
         crp["status"] = {"conditions": [
             {"type": "ClusterResourcePlacementScheduled", "status": names.FALSE,
              "reason": "SchedulingPolicyUnfulfilled", "message": message}]}  # fmt: skip
@@ -246,7 +247,11 @@ async def test_metrics_sum_what_placements_short_of_room_are_missing(
 
     metrics = SchedulerMetrics(process_metrics=False)
     watcher = Watcher(hub, lazy_client, metrics=metrics)
-    _ready(watcher, [short("a", 1, "4", "8Gi"), short("b", 2, "1500m", None), _crp("c")], [])
+    dropped = short("d", 1, "7", None)  # said short, then dropped its requests: counts nothing
+    meta = dropped.metadata.model_copy(update={"annotations": {}})  # type: ignore[attr-defined]
+    dropped = dropped.model_copy(update={"metadata": meta})  # type: ignore[attr-defined]
+    placements = [short("a", 1, "4", "8Gi"), short("b", 2, "1500m", None), _crp("c"), dropped]
+    _ready(watcher, placements, [])  # type: ignore[arg-type]
     sample = metrics.registry.get_sample_value
     assert sample("fleet_scheduler_unschedulable_demand", {"resource": "cpu"}) == 5.5
     assert sample("fleet_scheduler_unschedulable_demand", {"resource": "memory"}) == 8 * 2**30
