@@ -39,7 +39,7 @@ run: $(STAMP)
 # Every layer is checked before the tests: ruff over the whole tree, strict typing of every
 # package, and the layering contracts (scheduler/ pure, one-way imports), which keep the
 # scheduler testable alone and the workflows deterministic.
-PACKAGES := hub scheduler activities workflows workers devhub
+PACKAGES := hub scheduler activities workflows control workers devhub
 test: $(STAMP) system-deps lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 

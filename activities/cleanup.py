@@ -10,15 +10,8 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import failures
 from activities.bindings import Pacer
 from activities.capacity import release_placement, requests_of
-from activities.models import (
-    CLEANUP_PLACEMENT,
-    CLEANUP_PLACEMENT_RP,
-    CleanupReport,
-    CleanupRequest,
-)
 from activities.outage import through_outages
 from activities.plumbing import ActivitySettings, heartbeat, in_local_activity
 from activities.translate import hub_failures
@@ -28,6 +21,9 @@ from hub.client import HubClient
 from hub.errors import NotFoundError
 from hub.kinds import kinds_for, placement_key
 from hub.types import ClusterResourceBinding, ClusterResourcePlacement
+from workflows import failures
+from workflows.models import CleanupReport, CleanupRequest
+from workflows.names import ACTIVITY_CLEANUP_PLACEMENT, ACTIVITY_CLEANUP_PLACEMENT_RP
 
 __all__ = ["CleanupPlacement"]
 
@@ -39,7 +35,7 @@ class CleanupPlacement:
         self._client = client
         self._settings = settings or ActivitySettings()
 
-    @activity.defn(name=CLEANUP_PLACEMENT)
+    @activity.defn(name=ACTIVITY_CLEANUP_PLACEMENT)
     def cleanup_placement(self, request: CleanupRequest) -> CleanupReport:
         """Delete the placement's bindings (and snapshots, standalone), then its finalizer."""
 
@@ -51,7 +47,7 @@ class CleanupPlacement:
         gate = None if in_local_activity() else self._settings.hub_gate
         return through_outages(gate, heartbeat, cleanup)
 
-    @activity.defn(name=CLEANUP_PLACEMENT_RP)
+    @activity.defn(name=ACTIVITY_CLEANUP_PLACEMENT_RP)
     def cleanup_placement_rp(self, request: CleanupRequest) -> CleanupReport:
         """`cleanup_placement` for a ResourcePlacement, under its own activity type."""
         return self.cleanup_placement(request)

@@ -25,7 +25,6 @@ from activities.capacity import (
     sweep_own,
 )
 from activities.conditions import write_scheduled_condition
-from activities.models import CycleReport, TurnRequest, WriteCounts
 from activities.plumbing import ActivitySettings, CycleOutcome, CycleRun, PhaseSpans, heartbeat
 from hub import names
 from hub.client import HubClient
@@ -40,6 +39,7 @@ from hub.types import (
 from scheduler import CapacityInput, CycleInput, CycleResult, schedule
 from scheduler.scheduling import placement_type_of
 from scheduler.snapshots import placement_scheduled_condition
+from workflows.models import CycleReport, TurnRequest, WriteCounts
 
 __all__ = ["Fleet", "cycle_summary", "outcome_of", "read_clusters", "read_fleet", "run_cycle"]
 

@@ -37,7 +37,6 @@ from activities.capacity import (
     requests_of,
     reserve,
 )
-from activities.models import MoveRequest
 from hub import names
 from hub.client import HubClient
 from hub.errors import ConflictError, NotFoundError
@@ -63,6 +62,7 @@ from scheduler.budgets import (
 from scheduler.naming import binding_name
 from scheduler.requests import RequestsError, parse_requests
 from scheduler.writes import mark_unscheduled, new_binding
+from workflows.models import MoveRequest
 
 __all__ = ["MoveOutcome", "apply_moves", "budget_of", "feasible_clusters"]
 

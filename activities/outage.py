@@ -27,8 +27,8 @@ from typing import Final, TypeVar
 
 from temporalio.exceptions import ApplicationError
 
-from activities import failures
 from hub.errors import HubUnavailableError
+from workflows import failures
 
 __all__ = ["HubGate", "OutageStats", "through_outages"]
 

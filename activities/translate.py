@@ -1,6 +1,6 @@
 """Hub and scheduler errors in, Temporal failure types out: the one place they are mapped.
 
-An activity's failure type decides what Temporal does next (`activities.failures`): retryable
+An activity's failure type decides what Temporal does next (`workflows.failures`): retryable
 types are retried with the workflow's backoff, non-retryable ones end the turn and the workflow
 waits for the next event, as KubeFleet does for "unexpected behaviour" (kubefleet-rules 3.3). Every
 expected failure leaves as an `ApplicationError` with a message that names what was being done,
@@ -16,7 +16,6 @@ from typing import Final
 
 from temporalio.exceptions import ApplicationError
 
-from activities import failures
 from activities.bindings import BindingNameTakenError
 from activities.capacity import NoRoomError
 from hub.errors import (
@@ -34,6 +33,7 @@ from hub.errors import (
 )
 from scheduler import SchedulerError
 from scheduler.snapshots import SnapshotError
+from workflows import failures
 
 __all__ = ["EXPECTED", "NAMESPACE_TERMINATING", "failure_for", "hub_failures", "is_retryable"]
 

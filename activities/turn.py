@@ -22,13 +22,6 @@ from temporalio.exceptions import ApplicationError
 
 from activities.conditions import sync_failed_condition, write_scheduled_condition
 from activities.cycle import outcome_of, read_clusters, run_cycle
-from activities.models import (
-    SCHEDULE_ONCE,
-    SCHEDULE_ONCE_RP,
-    PrepareResult,
-    TurnRequest,
-    TurnResult,
-)
 from activities.moves import apply_moves
 from activities.outage import through_outages
 from activities.plumbing import ActivitySettings, heartbeat, in_local_activity, meter, metered
@@ -46,6 +39,8 @@ from scheduler.snapshots import (
     SnapshotError,
     placement_scheduled_condition,
 )
+from workflows.models import PrepareResult, TurnRequest, TurnResult
+from workflows.names import ACTIVITY_SCHEDULE_ONCE, ACTIVITY_SCHEDULE_ONCE_RP
 
 log = logging.getLogger("fleet_scheduler.cycles")
 
@@ -97,14 +92,14 @@ class ScheduleOnce:
         self._client = client
         self._settings = settings or ActivitySettings()
 
-    @activity.defn(name=SCHEDULE_ONCE)
+    @activity.defn(name=ACTIVITY_SCHEDULE_ONCE)
     def schedule_once(self, request: TurnRequest) -> TurnResult:
         """Prepare, then, when the placement is ready, the cycle numbered `request.cycle`; run
         again from the start when the hub comes back after an outage (activities.outage)."""
         gate = None if in_local_activity() else self._settings.hub_gate
         return through_outages(gate, heartbeat, lambda: self._turn(request))
 
-    @activity.defn(name=SCHEDULE_ONCE_RP)
+    @activity.defn(name=ACTIVITY_SCHEDULE_ONCE_RP)
     def schedule_once_rp(self, request: TurnRequest) -> TurnResult:
         """`schedule_once` for a ResourcePlacement (`request.namespace` set), under its own
         activity type (activities.models says why)."""

@@ -41,14 +41,6 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.cleanup import CleanupPlacement
 from activities.clusters import ClusterCache
-from activities.models import (
-    CleanupReport,
-    CleanupRequest,
-    CycleReport,
-    PrepareResult,
-    TurnRequest,
-    TurnResult,
-)
 from activities.plumbing import ActivitySettings
 from activities.translate import is_retryable
 from activities.turn import ScheduleOnce
@@ -57,6 +49,14 @@ from hub.types import ClusterResourcePlacement
 from scheduler import Outcome
 from workers.temporal_client import TemporalTarget, connect
 from workers.worker import DEFAULT_MAX_CONCURRENT_ACTIVITIES, split_workers
+from workflows.models import (
+    CleanupReport,
+    CleanupRequest,
+    CycleReport,
+    PrepareResult,
+    TurnRequest,
+    TurnResult,
+)
 from workflows.placement import PlacementWorkflow
 
 # client-go's per-key exponential backoff (kubefleet-rules 1.11): 5 ms x 2^n, at most 1000 s.

@@ -61,13 +61,13 @@ from temporalio.common import (
 )
 
 from hub import names as hub_names
-from workers.starts import local_cycles_for
 from workers.temporal_client import TemporalTarget, connect
 from workflows import names
 from workflows.models import HubEvent, PlacementInput
 from workflows.placement import PlacementWorkflow
+from workflows.starts import local_cycles_for
 
-# The watcher's own bound on concurrent Temporal calls (workers.watcher.DEFAULT_MAX_IN_FLIGHT).
+# The watcher's own bound on concurrent Temporal calls (control.watcher.DEFAULT_MAX_IN_FLIGHT).
 SIGNAL_CONCURRENCY: Final = 32
 # Each member agent heartbeats every minute; the bench refreshes every cluster every
 # HEARTBEAT_ROUND_S (well inside KubeFleet's 5-minute limit), a slice every HEARTBEAT_TICK_S.
@@ -192,7 +192,7 @@ class Bench:
         report("rss.ceiling_worker.peak_mb", child.peak_mb or float("nan"))
 
     async def _signal_with_start(self, name: str) -> None:
-        # The watcher's call (workers.watcher.Watcher._signal_with_start), on the ceiling queue,
+        # The watcher's call (control.watcher.Watcher._signal_with_start), on the ceiling queue,
         # with what it would say about local cycles for this fleet.
         local = local_cycles_for(self.args.clusters, self.args.local_cycles_up_to)
         await self.client.start_workflow(

@@ -46,7 +46,6 @@ from outage import report
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
-from activities.models import SCHEDULE_ONCE
 from activities.plumbing import ActivitySettings
 from devhub import DevHub
 from devhub.sample import apply_fleet
@@ -60,6 +59,7 @@ from workers.temporal_client import TemporalTarget, connect
 from workers.worker import build_worker
 from workflows import names
 from workflows.models import PlacementExplanation, PlacementInput, PlacementStatus, RequeueRequest
+from workflows.names import ACTIVITY_SCHEDULE_ONCE
 from workflows.placement import PlacementWorkflow
 
 ENVS = ("prod", "stage", "dev", "canary")
@@ -176,7 +176,7 @@ def bytes_per_turn(events: list[HistoryEvent]) -> list[int]:
         scheduled_attributes = event.activity_task_scheduled_event_attributes
         completed_attributes = event.activity_task_completed_event_attributes
         if event.HasField("activity_task_scheduled_event_attributes"):
-            if scheduled_attributes.activity_type.name == SCHEDULE_ONCE:
+            if scheduled_attributes.activity_type.name == ACTIVITY_SCHEDULE_ONCE:
                 scheduled.add(event.event_id)
         elif (
             event.HasField("activity_task_completed_event_attributes")

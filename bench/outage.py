@@ -35,6 +35,8 @@ from temporalio.client import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from workers.watcher import Watcher
+
 from activities.outage import HubGate
 from activities.plumbing import ActivitySettings
 from devhub import DevHub
@@ -42,7 +44,6 @@ from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster
 from workers.devserver import DevServer, free_port
 from workers.temporal_client import TemporalTarget, connect
-from workers.watcher import Watcher
 from workers.worker import build_worker, hub_gate
 from workflows import names
 from workflows.models import PlacementStatus, RequeueRequest

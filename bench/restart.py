@@ -31,13 +31,13 @@ from outage import each, report, statuses, wait_cycles
 from temporalio.client import Client
 
 from activities.plumbing import ActivitySettings
+from control.schedules import ensure_reconcile_schedule
+from control.watcher import Watcher
 from devhub import DevHub
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement
 from workers.devserver import DevServer, free_port
-from workers.reconcile import ensure_reconcile_schedule
 from workers.temporal_client import TemporalTarget, connect
-from workers.watcher import Watcher
 from workers.worker import build_worker
 from workflows import names
 

@@ -25,11 +25,11 @@ from e2e_stack import rss_mb
 from temporalio import activity
 from temporalio.worker import Worker
 
-from activities.models import SCHEDULE_ONCE, TurnRequest, TurnResult
 from workers.devserver import DevServer, free_port
 from workers.temporal_client import TemporalTarget, connect
 from workflows import names
-from workflows.models import PlacementInput
+from workflows.models import PlacementInput, TurnRequest, TurnResult
+from workflows.names import ACTIVITY_SCHEDULE_ONCE
 from workflows.placement import PlacementWorkflow
 
 SETTLE_S = 8.0
@@ -39,7 +39,7 @@ def own_rss_mb() -> float:
     return rss_mb(os.getpid()) or float("nan")
 
 
-@activity.defn(name=SCHEDULE_ONCE)
+@activity.defn(name=ACTIVITY_SCHEDULE_ONCE)
 async def never_returns(request: TurnRequest) -> TurnResult:
     await asyncio.sleep(3600)
     raise RuntimeError("unreachable")

@@ -1,7 +1,7 @@
 """The one list-then-watch loop: what a client-go informer's reflector does, for one kind.
 
 Both readers of the hub that keep a view of it, the worker's MemberCluster cache
-(`activities.clusters`) and the watcher's per-kind views (`workers.watcher`), run this loop on a
+(`activities.clusters`) and the watcher's per-kind views (`control.watcher`), run this loop on a
 thread of their own: `HubClient.list_then_watch` lists, then watches from the list's
 resourceVersion, and lists again (a `Resync`) after a 410 or a broken stream, so no change is
 missed. When the list or the watch fails (hub down, forbidden, missing CRD) the loop tells its

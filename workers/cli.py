@@ -44,6 +44,16 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.plumbing import ActivitySettings
+from activities.rebalance import RebalancePlan, plan_rebalance, propose
+from control.check import check_fleet, render_check
+from control.schedules import (
+    DEFAULT_RECONCILE_EVERY,
+    ensure_rebalance_schedule,
+    ensure_reconcile_schedule,
+    remove_reconcile_schedule,
+)
+from control.telemetry import TelemetryConfigError, setup_tracing, shutdown_tracing
+from control.watcher import DEFAULT_ADMISSION_WINDOW
 from hub import names as hub_names
 from hub.client import HubClient
 from hub.errors import (
@@ -59,7 +69,6 @@ from hub.types import ClusterResourcePlacement, Namespace, ResourcePlacement
 from hub.types.meta import HubObject
 from scheduler import Profile, ProfileError, SchedulerError, load_profile
 from scheduler.rebalance import PACK, STRATEGIES
-from workers.check import check_fleet, render_check
 from workers.devserver import (
     DEFAULT_NAMESPACE,
     FAIRNESS_DYNAMIC_CONFIG,
@@ -73,21 +82,7 @@ from workers.devserver import (
 from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
 from workers.plan import PlacementFileError, load_placement_file, render_plan, what_if
 from workers.processes import ActivityProcesses, available_cpus, exit_with_parent
-from workers.rebalance import (
-    RebalancePlan,
-    ensure_rebalance_schedule,
-    plan_rebalance,
-    propose,
-    render_rebalance,
-)
-from workers.reconcile import (
-    DEFAULT_RECONCILE_EVERY,
-    ensure_reconcile_schedule,
-    remove_reconcile_schedule,
-)
-from workers.render import PlacementRow, render_explain, render_status
-from workers.starts import start_options
-from workers.telemetry import TelemetryConfigError, setup_tracing, shutdown_tracing
+from workers.render import PlacementRow, render_explain, render_rebalance, render_status
 from workers.temporal_client import (
     DEFAULT_TEMPORAL_ADDRESS,
     TemporalConfigError,
@@ -97,7 +92,6 @@ from workers.temporal_client import (
     load_target,
 )
 from workers.versioning import DEFAULT_DEPLOYMENT_NAME, WorkerVersion
-from workers.watcher import DEFAULT_ADMISSION_WINDOW
 from workers.worker import (
     DEFAULT_MAX_CACHED_WORKFLOWS,
     DEFAULT_MAX_CONCURRENT_ACTIVITIES,
@@ -113,6 +107,7 @@ from workflows.models import (
     RequeueResult,
 )
 from workflows.placement import CLOSING_ERROR
+from workflows.starts import start_options
 
 if TYPE_CHECKING:
     from devhub import DevHub

@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Final
 
-from activities.models import CycleReport, WriteCounts
+from activities.rebalance import RebalancePlan
 from scheduler import Explanation, ScoreGroup
 from scheduler.explanation import beyond_room_message
-from workflows.models import PlacementStatus, TurnPriority
+from workflows.models import CycleReport, PlacementStatus, TurnPriority, WriteCounts
 
 __all__ = [
     "FATE_FILTERED",
@@ -360,7 +361,7 @@ def priority_line(priority: TurnPriority, last_turn_key: int | None) -> str:
     origin = (
         f" (PriorityClass {priority.priority_class})" if priority.priority_class else " (default)"
     )
-    own = NONE if priority.placement_key is None else str(priority.placement_key)
+    own = NONE if priority.own_priority_key is None else str(priority.own_priority_key)
     text = f"priority: {priority.value}{origin}, key {own} for its own turns"
     if priority.tenant:
         weight = (
@@ -429,3 +430,29 @@ def render_status(rows: Sequence[PlacementRow]) -> str:
         *(PRIORITY_HEADERS if prioritised else ()),
     )
     return table(headers, body) + "\n"
+def _pct(share: Fraction) -> str:
+    return f"{float(share) * 100:.0f}%"
+
+
+def render_rebalance(plan: RebalancePlan, *, dry_run: bool) -> str:
+    """Every move with the utilisation of both clusters before and after, then the totals."""
+    lines = []
+    for move in plan.moves:
+        lines.append(
+            f"move {move.binding} ({move.placement}) {move.source} -> {move.target}: "
+            f"{move.reason}; {move.source} {_pct(move.source_before)} -> "
+            f"{_pct(move.source_after)}, {move.target} {_pct(move.target_before)} -> "
+            f"{_pct(move.target_after)}"
+        )
+    for name, why in sorted(plan.skipped.items()):
+        lines.append(f"skipped {name}: {why}")
+    before, after = plan.clusters_in_use()
+    verb = "would make" if dry_run else "proposed"
+    lines.append(
+        f"{plan.strategy}: {verb} {len(plan.moves)} move(s) of {len(plan.movable)} movable "
+        f"binding(s); clusters in use {before} -> {after}"
+        + ("; nothing was written" if dry_run else "")
+    )
+    return "\n".join(lines) + "\n"
+
+

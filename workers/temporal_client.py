@@ -37,8 +37,8 @@ from temporalio.envconfig import ClientConfigProfile
 from temporalio.runtime import Runtime
 from temporalio.service import RetryConfig, RPCError, RPCStatusCode, TLSConfig
 
+from control.telemetry import temporal_interceptors
 from workers.devserver import DEFAULT_NAMESPACE
-from workers.telemetry import temporal_interceptors
 
 __all__ = [
     "CONNECT_TIMEOUT_S",

@@ -37,17 +37,17 @@ from activities.cleanup import CleanupPlacement
 from activities.clusters import ClusterCache
 from activities.outage import HubGate
 from activities.plumbing import ActivitySettings
+from activities.rebalance import RebalanceFleet
+from activities.reconcile import ReconcileFleet
 from activities.turn import ScheduleOnce
+from control.watcher import DEFAULT_ADMISSION_WINDOW, Watcher
 from hub.client import HubClient
 from hub.types import MemberCluster
 from workers.devserver import LOOPBACK
 from workers.health import HealthServer, Readiness
 from workers.metrics import SchedulerMetrics
 from workers.processes import STOP_GRACE_S, ActivityProcesses
-from workers.rebalance import RebalanceFleet
-from workers.reconcile import ReconcileFleet
 from workers.versioning import PromoteError, WorkerVersion, promote
-from workers.watcher import DEFAULT_ADMISSION_WINDOW, Watcher
 from workflows import names
 from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
 from workflows.rebalance import RebalanceWorkflow
@@ -439,7 +439,7 @@ async def serve(
     watcher tells workflows to run their turns in the workflow worker while the fleet has at
     most that many clusters, and the workflow worker gets slots and a cluster cache for them.
     `admission_window` bounds the watcher's turns in Temporal
-    (workers.watcher_outbox.AdmissionWindow).
+    (control.outbox.AdmissionWindow).
     Returns after a clean stop.
 
     Raises:

@@ -9,19 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from temporalio import workflow
 from temporalio.common import SearchAttributeKey
-
-# This module is imported inside Temporal's workflow sandbox (through the workflows package),
-# which re-imports what is not passed through for every run: activities.models pulls in pydantic
-# and the whole scheduler, seconds of work per workflow task on a busy worker.
-with workflow.unsafe.imports_passed_through():
-    from activities.models import (
-        CLEANUP_PLACEMENT,
-        CLEANUP_PLACEMENT_RP,
-        SCHEDULE_ONCE,
-        SCHEDULE_ONCE_RP,
-    )
 
 __all__ = [
     "ACTIVITY_CLEANUP_PLACEMENT",
@@ -86,12 +74,14 @@ PLACEMENT_WORKFLOWS_QUERY: Final = (
     f"WorkflowType IN ('{PLACEMENT_WORKFLOW}', '{RP_PLACEMENT_WORKFLOW}')"
 )
 
-# Activity types, declared beside the activities (which cannot import this module) and listed
-# here with the other wire names: one loop turn, and the cleanup of a deleted placement.
-ACTIVITY_SCHEDULE_ONCE: Final = SCHEDULE_ONCE
-ACTIVITY_CLEANUP_PLACEMENT: Final = CLEANUP_PLACEMENT
-ACTIVITY_SCHEDULE_ONCE_RP: Final = SCHEDULE_ONCE_RP
-ACTIVITY_CLEANUP_PLACEMENT_RP: Final = CLEANUP_PLACEMENT_RP
+# Activity types: one loop turn, and the cleanup of a deleted placement. The same two for a
+# ResourcePlacement, under their own names, so that a worker from before ResourcePlacements
+# (which would ignore the request's namespace and act on the ClusterResourcePlacement of the
+# same name) refuses the task instead of misreading it.
+ACTIVITY_SCHEDULE_ONCE: Final = "schedule_once"
+ACTIVITY_CLEANUP_PLACEMENT: Final = "cleanup_placement"
+ACTIVITY_SCHEDULE_ONCE_RP: Final = "schedule_once_rp"
+ACTIVITY_CLEANUP_PLACEMENT_RP: Final = "cleanup_placement_rp"
 
 # The reconcile safety net (workers/reconcile.py): a Schedule starts this workflow every few
 # minutes; it runs one activity. Its name is ours, so declared here rather than beside it.
@@ -156,7 +146,7 @@ SA_PLACEMENT_NAME: Final = SearchAttributeKey.for_keyword("FleetPlacementName")
 SA_PLACEMENT_TYPE: Final = SearchAttributeKey.for_keyword("FleetPlacementType")
 SA_FULLY_SCHEDULED: Final = SearchAttributeKey.for_bool("FleetFullyScheduled")
 # Which kind the workflow is for (ClusterResourcePlacement or ResourcePlacement), and a
-# ResourcePlacement's namespace; set at start (workers.starts).
+# ResourcePlacement's namespace; set at start (workflows.starts).
 SA_PLACEMENT_KIND: Final = SearchAttributeKey.for_keyword("FleetPlacementKind")
 SA_PLACEMENT_NAMESPACE: Final = SearchAttributeKey.for_keyword("FleetPlacementNamespace")
 # The placement's priority (its PriorityClass value) and tenant (the fairness key's source),

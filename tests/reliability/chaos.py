@@ -21,10 +21,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from control.check import check_fleet, render_check
 from tests.reliability.fleet import Fleet
 from tests.reliability.invariants import Convergence, converge, hub_violations
 from tests.reliability.system import System
-from workers.check import check_fleet, render_check
 
 __all__ = ["FAULTS", "ChaosConfig", "ChaosLog", "run_chaos"]
 

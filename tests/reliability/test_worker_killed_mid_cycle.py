@@ -4,7 +4,7 @@ Everything is a real process (devhub, Temporal, `fleet-scheduler run` workers an
 The cycle is made slow deterministically: devhub holds every second binding create (a seeded
 `hang` fault), so the first worker's `schedule_once` has written some bindings and is stuck on the
 rest when it is killed. A second worker starts, the fault is cleared, and once `schedule_once`'s
-heartbeat timeout (30 s, workflows.placement.CYCLE_HEARTBEAT) declares the first attempt dead,
+heartbeat timeout (30 s, workflows.execution.CYCLE_HEARTBEAT) declares the first attempt dead,
 the second worker runs it again from fresh reads: the placement ends fully scheduled, with one
 binding per cluster and no duplicate, and the history shows who finished it and why."""
 
@@ -25,7 +25,7 @@ from tests.reliability.fleet import Fleet, PlacementModel
 from tests.reliability.invariants import converge
 from tests.reliability.system import SchedulerProcess, System
 from workflows.names import workflow_id
-from workflows.placement import CYCLE_HEARTBEAT
+from workflows.execution import CYCLE_HEARTBEAT
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

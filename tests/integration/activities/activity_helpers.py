@@ -11,7 +11,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.testing import ActivityEnvironment
 
 from activities.cleanup import CleanupPlacement
-from activities.models import CycleReport, PrepareResult, TurnRequest, TurnResult
 from activities.plumbing import ActivitySettings
 from activities.snapshotter import sync_policy_snapshots
 from activities.turn import ScheduleOnce
@@ -27,6 +26,7 @@ from hub.types import (
 )
 from scheduler.testing import member_cluster, policy_snapshot
 from workers.metrics import SchedulerMetrics
+from workflows.models import CycleReport, PrepareResult, TurnRequest, TurnResult
 
 SELECTOR: Final = {"group": "", "version": "v1", "kind": "Namespace", "name": "app"}
 WRITE_VERBS: Final = ("create", "update", "patch", "delete", "deletecollection")

@@ -12,7 +12,6 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.models import MoveRequest, TurnRequest
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
@@ -32,6 +31,7 @@ from tests.integration.activities.activity_helpers import (
     turn,
 )
 from tests.integration.activities.test_capacity_reservations import make_available
+from workflows.models import MoveRequest, TurnRequest
 
 CLUSTERS = ("a", "b", "c", "d", "e", "f")
 
@@ -240,10 +240,10 @@ def test_a_deleted_ledger_does_not_send_waiters_into_the_holders_room(
     still runs there. The watcher must not wake waiter as for freed room, or waiter's turn (it
     may well run first: best priority first) takes the room web's turn is about to re-reserve,
     and the cluster is overcommitted."""
+    from control.routes import Room, route_change
+    from control.views import Change
     from scheduler.eligibility import EligibilityChecker
     from scheduler.invariants import OVERCOMMIT
-    from workers.watcher_routes import Room, route_change
-    from workers.watcher_views import Change
 
     add_cluster(hub, "a", allocatable={"cpu": "8"})
     add_placement(
@@ -364,10 +364,10 @@ def test_a_placement_that_drops_its_requests_is_routed_as_kubefleet_routes_it(
     the annotation: it is a placement without fleet-scheduler.io annotations again. Its
     condition must stop saying "kept beyond the room", and the watcher must not route it on
     ledger events (KubeFleet parity: it knows nothing of ledgers)."""
+    from control.routes import Room, route_change
+    from control.views import Change
     from scheduler.eligibility import EligibilityChecker
     from tests.integration.activities.activity_helpers import placement_condition
-    from workers.watcher_routes import Room, route_change
-    from workers.watcher_views import Change
 
     one = {"placementType": "PickN", "numberOfClusters": 1}
     add_cluster(hub, "a", allocatable={"cpu": "8"})

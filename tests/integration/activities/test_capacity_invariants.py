@@ -20,7 +20,6 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.capacity import Ledgers, release, stale_reservations, sweep_ledgers
-from activities.models import MoveRequest, TurnRequest
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
@@ -47,6 +46,7 @@ from tests.integration.activities.activity_helpers import (
     turn,
 )
 from tests.integration.activities.test_capacity_reservations import make_available
+from workflows.models import MoveRequest, TurnRequest
 
 PICK_ONE = {"placementType": "PickN", "numberOfClusters": 1}
 

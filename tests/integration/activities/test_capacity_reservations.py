@@ -14,7 +14,6 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.capacity import NoRoomError, held, reserve
-from activities.models import CleanupRequest
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
@@ -35,6 +34,7 @@ from tests.integration.activities.activity_helpers import (
     targets,
     turn,
 )
+from workflows.models import CleanupRequest
 
 CPU4 = {names.REQUESTS_ANNOTATION: "cpu=4"}
 
@@ -341,8 +341,8 @@ def test_a_move_half_done_by_an_earlier_attempt_is_finished_within_the_budget(
     retried turn finishes the move although the budget, read now, counts the new binding as
     unavailable (maxUnavailable 1): the move is weighed on the state from before it began (its
     old binding available, as the rollout made it), where KubeFleet's arithmetic allows it."""
-    from activities.models import MoveRequest, TurnRequest
     from hub.types import ClusterResourcePlacementDisruptionBudget
+    from workflows.models import MoveRequest, TurnRequest
 
     fleet(hub, {"a": "8", "b": "8"})
     add_placement(hub, "web", {"placementType": "PickN", "numberOfClusters": 1}, annotations=CPU4)
@@ -372,7 +372,7 @@ def test_a_move_onto_a_cluster_the_placement_still_holds_is_refused(
 ) -> None:
     """An Unscheduled binding of the placement on the target: a cycle would revive it; a move
     must not add a second binding for the same cluster."""
-    from activities.models import MoveRequest, TurnRequest
+    from workflows.models import MoveRequest, TurnRequest
 
     fleet(hub, {"a": "8", "b": "8"})
     add_placement(hub, "web", {"placementType": "PickN", "numberOfClusters": 2}, annotations=CPU4)

@@ -13,7 +13,7 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from activities.capacity import reserve
-from activities.models import MoveRequest, TurnRequest
+from control.check import check_fleet, render_check
 from hub import names
 from hub.client import HubClient
 from hub.types import (
@@ -36,9 +36,8 @@ from tests.integration.activities.activity_helpers import (
     turn,
 )
 from tests.integration.activities.test_capacity_reservations import make_available
-from workers.check import check_fleet, render_check
 from workflows import names as wf_names
-from workflows.models import PlacementInput
+from workflows.models import MoveRequest, PlacementInput, TurnRequest
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

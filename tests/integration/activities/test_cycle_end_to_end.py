@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 
 from temporalio.testing import ActivityEnvironment
 
-from activities.models import WriteCounts
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
@@ -25,6 +24,7 @@ from tests.integration.activities.activity_helpers import (
     turn,
     writes,
 )
+from workflows.models import WriteCounts
 
 PICK_TWO = {"placementType": "PickN", "numberOfClusters": 2}
 

@@ -12,8 +12,6 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import failures
-from activities.models import CycleReport
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
@@ -31,6 +29,8 @@ from tests.integration.activities.activity_helpers import (
     sync_snapshots,
     targets,
 )
+from workflows import failures
+from workflows.models import CycleReport
 
 PICK_TWO = {"placementType": "PickN", "numberOfClusters": 2}
 HANG_WAIT_S = 5.0

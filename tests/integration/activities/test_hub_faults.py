@@ -11,7 +11,6 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import failures
 from activities.bindings import BindingNameTakenError
 from activities.translate import failure_for, hub_failures, is_retryable
 from devhub import DevHub
@@ -32,6 +31,7 @@ from tests.integration.activities.activity_helpers import (
     sync_snapshots,
     targets,
 )
+from workflows import failures
 
 PICK_THREE = {"placementType": "PickN", "numberOfClusters": 3}
 HANG_WAIT_S = 5.0

@@ -41,8 +41,10 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.capacity import sweep_ledgers
 from activities.fleet_state import read_fleet_state
-from activities.models import CleanupRequest, MoveRequest, TurnRequest
 from activities.plumbing import ActivitySettings
+from activities.rebalance import plan_rebalance
+from control.routes import Room, route_change
+from control.views import Change, routing_copy
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
@@ -69,12 +71,10 @@ from scheduler.invariants import (
     Violation,
     find_violations,
 )
+from scheduler.reconcile import plan_reconcile
 from scheduler.testing import member_cluster
 from tests.integration.activities.activity_helpers import Activities, add_placement
-from workers.rebalance import plan_rebalance
-from workers.reconcile import plan_reconcile
-from workers.watcher_routes import Room, route_change
-from workers.watcher_views import Change, routing_copy
+from workflows.models import CleanupRequest, MoveRequest, TurnRequest
 
 EXAMPLES = int(os.environ.get("FLEET_INVARIANT_EXAMPLES", "12"))
 STEPS = int(os.environ.get("FLEET_INVARIANT_STEPS", "25"))

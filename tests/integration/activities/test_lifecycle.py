@@ -9,8 +9,6 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import failures
-from activities.models import CleanupReport, CleanupRequest
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
@@ -31,6 +29,8 @@ from tests.integration.activities.activity_helpers import (
     targets,
     writes,
 )
+from workflows import failures
+from workflows.models import CleanupReport, CleanupRequest
 
 PICK_TWO = {"placementType": "PickN", "numberOfClusters": 2}
 BINDINGS = "clusterresourcebindings"

@@ -10,7 +10,6 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.conditions import INVALID_PLACEMENT_REASON, SNAPSHOT_SYNC_FAILED_REASON
-from activities.models import TurnRequest, TurnResult
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
@@ -33,6 +32,7 @@ from tests.integration.activities.activity_helpers import (
     targets,
     writes,
 )
+from workflows.models import TurnRequest, TurnResult
 
 PICK_TWO = {"placementType": "PickN", "numberOfClusters": 2}
 SNAPSHOTS = "clusterschedulingpolicysnapshots"

@@ -11,7 +11,6 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.models import TurnRequest, TurnResult
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
@@ -28,6 +27,7 @@ from tests.integration.activities.activity_helpers import (
     targets,
     writes,
 )
+from workflows.models import TurnRequest, TurnResult
 
 PICK_TWO = {"placementType": "PickN", "numberOfClusters": 2}
 

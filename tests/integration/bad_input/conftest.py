@@ -28,6 +28,7 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
+from control.watcher import Watcher
 from devhub import DevHub
 from hub.client import HubClient
 from hub.types import ClusterSchedulingPolicySnapshot
@@ -35,7 +36,6 @@ from hub.types.meta import HubObject
 from tests.crd_files import write_crds
 from tests.integration.e2e.conftest import TEST_TIMEOUT, fleet_scheduler
 from tests.integration.e2e.conftest import hub as hub  # the e2e fixture, re-exported here
-from workers.watcher import Watcher
 
 SNAPSHOT_CRD: Final = (
     f"{ClusterSchedulingPolicySnapshot.GROUP}_{ClusterSchedulingPolicySnapshot.PLURAL}.yaml"

@@ -15,6 +15,7 @@ from typing import Any, Final
 import pytest
 from temporalio.client import Client
 
+from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.errors import InvalidObjectError
@@ -35,7 +36,6 @@ from tests.integration.e2e.fleet import (
     live_targets,
     unique,
 )
-from workers.watcher import Watcher
 
 # A DNS subdomain of exactly 253 characters: three 63-character labels and one of 61.
 PREFIX: Final = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])

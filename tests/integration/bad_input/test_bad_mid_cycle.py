@@ -18,7 +18,7 @@ import asyncio
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from activities.models import CycleReport, TurnResult
+from control.watcher import Watcher
 from devhub import DevHub
 from devhub.faults import Fault
 from hub import names
@@ -34,8 +34,7 @@ from tests.integration.e2e.fleet import (
     live_targets,
     unique,
 )
-from workers.watcher import Watcher
-from workflows.models import PlacementStatus
+from workflows.models import CycleReport, PlacementStatus, TurnResult
 from workflows.names import ACTIVITY_CLEANUP_PLACEMENT, workflow_id
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourceBinding, ClusterResourcePlacement
@@ -32,7 +33,6 @@ from tests.integration.e2e.fleet import (
     live_targets,
     unique,
 )
-from workers.watcher import Watcher
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 import pytest
 from temporalio.client import Client
 
+from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.types import MemberCluster, Taint
@@ -33,7 +34,6 @@ from tests.integration.bad_input.outcome import (
     policy_condition,
 )
 from tests.integration.e2e.fleet import add_cluster, add_placement, eventually, live_targets, unique
-from workers.watcher import Watcher
 from workflows import names as wf_names
 from workflows.models import PlacementExplanation
 

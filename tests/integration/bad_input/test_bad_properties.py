@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.types import MemberCluster
@@ -37,7 +38,6 @@ from tests.integration.bad_input.outcome import (
     policy_condition,
 )
 from tests.integration.e2e.fleet import add_cluster, add_placement, eventually, live_targets, unique
-from workers.watcher import Watcher
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

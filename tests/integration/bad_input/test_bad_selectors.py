@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
@@ -47,7 +48,6 @@ from tests.integration.e2e.fleet import (
     live_targets,
     unique,
 )
-from workers.watcher import Watcher
 from workflows.models import RequeueRequest
 from workflows.names import SIGNAL_REQUEUE, workflow_id
 
@@ -272,7 +272,7 @@ async def test_a_snapshot_our_model_cannot_read_is_named_and_blocks_no_other_pla
     # Another KubeFleet version allows more than 10 required terms: its next snapshot has 11.
     term = {"labelSelector": {"matchLabels": {"env": "prod"}}}
     eleven = pick_n(1, required(*[term] * 11))
-    with caplog.at_level(logging.WARNING, logger="workers.watcher"):
+    with caplog.at_level(logging.WARNING, logger="control.watcher"):
         hub.patch(
             ClusterSchedulingPolicySnapshot,
             f"{web}-0",

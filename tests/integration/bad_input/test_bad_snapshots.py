@@ -21,6 +21,7 @@ from activities.conditions import (
     INVALID_PLACEMENT_MESSAGE,
     INVALID_PLACEMENT_REASON,
 )
+from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
@@ -41,7 +42,6 @@ from tests.integration.e2e.fleet import (
     live_targets,
     unique,
 )
-from workers.watcher import Watcher
 from workflows.models import PlacementStatus, RequeueRequest
 from workflows.names import SIGNAL_REQUEUE, workflow_id
 
@@ -143,7 +143,7 @@ async def test_a_snapshot_without_the_parent_label_is_reported_and_never_schedul
 
     # The scheduler starts on a hub that already holds both: the placement gets its workflow
     # from the watcher's start-up signals, the orphan snapshot reaches nobody.
-    with caplog.at_level(logging.WARNING, logger="workers.watcher"):
+    with caplog.at_level(logging.WARNING, logger="control.watcher"):
         async with fleet_scheduler(temporal_client, hub, task_queue, snapshotter=False):
             done = await finished(temporal_client, web, cycles=0)
             assert_no_retries(done)

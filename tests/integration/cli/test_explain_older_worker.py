@@ -11,11 +11,10 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
-    from activities.models import CycleReport
     from scheduler import Explanation, Outcome
     from workers.cli import CliError, _query_explanation
     from workflows import names
-    from workflows.models import PlacementStatus
+    from workflows.models import CycleReport, PlacementStatus
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

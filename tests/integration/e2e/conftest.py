@@ -15,8 +15,8 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from activities.plumbing import ActivitySettings
+from control.watcher import Watcher
 from hub.client import HubClient
-from workers.watcher import Watcher
 from workers.worker import build_worker
 
 TEST_TIMEOUT = (2.0, 5.0)

@@ -14,11 +14,11 @@ from temporalio.worker import Worker
 
 # The workflow sandbox re-imports this module: our packages pass through as they are.
 with workflow.unsafe.imports_passed_through():
-    from activities.models import CleanupReport, CleanupRequest
     from activities.plumbing import ActivitySettings
     from hub.client import HubClient
     from workers.worker import build_worker
     from workflows import names
+    from workflows.models import CleanupReport, CleanupRequest
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client
 
+from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement
 from tests.integration.e2e.fleet import add_cluster, eventually, live_targets, unique
-from workers.watcher import Watcher
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

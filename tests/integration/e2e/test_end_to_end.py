@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourceBinding, ClusterResourcePlacement, MemberCluster
@@ -25,7 +26,6 @@ from tests.integration.e2e.fleet import (
     status,
     unique,
 )
-from workers.watcher import Watcher
 from workflows.models import PlacementStatus
 from workflows.names import workflow_id
 

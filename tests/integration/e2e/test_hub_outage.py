@@ -15,6 +15,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from control.watcher import Watcher
 from hub.client import HubClient
 from tests.integration.e2e.fleet import (
     add_cluster,
@@ -24,7 +25,6 @@ from tests.integration.e2e.fleet import (
     settled,
     unique,
 )
-from workers.watcher import Watcher
 from workflows.names import workflow_id
 from workflows.placement import PlacementWorkflow
 

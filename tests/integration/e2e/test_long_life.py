@@ -20,10 +20,10 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.plumbing import ActivitySettings
+from control.watcher import Watcher
 from hub.client import HubClient
 from hub.types import MemberCluster
 from workers.devserver import DevServer, free_port
-from workers.watcher import Watcher
 from workers.worker import build_worker
 from workflows import names
 from workflows.models import PlacementInput

@@ -16,11 +16,11 @@ import pytest
 from temporalio.client import Client
 
 from activities.plumbing import ActivitySettings
+from control.watcher import Watcher
 from hub.client import HubClient
 from hub.names import PRIORITY_CLASS_ANNOTATION
 from hub.types import ClusterResourcePlacement, PriorityClass
 from tests.integration.e2e.fleet import add_cluster, eventually, status, unique
-from workers.watcher import Watcher
 from workers.worker import build_worker
 from workflows.names import SA_PRIORITY, workflow_id
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client
 
-from activities.models import MoveRequest
+from activities.rebalance import plan_rebalance, propose
+from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.types import (
@@ -19,9 +20,8 @@ from hub.types import (
 )
 from scheduler.rebalance import Move
 from tests.integration.e2e.fleet import add_cluster, eventually, live_targets, unique, wait_for
-from workers.rebalance import plan_rebalance, propose, render_rebalance
-from workers.watcher import Watcher
-from workflows.models import MovesRequest
+from workers.render import render_rebalance
+from workflows.models import MoveRequest, MovesRequest
 from workflows.names import SIGNAL_MOVE, workflow_id
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -148,7 +148,7 @@ async def test_the_rebalance_schedule_proposes_and_the_placements_move(
     """`run --rebalance-every`: the fleet-rebalance Schedule's workflow plans and proposes."""
     from temporalio.client import ScheduleOverlapPolicy
 
-    from workers.rebalance import ensure_rebalance_schedule
+    from control.schedules import ensure_rebalance_schedule
     from workflows.models import RebalanceReport
     from workflows.names import REBALANCE_WORKFLOW
 

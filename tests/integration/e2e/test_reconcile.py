@@ -13,6 +13,8 @@ import pytest
 from temporalio.client import Client
 
 from activities.plumbing import ActivitySettings
+from control.schedules import ensure_reconcile_schedule
+from control.watcher import Watcher
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster
 from tests.integration.e2e.fleet import (
@@ -24,8 +26,6 @@ from tests.integration.e2e.fleet import (
     status,
     unique,
 )
-from workers.reconcile import ensure_reconcile_schedule
-from workers.watcher import Watcher
 from workers.worker import build_worker
 from workflows import names
 
@@ -155,9 +155,9 @@ async def test_the_reconcile_checks_the_invariants_exports_them_and_sweeps(
 
     from temporalio.testing import ActivityEnvironment
 
+    from activities.reconcile import ReconcileFleet
     from hub.types import CapacityLedger
     from workers.metrics import SchedulerMetrics
-    from workers.reconcile import ReconcileFleet
     from workflows.models import ReconcileInput
 
     add_cluster(hub, "member-a")
@@ -196,9 +196,9 @@ async def test_the_reconcile_tells_a_workflow_its_new_priority_without_a_turn(
     priority_changed with the new priority (the watcher's signal, no turn)."""
     from temporalio.testing import ActivityEnvironment
 
+    from activities.reconcile import ReconcileFleet
     from hub.names import PRIORITY_CLASS_ANNOTATION
     from hub.types import PriorityClass
-    from workers.reconcile import ReconcileFleet
     from workflows.models import ReconcileInput
 
     urgent = unique("urgent")

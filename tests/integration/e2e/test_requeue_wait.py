@@ -13,9 +13,9 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
+from control.watcher import Watcher
 from hub.client import HubClient
 from tests.integration.e2e.fleet import add_cluster, add_placement, eventually, live_targets, unique
-from workers.watcher import Watcher
 from workflows.names import workflow_id
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.errors import NotFoundError
@@ -28,7 +29,6 @@ from hub.types import (
     SchedulingPolicySnapshot,
 )
 from tests.integration.e2e.fleet import add_cluster, add_placement, eventually, unique
-from workers.watcher import Watcher
 from workflows.models import PlacementStatus
 from workflows.names import workflow_id
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workers import telemetry
+    from control import telemetry
 
 STAGE_SPAN = "cycle/filter"
 

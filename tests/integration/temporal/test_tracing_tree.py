@@ -14,7 +14,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from workers import telemetry
+from control import telemetry
 
 
 @pytest.fixture

@@ -14,12 +14,9 @@ from temporalio import activity
 from temporalio.common import Priority
 from temporalio.exceptions import ApplicationError
 
-from activities import failures
-from activities.models import (
-    CLEANUP_PLACEMENT,
-    CLEANUP_PLACEMENT_RP,
-    SCHEDULE_ONCE,
-    SCHEDULE_ONCE_RP,
+from scheduler import Explanation, Outcome
+from workflows import failures
+from workflows.models import (
     CleanupReport,
     CleanupRequest,
     CycleReport,
@@ -27,7 +24,12 @@ from activities.models import (
     TurnRequest,
     TurnResult,
 )
-from scheduler import Explanation, Outcome
+from workflows.names import (
+    ACTIVITY_CLEANUP_PLACEMENT,
+    ACTIVITY_CLEANUP_PLACEMENT_RP,
+    ACTIVITY_SCHEDULE_ONCE,
+    ACTIVITY_SCHEDULE_ONCE_RP,
+)
 
 
 @dataclass
@@ -58,7 +60,7 @@ class Script:
 SCRIPTS: dict[str, Script] = defaultdict(Script)
 
 
-@activity.defn(name=SCHEDULE_ONCE)
+@activity.defn(name=ACTIVITY_SCHEDULE_ONCE)
 async def schedule_once(request: TurnRequest) -> TurnResult:
     """The scripted phase, then, when ready, a scripted cycle: as the real turn composes them."""
     prepared = await _prepare(request)
@@ -109,7 +111,7 @@ async def _cycle(request: TurnRequest, snapshot: str) -> CycleReport:
     return report.recording(explanation, request.known_explanation)
 
 
-@activity.defn(name=CLEANUP_PLACEMENT)
+@activity.defn(name=ACTIVITY_CLEANUP_PLACEMENT)
 async def cleanup_placement(request: CleanupRequest) -> CleanupReport:
     script = SCRIPTS[request.placement]
     script.cleanups += 1
@@ -129,13 +131,13 @@ def transient(message: str) -> ApplicationError:
     return ApplicationError(message, type=failures.HUB_UNAVAILABLE)
 
 
-@activity.defn(name=SCHEDULE_ONCE_RP)
+@activity.defn(name=ACTIVITY_SCHEDULE_ONCE_RP)
 async def schedule_once_rp(request: TurnRequest) -> TurnResult:
     """A ResourcePlacement's turn: scripted by its name, like the others."""
     return await schedule_once(request)
 
 
-@activity.defn(name=CLEANUP_PLACEMENT_RP)
+@activity.defn(name=ACTIVITY_CLEANUP_PLACEMENT_RP)
 async def cleanup_placement_rp(request: CleanupRequest) -> CleanupReport:
     return await cleanup_placement(request)
 

@@ -14,12 +14,12 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from activities.models import CycleReport, TurnResult
 from scheduler import Explanation, FilterGroup, ScoreGroup
 from tests.integration.workflows.stand_ins import SCRIPTS, Script, transient, unexpected
 from workers.worker import PlacementWorkers
 from workflows import names
 from workflows.models import (
+    CycleReport,
     HubEvent,
     PlacementExplanation,
     PlacementInput,
@@ -27,6 +27,7 @@ from workflows.models import (
     RequeueRequest,
     RequeueResult,
     TurnPriority,
+    TurnResult,
 )
 from workflows.placement import CLOSING_ERROR, PlacementWorkflow, ResourcePlacementWorkflow
 
@@ -496,7 +497,7 @@ async def test_each_turn_runs_at_the_priority_its_signals_asked_for(
     gate = asyncio.Event()
     SCRIPTS[name] = Script(gate=gate)
     fan_out = TurnPriority(
-        priority_key=4, placement_key=3, fairness_key="team-a", fairness_weight=2.0,
+        priority_key=4, own_priority_key=3, fairness_key="team-a", fairness_weight=2.0,
         value=5, priority_class="batch", tenant="team-a",
     )  # fmt: skip
     handle = await temporal_client.start_workflow(

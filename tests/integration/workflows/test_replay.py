@@ -126,12 +126,12 @@ class AlwaysRemote(PlacementWorkflow):
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
-        self._local_cycles = False
+        self._execution.local = False
         return await super().run(input)
 
     def _hub_signal(self, signal: str, event: HubEvent | None) -> None:
         super()._hub_signal(signal, event)
-        self._local_cycles = False
+        self._execution.local = False
 
 
 async def test_a_local_history_fails_to_replay_with_remote_turns() -> None:
@@ -173,7 +173,7 @@ async def test_a_run_begun_before_priorities_replays_with_the_watchers_priority_
 
     name = placement_name()
     SCRIPTS[name] = Script()
-    urgent = TurnPriority(priority_key=2, placement_key=2, value=1000, priority_class="high")
+    urgent = TurnPriority(priority_key=2, own_priority_key=2, value=1000, priority_class="high")
     queue = f"{task_queue}-old"
     async with split_workers(
         temporal_client,

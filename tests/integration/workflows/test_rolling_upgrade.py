@@ -22,7 +22,6 @@ from temporalio.worker import Replayer
 
 # The workflow sandbox re-imports this module; our packages must be the same objects inside.
 with workflow.unsafe.imports_passed_through():
-    from activities.models import SCHEDULE_ONCE, CycleReport, TurnRequest, TurnResult
     from tests.integration.workflows.stand_ins import (
         SCRIPTS,
         Script,
@@ -32,7 +31,15 @@ with workflow.unsafe.imports_passed_through():
     from workers.versioning import WorkerVersion, current_build_id, promote
     from workers.worker import PlacementWorkers, split_workers
     from workflows import names
-    from workflows.models import PlacementInput, PlacementStatus, RequeueRequest
+    from workflows.models import (
+        CycleReport,
+        PlacementInput,
+        PlacementStatus,
+        RequeueRequest,
+        TurnRequest,
+        TurnResult,
+    )
+    from workflows.names import ACTIVITY_SCHEDULE_ONCE
     from workflows.placement import PlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -55,7 +62,7 @@ class PlacementWorkflowB(PlacementWorkflow):
         await super()._after_cycle(report)
 
 
-@activity.defn(name=SCHEDULE_ONCE)
+@activity.defn(name=ACTIVITY_SCHEDULE_ONCE)
 async def schedule_once_b(request: TurnRequest) -> dict[str, Any]:
     """Version B's activity: its result has fields version A does not know, at the top and
     inside the scheduler's own models (which once rejected unknown fields)."""

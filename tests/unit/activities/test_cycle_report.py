@@ -3,8 +3,8 @@ digest when the workflow already holds the same fates; status and continue-as-ne
 
 from __future__ import annotations
 
-from activities.models import INLINE_EXPLANATION_BYTES, CycleReport
 from scheduler import Explanation, FilterGroup, Outcome, ScoreGroup
+from workflows.models import INLINE_EXPLANATION_BYTES, CycleReport
 
 
 def report(cycle: int = 1) -> CycleReport:

@@ -3,9 +3,9 @@ it is retried as a vanished object, with the words that say so."""
 
 from __future__ import annotations
 
-from activities import failures
 from activities.translate import NAMESPACE_TERMINATING, failure_for
 from hub.errors import StatusCause, UnauthorizedError
+from workflows import failures
 
 
 def test_a_terminating_namespace_is_not_reported_as_missing_rbac() -> None:

@@ -33,7 +33,7 @@ STANDALONE: Final = "standalone"
 BESIDE_KUBEFLEET: Final = "beside-kubefleet"
 
 # The packages whose code runs in the deployed pods and may call the hub.
-SCANNED_PACKAGES: Final = ("activities", "workers")
+SCANNED_PACKAGES: Final = ("activities", "control", "workers")
 # Modules whose every HubClient call happens only with the snapshotter on (standalone mode):
 # the policy snapshotter and the placement's Scheduled condition, both KubeFleet's placement
 # controller's job beside its hub agent. Their calls are granted by the standalone-only role.
@@ -51,9 +51,9 @@ DEV_ONLY_FUNCTIONS: Final[Mapping[str, str]] = {
 # Calls whose kind argument is typed only as "some hub kind", and the constant (module:NAME)
 # that lists the kinds they are made with.
 ABSTRACT_KIND_SOURCES: Final[Mapping[str, str]] = {
-    "workers.watcher.Watcher._watch_kind": "workers.watcher:ALL_WATCHED_KINDS",
+    "control.watcher.Watcher._watch_kind": "control.watcher:ALL_WATCHED_KINDS",
     "activities.fleet_state._served": "activities.fleet_state:OPTIONAL_KINDS",
-    "workers.reconcile._priority_classes": "workers.watcher:PRIORITY_KINDS",
+    "activities.reconcile._priority_classes": "control.watcher:PRIORITY_KINDS",
     "workers.cli.apply_placements": "workers.cli:SAMPLE_KINDS",
 }
 

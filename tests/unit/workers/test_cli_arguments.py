@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from control.schedules import DEFAULT_RECONCILE_EVERY
 from workers.cli import build_parser
-from workers.reconcile import DEFAULT_RECONCILE_EVERY
 
 
 @pytest.mark.parametrize("command", ["dev", "run"])

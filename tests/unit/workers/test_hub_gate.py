@@ -9,9 +9,9 @@ import time
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities import failures
 from activities.outage import HubGate, through_outages
 from hub.errors import HubUnavailableError
+from workflows import failures
 
 
 def _failure(status: int | None) -> ApplicationError:

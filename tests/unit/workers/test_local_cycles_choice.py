@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from workers.starts import local_cycles_for
 from workers.worker import WORKFLOW_WORKER_ACTIVITY_SLOTS, activity_threads
+from workflows.starts import local_cycles_for
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ from hub.types import (
     MemberCluster,
     ResourcePlacement,
 )
+from scheduler.reconcile import GONE_REASON, START_REASON, plan_reconcile
 from scheduler.testing import binding, member_cluster, policy_snapshot
-from workers.reconcile import GONE_REASON, START_REASON, plan_reconcile
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -214,7 +214,7 @@ def test_invariants_a_turn_repairs_requeue_their_placement() -> None:
 
 def test_the_metric_counts_what_the_reconcile_could_not_repair_on_the_spot() -> None:
     from scheduler.invariants import OVERCOMMIT, STALE_RESERVATION, WORKFLOW, Violation
-    from workers.reconcile import unrepaired
+    from scheduler.reconcile import unrepaired
 
     found = [
         Violation(WORKFLOW, "placement b has no running workflow", "b"),
@@ -234,8 +234,8 @@ def test_the_metric_counts_what_the_reconcile_could_not_repair_on_the_spot() -> 
 def test_a_priority_change_is_told_to_its_placement_only_and_a_default_change_to_all_others() -> (
     None
 ):
-    from workers.reconcile import DEFAULT_PRIORITY_KEY as DEFAULT
-    from workers.reconcile import priority_changed
+    from scheduler.reconcile import DEFAULT_PRIORITY_KEY as DEFAULT
+    from scheduler.reconcile import priority_changed
 
     previous = {DEFAULT: "d1", "vip": "v1"}
     assert priority_changed({DEFAULT: "d1", "vip": "v2"}, previous, ["a", "vip"]) == {"vip"}

@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 import pytest
 
 from activities.cycle import cycle_summary
-from activities.models import CycleReport, WriteCounts
 from hub.types import Taint
 from scheduler import (
     BindingGroup,
@@ -40,7 +39,7 @@ from workers.render import (
     render_status,
     table,
 )
-from workflows.models import PlacementStatus
+from workflows.models import CycleReport, PlacementStatus, WriteCounts
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 

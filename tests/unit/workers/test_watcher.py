@@ -9,9 +9,9 @@ import pytest_asyncio
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from control.watcher import WATCHED_KINDS, Watcher
 from hub.client import HubClient, Resync
 from hub.types import CapacityLedger, MemberCluster, PriorityClass
-from workers.watcher import WATCHED_KINDS, Watcher
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -73,7 +73,7 @@ SIGNAL_LIMIT = "exceeded workflow execution limit for signal events"
     ],
 )
 async def test_only_errors_a_retry_cannot_fix_drop_a_signal(status, message, permanent) -> None:
-    from workers.watcher import _permanent
+    from control.watcher import _permanent
 
     assert _permanent(RPCError(message, status, b"")) is permanent
 

@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from control.routes import Room, route_change
+from control.views import Change, routing_copy
+from control.watcher import _priority_inputs_changed
 from hub import names as hub_names
 from hub.types import (
     CapacityLedger,
@@ -29,9 +32,6 @@ from hub.types import (
 from hub.types.meta import HubObject
 from scheduler.eligibility import EligibilityChecker
 from scheduler.testing import member_cluster
-from workers.watcher import _priority_inputs_changed
-from workers.watcher_routes import Room, route_change
-from workers.watcher_views import Change, routing_copy
 from workflows import names
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

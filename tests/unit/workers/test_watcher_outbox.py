@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from workers.watcher_outbox import MAX_REASONS, AdmissionWindow, Backoff, Outbox
-from workers.watcher_routes import Route
+from control.outbox import MAX_REASONS, AdmissionWindow, Backoff, Outbox
+from control.routes import Route
 from workflows import names
 
 CLUSTER = names.SIGNAL_CLUSTER_CHANGED

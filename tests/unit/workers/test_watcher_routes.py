@@ -6,6 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from control.routes import (
+    Route,
+    may_start,
+    orphan_snapshot_warning,
+    route_change,
+    startup_routes,
+)
+from control.views import Change, routing_copy
 from hub import names as hub_names
 from hub.types import (
     ClusterDecision,
@@ -25,14 +33,6 @@ from hub.types import (
 )
 from hub.types.meta import HubObject
 from scheduler.eligibility import EligibilityChecker
-from workers.watcher_routes import (
-    Route,
-    may_start,
-    orphan_snapshot_warning,
-    route_change,
-    startup_routes,
-)
-from workers.watcher_views import Change, routing_copy
 from workflows import names
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from control.routes import Route, route_change, startup_routes
+from control.views import Change, View, routing_copy
+from control.watcher import _Placements
 from hub import names as hub_names
 from hub.client import Resync, WatchEvent
 from hub.types import (
@@ -22,9 +25,6 @@ from hub.types import (
 )
 from scheduler.eligibility import EligibilityChecker
 from scheduler.testing import binding, member_cluster
-from workers.watcher import _Placements
-from workers.watcher_routes import Route, route_change, startup_routes
-from workers.watcher_views import Change, View, routing_copy
 from workflows import names
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)

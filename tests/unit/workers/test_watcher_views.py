@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from control.views import View
 from hub.client import Resync, WatchEvent
 from hub.types import MemberCluster, MemberClusterSpec, ObjectMeta
-from workers.watcher_views import View
 
 
 def cluster(name: str, rv: str, **labels: str) -> MemberCluster:

@@ -16,25 +16,23 @@ from pydantic import BaseModel
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from activities.models import (
-    CleanupReport,
-    CleanupRequest,
-    CycleReport,
-    PrepareResult,
-    TurnRequest,
-    TurnResult,
-    WriteCounts,
-)
 from scheduler import CycleInput, schedule
 from scheduler.framework.profile import default_profile
 from scheduler.testing import member_cluster, policy_snapshot
 from workflows.models import (
     CarriedState,
+    CleanupReport,
+    CleanupRequest,
+    CycleReport,
     HubEvent,
     PlacementInput,
     PlacementStatus,
+    PrepareResult,
     ReconcileInput,
     RequeueRequest,
+    TurnRequest,
+    TurnResult,
+    WriteCounts,
 )
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -22,15 +22,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.models import (
-    CLEANUP_PLACEMENT,
-    SCHEDULE_ONCE,
-    CleanupReport,
-    CleanupRequest,
-    PrepareResult,
-    TurnRequest,
-    TurnResult,
-)
+from control.watcher import Watcher
 from hub import names as hub_names
 from hub.client import HubClient
 from hub.errors import NotFoundError
@@ -42,10 +34,17 @@ from hub.types import (
     MemberCluster,
     Taint,
 )
-from workers.watcher import Watcher
 from workers.worker import split_workers
 from workflows import names
-from workflows.models import HubEvent
+from workflows.models import (
+    CleanupReport,
+    CleanupRequest,
+    HubEvent,
+    PrepareResult,
+    TurnRequest,
+    TurnResult,
+)
+from workflows.names import ACTIVITY_CLEANUP_PLACEMENT, ACTIVITY_SCHEDULE_ONCE
 from workflows.placement import PlacementWorkflow
 
 T = TypeVar("T")
@@ -189,11 +188,11 @@ class StandIns:
             return PrepareResult(phase="deleting", message="stand-in: deleting")
         return PrepareResult(phase="no_latest_snapshot", message="stand-in: waiting for events")
 
-    @activity.defn(name=SCHEDULE_ONCE)
+    @activity.defn(name=ACTIVITY_SCHEDULE_ONCE)
     async def schedule_once(self, request: TurnRequest) -> TurnResult:
         return TurnResult(prepared=await self._prepare(request))  # never ready: no cycle
 
-    @activity.defn(name=CLEANUP_PLACEMENT)
+    @activity.defn(name=ACTIVITY_CLEANUP_PLACEMENT)
     async def cleanup_placement(self, request: CleanupRequest) -> CleanupReport:
         self.cleanups.append(request.placement)
         with suppress(NotFoundError):

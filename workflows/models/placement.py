@@ -10,7 +10,8 @@ from typing import Literal
 from pydantic import Field
 from temporalio.common import Priority
 
-from activities.models import ActivityModel, CycleReport, MoveRequest
+from scheduler.wire import WireModel
+from workflows.models.turn import CycleReport, MoveRequest
 
 __all__ = [
     "CarriedState",
@@ -20,10 +21,6 @@ __all__ = [
     "PlacementInput",
     "PlacementPhase",
     "PlacementStatus",
-    "RebalanceInput",
-    "RebalanceReport",
-    "ReconcileInput",
-    "ReconcileReport",
     "RequeueRequest",
     "RequeueResult",
     "TurnOutcome",
@@ -40,7 +37,7 @@ cleaning_up: the placement is being deleted and its cleanup runs; done: the work
 (placement gone or cleaned up)."""
 
 
-class TurnPriority(ActivityModel):
+class TurnPriority(WireModel):
     """Where a placement's turns go in Temporal's task queues: the QueueSort plugin's answer
     (scheduler.framework.queue_sort.QueuePriority) on the wire, and what it came from, for
     `status`, `explain` and the search attributes (docs/priority.md)."""
@@ -48,8 +45,9 @@ class TurnPriority(ActivityModel):
     # Temporal's priority key for the turn the signal asks for: 1 first, 5 last, None unset
     # (Temporal's default, 3). A fan-out signal's key is usually below the placement's own.
     priority_key: int | None = Field(default=None, ge=1, le=5)
-    # The key of the turns the placement causes itself, for a person's requeue.
-    placement_key: int | None = Field(default=None, ge=1, le=5)
+    # The priority key of the turns the placement causes itself, for a person's requeue (on the
+    # wire "placementKey", its first name: a priority key, never a placement's key).
+    own_priority_key: int | None = Field(default=None, ge=1, le=5, alias="placementKey")
     fairness_key: str | None = None
     fairness_weight: float | None = Field(default=None, gt=0)
     value: int = 0  # the placement's priority: its PriorityClass value
@@ -70,13 +68,13 @@ class TurnPriority(ActivityModel):
         )
 
 
-class RequeueRequest(ActivityModel):
+class RequeueRequest(WireModel):
     """Payload of the `requeue` signal; every field optional (`{}` or no payload at all)."""
 
     fresh: bool = False  # reschedule a PickN placement from scratch instead of keeping its picks
     reason: str = ""
     # The priority key of the turn this requeue causes (`requeue --priority N`); None: the
-    # placement's own (TurnPriority.placement_key).
+    # placement's own (TurnPriority.own_priority_key).
     priority: int | None = Field(default=None, ge=1, le=5)
 
 
@@ -87,7 +85,7 @@ retrying cannot fix (see `error`); gone: the placement does not exist; cleaned_u
 deleted and its cleanup ran."""
 
 
-class RequeueResult(ActivityModel):
+class RequeueResult(WireModel):
     """The answer of the `requeue_and_wait` update: the turn that the requeue caused.
 
     Kept to a few hundred bytes, since every answer is recorded in the history: the cycle's
@@ -100,7 +98,7 @@ class RequeueResult(ActivityModel):
     fulfilled: bool | None = None
 
 
-class HubEvent(ActivityModel):
+class HubEvent(WireModel):
     """Payload of the watcher's signals: what happened in the hub, for the history's sake."""
 
     reason: str = ""
@@ -113,14 +111,14 @@ class HubEvent(ActivityModel):
     priority: TurnPriority | None = None
 
 
-class MovesRequest(ActivityModel):
+class MovesRequest(WireModel):
     """The `move` signal: rebalance moves for the placement's next turn, and who asked."""
 
     moves: list[MoveRequest] = Field(default_factory=list)
     reason: str = ""
 
 
-class CarriedState(ActivityModel):
+class CarriedState(WireModel):
     """What one run hands the next through continue-as-new: the last cycle's report without its
     explanation, and the last cycle that evaluated clusters with its explanation (packed at
     scale), so `explain` still shows every cluster's fate after any number of runs."""
@@ -135,11 +133,12 @@ class CarriedState(ActivityModel):
     waiting_for: str = ""
     phase: PlacementPhase = "pending"
     priority: TurnPriority | None = None  # the last the watcher sent
-    pending_key: int | None = None  # the priority key the queued turn asked for
+    # The priority key the queued turn asked for (on the wire "pendingKey", its first name).
+    pending_priority_key: int | None = Field(default=None, alias="pendingKey")
     moves: list[MoveRequest] = Field(default_factory=list)  # rebalance moves not yet made
 
 
-class PlacementInput(ActivityModel):
+class PlacementInput(WireModel):
     placement: str
     # A ResourcePlacement's namespace (workflow id `rp/<namespace>/<name>`); None for a
     # ClusterResourcePlacement.
@@ -158,7 +157,7 @@ class PlacementInput(ActivityModel):
     local_turn_seconds: float | None = Field(default=None, gt=0)
 
 
-class PlacementStatus(ActivityModel):
+class PlacementStatus(WireModel):
     """The `status` query: the last cycle (without its explanation: see `explanation`) and what
     the workflow is waiting for now."""
 
@@ -179,71 +178,10 @@ class PlacementStatus(ActivityModel):
     last_turn_key: int | None = None  # the priority key the last turn's activity ran with
 
 
-class PlacementExplanation(ActivityModel):
+class PlacementExplanation(WireModel):
     """The `explanation` query: the last cycle's report with its explanation, and the last
     cycle that evaluated clusters when that is an earlier one (a PickN cycle that only kept its
     picks), with its explanation. Queries are not recorded in history."""
 
     last: CycleReport | None = None
     deciding: CycleReport | None = None
-
-
-class ReconcileInput(ActivityModel):
-    """The reconcile Schedule's workflow input (and its activity's request)."""
-
-    task_queue: str
-    standalone: bool = True
-    # Fleets of at most this many member clusters get local cycles (HubEvent.local_cycles);
-    # 0: none.
-    local_cycles_up_to: int = Field(default=0, ge=0)
-    # Namespaced ResourcePlacements too (False: `--no-resource-placements`).
-    resource_placements: bool = True
-    # The previous run's cluster digests (the activity's request only; the workflow reads them
-    # from the last completed run).
-    previous_clusters: dict[str, str] | None = None
-    # ... and its digests of the placements' decision annotations and priorities.
-    previous_annotations: dict[str, str] | None = None
-    previous_priorities: dict[str, str] | None = None
-
-
-class ReconcileReport(ActivityModel):
-    """What one reconcile run did. `clusters` maps each member cluster to a digest of what
-    scheduling reads of it, for the next run to compare (about 50 bytes a cluster)."""
-
-    placements: int = 0
-    running: int = 0
-    started: list[str] = Field(default_factory=list)
-    finished: list[str] = Field(default_factory=list)
-    requeued: list[str] = Field(default_factory=list)
-    reasons: dict[str, str] = Field(default_factory=dict)  # placement -> why it was acted on
-    clusters: dict[str, str] = Field(default_factory=dict)
-    summary: str = ""
-    # Capacity reservations the sweep released (docs/capacity.md): stale, or of placements
-    # that are gone or no longer capacity-aware.
-    reservations_released: int = 0
-    # Placement -> digest of its fleet-scheduler.io/ decision annotations, for the next run.
-    annotations: dict[str, str] = Field(default_factory=dict)
-    # Placement -> digest of its priority (placements with a non-default one), for the next run,
-    # and the placements told their new priority (priority_changed, no turn).
-    priorities: dict[str, str] = Field(default_factory=dict)
-    reprioritised: list[str] = Field(default_factory=list)
-    # Broken invariants (scheduler.invariants): how many of each, and the first ones in words.
-    violations: dict[str, int] = Field(default_factory=dict)
-    violation_messages: list[str] = Field(default_factory=list)
-
-
-class RebalanceInput(ActivityModel):
-    """The fleet-rebalance Schedule's workflow input (docs/capacity.md)."""
-
-    strategy: Literal["pack", "spread"] = "pack"
-
-
-class RebalanceReport(ActivityModel):
-    """What one rebalance proposed: each move with its reason, and what was left alone."""
-
-    moves: list[str] = Field(default_factory=list)
-    not_reached: dict[str, str] = Field(default_factory=dict)
-    skipped: dict[str, str] = Field(default_factory=dict)
-    clusters_before: int = 0
-    clusters_after: int = 0
-    summary: str = ""

@@ -25,11 +25,11 @@ from watcher_helpers import (
     until,
 )
 
+from control.outbox import Backoff
+from control.watcher import WATCHED_KINDS
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement
 from workers.devserver import DevServer, free_port
-from workers.watcher import WATCHED_KINDS
-from workers.watcher_outbox import Backoff
 from workflows import names
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -50,7 +50,7 @@ def start_options(
         pairs.append(SearchAttributePair(names.SA_PRIORITY, priority.value))
         if priority.tenant:
             pairs.append(SearchAttributePair(names.SA_TENANT, priority.tenant))
-        options["priority"] = TurnPriority.temporal(priority, priority.placement_key)
+        options["priority"] = TurnPriority.temporal(priority, priority.own_priority_key)
     key = f"{namespace}/{placement}" if namespace else placement
     return options | {
         "id": names.workflow_id(placement, namespace),
@@ -69,7 +69,7 @@ def turn_priority(own: QueuePriority, turn: QueuePriority | None = None) -> Turn
     asked = own if turn is None else turn
     return TurnPriority(
         priority_key=asked.priority_key,
-        placement_key=own.priority_key,
+        own_priority_key=own.priority_key,
         fairness_key=own.fairness_key,
         fairness_weight=own.fairness_weight,
         value=own.value,

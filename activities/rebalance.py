@@ -1,7 +1,8 @@
 """Rebalancing (docs/capacity.md, "Compaction and rebalancing"): `fleet-scheduler rebalance`
-and the `fleet-rebalance` Schedule read the hub, plan moves (scheduler.rebalance) and propose
-them to the placements' workflows with the `move` signal; each workflow's next turn makes those
-that still hold (activities.moves), so every move is in its placement's history with its reason.
+and the `fleet-rebalance` Schedule's activity (here) read the hub, plan moves
+(scheduler.rebalance) and propose them to the placements' workflows with the `move` signal;
+each workflow's next turn makes those that still hold (activities.moves), so every move is in
+its placement's history with its reason.
 
 Which bindings may move: the active bindings of ClusterResourcePlacements that are PickN,
 capacity-aware (`fleet-scheduler.io/requests`) and opt in with `fleet-scheduler.io/rebalance:
@@ -19,24 +20,17 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Final
 
 from temporalio import activity
 from temporalio.client import (
     Client,
-    Schedule,
-    ScheduleActionStartWorkflow,
-    ScheduleIntervalSpec,
-    ScheduleOverlapPolicy,
-    SchedulePolicy,
-    ScheduleSpec,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.capacity import Ledgers, binding_key, held, is_active, requests_of
-from activities.models import MoveRequest
 from activities.moves import feasible_clusters
 from hub import names as hub_names
 from hub.client import HubClient
@@ -54,17 +48,14 @@ from scheduler.capacity import ClusterCapacity
 from scheduler.quantity import QuantityError, parse_quantity
 from scheduler.rebalance import Fleet, Movable, Move, Strategy, in_use, plan_moves
 from scheduler.requests import RequestsError, parse_requests
-from workers.reconcile import upsert_schedule
 from workflows import names
-from workflows.models import MovesRequest, RebalanceInput, RebalanceReport
+from workflows.models import MoveRequest, MovesRequest, RebalanceInput, RebalanceReport
 
 __all__ = [
     "RebalanceFleet",
     "RebalancePlan",
-    "ensure_rebalance_schedule",
     "plan_rebalance",
     "propose",
-    "render_rebalance",
 ]
 
 log = logging.getLogger(__name__)
@@ -240,32 +231,6 @@ def _budgets(hub: HubClient) -> Iterable[ClusterResourcePlacementDisruptionBudge
         return []
 
 
-def _pct(share: Fraction) -> str:
-    return f"{float(share) * 100:.0f}%"
-
-
-def render_rebalance(plan: RebalancePlan, *, dry_run: bool) -> str:
-    """Every move with the utilisation of both clusters before and after, then the totals."""
-    lines = []
-    for move in plan.moves:
-        lines.append(
-            f"move {move.binding} ({move.placement}) {move.source} -> {move.target}: "
-            f"{move.reason}; {move.source} {_pct(move.source_before)} -> "
-            f"{_pct(move.source_after)}, {move.target} {_pct(move.target_before)} -> "
-            f"{_pct(move.target_after)}"
-        )
-    for name, why in sorted(plan.skipped.items()):
-        lines.append(f"skipped {name}: {why}")
-    before, after = plan.clusters_in_use()
-    verb = "would make" if dry_run else "proposed"
-    lines.append(
-        f"{plan.strategy}: {verb} {len(plan.moves)} move(s) of {len(plan.movable)} movable "
-        f"binding(s); clusters in use {before} -> {after}"
-        + ("; nothing was written" if dry_run else "")
-    )
-    return "\n".join(lines) + "\n"
-
-
 async def propose(
     client: Client, moves: Sequence[Move], reason: str
 ) -> tuple[list[str], dict[str, str]]:
@@ -337,25 +302,3 @@ class RebalanceFleet:
             clusters_after=after,
             summary=summary,
         )
-
-
-def _schedule(task_queue: str, every: timedelta, strategy: Strategy) -> Schedule:
-    return Schedule(
-        action=ScheduleActionStartWorkflow(
-            names.REBALANCE_WORKFLOW,
-            RebalanceInput(strategy=strategy),
-            id=names.rebalance_schedule_id(task_queue),
-            task_queue=task_queue,
-        ),
-        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
-        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
-    )
-
-
-async def ensure_rebalance_schedule(
-    client: Client, task_queue: str, every: timedelta, strategy: Strategy
-) -> str:
-    """Create the rebalance Schedule, or update it to these settings; returns its id."""
-    schedule_id = names.rebalance_schedule_id(task_queue)
-    await upsert_schedule(client, schedule_id, _schedule(task_queue, every, strategy))
-    return schedule_id

@@ -18,7 +18,7 @@ from watcher_helpers import (
 )
 
 from hub.client import HubClient
-from workers import telemetry
+from control import telemetry
 from workflows import names
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

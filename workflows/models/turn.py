@@ -1,4 +1,5 @@
-"""Inputs and outputs of the activities: small, stable, readable in the Temporal UI.
+"""Inputs and outputs of a placement's activities (its turn and its cleanup): small, stable,
+readable in the Temporal UI.
 
 They are recorded in every placement's event history, so they name placements and snapshots
 rather than carry objects, and a cycle's report stays compact at 5,000 member clusters: its
@@ -10,19 +11,14 @@ from __future__ import annotations
 import hashlib
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
 from scheduler import Explanation, Outcome
 from scheduler.packing import pack_explanation, unpack_explanation
+from scheduler.wire import WireModel
 
 __all__ = [
-    "CLEANUP_PLACEMENT",
-    "CLEANUP_PLACEMENT_RP",
     "INLINE_EXPLANATION_BYTES",
-    "SCHEDULE_ONCE",
-    "SCHEDULE_ONCE_RP",
-    "ActivityModel",
     "CleanupReport",
     "CleanupRequest",
     "CycleReport",
@@ -34,27 +30,6 @@ __all__ = [
 ]
 
 
-# Registered activity type names: stored in every placement's history, so they are wire
-# contracts, never derived from a Python method name (workflows.names re-exports them).
-SCHEDULE_ONCE: Final = "schedule_once"
-CLEANUP_PLACEMENT: Final = "cleanup_placement"
-# The same two for a ResourcePlacement. Their own names, so that a worker from before
-# ResourcePlacements (which would ignore the request's namespace and act on the
-# ClusterResourcePlacement of the same name) refuses the task instead of misreading it.
-SCHEDULE_ONCE_RP: Final = "schedule_once_rp"
-CLEANUP_PLACEMENT_RP: Final = "cleanup_placement_rp"
-
-
-class ActivityModel(BaseModel):
-    """Base of everything that crosses Temporal (activity inputs and results, workflow input,
-    signals, query answers). Unknown fields are ignored: in a rolling upgrade an older worker
-    reads what a newer one wrote, so fields are only ever added, with defaults."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore"
-    )
-
-
 PreparePhase = Literal[
     "gone",  # the placement does not exist: nothing to do, ever
     "deleting",  # deletionTimestamp set: clean up, then finish
@@ -64,7 +39,7 @@ PreparePhase = Literal[
 ]
 
 
-class PrepareResult(ActivityModel):
+class PrepareResult(WireModel):
     phase: PreparePhase
     message: str = ""
     snapshot: str | None = None
@@ -73,7 +48,7 @@ class PrepareResult(ActivityModel):
     snapshot_action: str | None = None  # what the snapshotter did, when it runs in this worker
 
 
-class WriteCounts(ActivityModel):
+class WriteCounts(WireModel):
     created: int = 0
     adopted: int = 0  # creates that found an earlier attempt's binding (not a write)
     patched: int = 0
@@ -92,7 +67,7 @@ class WriteCounts(ActivityModel):
 INLINE_EXPLANATION_BYTES: Final = 4096
 
 
-class CycleReport(ActivityModel):
+class CycleReport(WireModel):
     """What one scheduling cycle read, decided and wrote: the `status` query and `explain` show it.
 
     Every cluster's fate is in the scheduler's `Explanation`: recorded as it is when small
@@ -186,7 +161,7 @@ class CycleReport(ActivityModel):
         )
 
 
-class MoveRequest(ActivityModel):
+class MoveRequest(WireModel):
     """A rebalance move proposed for the placement (activities.moves): its binding from
     `source` to `target`, and why."""
 
@@ -196,7 +171,7 @@ class MoveRequest(ActivityModel):
     reason: str = ""
 
 
-class TurnRequest(ActivityModel):
+class TurnRequest(WireModel):
     """One loop turn (`schedule_once`): prepare, then the cycle numbered `cycle` if ready.
 
     `known_explanation` is the digest of the explanation the workflow holds: a cycle that
@@ -213,7 +188,7 @@ class TurnRequest(ActivityModel):
     ignores the field, and the next rebalance proposes them again."""
 
 
-class TurnResult(ActivityModel):
+class TurnResult(WireModel):
     """What one turn found and, when it ran one, what its cycle decided. `summary` comes first,
     so the Temporal UI's view of the result starts with the line that says it."""
 
@@ -237,12 +212,12 @@ class TurnResult(ActivityModel):
         return cls(summary=summary, prepared=prepared, report=report, moves=moves or [])
 
 
-class CleanupRequest(ActivityModel):
+class CleanupRequest(WireModel):
     placement: str
     namespace: str | None = None  # a ResourcePlacement's; None for a ClusterResourcePlacement
 
 
-class CleanupReport(ActivityModel):
+class CleanupReport(WireModel):
     bindings_deleted: int = 0
     snapshots_deleted: int = 0
     finalizer_removed: bool = False

@@ -28,13 +28,13 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Final
 
+from control.routes import Route
 from hub.informer import Backoff
 from scheduler.framework.queue_sort import (
     HIGHEST_PRIORITY_KEY,
     LOWEST_PRIORITY_KEY,
     QueuePriority,
 )
-from workers.watcher_routes import Route
 from workflows import names
 
 __all__ = ["MAX_REASONS", "SIGNAL_PRIORITY", "AdmissionWindow", "Backoff", "Batch", "Outbox"]

@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from temporalio.client import Client
 
 from activities.fleet_state import read_fleet_state
+from activities.reconcile import running_placements
 from hub.client import HubClient
 from scheduler import Profile
 from scheduler.invariants import INVARIANTS, FleetState, Violation, find_violations
-from workers.reconcile import running_placements
 
 __all__ = ["check_fleet", "render_check"]
 

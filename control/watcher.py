@@ -4,7 +4,7 @@ watchers turn them into work-queue keys (kubefleet-rules section 7).
 It list-then-watches the four kinds the scheduler reads (ClusterResourcePlacements, policy
 snapshots, MemberClusters, ClusterResourceBindings), keeps an in-memory view of each so an
 update can be compared with the object it replaced, routes every change through KubeFleet's
-filters (`workers.watcher_routes` over `scheduler.watch_rules`) and signals the placement
+filters (`control.routes` over `scheduler.watch_rules`) and signals the placement
 workflows they name with signal-with-start, so a workflow exists whenever it has work.
 
 What shaped it:
@@ -41,11 +41,23 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, ValuesView
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from control.outbox import AdmissionWindow, Backoff, Batch, Outbox
+from control.routes import (
+    Room,
+    Route,
+    may_start,
+    orphan_snapshot_warning,
+    route_change,
+    startup_routes,
+)
+from control.schedules import trigger_reconcile
+from control.telemetry import span
+from control.views import Change, View, key_of, routing_copy
 from hub.client import HubClient, Resync, WatchEvent
 from hub.errors import MalformedObjectError, NotFoundError
 from hub.informer import watch_forever
@@ -73,23 +85,10 @@ from scheduler.framework.queue_sort import (
     TurnCause,
 )
 from scheduler.watch_rules import scheduled_condition_current
-from workers.metrics import SchedulerMetrics
-from workers.reconcile import trigger_reconcile
-from workers.starts import local_cycles_for, start_options, turn_priority
-from workers.telemetry import span
-from workers.watcher_outbox import AdmissionWindow, Backoff, Batch, Outbox
-from workers.watcher_routes import (
-    Room,
-    Route,
-    may_start,
-    orphan_snapshot_warning,
-    route_change,
-    startup_routes,
-)
-from workers.watcher_views import Change, View, key_of, routing_copy
 from workflows import names
 from workflows.models import HubEvent, PlacementInput, TurnPriority
 from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
+from workflows.starts import local_cycles_for, start_options, turn_priority
 
 __all__ = [
     "DEFAULT_COALESCE_SECONDS",
@@ -136,7 +135,7 @@ DEFAULT_COALESCE_SECONDS: Final = 0.05
 # Concurrent Temporal calls: a cluster change reaching 10,000 placements opens at most this many.
 DEFAULT_MAX_IN_FLIGHT: Final = 32
 # Turns of placements not yet scheduled at their generation that may be in Temporal at once, per
-# priority key and better (workers.watcher_outbox.AdmissionWindow; 0: no window). Off by default:
+# priority key and better (control.outbox.AdmissionWindow; 0: no window). Off by default:
 # measured in bench/priority.py (bench/RESULTS.md, "Admission"), a window of 16 takes a later
 # tenant's p99 from 13.3 to 3.4-9.0 s behind 2,000 placements, but a plain burst of 1,000 ran at
 # 14.1 and 12.0/s with it against 22.7 and 14.9/s without: a fixed window small enough to help
@@ -181,6 +180,18 @@ SendOutcome = Literal["signal_with_start", "signalled", "not_running", "gone"]
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class WatcherMetrics(Protocol):
+    """What the watcher exports (workers.metrics.SchedulerMetrics implements it)."""
+
+    def count_watcher_event(self, kind: str, event: str, action: str) -> None: ...
+
+    def track_unschedulable(
+        self, shortages: Callable[[], Iterable[Mapping[str, Fraction]]]
+    ) -> None: ...
+
+    def track_overcommit(self, excess: Callable[[], Iterable[Mapping[str, Fraction]]]) -> None: ...
 
 
 @dataclass
@@ -298,7 +309,7 @@ class Watcher:
             the activity queue above (0: never; docs/operations.md, "Local cycles").
         admission_window, admission_timeout: how many turns of placements not scheduled at
             their generation may be in Temporal at once, per priority key and better, and how
-            long one holds its place at most (workers.watcher_outbox.AdmissionWindow; standalone
+            long one holds its place at most (control.outbox.AdmissionWindow; standalone
             mode only; 0: no window).
     """
 
@@ -309,7 +320,7 @@ class Watcher:
         *,
         task_queue: str = names.DEFAULT_TASK_QUEUE,
         snapshotter: bool = True,
-        metrics: SchedulerMetrics | None = None,
+        metrics: WatcherMetrics | None = None,
         eligibility: EligibilityChecker | None = None,
         clock: Callable[[], datetime] = _utcnow,
         coalesce_seconds: float = DEFAULT_COALESCE_SECONDS,

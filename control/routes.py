@@ -35,6 +35,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Final, TypeVar
 
+from control.views import Change
 from hub import names as hub_names
 from hub.kinds import placement_key
 from hub.types import (
@@ -69,7 +70,6 @@ from scheduler.watch_rules import (
     snapshot_event_placement,
     wants_scheduler,
 )
-from workers.watcher_views import Change
 from workflows import names
 
 __all__ = [

@@ -1,0 +1,267 @@
+"""The reconcile safety net's activity (scheduler/reconcile.py says what one run decides): it
+reads the hub and Temporal's visibility, checks the invariants, acts (starts, signals,
+requeues), sweeps stale capacity reservations and reports what it did for the next run.
+
+Started by the `fleet-reconcile` Schedule (control/schedules.py) every 5 minutes, and once at
+each watcher start, so that a restarted watcher signals only what changed while nobody watched
+(10,000 placements: one reconcile, not 10,000 cycles)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Final
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.capacity import requests_of, sweep_ledgers
+from activities.fleet_state import read_fleet_state
+from activities.plumbing import ActivitySettings
+from hub.client import HubClient
+from hub.errors import NotFoundError, UnauthorizedError
+from hub.kinds import placement_key, split_key
+from hub.types import PriorityClass
+from scheduler import default_profile
+from scheduler.framework.queue_sort import PriorityClasses
+from scheduler.invariants import find_violations
+from scheduler.reconcile import (
+    DEFAULT_PRIORITY_KEY,
+    ReconcilePlan,
+    placement_priorities,
+    plan_reconcile,
+    priority_changed,
+    priority_digests,
+    unrepaired,
+)
+from workflows import names
+from workflows.models import (
+    HubEvent,
+    PlacementInput,
+    ReconcileInput,
+    ReconcileReport,
+    RequeueRequest,
+    TurnPriority,
+)
+from workflows.starts import local_cycles_for, start_options, turn_priority
+
+__all__ = ["ReconcileFleet", "running_placements"]
+
+log = logging.getLogger("fleet_scheduler.reconcile")
+
+CALL_CONCURRENCY: Final = 32
+HEARTBEAT_EVERY: Final = 100  # Temporal calls between heartbeats
+MAX_LOGGED_VIOLATIONS: Final = 20
+# Time the checks may take in one run (well inside the activity's 60 s heartbeat timeout): the
+# shortage check runs a cycle per placement short of room, and stops there; the next run goes on.
+CHECK_BUDGET_S: Final = 30.0
+MAX_REPORTED_VIOLATIONS: Final = 50
+PRIORITY_REASON: Final = "reconcile: its priority changed since the last reconcile"
+
+
+class ReconcileFleet:
+    """The reconcile activity; one per worker, holding the hub and Temporal clients and the
+    worker's settings (its profile, for the invariants' cycles, and its metrics)."""
+
+    def __init__(
+        self, hub: HubClient, client: Client, settings: ActivitySettings | None = None
+    ) -> None:
+        self._hub = hub
+        self._client = client
+        self._settings = settings or ActivitySettings()
+
+    @activity.defn(name=names.ACTIVITY_RECONCILE_FLEET)
+    async def reconcile_fleet(self, request: ReconcileInput) -> ReconcileReport:
+        hub = self._hub
+        state = await asyncio.to_thread(
+            read_fleet_state, hub, resource_placements=request.resource_placements
+        )
+        activity.heartbeat("read the hub")
+        running = await running_placements(self._client, request.task_queue)
+        state = dataclasses.replace(state, workflows=frozenset(running))
+        now = datetime.now(UTC)
+        deadline = time.monotonic() + CHECK_BUDGET_S
+        violations = await asyncio.to_thread(
+            functools.partial(
+                find_violations,
+                profile=self._settings.profile,
+                keep_going=lambda: time.monotonic() < deadline,
+            ),
+            state,
+            now,
+        )
+        activity.heartbeat("checked the invariants")
+        counts = Counter(v.invariant for v in violations)
+        plan = plan_reconcile(
+            state.placements, state.snapshots, state.clusters, state.bindings, running,
+            request.previous_clusters,
+            standalone=request.standalone, now=now,
+            resource_placements=request.resource_placements,
+            previous_annotations=request.previous_annotations,
+            violations=violations,
+        )  # fmt: skip
+        classes = await asyncio.to_thread(_priority_classes, hub)
+        profile = self._settings.profile or default_profile()
+        priorities = placement_priorities(state.placements, profile.queue_sorter, classes)
+        digests = priority_digests(priorities)
+        priorities_of = {
+            key: turn_priority(answer)
+            for key, answer in priorities.items()
+            if key != DEFAULT_PRIORITY_KEY
+        }
+        reprioritise = {
+            key: priorities_of[key]
+            for key in priority_changed(digests, request.previous_priorities, priorities)
+            if key in running and key in priorities_of and key not in plan.start
+        }
+        await self._act(plan, request, priorities_of, reprioritise)
+        aware = {
+            placement_key(p.metadata.namespace, p.name)
+            for p in state.placements
+            if requests_of(p) is not None
+        }
+        released = await asyncio.to_thread(
+            functools.partial(sweep_ledgers, namespaced=state.namespaced),
+            hub,
+            aware,
+            state.bindings,
+            datetime.now(UTC),
+        )
+        left = unrepaired(violations, plan, released)
+        metrics = self._settings.metrics
+        if metrics is not None:
+            metrics.set_invariant_violations(left)
+        summary = (
+            f"{len(state.placements)} placements, {len(running)} workflows: started "
+            f"{len(plan.start)}, finished {len(plan.finish)}, requeued {len(plan.requeue)}"
+        )
+        if released:
+            summary += f"; released {released} stale capacity reservation(s)"
+        if violations:
+            summary += "; invariants broken: " + ", ".join(
+                f"{name} {count}" for name, count in sorted(counts.items())
+            )
+            for violation in violations[:MAX_LOGGED_VIOLATIONS]:
+                log.warning("reconcile: invariant %s: %s", violation.invariant, violation.message)
+        if plan.start or plan.finish or plan.requeue or violations:
+            log.info("reconcile: %s", summary)
+        return ReconcileReport(
+            placements=len(state.placements),
+            running=len(running),
+            started=sorted(plan.start),
+            finished=sorted(plan.finish),
+            requeued=sorted(plan.requeue),
+            reasons={**plan.requeue, **plan.finish, **plan.start},
+            clusters=plan.clusters,
+            annotations=plan.annotations,
+            priorities=digests,
+            reprioritised=sorted(reprioritise),
+            summary=summary,
+            reservations_released=released,
+            violations=dict(sorted(counts.items())),
+            violation_messages=[
+                f"{v.invariant}: {v.message}" for v in violations[:MAX_REPORTED_VIOLATIONS]
+            ],
+        )
+
+    async def _act(
+        self,
+        plan: ReconcilePlan,
+        request: ReconcileInput,
+        priorities: dict[str, TurnPriority],
+        reprioritise: dict[str, TurnPriority],
+    ) -> None:
+        gate = asyncio.Semaphore(CALL_CONCURRENCY)
+        done = 0
+        start_signal = (
+            names.SIGNAL_PLACEMENT_CHANGED if request.standalone else names.SIGNAL_SNAPSHOT_CHANGED
+        )
+        local = local_cycles_for(len(plan.clusters), request.local_cycles_up_to)
+
+        async def call(name: str, signal: str, payload: HubEvent | RequeueRequest) -> None:
+            priority = priorities.get(name)
+            nonlocal done
+            async with gate:
+                namespace, placement = split_key(name)
+                try:
+                    if name in plan.start:
+                        await self._client.start_workflow(
+                            names.placement_workflow(namespace),
+                            PlacementInput(
+                                placement=placement, namespace=namespace, local_cycles=local
+                            ),
+                            start_signal=signal,
+                            start_signal_args=[payload],
+                            **start_options(placement, request.task_queue, namespace, priority),
+                        )
+                    else:
+                        handle = self._client.get_workflow_handle(
+                            names.workflow_id(placement, namespace)
+                        )
+                        await handle.signal(signal, payload)
+                except RPCError as exc:
+                    if exc.status != RPCStatusCode.NOT_FOUND:  # it ended meanwhile: fine
+                        raise
+            done += 1
+            if done % HEARTBEAT_EVERY == 0:
+                activity.heartbeat(f"{done} placements acted on")
+
+        await asyncio.gather(
+            *(
+                call(
+                    n,
+                    start_signal,
+                    HubEvent(reason=r, local_cycles=local, priority=priorities.get(n)),
+                )
+                for n, r in plan.start.items()
+            ),
+            *(
+                call(n, names.SIGNAL_PLACEMENT_DELETING, HubEvent(reason=r, local_cycles=local))
+                for n, r in plan.finish.items()
+            ),
+            *(
+                call(n, names.SIGNAL_REQUEUE, RequeueRequest(reason=r))
+                for n, r in plan.requeue.items()
+            ),
+            *(
+                call(
+                    n,
+                    names.SIGNAL_PRIORITY_CHANGED,
+                    HubEvent(reason=PRIORITY_REASON, local_cycles=local, priority=p),
+                )
+                for n, p in reprioritise.items()
+            ),
+        )
+
+
+def _priority_classes(hub: HubClient) -> PriorityClasses:
+    """The hub's PriorityClasses; none when it does not serve or let us read them (every
+    placement then has the default priority, as the watcher says in /readyz)."""
+    try:
+        return PriorityClasses.of(hub.list(PriorityClass).items)
+    except (NotFoundError, UnauthorizedError) as exc:
+        log.info("reconcile: PriorityClasses not read: %s", exc)
+        return PriorityClasses()
+
+
+async def running_placements(client: Client, task_queue: str) -> set[str]:
+    """The keys of the placements whose workflow runs on `task_queue` (Temporal's visibility)."""
+    query = (
+        f"{names.PLACEMENT_WORKFLOWS_QUERY} AND ExecutionStatus = 'Running' "
+        f"AND TaskQueue = '{task_queue}'"
+    )
+    found: set[str] = set()
+    async for execution in client.list_workflows(query):
+        try:
+            found.add(placement_key(*names.placement_of(execution.id)))
+        except ValueError:
+            continue
+    return found
+
+

@@ -1,0 +1,64 @@
+"""What crosses Temporal: workflow inputs, signals, updates and query results
+(`placement`), activity inputs and results (`turn`), the fleet-wide workflows' (`fleet`). One
+base, scheduler.wire.WireModel: camelCase on the wire, unknown fields ignored, fields only ever
+added with defaults."""
+
+from workflows.models.fleet import (
+    RebalanceInput,
+    RebalanceReport,
+    ReconcileInput,
+    ReconcileReport,
+)
+from workflows.models.placement import (
+    CarriedState,
+    HubEvent,
+    MovesRequest,
+    PlacementExplanation,
+    PlacementInput,
+    PlacementPhase,
+    PlacementStatus,
+    RequeueRequest,
+    RequeueResult,
+    TurnOutcome,
+    TurnPriority,
+)
+from workflows.models.turn import (
+    INLINE_EXPLANATION_BYTES,
+    CleanupReport,
+    CleanupRequest,
+    CycleReport,
+    MoveRequest,
+    PreparePhase,
+    PrepareResult,
+    TurnRequest,
+    TurnResult,
+    WriteCounts,
+)
+
+__all__ = [
+    "INLINE_EXPLANATION_BYTES",
+    "CarriedState",
+    "CleanupReport",
+    "CleanupRequest",
+    "CycleReport",
+    "HubEvent",
+    "MoveRequest",
+    "MovesRequest",
+    "PlacementExplanation",
+    "PlacementInput",
+    "PlacementPhase",
+    "PlacementStatus",
+    "PreparePhase",
+    "PrepareResult",
+    "RebalanceInput",
+    "RebalanceReport",
+    "ReconcileInput",
+    "ReconcileReport",
+    "RequeueRequest",
+    "RequeueResult",
+    "TurnOutcome",
+    "TurnPriority",
+    "TurnRequest",
+    "TurnResult",
+    "WriteCounts",
+]

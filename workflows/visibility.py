@@ -1,0 +1,70 @@
+"""A placement workflow's search attributes: what the Temporal UI lists and filters by.
+
+The name (and, for a ResourcePlacement, its kind and namespace) is set once per run if the
+start did not set it; FleetPlacementType and FleetFullyScheduled follow each cycle;
+FleetPriority and FleetTenant follow the priority the watcher last sent. An upsert that would
+change nothing is skipped: each one is a visibility write. Pure: it says what to upsert."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio.common import SearchAttributeUpdate, TypedSearchAttributes
+
+from workflows import names
+from workflows.models import TurnPriority
+
+__all__ = ["Visibility"]
+
+
+@dataclass
+class Visibility:
+    placed: tuple[str, bool] | None = None
+    """(type, fully scheduled) as this run last upserted them."""
+    priority: tuple[int | None, str | None] = (None, None)
+    """(FleetPriority, FleetTenant) as this run last set them, or found them at its start."""
+
+    @classmethod
+    def of(cls, found: TypedSearchAttributes) -> Visibility:
+        return cls(priority=(found.get(names.SA_PRIORITY), found.get(names.SA_TENANT)))
+
+    @staticmethod
+    def identity(
+        found: TypedSearchAttributes, placement: str, namespace: str | None
+    ) -> list[SearchAttributeUpdate[Any]]:
+        """What a run sets at its start when its start did not (the watcher's does)."""
+        if found.get(names.SA_PLACEMENT_NAME) == placement:
+            return []
+        attributes: list[SearchAttributeUpdate[Any]] = [
+            names.SA_PLACEMENT_NAME.value_set(placement)
+        ]
+        if namespace:
+            attributes += [
+                names.SA_PLACEMENT_KIND.value_set(names.KIND_RESOURCE_PLACEMENT),
+                names.SA_PLACEMENT_NAMESPACE.value_set(namespace),
+            ]
+        return attributes
+
+    def after_cycle(self, placement_type: str, fully: bool) -> list[SearchAttributeUpdate[Any]]:
+        placed = (placement_type, fully)
+        if placed == self.placed:
+            return []
+        self.placed = placed
+        return [
+            names.SA_PLACEMENT_TYPE.value_set(placement_type),
+            names.SA_FULLY_SCHEDULED.value_set(fully),
+        ]
+
+    def priority_changed(self, priority: TurnPriority) -> bool:
+        return (priority.value, priority.tenant) != self.priority
+
+    def for_priority(self, priority: TurnPriority) -> list[SearchAttributeUpdate[Any]]:
+        """FleetPriority and FleetTenant for `priority` (the caller checked that they changed)."""
+        self.priority = (priority.value, priority.tenant)
+        return [
+            names.SA_PRIORITY.value_set(priority.value),
+            names.SA_TENANT.value_set(priority.tenant)
+            if priority.tenant
+            else names.SA_TENANT.value_unset(),
+        ]
