@@ -24,8 +24,8 @@ from hub.types import ClusterResourceBinding
 from tests.reliability.fleet import Fleet, PlacementModel
 from tests.reliability.invariants import converge
 from tests.reliability.system import SchedulerProcess, System
-from workflows.names import workflow_id
 from workflows.execution import CYCLE_HEARTBEAT
+from workflows.names import workflow_id
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -17,8 +17,8 @@ from watcher_helpers import (
     unique,
 )
 
-from hub.client import HubClient
 from control import telemetry
+from hub.client import HubClient
 from workflows import names
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

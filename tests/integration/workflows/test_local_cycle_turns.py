@@ -21,8 +21,8 @@ from tests.integration.workflows.stand_ins import (
 )
 from tests.integration.workflows.test_placement_workflow import eventually, idle, placement_name
 from workflows import names
-from workflows.models import HubEvent, PlacementInput, PlacementStatus, RequeueRequest
 from workflows.execution import LOCAL_ATTEMPTS
+from workflows.models import HubEvent, PlacementInput, PlacementStatus, RequeueRequest
 from workflows.placement import PlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
