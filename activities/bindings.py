@@ -198,7 +198,7 @@ def _each(items: Sequence[T], write: Callable[[T], R]) -> Iterator[R]:
 
 def apply_patch(client: HubClient, patch: BindingPatch) -> None:
     """One binding's merge patch (carrying the resourceVersion it was planned on)."""
-    # The merge patch already carries metadata.resourceVersion (scheduler.plan).
+    # The merge patch already carries metadata.resourceVersion (scheduler.cycles.plan).
     kind = kinds_for(patch.namespace).binding
     client.patch(kind, patch.name, patch.merge_patch, namespace=patch.namespace)
 

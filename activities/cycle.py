@@ -37,7 +37,7 @@ from hub.types import (
     MemberCluster,
 )
 from scheduler import CapacityInput, CycleInput, CycleResult, schedule
-from scheduler.scheduling import placement_type_of
+from scheduler.cycles.schedule import placement_type_of
 from scheduler.snapshots import placement_scheduled_condition
 from workflows.models import CycleReport, TurnRequest, WriteCounts
 

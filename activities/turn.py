@@ -32,7 +32,7 @@ from hub.client import HubClient
 from hub.errors import HubError, NotFoundError
 from hub.kinds import kinds_for, placement_key
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
-from scheduler.scheduling import placement_type_of
+from scheduler.cycles.schedule import placement_type_of
 from scheduler.snapshots import (
     InvalidPlacementError,
     MultipleLatestSnapshotsError,

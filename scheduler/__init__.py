@@ -3,6 +3,9 @@
 `schedule(CycleInput, profile)` runs one cycle and returns a `CycleResult`: the `BindingPlan`
 activities apply, whether to requeue, and the `Explanation` of every cluster's fate."""
 
+from scheduler.cycles.models import CapacityInput, CycleInput, CycleResult, Outcome
+from scheduler.cycles.plan import BindingPatch, BindingPlan, SnapshotStatusWrite
+from scheduler.cycles.schedule import schedule
 from scheduler.errors import (
     CycleError,
     InvalidBindingError,
@@ -18,9 +21,6 @@ from scheduler.explanation import (
 )
 from scheduler.framework.errors import PluginError, ProfileError, SchedulerError
 from scheduler.framework.profile import Profile, ScoreMode, default_profile, load_profile
-from scheduler.models import CapacityInput, CycleInput, CycleResult, Outcome
-from scheduler.plan import BindingPatch, BindingPlan, SnapshotStatusWrite
-from scheduler.scheduling import schedule
 
 __all__ = [
     "BindingGroup",

@@ -64,12 +64,12 @@ from scheduler.capacity import (
     missing_of,
     shown_requests,
 )
+from scheduler.cycles.models import CapacityInput, CycleInput
+from scheduler.cycles.schedule import placement_type_of, schedule
 from scheduler.framework.errors import SchedulerError
 from scheduler.framework.profile import Profile
-from scheduler.models import CapacityInput, CycleInput
 from scheduler.quantity import QuantityError, parse_quantity
 from scheduler.requests import RequestsError, parse_requests
-from scheduler.scheduling import placement_type_of, schedule
 from scheduler.snapshots import placement_scheduled_condition
 from scheduler.watch_rules import wants_scheduler
 

@@ -21,8 +21,8 @@ from hub.types import (
     MemberCluster,
     PlacementPolicy,
 )
+from scheduler.cycles.plan import BindingPatch, BindingPlan
 from scheduler.framework.errors import SchedulerError
-from scheduler.plan import BindingPatch, BindingPlan
 
 __all__ = [
     "PlanApplyError",

@@ -22,7 +22,7 @@ from hub.types import (
     ClusterResourceBindingSpec,
     ObjectMeta,
 )
-from scheduler.plan import BindingPatch
+from scheduler.cycles.plan import BindingPatch
 
 __all__ = ["mark_unscheduled", "merge_diff", "new_binding", "rebind", "remove_finalizer"]
 

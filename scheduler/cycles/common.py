@@ -16,8 +16,10 @@ from hub.types import (
     MemberCluster,
 )
 from scheduler.capacity import Demand, no_room_reason, shortage
-from scheduler.classify import Classified
-from scheduler.decisions import scheduled_condition, status_write
+from scheduler.cycles.classify import Classified
+from scheduler.cycles.decisions import scheduled_condition, status_write
+from scheduler.cycles.models import Outcome
+from scheduler.cycles.plan import BindingPatch, SnapshotStatusWrite
 from scheduler.explanation import (
     BEYOND_ROOM_MARKER,
     SHORTAGE_MARKER,
@@ -35,9 +37,7 @@ from scheduler.framework.cycle import CycleState
 from scheduler.framework.profile import CLUSTER_RESOURCES_FIT, Profile
 from scheduler.framework.runner import Filtered, FinalCheck, Runner, ScoredCluster
 from scheduler.framework.status import Status
-from scheduler.models import Outcome
 from scheduler.naming import binding_name, can_name_cluster_part, name_problem
-from scheduler.plan import BindingPatch, SnapshotStatusWrite
 
 __all__ = [
     "BindingLog",

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from hub import names
 from hub.types import ClusterDecision, ClusterResourceBinding
 from scheduler.cycles.common import Context
+from scheduler.cycles.plan import BindingPatch
 from scheduler.errors import InvalidBindingError
-from scheduler.plan import BindingPatch
 from scheduler.writes import mark_unscheduled, new_binding, rebind
 
 __all__ = [

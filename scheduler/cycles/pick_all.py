@@ -14,10 +14,10 @@ from scheduler.cycles.common import (
     score_groups,
 )
 from scheduler.cycles.crossref import cross_reference_picked
-from scheduler.decisions import decisions_from_bindings, selected_decision
+from scheduler.cycles.decisions import decisions_from_bindings, selected_decision
+from scheduler.cycles.models import Outcome
 from scheduler.framework.runner import ScoredCluster
 from scheduler.framework.score import ZERO
-from scheduler.models import Outcome
 from scheduler.naming import BINDING_NAME_CHECK
 
 __all__ = ["run"]

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from scheduler.cycles.common import Context, CycleOutput
 from scheduler.cycles.crossref import cross_reference_fixed
-from scheduler.decisions import fixed_decisions, selected_fixed_decision
+from scheduler.cycles.decisions import fixed_decisions, selected_fixed_decision
+from scheduler.cycles.models import Outcome
 from scheduler.explanation import InvalidTarget
-from scheduler.models import Outcome
 from scheduler.naming import name_problem
 
 __all__ = ["NOTE_DUPLICATES", "NOTE_EMPTY", "run"]

@@ -27,13 +27,13 @@ from scheduler.cycles.common import (
     score_groups,
 )
 from scheduler.cycles.crossref import cross_reference_picked
-from scheduler.decisions import (
+from scheduler.cycles.decisions import (
     decisions_from_bindings,
     selected_decision,
 )
+from scheduler.cycles.models import Outcome
 from scheduler.facts import facts_of
 from scheduler.framework.profile import ScoreMode
-from scheduler.models import Outcome
 from scheduler.naming import BINDING_NAME_CHECK
 from scheduler.writes import mark_unscheduled
 

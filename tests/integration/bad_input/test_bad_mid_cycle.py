@@ -24,7 +24,7 @@ from devhub.faults import Fault
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot, MemberCluster
-from scheduler.scheduling import WHY_DANGLING
+from scheduler.cycles.schedule import WHY_DANGLING
 from tests.integration.bad_input.outcome import assert_no_retries, decisions, finished
 from tests.integration.e2e.fleet import (
     add_cluster,

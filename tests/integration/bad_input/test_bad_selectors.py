@@ -27,8 +27,8 @@ from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
 from hub.types.meta import HubObject
+from scheduler.cycles.schedule import ERROR_CONDITION_MESSAGE, UNKNOWN_PLACEMENT_TYPE
 from scheduler.plugins.cluster_affinity.filtering import REASON_INVALID_TERM
-from scheduler.scheduling import ERROR_CONDITION_MESSAGE, UNKNOWN_PLACEMENT_TYPE
 from scheduler.snapshots import PREFERRED_TERM_PATH, REQUIRED_TERM_PATH
 from tests.integration.bad_input.outcome import (
     add_snapshot,

@@ -25,7 +25,7 @@ from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
-from scheduler.scheduling import ERROR_CONDITION_MESSAGE
+from scheduler.cycles.schedule import ERROR_CONDITION_MESSAGE
 from tests.integration.bad_input.outcome import (
     add_snapshot,
     assert_no_retries,

@@ -9,7 +9,7 @@ from fake_plugins import REASON_NOT_READY
 from hub import names
 from hub.types import PlacementPolicy
 from scheduler.cycles.crossref import WHY_OBSOLETE
-from scheduler.decisions import SELECTED
+from scheduler.cycles.decisions import SELECTED
 from scheduler.naming import BINDING_NAME_CHECK
 from scheduler.testing import apply_plan, policy_snapshot
 

@@ -23,8 +23,8 @@ from fake_plugins import REASON_NOT_READY, fake_profile
 from hub import names
 from scheduler import ScoreMode
 from scheduler.cycles.crossref import WHY_DUPLICATE, WHY_OBSOLETE, WHY_REPOINT, WHY_REVIVE
+from scheduler.cycles.decisions import NOT_PICKED, SELECTED
 from scheduler.cycles.pick_n import WHY_DOWNSCALE, WHY_DOWNSCALE_OBSOLETE
-from scheduler.decisions import NOT_PICKED, SELECTED
 from scheduler.testing import apply_plan, binding, member_cluster, policy_snapshot
 
 PREV = names.PREVIOUS_BINDING_STATE_ANNOTATION

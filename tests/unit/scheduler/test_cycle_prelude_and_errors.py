@@ -10,9 +10,9 @@ from fake_plugins import fake_profile
 from hub import names
 from hub.types import ClusterResourceBinding
 from scheduler import CycleInput, Profile, schedule
-from scheduler.classify import classify
+from scheduler.cycles.classify import classify
+from scheduler.cycles.schedule import WHY_DANGLING, WHY_DELETING
 from scheduler.framework.status import Status
-from scheduler.scheduling import WHY_DANGLING, WHY_DELETING
 from scheduler.testing import binding, member_cluster, policy_snapshot
 
 

@@ -9,7 +9,7 @@ import pytest
 from cycle_builders import NOW, SNAP, bound, pick_n
 
 from hub.types import ClusterDecision, Condition
-from scheduler.decisions import (
+from scheduler.cycles.decisions import (
     decisions_from_bindings,
     equal_decisions,
     scheduled_condition,

@@ -19,8 +19,8 @@ from hub.types import (
     ClusterScore,
     Condition,
 )
+from scheduler.cycles.plan import SnapshotStatusWrite
 from scheduler.framework.score import ClusterScore as Score
-from scheduler.plan import SnapshotStatusWrite
 
 __all__ = [
     "FIXED_INVALID",

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pydantic import AwareDatetime, Field
 
 from hub.types import ClusterResourceBinding, ClusterSchedulingPolicySnapshot, MemberCluster
+from scheduler.cycles.plan import BindingPlan
 from scheduler.explanation import Explanation
-from scheduler.plan import BindingPlan
 from scheduler.wire import WireModel
 
 __all__ = ["CapacityInput", "CycleInput", "CycleResult", "Outcome"]
