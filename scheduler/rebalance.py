@@ -40,6 +40,7 @@ __all__ = [
     "Move",
     "Strategy",
     "in_use",
+    "percent",
     "plan_moves",
 ]
 
@@ -269,13 +270,14 @@ def _spread(state: _State, max_moves: int | None) -> list[Move]:
         before = state.fleet.utilisation(source)
         moves.append(
             state.apply(
-                item, target, f"spread: {source} at {_pct(before)} -> {target}, the emptiest"
+                item, target, f"spread: {source} at {percent(before)} -> {target}, the emptiest"
             )
         )
     return moves
 
 
-def _pct(share: Fraction) -> str:
+def percent(share: Fraction) -> str:
+    """A utilisation as people read it, rounded down (a cluster shown at 100% is full)."""
     return f"{math.floor(share * 100)}%"
 
 

@@ -22,7 +22,7 @@ import yaml
 from pydantic import ValidationError
 
 from activities.capacity import Ledgers, capacity_input, requests_of
-from activities.cycle import read_fleet
+from activities.turn.cycle import read_fleet
 from hub import names
 from hub.client import HubClient
 from hub.errors import NotFoundError

@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Final
 
 from activities.rebalance import RebalancePlan
 from scheduler import Explanation, ScoreGroup
 from scheduler.explanation import beyond_room_message
+from scheduler.rebalance import percent
 from workflows.models import CycleReport, PlacementStatus, TurnPriority, WriteCounts
 
 __all__ = [
@@ -430,19 +430,15 @@ def render_status(rows: Sequence[PlacementRow]) -> str:
         *(PRIORITY_HEADERS if prioritised else ()),
     )
     return table(headers, body) + "\n"
-def _pct(share: Fraction) -> str:
-    return f"{float(share) * 100:.0f}%"
-
-
 def render_rebalance(plan: RebalancePlan, *, dry_run: bool) -> str:
     """Every move with the utilisation of both clusters before and after, then the totals."""
     lines = []
     for move in plan.moves:
         lines.append(
             f"move {move.binding} ({move.placement}) {move.source} -> {move.target}: "
-            f"{move.reason}; {move.source} {_pct(move.source_before)} -> "
-            f"{_pct(move.source_after)}, {move.target} {_pct(move.target_before)} -> "
-            f"{_pct(move.target_after)}"
+            f"{move.reason}; {move.source} {percent(move.source_before)} -> "
+            f"{percent(move.source_after)}, {move.target} {percent(move.target_before)} -> "
+            f"{percent(move.target_after)}"
         )
     for name, why in sorted(plan.skipped.items()):
         lines.append(f"skipped {name}: {why}")

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from activities.cycle import cycle_summary
+from activities.turn.cycle import cycle_summary
 from hub.types import Taint
 from scheduler import (
     BindingGroup,

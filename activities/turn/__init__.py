@@ -4,7 +4,7 @@
 The turn reads the placement; in standalone mode (the snapshotter on) it plays KubeFleet's
 placement controller first: the scheduler-cleanup finalizer, then the policy snapshot sync
 (kubefleet-rules 2); it finds the latest policy snapshot and, when there is exactly one, runs the
-cycle (`activities.cycle`). Anything else (placement gone, deleting, no or several latest
+cycle (`activities.turn.cycle`). Anything else (placement gone, deleting, no or several latest
 snapshots) ends the turn with a phase the workflow acts on.
 
 Each attempt may run twice, or overlap a timed-out earlier attempt of itself, so it re-reads
@@ -21,12 +21,12 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.conditions import sync_failed_condition, write_scheduled_condition
-from activities.cycle import outcome_of, read_clusters, run_cycle
 from activities.moves import apply_moves
 from activities.outage import through_outages
 from activities.plumbing import ActivitySettings, heartbeat, in_local_activity, meter, metered
 from activities.snapshotter import sync_policy_snapshots
 from activities.translate import hub_failures, is_retryable
+from activities.turn.cycle import outcome_of, read_clusters, run_cycle
 from hub import names
 from hub.client import HubClient
 from hub.errors import HubError, NotFoundError
