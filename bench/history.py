@@ -53,8 +53,8 @@ from hub import names as hub_names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster
 from scheduler.testing import member_cluster
+from workers.cli.render import render_explain
 from workers.devserver import DevServer, free_port
-from workers.render import render_explain
 from workers.temporal_client import TemporalTarget, connect
 from workers.worker import build_worker
 from workflows import names

@@ -231,7 +231,8 @@ def test_dev_without_flags_is_make_run() -> None:
 
 
 def test_dev_serves_metrics_on_a_fixed_documented_port_by_default() -> None:
-    from workers.cli import DEV_METRICS_PORT, build_parser
+    from workers.cli import build_parser
+    from workers.cli.dev import DEV_METRICS_PORT
 
     args = build_parser().parse_args(["dev"])
     assert args.metrics_port == DEV_METRICS_PORT != 0

@@ -12,7 +12,8 @@ from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
     from scheduler import Explanation, Outcome
-    from workers.cli import CliError, _query_explanation
+    from workers.cli.common import CliError
+    from workers.cli.explain import query_explanation
     from workflows import names
     from workflows.models import CycleReport, PlacementStatus
 
@@ -64,7 +65,7 @@ async def test_explain_falls_back_to_the_status_answer_of_an_older_worker(
             OlderPlacementWorkflow.run, "old", id=workflow_id, task_queue=task_queue
         )
         status = await handle.query(names.QUERY_STATUS, result_type=PlacementStatus)
-        answer = await _query_explanation(temporal_client, workflow_id, status)
+        answer = await query_explanation(temporal_client, workflow_id, status)
         assert answer.deciding is None
         assert answer.last is not None and answer.last.full_explanation() == EXPLANATION
         await handle.terminate()
@@ -82,5 +83,5 @@ async def test_an_explanation_query_that_fails_otherwise_is_an_error(
         )
         status = await handle.query(names.QUERY_STATUS, result_type=PlacementStatus)
         with pytest.raises(CliError, match=r"explanation query .* failed: .*another reason"):
-            await _query_explanation(temporal_client, workflow_id, status)
+            await query_explanation(temporal_client, workflow_id, status)
         await handle.terminate()

@@ -20,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 from devhub import DevHub
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement
-from workers.cli import read_placements
+from workers.cli.dev import read_placements
 from workers.devserver import find_temporal_binary
 from workers.versioning import current_build_id
 from workflows import names

@@ -20,7 +20,7 @@ from hub.types import (
 )
 from scheduler.rebalance import Move
 from tests.integration.e2e.fleet import add_cluster, eventually, live_targets, unique, wait_for
-from workers.render import render_rebalance
+from workers.cli.render import render_rebalance
 from workflows.models import MoveRequest, MovesRequest
 from workflows.names import SIGNAL_MOVE, workflow_id
 

@@ -27,7 +27,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from hub.errors import NotFoundError
 from hub.types import ClusterResourcePlacement
-from workers.cli import read_placements
+from workers.cli.dev import read_placements
 from workers.devserver import find_temporal_binary
 from workers.temporal_client import TemporalTarget, connect
 from workflows import names

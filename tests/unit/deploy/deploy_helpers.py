@@ -46,7 +46,7 @@ STANDALONE_ONLY_MODULES: Final = frozenset(
 SNAPSHOTTER_FLAG: Final = "snapshotter"
 # Functions that never run in a deployed pod, with the reason; their calls need no RBAC.
 DEV_ONLY_FUNCTIONS: Final[Mapping[str, str]] = {
-    "workers.cli.apply_placements": "`fleet-scheduler dev --sample-placements` seeds a devhub",
+    "workers.cli.dev.apply_placements": "`fleet-scheduler dev --sample-placements` seeds a devhub",
 }
 # Calls whose kind argument is typed only as "some hub kind", and the constant (module:NAME)
 # that lists the kinds they are made with.
@@ -54,7 +54,7 @@ ABSTRACT_KIND_SOURCES: Final[Mapping[str, str]] = {
     "control.watcher.Watcher._watch_kind": "control.watcher:ALL_WATCHED_KINDS",
     "activities.fleet_state._served": "activities.fleet_state:OPTIONAL_KINDS",
     "activities.reconcile._priority_classes": "control.watcher:PRIORITY_KINDS",
-    "workers.cli.apply_placements": "workers.cli:SAMPLE_KINDS",
+    "workers.cli.dev.apply_placements": "workers.cli.dev:SAMPLE_KINDS",
 }
 
 HUB_CLIENT: Final = "hub.client.HubClient"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
-from workers.cli import _rpc_problem
+from workers.cli.common import rpc_problem
 
 
 @pytest.mark.parametrize(
@@ -27,13 +27,13 @@ from workers.cli import _rpc_problem
 def test_temporal_problems_name_the_temporal_namespace(
     status: RPCStatusCode, expected: str
 ) -> None:
-    message = str(_rpc_problem(RPCError("workflow not found", status, b""), "crp/web", "team-a"))
+    message = str(rpc_problem(RPCError("workflow not found", status, b""), "crp/web", "team-a"))
     assert expected in message
 
 
 def test_a_missing_resource_placement_names_both_namespaces_by_owner() -> None:
     error = RPCError("workflow not found", RPCStatusCode.NOT_FOUND, b"")
-    message = str(_rpc_problem(error, "rp/shop/checkout", "default"))
+    message = str(rpc_problem(error, "rp/shop/checkout", "default"))
     assert message.startswith(
         "no placement workflow rp/shop/checkout in Temporal namespace default:"
     )

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from workers.cli import build_parser, hub_kubeconfig
+from workers.cli import build_parser
+from workers.cli.common import hub_kubeconfig
 
 MAKE_RUN = Path(".run/kubeconfig")
 

@@ -21,7 +21,7 @@ from scheduler import (
 )
 from scheduler.plugins.taint_toleration import REASON_UNTOLERATED, render_taint
 from scheduler.testing import member_cluster, policy_snapshot
-from workers.render import (
+from workers.cli.render import (
     FATE_FILTERED,
     FATE_INVALID,
     FATE_KEPT,

@@ -11,8 +11,11 @@ What it cannot know: a real cycle runs later, against the fleet as it is then; a
 cycle would stop at a plugin's batch limit and requeue, the plan shows that first cycle only
 (the explanation says so)."""
 
+
 from __future__ import annotations
 
+import argparse
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +28,11 @@ from activities.capacity import Ledgers, capacity_input, requests_of
 from activities.turn.cycle import read_fleet
 from hub import names
 from hub.client import HubClient
-from hub.errors import NotFoundError
+from hub.errors import (
+    HubUnavailableError,
+    NotFoundError,
+    UnauthorizedError,
+)
 from hub.kinds import kinds_for, placement_key
 from hub.types import (
     ClusterResourcePlacement,
@@ -34,9 +41,15 @@ from hub.types import (
 )
 from scheduler import CycleInput, CycleResult, Profile, schedule
 from scheduler.snapshots import SnapshotError, SnapshotSync, plan_snapshot_sync
-from workers.render import explanation_lines
-
-__all__ = ["PlacementFileError", "WhatIf", "load_placement_file", "render_plan", "what_if"]
+from workers.cli.common import (
+    EXIT_OK,
+    CliError,
+    add_hub_and_profile_arguments,
+    hub_client,
+    one_line,
+    profile_from_file,
+)
+from workers.cli.render import explanation_lines
 
 API_VERSION: Final = names.PLACEMENT_API_VERSION
 KIND: Final = ClusterResourcePlacement.KIND
@@ -310,3 +323,29 @@ def render_plan(plan: WhatIf) -> str:
         lines.append(f"  policy snapshots: {'; '.join(snapshot_writes)}")
     lines.append(f"  bindings: {_binding_writes(plan.result)}")
     return "\n".join(lines) + "\n"
+
+
+def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--filename", type=Path, required=True, metavar="FILE",
+                        help="the ClusterResourcePlacement or ResourcePlacement to plan (YAML or "
+                             "JSON); it need not be applied, or may be an edited copy of one "
+                             "that is")
+    parser.add_argument("-n", "--placement-namespace", dest="placement_namespace", default=None,
+                        metavar="NAMESPACE",
+                        help="a ResourcePlacement's namespace, when FILE does not say it (as "
+                             "kubectl's -n)")
+    add_hub_and_profile_arguments(parser)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    placement = load_placement_file(args.filename, args.placement_namespace)
+    profile = profile_from_file(args.config)
+    hub = hub_client(args.kubeconfig, args.context, local_default=True)
+    try:
+        planned = what_if(hub, placement, profile=profile)
+    except (HubUnavailableError, UnauthorizedError) as exc:
+        raise CliError(f"cannot read the hub at {hub.host}: {one_line(exc)}") from exc
+    finally:
+        hub.close()
+    sys.stdout.write(render_plan(planned))
+    return EXIT_OK

@@ -1,0 +1,5 @@
+"""`python -m workers.cli`: the `fleet-scheduler` command."""
+
+from workers.cli import main
+
+main()

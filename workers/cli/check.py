@@ -1,0 +1,72 @@
+"""`fleet-scheduler check`: the invariants on the live hub and Temporal (docs/invariants.md)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from temporalio.service import RPCError
+
+from control.check import check_fleet, render_check
+from hub.errors import (
+    HubUnavailableError,
+    UnauthorizedError,
+)
+from workers.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    CliError,
+    add_hub_and_profile_arguments,
+    add_temporal_arguments,
+    hub_client,
+    one_line,
+    profile_from_file,
+    temporal_target,
+)
+from workers.temporal_client import (
+    connect,
+)
+from workflows import names
+
+
+def add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    add_hub_and_profile_arguments(parser)
+    add_temporal_arguments(parser)
+    parser.add_argument("--task-queue", default=names.DEFAULT_TASK_QUEUE,
+                        help=f"the placement workflows' task queue (default "
+                             f"{names.DEFAULT_TASK_QUEUE})")
+    parser.add_argument("--hub-only", action="store_true",
+                        help="check the hub alone: not whether every placement has its "
+                             "workflow and every workflow its placement")
+    parser.add_argument("--no-resource-placements", action="store_true",
+                        help="leave namespaced ResourcePlacements out (a hub without them)")
+
+
+def run_check(args: argparse.Namespace) -> int:
+    return asyncio.run(_check(args))
+
+
+async def _check(args: argparse.Namespace) -> int:
+    profile = profile_from_file(args.config)
+    client = None if args.hub_only else await connect(temporal_target(args))
+    hub = hub_client(args.kubeconfig, args.context, local_default=True)
+    try:
+        state, violations = await check_fleet(
+            hub,
+            client,
+            args.task_queue,
+            profile=profile,
+            resource_placements=not args.no_resource_placements,
+        )
+    except (HubUnavailableError, UnauthorizedError) as exc:
+        raise CliError(f"cannot read the hub at {hub.host}: {one_line(exc)}") from exc
+    except RPCError as exc:
+        namespace = client.namespace if client is not None else ""
+        raise CliError(
+            f"cannot list workflows in Temporal namespace {namespace}: {exc.message}"
+        ) from exc
+    finally:
+        hub.close()
+    sys.stdout.write(render_check(state, violations))
+    return EXIT_FAILED if violations else EXIT_OK

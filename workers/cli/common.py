@@ -1,0 +1,444 @@
+"""What the `fleet-scheduler` subcommands share: exit codes, one-line errors, stop signals, and
+the flags every command spells the same way (hub, Temporal, placement, scheduler)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Final
+
+from temporalio.client import (
+    Client,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.plumbing import ActivitySettings
+from control.schedules import (
+    DEFAULT_RECONCILE_EVERY,
+)
+from control.watcher import DEFAULT_ADMISSION_WINDOW
+from hub.client import HubClient
+from scheduler import Profile, ProfileError, load_profile
+from workers.devserver import (
+    DEFAULT_NAMESPACE,
+)
+from workers.metrics import SchedulerMetrics
+from workers.temporal_client import (
+    DEFAULT_TEMPORAL_ADDRESS,
+    TemporalTarget,
+    load_target,
+)
+from workers.versioning import WorkerVersion
+from workers.worker import (
+    DEFAULT_MAX_CACHED_WORKFLOWS,
+    DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+)
+from workflows import names
+from workflows.models import (
+    PlacementStatus,
+)
+
+if TYPE_CHECKING:
+    pass
+
+log = logging.getLogger("fleet_scheduler.cli")
+
+
+PROG: Final = "fleet-scheduler"
+
+
+EXIT_OK = 0
+
+
+EXIT_USAGE = 2
+
+
+EXIT_FAILED = 1
+
+
+EXIT_INTERRUPTED = 130
+
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+# SIGHUP too: closing the terminal must stop `dev` in order (the dev server last), not leave
+# its children holding the ports.
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+MAX_PORT: Final = 65535
+
+
+DEVHUB_DIR: Final = "devhub"  # under `dev --data-dir`, beside Temporal's temporal.db
+
+
+# A signal or query is one round trip; a query also waits for a worker to answer it.
+RPC_TIMEOUT: Final = timedelta(seconds=10)
+
+
+BUILD_ID_ENV: Final = "FLEET_BUILD_ID"  # `run --build-id`
+
+
+# What the server says when a signal reaches a workflow that has completed.
+COMPLETED_MESSAGE: Final = "already completed"
+
+
+@dataclass(frozen=True)
+class Command:
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def wait_for_signal(signals: Sequence[signal.Signals] = STOP_SIGNALS) -> str:
+    """Block the main thread until one of `signals` arrives; returns its name."""
+    received: list[str] = []
+    done = threading.Event()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        received.append(signal.Signals(signum).name)
+        done.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        while not done.wait(timeout=1.0):
+            pass
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+    return received[0]
+
+
+class CliError(Exception):
+    """A problem the user can fix (bad input, nothing listening, no such placement): printed as
+    one line, exit code 2, no traceback."""
+
+
+def one_line(exc: BaseException) -> str:
+    # An OSError built as OSError(errno, message) prints "[Errno 98] message": the number says
+    # nothing to a person that the message does not.
+    shown = str(exc)
+    if isinstance(exc, OSError) and exc.strerror and exc.filename is None:
+        shown = exc.strerror
+    return " ".join(shown.split()) or type(exc).__name__
+
+
+def self_command() -> str:
+    """How the user ran us, for the hints we print (e.g. `.venv/bin/fleet-scheduler`)."""
+    invoked = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if invoked is None or invoked.name != PROG:
+        return PROG
+    with contextlib.suppress(ValueError):
+        return str(invoked.resolve().relative_to(Path.cwd()))
+    return str(invoked)
+
+
+def install_stop_handlers(stop: asyncio.Event) -> Callable[[], None]:
+    """SIGINT, SIGTERM and SIGHUP set `stop`; returns a function that removes the handlers."""
+    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        if stop.is_set():
+            log.warning("%s received while stopping; still stopping", sig.name)
+            return
+        print(f"{PROG}: {sig.name} received, stopping", flush=True)
+        stop.set()
+
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, on_signal, sig)
+
+    def remove() -> None:
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+
+    return remove
+
+
+def profile_from_file(path: Path | None) -> Profile | None:
+    if path is None:
+        return None
+    if not path.is_file():
+        raise CliError(f"scheduler config (--config) {str(path)!r} does not exist")
+    try:
+        return load_profile(path)
+    except ProfileError as exc:
+        raise CliError(f"scheduler config (--config) {str(path)!r}: {one_line(exc)}") from exc
+
+
+def add_temporal_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--temporal-address", default=None, metavar="HOST:PORT",
+        help="Temporal frontend (default: $TEMPORAL_ADDRESS, the Temporal config profile, or "
+             f"{DEFAULT_TEMPORAL_ADDRESS})",
+    )
+    parser.add_argument(
+        "--namespace", default=None,
+        help="Temporal namespace (default: $TEMPORAL_NAMESPACE, the Temporal config profile, or "
+             f"{DEFAULT_NAMESPACE})",
+    )
+    parser.add_argument(
+        "--temporal-profile", default=None, metavar="NAME",
+        help="profile of the Temporal config file (default: $TEMPORAL_PROFILE or \"default\"); "
+             "TLS, mTLS and API keys come from there or from TEMPORAL_* variables",
+    )
+
+
+def temporal_target(args: argparse.Namespace) -> TemporalTarget:
+    return load_target(
+        address=args.temporal_address, namespace=args.namespace, profile=args.temporal_profile
+    )
+
+
+def add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: int) -> None:
+    parser.add_argument("--task-queue", default=names.DEFAULT_TASK_QUEUE,
+                        help=f"task queue of the workers (default {names.DEFAULT_TASK_QUEUE})")
+    parser.add_argument("--no-snapshotter", action="store_true",
+                        help="do not create policy snapshots (KubeFleet's hub agent does)")
+    parser.add_argument("--metrics-port", type=int, default=metrics_port, metavar="N",
+                        help="serve /metrics, /healthz and /readyz here "
+                             "(0 = a free port, "
+                             f"default {metrics_port})")
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="the scheduler's configuration: a profile YAML of plugins and scoring "
+                             "(default: KubeFleet's default profile)")
+    parser.add_argument("--max-concurrent-activities", type=int,
+                        default=DEFAULT_MAX_CONCURRENT_ACTIVITIES, metavar="N",
+                        help="activity slots and threads "
+                             f"(default {DEFAULT_MAX_CONCURRENT_ACTIVITIES})")
+    parser.add_argument("--max-cached-workflows", type=int,
+                        default=DEFAULT_MAX_CACHED_WORKFLOWS, metavar="N",
+                        help="placement workflows the worker keeps in memory between their "
+                             "tasks, about 170 KB each; one not kept replays its history on its "
+                             "next task. Size it to the placements this worker holds "
+                             f"(default {DEFAULT_MAX_CACHED_WORKFLOWS})")
+    parser.add_argument("--local-cycles-up-to", type=int, default=0, metavar="CLUSTERS",
+                        help="while the fleet has at most this many member clusters, run "
+                             "placement turns as local activities in the workflow worker: about "
+                             "half the Temporal server's work per turn, but cycles no longer "
+                             "spread over activity processes (docs/operations.md, \"Local "
+                             "cycles\"). Give the watcher and the workflow worker the same "
+                             "value (default 0: off)")
+    parser.add_argument("--admission-window", type=int, default=DEFAULT_ADMISSION_WINDOW,
+                        metavar="N",
+                        help="turns of placements not yet scheduled that the watcher lets into "
+                             "Temporal at once, per priority key and better; the rest wait in "
+                             "its outbox in priority and fairness order (docs/priority.md, "
+                             f"\"Admission\"; 0 = no limit, default {DEFAULT_ADMISSION_WINDOW})")
+    parser.add_argument("--no-resource-placements", action="store_true",
+                        help="do not schedule namespaced ResourcePlacements (KubeFleet's "
+                             "--enable-resource-placement=false); for a hub without their CRDs")
+
+
+def _reconcile_seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, got {value!r}")
+    return seconds
+
+
+def add_reconcile_argument(parser: argparse.ArgumentParser, *, off: str) -> None:
+    parser.add_argument("--reconcile-every", type=_reconcile_seconds, metavar="SECONDS",
+                        default=DEFAULT_RECONCILE_EVERY.total_seconds(),
+                        help="run the reconcile safety net, which repairs what hub events "
+                             "missed, this often, as the Temporal Schedule "
+                             f"{names.RECONCILE_SCHEDULE_ID} (created or updated; default "
+                             f"{DEFAULT_RECONCILE_EVERY.total_seconds():g}); 0: {off}, and a "
+                             "watcher start signals every placement instead")
+
+
+def activity_settings(args: argparse.Namespace, metrics: SchedulerMetrics) -> ActivitySettings:
+    return ActivitySettings(
+        snapshotter=not args.no_snapshotter, profile=profile_from_file(args.config), metrics=metrics
+    )
+
+
+def check_port(value: int, flag: str) -> None:
+    if not 0 <= value <= MAX_PORT:
+        raise CliError(f"{flag} {value} is not a port number (0-{MAX_PORT})")
+
+
+def check_scheduler_arguments(args: argparse.Namespace) -> None:
+    check_port(args.metrics_port, "--metrics-port")
+    if args.max_cached_workflows < 0:
+        raise CliError(
+            f"--max-cached-workflows must be 0 or more, got {args.max_cached_workflows}"
+        )
+    if args.max_concurrent_activities < 1:
+        raise CliError(
+            f"--max-concurrent-activities must be at least 1, got {args.max_concurrent_activities}"
+        )
+    if args.local_cycles_up_to < 0:
+        raise CliError(f"--local-cycles-up-to must be 0 or more, got {args.local_cycles_up_to}")
+    if args.admission_window < 0:
+        raise CliError(f"--admission-window must be 0 or more, got {args.admission_window}")
+    if args.admission_window and args.no_snapshotter:
+        raise CliError(
+            "--admission-window needs the Scheduled condition our snapshotter's turns write; "
+            "beside KubeFleet (--no-snapshotter) there is no window (docs/priority.md)"
+        )
+
+
+# `fleet-scheduler dev` with no flags is `make run`: these defaults are the Makefile's.
+DEV_RUN_DIR: Final = Path(".run")
+
+
+# Where `make run` writes its kubeconfig, relative to the repository root it runs in.
+DEV_KUBECONFIG: Final = DEV_RUN_DIR / "kubeconfig"
+
+
+def worker_version(args: argparse.Namespace) -> WorkerVersion | None:
+    if args.build_id is None:
+        return None
+    try:
+        return WorkerVersion(
+            build_id=args.build_id, deployment=args.deployment_name, promote=not args.no_promote
+        )
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def hub_kubeconfig(
+    kubeconfig: Path | None, *, local_default: bool, env: Mapping[str, str] | None = None
+) -> Path | None:
+    """The kubeconfig a command reads the hub with: `--kubeconfig`; else, for the commands a
+    person runs beside `make run` (`local_default`), `.run/kubeconfig` when it exists in the
+    current directory and $KUBECONFIG is not set, as `requeue`, `explain` and `status` reach
+    `make run`'s Temporal when nothing else is configured; else None: $KUBECONFIG, the pod's
+    service account or ~/.kube/config (`HubClient.from_env`)."""
+    if kubeconfig is not None:
+        return kubeconfig
+    environment = os.environ if env is None else env
+    if local_default and not environment.get("KUBECONFIG") and DEV_KUBECONFIG.is_file():
+        return DEV_KUBECONFIG
+    return None
+
+
+def hub_client(
+    kubeconfig: Path | None, context: str | None, *, local_default: bool = False
+) -> HubClient:
+    path = hub_kubeconfig(kubeconfig, local_default=local_default)
+    if path is None:
+        return HubClient.from_env(context)
+    if not path.is_file():
+        raise CliError(f"kubeconfig {str(path)!r} does not exist; pass the hub's "
+                       "kubeconfig with --kubeconfig, or omit it to use in-cluster config")
+    return HubClient.from_kubeconfig(path, context)
+
+
+def add_placement_argument(parser: argparse.ArgumentParser) -> None:
+    """NAME, with kubectl's `-n NAMESPACE` for a ResourcePlacement (`--namespace` is Temporal's
+    namespace, as in every command that talks to Temporal)."""
+    parser.add_argument(
+        "name", help="the placement's name: a ClusterResourcePlacement's, or with -n a "
+                     "ResourcePlacement's"
+    )
+    parser.add_argument(
+        "-n", "--placement-namespace", dest="placement_namespace", default=None,
+        metavar="NAMESPACE",
+        help="the ResourcePlacement NAME in this hub namespace (as kubectl's -n; without it, "
+             "NAME is a ClusterResourcePlacement)",
+    )
+
+
+def placement_workflow_id(name: str, namespace: str | None = None) -> str:
+    if namespace is not None and not namespace:
+        raise CliError("-n needs a namespace (leave -n out for a ClusterResourcePlacement)")
+    try:
+        return names.workflow_id(name, namespace)
+    except ValueError as exc:
+        hint = ""
+        if "/" in name and namespace is None:
+            space, _, rest = name.rpartition("/")
+            hint = f" (a ResourcePlacement is named with -n: -n {space} {rest})"
+        raise CliError(f"{exc}{hint}") from exc
+
+
+def placement_args(workflow_id: str) -> str:
+    """How a command line names the placement of `workflow_id`: `NAME` or `-n NAMESPACE NAME`."""
+    namespace, name = names.placement_of(workflow_id)
+    return f"-n {namespace} {name}" if namespace else name
+
+
+def described(workflow_id: str) -> str:
+    namespace, name = names.placement_of(workflow_id)
+    if namespace:
+        return f"ResourcePlacement named {name!r} in hub namespace {namespace!r}"
+    return f"ClusterResourcePlacement named {name!r}"
+
+
+def rpc_problem(exc: RPCError, workflow_id: str, namespace: str) -> CliError:
+    if exc.status == RPCStatusCode.NOT_FOUND and COMPLETED_MESSAGE in exc.message:
+        return CliError(
+            f"{workflow_id} has finished: its placement was deleted and cleaned up, so there is "
+            f"nothing to requeue (`{self_command()} explain "
+            f"{placement_args(workflow_id)}` still shows its last cycle)"
+        )
+    if exc.status == RPCStatusCode.NOT_FOUND:
+        return CliError(
+            f"no placement workflow {workflow_id} in Temporal namespace {namespace}: is there a "
+            f"{described(workflow_id)}, and is the watcher ({PROG} run or dev) running?"
+        )
+    if exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+        return CliError(
+            f"no worker answered for {workflow_id} within {RPC_TIMEOUT.total_seconds():g}s: is "
+            f"{PROG} run (or dev) running for Temporal namespace {namespace}?"
+        )
+    return CliError(f"{workflow_id}: {exc.message}")
+
+
+async def query_status(client: Client, workflow_id: str, namespace: str) -> PlacementStatus:
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        status: PlacementStatus = await handle.query(
+            names.QUERY_STATUS, result_type=PlacementStatus, rpc_timeout=RPC_TIMEOUT
+        )
+    except RPCError as exc:
+        raise rpc_problem(exc, workflow_id, namespace) from exc
+    except (WorkflowQueryFailedError, WorkflowQueryRejectedError) as exc:
+        raise CliError(f"the status query of {workflow_id} failed: {one_line(exc)}") from exc
+    return status
+
+
+def positive_seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {value!r}")
+    return seconds
+
+
+def add_local_hub_arguments(parser: argparse.ArgumentParser) -> None:
+    """--kubeconfig and --context of the commands a person runs, which find `make run`'s hub."""
+    parser.add_argument("--kubeconfig", type=Path, default=None, metavar="PATH",
+                        help="the hub's kubeconfig (default: $KUBECONFIG; else "
+                             f"{DEV_KUBECONFIG} when it exists in the current directory, as "
+                             "`make run` writes it in the repository root; else the pod's "
+                             "service account, or ~/.kube/config)")
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+
+
+def add_hub_and_profile_arguments(parser: argparse.ArgumentParser) -> None:
+    """What `plan` and `rebalance` read: the hub, and the profile the cycles would use."""
+    add_local_hub_arguments(parser)
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="the scheduler's configuration: a profile YAML of plugins and scoring "
+                             "(default: KubeFleet's default profile)")
