@@ -44,11 +44,12 @@ from activities.clusters import ClusterCache
 from activities.plumbing import ActivitySettings
 from activities.translate import is_retryable
 from activities.turn import ScheduleOnce
+from control.config import DEFAULT_MAX_CONCURRENT_ACTIVITIES
 from hub.client import HubClient, Resync, WatchEvent
 from hub.types import ClusterResourcePlacement
 from scheduler import Outcome
 from workers.temporal_client import TemporalTarget, connect
-from workers.worker import DEFAULT_MAX_CONCURRENT_ACTIVITIES, split_workers
+from workers.worker import split_workers
 from workflows.models import (
     CleanupReport,
     CleanupRequest,

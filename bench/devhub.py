@@ -81,7 +81,7 @@ class Server:
         durability = ["--data-dir", str(workdir / "data")] if durable else []
         self.process = subprocess.Popen(
             [sys.executable, "-m", "workers.cli", "--log-level", "WARNING", "devhub",
-             "--port", "0", "--kubeconfig-out", str(self.kubeconfig), *durability],
+             "--hub-port", "0", "--kubeconfig-out", str(self.kubeconfig), *durability],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )
         deadline = time.monotonic() + STARTUP_TIMEOUT

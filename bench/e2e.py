@@ -8,7 +8,8 @@ baselines on the same hub and the same burst, in one run.
 The script starts what `fleet-scheduler dev` runs, each part as its own process so its peak
 memory can be read from /proc: devhub (`fleet-scheduler devhub`), the Temporal dev server
 (`workers.devserver.DevServer`, headless, SQLite in WAL mode or in memory), the worker
-(`fleet-scheduler run --no-watcher`) and the watcher (`fleet-scheduler run --no-worker`). It
+(`fleet-scheduler run --components workflows,activities`) and the watcher
+(`fleet-scheduler run --components watcher`). It
 puts K member clusters in devhub (heartbeats kept fresh), then runs, in this order:
 
 1. ceiling: the real PlacementWorkflow on a worker built like ours but whose schedule_once
@@ -235,10 +236,12 @@ class Bench:
     async def e2e(self) -> None:
         local = ("--local-cycles-up-to", str(self.args.local_cycles_up_to))
         worker = self.stack.scheduler_part(
-            "worker", TEMPORAL_TASK_QUEUE, "--no-watcher", "--processes", str(self.args.processes),
-            *local,
+            "worker", TEMPORAL_TASK_QUEUE, "--components", "workflows,activities",
+            "--processes", str(self.args.processes), *local,
         )  # fmt: skip
-        watcher = self.stack.scheduler_part("watcher", TEMPORAL_TASK_QUEUE, "--no-worker", *local)
+        watcher = self.stack.scheduler_part(
+            "watcher", TEMPORAL_TASK_QUEUE, "--components", "watcher", *local
+        )
         # At a line's start: the worker's activity processes echo their own, prefixed.
         worker.start(ready=r"^fleet-scheduler run: ready in")
         watcher.start(ready=r"^fleet-scheduler run: ready in")

@@ -255,7 +255,7 @@ class Stack:
     def start_devhub(self) -> None:
         self.devhub = Child(
             "devhub",
-            [*CLI, "devhub", "--port", "0", "--kubeconfig-out", str(self.kubeconfig)],
+            [*CLI, "devhub", "--hub-port", "0", "--kubeconfig-out", str(self.kubeconfig)],
             self.workdir,
         ).start(ready=r"^devhub serving")
         self.devhub.wait_ready()
@@ -306,7 +306,7 @@ class Stack:
                 *CLI, "run",
                 "--kubeconfig", str(self.kubeconfig),
                 "--temporal-address", self.server.target,
-                "--namespace", self.server.namespace,
+                "--temporal-namespace", self.server.namespace,
                 "--task-queue", task_queue,
                 "--metrics-host", "127.0.0.1",
                 "--metrics-port", "0",

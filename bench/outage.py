@@ -35,10 +35,10 @@ from temporalio.client import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workers.watcher import Watcher
-
 from activities.outage import HubGate
 from activities.plumbing import ActivitySettings
+from control.config import RunConfig
+from control.watcher import Watcher
 from devhub import DevHub
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster
@@ -120,7 +120,7 @@ async def variant(
     placements = [f"o{label[0]}-{uuid.uuid4().hex[:4]}-{i:05d}" for i in range(args.placements)]
     gate = hub_gate(hub) if gated else HubGate(lambda: None, max_wait_s=0.0)
     worker = build_worker(client, hub, task_queue=queue, settings=ActivitySettings(hub_gate=gate))
-    watcher = Watcher(hub, client, task_queue=queue)
+    watcher = Watcher(hub, client, RunConfig(task_queue=queue))
     stop = asyncio.Event()
     async with worker:
         watching = asyncio.create_task(watcher.run(stop))

@@ -31,6 +31,7 @@ from outage import each, report, statuses, wait_cycles
 from temporalio.client import Client
 
 from activities.plumbing import ActivitySettings
+from control.config import RunConfig
 from control.schedules import ensure_reconcile_schedule
 from control.watcher import Watcher
 from devhub import DevHub
@@ -57,7 +58,8 @@ async def restart(
         await ensure_reconcile_schedule(client, queue, timedelta(hours=1), standalone=True)
     worker = build_worker(client, hub, task_queue=queue, settings=ActivitySettings())
     async with worker:
-        first = Watcher(hub, client, task_queue=queue, reconcile_at_start=reconcile)
+        config = RunConfig(task_queue=queue, reconcile_every_s=3600.0 if reconcile else 0.0)
+        first = Watcher(hub, client, config)
         stop = asyncio.Event()
         task = asyncio.create_task(first.run(stop))
         await first.wait_ready(timeout=120)
@@ -69,7 +71,7 @@ async def restart(
         await asyncio.wait_for(task, 60)
 
         before = await total_cycles(client, placements)
-        second = Watcher(hub, client, task_queue=queue, reconcile_at_start=reconcile)
+        second = Watcher(hub, client, config)
         stop = asyncio.Event()
         began = time.monotonic()
         task = asyncio.create_task(second.run(stop))

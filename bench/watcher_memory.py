@@ -1,5 +1,6 @@
-"""Watcher memory bench: the peak RSS of `fleet-scheduler run --no-worker` over a hub holding P
-placements with their policy snapshots and bindings, and the Temporal work it does at start.
+"""Watcher memory bench: the peak RSS of `fleet-scheduler run --components watcher` over a hub
+holding P placements with their policy snapshots and bindings, and the Temporal work it does at
+start.
 
     python bench/watcher_memory.py [--placements 10000] [--clusters 100]
 
@@ -98,7 +99,7 @@ async def main(args: argparse.Namespace) -> None:
         log = (workdir / "watcher.log").open("w")
         started = time.monotonic()
         watcher = subprocess.Popen(
-            [*CLI, "run", "--no-worker", "--kubeconfig", str(kubeconfig),
+            [*CLI, "run", "--components", "watcher", "--kubeconfig", str(kubeconfig),
              "--temporal-address", server.target, "--task-queue", "bench-memory",
              "--reconcile-every", "0", "--metrics-port", "0", "--metrics-host", "127.0.0.1"],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},

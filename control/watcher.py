@@ -46,6 +46,7 @@ from typing import Any, Final, Literal, Protocol
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from control.config import RunConfig
 from control.outbox import AdmissionWindow, Backoff, Batch, Outbox
 from control.routes import (
     Room,
@@ -99,6 +100,7 @@ __all__ = [
     "WATCH_RETRY",
     "Watcher",
     "WatcherStats",
+    "WatcherTiming",
 ]
 
 _log = logging.getLogger(__name__)
@@ -134,13 +136,6 @@ ALL_WATCHED_KINDS: Final = OPTIONAL_KINDS + WATCHED_KINDS + RESOURCE_PLACEMENT_K
 DEFAULT_COALESCE_SECONDS: Final = 0.05
 # Concurrent Temporal calls: a cluster change reaching 10,000 placements opens at most this many.
 DEFAULT_MAX_IN_FLIGHT: Final = 32
-# Turns of placements not yet scheduled at their generation that may be in Temporal at once, per
-# priority key and better (control.outbox.AdmissionWindow; 0: no window). Off by default:
-# measured in bench/priority.py (bench/RESULTS.md, "Admission"), a window of 16 takes a later
-# tenant's p99 from 13.3 to 3.4-9.0 s behind 2,000 placements, but a plain burst of 1,000 ran at
-# 14.1 and 12.0/s with it against 22.7 and 14.9/s without: a fixed window small enough to help
-# also starves the pipeline when nothing better waits. Opt in where latecomers matter more.
-DEFAULT_ADMISSION_WINDOW: Final = 0
 # Placements a log line names before it counts the rest.
 MAX_NAMED: Final = 3
 # A turn whose Scheduled condition does not show up in this time (KubeFleet's controller slow or
@@ -288,80 +283,93 @@ class _WatchFailed:
 _Item = tuple[type[HubObject], "WatchEvent[Any] | Resync[Any] | _WatchFailed"]
 
 
+@dataclass(frozen=True)
+class WatcherTiming:
+    """The watcher's clocks and limits: not flags, but what tests and benches shrink. See the
+    module constants of the same meaning."""
+
+    coalesce_seconds: float = DEFAULT_COALESCE_SECONDS
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    watch_seconds: int = DEFAULT_WATCH_SECONDS
+    watch_retry: Backoff = WATCH_RETRY
+    send_retry: Backoff = SEND_RETRY
+    admission_timeout: float = DEFAULT_ADMISSION_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if self.coalesce_seconds < 0:
+            raise ValueError(
+                f"coalesce_seconds must not be negative, got {self.coalesce_seconds}"
+            )
+        if self.max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, got {self.max_in_flight}")
+        if self.watch_seconds < 1:
+            raise ValueError(f"watch_seconds must be at least 1, got {self.watch_seconds}")
+
+
 class Watcher:
     """Watches the hub and signals placement workflows; one `run` per instance.
 
     Args:
         hub: the hub to watch; shared with nothing that closes it while the watcher runs.
         temporal: a connected client (with the pydantic data converter, like every client here).
-        task_queue: where started workflows run.
-        snapshotter: standalone mode (our workflows create policy snapshots): placement creation
-            and spec changes signal `placement_changed`, and start-up signals use it too.
-            False beside KubeFleet's hub agent: those arrive as snapshot events instead.
+        config: the process's RunConfig; the watcher reads its part of it:
+            - `task_queue`: where started workflows run;
+            - `snapshotter`: standalone mode (our workflows create policy snapshots): placement
+              creation and spec changes signal `placement_changed`, and start-up signals use
+              it too. False beside KubeFleet's hub agent: those arrive as snapshot events;
+            - `reconciles`: the process keeps the reconcile Schedule, so start-up triggers one
+              reconcile instead of signalling every placement;
+            - `local_cycles_up_to`: every start and signal tells the workflow to run its turns
+              as local activities while the fleet has at most this many member clusters, and
+              on the activity queue above (0: never; docs/operations.md, "Local cycles");
+            - `admission_window`: how many turns of placements not scheduled at their
+              generation may be in Temporal at once, per priority key and better
+              (control.outbox.AdmissionWindow; standalone mode only; 0: no window);
+            - `resource_placements`: watch namespaced ResourcePlacements and their kinds.
         metrics: counts every routed change as `count_watcher_event(kind, event, action)`,
             action "signalled" or "ignored" (and one "RESYNC"/"listed" per full list).
+        queue_sort: the profile's QueueSort plugin (default: KubeFleet's default profile's).
+        timing: clocks and limits (WatcherTiming).
         eligibility: decides "became eligible" on MemberCluster updates.
         clock: wall-clock time for eligibility.
-        coalesce_seconds, max_in_flight, watch_seconds, watch_retry, send_retry: see the
-            module constants of the same meaning.
-        local_cycles_up_to: every start and signal tells the workflow to run its turns as
-            local activities while the fleet has at most this many member clusters, and on
-            the activity queue above (0: never; docs/operations.md, "Local cycles").
-        admission_window, admission_timeout: how many turns of placements not scheduled at
-            their generation may be in Temporal at once, per priority key and better, and how
-            long one holds its place at most (control.outbox.AdmissionWindow; standalone
-            mode only; 0: no window).
     """
 
     def __init__(
         self,
         hub: HubClient,
         temporal: Client,
+        config: RunConfig | None = None,
         *,
-        task_queue: str = names.DEFAULT_TASK_QUEUE,
-        snapshotter: bool = True,
         metrics: WatcherMetrics | None = None,
+        queue_sort: QueueSortPlugin | None = None,
+        timing: WatcherTiming | None = None,
         eligibility: EligibilityChecker | None = None,
         clock: Callable[[], datetime] = _utcnow,
-        coalesce_seconds: float = DEFAULT_COALESCE_SECONDS,
-        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-        watch_seconds: int = DEFAULT_WATCH_SECONDS,
-        watch_retry: Backoff = WATCH_RETRY,
-        send_retry: Backoff = SEND_RETRY,
-        reconcile_at_start: bool = False,
-        local_cycles_up_to: int = 0,
-        resource_placements: bool = True,
-        queue_sort: QueueSortPlugin | None = None,
-        admission_window: int = DEFAULT_ADMISSION_WINDOW,
-        admission_timeout: float = DEFAULT_ADMISSION_TIMEOUT,
     ) -> None:
-        if coalesce_seconds < 0:
-            raise ValueError(f"coalesce_seconds must not be negative, got {coalesce_seconds}")
-        if max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
-        if watch_seconds < 1:
-            raise ValueError(f"watch_seconds must be at least 1, got {watch_seconds}")
+        config = config or RunConfig()
+        timing = timing or WatcherTiming()
         self._hub = hub
         self._temporal = temporal
-        self.task_queue = task_queue
-        self.snapshotter = snapshotter
+        self.config = config
+        self.task_queue = config.task_queue
+        self.snapshotter = config.snapshotter
         self._metrics = metrics
         if metrics is not None:
             metrics.track_unschedulable(self._shortages)
             metrics.track_overcommit(self._overcommitted)
         self._checker = eligibility or EligibilityChecker()
         self._clock = clock
-        self._window = coalesce_seconds
-        self._watch_seconds = watch_seconds
-        self._watch_retry = watch_retry
-        self._send_retry = send_retry
-        self._reconcile_at_start = reconcile_at_start
-        self._local_cycles_up_to = local_cycles_up_to
+        self._window = timing.coalesce_seconds
+        self._watch_seconds = timing.watch_seconds
+        self._watch_retry = timing.watch_retry
+        self._send_retry = timing.send_retry
+        self._reconcile_at_start = config.reconciles
+        self._local_cycles_up_to = config.local_cycles_up_to
 
         self.kinds = (
             OPTIONAL_KINDS
             + WATCHED_KINDS
-            + (RESOURCE_PLACEMENT_KINDS if resource_placements else ())
+            + (RESOURCE_PLACEMENT_KINDS if config.resource_placements else ())
         )
         self._sorter = queue_sort or default_profile().queue_sorter
         self._classes = PriorityClasses()
@@ -375,7 +383,9 @@ class Watcher:
         # A turn is seen done by the Scheduled condition our activities write in standalone
         # mode. Beside KubeFleet that condition is its controller's, written on its own time:
         # no window there (docs/priority.md, "Admission").
-        self._admission = AdmissionWindow(admission_window if snapshotter else 0, admission_timeout)
+        self._admission = AdmissionWindow(
+            config.admission_window if config.snapshotter else 0, timing.admission_timeout
+        )
         self._expiry: asyncio.TimerHandle | None = None
         self._in_flight: set[str] = set()
         self._attempts: dict[str, int] = {}
@@ -387,7 +397,7 @@ class Watcher:
         self._queue: asyncio.Queue[_Item] = asyncio.Queue(maxsize=QUEUE_SIZE)
         self._wake = asyncio.Event()
         self._ready = asyncio.Event()
-        self._free = max_in_flight  # sends that may start now
+        self._free = timing.max_in_flight  # sends that may start now
         self._stopping = False
         self._sends: set[asyncio.Task[None]] = set()
 

@@ -48,6 +48,7 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
 from temporalio.service import RetryConfig, RPCError, RPCStatusCode
 
+from control.config import LOOPBACK
 from workflows import names
 
 __all__ = [
@@ -85,7 +86,6 @@ _DIE_WITH_PARENT: Final = (
     "os.execv(sys.argv[2], sys.argv[2:])\n"
 )
 DEFAULT_NAMESPACE: Final = "default"
-LOOPBACK: Final = "127.0.0.1"
 LOG_LEVEL: Final = "warn"
 # free_port: where it looks, and how hard (see its docstring).
 EPHEMERAL_RANGE_FILE: Final = "/proc/sys/net/ipv4/ip_local_port_range"

@@ -35,8 +35,9 @@ from prometheus_client.registry import Collector
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from activities.plumbing import BindingWrite, CycleOutcome
+from control.config import LOOPBACK
 from scheduler.invariants import INVARIANTS
-from workers.devserver import LOOPBACK, free_port
+from workers.devserver import free_port
 from workers.processes import merge_expositions
 
 __all__ = [

@@ -1,5 +1,5 @@
 """Activity-worker processes: `fleet-scheduler run --processes N` starts N children, each a
-`fleet-scheduler run --activities-only` with its own cluster cache, and keeps them running.
+`fleet-scheduler run --components activities` with its own cluster cache, and keeps them running.
 
 A cycle is pure Python, so one process runs one cycle at a time however many threads it has;
 cycles spread over cores (and, with more pods, over hosts) as processes polling the activity

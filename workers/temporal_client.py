@@ -205,7 +205,7 @@ async def connect(
             raise TemporalUnavailableError(
                 f"Temporal at {address} has no Temporal namespace {namespace!r}; create it "
                 f"(`temporal operator namespace create --namespace {namespace}`) or pass "
-                "--namespace"
+                "--temporal-namespace"
             ) from exc
         raise TemporalUnavailableError(
             f"Temporal at {address} did not describe Temporal namespace {namespace!r}: "

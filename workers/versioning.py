@@ -36,15 +36,17 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkerDeploymentConfig
 
+from control.config import DEFAULT_DEPLOYMENT_NAME, VersionFlags
+
 __all__ = [
     "DEFAULT_DEPLOYMENT_NAME",
     "PromoteError",
     "WorkerVersion",
     "current_build_id",
     "promote",
+    "worker_version",
 ]
 
-DEFAULT_DEPLOYMENT_NAME: Final = "fleet-scheduler"
 MAX_NAME: Final = 255
 PROMOTE_RPC_TIMEOUT: Final = timedelta(seconds=5)
 PROMOTE_POLL_S: Final = 0.25
@@ -84,6 +86,17 @@ class WorkerVersion:
             use_worker_versioning=True,
             default_versioning_behavior=VersioningBehavior.AUTO_UPGRADE,
         )
+
+
+def worker_version(flags: VersionFlags) -> WorkerVersion | None:
+    """The version `flags` ask for: None without a build id (an unversioned worker).
+
+    Raises:
+        ValueError: a build id or deployment name Temporal would refuse.
+    """
+    if flags.build_id is None:
+        return None
+    return WorkerVersion(flags.build_id, flags.deployment_name, flags.promote)
 
 
 async def current_build_id(client: Client, deployment: str) -> str | None:

@@ -40,22 +40,23 @@ from activities.plumbing import ActivitySettings
 from activities.rebalance import RebalanceFleet
 from activities.reconcile import ReconcileFleet
 from activities.turn import ScheduleOnce
-from control.watcher import DEFAULT_ADMISSION_WINDOW, Watcher
+from control.config import (
+    DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    RunConfig,
+)
+from control.watcher import Watcher
 from hub.client import HubClient
 from hub.types import MemberCluster
-from workers.devserver import LOOPBACK
 from workers.health import HealthServer, Readiness
 from workers.metrics import SchedulerMetrics
 from workers.processes import STOP_GRACE_S, ActivityProcesses
-from workers.versioning import PromoteError, WorkerVersion, promote
+from workers.versioning import PromoteError, WorkerVersion, promote, worker_version
 from workflows import names
 from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
 from workflows.rebalance import RebalanceWorkflow
 from workflows.reconcile import ReconcileWorkflow
 
 __all__ = [
-    "DEFAULT_MAX_CACHED_WORKFLOWS",
-    "DEFAULT_MAX_CONCURRENT_ACTIVITIES",
     "PART_ACTIVITIES",
     "PART_WATCHER",
     "PART_WORKER",
@@ -69,12 +70,6 @@ __all__ = [
 
 log = logging.getLogger("fleet_scheduler.worker")
 
-# Each activity holds a thread while it waits on the hub; 16 keeps a 2-core machine busy
-# without letting one slow hub hold hundreds of threads.
-DEFAULT_MAX_CONCURRENT_ACTIVITIES: Final = 16
-# Workflows kept in memory between their tasks (the SDK's default); each costs about 170 KB
-# (bench/workflow_cache.py), and one evicted replays its history on its next task.
-DEFAULT_MAX_CACHED_WORKFLOWS: Final = 1000
 # Activity slots of the workflow worker: the reconcile activity, and placement activities that
 # an earlier version scheduled on the workflow task queue (before they had a queue of their own).
 WORKFLOW_WORKER_ACTIVITY_SLOTS: Final = 4
@@ -407,52 +402,50 @@ async def serve(
     client: Client,
     hub: HubClient,
     stop: asyncio.Event,
+    config: RunConfig,
     *,
-    task_queue: str = names.DEFAULT_TASK_QUEUE,
     settings: ActivitySettings | None = None,
     metrics: SchedulerMetrics | None = None,
-    run_worker: bool = True,
-    run_watcher: bool = True,
-    run_activities: bool | None = None,
     activity_processes: ActivityProcesses | None = None,
-    health_host: str = LOOPBACK,
-    health_port: int | None = 0,
-    max_concurrent_activities: int = DEFAULT_MAX_CONCURRENT_ACTIVITIES,
-    max_cached_workflows: int = DEFAULT_MAX_CACHED_WORKFLOWS,
     on_ready: Callable[[Serving], None] | None = None,
-    version: WorkerVersion | None = None,
-    reconcile_at_start: bool = False,
-    local_cycles_up_to: int = 0,
-    admission_window: int = DEFAULT_ADMISSION_WINDOW,
-    resource_placements: bool = True,
 ) -> None:
-    """Run the worker, the watcher and the health server until `stop` is set, then stop them.
+    """Run the components `config` names, and the health server, until `stop` is set; then
+    stop them.
 
-    `resource_placements=False` leaves namespaced ResourcePlacements alone (KubeFleet's
-    `--enable-resource-placement=false`; for a hub without their CRDs).
-
-    `run_worker` runs the workflow worker; `run_activities` the activity worker in this
-    process (default: with the workflow worker unless `activity_processes` run the activities
-    in children, which `serve` starts, supervises and stops). `health_port=None` serves no
-    health endpoints; 0 picks a free port. `on_ready` is called once, when every part is ready.
-    `local_cycles_up_to` > 0 turns local cycles on (docs/operations.md, "Local cycles"): the
-    watcher tells workflows to run their turns in the workflow worker while the fleet has at
-    most that many clusters, and the workflow worker gets slots and a cluster cache for them.
-    `admission_window` bounds the watcher's turns in Temporal
-    (control.outbox.AdmissionWindow).
-    Returns after a clean stop.
+    `workflows` runs the workflow worker; `activities` the activity worker, in this process
+    unless `activity_processes` run it in `config.processes` children (`run` builds them from
+    `config.for_child()`), which `serve` starts, supervises and stops; `watcher` the watcher,
+    which reads its part of `config`. `config.metrics_port` None serves no health endpoints;
+    0 picks a free port. `settings` default to the config's (snapshotter, no profile);
+    `on_ready` is called once, when every part is ready. Returns after a clean stop.
 
     Raises:
         ServeError: the worker or the watcher ended by itself (the cause is chained).
         OSError: the health port cannot be bound.
+        ValueError: activity processes without `config.processes`, or the other way round.
     """
-    if run_activities is None:
-        run_activities = run_worker and activity_processes is None
-    if not (run_worker or run_watcher or run_activities or activity_processes):
-        raise ValueError("nothing to serve: the worker, activities and watcher are all off")
+    if (activity_processes is not None) != (config.processes > 0):
+        raise ValueError(
+            f"config.processes is {config.processes} but activity processes were "
+            + ("given" if activity_processes is not None else "not given")
+        )
+    if settings is not None and settings.snapshotter != config.snapshotter:
+        raise ValueError("settings.snapshotter and config.snapshotter disagree")
+    run_worker = config.workflows
+    run_watcher = config.watcher
+    run_activities = config.activities_here
+    version = worker_version(config.version)
+    task_queue = config.task_queue
+    health_host, health_port = config.metrics_host, config.metrics_port
+    max_concurrent_activities = config.max_concurrent_activities
+    local_cycles_up_to = config.local_cycles_up_to
     started = time.monotonic()
     metrics = metrics if metrics is not None else SchedulerMetrics()
-    settings = settings if settings is not None else ActivitySettings(metrics=metrics)
+    settings = (
+        settings
+        if settings is not None
+        else ActivitySettings(snapshotter=config.snapshotter, metrics=metrics)
+    )
     in_process = run_worker or run_activities
     parts = [
         name
@@ -502,7 +495,7 @@ async def serve(
                 workflows=run_worker,
                 activities=run_activities,
                 local_cycles=local_cycles,
-                max_cached_workflows=max_cached_workflows,
+                max_cached_workflows=config.max_cached_workflows,
             )
             tasks[PART_WORKER] = asyncio.create_task(worker.run(), name=PART_WORKER)
             # Only the workflow worker promotes its version: the activity processes join it.
@@ -529,13 +522,8 @@ async def serve(
             watcher = Watcher(
                 hub,
                 client,
-                task_queue=task_queue,
-                snapshotter=settings.snapshotter,
+                config,
                 metrics=metrics,
-                reconcile_at_start=reconcile_at_start,
-                local_cycles_up_to=local_cycles_up_to,
-                admission_window=admission_window,
-                resource_placements=resource_placements,
                 queue_sort=settings.profile.queue_sorter if settings.profile else None,
             )
             tasks[PART_WATCHER] = asyncio.create_task(watcher.run(stop), name=PART_WATCHER)

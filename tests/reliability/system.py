@@ -6,7 +6,8 @@
 - `TemporalProcess`: `temporal server start-dev --db-filename` (headless, SQLite in WAL mode,
   the flags `workers.devserver.DevServer` uses); restarted on the same port it resumes every
   workflow, timer and task from its database.
-- `SchedulerProcess`: `fleet-scheduler run --no-watcher` (a worker) or `--no-worker` (a watcher),
+- `SchedulerProcess`: `fleet-scheduler run --components workflows,activities` (a worker) or
+  `--components watcher` (a watcher),
   exactly as deployed.
 
 `System` starts them in dependency order, can kill (SIGKILL, no clean-up in the victim) and
@@ -222,16 +223,16 @@ class SchedulerProcess(_Restartable):
         return {self.identity} | {f"{pid}@{host}" for pid in children_of(self.proc.pid)}
 
     def spawn(self) -> None:
-        only = "--no-watcher" if self.role == "worker" else "--no-worker"
+        only = "workflows,activities" if self.role == "worker" else "watcher"
         argv = [
             *fleet_scheduler(), "run",
             "--kubeconfig", str(self._hub.kubeconfig),
             "--temporal-address", self._temporal.address,
-            "--namespace", NAMESPACE,
+            "--temporal-namespace", NAMESPACE,
             "--task-queue", self.task_queue,
             "--metrics-host", "127.0.0.1",
             "--metrics-port", "0",
-            only,
+            "--components", only,
             *self.extra,
         ]  # fmt: skip
         self.proc = self._procs.spawn(self.name, argv, cwd=REPO)

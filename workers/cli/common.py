@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Final
+from typing import Any, Final
 
 from temporalio.client import (
     Client,
@@ -26,10 +26,16 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.plumbing import ActivitySettings
+from control.config import (
+    DEFAULT_ADMISSION_WINDOW,
+    DEFAULT_MAX_CACHED_WORKFLOWS,
+    DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    RunConfig,
+    TemporalFlags,
+)
 from control.schedules import (
     DEFAULT_RECONCILE_EVERY,
 )
-from control.watcher import DEFAULT_ADMISSION_WINDOW
 from hub.client import HubClient
 from scheduler import Profile, ProfileError, load_profile
 from workers.devserver import (
@@ -42,54 +48,31 @@ from workers.temporal_client import (
     load_target,
 )
 from workers.versioning import WorkerVersion
-from workers.worker import (
-    DEFAULT_MAX_CACHED_WORKFLOWS,
-    DEFAULT_MAX_CONCURRENT_ACTIVITIES,
-)
 from workflows import names
 from workflows.models import (
     PlacementStatus,
 )
 
-if TYPE_CHECKING:
-    pass
-
 log = logging.getLogger("fleet_scheduler.cli")
 
 
 PROG: Final = "fleet-scheduler"
-
-
 EXIT_OK = 0
-
-
 EXIT_USAGE = 2
-
-
 EXIT_FAILED = 1
-
-
 EXIT_INTERRUPTED = 130
-
-
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 # SIGHUP too: closing the terminal must stop `dev` in order (the dev server last), not leave
 # its children holding the ports.
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
 MAX_PORT: Final = 65535
-
-
 DEVHUB_DIR: Final = "devhub"  # under `dev --data-dir`, beside Temporal's temporal.db
 
 
 # A signal or query is one round trip; a query also waits for a worker to answer it.
 RPC_TIMEOUT: Final = timedelta(seconds=10)
-
-
 BUILD_ID_ENV: Final = "FLEET_BUILD_ID"  # `run --build-id`
 
 
@@ -179,6 +162,27 @@ def profile_from_file(path: Path | None) -> Profile | None:
         raise CliError(f"scheduler config (--config) {str(path)!r}: {one_line(exc)}") from exc
 
 
+class DeprecatedAlias(argparse.Action):
+    """An old spelling of a flag, kept for the deploy manifests and scripts that use it: it
+    stores into the new flag's destination and says once on stderr what to write instead."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, instead: str,
+                 **kwargs: Any) -> None:
+        self.instead = instead
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        deprecated(option_string or self.option_strings[0], self.instead)
+        setattr(namespace, self.dest, values if self.nargs != 0 else self.const)
+
+
+def deprecated(old: str, instead: str) -> None:
+    """One line on stderr: `old` (a flag, or flags) still works; `instead` is how to say it."""
+    verb = "are" if " " in old.strip() and old.startswith("-") and " -" in old else "is"
+    print(f"{PROG}: {old} {verb} deprecated; use {instead}", file=sys.stderr, flush=True)
+
+
 def add_temporal_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--temporal-address", default=None, metavar="HOST:PORT",
@@ -186,9 +190,14 @@ def add_temporal_arguments(parser: argparse.ArgumentParser) -> None:
              f"{DEFAULT_TEMPORAL_ADDRESS})",
     )
     parser.add_argument(
-        "--namespace", default=None,
+        "--temporal-namespace", default=None, metavar="NAMESPACE",
         help="Temporal namespace (default: $TEMPORAL_NAMESPACE, the Temporal config profile, or "
              f"{DEFAULT_NAMESPACE})",
+    )
+    parser.add_argument(
+        "--namespace", dest="temporal_namespace", action=DeprecatedAlias,
+        instead="--temporal-namespace", metavar="NAMESPACE",
+        help="deprecated spelling of --temporal-namespace (-n is a placement's namespace)",
     )
     parser.add_argument(
         "--temporal-profile", default=None, metavar="NAME",
@@ -197,10 +206,17 @@ def add_temporal_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def temporal_target(args: argparse.Namespace) -> TemporalTarget:
-    return load_target(
-        address=args.temporal_address, namespace=args.namespace, profile=args.temporal_profile
+def temporal_flags(args: argparse.Namespace) -> TemporalFlags:
+    return TemporalFlags(
+        address=args.temporal_address,
+        namespace=args.temporal_namespace,
+        profile=args.temporal_profile,
     )
+
+
+def temporal_target(args: argparse.Namespace) -> TemporalTarget:
+    flags = temporal_flags(args)
+    return load_target(address=flags.address, namespace=flags.namespace, profile=flags.profile)
 
 
 def add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: int) -> None:
@@ -263,10 +279,46 @@ def add_reconcile_argument(parser: argparse.ArgumentParser, *, off: str) -> None
                              "watcher start signals every placement instead")
 
 
-def activity_settings(args: argparse.Namespace, metrics: SchedulerMetrics) -> ActivitySettings:
+# `--fairness` without --config: KubeFleet's default profile with PrioritySort's fairness on.
+FAIR_PROFILE: Final = (
+    "name: DefaultProfileFair\n"
+    "pluginConfig: [{name: PrioritySort, args: {fairness: {enabled: true}}}]\n"
+)
+
+
+def scheduler_profile(config: RunConfig) -> Profile | None:
+    """The profile the config names: its file, else the fair profile with `fairness`, else None
+    (KubeFleet's default)."""
+    profile = profile_from_file(config.profile_file)
+    if profile is None and config.fairness:
+        return load_profile(FAIR_PROFILE)
+    return profile
+
+
+def activity_settings(config: RunConfig, metrics: SchedulerMetrics) -> ActivitySettings:
     return ActivitySettings(
-        snapshotter=not args.no_snapshotter, profile=profile_from_file(args.config), metrics=metrics
+        snapshotter=config.snapshotter, profile=scheduler_profile(config), metrics=metrics
     )
+
+
+def scheduler_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The RunConfig fields of the flags `add_scheduler_arguments`, `add_reconcile_argument`
+    and `--fairness` declare, checked."""
+    check_scheduler_arguments(args)
+    return {
+        "task_queue": args.task_queue,
+        "snapshotter": not args.no_snapshotter,
+        "profile_file": args.config,
+        "fairness": args.fairness,
+        "resource_placements": not args.no_resource_placements,
+        "local_cycles_up_to": args.local_cycles_up_to,
+        "admission_window": args.admission_window,
+        "max_concurrent_activities": args.max_concurrent_activities,
+        "max_cached_workflows": args.max_cached_workflows,
+        "metrics_port": args.metrics_port,
+        "reconcile_every_s": args.reconcile_every,
+        "log_level": args.log_level,
+    }
 
 
 def check_port(value: int, flag: str) -> None:
@@ -342,13 +394,18 @@ def hub_client(
     return HubClient.from_kubeconfig(path, context)
 
 
-def add_placement_argument(parser: argparse.ArgumentParser) -> None:
-    """NAME, with kubectl's `-n NAMESPACE` for a ResourcePlacement (`--namespace` is Temporal's
-    namespace, as in every command that talks to Temporal)."""
-    parser.add_argument(
-        "name", help="the placement's name: a ClusterResourcePlacement's, or with -n a "
-                     "ResourcePlacement's"
-    )
+def add_placement_argument(
+    parser: argparse.ArgumentParser, *, optional: str | None = None
+) -> None:
+    """NAME, with kubectl's `-n NAMESPACE` for a ResourcePlacement (`--temporal-namespace` is
+    Temporal's namespace, in every command that talks to Temporal). `optional`: NAME may be
+    left out, and this says what the command then covers."""
+    what = ("the placement's name: a ClusterResourcePlacement's, or with -n a "
+            "ResourcePlacement's")
+    if optional is None:
+        parser.add_argument("name", help=what)
+    else:
+        parser.add_argument("name", nargs="?", default=None, help=f"{what} (default: {optional})")
     parser.add_argument(
         "-n", "--placement-namespace", dest="placement_namespace", default=None,
         metavar="NAMESPACE",

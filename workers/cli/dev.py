@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import sys
 import time
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from temporalio.client import (
 )
 from temporalio.runtime import Runtime
 
+from control.config import LOOPBACK, HubFlags, RunConfig
 from control.schedules import (
     ensure_reconcile_schedule,
     remove_reconcile_schedule,
@@ -33,7 +33,6 @@ from hub.errors import (
 from hub.kinds import placement_key, split_key
 from hub.types import ClusterResourcePlacement, Namespace, ResourcePlacement
 from hub.types.meta import HubObject
-from scheduler import load_profile
 from workers.cli.common import (
     DEV_RUN_DIR,
     DEVHUB_DIR,
@@ -44,15 +43,14 @@ from workers.cli.common import (
     add_reconcile_argument,
     add_scheduler_arguments,
     check_port,
-    check_scheduler_arguments,
     install_stop_handlers,
     one_line,
+    scheduler_fields,
     self_command,
 )
-from workers.cli.devhub import local_stack
+from workers.cli.devhub import DEV_HUB_PORT, local_stack
 from workers.devserver import (
     FAIRNESS_DYNAMIC_CONFIG,
-    LOOPBACK,
     DevServer,
     port_is_free,
 )
@@ -75,22 +73,10 @@ if TYPE_CHECKING:
 # `dev` on a laptop: a fixed port (the OpenTelemetry Prometheus exporter's), so a bookmark or a
 # local Prometheus scrape config keeps working from one run to the next.
 DEV_METRICS_PORT: Final = 9464
-
-
-DEV_HUB_PORT: Final = 6443
-
-
 DEV_TEMPORAL_PORT: Final = 7233
-
-
 DEV_UI_PORT: Final = 8233
 
 
-# `dev --fairness` without --config: KubeFleet's default profile with PrioritySort's fairness on.
-FAIR_PROFILE: Final = (
-    "name: DefaultProfileFair\n"
-    "pluginConfig: [{name: PrioritySort, args: {fairness: {enabled: true}}}]\n"
-)
 
 
 def add_dev_arguments(parser: argparse.ArgumentParser) -> None:
@@ -266,24 +252,24 @@ async def _start_dev(
     print(f"Temporal:     {server.target}, namespace {server.namespace} ({stored})")
     print(f"Temporal UI:  {server.ui_url}/namespaces/{server.namespace}/workflows")
     client = await connect(TemporalTarget(server.target, server.namespace), runtime=runtime)
-    await _dev_reconcile_schedule(args, client)
+    await _dev_reconcile_schedule(dev_config(args), client)
     return _DevStack(hub, server, client, hub_client, kubeconfig, fleet, placements, samples)
 
 
-async def _dev_reconcile_schedule(args: argparse.Namespace, client: Client) -> None:
+async def _dev_reconcile_schedule(config: RunConfig, client: Client) -> None:
     """The reconcile Schedule `run` makes, so missed events are repaired locally too; with
     --reconcile-every 0, none (dev's Temporal is its own: one a previous start made goes)."""
-    if args.reconcile_every > 0:
+    if config.reconciles:
         schedule_id = await ensure_reconcile_schedule(
-            client, args.task_queue, timedelta(seconds=args.reconcile_every),
-            standalone=not args.no_snapshotter,
-            local_cycles_up_to=args.local_cycles_up_to,
-            resource_placements=not args.no_resource_placements,
+            client, config.task_queue, timedelta(seconds=config.reconcile_every_s),
+            standalone=config.snapshotter,
+            local_cycles_up_to=config.local_cycles_up_to,
+            resource_placements=config.resource_placements,
         )
         print(f"reconcile:    Temporal Schedule {schedule_id}, every "
-              f"{args.reconcile_every:g}s")
+              f"{config.reconcile_every_s:g}s")
         return
-    removed = await remove_reconcile_schedule(client, args.task_queue)
+    removed = await remove_reconcile_schedule(client, config.task_queue)
     print("reconcile:    off" + (" (the earlier Schedule was deleted)" if removed else ""))
 
 
@@ -316,12 +302,21 @@ def _print_dev_ready(args: argparse.Namespace, dev: _DevStack, serving: Serving)
     print("\n".join(lines), flush=True)
 
 
+def dev_config(args: argparse.Namespace) -> RunConfig:
+    """`dev`'s flags as the RunConfig of its one process: every component, activities in it,
+    /metrics on loopback."""
+    return RunConfig(
+        metrics_host=LOOPBACK,
+        hub=HubFlags(args.kubeconfig_out),
+        **scheduler_fields(args),
+    )
+
+
 async def _dev(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     remove_handlers = install_stop_handlers(stop)
-    settings = activity_settings(args, metrics := SchedulerMetrics())
-    if args.fairness and settings.profile is None:
-        settings = dataclasses.replace(settings, profile=load_profile(FAIR_PROFILE))
+    config = dev_config(args)
+    settings = activity_settings(config, metrics := SchedulerMetrics())
     try:
         async with contextlib.AsyncExitStack() as stack:
             runtime, metrics.sdk_metrics_url = sdk_metrics_runtime()
@@ -341,18 +336,10 @@ async def _dev(args: argparse.Namespace) -> int:
                 dev.client,
                 dev.hub_client,
                 stop,
-                task_queue=args.task_queue,
+                config,
                 settings=settings,
                 metrics=metrics,
-                health_host=LOOPBACK,
-                health_port=args.metrics_port,
-                max_concurrent_activities=args.max_concurrent_activities,
-                max_cached_workflows=args.max_cached_workflows,
-                local_cycles_up_to=args.local_cycles_up_to,
-                admission_window=args.admission_window,
-                resource_placements=not args.no_resource_placements,
                 on_ready=lambda serving: _print_dev_ready(args, dev, serving),
-                reconcile_at_start=args.reconcile_every > 0,
             )
             print(f"{PROG} dev: stopping the worker, watcher, Temporal and devhub", flush=True)
     finally:
@@ -365,6 +352,6 @@ def run_dev(args: argparse.Namespace) -> int:
     args.started = time.monotonic()
     for flag in ("hub_port", "temporal_port", "ui_port"):
         check_port(getattr(args, flag), "--" + flag.replace("_", "-"))
-    check_scheduler_arguments(args)
+    dev_config(args)  # checks the scheduler flags before anything starts
     setup_tracing("dev")
     return asyncio.run(_dev(args))

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Final
 
-from workers.cli.common import EXIT_FAILED, EXIT_OK, CliError, wait_for_signal
+from workers.cli.common import EXIT_FAILED, EXIT_OK, CliError, DeprecatedAlias, wait_for_signal
 
 if TYPE_CHECKING:
     from devhub import DevHub
@@ -29,6 +29,10 @@ class _LocalStack:
     sample: ModuleType
 
 
+# devhub's port, `make run`'s and `devhub`'s alike: the port a kube-apiserver listens on.
+DEV_HUB_PORT: Final = 6443
+
+
 def local_stack() -> _LocalStack:
     """devhub and its samples, imported only by the commands that run them (`dev`, `devhub`),
     so a production install without the `local` extra runs everything else."""
@@ -40,7 +44,11 @@ def local_stack() -> _LocalStack:
 
 
 def add_devhub_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, default=6443, help="port to listen on (default 6443)")
+    parser.add_argument("--hub-port", type=int, default=DEV_HUB_PORT, metavar="N",
+                        help=f"port to listen on (0 = a free port; default {DEV_HUB_PORT})")
+    parser.add_argument("--port", dest="hub_port", type=int, action=DeprecatedAlias,
+                        instead="--hub-port", metavar="N",
+                        help="deprecated spelling of --hub-port (as `dev` spells it)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback)")
     parser.add_argument("--kubeconfig-out", type=Path, required=True,
                         help="where to write a kubeconfig (server URL and token) for this hub")
@@ -55,12 +63,12 @@ def add_devhub_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_devhub(args: argparse.Namespace) -> int:
     hub = local_stack().DevHub(
-        host=args.host, port=args.port, data_dir=args.data_dir, token=args.token
+        host=args.host, port=args.hub_port, data_dir=args.data_dir, token=args.token
     )
     try:
         hub.start()
     except OSError as exc:
-        print(f"fleet-scheduler devhub: cannot listen on {args.host}:{args.port}: {exc}",
+        print(f"fleet-scheduler devhub: cannot listen on {args.host}:{args.hub_port}: {exc}",
               file=sys.stderr)
         return EXIT_FAILED
     try:

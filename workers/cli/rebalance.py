@@ -19,9 +19,12 @@ from workers.cli.common import (
     EXIT_OK,
     CliError,
     add_hub_and_profile_arguments,
+    add_placement_argument,
     add_temporal_arguments,
+    deprecated,
     hub_client,
     one_line,
+    placement_workflow_id,
     profile_from_file,
     temporal_target,
 )
@@ -36,26 +39,50 @@ def add_rebalance_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="print every move with the utilisation of both clusters before and "
                              "after, and write nothing")
-    parser.add_argument("--placement", default=None, metavar="NAME",
-                        help="move only this ClusterResourcePlacement's bindings")
+    add_placement_argument(parser, optional="every capacity-aware placement")
+    parser.add_argument("--placement", dest="old_placement", default=None, metavar="NAME",
+                        help="deprecated spelling of NAME")
     parser.add_argument("--strategy", choices=STRATEGIES, default=PACK,
                         help="pack: free whole clusters (default); spread: even out utilisation")
     add_hub_and_profile_arguments(parser)
     add_temporal_arguments(parser)
 
 
+def _placement(args: argparse.Namespace) -> str | None:
+    """The one placement the moves are narrowed to, or None for all."""
+    name: str | None = args.name
+    if args.old_placement is not None:
+        deprecated("--placement NAME", "NAME")
+        if name is not None and name != args.old_placement:
+            raise CliError(f"two placements named: {name!r} and --placement "
+                           f"{args.old_placement!r}; give NAME alone")
+        name = args.old_placement
+    if name is None:
+        if args.placement_namespace is not None:
+            raise CliError("-n names a ResourcePlacement's namespace: give its NAME too")
+        return None
+    placement_workflow_id(name, args.placement_namespace)  # refuses a malformed name
+    if args.placement_namespace is not None:
+        raise CliError(
+            f"ResourcePlacement {args.placement_namespace}/{name}: rebalancing moves "
+            "ClusterResourcePlacements only (docs/capacity.md, \"Compaction and rebalancing\")"
+        )
+    return name
+
+
 def run_rebalance(args: argparse.Namespace) -> int:
+    placement = _placement(args)
     profile = profile_from_file(args.config)
     hub = hub_client(args.kubeconfig, args.context, local_default=True)
     try:
-        plan = plan_rebalance(hub, args.strategy, profile=profile, placement=args.placement)
+        plan = plan_rebalance(hub, args.strategy, profile=profile, placement=placement)
     except (HubUnavailableError, UnauthorizedError) as exc:
         raise CliError(f"cannot read the hub at {hub.host}: {one_line(exc)}") from exc
     finally:
         hub.close()
-    if args.placement is not None and not plan.movable and args.placement not in plan.skipped:
+    if placement is not None and not plan.movable and placement not in plan.skipped:
         raise CliError(
-            f"placement {args.placement!r} has no binding that may move: is it a PickN "
+            f"placement {placement!r} has no binding that may move: is it a PickN "
             f"ClusterResourcePlacement annotated {hub_names.REBALANCE_ANNOTATION}: "
             f"{hub_names.REBALANCE_ALLOWED} and {hub_names.REQUESTS_ANNOTATION}?"
         )

@@ -55,8 +55,6 @@ from workflows.placement import CLOSING_ERROR
 from workflows.starts import start_options
 
 WAIT_TIMEOUT_S: Final = 60.0  # `requeue --wait`
-
-
 CLOSING_RETRY_S: Final = 0.2  # `requeue --wait` reached a run that is ending: send again
 
 

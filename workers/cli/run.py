@@ -1,5 +1,12 @@
 """`fleet-scheduler run`: the worker, the watcher and the activity processes against a real hub
-and Temporal, as the components of one RunConfig (workers.config)."""
+and Temporal, as the components of one RunConfig (control.config).
+
+Which parts run is one flag, `--components` (workflows, activities, watcher; all three by
+default), and where the activities run follows from it: beside another component they run in
+`--processes` child processes, one per core by default, so cycles (pure Python) use every core;
+alone (an activity Deployment's pod, scaled by pods) they run in this process. The children are
+this RunConfig made a child's (`RunConfig.for_child`) and written back as flags (`run_argv`,
+the inverse of `run_config`)."""
 
 from __future__ import annotations
 
@@ -11,10 +18,17 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Final
 
-from control.schedules import (
-    ensure_rebalance_schedule,
-    ensure_reconcile_schedule,
+from temporalio.client import Client
+
+from control.config import (
+    ALL_COMPONENTS,
+    DEFAULT_DEPLOYMENT_NAME,
+    Component,
+    HubFlags,
+    RunConfig,
+    VersionFlags,
 )
+from control.schedules import ensure_rebalance_schedule, ensure_reconcile_schedule
 from control.telemetry import setup_tracing
 from scheduler.rebalance import PACK, STRATEGIES
 from workers.cli.common import (
@@ -26,31 +40,42 @@ from workers.cli.common import (
     add_reconcile_argument,
     add_scheduler_arguments,
     add_temporal_arguments,
-    check_scheduler_arguments,
+    deprecated,
     hub_client,
     install_stop_handlers,
-    temporal_target,
-    worker_version,
+    scheduler_fields,
+    temporal_flags,
 )
-from workers.devserver import (
-    LOOPBACK,
-    ensure_search_attributes,
-)
+from workers.devserver import ensure_search_attributes
 from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
 from workers.processes import ActivityProcesses, available_cpus, exit_with_parent
-from workers.temporal_client import (
-    connect,
-)
-from workers.versioning import DEFAULT_DEPLOYMENT_NAME
-from workers.worker import (
-    serve,
-)
+from workers.temporal_client import connect, load_target
+from workers.versioning import worker_version
+from workers.worker import serve
 from workflows import names
 
 DEFAULT_METRICS_PORT: Final = 8080  # `run` in a pod: the port the probes and Prometheus use
-
-
 ALL_INTERFACES: Final = "0.0.0.0"  # a pod's probes and Prometheus come from outside loopback
+# The switches `--components` replaced, and the components each leaves out or keeps.
+_LEAVES_OUT: Final = {
+    "no_watcher": ("--no-watcher", frozenset({Component.WATCHER})),
+    "no_activities": ("--no-activities", frozenset({Component.ACTIVITIES})),
+}
+_KEEPS_ONLY: Final = {
+    "no_worker": ("--no-worker", frozenset({Component.WATCHER})),
+    "activities_only": ("--activities-only", frozenset({Component.ACTIVITIES})),
+}
+
+
+def _components(value: str) -> frozenset[Component]:
+    chosen = [part.strip() for part in value.split(",") if part.strip()]
+    known = {c.value for c in Component}
+    unknown = [part for part in chosen if part not in known]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of {', '.join(sorted(known))}, got {value!r}"
+        )
+    return frozenset(Component(part) for part in chosen)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,25 +84,23 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "account, or ~/.kube/config)")
     parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
     add_temporal_arguments(parser)
-    add_scheduler_arguments(parser, metrics_port=DEFAULT_METRICS_PORT)
-    parser.add_argument("--metrics-host", default=ALL_INTERFACES,
-                        help=f"interface for /metrics and the probes (default {ALL_INTERFACES})")
-    parts = parser.add_mutually_exclusive_group()
-    parts.add_argument("--no-watcher", action="store_true",
-                       help="run only the worker (the watcher runs elsewhere)")
-    parts.add_argument("--no-worker", action="store_true",
-                       help="run only the watcher (workers run elsewhere)")
-    parts.add_argument("--activities-only", action="store_true",
-                       help="run only activities (cycles and cleanups): a worker of the "
-                            "activity task queue, beside workflow workers that run elsewhere")
-    parser.add_argument("--no-activities", action="store_true",
-                        help="run no activities here: the workflow worker only, beside activity "
-                             "workers that run elsewhere (`--activities-only`)")
+    parser.add_argument("--components", type=_components, default=None, metavar="LIST",
+                        help="the parts to run, comma-separated: workflows (the workflow "
+                             "worker), activities (turns and cleanups), watcher (default: all "
+                             "three)")
     parser.add_argument("--processes", type=int, default=None, metavar="N",
                         help="activity-worker processes to start, each with its own cluster "
-                             "cache (default: the cores this process may use, its container's "
-                             f"CPU limit included, here {available_cpus()}); 0: run the "
-                             "activities in this process")
+                             "cache (default: when activities run beside another component, "
+                             "the cores this process may use, its container's CPU limit "
+                             f"included, here {available_cpus()}; when they run alone or not "
+                             "at all, 0); 0: run the activities in this process")
+    add_scheduler_arguments(parser, metrics_port=DEFAULT_METRICS_PORT)
+    parser.add_argument("--fairness", action="store_true",
+                        help="share turns fairly between tenants: without --config, "
+                             "PrioritySort sends fairness keys (docs/priority.md); the Temporal "
+                             "server needs matching.enableFairness")
+    parser.add_argument("--metrics-host", default=ALL_INTERFACES,
+                        help=f"interface for /metrics and the probes (default {ALL_INTERFACES})")
     add_reconcile_argument(parser, off="do not manage it")
     parser.add_argument("--rebalance-every", type=float, metavar="SECONDS", default=0.0,
                         help="propose rebalance moves this often, as the Temporal Schedule "
@@ -97,64 +120,168 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     versioning.add_argument("--no-promote", action="store_true",
                             help="do not make this version current when it is up (you ramp "
                                  "and promote with `temporal worker deployment ...`)")
+    old = parser.add_argument_group("deprecated spellings of --components")
+    old.add_argument("--no-watcher", action="store_true",
+                     help="deprecated: --components workflows,activities")
+    old.add_argument("--no-worker", action="store_true", help="deprecated: --components watcher")
+    old.add_argument("--activities-only", action="store_true",
+                     help="deprecated: --components activities")
+    old.add_argument("--no-activities", action="store_true",
+                     help="deprecated: leave activities out of --components")
 
 
-async def _run(args: argparse.Namespace) -> int:
+def _chosen_components(args: argparse.Namespace) -> frozenset[Component]:
+    used = [flag for dest, (flag, _) in (_LEAVES_OUT | _KEEPS_ONLY).items() if getattr(args, dest)]
+    if args.components is not None:
+        if used:
+            raise CliError(f"--components and {used[0]} both choose the components; "
+                           "give --components alone")
+        return frozenset(args.components)
+    components = ALL_COMPONENTS
+    keeps = [entry for dest, entry in _KEEPS_ONLY.items() if getattr(args, dest)]
+    if len(keeps) > 1:
+        raise CliError(f"{keeps[0][0]} and {keeps[1][0]} leave nothing to run")
+    if keeps:
+        components = keeps[0][1]
+    for dest, (_, left_out) in _LEAVES_OUT.items():
+        if getattr(args, dest):
+            components = components - left_out
+    if used and components:
+        deprecated(" ".join(used), f"--components {','.join(sorted(c.value for c in components))}")
+    if not components:
+        raise CliError(f"{' and '.join(used)} leave nothing to run")
+    return components
+
+
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """`run`'s flags, checked, as the RunConfig every part of the process receives."""
+    components = _chosen_components(args)
+    activities = Component.ACTIVITIES in components
+    processes = args.processes
+    if processes is None:
+        processes = available_cpus() if activities and len(components) > 1 else 0
+    if processes < 0:
+        raise CliError(f"--processes must be 0 or more, got {processes}")
+    if processes and not activities:
+        raise CliError(f"--processes starts activity workers; --components "
+                       f"{','.join(sorted(c.value for c in components))} runs none")
+    config = RunConfig(
+        components=components,
+        processes=processes,
+        metrics_host=args.metrics_host,
+        rebalance_every_s=args.rebalance_every,
+        rebalance_strategy=args.rebalance_strategy,
+        hub=HubFlags(args.kubeconfig, args.context),
+        temporal=temporal_flags(args),
+        version=VersionFlags(args.build_id, args.deployment_name, not args.no_promote),
+        **scheduler_fields(args),
+    )
+    try:
+        worker_version(config.version)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    return config
+
+
+def run_argv(config: RunConfig) -> list[str]:
+    """The command line that runs `config`: `run_config` of its parse is `config` again (a
+    property test holds it). The health server is always on in `run` (metrics_port not None)."""
+    if config.metrics_port is None:
+        raise ValueError("`run` always serves /metrics: give a metrics port (0: a free one)")
+    argv = [
+        sys.executable, "-m", "workers.cli", "--log-level", config.log_level, "run",
+        "--components", ",".join(sorted(c.value for c in config.components)),
+        "--processes", str(config.processes),
+        "--task-queue", config.task_queue,
+        "--metrics-host", config.metrics_host,
+        "--metrics-port", str(config.metrics_port),
+        "--max-concurrent-activities", str(config.max_concurrent_activities),
+        "--max-cached-workflows", str(config.max_cached_workflows),
+        "--local-cycles-up-to", str(config.local_cycles_up_to),
+        "--admission-window", str(config.admission_window),
+        "--reconcile-every", repr(config.reconcile_every_s),
+        "--rebalance-every", repr(config.rebalance_every_s),
+        "--rebalance-strategy", config.rebalance_strategy,
+        "--deployment-name", config.version.deployment_name,
+    ]
+    optional = {
+        "--kubeconfig": config.hub.kubeconfig,
+        "--context": config.hub.context,
+        "--temporal-address": config.temporal.address,
+        "--temporal-namespace": config.temporal.namespace,
+        "--temporal-profile": config.temporal.profile,
+        "--config": config.profile_file,
+        "--build-id": config.version.build_id,
+    }
+    for flag, value in optional.items():
+        if value is not None:
+            argv += [flag, str(value)]
+    switches = {
+        "--no-snapshotter": not config.snapshotter,
+        "--no-resource-placements": not config.resource_placements,
+        "--fairness": config.fairness,
+        "--no-promote": not config.version.promote,
+    }
+    return argv + [flag for flag, on in switches.items() if on]
+
+
+async def _keep_schedules(client: Client, config: RunConfig) -> None:
+    if config.reconciles:
+        schedule_id = await ensure_reconcile_schedule(
+            client, config.task_queue, timedelta(seconds=config.reconcile_every_s),
+            standalone=config.snapshotter,
+            local_cycles_up_to=config.local_cycles_up_to,
+            resource_placements=config.resource_placements,
+        )
+        print(f"reconcile Schedule {schedule_id}: every {config.reconcile_every_s:g}s",
+              flush=True)
+    if config.rebalance_every_s > 0 and config.manages_schedules:
+        schedule_id = await ensure_rebalance_schedule(
+            client, config.task_queue, timedelta(seconds=config.rebalance_every_s),
+            config.rebalance_strategy,
+        )
+        print(f"rebalance Schedule {schedule_id}: {config.rebalance_strategy} every "
+              f"{config.rebalance_every_s:g}s", flush=True)
+
+
+async def _run(config: RunConfig) -> int:
     stop = asyncio.Event()
     remove_handlers = install_stop_handlers(stop)
     orphaned = asyncio.create_task(exit_with_parent(stop))
     metrics = SchedulerMetrics()
     try:
-        settings = activity_settings(args, metrics)
-        target = temporal_target(args)
-        version = worker_version(args)
-        hub = hub_client(args.kubeconfig, args.context)
+        settings = activity_settings(config, metrics)
+        target = load_target(
+            address=config.temporal.address,
+            namespace=config.temporal.namespace,
+            profile=config.temporal.profile,
+        )
+        version = worker_version(config.version)
+        hub = hub_client(config.hub.kubeconfig, config.hub.context)
         try:
             runtime, metrics.sdk_metrics_url = sdk_metrics_runtime()
             client = await connect(target, runtime=runtime)
             # Workflows and the watcher use the search attributes; activity workers (every
             # child of --processes among them) neither need them nor register them again.
-            if not args.activities_only:
+            if config.manages_schedules:
                 added = await ensure_search_attributes(client, target.namespace)
                 if added:
                     print(f"registered search attributes {', '.join(added)} in Temporal "
                           f"namespace {target.namespace}", flush=True)
-            reconcile = args.reconcile_every > 0 and not args.activities_only
-            if reconcile:
-                schedule_id = await ensure_reconcile_schedule(
-                    client, args.task_queue, timedelta(seconds=args.reconcile_every),
-                    standalone=settings.snapshotter,
-                    local_cycles_up_to=args.local_cycles_up_to,
-                    resource_placements=not args.no_resource_placements,
-                )
-                print(f"reconcile Schedule {schedule_id}: every {args.reconcile_every:g}s",
-                      flush=True)
-            if args.rebalance_every > 0 and not args.activities_only:
-                schedule_id = await ensure_rebalance_schedule(
-                    client, args.task_queue, timedelta(seconds=args.rebalance_every),
-                    args.rebalance_strategy,
-                )
-                print(f"rebalance Schedule {schedule_id}: {args.rebalance_strategy} every "
-                      f"{args.rebalance_every:g}s", flush=True)
-            children = _activity_processes(args)
+            await _keep_schedules(client, config)
+            children = (
+                ActivityProcesses(run_argv(config.for_child()), config.processes)
+                if config.processes
+                else None
+            )
             await serve(
                 client,
                 hub,
                 stop,
-                task_queue=args.task_queue,
+                config,
                 settings=settings,
                 metrics=metrics,
-                run_worker=not (args.no_worker or args.activities_only),
-                run_watcher=not (args.no_watcher or args.activities_only),
-                run_activities=args.processes == 0 and not (args.no_worker or args.no_activities),
                 activity_processes=children,
-                health_host=args.metrics_host,
-                health_port=args.metrics_port,
-                max_concurrent_activities=args.max_concurrent_activities,
-                max_cached_workflows=args.max_cached_workflows,
-                local_cycles_up_to=args.local_cycles_up_to,
-                admission_window=args.admission_window,
-                resource_placements=not args.no_resource_placements,
                 on_ready=lambda serving: print(
                     f"{PROG} run: ready in {serving.ready_after_s:.1f}s; hub {hub.host}, "
                     f"Temporal {target.describe()}, task queue "
@@ -162,8 +289,6 @@ async def _run(args: argparse.Namespace) -> int:
                     f"{version.label if version is not None else 'unversioned'}",
                     flush=True,
                 ),
-                version=version,
-                reconcile_at_start=reconcile,
             )
         finally:
             hub.close()
@@ -174,41 +299,7 @@ async def _run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _activity_processes(args: argparse.Namespace) -> ActivityProcesses | None:
-    """The children `run --processes N` starts: each `run --activities-only --processes 0` with
-    this command's hub, Temporal and scheduler settings, /metrics on a free loopback port.
-    None for `--processes 0` (which `run_run` makes the default of a process running no
-    activities)."""
-    if args.processes == 0:
-        return None
-    argv = [sys.executable, "-m", "workers.cli", "--log-level", args.log_level, "run",
-            "--activities-only", "--processes", "0", "--reconcile-every", "0",
-            "--task-queue", args.task_queue, "--metrics-host", LOOPBACK, "--metrics-port", "0",
-            "--max-concurrent-activities", str(args.max_concurrent_activities)]
-    flags = {
-        "--kubeconfig": args.kubeconfig, "--context": args.context,
-        "--temporal-address": args.temporal_address, "--namespace": args.namespace,
-        "--temporal-profile": args.temporal_profile, "--config": args.config,
-        "--build-id": args.build_id, "--deployment-name": args.deployment_name,
-    }
-    for flag, value in flags.items():
-        if value is not None:
-            argv += [flag, str(value)]
-    if args.no_snapshotter:
-        argv.append("--no-snapshotter")
-    return ActivityProcesses(argv, args.processes)
-
-
 def run_run(args: argparse.Namespace) -> int:
-    check_scheduler_arguments(args)
-    if args.processes is not None and args.processes < 0:
-        raise CliError(f"--processes must be 0 or more, got {args.processes}")
-    for flag, on in (("--no-worker", args.no_worker), ("--no-activities", args.no_activities)):
-        if on and args.processes:
-            raise CliError(f"--processes starts activity workers; {flag} runs none")
-    if args.no_activities and args.activities_only:
-        raise CliError("--no-activities and --activities-only leave nothing to run")
-    if args.processes is None:
-        args.processes = 0 if args.no_worker or args.no_activities else available_cpus()
+    config = run_config(args)
     setup_tracing("worker")
-    return asyncio.run(_run(args))
+    return asyncio.run(_run(config))

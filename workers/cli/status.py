@@ -34,11 +34,7 @@ log = logging.getLogger("fleet_scheduler.cli")
 
 
 STATUS_LIMIT: Final = 500
-
-
 STATUS_QUERY_CONCURRENCY: Final = 8
-
-
 STATUS_QUERY_TIMEOUT: Final = timedelta(seconds=5)
 
 

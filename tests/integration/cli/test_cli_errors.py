@@ -81,7 +81,8 @@ async def test_an_unknown_placement_is_one_line(
 
 async def test_an_unknown_namespace_is_one_line(temporal_env: WorkflowEnvironment) -> None:
     result = await asyncio.to_thread(
-        run_cli, "status", "--temporal-address", address(temporal_env), "--namespace", "nowhere"
+        run_cli, "status", "--temporal-address", address(temporal_env),
+        "--temporal-namespace", "nowhere",
     )
     assert_one_line_error(result, "has no Temporal namespace 'nowhere'")
 
@@ -277,7 +278,7 @@ def test_the_local_stack_without_its_extra_is_one_line(command: str, tmp_path: P
     args = {
         "dev": ["dev", "--kubeconfig-out", str(tmp_path / "kc"), "--hub-port", "0",
                 "--temporal-port", "0", "--ui-port", "0"],
-        "devhub": ["devhub", "--port", "0", "--kubeconfig-out", str(tmp_path / "kc")],
+        "devhub": ["devhub", "--hub-port", "0", "--kubeconfig-out", str(tmp_path / "kc")],
     }[command]  # fmt: skip
     script = (
         "import sys; sys.modules['cryptography'] = None\n"
@@ -295,9 +296,10 @@ def test_the_local_stack_without_its_extra_is_one_line(command: str, tmp_path: P
     ("flags", "message"),
     [
         (["--processes", "-1"], "--processes must be 0 or more, got -1"),
-        (["--no-worker", "--processes", "2"], "--processes starts activity workers"),
-        (["--no-activities", "--processes", "1"], "--no-activities runs none"),
-        (["--no-activities", "--activities-only"], "leave nothing to run"),
+        (["--components", "watcher", "--processes", "2"], "--processes starts activity workers"),
+        (["--components", "workflows,watcher", "--processes", "1"],
+         "--components watcher,workflows runs none"),
+        (["--components", "activities", "--no-worker"], "give --components alone"),
         (["--max-cached-workflows", "-1"], "--max-cached-workflows must be 0 or more, got -1"),
         (["--local-cycles-up-to", "-5"], "--local-cycles-up-to must be 0 or more, got -5"),
         (["--admission-window", "-1"], "--admission-window must be 0 or more, got -1"),

@@ -133,7 +133,7 @@ def test_a_placement_that_cannot_move_is_one_line_and_exit_2(
     spread_fleet: tuple[DevHub, Path],
 ) -> None:
     _, kubeconfig = spread_fleet
-    done = run_cli("rebalance", "--placement", "nope", "--kubeconfig", str(kubeconfig))
+    done = run_cli("rebalance", "nope", "--kubeconfig", str(kubeconfig))
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "fleet-scheduler rebalance: error: placement 'nope' has no binding that may move: is it "

@@ -1,8 +1,8 @@
 """`fleet-scheduler run` against a hub and a Temporal it did not start: devhub over its
 kubeconfig and the session's dev server.
 
-The watcher, the workflow worker and the activity worker run in three processes (`--no-worker`,
-`--no-watcher --no-activities`, `--activities-only`), as deploy/ runs them; the activity worker
+The watcher, the workflow worker and the activity worker run in three processes (`--components
+watcher`, `workflows`, `activities`), as deploy/ runs them; the activity worker
 loads a scheduler profile, and `explain` shows that the cycle used it."""
 
 from __future__ import annotations
@@ -42,15 +42,15 @@ async def test_run_schedules_with_watcher_workflows_and_activities_in_separate_p
     profile = tmp_path / "profile.yaml"
     profile.write_text(PROFILE)
     common = ["--kubeconfig", str(hub_kubeconfig), "--temporal-address", address,
-              "--namespace", "default", "--task-queue", queue]  # fmt: skip
-    watcher = RunProcess(tmp_path, *common, "--no-worker")
+              "--temporal-namespace", "default", "--task-queue", queue]  # fmt: skip
+    watcher = RunProcess(tmp_path, *common, "--components", "watcher")
     # Versioned workers, as deploy/ runs them: the workflow worker is ready only once its
     # version is current; the activity worker polls as the same version.
     deployment = f"fleet-{queue}"
     version = ["--build-id", "v1", "--deployment-name", deployment]
-    worker = RunProcess(tmp_path, *common, "--no-watcher", "--no-activities", *version)
+    worker = RunProcess(tmp_path, *common, "--components", "workflows", *version)
     activities = RunProcess(
-        tmp_path, *common, "--activities-only", "--config", str(profile), *version
+        tmp_path, *common, "--components", "activities", "--config", str(profile), *version
     )
     try:
         # Five processes start at once here (the activity worker runs two children), and the

@@ -72,7 +72,7 @@ async def test_cycles_spread_over_supervised_activity_processes(
     queue = f"procs-{uuid.uuid4().hex[:8]}"
     run = RunProcess(
         tmp_path, "--kubeconfig", str(hub_kubeconfig), "--temporal-address", address,
-        "--namespace", "default", "--task-queue", queue, "--processes", "2",
+        "--temporal-namespace", "default", "--task-queue", queue, "--processes", "2",
         "--reconcile-every", "0",
     )  # fmt: skip
     hub = HubClient.from_kubeconfig(hub_kubeconfig)

@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from control.config import RunConfig
 from hub.client import HubClient
 from workers.devserver import find_temporal_binary, free_port
 from workers.metrics import SchedulerMetrics
@@ -41,9 +42,8 @@ async def test_readyz_names_the_watcher_while_the_hub_is_unreachable(
             temporal_env.client,
             hub,
             stop,
-            task_queue=f"serve-{uuid.uuid4().hex[:8]}",
+            RunConfig(task_queue=f"serve-{uuid.uuid4().hex[:8]}", metrics_port=port),
             metrics=SchedulerMetrics(process_metrics=False),
-            health_port=port,
         )
     )
     base = f"http://127.0.0.1:{port}"

@@ -189,8 +189,8 @@ def test_a_toml_profile_chosen_by_temporal_profile(
 def test_flags_override_the_environment(temporal_env: WorkflowEnvironment, home: Path) -> None:
     env = {"TEMPORAL_ADDRESS": "127.0.0.1:1", "TEMPORAL_NAMESPACE": "nowhere"}
     assert_ok(
-        cli(*STATUS, "--temporal-address", dev_address(temporal_env), "--namespace", "default",
-            env=env, home=home)
+        cli(*STATUS, "--temporal-address", dev_address(temporal_env),
+            "--temporal-namespace", "default", env=env, home=home)
     )  # fmt: skip
 
 

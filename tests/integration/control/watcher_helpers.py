@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from temporalio import activity
@@ -22,7 +22,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from control.watcher import Watcher
+from control.config import RunConfig
+from control.watcher import Watcher, WatcherMetrics, WatcherTiming
 from hub import names as hub_names
 from hub.client import HubClient
 from hub.errors import NotFoundError
@@ -225,12 +226,36 @@ async def placement_worker(
         yield stand_ins
 
 
+_CONFIG_FIELDS = frozenset(f.name for f in fields(RunConfig))
+_TIMING_FIELDS = frozenset(f.name for f in fields(WatcherTiming))
+
+
+def make_watcher(
+    hub: HubClient,
+    client: Client,
+    task_queue: str,
+    *,
+    metrics: WatcherMetrics | None = None,
+    **options: Any,
+) -> Watcher:
+    """A Watcher on `task_queue`; `options` are RunConfig and WatcherTiming fields by name."""
+    unknown = set(options) - _CONFIG_FIELDS - _TIMING_FIELDS
+    if unknown:
+        raise TypeError(f"neither RunConfig nor WatcherTiming has {sorted(unknown)}")
+    config = RunConfig(
+        task_queue=task_queue, **{k: v for k, v in options.items() if k in _CONFIG_FIELDS}
+    )
+    timing = WatcherTiming(**{k: v for k, v in options.items() if k in _TIMING_FIELDS})
+    return Watcher(hub, client, config, metrics=metrics, timing=timing)
+
+
 @asynccontextmanager
 async def running_watcher(
     hub: HubClient, client: Client, task_queue: str, *, wait_ready: bool = True, **options: Any
 ) -> AsyncIterator[Watcher]:
-    """A Watcher running in the background until the block ends (then stopped and awaited)."""
-    watcher = Watcher(hub, client, task_queue=task_queue, **options)
+    """A Watcher running in the background until the block ends (then stopped and awaited).
+    `options` are RunConfig fields, WatcherTiming fields and `metrics`."""
+    watcher = make_watcher(hub, client, task_queue, **options)
     stop = asyncio.Event()
     task = asyncio.create_task(watcher.run(stop))
     try:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import pytest
 from temporalio.client import Client
 
-from activities.plumbing import ActivitySettings
+from control.config import RunConfig
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
@@ -122,9 +122,7 @@ async def running(
             client,
             hub,
             stop,
-            task_queue=task_queue,
-            settings=ActivitySettings(snapshotter=snapshotter),
-            health_port=None,
+            RunConfig(task_queue=task_queue, snapshotter=snapshotter),
             on_ready=on_ready,
         )
     )

@@ -90,7 +90,7 @@ def _wait_for(path: Path, process: subprocess.Popen[str]) -> None:
 def test_the_devhub_command_serves_the_sample_fleet_until_sigterm(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "run" / "kubeconfig"
     process = subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", "devhub", "--port", "0",
+        [sys.executable, "-m", "workers.cli", "devhub", "--hub-port", "0",
          "--kubeconfig-out", str(kubeconfig), "--data-dir", str(tmp_path / "data"),
          "--sample-fleet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -123,7 +123,7 @@ def test_the_devhub_command_serves_the_sample_fleet_until_sigterm(tmp_path: Path
 
 def test_the_devhub_command_explains_a_busy_port(devhub: DevHub, tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "workers.cli", "devhub", "--port", str(devhub.port),
+        [sys.executable, "-m", "workers.cli", "devhub", "--hub-port", str(devhub.port),
          "--kubeconfig-out", str(tmp_path / "kubeconfig")],
         capture_output=True, text=True, timeout=30, check=False,
     )

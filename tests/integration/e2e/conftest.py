@@ -15,6 +15,7 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from activities.plumbing import ActivitySettings
+from control.config import RunConfig
 from control.watcher import Watcher
 from hub.client import HubClient
 from workers.worker import build_worker
@@ -51,9 +52,11 @@ async def fleet_scheduler(
     watcher = Watcher(
         hub,
         client,
-        task_queue=task_queue,
-        snapshotter=snapshotter,
-        local_cycles_up_to=local_cycles_up_to,
+        RunConfig(
+            task_queue=task_queue,
+            snapshotter=snapshotter,
+            local_cycles_up_to=local_cycles_up_to,
+        ),
     )
     stop = asyncio.Event()
     async with worker:

@@ -20,7 +20,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.plumbing import ActivitySettings
-from control.watcher import Watcher
+from control.config import RunConfig
+from control.watcher import Watcher, WatcherTiming
 from hub.client import HubClient
 from hub.types import MemberCluster
 from workers.devserver import DevServer, free_port
@@ -93,7 +94,9 @@ async def test_a_flood_of_events_keeps_every_run_bounded_and_loses_none(
         max_cached_workflows=0,
     )
     # No coalescing window: as many signals as the hub has events, short of one in flight.
-    watcher = Watcher(hub, client, task_queue=task_queue, coalesce_seconds=0.0)
+    watcher = Watcher(
+        hub, client, RunConfig(task_queue=task_queue), timing=WatcherTiming(coalesce_seconds=0.0)
+    )
     stop = asyncio.Event()
     async with worker:
         watching = asyncio.create_task(watcher.run(stop))

@@ -16,6 +16,7 @@ import pytest
 from temporalio.client import Client
 
 from activities.plumbing import ActivitySettings
+from control.config import RunConfig
 from control.watcher import Watcher
 from hub.client import HubClient
 from hub.names import PRIORITY_CLASS_ANNOTATION
@@ -83,7 +84,7 @@ async def test_a_high_priority_placement_overtakes_a_backlog(
         activities=False,
         max_cached_workflows=0,
     )
-    watcher = Watcher(hub, temporal_client, task_queue=task_queue)
+    watcher = Watcher(hub, temporal_client, RunConfig(task_queue=task_queue))
     stop = asyncio.Event()
     async with workflows:
         watching = asyncio.create_task(watcher.run(stop))

@@ -13,6 +13,7 @@ import pytest
 from temporalio.client import Client
 
 from activities.plumbing import ActivitySettings
+from control.config import RunConfig
 from control.schedules import ensure_reconcile_schedule
 from control.watcher import Watcher
 from hub.client import HubClient
@@ -32,6 +33,8 @@ from workflows import names
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 PLACEMENTS = 8
+# The Schedule the tests make; the watcher is told of it, so its start triggers a reconcile run.
+RECONCILE_EVERY = timedelta(hours=1)
 PROD_ONLY = {
     "placementType": "PickAll",
     "affinity": {"clusterAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
@@ -42,7 +45,11 @@ PROD_ONLY = {
 
 @asynccontextmanager
 async def watching(client: Client, hub: HubClient, task_queue: str) -> AsyncIterator[Watcher]:
-    watcher = Watcher(hub, client, task_queue=task_queue, reconcile_at_start=True)
+    watcher = Watcher(
+        hub,
+        client,
+        RunConfig(task_queue=task_queue, reconcile_every_s=RECONCILE_EVERY.total_seconds()),
+    )
     stop = asyncio.Event()
     task = asyncio.create_task(watcher.run(stop))
     try:
@@ -74,7 +81,7 @@ async def test_a_watcher_restart_is_quiet_and_changes_made_meanwhile_are_reconci
 ) -> None:
     client = temporal_client
     # An hour apart: the runs here are the ones watcher starts trigger.
-    await ensure_reconcile_schedule(client, task_queue, timedelta(hours=1), standalone=True)
+    await ensure_reconcile_schedule(client, task_queue, RECONCILE_EVERY, standalone=True)
     for name in ("member-a", "member-b"):
         add_cluster(hub, name, labels={"env": "prod"})
     add_cluster(hub, "member-c", labels={"env": "staging"})

@@ -30,10 +30,11 @@ from deploy_helpers import (
     render_directory,
 )
 
+from control.config import LOOPBACK
 from hub import crds
 from hub.types import KINDS
 from workers.cli import build_parser
-from workers.devserver import LOOPBACK
+from workers.cli.run import run_config
 from workers.temporal_client import load_target
 
 NAMESPACE = "fleet-scheduler"
@@ -170,17 +171,16 @@ def test_namespaced_objects_live_in_the_fleet_scheduler_namespace(overlay: str) 
 
 
 def parts(args: argparse.Namespace) -> tuple[bool, bool, bool]:
-    """(workflows, activities, watcher): what a `run` with these arguments runs in its pod."""
-    activities_here = not (args.no_worker or args.no_activities) and args.processes in (None, 0)
-    return (
-        not (args.no_worker or args.activities_only),
-        activities_here,
-        not (args.no_watcher or args.activities_only),
-    )
+    """(workflows, activities, watcher): what a `run` with these arguments runs in its pod,
+    activities counted only in the pod's own process (no child processes)."""
+    config = run_config(args)
+    return config.workflows, config.activities_here, config.watcher
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_worker_activities_and_watcher_run_one_part_each(overlay: str) -> None:
+def test_worker_activities_and_watcher_run_one_part_each(
+    overlay: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     found = deployments(overlay)
     assert set(found) == set(DEPLOYMENTS)
     worker, activities, watcher = (parsed_args(overlay, found[name]) for name in DEPLOYMENTS)
@@ -188,6 +188,7 @@ def test_worker_activities_and_watcher_run_one_part_each(overlay: str) -> None:
     assert parts(worker) == (True, False, False)
     assert parts(activities) == (False, True, False)
     assert parts(watcher) == (False, False, True)
+    assert capsys.readouterr().err == ""  # no deprecated spelling in our own manifests
     beside = overlay == BESIDE_KUBEFLEET
     for args in (worker, activities, watcher):
         assert args.no_snapshotter is beside
@@ -225,7 +226,8 @@ def test_deployment_connects_from_inside_the_cluster(overlay: str, name: str) ->
     assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
     # No Temporal flags: the SDK's standard variables from the ConfigMap say where to connect,
     # read by the same loader the process uses.
-    assert (args.temporal_address, args.namespace, args.temporal_profile) == (None, None, None)
+    temporal = (args.temporal_address, args.temporal_namespace, args.temporal_profile)
+    assert temporal == (None, None, None)
     target = load_target(env=data)
     assert (target.address, target.namespace) == (
         data["TEMPORAL_ADDRESS"], data["TEMPORAL_NAMESPACE"]

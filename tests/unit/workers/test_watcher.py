@@ -9,7 +9,8 @@ import pytest_asyncio
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from control.watcher import WATCHED_KINDS, Watcher
+from control.config import RunConfig
+from control.watcher import WATCHED_KINDS, Watcher, WatcherTiming
 from hub.client import HubClient, Resync
 from hub.types import CapacityLedger, MemberCluster, PriorityClass
 
@@ -39,7 +40,7 @@ async def test_nonsense_settings_are_refused_with_their_name(
     hub: HubClient, lazy_client: Client, options: dict[str, float], message: str
 ) -> None:
     with pytest.raises(ValueError, match=message):
-        Watcher(hub, lazy_client, **options)  # type: ignore[arg-type]
+        WatcherTiming(**options)  # type: ignore[arg-type]
 
 
 async def test_a_new_watcher_is_not_ready_and_says_which_lists_it_waits_for(
@@ -84,7 +85,7 @@ async def test_local_cycles_are_decided_only_once_the_clusters_are_listed(
 ) -> None:
     """Before the cluster list arrives the fleet's size is unknown: the watcher says nothing
     rather than call a large fleet small; after it, the fleet of 2 decides (0: never local)."""
-    watcher = Watcher(hub, lazy_client, local_cycles_up_to=up_to)
+    watcher = Watcher(hub, lazy_client, RunConfig(local_cycles_up_to=up_to))
     assert watcher.local_cycles() is None
     clusters = [
         MemberCluster.from_wire({"metadata": {"name": n, "resourceVersion": "1"}})
@@ -202,7 +203,7 @@ async def test_a_relist_frees_the_places_of_turns_that_ended_while_nobody_watche
     generation meanwhile gives its place up, one still waiting keeps it."""
     from hub.types import ClusterResourcePlacement
 
-    watcher = Watcher(hub, lazy_client, admission_window=2)
+    watcher = Watcher(hub, lazy_client, RunConfig(admission_window=2))
     _ready(watcher, [_crp("done"), _crp("waiting")], [])
     watcher._admission.admit("done", 3, now=0.0)
     watcher._admission.admit("waiting", 3, now=0.0)
