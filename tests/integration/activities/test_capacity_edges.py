@@ -538,10 +538,10 @@ def test_room_given_up_while_a_ledger_was_deleted_wakes_the_waiter_when_it_is_ma
     its requests, so its turn has no ledger to release from; `all`'s turn makes the ledger
     again holding cpu 1 only. Nothing was released as an event, but 5 CPUs are free by the
     ledger: the ledger's creation must wake `big`, whose turn then places it."""
-    from scheduler.eligibility import EligibilityChecker
-    from scheduler.invariants import STRANDED_SHORTAGE
     from control.routes import Room, route_change
     from control.views import Change
+    from scheduler.eligibility import EligibilityChecker
+    from scheduler.invariants import STRANDED_SHORTAGE
 
     one = {"placementType": "PickN", "numberOfClusters": 1}
     add_cluster(hub, "a", allocatable={"cpu": "6"})
