@@ -552,8 +552,9 @@ def _binding_gone_unreserved(
         return []
     if event != "DELETED" and is_active(new):
         return []
-    if not _capacity_aware(placements.get(_key_of_parent(new))):
-        return []
+    owner = placements.get(_key_of_parent(new))
+    if owner is not None and not _capacity_aware(owner):
+        return []  # its room was never counted; a gone owner's may have been (cleanup)
     what = f"binding {new.metadata.name} gave its room up"
     reason = REASON_ROOM_GIVEN_UP.format(cluster=cluster, what=what)
     return _waiters(cluster, placements, room, reason)

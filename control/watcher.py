@@ -1,11 +1,13 @@
 """The watcher: turns hub changes into signals to placement workflows, as KubeFleet's scheduler
 watchers turn them into work-queue keys (kubefleet-rules section 7).
 
-It list-then-watches the four kinds the scheduler reads (ClusterResourcePlacements, policy
-snapshots, MemberClusters, ClusterResourceBindings), keeps an in-memory view of each so an
-update can be compared with the object it replaced, routes every change through KubeFleet's
-filters (`control.routes` over `scheduler.watch_rules`) and signals the placement
-workflows they name with signal-with-start, so a workflow exists whenever it has work.
+It list-then-watches every kind a turn reads (ALL_WATCHED_KINDS): ClusterResourcePlacements,
+their policy snapshots and bindings, MemberClusters, and, unless turned off, ResourcePlacements
+with theirs; and, without waiting for them to be ready, PriorityClasses (turn order) and
+CapacityLedgers (freed room). It keeps an in-memory view of each so an update can be compared
+with the object it replaced, routes every change through KubeFleet's filters and ours
+(`control.routes` over `scheduler.watch_rules`) and signals the placement workflows they name
+with signal-with-start, so a workflow exists whenever it has work.
 
 What shaped it:
 

@@ -33,7 +33,7 @@ from scheduler.explanation import (
     beyond_room_message,
 )
 from scheduler.facts import facts_of
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.profile import CLUSTER_RESOURCES_FIT, Profile
 from scheduler.framework.runner import Filtered, FinalCheck, Runner, ScoredCluster
 from scheduler.framework.status import Status

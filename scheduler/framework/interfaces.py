@@ -38,7 +38,7 @@ from typing import Protocol, runtime_checkable
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.facts import ClusterFacts
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status
 

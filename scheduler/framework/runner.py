@@ -19,7 +19,7 @@ from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.facts import facts_of
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.errors import PluginError
 from scheduler.framework.interfaces import BatchFilterPlugin, BatchScorePlugin
 from scheduler.framework.profile import Profile, ScoreMode

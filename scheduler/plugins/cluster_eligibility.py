@@ -13,7 +13,7 @@ from datetime import timedelta
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.eligibility import EligibilityChecker
 from scheduler.facts import ClusterFacts, facts_of
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import BatchFilterPlugin
 from scheduler.framework.status import Status
 

@@ -41,7 +41,7 @@ from scheduler.capacity import (
     requested_to_capacity_ratio,
 )
 from scheduler.facts import ClusterFacts
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status
 

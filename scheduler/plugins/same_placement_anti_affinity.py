@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.facts import ClusterFacts
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import BatchFilterPlugin, BatchScorePlugin
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, Taint
 from scheduler.facts import ClusterFacts, facts_of
-from scheduler.framework.cycle import CycleState, StateKey
+from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.interfaces import BatchFilterPlugin
 from scheduler.framework.status import Status
 

@@ -4,9 +4,7 @@ this, a `hub_violations` that found nothing would let every chaos run pass."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -27,12 +25,6 @@ from tests.reliability.invariants import hub_violations
 
 T = TypeVar("T", bound=HubObject)
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def hub(hub_kubeconfig: Path) -> Iterator[HubClient]:
-    with HubClient.from_kubeconfig(hub_kubeconfig) as client:
-        yield client
 
 
 def _create(hub: HubClient, obj: T) -> T:

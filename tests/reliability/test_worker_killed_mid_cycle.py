@@ -10,7 +10,6 @@ binding per cluster and no duplicate, and the history shows who finished it and 
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 
@@ -24,6 +23,7 @@ from hub.types import ClusterResourceBinding
 from tests.reliability.fleet import Fleet, PlacementModel
 from tests.reliability.invariants import converge
 from tests.reliability.system import SchedulerProcess, System
+from tests.support.waits import until_async
 from workflows.execution import CYCLE_HEARTBEAT
 from workflows.names import workflow_id
 
@@ -36,16 +36,6 @@ HANG_SHARE = 0.5
 RUN_CYCLE = "schedule_once"
 # Heartbeat timeout, then a cold workflow task on the new worker, then the rest of the writes.
 CONVERGE_AFTER_KILL_S = CYCLE_HEARTBEAT.total_seconds() + 25.0
-
-
-async def _eventually(what: str, probe: Callable[[], object], timeout: float = 30.0) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = await asyncio.to_thread(probe)
-        if value:
-            return value
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
 async def test_a_worker_killed_mid_cycle_is_replaced_by_another_that_finishes(
@@ -63,7 +53,9 @@ async def test_a_worker_killed_mid_cycle_is_replaced_by_another_that_finishes(
     name = fleet.add_placement(PlacementModel("everywhere", names.PICK_ALL))
 
     # Four creates held at once: the cycle's apply can go no further.
-    await _eventually("four hanging binding creates", lambda: system.hub.hits()[hang] >= 4)
+    await until_async(
+        lambda: system.hub.hits()[hang] >= 4, what="four hanging binding creates", blocking=True
+    )
     landed = len(hub.list(ClusterResourceBinding, {names.PARENT_PLACEMENT_LABEL: name}))
     assert landed < CLUSTERS, "the cycle finished before the kill; nothing was in flight"
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.facts import ClusterFacts, facts_of
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
     BatchFilterPlugin,
     BatchScorePlugin,

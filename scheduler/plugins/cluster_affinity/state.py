@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from scheduler.framework.cycle import StateKey
+from scheduler.framework.cycle_state import StateKey
 from scheduler.labels import LabelPredicate
 from scheduler.plugins.cluster_affinity.properties import PropertyRef, QuantityCache
 from scheduler.quantity import Quantity

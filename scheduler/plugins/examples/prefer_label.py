@@ -12,7 +12,7 @@ with ClusterAffinity in both score modes. Register it from a distribution's meta
 from __future__ import annotations
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import ScorePlugin
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status

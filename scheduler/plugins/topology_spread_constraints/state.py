@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from hub import names
 from hub.types import MemberCluster, TopologySpreadConstraint
 from scheduler.facts import ClusterFacts, facts_of
-from scheduler.framework.cycle import StateKey
+from scheduler.framework.cycle_state import StateKey
 from scheduler.framework.errors import SchedulerError
 
 __all__ = [

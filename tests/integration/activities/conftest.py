@@ -10,7 +10,6 @@ mocked; faults come from devhub's fault injection.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,22 +19,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.testing import ActivityEnvironment
 
 from activities.plumbing import ActivitySettings
-from devhub import DevHub
 from hub.client import HubClient
 from tests.integration.activities.activity_helpers import Activities, Rig
 from workers.metrics import SchedulerMetrics
-
-# Short enough that a hanging devhub fails a test in seconds, long enough for a loaded 2-core
-# CI machine to answer a healthy request.
-TEST_TIMEOUT = (2.0, 5.0)
-
-
-@pytest.fixture
-def hub(hub_kubeconfig: Path, devhub: DevHub) -> Iterator[HubClient]:
-    client = HubClient.from_kubeconfig(hub_kubeconfig, timeout=TEST_TIMEOUT)
-    yield client
-    devhub.faults.clear()
-    client.close()
 
 
 @pytest.fixture

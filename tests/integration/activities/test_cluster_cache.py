@@ -5,7 +5,6 @@ its first list and after its watch fails."""
 from __future__ import annotations
 
 import gc
-import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -24,19 +23,10 @@ from tests.integration.activities.activity_helpers import (
     prepare_and_cycle,
     targets,
 )
+from tests.support.waits import until
 
 T = TypeVar("T")
 WAIT_S = 10.0
-
-
-def eventually(check: Callable[[], T | None], what: str) -> T:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"not within {WAIT_S}s: {what}")
 
 
 @pytest.fixture
@@ -57,15 +47,16 @@ def test_the_cache_follows_creates_label_changes_and_deletes(
     add_cluster(hub, "b")
     add_cluster(hub, "a", labels={"env": "prod"})
     assert cache.wait_synced(WAIT_S)
-    eventually(lambda: names(cache) == ["a", "b"], "both clusters, in name order")
+    until(lambda: names(cache) == ["a", "b"], what="both clusters, in name order", timeout=WAIT_S)
 
     hub.patch(MemberCluster, "a", {"metadata": {"labels": {"env": "dev"}}})
-    eventually(
+    until(
         lambda: (c := cache.clusters()) and c[0].metadata.labels.get("env") == "dev",
-        "a's new label",
+        what="a's new label",
+        timeout=WAIT_S,
     )
     hub.delete(MemberCluster, "b")
-    eventually(lambda: names(cache) == ["a"], "b gone")
+    until(lambda: names(cache) == ["a"], what="b gone", timeout=WAIT_S)
 
 
 def test_run_cycle_schedules_from_the_cache(
@@ -76,7 +67,7 @@ def test_run_cycle_schedules_from_the_cache(
 ) -> None:
     for name in ("a", "b", "c"):
         add_cluster(hub, name)
-    eventually(lambda: names(cache) == ["a", "b", "c"], "three clusters cached")
+    until(lambda: names(cache) == ["a", "b", "c"], what="three clusters cached", timeout=WAIT_S)
     rig = make_activities(clusters=cache.clusters)
     add_placement(hub, "web", {"placementType": "PickAll"})
 
@@ -100,7 +91,7 @@ def test_until_listed_and_after_a_failed_watch_the_cache_answers_none(
         assert cache.wait_synced(WAIT_S)
         assert cache.clusters() == []
         hub_server.stop()
-        eventually(lambda: cache.clusters() is None, "the cache to distrust itself")
+        until(lambda: cache.clusters() is None, what="the cache to distrust itself", timeout=WAIT_S)
     finally:
         cache.stop()
         client.close()

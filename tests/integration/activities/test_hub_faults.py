@@ -3,7 +3,6 @@ expects, and a retry after a partial success converges without a duplicate bindi
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -35,14 +34,6 @@ from workflows import failures
 
 PICK_THREE = {"placementType": "PickN", "numberOfClusters": 3}
 HANG_WAIT_S = 5.0
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = HANG_WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def ready_placement(hub: HubClient, env: ActivityEnvironment, rig: Rig, name: str) -> str:

@@ -16,7 +16,7 @@ from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler import Profile
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Status
 from tests.integration.activities.activity_helpers import (
     Rig,

@@ -34,8 +34,8 @@ from hub.client import HubClient
 from hub.types import ClusterSchedulingPolicySnapshot
 from hub.types.meta import HubObject
 from tests.crd_files import write_crds
-from tests.integration.e2e.conftest import TEST_TIMEOUT, fleet_scheduler
-from tests.integration.e2e.conftest import hub as hub  # the e2e fixture, re-exported here
+from tests.support.hub import TEST_TIMEOUT
+from tests.support.stacks import fleet_scheduler
 
 SNAPSHOT_CRD: Final = (
     f"{ClusterSchedulingPolicySnapshot.GROUP}_{ClusterSchedulingPolicySnapshot.PLURAL}.yaml"

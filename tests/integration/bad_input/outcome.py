@@ -26,6 +26,7 @@ from hub.types import (
 )
 from scheduler.framework.status import Status
 from tests.integration.e2e.fleet import WAIT_SECONDS, latest_snapshot, status
+from tests.support.waits import until_async
 from workflows.models import PlacementStatus
 from workflows.names import workflow_id
 
@@ -144,10 +145,9 @@ async def refused(hub: HubClient, placement: str, field: str) -> Condition:
         ok = condition is not None and condition.status == names.FALSE
         return condition if ok and condition is not None and field in condition.message else None
 
-    deadline = time.monotonic() + WAIT_SECONDS
-    while (condition := shown()) is None:
-        assert time.monotonic() < deadline, placement_condition(hub, placement)
-        await asyncio.sleep(0.2)
+    condition = await until_async(
+        shown, what=f"{placement}'s condition naming {field}", timeout=WAIT_SECONDS, blocking=True
+    )
     assert latest_snapshot(hub, placement) is None
     return condition
 

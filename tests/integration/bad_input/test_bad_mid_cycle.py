@@ -26,14 +26,8 @@ from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.cycles.schedule import WHY_DANGLING
 from tests.integration.bad_input.outcome import assert_no_retries, decisions, finished
-from tests.integration.e2e.fleet import (
-    add_cluster,
-    add_placement,
-    bindings,
-    eventually,
-    live_targets,
-    unique,
-)
+from tests.integration.e2e.fleet import add_cluster, add_placement, bindings, live_targets, unique
+from tests.support.waits import until_async
 from workflows.models import CycleReport, PlacementStatus, TurnResult
 from workflows.names import ACTIVITY_CLEANUP_PLACEMENT, workflow_id
 
@@ -44,7 +38,7 @@ async def held(fault: Fault) -> None:
     """Wait until the cycle's read is being held. The worker's hub client gives up on a read
     after 5 s (e2e TEST_TIMEOUT); the tests release it well before, so the hang itself never
     makes the cycle retry."""
-    await eventually(lambda: fault.hits >= 1, timeout=30)
+    await until_async(lambda: fault.hits >= 1, timeout=30, blocking=True)
 
 
 async def test_a_placement_deleted_mid_cycle_is_cleaned_up_after_the_cycle(
@@ -96,7 +90,7 @@ async def test_a_cluster_deleted_mid_cycle_has_its_new_binding_unscheduled_next_
     add_cluster(hub, "member-b")
     web = unique("web")
     add_placement(hub, web, {"placementType": "PickAll"})
-    await eventually(lambda: len(live_targets(hub, web)) == 2)
+    await until_async(lambda: len(live_targets(hub, web)) == 2, blocking=True)
     before = (await finished(temporal_client, web)).status.cycles
 
     # A cluster joins, which reaches the PickAll placement; its cycle has listed the clusters
@@ -109,7 +103,7 @@ async def test_a_cluster_deleted_mid_cycle_has_its_new_binding_unscheduled_next_
     hub.delete(MemberCluster, "member-c")
     fault.remove()
 
-    await eventually(
+    await until_async(
         lambda: (
             {b.spec.target_cluster: b.spec.state for b in bindings(hub, web)}
             == {
@@ -117,7 +111,8 @@ async def test_a_cluster_deleted_mid_cycle_has_its_new_binding_unscheduled_next_
                 "member-b": names.STATE_SCHEDULED,
                 "member-c": names.STATE_UNSCHEDULED,
             }
-        )
+        ),
+        blocking=True,
     )
     done = await finished(temporal_client, web, cycles=before + 2)
     assert_no_retries(done)
@@ -154,9 +149,7 @@ async def cycle_reports(client: Client, placement: str) -> list[CycleReport]:
         elif event.HasField("activity_task_completed_event_attributes"):
             completed = event.activity_task_completed_event_attributes
             if scheduled.get(completed.scheduled_event_id) == "schedule_once":
-                [turn] = await client.data_converter.decode(
-                    completed.result.payloads, [TurnResult]
-                )
+                [turn] = await client.data_converter.decode(completed.result.payloads, [TurnResult])
                 if turn.report is not None:
                     reports.append(turn.report)
     return reports

@@ -25,14 +25,8 @@ from tests.integration.bad_input.outcome import (
     placement_condition,
     policy_condition,
 )
-from tests.integration.e2e.fleet import (
-    add_cluster,
-    add_placement,
-    bindings,
-    eventually,
-    live_targets,
-    unique,
-)
+from tests.integration.e2e.fleet import add_cluster, add_placement, bindings, live_targets, unique
+from tests.support.waits import until_async
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -64,12 +58,13 @@ def scale(hub: HubClient, placement: str, n: int) -> None:
 
 
 async def reaches(hub: HubClient, placement: str, wanted: dict[str, str], n: int) -> None:
-    await eventually(lambda: live_targets(hub, placement) == wanted)
-    await eventually(
+    await until_async(lambda: live_targets(hub, placement) == wanted, blocking=True)
+    await until_async(
         lambda: (
             (c := policy_condition(hub, placement))
             and c.message == names.POLICY_FULFILLED_MESSAGE.format(count=n)
-        )
+        ),
+        blocking=True,
     )
 
 

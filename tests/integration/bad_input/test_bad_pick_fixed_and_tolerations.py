@@ -33,7 +33,8 @@ from tests.integration.bad_input.outcome import (
     placement_condition,
     policy_condition,
 )
-from tests.integration.e2e.fleet import add_cluster, add_placement, eventually, live_targets, unique
+from tests.integration.e2e.fleet import add_cluster, add_placement, live_targets, unique
+from tests.support.waits import until_async
 from workflows import names as wf_names
 from workflows.models import PlacementExplanation
 
@@ -91,13 +92,16 @@ async def test_pick_fixed_with_unknown_duplicate_and_ineligible_clusters_says_wh
     # The missing clusters turn up: each is placed on its own event, and the placement is done.
     add_cluster(hub, "ghost")
     join(hub, "member-new")
-    await eventually(
+    await until_async(
         lambda: (
             live_targets(hub, web)
             == {name: names.STATE_SCHEDULED for name in ("member-a", "ghost", "member-new")}
-        )
+        ),
+        blocking=True,
     )
-    await eventually(lambda: (c := placement_condition(hub, web)) and c.status == names.TRUE and c)
+    await until_async(
+        lambda: (c := placement_condition(hub, web)) and c.status == names.TRUE and c, blocking=True
+    )
 
 
 async def test_tolerations_that_match_no_taint_leave_tainted_clusters_filtered(

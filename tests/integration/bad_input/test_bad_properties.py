@@ -37,7 +37,8 @@ from tests.integration.bad_input.outcome import (
     placement_condition,
     policy_condition,
 )
-from tests.integration.e2e.fleet import add_cluster, add_placement, eventually, live_targets, unique
+from tests.integration.e2e.fleet import add_cluster, add_placement, live_targets, unique
+from tests.support.waits import until_async
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -87,11 +88,12 @@ async def test_a_cluster_value_that_does_not_parse_filters_only_that_cluster(
 
     # The provider fixes its value: the property change reaches the placement.
     report_cost(hub, "member-b", "4")
-    await eventually(
+    await until_async(
         lambda: (
             live_targets(hub, web)
             == {"member-a": names.STATE_SCHEDULED, "member-b": names.STATE_SCHEDULED}
-        )
+        ),
+        blocking=True,
     )
 
 

@@ -41,13 +41,8 @@ from tests.integration.bad_input.outcome import (
     refused,
     snapshot_doc,
 )
-from tests.integration.e2e.fleet import (
-    add_cluster,
-    add_placement,
-    eventually,
-    live_targets,
-    unique,
-)
+from tests.integration.e2e.fleet import add_cluster, add_placement, live_targets, unique
+from tests.support.waits import until_async
 from workflows.models import RequeueRequest
 from workflows.names import SIGNAL_REQUEUE, workflow_id
 
@@ -129,7 +124,9 @@ async def test_an_invalid_required_selector_is_refused_naming_its_field(
         web,
         {"spec": {"policy": {"affinity": required({"labelSelector": fixed})}}},
     )
-    await eventually(lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED})
+    await until_async(
+        lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED}, blocking=True
+    )
     done = await finished(temporal_client, web)
     assert_no_retries(done)
 
@@ -266,7 +263,9 @@ async def test_a_snapshot_our_model_cannot_read_is_named_and_blocks_no_other_pla
     hub = skewed_hub
     add_cluster(hub, "member-a", labels={"env": "prod"})
     web = _skewed_placement(hub, {"placementType": "PickN", "numberOfClusters": 1})
-    await eventually(lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED})
+    await until_async(
+        lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED}, blocking=True
+    )
     before = (await finished(temporal_client, web)).status.cycles
 
     # Another KubeFleet version allows more than 10 required terms: its next snapshot has 11.
@@ -282,7 +281,9 @@ async def test_a_snapshot_our_model_cannot_read_is_named_and_blocks_no_other_pla
 
         # The watch of snapshots goes on: a placement created afterwards is scheduled.
         other = _skewed_placement(hub, {"placementType": "PickN", "numberOfClusters": 1})
-        await eventually(lambda: live_targets(hub, other) == {"member-a": names.STATE_SCHEDULED})
+        await until_async(
+            lambda: live_targets(hub, other) == {"member-a": names.STATE_SCHEDULED}, blocking=True
+        )
     assert skewed_system.stats.watch_failures == 0
     warned = [r.getMessage() for r in caplog.records if f"{web}-1" in r.getMessage()]
     assert warned and "does not match our model" in warned[0], warned

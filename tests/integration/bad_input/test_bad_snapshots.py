@@ -33,15 +33,9 @@ from tests.integration.bad_input.outcome import (
     placement_condition,
     policy_condition,
 )
-from tests.integration.e2e.conftest import fleet_scheduler
-from tests.integration.e2e.fleet import (
-    add_cluster,
-    add_placement,
-    bindings,
-    eventually,
-    live_targets,
-    unique,
-)
+from tests.integration.e2e.fleet import add_cluster, add_placement, bindings, live_targets, unique
+from tests.support.stacks import fleet_scheduler
+from tests.support.waits import until_async
 from workflows.models import PlacementStatus, RequeueRequest
 from workflows.names import SIGNAL_REQUEUE, workflow_id
 
@@ -109,9 +103,13 @@ async def test_a_bad_number_of_clusters_annotation_fails_the_cycle_until_it_is_f
     done = await finished(temporal_client, web)
     assert_no_retries(done)
     key = names.NUMBER_OF_CLUSTERS_ANNOTATION
-    assert done.error == f"policy snapshot '{web}-0'" + (
-        " " if annotation is None else ": "
-    ) + problem.format(key=key) + "; fix the annotation or delete the snapshot"
+    assert (
+        done.error
+        == f"policy snapshot '{web}-0'"
+        + (" " if annotation is None else ": ")
+        + problem.format(key=key)
+        + "; fix the annotation or delete the snapshot"
+    )
     assert live_targets(hub, web) == {}
     condition = policy_condition(hub, web)
     assert condition is not None and condition.status == names.FALSE
@@ -124,9 +122,12 @@ async def test_a_bad_number_of_clusters_annotation_fails_the_cycle_until_it_is_f
     hub.patch(
         ClusterSchedulingPolicySnapshot, f"{web}-0", {"metadata": {"annotations": {key: "1"}}}
     )
-    await eventually(lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED})
-    await eventually(
-        lambda: (c := policy_condition(hub, web)) and c.reason == names.POLICY_FULFILLED_REASON
+    await until_async(
+        lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED}, blocking=True
+    )
+    await until_async(
+        lambda: (c := policy_condition(hub, web)) and c.reason == names.POLICY_FULFILLED_REASON,
+        blocking=True,
     )
 
 
@@ -164,7 +165,9 @@ async def test_a_snapshot_without_the_parent_label_is_reported_and_never_schedul
             await temporal_client.get_workflow_handle(workflow_id(web)).signal(
                 SIGNAL_REQUEUE, RequeueRequest(reason="labelled the snapshot")
             )
-            await eventually(lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED})
+            await until_async(
+                lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED}, blocking=True
+            )
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert any(
         f"{web}-0" in message and names.PARENT_PLACEMENT_LABEL in message for message in warnings
@@ -198,4 +201,6 @@ async def test_a_garbage_crp_generation_is_reported_by_the_workflow_and_nothing_
     hub.patch(
         ClusterSchedulingPolicySnapshot, f"{web}-0", {"metadata": {"annotations": {key: "1"}}}
     )
-    await eventually(lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED})
+    await until_async(
+        lambda: live_targets(hub, web) == {"member-a": names.STATE_SCHEDULED}, blocking=True
+    )

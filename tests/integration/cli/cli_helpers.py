@@ -17,7 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Self, TypeVar
@@ -75,18 +75,6 @@ def beside_make_run(home: Path) -> dict[str, str]:
     ~/.kube/config (HOME is `home`), not in a pod; what `make run` wrote is all there is."""
     hidden = {"KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}
     return {**{k: v for k, v in os.environ.items() if k not in hidden}, "HOME": str(home)}
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0) -> T:
-    """Poll `probe` until it returns something other than None/False; fail naming `what`."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(POLL_S)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

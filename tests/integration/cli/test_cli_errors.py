@@ -13,9 +13,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-from cli_helpers import Ports, fleet_scheduler, port_is_free, processes_mentioning, run_cli
 from temporalio.testing import WorkflowEnvironment
 
+from tests.integration.cli.cli_helpers import (
+    Ports,
+    fleet_scheduler,
+    port_is_free,
+    processes_mentioning,
+    run_cli,
+)
 from workers.devserver import find_temporal_binary, free_port
 
 pytestmark = pytest.mark.skipif(

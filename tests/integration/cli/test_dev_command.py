@@ -19,21 +19,21 @@ from pathlib import Path
 
 import pytest
 import requests
-from cli_helpers import (
-    DevProcess,
-    beside_make_run,
-    bindings_of,
-    port_is_free,
-    processes_mentioning,
-    targets,
-    wait_for,
-)
 from temporalio.client import Client, ScheduleActionStartWorkflow, ScheduleDescription
 from temporalio.service import RPCError, RPCStatusCode
 
 from devhub.sample import read_fleet
 from hub import names as hub_names
 from hub.types import CapacityLedger, ClusterResourcePlacement
+from tests.integration.cli.cli_helpers import (
+    DevProcess,
+    beside_make_run,
+    bindings_of,
+    port_is_free,
+    processes_mentioning,
+    targets,
+)
+from tests.support.waits import until
 from workers.devserver import find_temporal_binary
 from workflows.names import RECONCILE_SCHEDULE_ID, RECONCILE_WORKFLOW
 
@@ -139,9 +139,9 @@ def test_dev_keeps_the_reconcile_schedule_run_keeps(dev: DevProcess) -> None:
     assert interval.every == timedelta(minutes=5)
     assert isinstance(described.schedule.action, ScheduleActionStartWorkflow)
     assert described.schedule.action.workflow == RECONCILE_WORKFLOW
-    wait_for(
-        "the reconcile the watcher's start triggers",
+    until(
         lambda: (found := asyncio.run(reconcile_schedule(dev))) and found.info.num_actions >= 1,
+        what="the reconcile the watcher's start triggers",
     )
     assert "triggered the reconcile instead of signalling placements" in dev.stderr()
 
@@ -150,13 +150,13 @@ def test_a_placement_applied_with_kubectl_gets_its_bindings(
     dev: DevProcess, placement: str
 ) -> None:
     with dev.hub() as hub:
-        scheduled = wait_for(
-            f"2 Scheduled bindings of {placement}",
+        scheduled = until(
             lambda: (
                 (found := targets(bindings_of(hub, placement), hub_names.STATE_SCHEDULED))
                 and len(found) == 2
                 and found
             ),
+            what=f"2 Scheduled bindings of {placement}",
         )
     assert set(scheduled) <= set(PROD)
     if KUBECTL is not None:
@@ -169,7 +169,7 @@ def test_a_placement_applied_with_kubectl_gets_its_bindings(
 
 
 def test_explain_shows_every_member_cluster_with_its_fate(dev: DevProcess, placement: str) -> None:
-    wait_for("a finished cycle", lambda: cycles_of(dev, placement) >= 1)
+    until(lambda: cycles_of(dev, placement) >= 1, what="a finished cycle")
     with dev.hub() as hub:
         picked = targets(bindings_of(hub, placement), hub_names.STATE_SCHEDULED)
     explained = dev.cli("explain", placement)
@@ -231,7 +231,7 @@ def test_requeue_wait_exits_non_zero_when_the_cycle_it_caused_fails(dev: DevProc
 
 
 def test_requeue_runs_one_more_cycle(dev: DevProcess, placement: str) -> None:
-    before = wait_for("a finished cycle", lambda: cycles_of(dev, placement))
+    before = until(lambda: cycles_of(dev, placement), what="a finished cycle")
     requeued = dev.cli("requeue", placement, "--reason", "from the test", "--wait")
     assert requeued.returncode == 0, requeued.stderr
     assert f"sent requeue to crp/{placement} (from the test)" in requeued.stdout
@@ -259,9 +259,7 @@ def test_requeue_wait_of_a_misspelt_placement_starts_no_workflow(
     assert typo not in listed.stdout
     resource = dev.cli("requeue", "-n", "shop", typo, "--wait")
     assert resource.returncode == 2, (resource.stdout, resource.stderr)
-    assert f"has no ResourcePlacement named {typo!r} in hub namespace 'shop':" in (
-        resource.stderr
-    )
+    assert f"has no ResourcePlacement named {typo!r} in hub namespace 'shop':" in (resource.stderr)
     assert "`kubectl get rp -n shop` lists them" in resource.stderr
 
 
@@ -269,7 +267,7 @@ def test_requeue_wait_without_a_hub_reaches_only_a_running_workflow(
     dev: DevProcess, placement: str, tmp_path: Path
 ) -> None:
     """Where no hub can be read, --wait still requeues a running workflow, and starts none."""
-    wait_for("a finished cycle", lambda: cycles_of(dev, placement) >= 1)
+    until(lambda: cycles_of(dev, placement) >= 1, what="a finished cycle")
     nowhere = beside_make_run(tmp_path)
     requeued = dev.cli("requeue", placement, "--wait", cwd=tmp_path, env=nowhere)
     assert requeued.returncode == 0, requeued.stderr
@@ -288,10 +286,10 @@ def test_explain_after_a_cycle_that_only_kept_its_picks_shows_the_deciding_cycle
 ) -> None:
     """A fulfilled PickN's later cycles evaluate no cluster; explain finds the cycle that did
     in the workflow's history (a schedule_once result)."""
-    before = wait_for("a finished cycle", lambda: cycles_of(dev, placement))
+    before = until(lambda: cycles_of(dev, placement), what="a finished cycle")
     requeued = dev.cli("requeue", placement, "--reason", "keep picks", "--wait")
     assert requeued.returncode == 0, requeued.stderr
-    wait_for("the requeued cycle", lambda: cycles_of(dev, placement) > before)
+    until(lambda: cycles_of(dev, placement) > before, what="the requeued cycle")
     explained = dev.cli("explain", placement)
     assert explained.returncode == 0, explained.stderr
     deciding = re.search(r"The last cycle that evaluated them: cycle (\d+):", explained.stdout)
@@ -306,7 +304,7 @@ def test_explain_after_a_cycle_that_only_kept_its_picks_shows_the_deciding_cycle
 
 
 def test_status_lists_the_placement_as_fully_scheduled(dev: DevProcess, placement: str) -> None:
-    wait_for("a finished cycle", lambda: cycles_of(dev, placement) >= 1)
+    until(lambda: cycles_of(dev, placement) >= 1, what="a finished cycle")
     listed = dev.cli("status")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
@@ -322,7 +320,7 @@ def test_check_passes_on_the_live_stack_and_names_what_is_broken(
 ) -> None:
     """`fleet-scheduler check` against the stack: 0 and a clean line while every invariant
     holds; 1 and the violation in a person's terms once a reservation outlives its placement."""
-    wait_for("a finished cycle", lambda: cycles_of(dev, placement) >= 1)
+    until(lambda: cycles_of(dev, placement) >= 1, what="a finished cycle")
     clean = dev.cli("check", "--hub-only")
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert clean.stdout.startswith("all invariants hold: ")
@@ -369,9 +367,9 @@ def test_a_deleted_placement_is_listed_as_completed_and_cannot_be_requeued(
                 }
             )
         )
-        wait_for(f"bindings of {name}", lambda: len(bindings_of(hub, name)) == len(FLEET) - 2)
+        until(lambda: len(bindings_of(hub, name)) == len(FLEET) - 2, what=f"bindings of {name}")
         hub.delete(ClusterResourcePlacement, name)
-        wait_for(f"{name}'s bindings to go", lambda: bindings_of(hub, name) == [])
+        until(lambda: bindings_of(hub, name) == [], what=f"{name}'s bindings to go")
 
     def completed_row() -> list[str] | None:
         listed = dev.cli("status", "--all")
@@ -379,7 +377,7 @@ def test_a_deleted_placement_is_listed_as_completed_and_cannot_be_requeued(
         rows = [line.split() for line in listed.stdout.splitlines() if line.startswith(name)]
         return rows[0] if rows and rows[0][4] == "Completed" else None
 
-    row = wait_for(f"{name} listed as Completed", completed_row)
+    row = until(completed_row, what=f"{name} listed as Completed")
     # "nothing: cleaned up (...)", or, when the hub's DELETED event reached the workflow before
     # it completed (a race a loaded machine can lose), one more turn: "nothing: the placement
     # is gone". Either way the workflow ended because the placement is gone.
@@ -416,7 +414,7 @@ def test_the_readmes_priority_walkthrough(dev: DevProcess, placement: str) -> No
         line = next((x for x in explained.stdout.splitlines() if x.startswith("priority:")), "")
         return line if "PriorityClass urgent" in line else None
 
-    line = wait_for("the new priority in explain", told)
+    line = until(told, what="the new priority in explain")
     assert line.startswith("priority: 10000 (PriorityClass urgent), key 2 for its own turns")
     requeued = dev.cli("requeue", placement, "--priority", "1", "--wait")
     assert requeued.returncode == 0, requeued.stderr
@@ -436,21 +434,22 @@ def test_sample_placements_are_scheduled_and_sigterm_stops_everything(tmp_path: 
     try:
         assert dev.reported_ready_s is not None and dev.reported_ready_s < 30
         with dev.hub() as hub:
-            wait_for(
-                "6 bindings of web-everywhere", lambda: len(bindings_of(hub, "web-everywhere")) == 6
+            until(
+                lambda: len(bindings_of(hub, "web-everywhere")) == 6,
+                what="6 bindings of web-everywhere",
             )
-            wait_for(
-                "pinned's two existing targets",
+            until(
                 lambda: (
                     targets(bindings_of(hub, "pinned"))
                     == ["member-eastus-1", "member-westeurope-3"]
                 ),
+                what="pinned's two existing targets",
             )
-            wait_for(
-                "gpu-training on the GPU cluster",
+            until(
                 lambda: targets(bindings_of(hub, "gpu-training")) == ["member-japaneast-2"],
+                what="gpu-training on the GPU cluster",
             )
-            wait_for("api-spread's 3 clusters", lambda: len(bindings_of(hub, "api-spread")) == 3)
+            until(lambda: len(bindings_of(hub, "api-spread")) == 3, what="api-spread's 3 clusters")
             regions = {
                 b.spec.target_cluster.rsplit("-", 1)[0] for b in bindings_of(hub, "api-spread")
             }
@@ -503,9 +502,9 @@ def test_a_killed_dev_takes_its_temporal_server_along(tmp_path: Path) -> None:
     assert dev.process is not None
     dev.process.kill()  # SIGKILL: no handler runs, only the kernel can stop the child
     dev.process.wait()
-    wait_for(
-        "the dev server to die with its parent",
+    until(
         lambda: processes_mentioning(f"--port {dev.ports.temporal}") == [],
+        what="the dev server to die with its parent",
     )
     # The next `make run`: same ports, same data dir.
     again = DevProcess(tmp_path)

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 import yaml
-from cli_helpers import beside_make_run, run_cli
 
 from devhub import DevHub, sample
 from hub import names
@@ -29,6 +28,7 @@ from hub.types import (
 )
 from scheduler import CycleInput, schedule
 from scheduler.snapshots import plan_snapshot_sync
+from tests.integration.cli.cli_helpers import beside_make_run, run_cli
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 PROD = "fleet.example.com/environment"

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from cli_helpers import beside_make_run, run_cli
 
 from devhub import DevHub
 from hub import names
@@ -25,6 +24,7 @@ from hub.types import (
 )
 from scheduler.testing import member_cluster
 from scheduler.writes import new_binding
+from tests.integration.cli.cli_helpers import beside_make_run, run_cli
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 

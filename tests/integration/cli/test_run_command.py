@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 import requests
-from cli_helpers import RunProcess, bindings_of, run_cli, wait_for
 from temporalio.testing import WorkflowEnvironment
 
 from devhub import DevHub
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement
+from tests.integration.cli.cli_helpers import RunProcess, bindings_of, run_cli
+from tests.support.waits import until_async
 from workers.cli.dev import read_placements
 from workers.devserver import find_temporal_binary
 from workers.versioning import current_build_id
@@ -83,8 +84,10 @@ async def test_run_schedules_with_watcher_workflows_and_activities_in_separate_p
         )
         with HubClient.from_kubeconfig(hub_kubeconfig) as hub:
             hub.create(placement)
-            await asyncio.to_thread(
-                wait_for, f"2 bindings of {name}", lambda: len(bindings_of(hub, name)) == 2
+            await until_async(
+                lambda: len(bindings_of(hub, name)) == 2,
+                what=f"2 bindings of {name}",
+                blocking=True,
             )
         explained = await asyncio.to_thread(run_cli, "explain", name, "--temporal-address", address)
         assert explained.returncode == 0, explained.stderr

@@ -17,14 +17,15 @@ from pathlib import Path
 
 import pytest
 import requests
-from cli_helpers import RunProcess, bindings_of, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.testing import WorkflowEnvironment
 
 from devhub import DevHub
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster
+from tests.integration.cli.cli_helpers import RunProcess, bindings_of
 from tests.reliability.procs import children_of, is_live
+from tests.support.waits import until_async
 from workers.devserver import find_temporal_binary
 from workers.processes import PROCESS_LABEL
 
@@ -90,10 +91,11 @@ async def test_cycles_spread_over_supervised_activity_processes(
         for name in names:
             hub.create(pick_all(name))
         for name in names:
-            await asyncio.to_thread(
-                wait_for, f"bindings of {name}",
+            await until_async(
                 lambda name=name: len(bindings_of(hub, name)) == len(untainted),
-            )  # fmt: skip
+                what=f"bindings of {name}",
+                blocking=True,
+            )
         counts = cycles_by_process(run.metrics_port)
         # The parent runs no cycle; the children ran every one between them.
         assert counts.get("parent", 0.0) == 0.0, counts
@@ -102,23 +104,27 @@ async def test_cycles_spread_over_supervised_activity_processes(
         # A child killed outright is started again, and cycles go on.
         victim = first[0]
         os.kill(victim, signal.SIGKILL)
-        replaced = await asyncio.to_thread(
-            wait_for, "a new activity process",
+        replaced = await until_async(
             lambda: (now := children_of(run.process.pid)) and len(now) == 2
             and victim not in now and now,
+            what="a new activity process",
+            blocking=True,
         )  # fmt: skip
         assert first[1] in replaced
-        await asyncio.to_thread(
-            wait_for, "the parent ready again",
+        await until_async(
             lambda: requests.get(
                 f"http://127.0.0.1:{run.metrics_port}/readyz", timeout=10
             ).status_code == 200,
+            what="the parent ready again",
+            blocking=True,
         )  # fmt: skip
         assert "exited with code -9; starting it again" in run.err.read_text()
         late = f"late-{uuid.uuid4().hex[:6]}"
         hub.create(pick_all(late))
-        await asyncio.to_thread(
-            wait_for, f"bindings of {late}", lambda: len(bindings_of(hub, late)) == len(untainted)
+        await until_async(
+            lambda: len(bindings_of(hub, late)) == len(untainted),
+            what=f"bindings of {late}",
+            blocking=True,
         )
 
         # The parent dies without a word: its children notice and stop by themselves.

@@ -19,13 +19,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_helpers import fleet_scheduler
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from temporalio.testing import WorkflowEnvironment
 
+from tests.integration.cli.cli_helpers import fleet_scheduler
 from workers.devserver import free_port
 
 LOOPBACK = "127.0.0.1"

@@ -6,27 +6,13 @@ the watcher starts runs, and its history records exactly which signals it receiv
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import AsyncIterator
 
-import pytest
 import pytest_asyncio
 from temporalio.client import Client
-from watcher_helpers import StandIns, placement_worker
 
 from hub.client import HubClient
-
-# Short enough that a hanging devhub fails a test in seconds.
-TEST_TIMEOUT = (2.0, 5.0)
-
-
-@pytest.fixture
-def hub(hub_kubeconfig: Path, devhub: Any) -> Iterator[HubClient]:
-    client = HubClient.from_kubeconfig(hub_kubeconfig, timeout=TEST_TIMEOUT)
-    yield client
-    devhub.faults.clear()
-    client.close()
+from tests.integration.control.watcher_helpers import StandIns, placement_worker
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -12,8 +12,11 @@ import asyncio
 
 import pytest
 from temporalio.client import Client
-from watcher_helpers import (
-    eventually,
+
+from hub.client import HubClient
+from hub.names import PRIORITY_CLASS_ANNOTATION
+from hub.types import ClusterResourcePlacement, PriorityClass
+from tests.integration.control.watcher_helpers import (
     mark_fulfilled,
     placement,
     run_status,
@@ -21,12 +24,8 @@ from watcher_helpers import (
     signals_matching,
     snapshot,
     unique,
-    until,
 )
-
-from hub.client import HubClient
-from hub.names import PRIORITY_CLASS_ANNOTATION
-from hub.types import ClusterResourcePlacement, PriorityClass
+from tests.support.waits import until_async
 from workflows import names
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -42,7 +41,7 @@ async def _exactly_started(client: Client, placements: list[str], count: int) ->
         started = await _started(client, placements)
         return started if len(started) == count else None
 
-    found = await eventually(check)
+    found = await until_async(check)
     assert found is not None
     return found
 
@@ -79,7 +78,7 @@ async def test_a_finished_turn_lets_the_next_placement_in_and_a_better_key_goes_
 
         high = unique("high")
         hub.create(_annotated(high, urgent))  # the window is full at key 3, not at key 2
-        await eventually(lambda: run_status(temporal_client, high))
+        await until_async(lambda: run_status(temporal_client, high))
         assert len(await _started(temporal_client, lows)) == 3
 
         for name in third:
@@ -129,7 +128,7 @@ async def test_a_turn_nobody_finishes_gives_its_place_up_after_the_timeout(
         for name in lows:
             hub.create(placement(name, "PickN", n=1))
         await _exactly_started(temporal_client, lows, 3)
-        await until(lambda: watcher.stats.admissions_expired >= 2)
+        await until_async(lambda: watcher.stats.admissions_expired >= 2)
 
 
 async def test_beside_kubefleet_there_is_no_window(
@@ -155,7 +154,7 @@ async def test_a_full_window_holds_back_only_turns_that_need_a_place(
     async with running_watcher(
         hub, temporal_client, task_queue, snapshotter=True, admission_window=1
     ) as watcher:
-        await eventually(lambda: run_status(temporal_client, done))
+        await until_async(lambda: run_status(temporal_client, done))
         for name in lows:
             hub.create(placement(name, "PickN", n=1))
         await _exactly_started(temporal_client, lows, 1)

@@ -10,7 +10,12 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
-from watcher_helpers import (
+
+from control.outbox import Backoff
+from control.watcher import WATCHED_KINDS
+from hub.client import HubClient
+from hub.types import ClusterResourcePlacement
+from tests.integration.control.watcher_helpers import (
     Signalled,
     cluster,
     placement,
@@ -22,13 +27,9 @@ from watcher_helpers import (
     signals,
     signals_matching,
     unique,
-    until,
 )
-
-from control.outbox import Backoff
-from control.watcher import WATCHED_KINDS
-from hub.client import HubClient
-from hub.types import ClusterResourcePlacement
+from tests.support.hub import TEST_TIMEOUT
+from tests.support.waits import until_async
 from workers.devserver import DevServer, free_port
 from workflows import names
 
@@ -36,7 +37,6 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 CHANGED = names.SIGNAL_PLACEMENT_CHANGED
 CLUSTER = names.SIGNAL_CLUSTER_CHANGED
-TEST_TIMEOUT = (2.0, 5.0)
 FAST_RETRY = Backoff(initial=0.1, maximum=0.5)
 
 
@@ -60,7 +60,7 @@ async def test_after_410_gone_the_watcher_lists_again_and_still_delivers_the_cha
             # Hold the cluster watch's next reconnection while the cluster changes and the
             # window moves on.
             held = server.faults.inject(verb="watch", resource="memberclusters", hang=True, count=1)
-            await until(lambda: held.hits == 1)
+            await until_async(lambda: held.hits == 1)
             relabel(hub, "member-1", env="prod")
             for index in range(3):
                 hub.patch(
@@ -93,11 +93,11 @@ async def test_after_a_hub_restart_the_watcher_resumes_and_delivers(
             await quiet(watcher)
             resyncs = watcher.stats.resyncs
             first.stop()
-            await until(lambda: watcher.stats.watch_failures >= 1)
+            await until_async(lambda: watcher.stats.watch_failures >= 1)
 
             second = devhub_factory(data_dir=data_dir, port=first.port)
             assert second.token == first.token  # kept in data_dir, so the client still works
-            await until(lambda: watcher.stats.resyncs >= resyncs + len(WATCHED_KINDS))
+            await until_async(lambda: watcher.stats.resyncs >= resyncs + len(WATCHED_KINDS))
             relabel(hub, "member-1", env="prod")
             (received,) = await signals_matching(temporal_client, name, CLUSTER)
             assert received.reason == "cluster member-1: labels changed"
@@ -121,7 +121,7 @@ async def test_two_watchers_at_once_keep_one_workflow_per_placement(
         await quiet(two)
         seen = (one.stats.events, two.stats.events)
         relabel(hub, "member-1", env="prod")
-        await until(lambda: one.stats.events > seen[0] and two.stats.events > seen[1])
+        await until_async(lambda: one.stats.events > seen[0] and two.stats.events > seen[1])
         await quiet(one)
         await quiet(two)
         for watcher in (one, two):
@@ -153,11 +153,11 @@ async def test_signals_wait_out_a_temporal_outage_and_arrive_when_it_is_back(
     name = unique("all")
     hub.create(placement(name, "PickAll"))
     async with running_watcher(hub, client, task_queue, send_retry=FAST_RETRY) as watcher:
-        await until(lambda: watcher.stats.retries >= 2)
+        await until_async(lambda: watcher.stats.retries >= 2)
         routes = watcher.stats.routes
         hub.create(cluster("member-1"))
         relabel(hub, "member-1", env="prod")
-        await until(lambda: watcher.stats.routes == routes + 1)
+        await until_async(lambda: watcher.stats.routes == routes + 1)
         async with DevServer(port=port, ui=False) as server:
             # Workers need a connected client; the watcher keeps its lazy one.
             worker_client = await Client.connect(

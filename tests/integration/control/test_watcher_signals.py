@@ -7,12 +7,20 @@ import asyncio
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
-from watcher_helpers import (
+
+from hub import names as hub_names
+from hub.client import HubClient
+from hub.types import (
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    MemberCluster,
+)
+from tests.integration.control.watcher_helpers import (
     OTHER_FINALIZER,
     add_taint,
     binding,
     cluster,
-    eventually,
     mark_fulfilled,
     placement,
     quiet,
@@ -23,17 +31,8 @@ from watcher_helpers import (
     signals_matching,
     snapshot,
     unique,
-    until,
 )
-
-from hub import names as hub_names
-from hub.client import HubClient
-from hub.types import (
-    ClusterResourceBinding,
-    ClusterResourcePlacement,
-    ClusterSchedulingPolicySnapshot,
-    MemberCluster,
-)
+from tests.support.waits import until_async
 from workers.metrics import SchedulerMetrics
 from workflows import names
 
@@ -74,8 +73,8 @@ async def test_readiness_names_the_kinds_not_listed_yet(
     hub_faults = devhub.faults  # type: ignore[attr-defined]
     fault = hub_faults.inject(verb="list", resource="memberclusters", status=503)
     async with running_watcher(hub, temporal_client, task_queue, wait_ready=False) as watcher:
-        await until(lambda: watcher.synced(ClusterResourcePlacement))
-        await until(lambda: watcher.stats.watch_failures > 0)
+        await until_async(lambda: watcher.synced(ClusterResourcePlacement))
+        await until_async(lambda: watcher.stats.watch_failures > 0)
         ready, reason = watcher.readiness()
         assert not ready and not watcher.ready
         assert "waiting for the first list of memberclusters" in reason
@@ -166,7 +165,7 @@ async def test_a_cluster_deletion_reaches_every_placement_and_a_new_taint_none(
         await quiet(watcher)
         before = watcher.stats
         add_taint(hub, "member-1", "gpu")
-        await until(lambda: watcher.stats.events > before.events)
+        await until_async(lambda: watcher.stats.events > before.events)
         await quiet(watcher)
         assert watcher.stats.routes == before.routes  # a taint addition reaches nobody
         assert [s.signal for s in await signals(temporal_client, pick_all)] == [CHANGED]
@@ -205,13 +204,13 @@ async def test_placement_deletion_runs_cleanup_and_late_events_start_nothing(
             done = status is not None and status[1] == WorkflowExecutionStatus.COMPLETED
             return status if done else None
 
-        run_id, _ = await eventually(completed)
-        await until(lambda: watcher.cached(ClusterResourcePlacement) == 0)
+        run_id, _ = await until_async(completed)
+        await until_async(lambda: watcher.cached(ClusterResourcePlacement) == 0)
         await quiet(watcher)
         before = watcher.stats
         # A late event naming the gone placement: a plain signal at most, never a new run.
         hub.create(snapshot(name, 0))
-        await until(lambda: watcher.stats.gone == before.gone + 1)
+        await until_async(lambda: watcher.stats.gone == before.gone + 1)
         await quiet(watcher)
         assert await run_status(temporal_client, name) == (
             run_id,
@@ -225,7 +224,7 @@ async def test_placement_deletion_runs_cleanup_and_late_events_start_nothing(
             status = await run_status(temporal_client, name)
             return status is not None and status[0] != run_id
 
-        await eventually(new_run)
+        await until_async(new_run)
         await signals_matching(temporal_client, name, CHANGED, f"placement {name} created")
 
 
@@ -240,7 +239,7 @@ async def test_a_snapshot_for_a_placement_not_cached_yet_still_starts_its_workfl
     async with running_watcher(
         hub, temporal_client, task_queue, snapshotter=False, wait_ready=False
     ) as watcher:
-        await until(lambda: watcher.synced(ClusterSchedulingPolicySnapshot))
+        await until_async(lambda: watcher.synced(ClusterSchedulingPolicySnapshot))
         hub.create(placement(name, "PickN", n=1))
         hub.create(snapshot(name, 0))
         (received,) = await signals_matching(temporal_client, name, SNAPSHOT)
@@ -265,7 +264,7 @@ async def test_a_burst_of_cluster_changes_is_coalesced_into_few_signals(
                 relabel(hub, "member-1", step=str(index))
 
         await asyncio.to_thread(burst)  # the watcher's loop runs meanwhile
-        await until(lambda: watcher.stats.events - before.events >= 20)
+        await until_async(lambda: watcher.stats.events - before.events >= 20)
         await quiet(watcher)
         received = [s for s in await signals(temporal_client, name) if s.signal == CLUSTER]
         assert 1 <= len(received) <= 5, received

@@ -8,7 +8,10 @@ from collections.abc import Iterator
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client
-from watcher_helpers import (
+
+from control import telemetry
+from hub.client import HubClient
+from tests.integration.control.watcher_helpers import (
     placement,
     placement_worker,
     quiet,
@@ -16,9 +19,6 @@ from watcher_helpers import (
     signals_matching,
     unique,
 )
-
-from control import telemetry
-from hub.client import HubClient
 from workflows import names
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
@@ -35,6 +35,7 @@ from hub.types import (
     MemberCluster,
     Taint,
 )
+from tests.support.waits import until_async
 from workers.worker import split_workers
 from workflows import names
 from workflows.models import (
@@ -311,27 +312,6 @@ async def run_status(
     return described.run_id, described.status
 
 
-async def eventually(check: Callable[[], Awaitable[T]], timeout: float = WAIT_SECONDS) -> T:
-    """Poll `check` until it returns something truthy; fail with its last value after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not reached in {timeout}s; last value: {value!r}")
-        await asyncio.sleep(0.1)
-
-
-async def until(predicate: Callable[[], bool], timeout: float = WAIT_SECONDS) -> None:
-    """Wait until a synchronous `predicate` holds (e.g. on the watcher's counters)."""
-
-    async def check() -> bool:
-        return predicate()
-
-    await eventually(check, timeout)
-
-
 async def signals_matching(
     client: Client, placement: str, signal: str, containing: str = ""
 ) -> list[Signalled]:
@@ -344,7 +324,7 @@ async def signals_matching(
             if s.signal == signal and containing in s.reason
         ]
 
-    return await eventually(check)
+    return await until_async(check)
 
 
 async def quiet(watcher: Watcher, seconds: float = 0.3) -> None:

@@ -12,12 +12,10 @@ devhub counts every request, the test's own too; the test makes its few requests
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -38,6 +36,7 @@ from hub.types import (
 )
 from scheduler.snapshots import plan_snapshot_sync
 from scheduler.testing import member_cluster
+from tests.support.waits import until_async
 from tests.unit.deploy.deploy_helpers import (
     BESIDE_KUBEFLEET,
     STANDALONE,
@@ -51,7 +50,6 @@ from workflows.names import workflow_id
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 T = TypeVar("T")
-TEST_TIMEOUT = (2.0, 5.0)
 WAIT_SECONDS = 45.0
 CLUSTERS = ("rbac-a", "rbac-b", "rbac-c")
 # The fleet kinds, and the built-in PriorityClasses the watcher reads (docs/priority.md).
@@ -84,26 +82,10 @@ class Own:
         return self.hub.list(kind, selector).items
 
 
-@pytest.fixture
-def hub(hub_kubeconfig: Path) -> HubClient:
-    return HubClient.from_kubeconfig(hub_kubeconfig, timeout=TEST_TIMEOUT)
-
-
 @pytest.fixture(autouse=True)
 def _kubectl() -> None:
     if kubectl() is None:
         pytest.skip("kubectl is not installed (make system-deps installs Debian's kubectl)")
-
-
-async def eventually(check: Callable[[], T | None], what: str) -> T:
-    deadline = time.monotonic() + WAIT_SECONDS
-    last = None
-    while time.monotonic() < deadline:
-        last = await asyncio.to_thread(check)
-        if last:
-            return last
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{what}: not reached within {WAIT_SECONDS}s; last {last!r}")
 
 
 @asynccontextmanager
@@ -138,26 +120,28 @@ def add_clusters(hub: HubClient) -> None:
     now = datetime.now(UTC)
     for name in CLUSTERS:
         wanted = member_cluster(name, now)
-        created = hub.create(
-            wanted.model_copy(update={"metadata": ObjectMeta(name=name)})
-        )
+        created = hub.create(wanted.model_copy(update={"metadata": ObjectMeta(name=name)}))
         hub.update_status(created.model_copy(update={"status": wanted.status}))
 
 
 def placement(name: str, clusters: int) -> ClusterResourcePlacement:
-    return ClusterResourcePlacement.from_wire({
-        "metadata": {"name": name},
-        "spec": {
-            "resourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace",
-                                   "name": "app"}],
-            "policy": {"placementType": "PickN", "numberOfClusters": clusters},
-        },
-    })
+    return ClusterResourcePlacement.from_wire(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "resourceSelectors": [
+                    {"group": "", "version": "v1", "kind": "Namespace", "name": "app"}
+                ],
+                "policy": {"placementType": "PickN", "numberOfClusters": clusters},
+            },
+        }
+    )
 
 
 def live_bindings(own: Own, name: str) -> list[ClusterResourceBinding]:
     return [
-        b for b in own.list(ClusterResourceBinding, {names.PARENT_PLACEMENT_LABEL: name})
+        b
+        for b in own.list(ClusterResourceBinding, {names.PARENT_PLACEMENT_LABEL: name})
         if b.spec.state != names.STATE_UNSCHEDULED and not b.metadata.deleting
     ]
 
@@ -191,10 +175,19 @@ async def test_standalone_sends_only_requests_its_rbac_grants(
     name = "rbac-standalone"
     async with running(temporal_client, hub, task_queue, snapshotter=True):
         own.create(placement(name, 2))
-        await eventually(lambda: len(live_bindings(own, name)) == 2 or None, "two bindings")
-        own.patch(ClusterResourcePlacement, name,
-                  {"spec": {"policy": {"numberOfClusters": 1}}})
-        await eventually(lambda: len(live_bindings(own, name)) == 1 or None, "one binding")
+        await until_async(
+            lambda: len(live_bindings(own, name)) == 2 or None,
+            what="two bindings",
+            blocking=True,
+            timeout=WAIT_SECONDS,
+        )
+        own.patch(ClusterResourcePlacement, name, {"spec": {"policy": {"numberOfClusters": 1}}})
+        await until_async(
+            lambda: len(live_bindings(own, name)) == 1 or None,
+            what="one binding",
+            blocking=True,
+            timeout=WAIT_SECONDS,
+        )
         await delete_and_wait(own, temporal_client, name)
     used = scheduler_requests(devhub, before, own)
 
@@ -223,7 +216,12 @@ async def test_beside_kubefleet_sends_only_requests_its_rbac_grants(
         plan = plan_snapshot_sync(created, [])
         assert plan.create is not None
         own.create(plan.create)
-        await eventually(lambda: len(live_bindings(own, name)) == 2 or None, "two bindings")
+        await until_async(
+            lambda: len(live_bindings(own, name)) == 2 or None,
+            what="two bindings",
+            blocking=True,
+            timeout=WAIT_SECONDS,
+        )
         await delete_and_wait(own, temporal_client, name)
     used = scheduler_requests(devhub, before, own)
 

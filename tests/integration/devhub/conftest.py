@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from devhub_helpers import Client
 
 from devhub import DevHub
+from tests.integration.devhub.devhub_helpers import Client
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
-from devhub_helpers import CLUSTERS, Client, cluster
 
 from devhub import DevHub
+from tests.integration.devhub.devhub_helpers import CLUSTERS, Client, cluster
 
 
 @pytest.mark.parametrize("header", [

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from devhub_helpers import CLUSTERS, PLACEMENTS, Client, placement
 
 from devhub import DevHub
 from devhub.store import Store
+from tests.integration.devhub.devhub_helpers import CLUSTERS, PLACEMENTS, Client, placement
 
 YAML = "application/yaml"
 JSON = "application/json"

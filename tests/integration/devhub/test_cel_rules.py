@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from devhub_helpers import MERGE, PLACEMENTS, SNAPSHOTS, Client, placement
 
 from devhub import DevHub
 from hub import names
@@ -19,6 +18,7 @@ from hub.crds import VALIDATIONS
 from hub.errors import InvalidObjectError
 from hub.types import ClusterResourcePlacement
 from tests.crd_files import write_crds
+from tests.integration.devhub.devhub_helpers import MERGE, PLACEMENTS, SNAPSHOTS, Client, placement
 
 Mutation = Callable[[dict[str, Any]], None]
 

@@ -9,7 +9,8 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from devhub_helpers import (
+
+from tests.integration.devhub.devhub_helpers import (
     APPLY,
     BINDINGS,
     CLUSTERS,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from devhub_helpers import BINDINGS, JSON_PATCH, Client, binding
+from tests.integration.devhub.devhub_helpers import BINDINGS, JSON_PATCH, Client, binding
 
 FINALIZER = "kubernetes-fleet.io/scheduler-crb-cleanup"
 OTHER = "kubernetes-fleet.io/work-cleanup"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from devhub_helpers import Client
 
 from hub import names
 from hub.types import KINDS, HubObject
+from tests.integration.devhub.devhub_helpers import Client
 
 
 def test_version_is_served_without_a_token(api: Client) -> None:

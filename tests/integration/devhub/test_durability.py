@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from devhub_helpers import BINDINGS, CLUSTERS, Client, binding, cluster
-
 from devhub import DevHub
+from tests.integration.devhub.devhub_helpers import BINDINGS, CLUSTERS, Client, binding, cluster
 
 
 def test_a_restart_keeps_objects_uids_and_versions(

@@ -6,9 +6,9 @@ import time
 
 import pytest
 import requests
-from devhub_helpers import BINDINGS, CLUSTERS, Client, binding, cluster
 
 from devhub import DevHub
+from tests.integration.devhub.devhub_helpers import BINDINGS, CLUSTERS, Client, binding, cluster
 
 
 @pytest.mark.parametrize(("status", "reason"), [

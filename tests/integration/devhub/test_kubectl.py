@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from devhub_helpers import (
+
+from tests.integration.devhub.devhub_helpers import (
     ALL_RPS,
     CLUSTERS,
     NAMESPACES,

@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import pytest
 import requests
-from devhub_helpers import CLUSTERS, PLACEMENTS, Client, cluster, placement
 
 from devhub import DevHub
+from tests.integration.devhub.devhub_helpers import CLUSTERS, PLACEMENTS, Client, cluster, placement
 
 FLEET = {
     "a": {"env": "prod", "region": "east"},

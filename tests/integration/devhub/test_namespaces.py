@@ -12,7 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from devhub_helpers import (
+
+from devhub import DevHub
+from hub.client import HubClient, WatchEvent
+from hub.types import ResourceBinding, ResourcePlacement
+from tests.integration.devhub.devhub_helpers import (
     ALL_RBS,
     ALL_RPS,
     CLUSTERS,
@@ -28,10 +32,6 @@ from devhub_helpers import (
     resource_placement,
     rps,
 )
-
-from devhub import DevHub
-from hub.client import HubClient, WatchEvent
-from hub.types import ResourceBinding, ResourcePlacement
 
 FINALIZER = "kubernetes-fleet.io/scheduler-cleanup"
 TERMINATING_MESSAGE = "unable to create new content in namespace {} because it is being terminated"

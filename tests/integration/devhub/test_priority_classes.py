@@ -14,17 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from devhub_helpers import (
-    PRIORITY_CLASSES,
-    TABLE_ACCEPT,
-    Client,
-    priority_class,
-)
 
 from devhub import DevHub
 from hub.client import HubClient, WatchEvent
 from hub.errors import InvalidObjectError, NotFoundError, UnauthorizedError
 from hub.types import ObjectMeta, PriorityClass
+from tests.integration.devhub.devhub_helpers import (
+    PRIORITY_CLASSES,
+    TABLE_ACCEPT,
+    Client,
+    priority_class,
+)
 
 KUBECTL = shutil.which("kubectl")
 KUBECTL_TIMEOUT = 30

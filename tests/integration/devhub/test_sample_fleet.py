@@ -14,11 +14,11 @@ from pathlib import Path
 
 import requests
 import yaml
-from devhub_helpers import CLUSTERS, Client
 
 from devhub import DevHub
 from hub import names
 from hub.types import MemberCluster
+from tests.integration.devhub.devhub_helpers import CLUSTERS, Client
 
 STARTUP_TIMEOUT = 20.0
 

@@ -3,7 +3,7 @@ printer columns."""
 
 from __future__ import annotations
 
-from devhub_helpers import (
+from tests.integration.devhub.devhub_helpers import (
     BINDINGS,
     CLUSTERS,
     PLACEMENTS,

@@ -8,7 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from devhub_helpers import (
+
+from hub import names
+from tests.integration.devhub.devhub_helpers import (
     BINDINGS,
     CLUSTERS,
     PLACEMENTS,
@@ -18,8 +20,6 @@ from devhub_helpers import (
     cluster,
     placement,
 )
-
-from hub import names
 
 Mutation = Callable[[dict[str, Any]], None]
 

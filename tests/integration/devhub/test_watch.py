@@ -8,9 +8,17 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from devhub_helpers import BINDINGS, CLUSTERS, PLACEMENTS, TABLE_ACCEPT, Client, binding, cluster
 
 from devhub import DevHub
+from tests.integration.devhub.devhub_helpers import (
+    BINDINGS,
+    CLUSTERS,
+    PLACEMENTS,
+    TABLE_ACCEPT,
+    Client,
+    binding,
+    cluster,
+)
 
 
 def _names(events: list[dict[str, Any]]) -> list[tuple[str, str]]:

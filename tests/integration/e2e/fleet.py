@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -22,6 +19,7 @@ from hub.types import (
     ObjectMeta,
 )
 from scheduler.testing import member_cluster
+from tests.support.waits import until_async
 from workflows.models import PlacementStatus
 from workflows.names import workflow_id
 from workflows.placement import PlacementWorkflow
@@ -84,17 +82,6 @@ def latest_snapshot(hub: HubClient, placement: str) -> ClusterSchedulingPolicySn
     return items[0] if len(items) == 1 else None
 
 
-async def eventually(check: Callable[[], T | bool | None], timeout: float = WAIT_SECONDS) -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await asyncio.to_thread(check)
-        if last:
-            return last  # type: ignore[return-value]
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"not reached within {timeout}s; last value: {last!r}")
-
-
 async def status(client: Client, placement: str) -> PlacementStatus | None:
     try:
         return await client.get_workflow_handle(workflow_id(placement)).query(
@@ -106,21 +93,9 @@ async def status(client: Client, placement: str) -> PlacementStatus | None:
 
 async def settled(client: Client, placement: str, timeout: float = WAIT_SECONDS) -> PlacementStatus:
     """Wait until the placement's workflow is idle after at least one cycle."""
-    deadline = time.monotonic() + timeout
-    current = None
-    while time.monotonic() < deadline:
+
+    async def idle() -> PlacementStatus | None:
         current = await status(client, placement)
-        if current and current.cycles > 0 and current.phase == "idle":
-            return current
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{placement} did not settle; last status: {current}")
+        return current if current and current.cycles > 0 and current.phase == "idle" else None
 
-
-async def wait_for(fn: Callable[[], Awaitable[T | None]], timeout: float = WAIT_SECONDS) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = await fn()
-        if value:
-            return value
-        await asyncio.sleep(0.2)
-    raise AssertionError("not reached")
+    return await until_async(idle, what=f"{placement} settled", timeout=timeout)

@@ -11,7 +11,8 @@ from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement
-from tests.integration.e2e.fleet import add_cluster, eventually, live_targets, unique
+from tests.integration.e2e.fleet import add_cluster, live_targets, unique
+from tests.support.waits import until_async
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -47,15 +48,17 @@ async def test_freed_room_wakes_the_placement_waiting_for_it(
     add_cluster(hub, cluster, allocatable={"cpu": "8", "memory": "64Gi"})
     big, waiter = f"{prefix}-big", f"{prefix}-waiter"
     hub.create(capacity_placement(big, "cpu=6", cluster))
-    await eventually(lambda: live_targets(hub, big) == {cluster: "Scheduled"})
+    await until_async(lambda: live_targets(hub, big) == {cluster: "Scheduled"}, blocking=True)
     hub.create(capacity_placement(waiter, "cpu=6", cluster))
-    await eventually(lambda: condition_message(hub, waiter).endswith("missing cpu=6"))
+    await until_async(
+        lambda: condition_message(hub, waiter).endswith("missing cpu=6"), blocking=True
+    )
     assert live_targets(hub, waiter) == {}
 
     hub.delete(ClusterResourcePlacement, big)
-    await eventually(lambda: live_targets(hub, waiter) == {cluster: "Scheduled"})
+    await until_async(lambda: live_targets(hub, waiter) == {cluster: "Scheduled"}, blocking=True)
     # The turn writes the binding, then the condition: wait for the turn's end.
-    await eventually(lambda: "missing" not in condition_message(hub, waiter))
+    await until_async(lambda: "missing" not in condition_message(hub, waiter), blocking=True)
 
 
 async def test_a_requests_typo_shows_at_once_and_fixing_it_schedules(
@@ -66,14 +69,16 @@ async def test_a_requests_typo_shows_at_once_and_fixing_it_schedules(
     add_cluster(hub, cluster, allocatable={"cpu": "8", "memory": "64Gi"})
     name = f"{prefix}-web"
     hub.create(capacity_placement(name, "cpu=2", cluster))
-    await eventually(lambda: live_targets(hub, name) == {cluster: "Scheduled"})
+    await until_async(lambda: live_targets(hub, name) == {cluster: "Scheduled"}, blocking=True)
 
     hub.patch(
         ClusterResourcePlacement,
         name,
         {"metadata": {"annotations": {names.REQUESTS_ANNOTATION: "cpu=two"}}},
     )
-    await eventually(lambda: "requests entry 'cpu=two'" in condition_message(hub, name))
+    await until_async(
+        lambda: "requests entry 'cpu=two'" in condition_message(hub, name), blocking=True
+    )
 
     other = f"{prefix}-late"
     hub.create(
@@ -87,22 +92,25 @@ async def test_a_requests_typo_shows_at_once_and_fixing_it_schedules(
             }
         )
     )
-    await eventually(lambda: live_targets(hub, other) == {cluster: "Scheduled"})
+    await until_async(lambda: live_targets(hub, other) == {cluster: "Scheduled"}, blocking=True)
     # Declared after it was scheduled, fixed: the kept binding now holds its room.
     hub.patch(
         ClusterResourcePlacement,
         other,
         {"metadata": {"annotations": {names.REQUESTS_ANNOTATION: "cpu=7"}}},
     )
-    await eventually(
-        lambda: "kept beyond the room of 1 cluster(s)" in condition_message(hub, other)
+    await until_async(
+        lambda: "kept beyond the room of 1 cluster(s)" in condition_message(hub, other),
+        blocking=True,
     )
     hub.patch(
         ClusterResourcePlacement,
         name,
         {"metadata": {"annotations": {names.REQUESTS_ANNOTATION: "cpu=1"}}},
     )
-    await eventually(lambda: "scheduling failed" not in condition_message(hub, name))
+    await until_async(
+        lambda: "scheduling failed" not in condition_message(hub, name), blocking=True
+    )
     assert live_targets(hub, name) == {cluster: "Scheduled"}
     # 1 + 7 = 8: the room `other` lacked is there, and its condition stops saying so.
-    await eventually(lambda: "kept beyond" not in condition_message(hub, other))
+    await until_async(lambda: "kept beyond" not in condition_message(hub, other), blocking=True)

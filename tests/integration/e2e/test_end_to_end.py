@@ -19,13 +19,13 @@ from tests.integration.e2e.fleet import (
     add_cluster,
     add_placement,
     bindings,
-    eventually,
     latest_snapshot,
     live_targets,
     settled,
     status,
     unique,
 )
+from tests.support.waits import until_async
 from workflows.models import PlacementStatus
 from workflows.names import workflow_id
 
@@ -54,11 +54,12 @@ async def test_a_pick_n_placement_is_scheduled_and_rescheduled_on_policy_change(
         {"placementType": "PickN", "numberOfClusters": 2, "affinity": prefer(50, env="prod")},
     )
 
-    await eventually(
-        lambda: live_targets(hub, web) == {"member-a": "Scheduled", "member-c": "Scheduled"}
+    await until_async(
+        lambda: live_targets(hub, web) == {"member-a": "Scheduled", "member-c": "Scheduled"},
+        blocking=True,
     )
-    snapshot = await eventually(
-        lambda: (s := latest_snapshot(hub, web)) and s.status.conditions and s
+    snapshot = await until_async(
+        lambda: (s := latest_snapshot(hub, web)) and s.status.conditions and s, blocking=True
     )
     assert snapshot.metadata.name == f"{web}-0"
     condition = snapshot.status.condition(names.SCHEDULED_CONDITION)
@@ -79,8 +80,9 @@ async def test_a_pick_n_placement_is_scheduled_and_rescheduled_on_policy_change(
     hub.patch(
         ClusterResourcePlacement, web, {"spec": {"policy": {"affinity": prefer(50, env="dev")}}}
     )
-    await eventually(
-        lambda: live_targets(hub, web) == {"member-b": "Scheduled", "member-c": "Scheduled"}
+    await until_async(
+        lambda: live_targets(hub, web) == {"member-b": "Scheduled", "member-c": "Scheduled"},
+        blocking=True,
     )
     assert latest_snapshot(hub, web).metadata.name == f"{web}-1"
     states = {b.spec.target_cluster: b for b in bindings(hub, web)}
@@ -103,10 +105,13 @@ async def test_cluster_changes_reschedule_only_the_placements_they_affect(
     everywhere, one = unique("all"), unique("one")
     add_placement(hub, everywhere, {"placementType": "PickAll"})
     add_placement(hub, one, {"placementType": "PickN", "numberOfClusters": 1})
-    await eventually(
-        lambda: len(live_targets(hub, everywhere)) == 2 and len(live_targets(hub, one)) == 1
+    await until_async(
+        lambda: len(live_targets(hub, everywhere)) == 2 and len(live_targets(hub, one)) == 1,
+        blocking=True,
     )
-    await eventually(lambda: hub.get(ClusterResourcePlacement, one).status.conditions)
+    await until_async(
+        lambda: hub.get(ClusterResourcePlacement, one).status.conditions, blocking=True
+    )
     before_all = (await settled(temporal_client, everywhere)).cycles
     before_one = (await settled(temporal_client, one)).cycles
 
@@ -137,7 +142,7 @@ async def test_cluster_changes_reschedule_only_the_placements_they_affect(
             update={"status": cluster.status.model_copy(update={"agent_status": [agent]})}
         )
     )
-    await eventually(lambda: "member-c" in live_targets(hub, everywhere))
+    await until_async(lambda: "member-c" in live_targets(hub, everywhere), blocking=True)
     assert (await settled(temporal_client, one)).cycles == before_one
 
 
@@ -157,11 +162,11 @@ async def test_deleting_a_placement_cleans_up_and_completes_its_workflow(
     add_cluster(hub, "member-b")
     gone = unique("gone")
     add_placement(hub, gone, {"placementType": "PickAll"})
-    await eventually(lambda: len(live_targets(hub, gone)) == 2)
+    await until_async(lambda: len(live_targets(hub, gone)) == 2, blocking=True)
 
     hub.delete(ClusterResourcePlacement, gone)
-    await eventually(lambda: not bindings(hub, gone))
-    await eventually(lambda: not hub.list(ClusterResourcePlacement).items)
+    await until_async(lambda: not bindings(hub, gone), blocking=True)
+    await until_async(lambda: not hub.list(ClusterResourcePlacement).items, blocking=True)
     handle = temporal_client.get_workflow_handle(workflow_id(gone), result_type=PlacementStatus)
     await asyncio.wait_for(handle.result(), timeout=60)
     assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
@@ -191,7 +196,7 @@ async def test_hub_faults_converge_without_duplicate_bindings(
     flaky = unique("flaky")
     add_placement(hub, flaky, {"placementType": "PickAll"})
 
-    await eventually(lambda: len(live_targets(hub, flaky)) == 6, timeout=90)
+    await until_async(lambda: len(live_targets(hub, flaky)) == 6, timeout=90, blocking=True)
     assert all(fault.hits > 0 for fault in faults), faults
     devhub.faults.clear()
     final = await settled(temporal_client, flaky, timeout=60)

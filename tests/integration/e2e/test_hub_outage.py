@@ -17,14 +17,8 @@ from temporalio.client import Client
 
 from control.watcher import Watcher
 from hub.client import HubClient
-from tests.integration.e2e.fleet import (
-    add_cluster,
-    add_placement,
-    eventually,
-    live_targets,
-    settled,
-    unique,
-)
+from tests.integration.e2e.fleet import add_cluster, add_placement, live_targets, settled, unique
+from tests.support.waits import until_async
 from workflows.names import workflow_id
 from workflows.placement import PlacementWorkflow
 
@@ -42,7 +36,9 @@ async def test_an_outage_is_waited_out_without_retries_and_converges_when_it_end
     for name in placements:
         add_placement(hub, name, {"placementType": "PickAll"})
     for name in placements:
-        await eventually(lambda name=name: set(live_targets(hub, name)) == {"member-a"})
+        await until_async(
+            lambda name=name: set(live_targets(hub, name)) == {"member-a"}, blocking=True
+        )
     cycles = {name: (await settled(temporal_client, name)).cycles for name in placements}
 
     outage = devhub.faults.inject(status=503)

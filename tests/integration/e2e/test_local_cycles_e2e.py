@@ -10,18 +10,17 @@ import pytest
 from temporalio.client import Client
 
 from hub.client import HubClient
-from tests.integration.e2e.conftest import fleet_scheduler
 from tests.integration.e2e.fleet import (
     add_cluster,
     add_placement,
-    eventually,
     live_targets,
     settled,
     status,
     unique,
-    wait_for,
 )
-from tests.integration.workflows.test_local_cycle_turns import event_types
+from tests.integration.workflows.workflow_helpers import event_types
+from tests.support.stacks import fleet_scheduler
+from tests.support.waits import until_async
 from workflows.models import PlacementStatus
 from workflows.names import workflow_id
 
@@ -59,11 +58,12 @@ async def test_local_cycles_decide_the_same_and_end_when_the_fleet_outgrows_them
                 },
             },
         )
-        await eventually(
+        await until_async(
             lambda: (
                 live_targets(hub, everywhere) == {"member-a": "Scheduled", "member-b": "Scheduled"}
                 and live_targets(hub, prod) == {"member-a": "Scheduled"}
-            )
+            ),
+            blocking=True,
         )
         first = await settled(temporal_client, everywhere)
         assert first.local_cycles and first.last is not None and first.last.outcome.fulfilled
@@ -72,13 +72,14 @@ async def test_local_cycles_decide_the_same_and_end_when_the_fleet_outgrows_them
 
         # A third cluster: more than 2, so the watcher's cluster signal moves turns back.
         add_cluster(hub, "member-c", labels={"env": "prod"})
-        await eventually(
+        await until_async(
             lambda: (
                 set(live_targets(hub, everywhere)) == {"member-a", "member-b", "member-c"}
                 and set(live_targets(hub, prod)) == {"member-a", "member-c"}
-            )
+            ),
+            blocking=True,
         )
-        final = await wait_for(
+        final = await until_async(
             lambda: _remote_and_idle(temporal_client, everywhere, after=first.cycles)
         )
         assert final.last is not None and final.last.outcome.fulfilled

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest_asyncio
-from fleet import add_cluster, add_placement, eventually, live_targets, unique
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -24,6 +23,8 @@ from control.config import RunConfig
 from control.watcher import Watcher, WatcherTiming
 from hub.client import HubClient
 from hub.types import MemberCluster
+from tests.integration.e2e.fleet import add_cluster, add_placement, live_targets, unique
+from tests.support.waits import until_async
 from workers.devserver import DevServer, free_port
 from workers.worker import build_worker
 from workflows import names
@@ -102,7 +103,9 @@ async def test_a_flood_of_events_keeps_every_run_bounded_and_loses_none(
         watching = asyncio.create_task(watcher.run(stop))
         try:
             await watcher.wait_ready(timeout=30)
-            await eventually(lambda: set(live_targets(hub, placement)) == {first, second})
+            await until_async(
+                lambda: set(live_targets(hub, placement)) == {first, second}, blocking=True
+            )
 
             def relabel(i: int) -> None:
                 current = hub.get(MemberCluster, first)
@@ -118,10 +121,12 @@ async def test_a_flood_of_events_keeps_every_run_bounded_and_loses_none(
             # The last event: a new cluster the placement wants. It must be acted on.
             last = unique("c")
             add_cluster(hub, last, labels={"env": "prod"})
-            await eventually(
-                lambda: set(live_targets(hub, placement)) == {first, second, last}, timeout=120
+            await until_async(
+                lambda: set(live_targets(hub, placement)) == {first, second, last},
+                timeout=120,
+                blocking=True,
             )
-            await eventually(lambda: watcher.idle, timeout=60)
+            await until_async(lambda: watcher.idle, timeout=60, blocking=True)
         finally:
             stop.set()
             await asyncio.wait_for(watching, timeout=30)

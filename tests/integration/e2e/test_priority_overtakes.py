@@ -21,7 +21,8 @@ from control.watcher import Watcher
 from hub.client import HubClient
 from hub.names import PRIORITY_CLASS_ANNOTATION
 from hub.types import ClusterResourcePlacement, PriorityClass
-from tests.integration.e2e.fleet import add_cluster, eventually, status, unique
+from tests.integration.e2e.fleet import add_cluster, status, unique
+from tests.support.waits import until_async
 from workers.worker import build_worker
 from workflows.names import SA_PRIORITY, workflow_id
 
@@ -91,7 +92,9 @@ async def test_a_high_priority_placement_overtakes_a_backlog(
         try:
             await watcher.wait_ready(timeout=30)
             # The watcher knows the classes (readiness does not wait for them).
-            await eventually(lambda: {low, high} <= set(watcher.priority_classes.values))
+            await until_async(
+                lambda: {low, high} <= set(watcher.priority_classes.values), blocking=True
+            )
 
             async def waiting(name: str) -> bool:
                 current = await status(temporal_client, name)

@@ -19,7 +19,8 @@ from hub.types import (
     ClusterResourcePlacementDisruptionBudget,
 )
 from scheduler.rebalance import Move
-from tests.integration.e2e.fleet import add_cluster, eventually, live_targets, unique, wait_for
+from tests.integration.e2e.fleet import add_cluster, live_targets, unique
+from tests.support.waits import until_async
 from workers.cli.render import render_rebalance
 from workflows.models import MoveRequest, MovesRequest
 from workflows.names import SIGNAL_MOVE, workflow_id
@@ -77,7 +78,7 @@ async def test_pack_frees_clusters_through_the_placements_own_turns(
     for placement in placements:
         hub.create(capacity_placement(placement))
         # LeastAllocated spreads them: one to each emptiest cluster
-        await eventually(lambda p=placement: live_targets(hub, p))
+        await until_async(lambda p=placement: live_targets(hub, p), blocking=True)
     spread = {p: next(iter(live_targets(hub, p))) for p in placements}
     assert sorted(spread.values()) == sorted(clusters)
 
@@ -102,7 +103,9 @@ async def test_pack_frees_clusters_through_the_placements_own_turns(
     reached, missed = await propose(temporal_client, plan.moves, "test")
     assert missed == {} and reached == sorted({m.placement for m in plan.moves})
     for move in plan.moves:
-        await eventually(lambda m=move: live_targets(hub, m.placement) == {m.target: "Scheduled"})
+        await until_async(
+            lambda m=move: live_targets(hub, m.placement) == {m.target: "Scheduled"}, blocking=True
+        )
         # the new binding holds the room, the old one gave it back
         holders = reserved(hub)
         assert move.binding not in holders.get(move.source, set())
@@ -114,7 +117,7 @@ async def test_pack_frees_clusters_through_the_placements_own_turns(
         async def recorded(m: Move = move, text: str = line) -> bool:
             return text in await history_lines(temporal_client, m.placement)
 
-        await wait_for(recorded)  # the turn's result, once its cycle is done too
+        await until_async(recorded)  # the turn's result, once its cycle is done too
     in_use = {next(iter(live_targets(hub, p))) for p in placements}
     assert len(in_use) == after
 
@@ -138,7 +141,7 @@ async def test_pack_frees_clusters_through_the_placements_own_turns(
         lines = await history_lines(temporal_client, guarded)
         return "the disruption budget allows 0 move(s) now" in lines
 
-    await wait_for(refused)
+    await until_async(refused)
     assert live_targets(hub, guarded) == {source: "Scheduled"}
 
 
@@ -158,7 +161,7 @@ async def test_the_rebalance_schedule_proposes_and_the_placements_move(
     placements = [f"{prefix}-p{i}" for i in range(2)]
     for placement in placements:
         hub.create(capacity_placement(placement))
-        await eventually(lambda p=placement: live_targets(hub, p))
+        await until_async(lambda p=placement: live_targets(hub, p), blocking=True)
     assert len({next(iter(live_targets(hub, p))) for p in placements}) == 2
 
     from datetime import timedelta
@@ -182,12 +185,13 @@ async def test_the_rebalance_schedule_proposes_and_the_placements_move(
                 return done
             return None
 
-        done = await wait_for(report)
+        done = await until_async(report)
         # the whole fleet is planned: other tests' placements may add moves of their own
         ours = [line for line in done.moves if prefix in line]
         assert len(ours) == 1, done
-        await eventually(
-            lambda: len({next(iter(live_targets(hub, p)), None) for p in placements}) == 1
+        await until_async(
+            lambda: len({next(iter(live_targets(hub, p)), None) for p in placements}) == 1,
+            blocking=True,
         )
     finally:
         await handle.delete()

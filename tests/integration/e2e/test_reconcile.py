@@ -21,12 +21,12 @@ from hub.types import ClusterResourcePlacement, MemberCluster
 from tests.integration.e2e.fleet import (
     add_cluster,
     add_placement,
-    eventually,
     live_targets,
     settled,
     status,
     unique,
 )
+from tests.support.waits import until_async
 from workers.worker import build_worker
 from workflows import names
 
@@ -97,9 +97,11 @@ async def test_a_watcher_restart_is_quiet_and_changes_made_meanwhile_are_reconci
                 add_placement(hub, name, {"placementType": "PickAll"})
             add_placement(hub, prod_only, PROD_ONLY)
             for name in placements:
-                await eventually(lambda name=name: len(live_targets(hub, name)) == 4)
+                await until_async(
+                    lambda name=name: len(live_targets(hub, name)) == 4, blocking=True
+                )
                 await settled(client, name)
-            await eventually(lambda: len(live_targets(hub, prod_only)) == 2)
+            await until_async(lambda: len(live_targets(hub, prod_only)) == 2, blocking=True)
             await settled(client, prod_only)
         before = await cycles(client, [*placements, prod_only])
         runs = await reconciles(client, task_queue)
@@ -132,14 +134,18 @@ async def test_a_watcher_restart_is_quiet_and_changes_made_meanwhile_are_reconci
         runs = await reconciles(client, task_queue)
         async with watching(client, hub, task_queue):
             await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
-            await eventually(lambda: live_targets(hub, edited) == {})  # no cluster has team=x
+            await until_async(
+                lambda: live_targets(hub, edited) == {}, blocking=True
+            )  # no cluster has team=x
             remaining = {"member-a", "member-b", "member-d"}
-            await eventually(lambda: set(live_targets(hub, created)) == remaining)
+            await until_async(lambda: set(live_targets(hub, created)) == remaining, blocking=True)
             # member-d now matches, and prod_only had no binding on the deleted member-c: only
             # the relabelling, seen by the reconcile, brings it a cycle.
-            await eventually(lambda: set(live_targets(hub, prod_only)) == remaining)
+            await until_async(lambda: set(live_targets(hub, prod_only)) == remaining, blocking=True)
             for name in placements[1:]:
-                await eventually(lambda name=name: set(live_targets(hub, name)) == remaining)
+                await until_async(
+                    lambda name=name: set(live_targets(hub, name)) == remaining, blocking=True
+                )
 
 
 async def eventually_async(count, at_least: int, timeout: float = 45.0) -> int:  # type: ignore[no-untyped-def]

@@ -15,7 +15,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from control.watcher import Watcher
 from hub.client import HubClient
-from tests.integration.e2e.fleet import add_cluster, add_placement, eventually, live_targets, unique
+from tests.integration.e2e.fleet import add_cluster, add_placement, live_targets, unique
+from tests.support.waits import until_async
 from workflows.names import workflow_id
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -49,7 +50,7 @@ async def test_requeue_wait_restarts_a_lost_workflow_and_prints_its_cycle(
     add_cluster(hub, "member-a")
     placement = unique("lost")
     add_placement(hub, placement, {"placementType": "PickAll"})
-    await eventually(lambda: set(live_targets(hub, placement)) == {"member-a"})
+    await until_async(lambda: set(live_targets(hub, placement)) == {"member-a"}, blocking=True)
     handle = client.get_workflow_handle(workflow_id(placement))
     await handle.terminate("test: the workflow is lost")
 

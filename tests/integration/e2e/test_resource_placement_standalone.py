@@ -28,7 +28,8 @@ from hub.types import (
     ResourcePlacement,
     SchedulingPolicySnapshot,
 )
-from tests.integration.e2e.fleet import add_cluster, add_placement, eventually, unique
+from tests.integration.e2e.fleet import add_cluster, add_placement, unique
+from tests.support.waits import until_async
 from workflows.models import PlacementStatus
 from workflows.names import workflow_id
 
@@ -86,35 +87,41 @@ async def test_an_rp_is_snapshotted_scheduled_rescheduled_and_cleaned_up_with_it
     add_placement(hub, web, {"placementType": "PickAll"})
     add_rp(hub, namespace, web, {"placementType": "PickAll"})
 
-    await eventually(
+    await until_async(
         lambda: (
             rb_targets(hub, namespace, web) == {"member-a": "Scheduled", "member-c": "Scheduled"}
-        )
+        ),
+        blocking=True,
     )
-    crbs = await eventually(
+    crbs = await until_async(
         lambda: (
             len(found := hub.list(ClusterResourceBinding, {names.PARENT_PLACEMENT_LABEL: web})) == 3
             and found
-        )
+        ),
+        blocking=True,
     )
     assert all(b.metadata.namespace is None for b in crbs)
-    snapshot = await eventually(lambda: (s := latest_sps(hub, namespace, web)) and s)
+    snapshot = await until_async(
+        lambda: (s := latest_sps(hub, namespace, web)) and s, blocking=True
+    )
     assert snapshot.metadata.name == f"{web}-0"
     assert snapshot.metadata.labels[names.PARENT_PLACEMENT_LABEL] == web
     (owner,) = snapshot.metadata.owner_references
     assert (owner.kind, owner.name) == ("ResourcePlacement", web)
-    rp = await eventually(
+    rp = await until_async(
         lambda: (
             (p := hub.get(ResourcePlacement, web, namespace=namespace))
             and (c := p.status.condition(names.RP_SCHEDULED_CONDITION))
             and c.status == names.TRUE
             and p
-        )
+        ),
+        blocking=True,
     )
     assert names.SCHEDULER_CLEANUP_FINALIZER in rp.metadata.finalizers
     assert rp.status.condition(names.PLACEMENT_SCHEDULED_CONDITION) is None
-    reported = await eventually(
-        lambda: (s := latest_sps(hub, namespace, web)) and s.status.target_clusters and s
+    reported = await until_async(
+        lambda: (s := latest_sps(hub, namespace, web)) and s.status.target_clusters and s,
+        blocking=True,
     )
     decisions = {d.cluster_name: d for d in reported.status.target_clusters}
     assert not decisions["member-b"].selected
@@ -122,8 +129,9 @@ async def test_an_rp_is_snapshotted_scheduled_rescheduled_and_cleaned_up_with_it
 
     # The namespace appears on member-b: the cluster watcher reaches the RP, a binding follows.
     report_namespaces(hub, "member-b", {"other": "", namespace: "work-1"})
-    await eventually(
-        lambda: set(rb_targets(hub, namespace, web)) == {"member-a", "member-b", "member-c"}
+    await until_async(
+        lambda: set(rb_targets(hub, namespace, web)) == {"member-a", "member-b", "member-c"},
+        blocking=True,
     )
 
     # A policy change: a new snapshot in the namespace; no cluster matches any more, so every
@@ -136,10 +144,13 @@ async def test_an_rp_is_snapshotted_scheduled_rescheduled_and_cleaned_up_with_it
                 {"labelSelector": {"matchLabels": {"env": "none"}}}]}}}}}},
         namespace=namespace,
     )  # fmt: skip
-    await eventually(
-        lambda: (s := latest_sps(hub, namespace, web)) and s.metadata.name == f"{web}-1"
+    await until_async(
+        lambda: (s := latest_sps(hub, namespace, web)) and s.metadata.name == f"{web}-1",
+        blocking=True,
     )
-    await eventually(lambda: set(rb_targets(hub, namespace, web).values()) == {"Unscheduled"})
+    await until_async(
+        lambda: set(rb_targets(hub, namespace, web).values()) == {"Unscheduled"}, blocking=True
+    )
 
     # Deleting the namespace deletes the RP: its cleanup runs, then the namespace is gone; the
     # CRP of the same name is untouched.
@@ -152,7 +163,7 @@ async def test_an_rp_is_snapshotted_scheduled_rescheduled_and_cleaned_up_with_it
             return True
         return False
 
-    await eventually(namespace_gone)
+    await until_async(namespace_gone, blocking=True)
     handle = temporal_client.get_workflow_handle(
         workflow_id(web, namespace), result_type=PlacementStatus
     )

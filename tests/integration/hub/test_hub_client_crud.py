@@ -6,7 +6,6 @@ import gc
 from typing import Any
 
 import pytest
-from hub_helpers import cluster, tainted
 
 from hub import names
 from hub.client import HubClient
@@ -25,6 +24,7 @@ from hub.types import (
     MemberCluster,
     ObjectMeta,
 )
+from tests.integration.hub.hub_helpers import cluster, tainted
 
 STAMP = "2024-05-01T10:00:00Z"
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 import urllib3
-from hub_helpers import cluster
 from kubernetes.client.exceptions import OpenApiException
 
 from hub.client import HubClient
 from hub.errors import HubConfigError, HubError, HubUnavailableError, UnauthorizedError
 from hub.types import MemberCluster
+from tests.integration.hub.hub_helpers import cluster
 
 
 @pytest.mark.parametrize("status", [500, 503, 429])

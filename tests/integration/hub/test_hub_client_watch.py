@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hub_helpers import Collector, cluster, tainted
 
 from hub.client import Bookmark, HubClient, Resync, WatchEvent
 from hub.errors import GoneError, NotFoundError
 from hub.types import MemberCluster
+from tests.integration.hub.hub_helpers import Collector, cluster, tainted
 
 Event = WatchEvent[MemberCluster] | Resync[MemberCluster]
 

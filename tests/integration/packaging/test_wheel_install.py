@@ -15,10 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import DevProcess, wait_for
 
 from hub import names
 from hub.types import ClusterResourceBinding, ClusterResourcePlacement
+from tests.integration.cli.cli_helpers import DevProcess
+from tests.support.waits import until
 
 REPO = Path(__file__).resolve().parents[3]
 INSTALL_TIMEOUT_S = 600
@@ -92,7 +93,7 @@ def test_dev_runs_from_another_directory_and_schedules_the_samples(
 
             # The worker in the installed package schedules: the PickAll and a PickN sample
             # placement have their bindings.
-            wait_for("bindings for the sample placements", scheduled, timeout=90)
+            until(scheduled, what="bindings for the sample placements", timeout=90)
     finally:
         code = dev.stop()
     assert code == 0, dev.stderr()[-3000:]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,7 +29,6 @@ from typing import Any, Final, TypeVar
 import kubernetes.client
 import kubernetes.config
 import pytest
-from cli_helpers import DevProcess
 
 from hub import names
 from hub.client import HubClient
@@ -61,6 +59,8 @@ from hub.types import (
     SchedulingPolicySnapshotSpec,
 )
 from hub.types.meta import HubObject
+from tests.integration.cli.cli_helpers import DevProcess
+from tests.support.waits import consistently, passes
 
 T = TypeVar("T")
 
@@ -240,35 +240,10 @@ def pick_fixed(*clusters: str) -> PlacementPolicy:
 # --- polling -----------------------------------------------------------------------------------
 
 
-def eventually(check: Callable[[], T], timeout: float = EVENTUALLY_S) -> T:
-    """`check()` once it stops raising AssertionError; the last AssertionError after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except AssertionError as exc:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"still failing after {timeout:g}s: {exc}") from exc
-        time.sleep(POLL_S)
-
-
-def consistently(check: Callable[[], object], duration: float = CONSISTENTLY_S) -> None:
-    """`check()` keeps passing for `duration`; its first AssertionError fails at once."""
-    deadline = time.monotonic() + duration
-    while True:
-        try:
-            check()
-        except AssertionError as exc:
-            raise AssertionError(f"stopped holding within {duration:g}s: {exc}") from exc
-        if time.monotonic() > deadline:
-            return
-        time.sleep(CONSISTENTLY_POLL_S)
-
-
 def settles(check: Callable[[], object]) -> None:
     """Eventually, then Consistently: the pair every KubeFleet binding and status check uses."""
-    eventually(check)
-    consistently(check)
+    passes(check)
+    consistently(check, duration=CONSISTENTLY_S)
 
 
 def _retry_conflicts(write: Callable[[], T]) -> T:
@@ -280,7 +255,7 @@ def _retry_conflicts(write: Callable[[], T]) -> T:
         except ConflictError as exc:
             raise AssertionError(f"conflict: {exc}") from exc
 
-    return eventually(attempt)
+    return passes(attempt)
 
 
 # --- the fleet ---------------------------------------------------------------------------------
@@ -597,7 +572,7 @@ class Fleet:
     def wait_cleaned_up(self, key: Key) -> None:
         """A deleted placement loses its bindings, and only then the scheduler's finalizer."""
         settles(lambda: self._expect_bindings_go_first(key))
-        eventually(lambda: self.expect_no_finalizer(key))
+        passes(lambda: self.expect_no_finalizer(key))
 
     def release(self, key: Key) -> None:
         """Drop the finalizers left on a deleted placement (KubeFleet's blocking one) and see
@@ -673,7 +648,7 @@ class Fleet:
                 return
             raise AssertionError(f"{found.KIND} {found.name} is still there")
 
-        eventually(gone)
+        passes(gone)
 
     def expect_bindings(
         self,

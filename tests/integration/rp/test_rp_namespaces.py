@@ -16,7 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from rp_suite import (
+
+from hub import names
+from hub.types import ResourceBinding
+from tests.integration.rp.rp_suite import (
     CLUSTER_1,
     CLUSTER_2,
     CLUSTER_3,
@@ -26,15 +29,14 @@ from rp_suite import (
     CLUSTER_7,
     CLUSTER_8_UNHEALTHY,
     CLUSTER_9_LEFT,
+    CONSISTENTLY_S,
     ENV,
     HEALTHY,
     NO_SCORES,
     UNHEALTHY,
     ZERO_SCORES,
     Fleet,
-    consistently,
     crp,
-    eventually,
     pick_all,
     pick_fixed,
     required,
@@ -43,9 +45,7 @@ from rp_suite import (
     snapshot_name,
     term,
 )
-
-from hub import names
-from hub.types import ResourceBinding
+from tests.support.waits import consistently, passes
 from workers.devserver import find_temporal_binary
 
 pytestmark = pytest.mark.skipif(
@@ -88,7 +88,7 @@ class TestNamespaceOnSomeClusters:
         fleet.delete_namespace(cls.NAMESPACE)
 
     def test_scheduler_cleanup_finalizer_is_added(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_bindings_only_on_clusters_with_the_namespace_or_no_collection(
         self, fleet: Fleet
@@ -136,12 +136,12 @@ class TestNamespaceAddedAfterScheduling:
         fleet.delete_namespace(cls.NAMESPACE)
 
     def test_scheduler_cleanup_finalizer_is_added(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_no_binding_while_the_cluster_lacks_the_namespace(self, fleet: Fleet) -> None:
         # Wait for the cycle (the rest of the fleet picked, cluster 3 filtered) before judging.
         others = tuple(c for c in HEALTHY if c != self.TARGET)
-        eventually(
+        passes(
             lambda: fleet.expect_pick_all_status(
                 others, (self.TARGET, *UNHEALTHY), self.KEY, self.SNAPSHOT
             )
@@ -181,7 +181,7 @@ class TestClusterResourcePlacementIgnoresNamespaces:
         fleet.clear_namespace_collection(CLUSTER_2)
 
     def test_scheduler_cleanup_finalizer_is_added(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_scheduled_bindings_are_created_for_all_healthy_clusters(self, fleet: Fleet) -> None:
         settles(
@@ -220,8 +220,8 @@ class TestRPAndCRPOfTheSameName:
         fleet.expect_no_bindings_for(self.RP_TARGETS, self.CRP)
 
     def test_both_get_the_scheduler_cleanup_finalizer(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.CRP))
-        eventually(lambda: fleet.expect_finalizer(self.RP))
+        passes(lambda: fleet.expect_finalizer(self.CRP))
+        passes(lambda: fleet.expect_finalizer(self.RP))
 
     def test_the_crp_gets_cluster_scoped_bindings_for_its_targets_only(self, fleet: Fleet) -> None:
         settles(lambda: self.expect_crp_bindings(fleet))
@@ -249,7 +249,7 @@ class TestRPAndCRPOfTheSameName:
             fleet.expect_finalizer(self.CRP)
             self.expect_crp_bindings(fleet)
 
-        consistently(expect_crp_untouched)
+        consistently(expect_crp_untouched, duration=CONSISTENTLY_S)
 
     def test_deleting_the_crp_removes_its_bindings_then_the_finalizer(self, fleet: Fleet) -> None:
         fleet.delete_and_wait(self.CRP)
@@ -290,8 +290,8 @@ class TestSameRPNameInTwoNamespaces:
         fleet.expect_no_bindings_for(self.NOT_CANARY, self.CANARY)
 
     def test_both_get_the_scheduler_cleanup_finalizer(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.FIXED))
-        eventually(lambda: fleet.expect_finalizer(self.CANARY))
+        passes(lambda: fleet.expect_finalizer(self.FIXED))
+        passes(lambda: fleet.expect_finalizer(self.CANARY))
 
     def test_each_namespace_holds_its_own_rps_bindings(self, fleet: Fleet) -> None:
         def expect_bindings() -> None:
@@ -328,7 +328,7 @@ class TestSameRPNameInTwoNamespaces:
             fleet.expect_finalizer(self.CANARY)
             self.expect_canary_scheduled(fleet)
 
-        consistently(expect_twin_untouched)
+        consistently(expect_twin_untouched, duration=CONSISTENTLY_S)
 
     def test_deleting_the_twin_removes_its_bindings_then_the_finalizer(self, fleet: Fleet) -> None:
         fleet.delete_and_wait(self.CANARY)
@@ -357,7 +357,7 @@ class TestRPNameReusedAfterDeletion:
         fleet.create_placement(cls.KEY, cls.SNAPSHOT, pick_fixed(*cls.SECOND_TARGETS))
 
     def test_scheduler_cleanup_finalizer_is_added_again(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_bindings_follow_the_new_rp_only(self, fleet: Fleet) -> None:
         def expect_bindings() -> None:
@@ -404,4 +404,4 @@ class TestDeletingTheNamespace:
 
     def test_the_namespace_goes_with_the_rp(self, fleet: Fleet) -> None:
         fleet.release(self.KEY)
-        eventually(lambda: fleet.expect_no_namespace(self.NAMESPACE))
+        passes(lambda: fleet.expect_no_namespace(self.NAMESPACE))

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from rp_suite import (
+
+from hub import names
+from tests.integration.rp.rp_suite import (
     CLUSTER_1,
     CLUSTER_2,
     CLUSTER_3,
@@ -27,7 +29,6 @@ from rp_suite import (
     ZERO,
     ZERO_SCORES,
     Fleet,
-    eventually,
     pick_all,
     required,
     rp,
@@ -35,8 +36,7 @@ from rp_suite import (
     snapshot_name,
     term,
 )
-
-from hub import names
+from tests.support.waits import passes
 from workers.devserver import find_temporal_binary
 
 pytestmark = pytest.mark.skipif(
@@ -63,7 +63,7 @@ class TestPickAllValidClusters:
         fleet.create_placement(cls.KEY, cls.SNAPSHOT, None)
 
     def test_scheduler_cleanup_finalizer_is_added(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_scheduled_bindings_are_created_for_all_healthy_clusters(self, fleet: Fleet) -> None:
         settles(
@@ -98,7 +98,7 @@ class TestPickAllSingleTermMultipleSelectors:
         fleet.create_placement(cls.KEY, cls.SNAPSHOT, pick_all(affinity))
 
     def test_scheduler_cleanup_finalizer_is_added(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_scheduled_bindings_are_created_for_matching_clusters(self, fleet: Fleet) -> None:
         settles(
@@ -139,7 +139,7 @@ class TestPickAllMultipleTermsSingleSelector:
         fleet.create_placement(cls.KEY, cls.SNAPSHOT, pick_all(affinity))
 
     def test_scheduler_cleanup_finalizer_is_added(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_scheduled_bindings_are_created_for_matching_clusters(self, fleet: Fleet) -> None:
         settles(
@@ -191,7 +191,7 @@ class TestPickAllAffinitiesUpdated:
         fleet.refresh_policy(cls.KEY, pick_all(second), cls.SNAPSHOT_1, cls.SNAPSHOT_2)
 
     def test_scheduler_cleanup_finalizer_is_kept(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_scheduled_bindings_are_created_or_updated_for_matching_clusters(
         self, fleet: Fleet
@@ -244,7 +244,7 @@ class TestPickAllNoMatchingClusters:
         fleet.create_placement(cls.KEY, cls.SNAPSHOT, pick_all(affinity))
 
     def test_scheduler_cleanup_finalizer_is_added(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_status_is_reported(self, fleet: Fleet) -> None:
         # First, so that the next test checks for bindings after a cycle has run.

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from rp_suite import (
+
+from hub import names
+from tests.integration.rp.rp_suite import (
     CLUSTER_1,
     CLUSTER_2,
     CLUSTER_4,
@@ -20,14 +22,12 @@ from rp_suite import (
     CLUSTER_10_NON_EXISTENT,
     NO_SCORES,
     Fleet,
-    eventually,
     pick_fixed,
     rp,
     settles,
     snapshot_name,
 )
-
-from hub import names
+from tests.support.waits import passes
 from workers.devserver import find_temporal_binary
 
 pytestmark = pytest.mark.skipif(
@@ -55,7 +55,7 @@ class TestPickFixedValidTargets:
         fleet.create_placement(cls.KEY, cls.SNAPSHOT, pick_fixed(*cls.TARGETS))
 
     def test_scheduler_cleanup_finalizer_is_added(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_scheduled_bindings_are_created_for_the_targets(self, fleet: Fleet) -> None:
         settles(
@@ -87,7 +87,7 @@ class TestPickFixedValidAndInvalidTargets:
         fleet.create_placement(cls.KEY, cls.SNAPSHOT, pick_fixed(*cls.VALID, *cls.INVALID))
 
     def test_scheduler_cleanup_finalizer_is_added(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_scheduled_bindings_are_created_for_valid_targets(self, fleet: Fleet) -> None:
         settles(

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from rp_suite import (
+
+from hub import names
+from tests.integration.rp.rp_suite import (
     CLUSTER_1,
     CLUSTER_2,
     CLUSTER_3,
@@ -28,7 +30,6 @@ from rp_suite import (
     ZERO,
     ZERO_SCORES,
     Fleet,
-    eventually,
     pick_n,
     preferred,
     required,
@@ -38,8 +39,7 @@ from rp_suite import (
     snapshot_name,
     term,
 )
-
-from hub import names
+from tests.support.waits import passes
 from workers.devserver import find_temporal_binary
 
 pytestmark = pytest.mark.skipif(
@@ -69,7 +69,7 @@ class TestPickN:
         fleet.create_placement(cls.KEY, cls.SNAPSHOT, pick_n(cls.N))
 
     def test_scheduler_cleanup_finalizer_is_added(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_n_bindings_are_created(self, fleet: Fleet) -> None:
         settles(lambda: fleet.expect_scheduled_or_bound(self.KEY, self.PICKED))
@@ -107,7 +107,7 @@ class TestPickNNotEnoughClusters:
         fleet.create_placement(cls.KEY, cls.SNAPSHOT, pick_n(cls.N))
 
     def test_scheduler_cleanup_finalizer_is_added(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_n_bindings_are_created(self, fleet: Fleet) -> None:
         settles(lambda: fleet.expect_scheduled_or_bound(self.KEY, HEALTHY))
@@ -143,7 +143,7 @@ class TestPickZeroClusters:
         fleet.create_placement(cls.KEY, cls.SNAPSHOT, pick_n(0))
 
     def test_scheduler_cleanup_finalizer_is_added(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_status_is_reported(self, fleet: Fleet) -> None:
         # First, so that the next test looks for bindings after a cycle has run.
@@ -177,7 +177,7 @@ class TestPickNRequiredAffinity:
         fleet.create_placement(cls.KEY, cls.SNAPSHOT, pick_n(cls.N, affinity))
 
     def test_scheduler_cleanup_finalizer_is_added(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_n_bindings_are_created(self, fleet: Fleet) -> None:
         settles(lambda: fleet.expect_scheduled_or_bound(self.KEY, self.PICKED))
@@ -220,7 +220,7 @@ class TestPickNRequiredAffinityMultipleTerms:
         fleet.create_placement(cls.KEY, cls.SNAPSHOT, pick_n(cls.N, affinity))
 
     def test_scheduler_cleanup_finalizer_is_added(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_n_bindings_are_created(self, fleet: Fleet) -> None:
         settles(lambda: fleet.expect_scheduled_or_bound(self.KEY, self.PICKED))
@@ -269,7 +269,7 @@ class TestPickNPreferredAffinity:
         fleet.create_placement(cls.KEY, cls.SNAPSHOT, pick_n(cls.N, affinity))
 
     def test_scheduler_cleanup_finalizer_is_added(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_n_bindings_are_created(self, fleet: Fleet) -> None:
         settles(lambda: fleet.expect_scheduled_or_bound(self.KEY, self.PICKED))
@@ -320,7 +320,7 @@ class TestPickNUpscaling:
         )
 
     def test_scheduler_cleanup_finalizer_is_kept(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_n_bindings_are_present(self, fleet: Fleet) -> None:
         settles(lambda: fleet.expect_scheduled_or_bound(self.KEY, self.PICKED_AFTER))
@@ -373,7 +373,7 @@ class TestPickNDownscaling:
         )
 
     def test_scheduler_cleanup_finalizer_is_kept(self, fleet: Fleet) -> None:
-        eventually(lambda: fleet.expect_finalizer(self.KEY))
+        passes(lambda: fleet.expect_finalizer(self.KEY))
 
     def test_n_bindings_are_present(self, fleet: Fleet) -> None:
         settles(lambda: fleet.expect_scheduled_or_bound(self.KEY, self.PICKED_AFTER))

@@ -22,11 +22,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from cli_helpers import DevProcess, bindings_of, wait_for
 from temporalio.client import WorkflowExecutionStatus
 
 from hub.errors import NotFoundError
 from hub.types import ClusterResourcePlacement
+from tests.integration.cli.cli_helpers import DevProcess, bindings_of
+from tests.support.waits import until
 from workers.cli.dev import read_placements
 from workers.devserver import find_temporal_binary
 from workers.temporal_client import TemporalTarget, connect
@@ -78,7 +79,7 @@ async def test_the_ui_shows_a_placements_cycles(tmp_path: Path) -> None:
         (placement,) = [p for p in read_placements() if p.name == PLACEMENT]
         with dev.hub() as hub:
             hub.create(placement)
-            wait_for(f"3 bindings of {PLACEMENT}", lambda: len(bindings_of(hub, PLACEMENT)) == 3)
+            until(lambda: len(bindings_of(hub, PLACEMENT)) == 3, what=f"3 bindings of {PLACEMENT}")
             requeued = dev.cli("requeue", PLACEMENT, "--reason", "ui test", "--wait")
             assert requeued.returncode == 0, requeued.stderr
             hub.delete(ClusterResourcePlacement, PLACEMENT)
@@ -90,7 +91,7 @@ async def test_the_ui_shows_a_placements_cycles(tmp_path: Path) -> None:
                     return True
                 return False
 
-            wait_for(f"{PLACEMENT} to be cleaned up", gone)
+            until(gone, what=f"{PLACEMENT} to be cleaned up")
         client = await connect(TemporalTarget(dev.address))
         handle = client.get_workflow_handle(names.workflow_id(PLACEMENT))
         deadline = time.monotonic() + 30

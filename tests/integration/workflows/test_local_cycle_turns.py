@@ -7,11 +7,8 @@ start on each task, markers included."""
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 
 import pytest
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
 
 from tests.integration.workflows.stand_ins import (
     SCRIPTS,
@@ -19,47 +16,18 @@ from tests.integration.workflows.stand_ins import (
     transient,
     unexpected,
 )
-from tests.integration.workflows.test_placement_workflow import eventually, idle, placement_name
-from workflows import names
+from tests.integration.workflows.workflow_helpers import (
+    event_types,
+    idle,
+    placement_name,
+    start_local,
+    status_when,
+)
 from workflows.execution import LOCAL_ATTEMPTS
-from workflows.models import HubEvent, PlacementInput, PlacementStatus, RequeueRequest
+from workflows.models import HubEvent, RequeueRequest
 from workflows.placement import PlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-
-async def start_local(
-    client: Client,
-    queue: str,
-    name: str,
-    script: Script,
-    turns_per_run: int | None = None,
-    local_turn_seconds: float | None = None,
-) -> WorkflowHandle[PlacementWorkflow, PlacementStatus]:
-    SCRIPTS[name] = script
-    return await client.start_workflow(
-        PlacementWorkflow.run,
-        PlacementInput(
-            placement=name,
-            local_cycles=True,
-            turns_per_run=turns_per_run,
-            local_turn_seconds=local_turn_seconds,
-        ),
-        id=names.workflow_id(name),
-        task_queue=queue,
-    )
-
-
-async def event_types(
-    client: Client, handle: WorkflowHandle, run_id: str | None = None
-) -> Counter[str]:
-    """How many events of each type one run's history has (the handle's run by default; the
-    latest with `handle.result_run_id` None)."""
-    counts: Counter[str] = Counter()
-    run = client.get_workflow_handle(handle.id, run_id=run_id or handle.result_run_id)
-    async for event in run.fetch_history_events():
-        counts[EventType.Name(event.event_type)] += 1
-    return counts
 
 
 async def test_local_turns_run_in_the_workflow_task_and_a_signal_moves_them_back(
@@ -67,7 +35,7 @@ async def test_local_turns_run_in_the_workflow_task_and_a_signal_moves_them_back
 ):
     name = placement_name()
     handle = await start_local(temporal_client, task_queue, name, Script())
-    status = await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    status = await status_when(handle, lambda s: s.cycles == 1 and idle(s))
     assert status.local_cycles
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
@@ -75,12 +43,12 @@ async def test_local_turns_run_in_the_workflow_task_and_a_signal_moves_them_back
 
     # A signal without a word about it leaves the choice as it is; one with it changes it.
     await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason="labels"))
-    await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 2 and idle(s))
     assert (await event_types(temporal_client, handle))["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
     await handle.signal(
         PlacementWorkflow.cluster_changed, HubEvent(reason="fleet grew", local_cycles=False)
     )
-    status = await eventually(handle, lambda s: s.cycles == 3 and idle(s))
+    status = await status_when(handle, lambda s: s.cycles == 3 and idle(s))
     assert not status.local_cycles
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 1
@@ -93,7 +61,7 @@ async def test_local_cycles_survive_continue_as_new(temporal_client, task_queue,
     handle = await start_local(
         temporal_client, task_queue, name, Script(requeues=[True] * 2), turns_per_run=2
     )
-    status = await eventually(handle, lambda s: s.cycles == 3 and idle(s))
+    status = await status_when(handle, lambda s: s.cycles == 3 and idle(s))
     assert status.local_cycles and status.cycles_this_run == 1
     latest = (await handle.describe()).run_id
     assert latest != handle.result_run_id
@@ -106,7 +74,7 @@ async def test_local_turns_are_retried_by_the_same_policy(temporal_client, task_
     name = placement_name()
     script = Script(failures=[transient("503"), transient("503")])
     handle = await start_local(temporal_client, task_queue, name, script)
-    status = await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    status = await status_when(handle, lambda s: s.cycles == 1 and idle(s))
     assert script.cycle_attempts == 3 and status.last_error is None
     assert (await event_types(temporal_client, handle))["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
 
@@ -116,7 +84,7 @@ async def test_a_local_cleanup_completes_the_workflow(temporal_client, task_queu
     handle = await start_local(
         temporal_client, task_queue, name, Script(phases=["ready", "deleting"])
     )
-    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
     await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason="deleted"))
     result = await asyncio.wait_for(handle.result(), timeout=60)
     assert result.phase == "done" and SCRIPTS[name].cleanups == 1
@@ -133,7 +101,7 @@ async def test_a_local_turn_that_keeps_failing_runs_again_on_the_activity_queue(
     name = placement_name()
     script = Script(failures=[transient("503")] * (LOCAL_ATTEMPTS + 1))
     handle = await start_local(temporal_client, task_queue, name, script)
-    status = await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    status = await status_when(handle, lambda s: s.cycles == 1 and idle(s))
     assert status.last_error is None and script.cycle_attempts == LOCAL_ATTEMPTS + 2
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 1
@@ -159,7 +127,7 @@ async def test_a_local_turn_out_of_time_runs_again_on_the_activity_queue(
         assert asyncio.get_running_loop().time() < deadline, "the turn never left the worker"
         await asyncio.sleep(0.2)
     gate.set()
-    status = await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    status = await status_when(handle, lambda s: s.cycles == 1 and idle(s))
     assert status.last_error is None and status.local_cycles
 
 
@@ -169,7 +137,7 @@ async def test_a_local_turn_that_failed_for_good_is_not_run_again(
     name = placement_name()
     script = Script(failures=[unexpected("bad number-of-clusters annotation")])
     handle = await start_local(temporal_client, task_queue, name, script)
-    status = await eventually(handle, lambda s: s.last_error is not None)
+    status = await status_when(handle, lambda s: s.last_error is not None)
     assert "bad number-of-clusters annotation" in status.last_error
     await asyncio.sleep(0.5)
     assert script.cycle_attempts == 1

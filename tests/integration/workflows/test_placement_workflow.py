@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections.abc import Callable
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from scheduler import Explanation, FilterGroup, ScoreGroup
 from tests.integration.workflows.stand_ins import SCRIPTS, Script, transient, unexpected
+from tests.integration.workflows.workflow_helpers import idle, placement_name, start, status_when
 from workers.worker import PlacementWorkers
 from workflows import names
 from workflows.models import (
@@ -23,7 +22,6 @@ from workflows.models import (
     HubEvent,
     PlacementExplanation,
     PlacementInput,
-    PlacementStatus,
     RequeueRequest,
     RequeueResult,
     TurnPriority,
@@ -34,48 +32,13 @@ from workflows.placement import CLOSING_ERROR, PlacementWorkflow, ResourcePlacem
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
-def placement_name() -> str:
-    return f"p-{uuid.uuid4().hex[:10]}"
-
-
-async def start(
-    client: Client, queue: str, name: str, script: Script, turns_per_run: int | None = None
-) -> WorkflowHandle[PlacementWorkflow, PlacementStatus]:
-    SCRIPTS[name] = script
-    return await client.start_workflow(
-        PlacementWorkflow.run,
-        PlacementInput(placement=name, turns_per_run=turns_per_run),
-        id=names.workflow_id(name),
-        task_queue=queue,
-    )
-
-
-async def eventually(
-    handle: WorkflowHandle[PlacementWorkflow, PlacementStatus],
-    check: Callable[[PlacementStatus], bool],
-    timeout: float = 60.0,
-) -> PlacementStatus:
-    deadline = time.monotonic() + timeout
-    while True:
-        status = await handle.query(PlacementWorkflow.status)
-        if check(status):
-            return status
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not reached; last status: {status}")
-        await asyncio.sleep(0.1)
-
-
-def idle(status: PlacementStatus) -> bool:
-    return status.phase == "idle"
-
-
 async def test_one_requeue_signal_runs_exactly_one_cycle(temporal_client, task_queue, worker):
     name = placement_name()
     handle = await start(temporal_client, task_queue, name, Script())
-    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
 
     await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason="by hand"))
-    await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 2 and idle(s))
     await asyncio.sleep(1.0)
 
     assert (await handle.query(PlacementWorkflow.status)).cycles == 2
@@ -89,7 +52,7 @@ async def test_signals_during_a_cycle_coalesce_into_exactly_one_more(
     name = placement_name()
     gate = asyncio.Event()
     handle = await start(temporal_client, task_queue, name, Script(gate=gate))
-    await eventually(handle, lambda s: SCRIPTS[name].cycle_attempts == 1)
+    await status_when(handle, lambda s: SCRIPTS[name].cycle_attempts == 1)
 
     await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason="member-1 labels"))
     await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason="member-2 labels"))
@@ -98,7 +61,7 @@ async def test_signals_during_a_cycle_coalesce_into_exactly_one_more(
     await handle.signal(PlacementWorkflow.binding_deleting)
     gate.set()
 
-    await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 2 and idle(s))
     await asyncio.sleep(1.0)
     script = SCRIPTS[name]
     assert [c.cycle for c in script.cycles] == [1, 2]
@@ -111,7 +74,7 @@ async def test_requeue_now_runs_the_next_batch_without_an_event(
 ):
     name = placement_name()
     handle = await start(temporal_client, task_queue, name, Script(requeues=[True, True]))
-    status = await eventually(handle, lambda s: s.cycles == 3 and idle(s))
+    status = await status_when(handle, lambda s: s.cycles == 3 and idle(s))
     assert status.last is not None and status.last.cycle == 3
     assert "asked to requeue now" in SCRIPTS[name].cycles[1].reason
 
@@ -120,9 +83,9 @@ async def test_requeue_after_is_a_durable_timer(temporal_client, task_queue, wor
     name = placement_name()
     handle = await start(temporal_client, task_queue, name, Script(requeue_after=1.0))
     # Between the first cycle and the timer firing, the workflow says it waits for the timer.
-    first = await eventually(handle, lambda s: s.cycles == 1 and s.phase == "requeue_timer")
+    first = await status_when(handle, lambda s: s.cycles == 1 and s.phase == "requeue_timer")
     assert first.waiting_for == "a 1s requeue timer, or an event"
-    await eventually(handle, lambda s: s.cycles == 2 and idle(s), timeout=10)
+    await status_when(handle, lambda s: s.cycles == 2 and idle(s), timeout=10)
     assert "requeue after 1s" in SCRIPTS[name].cycles[1].reason
     history = await handle.fetch_history()
     assert any(e.HasField("timer_started_event_attributes") for e in history.events)
@@ -135,12 +98,12 @@ async def test_without_a_latest_snapshot_it_waits_for_an_event_instead_of_retryi
     handle = await start(
         temporal_client, task_queue, name, Script(phases=["no_latest_snapshot", "ready"])
     )
-    status = await eventually(handle, lambda s: "scripted no_latest_snapshot" in s.waiting_for)
+    status = await status_when(handle, lambda s: "scripted no_latest_snapshot" in s.waiting_for)
     await asyncio.sleep(1.0)
     assert SCRIPTS[name].prepares == 1 and status.cycles == 0
 
     await handle.signal(PlacementWorkflow.snapshot_changed, HubEvent(reason="web-0 created"))
-    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
 
 
 async def test_a_deleting_placement_is_cleaned_up_and_the_workflow_completes(
@@ -148,7 +111,7 @@ async def test_a_deleting_placement_is_cleaned_up_and_the_workflow_completes(
 ):
     name = placement_name()
     handle = await start(temporal_client, task_queue, name, Script(phases=["ready", "deleting"]))
-    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
     await handle.signal(PlacementWorkflow.placement_deleting)
 
     result = await asyncio.wait_for(handle.result(), timeout=60)
@@ -170,14 +133,14 @@ async def test_an_unexpected_failure_is_recorded_and_the_next_event_runs_a_cycle
     name = placement_name()
     script = Script(failures=[unexpected("bad number-of-clusters annotation")])
     handle = await start(temporal_client, task_queue, name, script)
-    status = await eventually(handle, lambda s: s.last_error is not None)
+    status = await status_when(handle, lambda s: s.last_error is not None)
     assert "UnexpectedBehavior" in status.last_error
     assert "bad number-of-clusters annotation" in status.last_error
     await asyncio.sleep(0.5)
     assert script.cycle_attempts == 1  # not retried
 
     await handle.signal(PlacementWorkflow.requeue)
-    status = await eventually(handle, lambda s: s.last is not None and idle(s))
+    status = await status_when(handle, lambda s: s.last is not None and idle(s))
     assert status.last_error is None
 
 
@@ -187,18 +150,18 @@ async def test_transient_failures_are_retried_by_the_activity_retry_policy(
     name = placement_name()
     script = Script(failures=[transient("503"), transient("503")])
     handle = await start(temporal_client, task_queue, name, script)
-    status = await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    status = await status_when(handle, lambda s: s.cycles == 1 and idle(s))
     assert script.cycle_attempts == 3 and status.last_error is None
 
 
 async def test_fresh_requeue_applies_to_one_cycle_only(temporal_client, task_queue, worker):
     name = placement_name()
     handle = await start(temporal_client, task_queue, name, Script())
-    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
     await handle.signal(PlacementWorkflow.requeue, RequeueRequest(fresh=True, reason="rebalance"))
-    await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 2 and idle(s))
     await handle.signal(PlacementWorkflow.requeue)
-    await eventually(handle, lambda s: s.cycles == 3 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 3 and idle(s))
     assert [c.fresh for c in SCRIPTS[name].cycles] == [False, True, False]
 
 
@@ -207,7 +170,7 @@ async def test_continue_as_new_carries_the_state_across_runs(temporal_client, ta
     handle = await start(
         temporal_client, task_queue, name, Script(requeues=[True] * 4), turns_per_run=2
     )
-    status = await eventually(handle, lambda s: s.cycles == 5 and idle(s))
+    status = await status_when(handle, lambda s: s.cycles == 5 and idle(s))
     assert status.cycles_this_run == 1  # runs of 2, 2, then the fifth cycle
     assert status.last is not None and status.last.cycle == 5
     description = await handle.describe()
@@ -257,7 +220,7 @@ async def test_an_explanation_is_recorded_once_packed_and_survives_continue_as_n
     kept = Explanation(placement_type="PickN", snapshot="s-0", kept=["member-a", "member-b"])
     script = Script(requeues=[True, True, True, False], explanations=[fleet, fleet, kept, kept])
     handle = await start(temporal_client, task_queue, name, script, turns_per_run=3)
-    status = await eventually(handle, lambda s: s.cycles == 4 and idle(s))
+    status = await status_when(handle, lambda s: s.cycles == 4 and idle(s))
 
     assert status.last is not None and status.last.cycle == 4
     assert not status.last.has_explanation
@@ -293,7 +256,7 @@ async def test_a_failed_cleanup_is_recorded_and_retried_on_the_next_event(
     name = placement_name()
     script = Script(phases=["deleting"], cleanup_failures=[unexpected("placement is live")])
     handle = await start(temporal_client, task_queue, name, script)
-    status = await eventually(handle, lambda s: s.last_error is not None)
+    status = await status_when(handle, lambda s: s.last_error is not None)
     assert "cleanup failed (UnexpectedBehavior): placement is live" in status.last_error
 
     await handle.signal(PlacementWorkflow.placement_deleting)
@@ -325,7 +288,7 @@ async def test_an_event_during_the_last_turn_is_not_lost_to_a_placement_created_
     await handle.signal(PlacementWorkflow.placement_changed, HubEvent(reason=f"{name} created"))
     gate.set()
 
-    status = await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    status = await status_when(handle, lambda s: s.cycles == 1 and idle(s))
     assert status.last is not None and script.prepares == 2
     assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
 
@@ -347,10 +310,10 @@ async def test_search_attributes_are_upserted_only_when_they_change(
             [SearchAttributePair(names.SA_PLACEMENT_NAME, name)]
         ),
     )
-    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
     for cycle in (2, 3):
         await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason=f"again {cycle}"))
-        await eventually(handle, lambda s, c=cycle: s.cycles == c and idle(s))
+        await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
 
     # workflow.patched adds Temporal's own TemporalChangeVersion upsert; ours are the Fleet ones.
     upserted: list[list[str]] = []
@@ -377,14 +340,14 @@ async def test_requeue_and_wait_during_a_cycle_answers_with_the_next_cycle(
     name = placement_name()
     gate = asyncio.Event()
     handle = await start(temporal_client, task_queue, name, Script(gate=gate))
-    await eventually(handle, lambda s: s.phase == "running" and s.cycles == 0)
+    await status_when(handle, lambda s: s.phase == "running" and s.cycles == 0)
 
     waiting = asyncio.create_task(
         handle.execute_update(
             PlacementWorkflow.requeue_and_wait, RequeueRequest(reason="during cycle 1")
         )
     )
-    await eventually(handle, lambda s: s.pending_reasons == ["requeue: during cycle 1"])
+    await status_when(handle, lambda s: s.pending_reasons == ["requeue: during cycle 1"])
     assert not waiting.done()
     gate.set()  # cycle 1 ends, cycle 2 (the one the requeue caused) runs
     result = await asyncio.wait_for(waiting, 30)
@@ -399,7 +362,7 @@ async def test_requeue_and_wait_reports_a_turn_that_found_nothing_to_schedule(
 ):
     name = placement_name()
     handle = await start(temporal_client, task_queue, name, Script(phases=["no_latest_snapshot"]))
-    await eventually(handle, idle)
+    await status_when(handle, idle)
 
     result = await handle.execute_update(PlacementWorkflow.requeue_and_wait, RequeueRequest())
 
@@ -418,7 +381,7 @@ async def test_requeue_and_wait_is_answered_across_continue_as_new(
     is left waiting and every answer is a cycle."""
     name = placement_name()
     handle = await start(temporal_client, task_queue, name, Script(), turns_per_run=1)
-    await eventually(handle, lambda s: s.cycles >= 1 and idle(s))
+    await status_when(handle, lambda s: s.cycles >= 1 and idle(s))
 
     async def requeue_until_answered(i: int) -> int:
         for _ in range(100):
@@ -458,7 +421,7 @@ async def test_a_resource_placement_workflow_keeps_its_namespace_to_the_end(
         task_queue=task_queue,
     )
     assert handle.id == f"rp/team-a/{name}"
-    status = await eventually(handle, lambda s: s.cycles == 3 and idle(s))
+    status = await status_when(handle, lambda s: s.cycles == 3 and idle(s))
     assert status.namespace == "team-a"
     assert [c.namespace for c in SCRIPTS[name].cycles] == ["team-a"] * 3
     description = await handle.describe()
@@ -508,21 +471,27 @@ async def test_each_turn_runs_at_the_priority_its_signals_asked_for(
         start_signal=names.SIGNAL_CLUSTER_CHANGED,
         start_signal_args=[HubEvent(reason="cluster x: labels changed", priority=fan_out)],
     )
-    await eventually(handle, lambda s: s.phase == "running")
+    await status_when(handle, lambda s: s.phase == "running")
     # Queued during turn 1: a fan-out at key 4 and a person's requeue at key 2: turn 2 takes 2.
-    await handle.signal(
-        names.SIGNAL_CLUSTER_CHANGED, HubEvent(reason="again", priority=fan_out)
-    )
+    await handle.signal(names.SIGNAL_CLUSTER_CHANGED, HubEvent(reason="again", priority=fan_out))
     await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason="now", priority=2))
     gate.set()
-    await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 2 and idle(s))
     await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason="plain"))
-    await eventually(handle, lambda s: s.cycles == 3 and idle(s))
-    moved = fan_out.model_copy(update={"value": 1000, "priority_class": "high", "tenant": None,
-                                       "fairness_key": None, "fairness_weight": None,
-                                       "priority_key": 2, "placement_key": 2})
+    await status_when(handle, lambda s: s.cycles == 3 and idle(s))
+    moved = fan_out.model_copy(
+        update={
+            "value": 1000,
+            "priority_class": "high",
+            "tenant": None,
+            "fairness_key": None,
+            "fairness_weight": None,
+            "priority_key": 2,
+            "own_priority_key": 2,
+        }
+    )
     await handle.signal(names.SIGNAL_PLACEMENT_CHANGED, HubEvent(reason="spec", priority=moved))
-    status = await eventually(handle, lambda s: s.cycles == 4 and idle(s))
+    status = await status_when(handle, lambda s: s.cycles == 4 and idle(s))
 
     got = [(p.priority_key, p.fairness_key, p.fairness_weight) for p in SCRIPTS[name].priorities]
     assert got == [
@@ -559,8 +528,8 @@ async def test_turns_without_priorities_run_as_before(
     turns) leave the activity's Priority unset, the workflow's own, and upsert nothing."""
     name = placement_name()
     handle = await start(temporal_client, task_queue, name, Script())
-    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
     await handle.signal(names.SIGNAL_CLUSTER_CHANGED, HubEvent(reason="x"))
-    status = await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+    status = await status_when(handle, lambda s: s.cycles == 2 and idle(s))
     assert [p.priority_key for p in SCRIPTS[name].priorities] == [None, None]
     assert status.priority is None and status.last_turn_key is None

@@ -22,12 +22,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tests.integration.workflows.stand_ins import Script
-from tests.integration.workflows.test_local_cycle_turns import start_local
-from tests.integration.workflows.test_placement_workflow import (
-    eventually,
+from tests.integration.workflows.workflow_helpers import (
     idle,
     placement_name,
     start,
+    start_local,
+    status_when,
 )
 from workers.worker import PlacementWorkers, split_workers
 from workflows import names
@@ -51,11 +51,11 @@ async def test_fresh_histories_replay(
     name = placement_name()
     script = Script(requeues=[True, False, False])
     handle = await start(temporal_client, task_queue, name, script, turns_per_run=2)
-    await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 2 and idle(s))
     for reason in ("a", "b", "c"):
         await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason=reason))
     # Under load the three signals may take one or two more turns.
-    await eventually(handle, lambda s: s.cycles >= 3 and idle(s))
+    await status_when(handle, lambda s: s.cycles >= 3 and idle(s))
     script.deleted = True
     await handle.signal(PlacementWorkflow.placement_deleting)
     await asyncio.wait_for(handle.result(), timeout=60)
@@ -72,11 +72,11 @@ async def test_fresh_local_cycle_histories_replay(
     name = placement_name()
     script = Script()
     handle = await start_local(temporal_client, task_queue, name, script, turns_per_run=2)
-    await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
     for cycle, local in ((2, False), (3, True)):
         event = HubEvent(reason=f"turn {cycle}", local_cycles=local)
         await handle.signal(PlacementWorkflow.cluster_changed, event)
-        await eventually(handle, lambda s, c=cycle: s.cycles == c and idle(s))
+        await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
     script.deleted = True
     await handle.signal(PlacementWorkflow.placement_deleting)
     await asyncio.wait_for(handle.result(), timeout=60)
@@ -191,10 +191,10 @@ async def test_a_run_begun_before_priorities_replays_with_the_watchers_priority_
             start_signal=names.SIGNAL_PLACEMENT_CHANGED,
             start_signal_args=[HubEvent(reason="created", priority=urgent)],
         )
-        await eventually(handle, lambda s: s.cycles == 1 and idle(s))
+        await status_when(handle, lambda s: s.cycles == 1 and idle(s))
         await handle.signal(names.SIGNAL_PRIORITY_CHANGED, HubEvent(priority=urgent))
         await handle.signal(PlacementWorkflow.requeue)
-        await eventually(handle, lambda s: s.cycles == 2 and idle(s))
+        await status_when(handle, lambda s: s.cycles == 2 and idle(s))
         history = await handle.fetch_history()
     field = "upsert_workflow_search_attributes_event_attributes"
     upserts = [e for e in history.events if e.HasField(field)]

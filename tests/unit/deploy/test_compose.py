@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from deploy_helpers import DEPLOY, REPO
 
+from tests.unit.deploy.deploy_helpers import DEPLOY, REPO
 from workers.cli import build_parser
 from workers.devserver import search_attribute_flags
 from workflows import names

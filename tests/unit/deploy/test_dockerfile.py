@@ -14,7 +14,8 @@ from typing import Final
 
 import pytest
 import yaml
-from deploy_helpers import DEPLOY, REPO
+
+from tests.unit.deploy.deploy_helpers import DEPLOY, REPO
 
 DOCKERFILE: Final = DEPLOY / "Dockerfile"
 DOCKERIGNORE: Final = REPO / ".dockerignore"

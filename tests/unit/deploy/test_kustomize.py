@@ -17,7 +17,11 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from deploy_helpers import (
+
+from control.config import LOOPBACK
+from hub import crds
+from hub.types import KINDS
+from tests.unit.deploy.deploy_helpers import (
     BESIDE_KUBEFLEET,
     DEPLOY,
     REPO,
@@ -29,10 +33,6 @@ from deploy_helpers import (
     render,
     render_directory,
 )
-
-from control.config import LOOPBACK
-from hub import crds
-from hub.types import KINDS
 from workers.cli import build_parser
 from workers.cli.run import run_config
 from workers.temporal_client import load_target

@@ -11,7 +11,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from deploy_helpers import (
+
+from hub.types import (
+    KINDS,
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    MemberCluster,
+    PriorityClass,
+)
+from tests.unit.deploy.deploy_helpers import (
     ABSTRACT_KIND_SOURCES,
     BESIDE_KUBEFLEET,
     DEV_ONLY_FUNCTIONS,
@@ -26,15 +35,6 @@ from deploy_helpers import (
     render,
     required_permissions,
     standalone_only,
-)
-
-from hub.types import (
-    KINDS,
-    ClusterResourceBinding,
-    ClusterResourcePlacement,
-    ClusterSchedulingPolicySnapshot,
-    MemberCluster,
-    PriorityClass,
 )
 
 NAMESPACE = "fleet-scheduler"

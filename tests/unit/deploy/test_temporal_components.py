@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 import yaml
-from deploy_helpers import DEPLOY, by_kind, container, kubectl, render_directory
 from temporalio.service import TLSConfig
 
 from devhub import tls
+from tests.unit.deploy.deploy_helpers import DEPLOY, by_kind, container, kubectl, render_directory
 from workers.temporal_client import load_target
 
 COMPONENTS = DEPLOY / "components"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.eligibility import EligibilityChecker
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.profile import Profile, ScoreMode
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status

@@ -11,7 +11,7 @@ import pytest
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.facts import ClusterFacts
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.errors import PluginError
 from scheduler.framework.profile import Profile, ScoreMode
 from scheduler.framework.runner import Runner

@@ -306,8 +306,11 @@ def test_requests_dropped_where_no_ledger_is_wake_the_waiters_there() -> None:
     waiter = placement("waiter", requests="cpu=6", condition=SHORT)
     bindings = [binding("small", "m1")]
     got = routed("MODIFIED", old, new, [new, waiter], bindings=bindings)
-    assert ("waiter", CLUSTER, "cluster m1: placement small dropped its requests (no capacity "
-            "ledger there)") in got
+    assert (
+        "waiter",
+        CLUSTER,
+        "cluster m1: placement small dropped its requests (no capacity ledger there)",
+    ) in got
     with_ledger = routed(
         "MODIFIED", old, new, [new, waiter], bindings=bindings,
         ledgers={"m1": ledger("m1", **{"small-m1": "2"})},
@@ -336,3 +339,14 @@ def test_a_deleted_ledger_frees_the_room_of_a_holder_whose_requests_cannot_be_re
     gone = ledger("m1", **{"typo-m1": "4"})
     got = routed("DELETED", gone, gone, [typo, waiter], bindings=[binding("typo", "m1")])
     assert got == [("waiter", CLUSTER, "cluster m1: room freed (cpu=4)")]
+
+
+def test_a_binding_deleted_after_its_placement_is_gone_wakes_the_waiters_too() -> None:
+    """A deleted placement's cleanup removes its bindings and then the placement: the binding
+    events may come after the placement left the cache, and its room is still given up (found
+    by the invariants machine)."""
+    waiter = placement("waiter", requests="cpu=6", condition=SHORT)
+    gone = binding("web", "m1")
+    assert [p for p, _, _ in routed("DELETED", gone, gone, [waiter])] == ["waiter"]
+    plain = placement("web", condition="ok")  # never declared requests: its room never counted
+    assert routed("DELETED", gone, gone, [plain, waiter]) == []

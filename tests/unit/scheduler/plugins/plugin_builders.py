@@ -29,7 +29,7 @@ from hub.types import (
     SchedulingPolicySnapshotSpec,
     Taint,
 )
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle_state import CycleState
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 

@@ -13,7 +13,7 @@ from hub.types import (
     MemberCluster,
     PlacementPolicy,
 )
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Code, Status
 from scheduler.plugins.cluster_affinity import SKIP_NO_PREFERRED_TERMS, ClusterAffinity

@@ -11,7 +11,7 @@ from hub.types import (
     PlacementPolicy,
     TopologySpreadConstraint,
 )
-from scheduler.framework.cycle import CycleState
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Code, Status
 from scheduler.plugins.topology_spread_constraints import (

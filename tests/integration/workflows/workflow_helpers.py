@@ -1,0 +1,86 @@
+"""What the workflow tests share: a placement name, a workflow started with a stand-in script
+(on the activity queue, or with local turns), its status once a condition holds, and its
+history's event counts."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+
+from tests.integration.workflows.stand_ins import SCRIPTS, Script
+from tests.support.waits import WAIT_S, until_async
+from workflows import names
+from workflows.models import PlacementInput, PlacementStatus
+from workflows.placement import PlacementWorkflow
+
+
+def placement_name() -> str:
+    return f"p-{uuid.uuid4().hex[:10]}"
+
+
+async def start(
+    client: Client, queue: str, name: str, script: Script, turns_per_run: int | None = None
+) -> WorkflowHandle[PlacementWorkflow, PlacementStatus]:
+    SCRIPTS[name] = script
+    return await client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(placement=name, turns_per_run=turns_per_run),
+        id=names.workflow_id(name),
+        task_queue=queue,
+    )
+
+
+async def status_when(
+    handle: WorkflowHandle[PlacementWorkflow, PlacementStatus],
+    check: Callable[[PlacementStatus], bool],
+    timeout: float = WAIT_S,
+) -> PlacementStatus:
+    """The workflow's status once `check` holds for it (queried until then)."""
+
+    async def matching() -> PlacementStatus | None:
+        status = await handle.query(PlacementWorkflow.status)
+        return status if check(status) else None
+
+    return await until_async(matching, what="the workflow's status", timeout=timeout)
+
+
+def idle(status: PlacementStatus) -> bool:
+    return status.phase == "idle"
+
+
+async def start_local(
+    client: Client,
+    queue: str,
+    name: str,
+    script: Script,
+    turns_per_run: int | None = None,
+    local_turn_seconds: float | None = None,
+) -> WorkflowHandle[PlacementWorkflow, PlacementStatus]:
+    SCRIPTS[name] = script
+    return await client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(
+            placement=name,
+            local_cycles=True,
+            turns_per_run=turns_per_run,
+            local_turn_seconds=local_turn_seconds,
+        ),
+        id=names.workflow_id(name),
+        task_queue=queue,
+    )
+
+
+async def event_types(
+    client: Client, handle: WorkflowHandle, run_id: str | None = None
+) -> Counter[str]:
+    """How many events of each type one run's history has (the handle's run by default; the
+    latest with `handle.result_run_id` None)."""
+    counts: Counter[str] = Counter()
+    run = client.get_workflow_handle(handle.id, run_id=run_id or handle.result_run_id)
+    async for event in run.fetch_history_events():
+        counts[EventType.Name(event.event_type)] += 1
+    return counts
