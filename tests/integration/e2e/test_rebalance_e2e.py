@@ -106,6 +106,10 @@ async def test_pack_frees_clusters_through_the_placements_own_turns(
         await until_async(
             lambda m=move: live_targets(hub, m.placement) == {m.target: "Scheduled"}, blocking=True
         )
+        # The old binding is unscheduled before its reservation is released: wait for both.
+        await until_async(
+            lambda m=move: m.binding not in reserved(hub).get(m.source, set()), blocking=True
+        )
         # the new binding holds the room, the old one gave it back
         holders = reserved(hub)
         assert move.binding not in holders.get(move.source, set())
