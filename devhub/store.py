@@ -109,7 +109,6 @@ NAMESPACE_MISMATCH: Final = (
 MERGE_PATCH: Final = "application/merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"
 APPLY_PATCH: Final = "application/apply-patch+yaml"
-APPLY_PATCH_CBOR: Final = "application/apply-patch+cbor"
 STRATEGIC_PATCH: Final = "application/strategic-merge-patch+json"
 PATCH_TYPES: Final = (JSON_PATCH, MERGE_PATCH, APPLY_PATCH)
 
@@ -642,10 +641,6 @@ class Store:
 
     def unwatch(self, watcher: Watcher) -> None:
         self._watchers.discard(watcher)
-
-    @property
-    def watcher_count(self) -> int:
-        return len(self._watchers)
 
     # --- writes ----------------------------------------------------------------------------
 

@@ -27,7 +27,6 @@ PREVIOUS_BINDING_STATE_ANNOTATION: Final = _PREFIX + "previous-binding-state"
 # Finalizers (kubefleet-rules 1.4).
 SCHEDULER_CLEANUP_FINALIZER: Final = _PREFIX + "scheduler-cleanup"
 SCHEDULER_BINDING_CLEANUP_FINALIZER: Final = _PREFIX + "scheduler-crb-cleanup"
-PLACEMENT_CLEANUP_FINALIZER: Final = _PREFIX + "crp-cleanup"
 WORK_FINALIZER: Final = _PREFIX + "work-cleanup"
 
 # Placement types (kubefleet-rules 1.5).
@@ -77,8 +76,6 @@ PLACEMENT_SCHEDULED_CONDITION: Final = "ClusterResourcePlacementScheduled"
 RP_SCHEDULED_CONDITION: Final = "ResourcePlacementScheduled"
 SCHEDULE_PENDING_REASON: Final = "SchedulePending"
 SCHEDULE_PENDING_MESSAGE: Final = "Scheduling has not completed"
-INVALID_RESOURCE_SELECTORS_REASON: Final = "InvalidResourceSelectors"
-SCHEDULE_FAILED_REASON: Final = "ScheduleFailed"
 
 # MemberCluster agent status (kubefleet-rules 1.10, section 6).
 MEMBER_AGENT: Final = "MemberAgent"
@@ -93,7 +90,6 @@ NODE_COUNT_PROPERTY: Final = _PREFIX + "node-count"
 # Limits (kubefleet-rules 1.11).
 MAX_DECISIONS: Final = 1000
 MAX_UNSELECTED_DECISIONS: Final = 20
-MAX_BINDING_NAME_LENGTH: Final = 63
 # KubeFleet's webhook: a placement's name is the parent-CRP label value of its snapshots and
 # bindings, and label values are at most 63 characters.
 MAX_PLACEMENT_NAME_LENGTH: Final = 63
