@@ -48,6 +48,7 @@ from hub.types import (
     ClusterResourcePlacementDisruptionBudget,
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
+    Reservation,
 )
 from scheduler.annotations import number_of_clusters
 from scheduler.budgets import available, budget_state, moved_bindings
@@ -66,6 +67,7 @@ from scheduler.capacity import (
 from scheduler.framework.errors import SchedulerError
 from scheduler.framework.profile import Profile
 from scheduler.models import CapacityInput, CycleInput
+from scheduler.quantity import QuantityError, parse_quantity
 from scheduler.requests import RequestsError, parse_requests
 from scheduler.scheduling import placement_type_of, schedule
 from scheduler.snapshots import placement_scheduled_condition
@@ -463,6 +465,10 @@ def _stranded(
 ) -> list[Violation]:
     index = state.index()
     found = []
+    # Room a ledger does not show is not free: the active bindings of capacity-aware placements
+    # that lack their reservation (a ledger deleted, requests declared late) consume it until
+    # their placement's turn reserves again, and a cycle then would find it taken.
+    unreserved = _unreserved(index)
     # In an order that changes from run to run (by the clock's minute), so a caller that stops
     # early covers every placement over a few runs; results are sorted by the caller.
     stamp = now.strftime("%Y%m%d%H%M")
@@ -486,7 +492,8 @@ def _stranded(
             continue
         bindings = index.bindings_of.get(key, [])
         text = placement.metadata.annotations[names.REQUESTS_ANNOTATION]
-        capacity = CapacityInput(requests=text, allocated=allocated_beside(index.ledgers, bindings))
+        allocated = _plus(allocated_beside(index.ledgers, bindings), unreserved, exclude=key)
+        capacity = CapacityInput(requests=text, allocated=allocated)
         result = schedule(
             CycleInput(
                 snapshot=snapshot,
@@ -521,10 +528,65 @@ def _stranded(
     return found
 
 
+def _unreserved(index: _Index) -> dict[str, list[tuple[str, Mapping[str, Fraction]]]]:
+    """Cluster -> (placement, what it consumes beyond its reservation) for every active binding
+    of a capacity-aware placement whose reservation is missing or holds less."""
+    out: dict[str, list[tuple[str, Mapping[str, Fraction]]]] = defaultdict(list)
+    for key, requests in index.requests.items():
+        for binding in index.bindings_of.get(key, []):
+            if not is_active(binding):
+                continue
+            cluster = binding.spec.target_cluster
+            ledger = index.ledgers.get(cluster)
+            reservation = (
+                ledger.spec.reservations.get(binding_key(binding)) if ledger is not None else None
+            )
+            if reservation is not None and holds(reservation, key, requests):
+                continue
+            had = _amounts_of(reservation) if reservation is not None else {}
+            extra = {r: a - had.get(r, Fraction(0)) for r, a in requests.items()}
+            extra = {r: a for r, a in extra.items() if a > 0}
+            if extra:
+                out[cluster].append((key, extra))
+    return out
+
+
+def _amounts_of(reservation: Reservation) -> dict[str, Fraction]:
+    out = {}
+    for resource, text in reservation.requests.items():
+        try:
+            out[resource] = parse_quantity(text)
+        except QuantityError:
+            continue
+    return out
+
+
+def _plus(
+    allocated: dict[str, dict[str, str]],
+    unreserved: Mapping[str, list[tuple[str, Mapping[str, Fraction]]]],
+    *,
+    exclude: str,
+) -> dict[str, dict[str, str]]:
+    """`allocated` with other placements' unreserved consumption added."""
+    out = {cluster: dict(amounts) for cluster, amounts in allocated.items()}
+    for cluster, items in unreserved.items():
+        for placement, extra in items:
+            if placement == exclude:
+                continue
+            held = out.setdefault(cluster, {})
+            for resource, amount in extra.items():
+                current = parse_quantity(held[resource]) if resource in held else Fraction(0)
+                held[resource] = format_amount(current + amount)
+    return out
+
+
 def _free(index: _Index, cluster: str, requests: Mapping[str, Fraction]) -> str:
     member = index.clusters[cluster]
     ledger = index.ledgers.get(cluster)
     taken = held(ledger) if ledger is not None else {}
+    for _, extra in _unreserved(index).get(cluster, []):
+        for resource, amount in extra.items():
+            taken[resource] = taken.get(resource, Fraction(0)) + amount
     capacity = ClusterCapacity.of(member.status.resource_usage.allocatable, taken)
     parts = []
     for resource in requests:

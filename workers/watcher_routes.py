@@ -424,14 +424,16 @@ def _ledger(
     before = held(old) if old is not None else {}
     routes: dict[str, Route] = {}
     if event == "DELETED":
-        # The bindings still there consume what their reservations held: only the room of
-        # reservations without an active binding is free. Their holders reserve it again.
+        # The bindings of capacity-aware placements still there consume what their
+        # reservations held: only the room of the other reservations is free (no binding, or
+        # one whose placement no longer declares requests). Their holders reserve it again.
         active = {
             binding_key(b): b
             for b in room.bindings
             if b.spec.target_cluster == cluster
             and b.spec.state != hub_names.STATE_UNSCHEDULED
             and not b.metadata.deleting
+            and _capacity_aware(placements.get(_key_of_parent(b)))
         }
         after = held(new, without=[k for k in new.spec.reservations if k not in active])
         holders = {_key_of_parent(b) for b in active.values()}
@@ -475,6 +477,10 @@ def _ledger(
                     key, Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
                 )
     return list(routes.values())
+
+
+def _capacity_aware(placement: ClusterResourcePlacement | None) -> bool:
+    return placement is not None and hub_names.REQUESTS_ANNOTATION in placement.metadata.annotations
 
 
 def _beyond_room(placement: ClusterResourcePlacement) -> bool:
