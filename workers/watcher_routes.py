@@ -98,6 +98,7 @@ REASON_BINDING_DELETING: Final = "binding {name} (cluster {cluster}): deletion s
 REASON_CLUSTER_CHANGED: Final = "cluster {name}: {changes}"
 REASON_CLUSTER_GONE: Final = "cluster {name} was deleted"
 REASON_ROOM_FREED: Final = "cluster {cluster}: room freed ({freed})"
+REASON_LEDGER_MADE: Final = "cluster {cluster}: capacity ledger made, {freed} free"
 REASON_LEDGER_GONE: Final = (
     "cluster {cluster}: its capacity ledger was deleted; reservations are made again"
 )
@@ -416,10 +417,11 @@ def _ledger(
     placements: Mapping[str, ClusterResourcePlacement],
     room: Room,
 ) -> list[Route]:
-    """Room freed on a cluster (a reservation released or shrunk, the ledger deleted) reaches
-    the capacity-aware placements waiting for room that one binding of theirs now fits (the
-    outbox sends the best priority first); a deleted ledger also reaches every capacity-aware
-    placement with an active binding there, whose next turn makes its reservation again."""
+    """Room freed on a cluster (a reservation released or shrunk, the ledger deleted or made
+    again) reaches the capacity-aware placements waiting for room that one binding of theirs
+    now fits (the outbox sends the best priority first); a deleted ledger also reaches every
+    capacity-aware placement with an active binding there, whose next turn makes its
+    reservation again."""
     cluster = new.metadata.name
     before = held(old) if old is not None else {}
     routes: dict[str, Route] = {}
@@ -446,6 +448,13 @@ def _ledger(
                 routes[key] = Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
     else:
         after = held(new)
+        member = room.clusters.get(cluster)
+        if old is None and member is not None:
+            # A ledger made (again): a cluster's first reservation, or the first after its
+            # ledger was deleted. What it does not hold is room that appeared with it; while
+            # the ledger was away, room given up (a placement that dropped its requests) had
+            # no ledger to free it from.
+            before = dict(ClusterCapacity.of(member.status.resource_usage.allocatable).allocatable)
     freed = {r: amount - after.get(r, Fraction(0)) for r, amount in before.items()}
     freed = {r: amount for r, amount in freed.items() if amount > 0}
     if freed:
@@ -460,7 +469,10 @@ def _ledger(
                 }
             )
         )
-        reason = REASON_ROOM_FREED.format(cluster=cluster, freed=shown_requests(freed))
+        made = event != "DELETED" and old is None
+        reason = (REASON_LEDGER_MADE if made else REASON_ROOM_FREED).format(
+            cluster=cluster, freed=shown_requests(freed)
+        )
         for placement in placements.values():
             requests = waiting_for_room(placement)
             if requests is None or not room.fits(cluster, requests, gone):

@@ -21,6 +21,7 @@ from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
     ClusterResourcePlacementDisruptionBudget,
+    ClusterSchedulingPolicySnapshot,
     MemberCluster,
 )
 from scheduler.invariants import DISRUPTION_BUDGET, FleetState, find_violations
@@ -527,3 +528,66 @@ def test_a_binding_made_after_a_finished_move_is_not_taken_for_the_moves_source(
     assert now[old.name] == (old.spec.target_cluster, "Scheduled", None)
     active = [b for b in bindings_of(hub, "web") if b.spec.state != "Unscheduled"]
     assert moved_bindings(active) == []  # no move in progress: nothing hides from the count
+
+
+def test_room_given_up_while_a_ledger_was_deleted_wakes_the_waiter_when_it_is_made_again(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """Found by the invariants machine (soak): cluster a (cpu 6) holds `small` (cpu=2) and
+    `all` (PickAll, cpu=1); `big` (cpu=5) is short. a's ledger is deleted; `small` then drops
+    its requests, so its turn has no ledger to release from; `all`'s turn makes the ledger
+    again holding cpu 1 only. Nothing was released as an event, but 5 CPUs are free by the
+    ledger: the ledger's creation must wake `big`, whose turn then places it."""
+    from scheduler.eligibility import EligibilityChecker
+    from scheduler.invariants import STRANDED_SHORTAGE
+    from workers.watcher_routes import Room, route_change
+    from workers.watcher_views import Change
+
+    one = {"placementType": "PickN", "numberOfClusters": 1}
+    add_cluster(hub, "a", allocatable={"cpu": "6"})
+    add_placement(hub, "small", one, annotations={names.REQUESTS_ANNOTATION: "cpu=2"})
+    add_placement(
+        hub, "all", {"placementType": "PickAll"}, annotations={names.REQUESTS_ANNOTATION: "cpu=1"}
+    )
+    add_placement(hub, "big", one, annotations={names.REQUESTS_ANNOTATION: "cpu=5"})
+    rig = make_activities()
+    for name in ("small", "all", "big"):
+        turn(env, rig.activities, name)
+    assert bindings_of(hub, "big") == []
+    hub.delete(CapacityLedger, "a")
+    hub.patch(
+        ClusterResourcePlacement,
+        "small",
+        {"metadata": {"annotations": {names.REQUESTS_ANNOTATION: None}}},
+    )
+    turn(env, rig.activities, "small", 2)
+    turn(env, rig.activities, "all", 2)  # routed by the deletion: reserves again
+    made = hub.get(CapacityLedger, "a")
+    placements = {p.name: p for p in hub.list(ClusterResourcePlacement).items}
+    state = FleetState(
+        placements=list(placements.values()),
+        snapshots=hub.list(ClusterSchedulingPolicySnapshot).items,
+        bindings=hub.list(ClusterResourceBinding).items,
+        clusters=hub.list(MemberCluster).items,
+        ledgers=[made],
+    )
+    stranded = [
+        v.placement for v in find_violations(state, datetime.now(UTC))
+        if v.invariant == STRANDED_SHORTAGE
+    ]
+    assert stranded == ["big"]  # what `check` sees until big's next turn
+    routes = route_change(
+        Change("ADDED", None, made),
+        placements=placements,
+        standalone=True,
+        checker=EligibilityChecker(),
+        now=datetime.now(UTC),
+        room=Room(
+            clusters={c.name: c for c in hub.list(MemberCluster).items},
+            ledgers={"a": made},
+            bindings=hub.list(ClusterResourceBinding).items,
+        ),
+    )
+    assert [r.placement for r in routes] == ["big"]
+    turn(env, rig.activities, "big", 2)
+    assert [b.spec.target_cluster for b in bindings_of(hub, "big")] == ["a"]

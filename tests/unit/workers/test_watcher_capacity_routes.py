@@ -233,7 +233,19 @@ def test_a_reservation_made_wakes_nobody() -> None:
     waiting = placement("waiter", requests="cpu=1", condition=SHORT)
     before, after = ledger("m1"), ledger("m1", **{"other-m1": "2"})
     assert routed("MODIFIED", before, after, [waiting]) == []
-    assert routed("ADDED", None, after, [waiting]) == []
+
+
+def test_a_ledger_made_again_wakes_the_waiting_placements_that_fit_beside_it() -> None:
+    """A ledger deleted and made again by its holders' turns: room given up while it was away
+    (a placement that dropped its requests had no ledger to release from) shows only now. A
+    waiter that fits beside the new ledger's reservations is woken; one that does not is not
+    (found by the invariants machine: a placement short of room while room was there)."""
+    waiting = placement("waiter", requests="cpu=6", condition=SHORT)
+    too_big = placement("huge", requests="cpu=7", condition=SHORT)
+    made = ledger("m1", **{"other-m1": "2"})
+    assert routed("ADDED", None, made, [waiting, too_big]) == [
+        ("waiter", CLUSTER, "cluster m1: capacity ledger made, cpu=6 free")
+    ]
 
 
 def test_a_deleted_ledger_reaches_the_capacity_aware_placements_holding_bindings_there() -> None:
