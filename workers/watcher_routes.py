@@ -50,6 +50,7 @@ from scheduler.capacity import (
     ClusterCapacity,
     binding_key,
     held,
+    is_active,
     missing_of,
     shortfalls,
     shown_requests,
@@ -99,6 +100,7 @@ REASON_CLUSTER_CHANGED: Final = "cluster {name}: {changes}"
 REASON_CLUSTER_GONE: Final = "cluster {name} was deleted"
 REASON_ROOM_FREED: Final = "cluster {cluster}: room freed ({freed})"
 REASON_LEDGER_MADE: Final = "cluster {cluster}: capacity ledger made, {freed} free"
+REASON_ROOM_GIVEN_UP: Final = "cluster {cluster}: {what} (no capacity ledger there)"
 REASON_LEDGER_GONE: Final = (
     "cluster {cluster}: its capacity ledger was deleted; reservations are made again"
 )
@@ -233,13 +235,20 @@ def route_change(
         routes = _placement(change.type, _as(old, ClusterResourcePlacement), new, standalone)
         if room is not None and not routes:
             routes = _short_while_room(_as(old, ClusterResourcePlacement), new, room)
+        if room is not None:
+            routes += _requests_dropped(_as(old, ClusterResourcePlacement), new, placements, room)
         return routes
     if isinstance(new, ClusterSchedulingPolicySnapshot):
         if standalone and _made_for_signalled_generation(new, placements):
             return []
         return _snapshot(change.type, _as(old, ClusterSchedulingPolicySnapshot), new)
     if isinstance(new, ClusterResourceBinding):
-        return _binding(change.type, _as(old, ClusterResourceBinding), new)
+        routes = _binding(change.type, _as(old, ClusterResourceBinding), new)
+        if room is not None:
+            routes += _binding_gone_unreserved(
+                change.type, _as(old, ClusterResourceBinding), new, placements, room
+            )
+        return routes
     if isinstance(new, MemberCluster):
         return _cluster(change.type, _as(old, MemberCluster), new, placements, checker, now)
     if isinstance(new, CapacityLedger):
@@ -441,11 +450,7 @@ def _ledger(
         holders = {_key_of_parent(b) for b in active.values()}
         reason = REASON_LEDGER_GONE.format(cluster=cluster)
         for key in sorted(holders):
-            placement = placements.get(key)
-            if placement is not None and placement.metadata.annotations.get(
-                hub_names.REQUESTS_ANNOTATION
-            ):
-                routes[key] = Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
+            routes[key] = Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
     else:
         after = held(new)
         member = room.clusters.get(cluster)
@@ -473,12 +478,8 @@ def _ledger(
         reason = (REASON_LEDGER_MADE if made else REASON_ROOM_FREED).format(
             cluster=cluster, freed=shown_requests(freed)
         )
-        for placement in placements.values():
-            requests = waiting_for_room(placement)
-            if requests is None or not room.fits(cluster, requests, gone):
-                continue
-            key = _key(placement)
-            routes.setdefault(key, Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True))
+        for route in _waiters(cluster, placements, room, reason, gone):
+            routes.setdefault(route.placement, route)
         # Placements that said they keep a binding here beyond the room: the room they lacked
         # may be there now, and their condition should say so.
         beyond = {key for key, placement in placements.items() if _beyond_room(placement)}
@@ -491,8 +492,88 @@ def _ledger(
     return list(routes.values())
 
 
+def _waiters(
+    cluster: str,
+    placements: Mapping[str, ClusterResourcePlacement],
+    room: Room,
+    reason: str,
+    ledger: CapacityLedger | None = None,
+) -> list[Route]:
+    """The capacity-aware placements waiting for room that one binding of theirs fits on
+    `cluster` (beside `ledger`'s reservations if given, else the cached ledger's)."""
+    routes = []
+    for placement in placements.values():
+        requests = waiting_for_room(placement)
+        if requests is None or not room.fits(cluster, requests, ledger):
+            continue
+        key = _key(placement)
+        routes.append(Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True))
+    return routes
+
+
+def _requests_dropped(
+    old: ClusterResourcePlacement | None,
+    new: ClusterResourcePlacement,
+    placements: Mapping[str, ClusterResourcePlacement],
+    room: Room,
+) -> list[Route]:
+    """A placement that stops declaring requests gives up the room its bindings took. Where a
+    ledger holds their reservations, its turn releases them and the ledger's change wakes the
+    waiters; on a cluster without a ledger (deleted, not made again yet) nothing would: wake
+    them here."""
+    if not (_capacity_aware(old) and not _capacity_aware(new)):
+        return []
+    key = _key(new)
+    clusters = {
+        b.spec.target_cluster
+        for b in room.bindings
+        if _key_of_parent(b) == key and is_active(b) and b.spec.target_cluster not in room.ledgers
+    }
+    what = f"placement {key} dropped its requests"
+    routes: dict[str, Route] = {}
+    for cluster in sorted(clusters):
+        reason = REASON_ROOM_GIVEN_UP.format(cluster=cluster, what=what)
+        for route in _waiters(cluster, placements, room, reason):
+            routes.setdefault(route.placement, route)
+    return list(routes.values())
+
+
+def _binding_gone_unreserved(
+    event: str,
+    old: ClusterResourceBinding | None,
+    new: ClusterResourceBinding,
+    placements: Mapping[str, ClusterResourcePlacement],
+    room: Room,
+) -> list[Route]:
+    """A capacity-aware placement's binding that stops consuming room (unscheduled, deleted) on
+    a cluster without a ledger: no release will be an event there, so wake the waiters here."""
+    cluster = new.spec.target_cluster
+    if cluster in room.ledgers or old is None or not is_active(old):
+        return []
+    if event != "DELETED" and is_active(new):
+        return []
+    owner = placements.get(_key_of_parent(new))
+    if owner is not None and not _capacity_aware(owner):
+        return []  # its room was never counted; a gone owner's may have been (cleanup)
+    what = f"binding {new.metadata.name} gave its room up"
+    reason = REASON_ROOM_GIVEN_UP.format(cluster=cluster, what=what)
+    return _waiters(cluster, placements, room, reason)
+
+
 def _capacity_aware(placement: ClusterResourcePlacement | None) -> bool:
-    return placement is not None and hub_names.REQUESTS_ANNOTATION in placement.metadata.annotations
+    """The placement declares requests that can be read: its bindings consume room by them. One
+    whose annotation cannot be read keeps what its ledger holds but nothing more (its turns fail
+    until it is fixed), as `check` counts it (scheduler.invariants)."""
+    if placement is None:
+        return False
+    text = placement.metadata.annotations.get(hub_names.REQUESTS_ANNOTATION)
+    if text is None:
+        return False
+    try:
+        parse_requests(text)
+    except RequestsError:
+        return False
+    return True
 
 
 def _beyond_room(placement: ClusterResourcePlacement) -> bool:

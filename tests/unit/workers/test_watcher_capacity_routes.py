@@ -295,3 +295,55 @@ def test_room_freed_where_a_placement_keeps_a_binding_beyond_the_room_reaches_it
     before, after = ledger("m1", **{"over-m1": "7", "x-m1": "2"}), ledger("m1", **{"over-m1": "7"})
     got = routed("MODIFIED", before, after, [over, elsewhere], bindings=bindings)
     assert got == [("over", CLUSTER, "cluster m1: room freed (cpu=2)")]
+
+
+def test_requests_dropped_where_no_ledger_is_wake_the_waiters_there() -> None:
+    """`small` holds m1 with no ledger there (deleted, not made again): dropping its requests
+    gives up its room with no release to see, so the waiter that fits is woken by the change
+    itself. With a ledger on m1, the release that `small`'s turn makes wakes it instead."""
+    old = placement("small", requests="cpu=2", condition="ok")
+    new = placement("small", condition="ok")
+    waiter = placement("waiter", requests="cpu=6", condition=SHORT)
+    bindings = [binding("small", "m1")]
+    got = routed("MODIFIED", old, new, [new, waiter], bindings=bindings)
+    assert ("waiter", CLUSTER, "cluster m1: placement small dropped its requests (no capacity "
+            "ledger there)") in got
+    with_ledger = routed(
+        "MODIFIED", old, new, [new, waiter], bindings=bindings,
+        ledgers={"m1": ledger("m1", **{"small-m1": "2"})},
+    )  # fmt: skip
+    assert "waiter" not in [p for p, _, _ in with_ledger]
+
+
+@pytest.mark.parametrize("ledgers", [{}, {"m1": ledger("m1")}], ids=["no-ledger", "ledger"])
+def test_a_binding_given_up_where_no_ledger_is_wakes_the_waiters_there(
+    ledgers: dict[str, CapacityLedger],
+) -> None:
+    web = placement("web", requests="cpu=2", condition="ok")
+    waiter = placement("waiter", requests="cpu=6", condition=SHORT)
+    before, after = binding("web", "m1"), binding("web", "m1", state="Unscheduled")
+    got = [p for p, _, _ in routed("MODIFIED", before, after, [web, waiter], ledgers=ledgers)]
+    assert got == ([] if ledgers else ["waiter"])
+
+
+def test_a_deleted_ledger_frees_the_room_of_a_holder_whose_requests_cannot_be_read() -> None:
+    """`typo` (cpu=two) kept its reservation while its ledger stood, but its turns fail and
+    cannot make it again: with the ledger gone its binding counts as `check` counts it (room
+    not declared), so the waiter that fits is woken and `typo` is not routed for a
+    reservation it cannot make. Found by the invariants machine."""
+    typo = placement("typo", requests="cpu=two", condition="ok")
+    waiter = placement("waiter", requests="cpu=6", condition=SHORT)
+    gone = ledger("m1", **{"typo-m1": "4"})
+    got = routed("DELETED", gone, gone, [typo, waiter], bindings=[binding("typo", "m1")])
+    assert got == [("waiter", CLUSTER, "cluster m1: room freed (cpu=4)")]
+
+
+def test_a_binding_deleted_after_its_placement_is_gone_wakes_the_waiters_too() -> None:
+    """A deleted placement's cleanup removes its bindings and then the placement: the binding
+    events may come after the placement left the cache, and its room is still given up (found
+    by the invariants machine)."""
+    waiter = placement("waiter", requests="cpu=6", condition=SHORT)
+    gone = binding("web", "m1")
+    assert [p for p, _, _ in routed("DELETED", gone, gone, [waiter])] == ["waiter"]
+    plain = placement("web", condition="ok")  # never declared requests: its room never counted
+    assert routed("DELETED", gone, gone, [plain, waiter]) == []
