@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.testing import ActivityEnvironment
 
 from activities.cleanup import CleanupPlacement
+from activities.fleet_state import read_fleet_state
 from activities.models import CycleReport, PrepareResult, TurnRequest, TurnResult
 from activities.plumbing import ActivitySettings
 from activities.snapshotter import sync_policy_snapshots
@@ -19,14 +20,19 @@ from devhub import DevHub
 from hub import names
 from hub.client import HubClient
 from hub.types import (
+    CapacityLedger,
     ClusterResourceBinding,
     ClusterResourcePlacement,
+    ClusterResourcePlacementDisruptionBudget,
     ClusterSchedulingPolicySnapshot,
     Condition,
     MemberCluster,
 )
+from scheduler.eligibility import EligibilityChecker
+from scheduler.invariants import find_violations
 from scheduler.testing import member_cluster, policy_snapshot
 from workers.metrics import SchedulerMetrics
+from workers.watcher_routes import Room, route_change
 
 SELECTOR: Final = {"group": "", "version": "v1", "kind": "Namespace", "name": "app"}
 WRITE_VERBS: Final = ("create", "update", "patch", "delete", "deletecollection")
@@ -176,3 +182,44 @@ def prepare_and_cycle(
     assert result.prepared.phase == "ready", result.prepared
     assert result.report is not None
     return result.prepared, result.report
+
+
+def violations(hub: HubClient, kinds: set[str]) -> list[str]:
+    """The messages of the invariants of `kinds` that `check` finds broken on the hub now."""
+    state = read_fleet_state(hub, resource_placements=False)
+    return [v.message for v in find_violations(state, datetime.now(UTC)) if v.invariant in kinds]
+
+
+def routes_for(
+    hub: HubClient, change: Any, *, ledgers: Mapping[str, Any] | None = None
+) -> list[tuple[str, str]]:
+    """(placement, reason) of what the watcher routes for `change`, its caches holding what the
+    hub holds now (`ledgers` instead of the hub's, when given)."""
+    room = Room(
+        clusters={c.name: c for c in hub.list(MemberCluster).items},
+        ledgers=(
+            dict(ledgers) if ledgers is not None
+            else {ledger.name: ledger for ledger in hub.list(CapacityLedger).items}
+        ),
+        bindings=hub.list(ClusterResourceBinding).items,
+    )  # fmt: skip
+    routes = route_change(
+        change,
+        placements={p.name: p for p in hub.list(ClusterResourcePlacement).items},
+        standalone=True,
+        checker=EligibilityChecker(),
+        now=datetime.now(UTC),
+        room=room,
+    )
+    return [(r.placement, r.reason) for r in routes]
+
+
+def add_budget(hub: HubClient, placement: str, **spec: Any) -> None:
+    """A ClusterResourcePlacementDisruptionBudget for `placement` (maxUnavailable=..., or
+    minAvailable=...), as a person writes one."""
+    hub.create(
+        ClusterResourcePlacementDisruptionBudget.from_wire(
+            {"metadata": {"name": placement}, "spec": spec}
+        )
+    )
+

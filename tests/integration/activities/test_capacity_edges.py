@@ -6,51 +6,63 @@ declaration, a placement dropping its requests. Each failed before its fix."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from activities.capacity import release_placement, requests_of, sweep_ledgers
 from activities.models import MoveRequest, TurnRequest
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
 from hub.types import (
     CapacityLedger,
+    CapacityLedgerSpec,
     ClusterResourceBinding,
     ClusterResourcePlacement,
-    ClusterResourcePlacementDisruptionBudget,
-    ClusterSchedulingPolicySnapshot,
-    MemberCluster,
+    Reservation,
 )
-from scheduler.invariants import DISRUPTION_BUDGET, FleetState, find_violations
+from scheduler.budgets import moved_bindings, moved_from
+from scheduler.invariants import DISRUPTION_BUDGET, OVERCOMMIT, RESERVATION, STRANDED_SHORTAGE
 from tests.integration.activities.activity_helpers import (
     Rig,
+    add_budget,
     add_cluster,
     add_placement,
     bindings_of,
+    placement_condition,
+    routes_for,
     turn,
+    violations,
 )
 from tests.integration.activities.test_capacity_reservations import make_available
+from workers.watcher_views import Change
 
 CLUSTERS = ("a", "b", "c", "d", "e", "f")
 
 
-def _budget_violations(hub: HubClient) -> list[str]:
-    state = FleetState(
-        placements=hub.list(ClusterResourcePlacement).items,
-        snapshots=[],
-        bindings=hub.list(ClusterResourceBinding).items,
-        clusters=hub.list(MemberCluster).items,
-        ledgers=hub.list(CapacityLedger).items,
-        budgets=hub.list(ClusterResourcePlacementDisruptionBudget).items,
+def _web_on(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment, picks: int = 3
+) -> tuple[Rig, list[ClusterResourceBinding]]:
+    """Six clusters of 8 CPUs; `web` (PickN `picks`, cpu=4) scheduled, its bindings available
+    (as a rollout reports them)."""
+    for name in CLUSTERS:
+        add_cluster(hub, name, allocatable={"cpu": "8"})
+    add_placement(
+        hub,
+        "web",
+        {"placementType": "PickN", "numberOfClusters": picks},
+        annotations={names.REQUESTS_ANNOTATION: "cpu=4"},
     )
-    return [
-        v.message
-        for v in find_violations(state, datetime.now(UTC))
-        if v.invariant == DISRUPTION_BUDGET
-    ]
+    rig = make_activities(on=hub)
+    turn(env, rig.activities, "web")
+    return rig, [make_available(hub, b) for b in bindings_of(hub, "web")]
+
+
+def _budget_violations(hub: HubClient) -> list[str]:
+    return violations(hub, {DISRUPTION_BUDGET})
 
 
 def test_a_retried_turn_after_a_finished_move_respects_max_unavailable(
@@ -60,23 +72,9 @@ def test_a_retried_turn_after_a_finished_move_respects_max_unavailable(
     move 1 allowed (2 - 0 = 2), then 4 bindings / 2 available: 2 - 2 = 0, move 2 refused.
     Attempt 1 finishes move 1 and fails on move 2's reservation (hub 500); the retry must
     still refuse move 2."""
-    for name in CLUSTERS:
-        add_cluster(hub, name, allocatable={"cpu": "8"})
-    add_placement(
-        hub,
-        "web",
-        {"placementType": "PickN", "numberOfClusters": 3},
-        annotations={names.REQUESTS_ANNOTATION: "cpu=4"},
-    )
-    rig = make_activities()
-    turn(env, rig.activities, "web")
-    originals = [make_available(hub, b) for b in bindings_of(hub, "web")]
+    rig, originals = _web_on(hub, make_activities, env)
     assert len(originals) == 3
-    hub.create(
-        ClusterResourcePlacementDisruptionBudget.from_wire(
-            {"metadata": {"name": "web"}, "spec": {"maxUnavailable": 2}}
-        )
-    )
+    add_budget(hub, "web", maxUnavailable=2)
     free = sorted(set(CLUSTERS) - {b.spec.target_cluster for b in originals})
     moves = [
         MoveRequest(binding=b.name, source=b.spec.target_cluster, target=t, reason=f"pack: {i}")
@@ -114,22 +112,8 @@ def test_check_agrees_with_the_turn_on_a_move_made_after_the_rollout_removed_an_
     not Available yet. Turn 2 moves b -> y: the turn's arithmetic on (b, c, x) allows 2 - 1 = 1,
     so it is made. `check` must not call what the turn did by the documented rule a violation
     (or the turn must not make it)."""
-    for name in CLUSTERS:
-        add_cluster(hub, name, allocatable={"cpu": "8"})
-    add_placement(
-        hub,
-        "web",
-        {"placementType": "PickN", "numberOfClusters": 3},
-        annotations={names.REQUESTS_ANNOTATION: "cpu=4"},
-    )
-    rig = make_activities()
-    turn(env, rig.activities, "web")
-    originals = [make_available(hub, b) for b in bindings_of(hub, "web")]
-    hub.create(
-        ClusterResourcePlacementDisruptionBudget.from_wire(
-            {"metadata": {"name": "web"}, "spec": {"maxUnavailable": 2}}
-        )
-    )
+    rig, originals = _web_on(hub, make_activities, env)
+    add_budget(hub, "web", maxUnavailable=2)
     free = sorted(set(CLUSTERS) - {b.spec.target_cluster for b in originals})
     m1 = MoveRequest(
         binding=originals[0].name,
@@ -164,22 +148,8 @@ def test_a_budget_the_hub_accepted_never_fails_a_turn_or_the_check(
     percentage). KubeFleet's eviction reads it as 0 (it ignores the parse error): the move is
     refused, the turn does not fail, and check reads it the same way."""
     hub = ruleless_hub
-    for name in CLUSTERS:
-        add_cluster(hub, name, allocatable={"cpu": "8"})
-    add_placement(
-        hub,
-        "web",
-        {"placementType": "PickN", "numberOfClusters": 1},
-        annotations={names.REQUESTS_ANNOTATION: "cpu=4"},
-    )
-    rig = make_activities(on=hub)
-    turn(env, rig.activities, "web")
-    [old] = [make_available(hub, b) for b in bindings_of(hub, "web")]
-    hub.create(
-        ClusterResourcePlacementDisruptionBudget.from_wire(
-            {"metadata": {"name": "web"}, "spec": {"maxUnavailable": "1"}}
-        )
-    )
+    rig, [old] = _web_on(hub, make_activities, env, picks=1)
+    add_budget(hub, "web", maxUnavailable="1")
     target = sorted(set(CLUSTERS) - {old.spec.target_cluster})[0]
     move = MoveRequest(binding=old.name, source=old.spec.target_cluster, target=target, reason="x")
     result = env.run(
@@ -222,11 +192,7 @@ def test_a_finished_move_is_not_in_flight_again_when_its_binding_later_becomes_u
     new = make_available(hub, new)
     _remove(hub, old)
     assert _budget_violations(hub) == []
-    hub.create(
-        ClusterResourcePlacementDisruptionBudget.from_wire(
-            {"metadata": {"name": "web"}, "spec": {"minAvailable": 1}}
-        )
-    )
+    add_budget(hub, "web", minAvailable=1)
     # the member agent reports the work failed to become available
     cond = {**new.status["conditions"][0], "status": "False", "reason": "NotAvailableYet"}
     hub.update_status(new.model_copy(update={"status": {**new.status, "conditions": [cond]}}))
@@ -241,11 +207,6 @@ def test_a_deleted_ledger_does_not_send_waiters_into_the_holders_room(
     still runs there. The watcher must not wake waiter as for freed room, or waiter's turn (it
     may well run first: best priority first) takes the room web's turn is about to re-reserve,
     and the cluster is overcommitted."""
-    from scheduler.eligibility import EligibilityChecker
-    from scheduler.invariants import OVERCOMMIT
-    from workers.watcher_routes import Room, route_change
-    from workers.watcher_views import Change
-
     add_cluster(hub, "a", allocatable={"cpu": "8"})
     add_placement(
         hub,
@@ -265,35 +226,13 @@ def test_a_deleted_ledger_does_not_send_waiters_into_the_holders_room(
     assert bindings_of(hub, "waiter") == []
     ledger = hub.get(CapacityLedger, "a")
     hub.delete(CapacityLedger, "a")
-    placements = {p.name: p for p in hub.list(ClusterResourcePlacement).items}
-    room = Room(
-        clusters={c.name: c for c in hub.list(MemberCluster).items},
-        ledgers={},
-        bindings=hub.list(ClusterResourceBinding).items,
-    )
-    routes = route_change(
-        Change("DELETED", ledger, ledger),
-        placements=placements,
-        standalone=True,
-        checker=EligibilityChecker(),
-        now=datetime.now(UTC),
-        room=room,
-    )
-    assert [(r.placement, r.reason) for r in routes] == [
+    routes = routes_for(hub, Change("DELETED", ledger, ledger), ledgers={})
+    assert routes == [
         ("web", "cluster a: its capacity ledger was deleted; reservations are made again")
     ]
     turn(env, rig.activities, "web", 5)  # the routed turn makes its reservation again
     turn(env, rig.activities, "waiter", 5)  # a later turn of waiter finds no room
-    state = FleetState(
-        placements=hub.list(ClusterResourcePlacement).items,
-        snapshots=[],
-        bindings=hub.list(ClusterResourceBinding).items,
-        clusters=hub.list(MemberCluster).items,
-        ledgers=hub.list(CapacityLedger).items,
-    )
-    over = [
-        v.message for v in find_violations(state, datetime.now(UTC)) if v.invariant == OVERCOMMIT
-    ]
+    over = violations(hub, {OVERCOMMIT})
     assert over == []
     assert bindings_of(hub, "waiter") == []
 
@@ -306,11 +245,6 @@ def test_the_reconcile_sweep_keeps_a_reservation_its_placement_declared_again_me
     again just after; its turn finds its (old, right) reservation and writes nothing. The sweep
     then releases it as 'its placement is no longer capacity-aware', web's running binding is
     no longer counted, nothing wakes web, and the next placement overcommits the cluster."""
-    from datetime import timedelta
-
-    from activities.capacity import requests_of, sweep_ledgers
-    from hub.types import CapacityLedgerSpec, Reservation
-    from scheduler.invariants import OVERCOMMIT, RESERVATION
 
     add_cluster(hub, "a", allocatable={"cpu": "8"})
     one = {"placementType": "PickN", "numberOfClusters": 1}
@@ -343,18 +277,7 @@ def test_the_reconcile_sweep_keeps_a_reservation_its_placement_declared_again_me
     assert sweep_ledgers(hub, aware, t0_bindings, datetime.now(UTC)) == 0
     add_placement(hub, "other", one, annotations={names.REQUESTS_ANNOTATION: "cpu=8"})
     turn(env, rig.activities, "other")
-    state = FleetState(
-        placements=hub.list(ClusterResourcePlacement).items,
-        snapshots=[],
-        bindings=hub.list(ClusterResourceBinding).items,
-        clusters=hub.list(MemberCluster).items,
-        ledgers=hub.list(CapacityLedger).items,
-    )
-    found = [
-        f"{v.invariant}: {v.message}"
-        for v in find_violations(state, datetime.now(UTC))
-        if v.invariant in (OVERCOMMIT, RESERVATION)
-    ]
+    found = violations(hub, {OVERCOMMIT, RESERVATION})
     assert found == []
 
 
@@ -365,10 +288,6 @@ def test_a_placement_that_drops_its_requests_is_routed_as_kubefleet_routes_it(
     the annotation: it is a placement without fleet-scheduler.io annotations again. Its
     condition must stop saying "kept beyond the room", and the watcher must not route it on
     ledger events (KubeFleet parity: it knows nothing of ledgers)."""
-    from scheduler.eligibility import EligibilityChecker
-    from tests.integration.activities.activity_helpers import placement_condition
-    from workers.watcher_routes import Room, route_change
-    from workers.watcher_views import Change
 
     one = {"placementType": "PickN", "numberOfClusters": 1}
     add_cluster(hub, "a", allocatable={"cpu": "8"})
@@ -397,26 +316,12 @@ def test_a_placement_that_drops_its_requests_is_routed_as_kubefleet_routes_it(
     # room is freed on a: `new` goes away
     before = hub.get(CapacityLedger, "a")
     hub.delete(ClusterResourcePlacement, "new")
-    from activities.capacity import release_placement
 
     release_placement(hub, "new")
     after = hub.get(CapacityLedger, "a")
-    placements = {p.name: p for p in hub.list(ClusterResourcePlacement).items}
-    room = Room(
-        clusters={c.name: c for c in hub.list(MemberCluster).items},
-        ledgers={"a": after},
-        bindings=hub.list(ClusterResourceBinding).items,
-    )
-    routes = route_change(
-        Change("MODIFIED", before, after),
-        placements=placements,
-        standalone=True,
-        checker=EligibilityChecker(),
-        now=datetime.now(UTC),
-        room=room,
-    )
+    routes = routes_for(hub, Change("MODIFIED", before, after), ledgers={"a": after})
     assert "kept beyond the room" not in message
-    assert "old" not in [r.placement for r in routes]
+    assert "old" not in [placement for placement, _ in routes]
 
 
 def test_a_turn_retried_after_its_cycle_failed_does_not_make_the_move_it_refused(
@@ -425,22 +330,8 @@ def test_a_turn_retried_after_its_cycle_failed_does_not_make_the_move_it_refused
     """As above, but the ordinary way: attempt 1 makes move 1 and refuses move 2 (the budget),
     then its cycle fails on the snapshot's status write (a 500, a conflict with the rollout):
     Temporal retries the whole turn, moves included. The retry makes move 2."""
-    for name in CLUSTERS:
-        add_cluster(hub, name, allocatable={"cpu": "8"})
-    add_placement(
-        hub,
-        "web",
-        {"placementType": "PickN", "numberOfClusters": 3},
-        annotations={names.REQUESTS_ANNOTATION: "cpu=4"},
-    )
-    rig = make_activities()
-    turn(env, rig.activities, "web")
-    originals = [make_available(hub, b) for b in bindings_of(hub, "web")]
-    hub.create(
-        ClusterResourcePlacementDisruptionBudget.from_wire(
-            {"metadata": {"name": "web"}, "spec": {"maxUnavailable": 2}}
-        )
-    )
+    rig, originals = _web_on(hub, make_activities, env)
+    add_budget(hub, "web", maxUnavailable=2)
     free = sorted(set(CLUSTERS) - {b.spec.target_cluster for b in originals})
     moves = [
         MoveRequest(binding=b.name, source=b.spec.target_cluster, target=t, reason=f"pack: {i}")
@@ -465,28 +356,14 @@ def test_check_and_the_reconcile_survive_a_budget_the_hub_accepted(
     find_violations (check's and every reconcile's) reads it as KubeFleet does (0) and reports
     the move outside it instead of raising, which would fail every reconcile run."""
     hub = ruleless_hub
-    for name in CLUSTERS:
-        add_cluster(hub, name, allocatable={"cpu": "8"})
-    add_placement(
-        hub,
-        "web",
-        {"placementType": "PickN", "numberOfClusters": 1},
-        annotations={names.REQUESTS_ANNOTATION: "cpu=4"},
-    )
-    rig = make_activities(on=hub)
-    turn(env, rig.activities, "web")
-    [old] = [make_available(hub, b) for b in bindings_of(hub, "web")]
+    rig, [old] = _web_on(hub, make_activities, env, picks=1)
     target = sorted(set(CLUSTERS) - {old.spec.target_cluster})[0]
     move = MoveRequest(binding=old.name, source=old.spec.target_cluster, target=target, reason="x")
     env.run(
         rig.activities.schedule_once,
         TurnRequest(placement="web", cycle=2, reason="rebalance", moves=[move]),
     )
-    hub.create(
-        ClusterResourcePlacementDisruptionBudget.from_wire(
-            {"metadata": {"name": "web"}, "spec": {"maxUnavailable": "1"}}
-        )
-    )
+    add_budget(hub, "web", maxUnavailable="1")
     [found] = _budget_violations(hub)
     assert found.endswith("outside its disruption budget (maxUnavailable 1)")
 
@@ -498,8 +375,6 @@ def test_a_binding_made_after_a_finished_move_is_not_taken_for_the_moves_source(
     next binding the placement gets on that cluster (same snapshot) takes the old one's name,
     and the move's new binding (moved-from: that name) reads as a move in progress forever:
     binding_count no longer counts it."""
-    from scheduler.budgets import moved_bindings, moved_from
-
     for name in ("a", "b", "c"):
         add_cluster(hub, name, allocatable={"cpu": "8"})
     add_placement(
@@ -538,11 +413,6 @@ def test_room_given_up_while_a_ledger_was_deleted_wakes_the_waiter_when_it_is_ma
     its requests, so its turn has no ledger to release from; `all`'s turn makes the ledger
     again holding cpu 1 only. Nothing was released as an event, but 5 CPUs are free by the
     ledger: the ledger's creation must wake `big`, whose turn then places it."""
-    from scheduler.eligibility import EligibilityChecker
-    from scheduler.invariants import STRANDED_SHORTAGE
-    from workers.watcher_routes import Room, route_change
-    from workers.watcher_views import Change
-
     one = {"placementType": "PickN", "numberOfClusters": 1}
     add_cluster(hub, "a", allocatable={"cpu": "6"})
     add_placement(hub, "small", one, annotations={names.REQUESTS_ANNOTATION: "cpu=2"})
@@ -563,31 +433,9 @@ def test_room_given_up_while_a_ledger_was_deleted_wakes_the_waiter_when_it_is_ma
     turn(env, rig.activities, "small", 2)
     turn(env, rig.activities, "all", 2)  # routed by the deletion: reserves again
     made = hub.get(CapacityLedger, "a")
-    placements = {p.name: p for p in hub.list(ClusterResourcePlacement).items}
-    state = FleetState(
-        placements=list(placements.values()),
-        snapshots=hub.list(ClusterSchedulingPolicySnapshot).items,
-        bindings=hub.list(ClusterResourceBinding).items,
-        clusters=hub.list(MemberCluster).items,
-        ledgers=[made],
-    )
-    stranded = [
-        v.placement for v in find_violations(state, datetime.now(UTC))
-        if v.invariant == STRANDED_SHORTAGE
-    ]
-    assert stranded == ["big"]  # what `check` sees until big's next turn
-    routes = route_change(
-        Change("ADDED", None, made),
-        placements=placements,
-        standalone=True,
-        checker=EligibilityChecker(),
-        now=datetime.now(UTC),
-        room=Room(
-            clusters={c.name: c for c in hub.list(MemberCluster).items},
-            ledgers={"a": made},
-            bindings=hub.list(ClusterResourceBinding).items,
-        ),
-    )
-    assert [r.placement for r in routes] == ["big"]
+    # what `check` sees until big's next turn: big short while room is there for it
+    assert violations(hub, {STRANDED_SHORTAGE}) != []
+    routes = routes_for(hub, Change("ADDED", None, made))
+    assert [placement for placement, _ in routes] == ["big"]
     turn(env, rig.activities, "big", 2)
     assert [b.spec.target_cluster for b in bindings_of(hub, "big")] == ["a"]

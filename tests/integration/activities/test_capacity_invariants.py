@@ -30,21 +30,21 @@ from hub.types import (
     CapacityLedgerSpec,
     ClusterResourceBinding,
     ClusterResourcePlacement,
-    ClusterResourcePlacementDisruptionBudget,
-    MemberCluster,
     ObjectMeta,
     Reservation,
 )
 from scheduler.capacity import held
-from scheduler.invariants import OVERCOMMIT, RESERVATION, FleetState, find_violations
+from scheduler.invariants import OVERCOMMIT, RESERVATION
 from tests.crd_files import write_crds
 from tests.integration.activities.activity_helpers import (
     Rig,
+    add_budget,
     add_cluster,
     add_placement,
     bindings_of,
     placement_condition,
     turn,
+    violations,
 )
 from tests.integration.activities.test_capacity_reservations import make_available
 
@@ -62,17 +62,6 @@ def annotate(hub: HubClient, placement: str, requests: str | None) -> None:
 
 def cpu_held(hub: HubClient, cluster: str) -> Fraction:
     return held(hub.get(CapacityLedger, cluster)).get("cpu", Fraction(0))
-
-
-def violations(hub: HubClient, kinds: set[str]) -> list[str]:
-    state = FleetState(
-        placements=hub.list(ClusterResourcePlacement).items,
-        snapshots=[],
-        bindings=hub.list(ClusterResourceBinding).items,
-        clusters=hub.list(MemberCluster).items,
-        ledgers=hub.list(CapacityLedger).items,
-    )
-    return [v.message for v in find_violations(state, datetime.now(UTC)) if v.invariant in kinds]
 
 
 def test_requests_declared_after_scheduling_reserve_for_the_kept_binding(
@@ -225,11 +214,7 @@ def test_finishing_a_half_done_move_respects_a_min_available_budget(
     rig = make_activities()
     turn(env, rig.activities, "web")
     originals = [make_available(hub, b) for b in bindings_of(hub, "web")]
-    hub.create(
-        ClusterResourcePlacementDisruptionBudget.from_wire(
-            {"metadata": {"name": "web"}, "spec": {"minAvailable": 1}}
-        )
-    )
+    add_budget(hub, "web", minAvailable=1)
     free = sorted({"a", "b", "c", "d"} - {b.spec.target_cluster for b in originals})
     moves = [
         MoveRequest(
@@ -262,11 +247,7 @@ def test_a_half_done_move_the_budget_no_longer_allows_is_withdrawn(
     rig = make_activities()
     turn(env, rig.activities, "web")
     [old] = bindings_of(hub, "web")  # never Available: minAvailable 1 allows no disruption
-    hub.create(
-        ClusterResourcePlacementDisruptionBudget.from_wire(
-            {"metadata": {"name": "web"}, "spec": {"minAvailable": 1}}
-        )
-    )
+    add_budget(hub, "web", minAvailable=1)
     target = ({"a", "b"} - {old.spec.target_cluster}).pop()
     move = MoveRequest(binding=old.name, source=old.spec.target_cluster, target=target, reason="x")
     new = hub.create(new_binding_for_move(hub, "web", target, move))

@@ -102,7 +102,13 @@ async def test_pack_frees_clusters_through_the_placements_own_turns(
     reached, missed = await propose(temporal_client, plan.moves, "test")
     assert missed == {} and reached == sorted({m.placement for m in plan.moves})
     for move in plan.moves:
-        await eventually(lambda m=move: live_targets(hub, m.placement) == {m.target: "Scheduled"})
+        await eventually(
+            lambda m=move: live_targets(hub, m.placement) == {m.target: "Scheduled"}
+        )
+        # The old binding is unscheduled before its reservation is released: wait for both.
+        await eventually(
+            lambda m=move: m.binding not in reserved(hub).get(m.source, set())
+        )
         # the new binding holds the room, the old one gave it back
         holders = reserved(hub)
         assert move.binding not in holders.get(move.source, set())
