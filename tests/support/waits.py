@@ -7,7 +7,10 @@ seen last. Every test waits through these, never a fixed sleep where an event ca
   function (a Temporal query), or a plain function, which runs in a thread when `blocking`
   (a hub read must not stall the loop the watcher and the worker run on).
 - `passes(check)`: a check written with asserts, retried until it stops raising
-  AssertionError; `consistently(check)` holds it true for a while.
+  AssertionError; `consistently(check)` holds it true for a while, and
+  `await consistently_async(check)` does so in an event loop. A test that asserts nothing
+  happens (no further cycle, no further start) checks it all along a quiet period this way,
+  not once after a sleep.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
 
-__all__ = ["WAIT_S", "consistently", "passes", "until", "until_async"]
+__all__ = ["WAIT_S", "consistently", "consistently_async", "passes", "until", "until_async"]
 
 T = TypeVar("T")
 
@@ -106,3 +109,25 @@ def consistently(check: Callable[[], object], *, duration: float, poll: float = 
         if time.monotonic() > deadline:
             return
         time.sleep(poll)
+
+
+async def consistently_async(
+    check: Callable[[], Awaitable[object]] | Callable[[], object],
+    *,
+    duration: float,
+    poll: float = 0.2,
+    blocking: bool = False,
+) -> None:
+    """`consistently` in an event loop: `check` (asserts; awaited if it returns an awaitable,
+    run in a thread when `blocking`) keeps passing for `duration` seconds."""
+    deadline = time.monotonic() + duration
+    while True:
+        try:
+            result = await asyncio.to_thread(check) if blocking else check()
+            if inspect.isawaitable(result):
+                await result
+        except AssertionError as exc:
+            raise AssertionError(f"stopped holding within {duration:g}s: {exc}") from exc
+        if time.monotonic() > deadline:
+            return
+        await asyncio.sleep(poll)

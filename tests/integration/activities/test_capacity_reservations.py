@@ -5,7 +5,6 @@ sweeps, and the placements that never touch a ledger."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
@@ -34,6 +33,7 @@ from tests.integration.activities.activity_helpers import (
     targets,
     turn,
 )
+from tests.support.waits import until
 from workflows.models import CleanupRequest
 
 CPU4 = {names.REQUESTS_ANNOTATION: "cpu=4"}
@@ -262,9 +262,7 @@ def test_losing_a_race_for_room_decides_again_from_fresh_reads(
     done = threading.Event()
 
     def slip_in() -> None:
-        deadline = time.monotonic() + 10
-        while hang.hits == 0 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        until(lambda: hang.hits > 0, what="the turn's ledger read", timeout=10)
         put_ledger(hub, "a", {"rival-a": rival})
         done.set()
         hang.remove()

@@ -4,7 +4,6 @@ or rotate snapshots, and a fresh requeue."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -29,6 +28,7 @@ from tests.integration.activities.activity_helpers import (
     sync_snapshots,
     targets,
 )
+from tests.support.waits import until
 from workflows import failures
 from workflows.models import CycleReport
 
@@ -47,10 +47,7 @@ def made_meanwhile(
     )
     pool = ThreadPoolExecutor(1)
     attempt = pool.submit(cycle, env, rig.activities, "web", "web-0", 1)
-    deadline = time.monotonic() + HANG_WAIT_S
-    while held.hits < 2:
-        assert time.monotonic() < deadline, "the cycle never sent its creates"
-        time.sleep(0.01)
+    until(lambda: held.hits >= 2, what="the cycle's creates sent", timeout=HANG_WAIT_S)
     for cluster, target in made.items():
         squatter = binding("web", target, "web-0", name=binding_name("web", cluster, "web-0", ()))
         metadata = squatter.metadata.model_copy(update={"resource_version": None})

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 import uuid
 from pathlib import Path
 
@@ -131,10 +130,10 @@ async def test_cycles_spread_over_supervised_activity_processes(
         orphans = children_of(run.process.pid)
         run.process.send_signal(signal.SIGKILL)
         run.process.wait(timeout=10)
-        deadline = time.monotonic() + 60
-        while any(is_live(pid) for pid in orphans) and time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
-        assert not any(is_live(pid) for pid in orphans), "activity processes outlived their parent"
+        await until_async(
+            lambda: not any(is_live(pid) for pid in orphans),
+            what="activity processes gone with their parent",
+        )
     finally:
         hub.close()
         for pid in children_of(run.process.pid):

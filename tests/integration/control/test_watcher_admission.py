@@ -25,7 +25,7 @@ from tests.integration.control.watcher_helpers import (
     snapshot,
     unique,
 )
-from tests.support.waits import until_async
+from tests.support.waits import consistently_async, until_async
 from workflows import names
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -44,6 +44,21 @@ async def _exactly_started(client: Client, placements: list[str], count: int) ->
     found = await until_async(check)
     assert found is not None
     return found
+
+
+async def _stays_started(
+    client: Client, placements: list[str], expected: list[str] | int, duration: float
+) -> None:
+    """No more of `placements` start for `duration` seconds (the others wait in the outbox)."""
+
+    async def check() -> None:
+        started = await _started(client, placements)
+        if isinstance(expected, int):
+            assert len(started) == expected, started
+        else:
+            assert started == expected, started
+
+    await consistently_async(check, duration=duration)
 
 
 def _annotated(name: str, priority_class: str) -> ClusterResourcePlacement:
@@ -68,8 +83,8 @@ async def test_a_finished_turn_lets_the_next_placement_in_and_a_better_key_goes_
         for name in lows:
             hub.create(placement(name, "PickN", n=1))  # key 3: no class, no default class
         first = await _exactly_started(temporal_client, lows, 2)
-        await asyncio.sleep(1.0)  # not quiet(): three batches wait, so it never is idle
-        assert len(await _started(temporal_client, lows)) == 2  # the rest wait in the outbox
+        # Not quiet(): three batches wait, so it never is idle.
+        await _stays_started(temporal_client, lows, 2, duration=1.0)
         assert watcher.pending == 3
 
         mark_fulfilled(hub, first[0])  # its turn is done: one place frees
@@ -86,8 +101,7 @@ async def test_a_finished_turn_lets_the_next_placement_in_and_a_better_key_goes_
                 mark_fulfilled(hub, name)
         # The high turn holds a place that key 3 counts too: one more low goes, not two.
         await _exactly_started(temporal_client, lows, 4)
-        await asyncio.sleep(1.0)
-        assert len(await _started(temporal_client, lows)) == 4
+        await _stays_started(temporal_client, lows, 4, duration=1.0)
         mark_fulfilled(hub, high)
         await _exactly_started(temporal_client, lows, 5)
         assert watcher.stats.admissions_expired == 0
@@ -106,8 +120,7 @@ async def test_a_failed_turn_writing_schedule_pending_keeps_its_place(
             hub.create(placement(name, "PickN", n=1))
         [first] = await _exactly_started(temporal_client, lows, 1)
         mark_fulfilled(hub, first, pending=True)
-        await asyncio.sleep(1.5)
-        assert await _started(temporal_client, lows) == [first]
+        await _stays_started(temporal_client, lows, [first], duration=1.5)
         mark_fulfilled(hub, first)
         await _exactly_started(temporal_client, lows, 2)
         assert watcher.stats.admissions_expired == 0

@@ -9,6 +9,7 @@ import requests
 
 from devhub import DevHub
 from tests.integration.devhub.devhub_helpers import BINDINGS, CLUSTERS, Client, binding, cluster
+from tests.support.waits import consistently
 
 
 @pytest.mark.parametrize(("status", "reason"), [
@@ -95,8 +96,11 @@ def test_clearing_releases_hanging_requests(api: Client, devhub: DevHub) -> None
     thread = threading.Thread(
         target=lambda: results.append(api.get(f"{CLUSTERS}/m1", timeout=10).status_code))
     thread.start()
-    time.sleep(0.3)
-    assert results == []
+
+    def hanging() -> None:
+        assert results == []
+
+    consistently(hanging, duration=0.3, poll=0.05)
     devhub.faults.clear()
     thread.join(timeout=5)
     assert results == [404]

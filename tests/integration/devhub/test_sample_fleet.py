@@ -7,10 +7,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import requests
 import yaml
@@ -19,6 +19,7 @@ from devhub import DevHub
 from hub import names
 from hub.types import MemberCluster
 from tests.integration.devhub.devhub_helpers import CLUSTERS, Client
+from tests.support.waits import until
 
 STARTUP_TIMEOUT = 20.0
 
@@ -56,12 +57,13 @@ def test_sample_heartbeats_keep_moving(devhub_factory: Callable[..., DevHub]) ->
     name = hub.load_sample_fleet(heartbeat_interval=0.3)[0]
     client = Client(hub)
     before = client.get(f"{CLUSTERS}/{name}").json()
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+
+    def moved() -> dict[str, Any] | None:
         after = client.get(f"{CLUSTERS}/{name}").json()
-        if after["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"]:
-            break
-        time.sleep(0.1)
+        changed = after["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"]
+        return after if changed else None
+
+    after = until(moved, what="a heartbeat", timeout=5)
     assert int(after["metadata"]["resourceVersion"]) > int(before["metadata"]["resourceVersion"])
     assert after["spec"] == before["spec"]
     assert after["metadata"]["generation"] == before["metadata"]["generation"]
@@ -80,11 +82,11 @@ def test_reloading_the_sample_fleet_keeps_existing_clusters(
 
 
 def _wait_for(path: Path, process: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while not path.exists():
+    def written() -> bool:
         assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "devhub did not write its kubeconfig in time"
-        time.sleep(0.1)
+        return path.exists()
+
+    until(written, what="devhub's kubeconfig", timeout=STARTUP_TIMEOUT)
 
 
 def test_the_devhub_command_serves_the_sample_fleet_until_sigterm(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from tests.integration.e2e.fleet import (
     status,
     unique,
 )
-from tests.support.waits import until_async
+from tests.support.waits import consistently_async, until_async
 from workflows.models import PlacementStatus
 from workflows.names import workflow_id
 
@@ -126,13 +126,19 @@ async def test_cluster_changes_reschedule_only_the_placements_they_affect(
     hub.patch(
         MemberCluster, "member-b", {"spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}
     )
-    await asyncio.sleep(2.0)
-    assert (await settled(temporal_client, everywhere)).cycles == now_all
+
+    async def no_cycle() -> None:
+        assert (await settled(temporal_client, everywhere)).cycles == now_all
+
+    await consistently_async(no_cycle, duration=2.0)
 
     # A cluster that becomes healthy (fresh heartbeat) is picked up by PickAll.
     add_cluster(hub, "member-c", heartbeat_age=timedelta(minutes=30))
-    await asyncio.sleep(1.0)
-    assert "member-c" not in live_targets(hub, everywhere)
+
+    def not_picked() -> None:
+        assert "member-c" not in live_targets(hub, everywhere)
+
+    await consistently_async(not_picked, duration=1.0, blocking=True)
     cluster = hub.get(MemberCluster, "member-c")
     agent = cluster.status.agent_status[0].model_copy(
         update={"last_received_heartbeat": datetime.now(UTC)}
@@ -147,12 +153,13 @@ async def test_cluster_changes_reschedule_only_the_placements_they_affect(
 
 
 async def _cycles_after(client: Client, placement: str, at_least: int) -> int:
-    for _ in range(200):
+    async def idle_after() -> int | None:
         current = await status(client, placement)
         if current and current.cycles >= at_least and current.phase == "idle":
             return current.cycles
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{placement} never reached {at_least} cycles")
+        return None
+
+    return await until_async(idle_after, what=f"{placement} idle after {at_least} cycles")
 
 
 async def test_deleting_a_placement_cleans_up_and_completes_its_workflow(

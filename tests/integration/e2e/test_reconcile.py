@@ -5,7 +5,7 @@ one reconcile the restart triggers."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 
@@ -26,7 +26,7 @@ from tests.integration.e2e.fleet import (
     status,
     unique,
 )
-from tests.support.waits import until_async
+from tests.support.waits import consistently_async, until_async
 from workers.worker import build_worker
 from workflows import names
 
@@ -109,8 +109,11 @@ async def test_a_watcher_restart_is_quiet_and_changes_made_meanwhile_are_reconci
         # Restart with nothing changed: one reconcile, no cycle.
         async with watching(client, hub, task_queue) as watcher:
             await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
-            await asyncio.sleep(1.0)
-            assert await cycles(client, [*placements, prod_only]) == before
+
+            async def no_cycle() -> None:
+                assert await cycles(client, [*placements, prod_only]) == before
+
+            await consistently_async(no_cycle, duration=1.0)
             assert watcher.stats.sent == 0
 
         # Changes while no watcher runs: a policy edit, a cluster relabelled, a cluster gone, a
@@ -148,14 +151,14 @@ async def test_a_watcher_restart_is_quiet_and_changes_made_meanwhile_are_reconci
                 )
 
 
-async def eventually_async(count, at_least: int, timeout: float = 45.0) -> int:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
+async def eventually_async(
+    count: Callable[[], Awaitable[int]], at_least: int, timeout: float = 45.0
+) -> int:
+    async def reached() -> int | None:
         value = await count()
-        if value >= at_least:
-            return int(value)
-        assert asyncio.get_running_loop().time() < deadline, f"{value} < {at_least}"
-        await asyncio.sleep(0.3)
+        return value if value >= at_least else None
+
+    return await until_async(reached, what=f"at least {at_least}", timeout=timeout)
 
 
 async def test_the_reconcile_checks_the_invariants_exports_them_and_sweeps(

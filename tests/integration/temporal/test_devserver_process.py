@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from tests.support.waits import until_async
 from workers import devserver
 from workers.devserver import DevServer, DevServerError, find_temporal_binary, free_port
 from workflows import names
@@ -140,7 +140,8 @@ async def test_the_server_dies_with_its_parent_even_by_sigkill(tmp_path: Path) -
 
     parent.kill()
     parent.wait()
-    deadline = time.monotonic() + 15
-    while _alive(child) and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-    assert not _alive(child), f"the Temporal dev server (PID {child}) outlived its parent"
+    await until_async(
+        lambda: not _alive(child),
+        what=f"the Temporal dev server (PID {child}) gone with its parent",
+        timeout=15,
+    )

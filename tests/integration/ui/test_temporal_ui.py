@@ -13,21 +13,19 @@ advances while no request is pending, and the UI long-polls the history of a run
 
 from __future__ import annotations
 
-import asyncio
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus
 
 from hub.errors import NotFoundError
 from hub.types import ClusterResourcePlacement
 from tests.integration.cli.cli_helpers import DevProcess, bindings_of
-from tests.support.waits import until
+from tests.support.waits import until, until_async
 from workers.cli.dev import read_placements
 from workers.devserver import find_temporal_binary
 from workers.temporal_client import TemporalTarget, connect
@@ -94,10 +92,13 @@ async def test_the_ui_shows_a_placements_cycles(tmp_path: Path) -> None:
             until(gone, what=f"{PLACEMENT} to be cleaned up")
         client = await connect(TemporalTarget(dev.address))
         handle = client.get_workflow_handle(names.workflow_id(PLACEMENT))
-        deadline = time.monotonic() + 30
-        while (description := await handle.describe()).status != WorkflowExecutionStatus.COMPLETED:
-            assert time.monotonic() < deadline, f"workflow still {description.status}"
-            await asyncio.sleep(0.2)
+
+        async def completed() -> WorkflowExecutionDescription | None:
+            description = await handle.describe()
+            done = description.status == WorkflowExecutionStatus.COMPLETED
+            return description if done else None
+
+        description = await until_async(completed, what="the workflow completed", timeout=30)
 
         url = (
             f"{dev.ui_url}/namespaces/default/workflows/"

@@ -23,6 +23,7 @@ from tests.integration.workflows.workflow_helpers import (
     start_local,
     status_when,
 )
+from tests.support.waits import consistently_async, until_async
 from workflows.execution import LOCAL_ATTEMPTS
 from workflows.models import HubEvent, RequeueRequest
 from workflows.placement import PlacementWorkflow
@@ -122,10 +123,7 @@ async def test_a_local_turn_out_of_time_runs_again_on_the_activity_queue(
         events = await event_types(temporal_client, handle)
         return events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 1
 
-    deadline = asyncio.get_running_loop().time() + 60
-    while not await moved():
-        assert asyncio.get_running_loop().time() < deadline, "the turn never left the worker"
-        await asyncio.sleep(0.2)
+    await until_async(moved, what="the turn left the worker")
     gate.set()
     status = await status_when(handle, lambda s: s.cycles == 1 and idle(s))
     assert status.last_error is None and status.local_cycles
@@ -139,6 +137,9 @@ async def test_a_local_turn_that_failed_for_good_is_not_run_again(
     handle = await start_local(temporal_client, task_queue, name, script)
     status = await status_when(handle, lambda s: s.last_error is not None)
     assert "bad number-of-clusters annotation" in status.last_error
-    await asyncio.sleep(0.5)
-    assert script.cycle_attempts == 1
+
+    def not_retried() -> None:
+        assert script.cycle_attempts == 1
+
+    await consistently_async(not_retried, duration=0.5)
     assert (await event_types(temporal_client, handle))["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0

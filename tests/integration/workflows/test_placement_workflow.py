@@ -6,7 +6,6 @@ so every workflow task replays the history from the start (a determinism check f
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -15,6 +14,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from scheduler import Explanation, FilterGroup, ScoreGroup
 from tests.integration.workflows.stand_ins import SCRIPTS, Script, transient, unexpected
 from tests.integration.workflows.workflow_helpers import idle, placement_name, start, status_when
+from tests.support.waits import consistently_async, until_async
 from workers.worker import PlacementWorkers
 from workflows import names
 from workflows.models import (
@@ -39,10 +39,12 @@ async def test_one_requeue_signal_runs_exactly_one_cycle(temporal_client, task_q
 
     await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason="by hand"))
     await status_when(handle, lambda s: s.cycles == 2 and idle(s))
-    await asyncio.sleep(1.0)
 
-    assert (await handle.query(PlacementWorkflow.status)).cycles == 2
-    assert len(SCRIPTS[name].cycles) == 2
+    async def two_cycles() -> None:
+        assert (await handle.query(PlacementWorkflow.status)).cycles == 2
+        assert len(SCRIPTS[name].cycles) == 2
+
+    await consistently_async(two_cycles, duration=1.0)
     assert "requeue: by hand" in SCRIPTS[name].cycles[1].reason
 
 
@@ -62,9 +64,12 @@ async def test_signals_during_a_cycle_coalesce_into_exactly_one_more(
     gate.set()
 
     await status_when(handle, lambda s: s.cycles == 2 and idle(s))
-    await asyncio.sleep(1.0)
     script = SCRIPTS[name]
-    assert [c.cycle for c in script.cycles] == [1, 2]
+
+    def one_more() -> None:
+        assert [c.cycle for c in script.cycles] == [1, 2]
+
+    await consistently_async(one_more, duration=1.0)
     assert "cluster_changed: member-1 labels" in script.cycles[1].reason
     assert script.cycles[1].reason.endswith("(+2)")  # five reasons, three listed
 
@@ -98,9 +103,13 @@ async def test_without_a_latest_snapshot_it_waits_for_an_event_instead_of_retryi
     handle = await start(
         temporal_client, task_queue, name, Script(phases=["no_latest_snapshot", "ready"])
     )
-    status = await status_when(handle, lambda s: "scripted no_latest_snapshot" in s.waiting_for)
-    await asyncio.sleep(1.0)
-    assert SCRIPTS[name].prepares == 1 and status.cycles == 0
+    await status_when(handle, lambda s: "scripted no_latest_snapshot" in s.waiting_for)
+
+    async def waiting() -> None:
+        status = await handle.query(PlacementWorkflow.status)
+        assert SCRIPTS[name].prepares == 1 and status.cycles == 0
+
+    await consistently_async(waiting, duration=1.0)
 
     await handle.signal(PlacementWorkflow.snapshot_changed, HubEvent(reason="web-0 created"))
     await status_when(handle, lambda s: s.cycles == 1 and idle(s))
@@ -136,8 +145,11 @@ async def test_an_unexpected_failure_is_recorded_and_the_next_event_runs_a_cycle
     status = await status_when(handle, lambda s: s.last_error is not None)
     assert "UnexpectedBehavior" in status.last_error
     assert "bad number-of-clusters annotation" in status.last_error
-    await asyncio.sleep(0.5)
-    assert script.cycle_attempts == 1  # not retried
+
+    def not_retried() -> None:
+        assert script.cycle_attempts == 1
+
+    await consistently_async(not_retried, duration=0.5)
 
     await handle.signal(PlacementWorkflow.requeue)
     status = await status_when(handle, lambda s: s.last is not None and idle(s))
@@ -280,10 +292,11 @@ async def test_an_event_during_the_last_turn_is_not_lost_to_a_placement_created_
     else:
         script.cleanup_gate = gate
     handle = await start(temporal_client, task_queue, name, script)
-    deadline = time.monotonic() + 30
-    while not (script.prepares if last_turn == "gone" else script.cleanups):
-        assert time.monotonic() < deadline, "the last turn never started"
-        await asyncio.sleep(0.05)
+    await until_async(
+        lambda: script.prepares if last_turn == "gone" else script.cleanups,
+        what="the last turn started",
+        timeout=30,
+    )
 
     await handle.signal(PlacementWorkflow.placement_changed, HubEvent(reason=f"{name} created"))
     gate.set()

@@ -8,7 +8,6 @@ part included."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +18,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
+
+from tests.support.waits import until_async
 
 # The workflow sandbox re-imports this module; our packages must be the same objects inside.
 with workflow.unsafe.imports_passed_through():
@@ -87,14 +88,13 @@ def _worker(
 
 
 async def _settled(handle: WorkflowHandle[Any, Any], cycles: int) -> PlacementStatus:
-    for _ in range(300):
+    async def idle_at() -> PlacementStatus | None:
         status: PlacementStatus = await handle.query(
             names.QUERY_STATUS, result_type=PlacementStatus
         )
-        if status.cycles >= cycles and status.phase == "idle":
-            return status
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{handle.id} did not reach cycle {cycles}: {status}")
+        return status if status.cycles >= cycles and status.phase == "idle" else None
+
+    return await until_async(idle_at, what=f"{handle.id} idle at cycle {cycles}", timeout=30)
 
 
 def _count(history: WorkflowHistory, event_type: int) -> int:
