@@ -7,7 +7,11 @@ A third test proves the guard works: a workflow that leaves out one command of a
 cleanup activity) fails to replay the recorded deletion.
 
 Record with FLEET_RECORD_HISTORIES=1 (it rewrites `placement-<run>.json`). Once a release has
-run, keep its recordings and add new ones next to them after a deliberate, patched change."""
+run, keep its recordings and add new ones next to them after a deliberate, patched change.
+`pre-decomposition-*.json` were recorded by the workflow before it was split into its small
+classes (inbox, waiters, run budget, execution, visibility): requeue_and_wait updates across a
+continue-as-new, a requeue timer, a failed turn, coalesced signals, local turns, the priority
+patch and a ResourcePlacement's deletion."""
 
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ from tests.integration.workflows.workflow_helpers import (
 from workers.worker import PlacementWorkers, split_workers
 from workflows import names
 from workflows.models import HubEvent, PlacementInput, PlacementStatus
-from workflows.placement import PlacementWorkflow
+from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -42,7 +46,10 @@ LOCAL_MARKER = "core_local_activity"
 
 
 def replayer() -> Replayer:
-    return Replayer(workflows=[PlacementWorkflow], data_converter=pydantic_data_converter)
+    return Replayer(
+        workflows=[PlacementWorkflow, ResourcePlacementWorkflow],
+        data_converter=pydantic_data_converter,
+    )
 
 
 async def test_fresh_histories_replay(
