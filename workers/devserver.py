@@ -232,9 +232,14 @@ class DevServer:
         fairness: bool = False,
     ) -> None:
         self.host = host
-        self.port = port
+        # 0: a free port, chosen now (the temporal CLI takes no 0), as devhub and /metrics do.
+        self.port = port or free_port(host)
         self.ui = ui
-        self.ui_port = ui_port if ui_port is not None else port + 1000  # the CLI's own default
+        if ui_port is None:
+            ui_port = self.port + 1000  # the temporal CLI's own default
+        while not ui_port or ui_port == self.port:
+            ui_port = free_port(host)
+        self.ui_port = ui_port
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.namespace = namespace
         self.search_attributes = tuple(search_attributes)

@@ -16,7 +16,8 @@ from workflows.models import CarriedState, MoveRequest, MovesRequest
 
 __all__ = ["MAX_PENDING_REASONS", "Inbox", "Work"]
 
-# Signal reasons kept for the status query; older ones are counted, not listed.
+# Reasons kept for a turn (its reason line and the status query): the first this many since
+# the last turn began; later ones are not kept (the turn runs all the same).
 MAX_PENDING_REASONS: Final = 20
 STARTED: Final = "workflow started"
 

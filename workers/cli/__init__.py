@@ -48,6 +48,8 @@ __all__ = ["COMMANDS", "build_parser", "execute", "main"]
 
 log = logging.getLogger("fleet_scheduler.cli")
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
 
 # What each library raises for "your setup is wrong"; main() prints these as one line.
 _USER_ERRORS: tuple[type[BaseException], ...] = (
@@ -120,11 +122,17 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="KubeFleet's hub scheduler on Temporal: one durable workflow per placement.",
     )
-    parser.add_argument("--log-level", default="INFO",
-                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO")
+    parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS, help="default INFO")
+    # Also after the command (`fleet-scheduler run ... --log-level DEBUG`, as error lines
+    # suggest): there it overrides the one before, and is absent when not given.
+    after = argparse.ArgumentParser(add_help=False)
+    after.add_argument("--log-level", default=argparse.SUPPRESS, choices=LOG_LEVELS,
+                       help="default INFO (also accepted before the command)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, command in COMMANDS.items():
-        command.add_arguments(sub.add_parser(name, help=command.help, description=command.help))
+        command.add_arguments(
+            sub.add_parser(name, help=command.help, description=command.help, parents=[after])
+        )
     return parser
 
 

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import signal
 import sys
@@ -162,9 +163,38 @@ def profile_from_file(path: Path | None) -> Profile | None:
         raise CliError(f"scheduler config (--config) {str(path)!r}: {one_line(exc)}") from exc
 
 
+# Where a parse records which spelling of a flag set each destination (Spelled, DeprecatedAlias).
+_SPELLINGS = "_flag_spellings"
+
+def _record_spelling(
+    parser: argparse.ArgumentParser, namespace: argparse.Namespace, dest: str, spelling: str
+) -> bool:
+    """Whether this is the first time the command line sets `dest`. Two spellings of one flag
+    in one command line are refused, whichever comes first: the last would win silently, and a
+    script mixing them may not mean what it gets."""
+    spellings: dict[str, str] = getattr(namespace, _SPELLINGS, None) or {}
+    earlier = spellings.get(dest)
+    if earlier is not None and earlier != spelling:
+        parser.error(f"{earlier} and {spelling} are the same flag; give it once")
+    spellings[dest] = spelling
+    setattr(namespace, _SPELLINGS, spellings)
+    return earlier is None
+
+
+class Spelled(argparse._StoreAction):
+    """The current spelling of a flag that has a DeprecatedAlias: stores as usual, and refuses
+    the alias in the same command line."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        _record_spelling(parser, namespace, self.dest, self.option_strings[0])
+        super().__call__(parser, namespace, values, option_string)
+
+
 class DeprecatedAlias(argparse.Action):
     """An old spelling of a flag, kept for the deploy manifests and scripts that use it: it
-    stores into the new flag's destination and says once on stderr what to write instead."""
+    stores into the new flag's destination and says once on stderr what to write instead.
+    Given together with the new spelling (action=Spelled), it is a usage error."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, *, instead: str,
                  **kwargs: Any) -> None:
@@ -173,7 +203,9 @@ class DeprecatedAlias(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
-        deprecated(option_string or self.option_strings[0], self.instead)
+        spelling = option_string or self.option_strings[0]
+        if _record_spelling(parser, namespace, self.dest, spelling):
+            deprecated(spelling, self.instead)  # once, however often it is repeated
         setattr(namespace, self.dest, values if self.nargs != 0 else self.const)
 
 
@@ -190,14 +222,14 @@ def add_temporal_arguments(parser: argparse.ArgumentParser) -> None:
              f"{DEFAULT_TEMPORAL_ADDRESS})",
     )
     parser.add_argument(
-        "--temporal-namespace", default=None, metavar="NAMESPACE",
+        "--temporal-namespace", default=None, metavar="NAMESPACE", action=Spelled,
         help="Temporal namespace (default: $TEMPORAL_NAMESPACE, the Temporal config profile, or "
              f"{DEFAULT_NAMESPACE})",
     )
     parser.add_argument(
         "--namespace", dest="temporal_namespace", action=DeprecatedAlias,
         instead="--temporal-namespace", metavar="NAMESPACE",
-        help="deprecated spelling of --temporal-namespace (-n is a placement's namespace)",
+        help="deprecated spelling of --temporal-namespace",
     )
     parser.add_argument(
         "--temporal-profile", default=None, metavar="NAME",
@@ -259,18 +291,28 @@ def add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: in
                              "--enable-resource-placement=false); for a hub without their CRDs")
 
 
-def _reconcile_seconds(value: str) -> float:
+# A Schedule's interval: Temporal counts whole seconds, and a year is longer than anyone means.
+MIN_INTERVAL_S: Final = 1.0
+MAX_INTERVAL_S: Final = 365 * 24 * 3600.0
+
+
+def interval_seconds(value: str) -> float:
+    """A Schedule's interval flag: 0 (off), or 1 second to a year; anything else (negative,
+    NaN, infinite, a fraction of a second, centuries) is a usage error before anything starts."""
     try:
         seconds = float(value)
     except ValueError:
-        seconds = -1.0
-    if not seconds >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, got {value!r}")
-    return seconds
+        seconds = math.nan
+    if seconds == 0 or MIN_INTERVAL_S <= seconds <= MAX_INTERVAL_S:
+        return seconds
+    raise argparse.ArgumentTypeError(
+        f"expected a number of seconds, 0 or more (0: off; else {MIN_INTERVAL_S:g} to "
+        f"{MAX_INTERVAL_S:.0f}, a year), got {value!r}"
+    )
 
 
 def add_reconcile_argument(parser: argparse.ArgumentParser, *, off: str) -> None:
-    parser.add_argument("--reconcile-every", type=_reconcile_seconds, metavar="SECONDS",
+    parser.add_argument("--reconcile-every", type=interval_seconds, metavar="SECONDS",
                         default=DEFAULT_RECONCILE_EVERY.total_seconds(),
                         help="run the reconcile safety net, which repairs what hub events "
                              "missed, this often, as the Temporal Schedule "

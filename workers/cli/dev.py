@@ -87,10 +87,10 @@ def add_dev_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hub-port", type=int, default=DEV_HUB_PORT, metavar="N",
                         help=f"devhub port, HTTP and HTTPS on one port (default {DEV_HUB_PORT})")
     parser.add_argument("--temporal-port", type=int, default=DEV_TEMPORAL_PORT, metavar="N",
-                        help="Temporal dev server frontend (gRPC) port "
+                        help="Temporal dev server frontend (gRPC) port, 0: a free one "
                              f"(default {DEV_TEMPORAL_PORT})")
     parser.add_argument("--ui-port", type=int, default=DEV_UI_PORT, metavar="N",
-                        help=f"Temporal web UI port (default {DEV_UI_PORT})")
+                        help=f"Temporal web UI port, 0: a free one (default {DEV_UI_PORT})")
     keep = parser.add_mutually_exclusive_group()
     keep.add_argument("--data-dir", type=Path, default=DEV_RUN_DIR, metavar="DIR",
                       help="keep state across restarts: DIR/devhub for the hub, "

@@ -9,7 +9,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Final
 
-from workers.cli.common import EXIT_FAILED, EXIT_OK, CliError, DeprecatedAlias, wait_for_signal
+from workers.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    CliError,
+    DeprecatedAlias,
+    Spelled,
+    wait_for_signal,
+)
 
 if TYPE_CHECKING:
     from devhub import DevHub
@@ -44,7 +51,7 @@ def local_stack() -> _LocalStack:
 
 
 def add_devhub_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--hub-port", type=int, default=DEV_HUB_PORT, metavar="N",
+    parser.add_argument("--hub-port", type=int, default=DEV_HUB_PORT, metavar="N", action=Spelled,
                         help=f"port to listen on (0 = a free port; default {DEV_HUB_PORT})")
     parser.add_argument("--port", dest="hub_port", type=int, action=DeprecatedAlias,
                         instead="--hub-port", metavar="N",

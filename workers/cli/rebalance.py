@@ -61,12 +61,15 @@ def _placement(args: argparse.Namespace) -> str | None:
         if args.placement_namespace is not None:
             raise CliError("-n names a ResourcePlacement's namespace: give its NAME too")
         return None
-    placement_workflow_id(name, args.placement_namespace)  # refuses a malformed name
-    if args.placement_namespace is not None:
+    namespace = args.placement_namespace
+    if namespace is None and "/" in name:  # NAMESPACE/NAME: a ResourcePlacement's spelling
+        namespace, _, name = name.rpartition("/")
+    if namespace is not None:
         raise CliError(
-            f"ResourcePlacement {args.placement_namespace}/{name}: rebalancing moves "
+            f"ResourcePlacement {namespace}/{name}: rebalancing moves "
             "ClusterResourcePlacements only (docs/capacity.md, \"Compaction and rebalancing\")"
         )
+    placement_workflow_id(name)  # refuses a malformed name
     return name
 
 

@@ -43,6 +43,7 @@ from workers.cli.common import (
     deprecated,
     hub_client,
     install_stop_handlers,
+    interval_seconds,
     scheduler_fields,
     temporal_flags,
 )
@@ -102,7 +103,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-host", default=ALL_INTERFACES,
                         help=f"interface for /metrics and the probes (default {ALL_INTERFACES})")
     add_reconcile_argument(parser, off="do not manage it")
-    parser.add_argument("--rebalance-every", type=float, metavar="SECONDS", default=0.0,
+    parser.add_argument("--rebalance-every", type=interval_seconds, metavar="SECONDS", default=0.0,
                         help="propose rebalance moves this often, as the Temporal Schedule "
                              f"{names.REBALANCE_SCHEDULE_ID} (docs/capacity.md; created or "
                              "updated); default 0: off, the Schedule is not managed")
@@ -188,23 +189,20 @@ def run_argv(config: RunConfig) -> list[str]:
     property test holds it). The health server is always on in `run` (metrics_port not None)."""
     if config.metrics_port is None:
         raise ValueError("`run` always serves /metrics: give a metrics port (0: a free one)")
-    argv = [
-        sys.executable, "-m", "workers.cli", "--log-level", config.log_level, "run",
-        "--components", ",".join(sorted(c.value for c in config.components)),
-        "--processes", str(config.processes),
-        "--task-queue", config.task_queue,
-        "--metrics-host", config.metrics_host,
-        "--metrics-port", str(config.metrics_port),
-        "--max-concurrent-activities", str(config.max_concurrent_activities),
-        "--max-cached-workflows", str(config.max_cached_workflows),
-        "--local-cycles-up-to", str(config.local_cycles_up_to),
-        "--admission-window", str(config.admission_window),
-        "--reconcile-every", repr(config.reconcile_every_s),
-        "--rebalance-every", repr(config.rebalance_every_s),
-        "--rebalance-strategy", config.rebalance_strategy,
-        "--deployment-name", config.version.deployment_name,
-    ]
-    optional = {
+    values: dict[str, object | None] = {
+        "--components": ",".join(sorted(c.value for c in config.components)),
+        "--processes": config.processes,
+        "--task-queue": config.task_queue,
+        "--metrics-host": config.metrics_host,
+        "--metrics-port": config.metrics_port,
+        "--max-concurrent-activities": config.max_concurrent_activities,
+        "--max-cached-workflows": config.max_cached_workflows,
+        "--local-cycles-up-to": config.local_cycles_up_to,
+        "--admission-window": config.admission_window,
+        "--reconcile-every": repr(config.reconcile_every_s),
+        "--rebalance-every": repr(config.rebalance_every_s),
+        "--rebalance-strategy": config.rebalance_strategy,
+        "--deployment-name": config.version.deployment_name,
         "--kubeconfig": config.hub.kubeconfig,
         "--context": config.hub.context,
         "--temporal-address": config.temporal.address,
@@ -213,9 +211,9 @@ def run_argv(config: RunConfig) -> list[str]:
         "--config": config.profile_file,
         "--build-id": config.version.build_id,
     }
-    for flag, value in optional.items():
-        if value is not None:
-            argv += [flag, str(value)]
+    # flag=value in one word: a value may begin with "-" (a task queue "-blue").
+    argv = [sys.executable, "-m", "workers.cli", f"--log-level={config.log_level}", "run"]
+    argv += [f"{flag}={value}" for flag, value in values.items() if value is not None]
     switches = {
         "--no-snapshotter": not config.snapshotter,
         "--no-resource-placements": not config.resource_placements,

@@ -49,6 +49,15 @@ def test_ui_port_defaults_to_the_cli_rule() -> None:
     assert DevServer(port=7300).ui_port == 8300
 
 
+def test_port_0_is_a_free_port_chosen_before_the_server_starts() -> None:
+    """The temporal CLI refuses --port 0 ("missing frontend port"): `dev --temporal-port 0`
+    means a free one, as `--hub-port 0` does."""
+    server = DevServer(port=0, ui_port=0)
+    assert server.port > 0 and server.ui_port > 0 and server.port != server.ui_port
+    assert flag_values(server.command(BINARY), "--port") == [str(server.port)]
+    assert flag_values(server.command(BINARY), "--ui-port") == [str(server.ui_port)]
+
+
 def test_search_attributes_are_registered_with_cli_type_names() -> None:
     cmd = DevServer(port=7300).command(BINARY)
     assert flag_values(cmd, "--search-attribute") == [

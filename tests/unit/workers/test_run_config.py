@@ -23,7 +23,7 @@ from control.config import (
 )
 from scheduler.rebalance import STRATEGIES
 from workers.cli import build_parser
-from workers.cli.common import BUILD_ID_ENV, CliError
+from workers.cli.common import BUILD_ID_ENV, MAX_INTERVAL_S, CliError
 from workers.cli.run import run_argv, run_config
 from workers.processes import available_cpus
 
@@ -116,6 +116,33 @@ def test_temporal_namespace_is_one_flag_in_every_command(
     assert capsys.readouterr().err == ""
     assert parse(*words, "--namespace", "fleet").temporal_namespace == "fleet"
     assert "--namespace is deprecated; use --temporal-namespace" in capsys.readouterr().err
+    assert parse(*words, "--namespace", "a", "--namespace", "b").temporal_namespace == "b"
+    assert capsys.readouterr().err.count("deprecated") == 1  # said once
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status", "--temporal-namespace", "prod", "--namespace", "staging"],
+        ["status", "--namespace", "staging", "--temporal-namespace", "prod"],
+        ["devhub", "--kubeconfig-out", "kc", "--port", "1", "--hub-port", "2"],
+        ["devhub", "--kubeconfig-out", "kc", "--hub-port", "2", "--port", "1"],
+    ],
+)
+def test_an_old_spelling_beside_the_new_one_is_refused(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Whichever comes last would win silently: a script mixing them is told instead."""
+    with pytest.raises(SystemExit) as exited:
+        parse(*argv)
+    assert exited.value.code == 2
+    assert "are the same flag; give it once" in capsys.readouterr().err
+
+
+def test_the_log_level_may_follow_the_command() -> None:
+    assert parse("status", "--log-level", "DEBUG").log_level == "DEBUG"
+    assert parse("--log-level", "ERROR", "status").log_level == "ERROR"
+    assert parse("status").log_level == "INFO"
 
 
 def test_devhub_takes_the_hub_port_as_dev_spells_it(capsys: pytest.CaptureFixture[str]) -> None:
@@ -137,8 +164,10 @@ def test_fairness_is_a_run_flag_too() -> None:
     assert not config_of().fairness
 
 
-_names = st.from_regex(r"[a-z][a-z0-9-]{0,11}", fullmatch=True)
-_seconds = st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
+# Values may begin with "-" or hold "=": a task queue "-blue" is one a parent accepts
+# (`--task-queue=-blue`), so its children must too.
+_names = st.from_regex(r"-{0,2}[a-zA-Z0-9][a-zA-Z0-9_=-]{0,11}", fullmatch=True)
+_seconds = st.just(0.0) | st.floats(min_value=1, max_value=MAX_INTERVAL_S)
 
 
 @st.composite
@@ -187,6 +216,13 @@ def test_run_argv_parses_back_into_the_same_config(config: RunConfig) -> None:
         assert run_config(build_parser().parse_args(argv[3:])) == config
 
 
+def test_a_value_that_looks_like_a_flag_reaches_the_child() -> None:
+    config = config_of("--task-queue=-blue", "--temporal-namespace=--prod")
+    assert (config.task_queue, config.temporal.namespace) == ("-blue", "--prod")
+    child = config.for_child()
+    assert run_config(build_parser().parse_args(run_argv(child)[3:])) == child
+
+
 @given(configs())
 def test_a_child_runs_the_activities_alone_and_keeps_no_schedule(config: RunConfig) -> None:
     assume(A in config.components)
@@ -200,3 +236,18 @@ def test_a_child_runs_the_activities_alone_and_keeps_no_schedule(config: RunConf
     for name in same:
         assert getattr(child, name) == getattr(config, name), name
     assert {f.name for f in dataclasses.fields(RunConfig)} >= same
+
+
+@pytest.mark.parametrize("flag", ["--reconcile-every", "--rebalance-every"])
+@pytest.mark.parametrize("value", ["-5", "nan", "inf", "1e300", "0.5", "soon"])
+def test_a_schedule_interval_out_of_range_is_a_usage_error(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused while parsing, not after the servers started (a timedelta overflow) or as a
+    silent "off"."""
+    with pytest.raises(SystemExit) as exited:
+        parse("run", flag, value)
+    assert exited.value.code == 2
+    assert "expected a number of seconds, 0 or more (0: off; else 1 to 31536000, a year)" in (
+        capsys.readouterr().err
+    )
