@@ -40,8 +40,14 @@ run: $(STAMP)
 # package, and the layering contracts (scheduler/ pure, one-way imports), which keep the
 # scheduler testable alone and the workflows deterministic.
 PACKAGES := hub scheduler activities workflows control workers devhub
+# The suite runs over TEST_WORKERS processes (pytest-xdist), one test file at a time each, so a
+# module's shared stack (a `dev` process, a KubeFleet suite's fleet) stays one; each process
+# has its own devhub and Temporal dev server. Most tests wait on servers, not on the CPU, so
+# more workers than cores pays (tests/README.md has the measurements). The 20 slowest tests are
+# printed, so the next drift is visible.
+TEST_WORKERS ?= 3
 test: $(STAMP) system-deps lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=20
 
 # The long runs: the invariants' state machine with many more examples than `make test` gives
 # it (SOAK_INVARIANT_EXAMPLES, SOAK_INVARIANT_STEPS), then the reliability run: 1,000

@@ -1,7 +1,8 @@
 """What tests share, imported one way (`from tests.support.<module> import ...`):
 
 - `waits`: polling a condition until it holds (`until`, `until_async`, `passes`,
-  `consistently`); no test sleeps where it can wait for an event;
+  `consistently`, `consistently_async`); no test sleeps where it can wait for an event, and a
+  quiet period is checked all along it;
 - `hub`: the HubClient every integration test builds on the session's devhub (the `hub`
   fixture in tests/conftest.py), and its timeout;
 - `stacks`: whole systems as tests start them: `fleet-scheduler dev` or `run` as processes
