@@ -45,7 +45,7 @@ PACKAGES := hub scheduler activities workflows control workers devhub
 # has its own devhub and Temporal dev server. Most tests wait on servers, not on the CPU, so
 # more workers than cores pays (tests/README.md has the measurements). The 20 slowest tests are
 # printed, so the next drift is visible.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 test: $(STAMP) system-deps lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=20
 

