@@ -87,6 +87,11 @@ SHUTDOWN_GRACE: Final = timedelta(seconds=20)
 # How often the readiness loop asks the server whether our pollers arrived.
 READY_POLL_INTERVAL_S: Final = 0.25
 READY_RPC_TIMEOUT: Final = timedelta(seconds=5)
+# A task queue's partitions by default (the server's matching.numTaskqueueReadPartitions). The
+# server lists the pollers of the partition it is asked about; a poll sits on one partition, and
+# one that finds tasks there is not forwarded to the root: under load a worker's pollers may be
+# seen on a child partition only, for up to a minute (a CI run timed out at 60 s that way).
+TASK_QUEUE_PARTITIONS: Final = 4
 # How long a promoting worker waits for the server to know its version before it gives up.
 PROMOTE_TIMEOUT_S: Final = 120.0
 
@@ -337,18 +342,24 @@ class Serving:
 async def _worker_polling(
     client: Client, queues: Sequence[tuple[str, TaskQueueType.ValueType]], identity: str
 ) -> str | None:
-    """None once the server lists `identity` among the pollers of every queue; else the first
-    queue it does not poll yet."""
+    """None once the server lists `identity` among the pollers of every queue (on any of its
+    partitions, the root first); else the first queue it does not poll yet."""
     for task_queue, queue_type in queues:
-        response = await client.workflow_service.describe_task_queue(
-            DescribeTaskQueueRequest(
-                namespace=client.namespace,
-                task_queue=TaskQueue(name=task_queue),
-                task_queue_type=queue_type,
-            ),
-            timeout=READY_RPC_TIMEOUT,
-        )
-        if not any(poller.identity == identity for poller in response.pollers):
+        partitions = [task_queue] + [
+            f"/_sys/{task_queue}/{n}" for n in range(1, TASK_QUEUE_PARTITIONS)
+        ]
+        for partition in partitions:
+            response = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=client.namespace,
+                    task_queue=TaskQueue(name=partition),
+                    task_queue_type=queue_type,
+                ),
+                timeout=READY_RPC_TIMEOUT,
+            )
+            if any(poller.identity == identity for poller in response.pollers):
+                break
+        else:
             return task_queue
     return None
 
