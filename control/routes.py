@@ -58,7 +58,9 @@ from scheduler.capacity import (
 )
 from scheduler.eligibility import EligibilityChecker
 from scheduler.explanation import BEYOND_ROOM_MARKER
+from scheduler.framework.profile import Profile
 from scheduler.requests import RequestsError, parse_requests
+from scheduler.requeue_hints import ClusterChange, may_change_decision
 from scheduler.watch_rules import (
     binding_deletion_started,
     cluster_update_reasons,
@@ -224,12 +226,16 @@ def route_change(
     checker: EligibilityChecker,
     now: datetime,
     room: Room | None = None,
+    profile: Profile | None = None,
 ) -> list[Route]:
     """The routes one change of any watched kind produces (often none).
 
     `placements` is the watcher's current placement cache, already updated with `change` when
     it is a placement change; member-cluster changes fan out over it. `room`: the capacity
-    view, for the routes of capacity-aware placements (None: none of those)."""
+    view, for the routes of capacity-aware placements (None: none of those). `profile`: the
+    profile the cycles run, whose plugins' requeue hints narrow a member cluster's update to
+    the placements whose decision it may change (scheduler.requeue_hints; None: KubeFleet's
+    rule alone)."""
     new, old = change.new, change.old
     if isinstance(new, ClusterResourcePlacement):
         routes = _placement(change.type, _as(old, ClusterResourcePlacement), new, standalone)
@@ -250,7 +256,9 @@ def route_change(
             )
         return routes
     if isinstance(new, MemberCluster):
-        return _cluster(change.type, _as(old, MemberCluster), new, placements, checker, now)
+        return _cluster(
+            change.type, _as(old, MemberCluster), new, placements, checker, now, profile
+        )
     if isinstance(new, CapacityLedger):
         return (
             []
@@ -401,6 +409,7 @@ def _cluster(
     placements: Mapping[str, ClusterResourcePlacement],
     checker: EligibilityChecker,
     now: datetime,
+    profile: Profile | None,
 ) -> list[Route]:
     name = new.metadata.name
     if event == "DELETED":
@@ -413,9 +422,19 @@ def _cluster(
             return []
         left, reason = False, REASON_CLUSTER_CHANGED.format(name=name, changes=", ".join(reasons))
     candidates = [p for p in placements.values() if may_start(p)]
+    chosen = placements_for_cluster_event(left, candidates)
+    if not left and old is not None and profile is not None:
+        # A cluster gone reaches every placement; an update only those it may change.
+        change = ClusterChange.between(old, new, profile.ineligibility, now)
+        plugins = profile.cycle_plugins()
+        chosen = [
+            key
+            for key in chosen
+            if may_change_decision(plugins, placements[key].spec.policy, change)
+        ]
     return [
         Route(placement, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
-        for placement in placements_for_cluster_event(left, candidates)
+        for placement in chosen
     ]
 
 

@@ -34,7 +34,6 @@ from hub.types import (
     ClusterResourcePlacementSpec,
     ClusterResourcePlacementStatus,
     ClusterSchedulingPolicySnapshot,
-    PlacementPolicy,
     SchedulingPolicySnapshotSpec,
 )
 from hub.types.meta import HubObject, ObjectMeta
@@ -203,11 +202,12 @@ def _meta(
 
 
 def _placement(obj: ClusterResourcePlacement) -> ClusterResourcePlacement:
-    # Routes read the generation, deletion and finalizers, the policy's type and the Scheduled
-    # condition (watch_rules.placements_for_cluster_event); the QueueSort plugin the labels and
-    # our own annotations (fleet-scheduler.io/...: never kubectl's last-applied copy of the
-    # whole object); the rest (selectors, affinities, the per-cluster statuses KubeFleet
-    # writes) nothing reads.
+    # Routes read the generation, deletion and finalizers, the policy (its type for KubeFleet's
+    # rule, watch_rules.placements_for_cluster_event; all of it for the plugins' requeue hints,
+    # scheduler.requeue_hints, kept whole and shared) and the Scheduled condition; the
+    # QueueSort plugin the labels and our own annotations (fleet-scheduler.io/...: never
+    # kubectl's last-applied copy of the whole object); the rest (resource selectors, the
+    # per-cluster statuses KubeFleet writes) nothing reads.
     policy = obj.spec.policy
     scheduled = obj.status.condition(obj.SCHEDULED_CONDITION)
     return _lean(
@@ -217,9 +217,7 @@ def _placement(obj: ClusterResourcePlacement) -> ClusterResourcePlacement:
         metadata=_meta(obj.metadata, labels=True, annotations=OWN_PREFIX),
         spec=_lean(
             ClusterResourcePlacementSpec,
-            policy=None
-            if policy is None
-            else _lean(PlacementPolicy, placement_type=policy.placement_type),
+            policy=policy,
         ),
         status=_lean(
             ClusterResourcePlacementStatus,

@@ -77,7 +77,7 @@ from hub.types import (
     ResourcePlacement,
 )
 from hub.types.meta import HubObject, ObjectMeta
-from scheduler import default_profile
+from scheduler import Profile, default_profile
 from scheduler.capacity import ClusterCapacity, held, missing_of
 from scheduler.eligibility import EligibilityChecker
 from scheduler.framework.queue_sort import (
@@ -330,7 +330,9 @@ class Watcher:
             - `resource_placements`: watch namespaced ResourcePlacements and their kinds.
         metrics: counts every routed change as `count_watcher_event(kind, event, action)`,
             action "signalled" or "ignored" (and one "RESYNC"/"listed" per full list).
-        queue_sort: the profile's QueueSort plugin (default: KubeFleet's default profile's).
+        queue_sort: the profile's QueueSort plugin (default: `profile`'s).
+        profile: the profile the cycles run (default: KubeFleet's default profile): its
+            plugins' requeue hints decide which placements a member cluster's update reaches.
         timing: clocks and limits (WatcherTiming).
         eligibility: decides "became eligible" on MemberCluster updates.
         clock: wall-clock time for eligibility.
@@ -344,6 +346,7 @@ class Watcher:
         *,
         metrics: WatcherMetrics | None = None,
         queue_sort: QueueSortPlugin | None = None,
+        profile: Profile | None = None,
         timing: WatcherTiming | None = None,
         eligibility: EligibilityChecker | None = None,
         clock: Callable[[], datetime] = _utcnow,
@@ -373,7 +376,10 @@ class Watcher:
             + WATCHED_KINDS
             + (RESOURCE_PLACEMENT_KINDS if config.resource_placements else ())
         )
-        self._sorter = queue_sort or default_profile().queue_sorter
+        # The cycles' profile: its QueueSort orders turns, its plugins' requeue hints narrow
+        # member-cluster updates to the placements they may change (scheduler.requeue_hints).
+        self._profile = profile or default_profile()
+        self._sorter = queue_sort or self._profile.queue_sorter
         self._classes = PriorityClasses()
         self._sort_failures = 0
         self._views: dict[type[HubObject], View[Any]] = {kind: View(kind) for kind in self.kinds}
@@ -729,6 +735,7 @@ class Watcher:
             checker=self._checker,
             now=self._clock(),
             room=self._room(),
+            profile=self._profile,
         )
         if not routes and (moved := _priority_inputs_changed(change)):
             routes = [moved]

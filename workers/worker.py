@@ -535,7 +535,7 @@ async def serve(
                 client,
                 config,
                 metrics=metrics,
-                queue_sort=settings.profile.queue_sorter if settings.profile else None,
+                profile=settings.profile,
             )
             tasks[PART_WATCHER] = asyncio.create_task(watcher.run(stop), name=PART_WATCHER)
             helpers.append(

@@ -206,6 +206,15 @@ class Profile:
     def weight(self, plugin: str) -> int:
         return self.weights.get(plugin, DEFAULT_WEIGHT)
 
+    def cycle_plugins(self) -> tuple[Plugin, ...]:
+        """Every plugin a cycle may call (QueueSort is not one), each once, in profile order:
+        what the requeue hints ask (scheduler.requeue_hints)."""
+        seen: dict[int, Plugin] = {}
+        for point in (self.post_batch, self.pre_filter, self.filter, self.pre_score, self.score):
+            for plugin in point:
+                seen.setdefault(id(plugin), plugin)
+        return tuple(seen.values())
+
     def plugin_names(self, point: str) -> tuple[str, ...]:
         """Plugin names at one extension point (YAML key, e.g. "filter"), in order."""
         plugins: Sequence[Plugin] = getattr(self, EXTENSION_POINTS[point])

@@ -10,12 +10,13 @@ import math
 from collections.abc import Sequence
 from datetime import timedelta
 
-from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementPolicy
 from scheduler.eligibility import EligibilityChecker
 from scheduler.facts import ClusterFacts, facts_of
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import BatchFilterPlugin
 from scheduler.framework.status import Status
+from scheduler.requeue_hints import ClusterChange
 
 __all__ = ["DEFAULT_TIMEOUT_MINUTES", "NAME", "ClusterEligibility"]
 
@@ -40,6 +41,12 @@ class ClusterEligibility:
         self.checker = EligibilityChecker(
             heartbeat_timeout=_minutes("heartbeat_timeout_minutes", heartbeat_timeout_minutes),
             health_timeout=_minutes("health_timeout_minutes", health_timeout_minutes),
+        )
+
+    def requeue_hint(self, policy: PlacementPolicy | None, change: ClusterChange) -> bool:
+        """This plugin's own checker's verdict (its timeouts may be the profile's own)."""
+        return self.checker.check_facts(change.before, change.now) != self.checker.check_facts(
+            change.after, change.now
         )
 
     def filter(

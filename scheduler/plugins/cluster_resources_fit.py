@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementPolicy
 from scheduler.capacity import (
     Demand,
     check_shape,
@@ -44,6 +44,7 @@ from scheduler.facts import ClusterFacts
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status
+from scheduler.requeue_hints import ClusterChange
 
 __all__ = ["LEAST_ALLOCATED", "MOST_ALLOCATED", "NAME", "RATIO", "ClusterResourcesFit"]
 
@@ -85,6 +86,10 @@ class ClusterResourcesFit:
 
     def pre_filter(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status:
         return Status.skip(NOT_CAPACITY_AWARE) if state.demand is None else Status.success()
+
+    def requeue_hint(self, policy: PlacementPolicy | None, change: ClusterChange) -> bool:
+        """The cluster's capacity, allocatable and available resources decide here."""
+        return change.resources
 
     def filter(
         self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot, cluster: MemberCluster

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hub import names
-from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementPolicy
 from scheduler.facts import ClusterFacts
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import BatchFilterPlugin, PreFilterPlugin
 from scheduler.framework.status import Status
+from scheduler.requeue_hints import ClusterChange
 
 __all__ = [
     "NAME",
@@ -39,6 +40,10 @@ class NamespaceAffinity:
         if not snapshot.metadata.namespace:
             return Status.skip(SKIP_CLUSTER_SCOPED)
         return Status.success()
+
+    def requeue_hint(self, policy: PlacementPolicy | None, change: ClusterChange) -> bool:
+        """The cluster's namespaces and its namespace-collection condition decide here."""
+        return change.namespaces
 
     def filter(
         self,

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementPolicy
 from scheduler.facts import ClusterFacts
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import BatchFilterPlugin, BatchScorePlugin
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status
+from scheduler.requeue_hints import ClusterChange
 
 __all__ = ["NAME", "REASON_ALREADY_SELECTED", "SamePlacementAntiAffinity"]
 
@@ -31,6 +32,10 @@ class SamePlacementAntiAffinity:
     """Filter and Score plugin. Stateless, so one instance serves every cycle."""
 
     name = NAME
+
+    def requeue_hint(self, policy: PlacementPolicy | None, change: ClusterChange) -> bool:
+        """The placement's own bindings decide here, never the cluster's fields."""
+        return False
 
     def filter(
         self,

@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, Taint
+from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementPolicy, Taint
 from scheduler.facts import ClusterFacts, facts_of
 from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.interfaces import BatchFilterPlugin
 from scheduler.framework.status import Status
+from scheduler.requeue_hints import ClusterChange
 
 __all__ = ["NAME", "REASON_UNTOLERATED", "TaintToleration", "render_taint"]
 
@@ -59,6 +60,10 @@ class TaintToleration:
     """Filter plugin. Stateless across cycles; the policy's tolerations are read once per cycle."""
 
     name = NAME
+
+    def requeue_hint(self, policy: PlacementPolicy | None, change: ClusterChange) -> bool:
+        """Only the cluster's taints decide here."""
+        return change.taints
 
     def filter(
         self,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementPolicy
 from scheduler.facts import ClusterFacts, facts_of
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
@@ -42,6 +42,7 @@ from scheduler.plugins.cluster_affinity.state import (
     PreferredTerm,
     RequiredTerm,
 )
+from scheduler.requeue_hints import ClusterChange, affinity_may_change
 
 __all__ = ["ClusterAffinity"]
 
@@ -52,6 +53,10 @@ class ClusterAffinity:
     """PreFilter, Filter, PreScore and Score plugin. Stateless across cycles."""
 
     name = NAME
+
+    def requeue_hint(self, policy: PlacementPolicy | None, change: ClusterChange) -> bool:
+        """A label or property the policy's affinity terms read changed."""
+        return affinity_may_change(policy, change)
 
     def pre_filter(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status:
         terms = required_terms(snapshot.spec.policy)

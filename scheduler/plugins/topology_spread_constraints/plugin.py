@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
+from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementPolicy
 from scheduler.facts import ClusterFacts
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
@@ -28,6 +28,7 @@ from scheduler.plugins.topology_spread_constraints.state import (
     TopologyState,
     evaluate,
 )
+from scheduler.requeue_hints import ClusterChange
 
 __all__ = [
     "BATCH_LIMIT",
@@ -77,6 +78,12 @@ class TopologySpreadConstraints:
         if not verdict.do_not_schedule:
             return Status.skip(SKIP_NO_DO_NOT_SCHEDULE)
         return Status.success()
+
+    def requeue_hint(self, policy: PlacementPolicy | None, change: ClusterChange) -> bool:
+        """The cluster's value of a constraint's topology key changed (its domain)."""
+        if policy is None:
+            return False
+        return any(c.topology_key in change.labels for c in policy.topology_spread_constraints)
 
     def filter(
         self,

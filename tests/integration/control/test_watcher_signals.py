@@ -265,7 +265,7 @@ async def test_a_burst_of_cluster_changes_is_coalesced_into_few_signals(
 
         def burst() -> None:
             for index in range(20):
-                relabel(hub, "member-1", step=str(index))
+                relabel(hub, "member-1", env=f"step-{index}")  # a label it reads
 
         await asyncio.to_thread(burst)  # the watcher's loop runs meanwhile
         await until_async(lambda: watcher.stats.events - before.events >= 20)

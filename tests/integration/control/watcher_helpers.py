@@ -15,7 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
@@ -72,13 +72,22 @@ def cluster(name: str, **labels: str) -> MemberCluster:
     )
 
 
+# The placements here read the `env` label (a preference of weight 0: it scores nothing), so a
+# relabelled `env` may change their decision and is routed to them (scheduler.requeue_hints);
+# a label no placement reads reaches nobody.
+READS_ENV: Final = {"clusterAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+    {"weight": 0, "preference": {"labelSelector": {"matchExpressions": [
+        {"key": "env", "operator": "Exists"}]}}}
+]}}  # fmt: skip
+
+
 def placement(
     name: str,
     placement_type: str = "PickAll",
     n: int | None = None,
     finalizers: tuple[str, ...] = (hub_names.SCHEDULER_CLEANUP_FINALIZER,),
 ) -> ClusterResourcePlacement:
-    policy: dict[str, Any] = {"placementType": placement_type}
+    policy: dict[str, Any] = {"placementType": placement_type, "affinity": READS_ENV}
     if n is not None:
         policy["numberOfClusters"] = n
     return ClusterResourcePlacement.from_wire(

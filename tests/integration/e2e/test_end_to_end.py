@@ -103,7 +103,13 @@ async def test_cluster_changes_reschedule_only_the_placements_they_affect(
     add_cluster(hub, "member-a", labels={"zone": "1"})
     add_cluster(hub, "member-b", labels={"zone": "2"})
     everywhere, one = unique("all"), unique("one")
-    add_placement(hub, everywhere, {"placementType": "PickAll"})
+    # It reads the zone label (a preference of weight 0, which scores nothing): a changed zone
+    # may change its decision, a changed label nobody reads may not (scheduler.requeue_hints).
+    reads_zone = {"clusterAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 0, "preference": {"labelSelector": {"matchExpressions": [
+            {"key": "zone", "operator": "Exists"}]}}}
+    ]}}  # fmt: skip
+    add_placement(hub, everywhere, {"placementType": "PickAll", "affinity": reads_zone})
     add_placement(hub, one, {"placementType": "PickN", "numberOfClusters": 1})
     await until_async(
         lambda: len(live_targets(hub, everywhere)) == 2 and len(live_targets(hub, one)) == 1,
@@ -121,11 +127,12 @@ async def test_cluster_changes_reschedule_only_the_placements_they_affect(
     assert after >= before_all + 1
     assert (await settled(temporal_client, one)).cycles == before_one
 
-    # A taint addition reaches nobody.
+    # A taint addition reaches nobody, nor does a label no placement reads.
     now_all = (await settled(temporal_client, everywhere)).cycles
     hub.patch(
         MemberCluster, "member-b", {"spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}
     )
+    hub.patch(MemberCluster, "member-a", {"metadata": {"labels": {"team": "unread"}}})
 
     async def no_cycle() -> None:
         assert (await settled(temporal_client, everywhere)).cycles == now_all

@@ -81,7 +81,17 @@ async def test_a_flood_of_events_keeps_every_run_bounded_and_loses_none(
     first, second = unique("a"), unique("b")
     for name in (first, second):
         add_cluster(hub, name, labels={"env": "prod"})
-    add_placement(hub, placement, {"placementType": "PickN", "numberOfClusters": 5})
+    # It reads the `round` label the flood changes (a preference of weight 0: it scores
+    # nothing), so every change may change its decision and is routed (requeue hints).
+    reads_round = {"clusterAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 0, "preference": {"labelSelector": {"matchExpressions": [
+            {"key": "round", "operator": "Exists"}]}}}
+    ]}}  # fmt: skip
+    add_placement(
+        hub,
+        placement,
+        {"placementType": "PickN", "numberOfClusters": 5, "affinity": reads_round},
+    )
     workflow_id = names.workflow_id(placement)
     # Started here, before the watcher, to pass the run limits; every later run inherits them.
     await client.start_workflow(

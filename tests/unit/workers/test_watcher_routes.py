@@ -391,3 +391,85 @@ def test_startup_signals_every_placement_that_wants_the_scheduler() -> None:
 )
 def test_may_start(obj, expected) -> None:
     assert may_start(obj) is expected
+
+
+# --- precise requeue: the profile's requeue hints (scheduler.requeue_hints) -------------------
+
+ENV_PROD = PlacementPolicy.model_validate(
+    {
+        "placementType": "PickAll",
+        "affinity": {"clusterAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]
+        }}},
+    }
+)  # fmt: skip
+HINTED = {
+    p.metadata.name: p
+    for p in (
+        placement("by-env", ENV_PROD),
+        placement("plain", PICK_ALL),
+        placement("fixed", PlacementPolicy(placement_type="PickFixed", cluster_names=["m1"])),
+        placement("short", PICK_2),
+    )
+}
+
+
+def hinted(kind: str, old: MemberCluster | None, new: MemberCluster, profile: object) -> list:
+    def run(change: Change[HubObject], placements: dict[str, ClusterResourcePlacement]) -> list:
+        found = route_change(
+            change, placements=placements, standalone=True, checker=EligibilityChecker(),
+            now=NOW, profile=profile,  # type: ignore[arg-type]
+        )
+        return sorted(r.placement for r in found)
+
+    found = run(Change(kind, old, new), HINTED)  # type: ignore[arg-type]
+    copies = {name: routing_copy(p) for name, p in HINTED.items()}
+    assert run(Change(kind, old, new), copies) == found, "the routing copy lost a field hints read"  # type: ignore[arg-type]
+    return found
+
+
+def test_a_label_no_policy_reads_requeues_nobody() -> None:
+    from scheduler import default_profile
+
+    assert hinted("MODIFIED", cluster(env="prod", team="a"), cluster(env="prod", team="b"),
+                  default_profile()) == []
+
+
+def test_a_label_a_policy_reads_requeues_that_placement_only() -> None:
+    from scheduler import default_profile
+
+    assert hinted("MODIFIED", cluster(env="dev"), cluster(env="prod"), default_profile()) == [
+        "by-env"
+    ]
+
+
+def test_without_a_profile_kubefleets_rule_alone_decides() -> None:
+    assert hinted("MODIFIED", cluster(env="prod", team="a"), cluster(env="prod", team="b"),
+                  None) == ["by-env", "fixed", "plain", "short"]
+
+
+def test_a_deleted_cluster_still_reaches_every_placement() -> None:
+    from scheduler import default_profile
+
+    assert hinted("DELETED", cluster(env="prod"), cluster(env="prod"), default_profile()) == [
+        "by-env", "fixed", "plain", "short"
+    ]
+
+
+def test_a_plugin_without_a_hint_requeues_every_placement_kubefleet_would() -> None:
+    """An out-of-tree plugin that knows nothing of hints is always asked again (PickFixed runs
+    no plugin: only its named clusters' eligibility decides it)."""
+    import dataclasses
+
+    from scheduler import default_profile
+
+    class Opaque:
+        name = "Opaque"
+
+        def filter(self, state, snapshot, cluster):  # type: ignore[no-untyped-def]
+            raise AssertionError("not run here")
+
+    base = default_profile()
+    profile = dataclasses.replace(base, filter=(*base.filter, Opaque()))  # type: ignore[arg-type]
+    assert hinted("MODIFIED", cluster(env="prod", team="a"), cluster(env="prod", team="b"),
+                  profile) == ["by-env", "plain", "short"]

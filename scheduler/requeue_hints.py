@@ -1,0 +1,171 @@
+"""Precise requeue: whether a member cluster's update could change a placement's decision (our
+QueueingHint, after kube-scheduler's).
+
+KubeFleet requeues every PickAll placement, and every PickN and PickFixed one that is not fully
+scheduled, on any change of a cluster's labels, taints, properties, namespaces or resources
+(kubefleet-rules section 7; `scheduler.watch_rules`). Most of those cycles decide what was
+decided before: a label no placement selects, a taint nobody tolerates being renamed. Here each
+plugin of the profile may say, for one placement's policy and one cluster's (before, after),
+whether its verdict or its score for that cluster could change. The placement is requeued when
+any plugin says it could, or when any plugin has no hint at all: an out-of-tree plugin that
+does not know about hints is always asked again, as KubeFleet asks every plugin.
+
+What is never filtered here: a cluster that leaves or is deleted reaches every placement bound
+there (`placements_for_cluster_event`), and placements KubeFleet would not requeue stay
+unrequeued. A hint may only skip a cycle that would decide the same; the property test
+tests/property/test_requeue_hint_properties.py holds every in-tree hint to that, over generated
+fleets, policies and cluster changes.
+
+A plugin's hint is a method
+
+    requeue_hint(policy: PlacementPolicy | None, change: ClusterChange) -> bool
+
+True: its verdict or score for `change.name` may differ after the change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from hub import names
+from hub.types import MemberCluster, PlacementPolicy
+from scheduler.facts import ClusterFacts, build
+
+__all__ = [
+    "ClusterChange",
+    "RequeueHint",
+    "label_keys",
+    "may_change_decision",
+    "property_names",
+]
+
+
+@dataclass(frozen=True)
+class ClusterChange:
+    """What a MemberCluster update changed, as the plugins read a cluster (its facts)."""
+
+    name: str
+    labels: frozenset[str]
+    """Label keys added, removed or given another value."""
+    taints: bool
+    properties: frozenset[str]
+    """Reported property names added, removed or given another value."""
+    resources: bool
+    """Capacity, allocatable or available changed."""
+    namespaces: bool
+    """The namespace list or the conditions (namespace collection among them) changed."""
+    eligibility: bool
+    """The profile's eligibility verdict or its reason differs at `now` (PickFixed's check)."""
+    before: ClusterFacts
+    after: ClusterFacts
+    now: datetime
+
+    @classmethod
+    def between(
+        cls,
+        old: MemberCluster,
+        new: MemberCluster,
+        ineligibility: Callable[[MemberCluster, datetime], str | None],
+        now: datetime,
+    ) -> ClusterChange:
+        before, after = build(old), build(new)
+        return cls(
+            name=new.metadata.name,
+            labels=_changed_keys(before.labels, after.labels),
+            taints=before.taints != after.taints,
+            properties=_changed_keys(before.properties, after.properties),
+            resources=_resources(before) != _resources(after),
+            namespaces=(
+                old.status.namespaces != new.status.namespaces
+                or old.status.conditions != new.status.conditions
+            ),
+            eligibility=ineligibility(old, now) != ineligibility(new, now),
+            before=before,
+            after=after,
+            now=now,
+        )
+
+
+@runtime_checkable
+class RequeueHint(Protocol):
+    def requeue_hint(self, policy: PlacementPolicy | None, change: ClusterChange) -> bool: ...
+
+
+def may_change_decision(
+    plugins: Iterable[object], policy: PlacementPolicy | None, change: ClusterChange
+) -> bool:
+    """Whether a cycle of a placement with `policy` could decide otherwise after `change`.
+
+    PickFixed runs no plugin: only its named clusters' eligibility decides. Otherwise any
+    plugin that may change its answer, or that gives no hint, makes it True."""
+    if policy is not None and policy.effective_type == names.PICK_FIXED:
+        return change.eligibility and change.name in policy.cluster_names
+    seen: set[int] = set()
+    for plugin in plugins:
+        if id(plugin) in seen:
+            continue
+        seen.add(id(plugin))
+        if not isinstance(plugin, RequeueHint) or plugin.requeue_hint(policy, change):
+            return True
+    return False
+
+
+def label_keys(selectors: Iterable[object]) -> set[str]:
+    """The label keys `selectors` (LabelSelectors, or None) read."""
+    keys: set[str] = set()
+    for selector in selectors:
+        if selector is None:
+            continue
+        keys.update(selector.match_labels)  # type: ignore[attr-defined]
+        keys.update(e.key for e in selector.match_expressions)  # type: ignore[attr-defined]
+    return keys
+
+
+def property_names(policy: PlacementPolicy | None) -> set[str]:
+    """The property names the policy's cluster affinity reads (selectors and sorters)."""
+    out: set[str] = set()
+    for term in _terms(policy):
+        if term.property_selector is not None:
+            out.update(e.name for e in term.property_selector.match_expressions)
+        if term.property_sorter is not None:
+            out.add(term.property_sorter.name)
+    return out
+
+
+def affinity_may_change(policy: PlacementPolicy | None, change: ClusterChange) -> bool:
+    """ClusterAffinity's hint: a label or property its terms read changed."""
+    terms = _terms(policy)
+    if not terms:
+        return False
+    if label_keys(term.label_selector for term in terms) & change.labels:
+        return True
+    for name in property_names(policy):
+        if name.startswith(names.RESOURCE_PROPERTY_PREFIX):
+            if change.resources:
+                return True
+        elif name in change.properties:
+            return True
+    return False
+
+
+def _terms(policy: PlacementPolicy | None) -> list:  # type: ignore[type-arg]
+    if policy is None or policy.affinity is None or policy.affinity.cluster_affinity is None:
+        return []
+    affinity = policy.affinity.cluster_affinity
+    terms = []
+    required = affinity.required_during_scheduling_ignored_during_execution
+    if required is not None:
+        terms.extend(required.cluster_selector_terms)
+    preferred = affinity.preferred_during_scheduling_ignored_during_execution
+    terms.extend(p.preference for p in preferred)
+    return terms
+
+
+def _changed_keys(before: Mapping[str, str], after: Mapping[str, str]) -> frozenset[str]:
+    return frozenset(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
+def _resources(facts: ClusterFacts) -> tuple[object, ...]:
+    return (dict(facts.capacity), dict(facts.allocatable), dict(facts.available))
