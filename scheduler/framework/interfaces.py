@@ -19,6 +19,10 @@ Codes each point may return, and what the runner then does:
 - score -> (ClusterScore, Status), per passed cluster. SUCCESS: the score is added
   component-wise to the cluster's total. Anything else aborts.
 
+Requeue hint (optional, any plugin): `requeue_hint(policy, change)` says whether the plugin's
+verdict or score for a member cluster may change with `change` (scheduler.requeue_hints); the
+watcher skips a placement only when every plugin of the profile answers False.
+
 "Aborts" means the cycle ends with a `PluginError` naming the plugin; a plugin that raises is
 treated the same way. Neither ends the process.
 
