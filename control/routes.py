@@ -430,7 +430,12 @@ def _cluster(
         chosen = [
             key
             for key in chosen
-            if may_change_decision(plugins, placements[key].spec.policy, change)
+            if may_change_decision(
+                plugins,
+                placements[key].spec.policy,
+                change,
+                capacity_aware=hub_names.REQUESTS_ANNOTATION in placements[key].metadata.annotations,
+            )
         ]
     return [
         Route(placement, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)

@@ -94,12 +94,21 @@ class RequeueHint(Protocol):
 
 
 def may_change_decision(
-    plugins: Iterable[object], policy: PlacementPolicy | None, change: ClusterChange
+    plugins: Iterable[object],
+    policy: PlacementPolicy | None,
+    change: ClusterChange,
+    *,
+    capacity_aware: bool = False,
 ) -> bool:
     """Whether a cycle of a placement with `policy` could decide otherwise after `change`.
 
-    PickFixed runs no plugin: only its named clusters' eligibility decides. Otherwise any
-    plugin that may change its answer, or that gives no hint, makes it True."""
+    A capacity-aware placement's cycle reads the clusters' resources itself, whatever the
+    profile (room for PickFixed targets, "kept beyond the room" in the condition;
+    docs/capacity.md): any resource change may change it. PickFixed runs no plugin: otherwise
+    only its named clusters' eligibility decides. Else any plugin that may change its answer,
+    or that gives no hint, makes it True."""
+    if capacity_aware and change.resources:
+        return True
     if policy is not None and policy.effective_type == names.PICK_FIXED:
         return change.eligibility and change.name in policy.cluster_names
     seen: set[int] = set()

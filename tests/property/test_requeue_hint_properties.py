@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from hub import names
 from hub.types import ClusterResourceBinding, ClusterSchedulingPolicySnapshot, MemberCluster
-from scheduler import CycleInput, default_profile, schedule
+from scheduler import CapacityInput, CycleInput, Profile, default_profile, load_profile, schedule
 from scheduler.requeue_hints import ClusterChange, may_change_decision
-from scheduler.testing import apply_plan, member_cluster, policy_snapshot
+from scheduler.testing import apply_plan, binding, member_cluster, policy_snapshot
 from tests.property.test_cycle_properties import NOW, PLACEMENT, POOL, bindings, policies
 
 SETTINGS = settings(
@@ -170,3 +170,246 @@ def test_a_placement_the_hint_skips_would_decide_the_same(data: st.DataObject) -
     event("skipped")
     again = fixpoint(steady[1], after, steady[0], False)
     assert _state(again) == _state(steady), change
+
+
+# --- the wider search: resources, namespaces, selectors of every operator, capacity, profiles ---
+
+NAMESPACE = "team-a"
+RESOURCE = names.RESOURCE_PROPERTY_PREFIX
+WIDE_POOL = [f"c{i}" for i in range(6)]
+PROFILES = {
+    "default": PROFILE,
+    "eligibility-args": load_profile(
+        "name: eligibility-args\n"
+        "pluginConfig:\n"
+        "  - {name: ClusterEligibility, args: {heartbeat_timeout_minutes: 2,"
+        " health_timeout_minutes: 30}}\n"
+    ),
+    "without-resources-fit": load_profile(
+        "name: without-resources-fit\n"
+        "plugins: {multiPoint: {disabled: [{name: ClusterResourcesFit}]}}\n"
+    ),
+}
+CAPACITY = (
+    None,
+    CapacityInput(requests="cpu=2", allocated={}),
+    CapacityInput(requests="cpu=2", allocated={"c0": {"cpu": "6"}}),
+)
+
+
+@dataclass(frozen=True)
+class WideSpec:
+    """A member cluster with resources, namespaces and the namespace-collection condition."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...] = ()
+    taints: tuple[tuple[str, str | None], ...] = ()
+    cost: str = "10"
+    cpu: str = "8"
+    available: str = "4"
+    namespaces: tuple[str, ...] | None = None
+    collected: bool = False
+    heartbeat_minutes: float = 0
+    joined: bool = True
+    healthy: bool = True
+
+    def build(self) -> MemberCluster:
+        wire = member_cluster(
+            self.name,
+            NOW,
+            labels=dict(self.labels),
+            taints=self.taints,  # type: ignore[arg-type]
+            properties={"cost": self.cost},
+            allocatable={"cpu": self.cpu},
+            capacity={"cpu": "16"},
+            available={"cpu": self.available},
+            heartbeat_age=timedelta(minutes=self.heartbeat_minutes),
+            joined=self.joined,
+            healthy=self.healthy,
+        ).to_wire()
+        if self.namespaces is not None:
+            wire["status"]["namespaces"] = {n: "" for n in self.namespaces}
+        if self.collected:
+            wire["status"]["conditions"] = [
+                {"type": names.NAMESPACE_COLLECTION_CONDITION, "status": "True", "reason": "r",
+                 "message": "", "lastTransitionTime": NOW.isoformat()}
+            ]
+        return MemberCluster.model_validate(wire)
+
+
+LABELS = st.dictionaries(
+    st.sampled_from(["env", "zone", "team", "tier"]), st.sampled_from(["a", "b", "prod"]),
+    max_size=3,
+).map(lambda d: tuple(sorted(d.items())))
+TAINTS = st.sampled_from([(), (("gpu", "true"),), (("gpu", "false"),), (("gpu", None),)])
+NAMESPACES = st.sampled_from([None, (), (NAMESPACE,), ("other",)])
+
+
+def wide_spec(name: str) -> st.SearchStrategy[WideSpec]:
+    return st.builds(
+        WideSpec,
+        st.just(name),
+        labels=LABELS,
+        taints=TAINTS,
+        cost=st.sampled_from(["1", "10", "50"]),
+        cpu=st.sampled_from(["1", "4", "8"]),
+        available=st.sampled_from(["0", "2", "4"]),
+        namespaces=NAMESPACES,
+        collected=st.booleans(),
+        heartbeat_minutes=st.sampled_from([0, 0, 1, 3, 10]),
+        joined=st.booleans() | st.just(True),
+        healthy=st.booleans() | st.just(True),
+    )
+
+
+@st.composite
+def wide_change(draw: st.DrawFn, spec: WideSpec) -> WideSpec:
+    kind = draw(st.sampled_from(["labels", "taints", "cost", "cpu", "available", "namespaces",
+                                 "collected", "heartbeat", "joined", "healthy"]))
+    replace = dataclasses.replace
+    if kind == "labels":
+        labels = dict(spec.labels)
+        key = draw(st.sampled_from(["env", "zone", "team", "tier", "unread"]))
+        value = draw(st.sampled_from([None, "a", "b", "prod"]))
+        labels.pop(key, None)
+        if value:
+            labels[key] = value
+        return replace(spec, labels=tuple(sorted(labels.items())))
+    if kind == "taints":
+        return replace(spec, taints=draw(TAINTS | st.just((("x", "1"),))))
+    if kind == "cost":
+        return replace(spec, cost=draw(st.sampled_from(["1", "10", "50", "oops"])))
+    if kind == "cpu":
+        return replace(spec, cpu=draw(st.sampled_from(["1", "4", "8", "8000m"])))
+    if kind == "available":
+        return replace(spec, available=draw(st.sampled_from(["0", "2", "4"])))
+    if kind == "namespaces":
+        return replace(spec, namespaces=draw(NAMESPACES))
+    if kind == "collected":
+        return replace(spec, collected=not spec.collected)
+    if kind == "heartbeat":
+        return replace(spec, heartbeat_minutes=draw(st.sampled_from([0, 1, 3, 10])))
+    if kind == "joined":
+        return replace(spec, joined=not spec.joined)
+    return replace(spec, healthy=not spec.healthy)
+
+
+@st.composite
+def wide_policy(draw: st.DrawFn) -> dict[str, object] | None:
+    kind = draw(st.sampled_from([names.PICK_ALL, names.PICK_N, names.PICK_FIXED, None]))
+    if kind is None:
+        return None
+    policy: dict[str, object] = {"placementType": kind}
+    if kind == names.PICK_FIXED:
+        policy["clusterNames"] = draw(st.lists(st.sampled_from(WIDE_POOL), max_size=4))
+        return policy
+    term: dict[str, object] = {}
+    if draw(st.booleans()):
+        operator = draw(st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist"]))
+        expression: dict[str, object] = {
+            "key": draw(st.sampled_from(["env", "team"])), "operator": operator
+        }
+        if operator in ("In", "NotIn"):
+            expression["values"] = ["a", "prod"]
+        term["labelSelector"] = {"matchExpressions": [expression]}
+    if draw(st.booleans()):
+        name = draw(st.sampled_from(["cost", f"{RESOURCE}allocatable-cpu",
+                                     f"{RESOURCE}available-cpu", f"{RESOURCE}total-cpu"]))
+        term["propertySelector"] = {"matchExpressions": [
+            {"name": name, "operator": draw(st.sampled_from(names.PROPERTY_OPERATORS)),
+             "values": ["4"]}
+        ]}  # fmt: skip
+    affinity: dict[str, object] = {}
+    if term and draw(st.booleans()):
+        affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+            "clusterSelectorTerms": [term]
+        }
+    if kind == names.PICK_N:
+        policy["numberOfClusters"] = draw(st.integers(0, 4))
+        if draw(st.booleans()):
+            preference: dict[str, object] = {"propertySorter": {
+                "name": draw(st.sampled_from(["cost", f"{RESOURCE}available-cpu",
+                                              f"{RESOURCE}allocatable-cpu"])),
+                "sortOrder": draw(st.sampled_from(["Ascending", "Descending"])),
+            }}  # fmt: skip
+            if "labelSelector" in term and draw(st.booleans()):
+                preference["labelSelector"] = term["labelSelector"]
+            affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                {"weight": draw(st.sampled_from([0, 30, -20])), "preference": preference}
+            ]
+        if draw(st.booleans()):
+            policy["topologySpreadConstraints"] = [
+                {"maxSkew": 1, "topologyKey": "zone",
+                 "whenUnsatisfiable": draw(st.sampled_from(["DoNotSchedule", "ScheduleAnyway"]))}
+            ]  # fmt: skip
+    if affinity:
+        policy["affinity"] = {"clusterAffinity": affinity}
+    if draw(st.booleans()):
+        policy["tolerations"] = [draw(st.sampled_from([
+            {"key": "gpu", "operator": "Exists"},
+            {"key": "gpu", "operator": "Equal", "value": "true"},
+        ]))]  # fmt: skip
+    return policy
+
+
+def wide_fixpoint(
+    snapshot: ClusterSchedulingPolicySnapshot,
+    clusters: list[MemberCluster],
+    found: list[ClusterResourceBinding],
+    profile: Profile,
+    capacity: CapacityInput | None,
+    fresh: bool = False,
+) -> tuple[list[ClusterResourceBinding], ClusterSchedulingPolicySnapshot] | None:
+    """The fixpoint, or None when the cycle fails (an unparsable property: nothing to compare)."""
+    for _ in range(20):
+        result = schedule(
+            CycleInput(snapshot=snapshot, clusters=clusters, bindings=found, now=NOW,
+                       fresh=fresh, capacity=capacity),
+            profile,
+        )
+        if result.error is not None:
+            return None
+        before = (found, snapshot)
+        found, snapshot = apply_plan(found, snapshot, result.plan)
+        fresh = False
+        if not result.requeue and (found, snapshot) == before:
+            return found, snapshot
+    raise AssertionError("no fixpoint after 20 cycles")
+
+
+@SETTINGS
+@given(st.data())
+def test_wider_changes_skipped_by_the_hint_decide_the_same(data: st.DataObject) -> None:
+    chosen = data.draw(st.lists(st.sampled_from(WIDE_POOL), min_size=1, max_size=6, unique=True))
+    fleet = [data.draw(wide_spec(name)) for name in chosen]
+    policy = data.draw(wide_policy())
+    namespace = data.draw(st.sampled_from([None, NAMESPACE]))
+    capacity = data.draw(st.sampled_from(CAPACITY))
+    profile = PROFILES[data.draw(st.sampled_from(sorted(PROFILES)))]
+    snapshot = policy_snapshot(PLACEMENT, policy, index=1, namespace=namespace)
+    targets = data.draw(st.lists(st.sampled_from(chosen), max_size=4, unique=True))
+    existing = [
+        binding(PLACEMENT, target, f"{PLACEMENT}-1", name=f"{PLACEMENT}-{target}-x",
+                namespace=namespace,
+                state=data.draw(st.sampled_from([names.STATE_SCHEDULED, names.STATE_BOUND])))
+        for target in targets
+    ]  # fmt: skip
+    clusters = [spec.build() for spec in fleet]
+    fresh = policy is not None and policy["placementType"] == names.PICK_N and data.draw(
+        st.booleans()
+    )
+    steady = wide_fixpoint(snapshot, clusters, existing, profile, capacity, fresh)
+    if steady is None:
+        return
+    index = data.draw(st.integers(0, len(fleet) - 1))
+    after = [*clusters[:index], data.draw(wide_change(fleet[index])).build(),
+             *clusters[index + 1 :]]  # fmt: skip
+    change = ClusterChange.between(clusters[index], after[index], profile.ineligibility, NOW)
+    if may_change_decision(
+        profile.cycle_plugins(), steady[1].spec.policy, change, capacity_aware=capacity is not None
+    ):
+        event("requeued")
+        return
+    event("skipped")
+    again = wide_fixpoint(steady[1], after, steady[0], profile, capacity)
+    assert again is not None and _state(again) == _state(steady), change

@@ -473,3 +473,27 @@ def test_a_plugin_without_a_hint_requeues_every_placement_kubefleet_would() -> N
     profile = dataclasses.replace(base, filter=(*base.filter, Opaque()))  # type: ignore[arg-type]
     assert hinted("MODIFIED", cluster(env="prod", team="a"), cluster(env="prod", team="b"),
                   profile) == ["by-env", "plain", "short"]
+
+
+def test_a_capacity_aware_placement_hears_of_room_whatever_its_type() -> None:
+    """Its cycle reads the clusters' resources itself (room for PickFixed targets, the
+    "kept beyond the room" note): a resource change reaches it, though no plugin's hint of
+    PickFixed would."""
+    from scheduler import default_profile
+    from scheduler.testing import member_cluster
+
+    short = placement("fixed", PlacementPolicy(placement_type="PickFixed", cluster_names=["b"]))
+    metadata = short.metadata.model_copy(
+        update={"annotations": {hub_names.REQUESTS_ANNOTATION: "cpu=4"}}
+    )
+    aware = short.model_copy(update={"metadata": metadata})
+    plain = placement("plain-fixed", PlacementPolicy(placement_type="PickFixed",
+                                                     cluster_names=["b"]))
+    old = member_cluster("b", NOW, allocatable={"cpu": "2"})
+    new = member_cluster("b", NOW, allocatable={"cpu": "16"})
+    found = route_change(
+        Change("MODIFIED", old, new),
+        placements={"fixed": routing_copy(aware), "plain-fixed": routing_copy(plain)},
+        standalone=True, checker=EligibilityChecker(), now=NOW, profile=default_profile(),
+    )
+    assert [r.placement for r in found] == ["fixed"]
