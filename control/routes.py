@@ -87,6 +87,8 @@ __all__ = [
 
 T = TypeVar("T", bound=HubObject)
 
+REQUESTS: Final = hub_names.REQUESTS_ANNOTATION
+
 # Reason templates: the text after the signal name in the workflow's pending reasons.
 REASON_STARTED: Final = "watcher started: placement {name} exists"
 REASON_STARTED_DELETING: Final = "watcher started: placement {name} is being deleted"
@@ -434,7 +436,8 @@ def _cluster(
                 plugins,
                 placements[key].spec.policy,
                 change,
-                capacity_aware=hub_names.REQUESTS_ANNOTATION in placements[key].metadata.annotations,
+                # Its cycle reads room itself (an unreadable annotation counts too).
+                capacity_aware=REQUESTS in placements[key].metadata.annotations,
             )
         ]
     return [
