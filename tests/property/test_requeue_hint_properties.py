@@ -57,19 +57,22 @@ class Spec:
         )
 
 
+OPTIONAL_LABELS = st.fixed_dictionaries(
+    {},
+    optional={
+        "zone": st.sampled_from(["x", "y", "z"]),
+        "tier": st.just("gold"),
+        "team": st.sampled_from(["a", "b"]),
+    },
+)
+
+
 @st.composite
 def specs(draw: st.DrawFn) -> list[Spec]:
     chosen = draw(st.lists(st.sampled_from(POOL), min_size=1, max_size=8, unique=True))
     out = []
     for name in chosen:
-        labels = {"env": draw(st.sampled_from(["prod", "dev"]))}
-        zone = draw(st.sampled_from(["x", "y", "z", None]))
-        if zone:
-            labels["zone"] = zone
-        if draw(st.booleans()):
-            labels["tier"] = "gold"
-        if draw(st.booleans()):
-            labels["team"] = draw(st.sampled_from(["a", "b"]))
+        labels = {"env": draw(st.sampled_from(["prod", "dev"]))} | draw(OPTIONAL_LABELS)
         out.append(
             Spec(
                 name,
@@ -121,21 +124,25 @@ def changed(draw: st.DrawFn, spec: Spec) -> Spec:
 def fixpoint(
     snapshot: ClusterSchedulingPolicySnapshot,
     clusters: list[MemberCluster],
-    bindings: list[ClusterResourceBinding],
-    fresh: bool,
-) -> tuple[list[ClusterResourceBinding], ClusterSchedulingPolicySnapshot]:
+    found: list[ClusterResourceBinding],
+    profile: Profile,
+    capacity: CapacityInput | None,
+    fresh: bool = False,
+) -> tuple[list[ClusterResourceBinding], ClusterSchedulingPolicySnapshot] | None:
+    """The fixpoint, or None when the cycle fails (an unparsable property: nothing to compare)."""
     for _ in range(20):
         result = schedule(
-            CycleInput(snapshot=snapshot, clusters=clusters, bindings=bindings, now=NOW,
-                       fresh=fresh),
-            PROFILE,
+            CycleInput(snapshot=snapshot, clusters=clusters, bindings=found, now=NOW,
+                       fresh=fresh, capacity=capacity),
+            profile,
         )
-        assert result.error is None, result.error
-        before = (bindings, snapshot)
-        bindings, snapshot = apply_plan(bindings, snapshot, result.plan)
+        if result.error is not None:
+            return None
+        before = (found, snapshot)
+        found, snapshot = apply_plan(found, snapshot, result.plan)
         fresh = False
-        if not result.requeue and (bindings, snapshot) == before:
-            return bindings, snapshot
+        if not result.requeue and (found, snapshot) == before:
+            return found, snapshot
     raise AssertionError("no fixpoint after 20 cycles")
 
 
@@ -157,7 +164,8 @@ def test_a_placement_the_hint_skips_would_decide_the_same(data: st.DataObject) -
     existing = data.draw(bindings([s.name for s in fleet]))
     fresh = policy["placementType"] == names.PICK_N and data.draw(st.booleans())
     clusters = [s.build() for s in fleet]
-    steady = fixpoint(snapshot, clusters, existing, fresh)
+    steady = fixpoint(snapshot, clusters, existing, PROFILE, None, fresh)
+    assert steady is not None
 
     index = data.draw(st.integers(0, len(fleet) - 1))
     after_spec = data.draw(changed(fleet[index]))
@@ -168,8 +176,8 @@ def test_a_placement_the_hint_skips_would_decide_the_same(data: st.DataObject) -
         event("requeued")
         return
     event("skipped")
-    again = fixpoint(steady[1], after, steady[0], False)
-    assert _state(again) == _state(steady), change
+    again = fixpoint(steady[1], after, steady[0], PROFILE, None)
+    assert again is not None and _state(again) == _state(steady), change
 
 
 # --- the wider search: resources, namespaces, selectors of every operator, capacity, profiles ---
@@ -352,31 +360,6 @@ def wide_policy(draw: st.DrawFn) -> dict[str, object] | None:
     return policy
 
 
-def wide_fixpoint(
-    snapshot: ClusterSchedulingPolicySnapshot,
-    clusters: list[MemberCluster],
-    found: list[ClusterResourceBinding],
-    profile: Profile,
-    capacity: CapacityInput | None,
-    fresh: bool = False,
-) -> tuple[list[ClusterResourceBinding], ClusterSchedulingPolicySnapshot] | None:
-    """The fixpoint, or None when the cycle fails (an unparsable property: nothing to compare)."""
-    for _ in range(20):
-        result = schedule(
-            CycleInput(snapshot=snapshot, clusters=clusters, bindings=found, now=NOW,
-                       fresh=fresh, capacity=capacity),
-            profile,
-        )
-        if result.error is not None:
-            return None
-        before = (found, snapshot)
-        found, snapshot = apply_plan(found, snapshot, result.plan)
-        fresh = False
-        if not result.requeue and (found, snapshot) == before:
-            return found, snapshot
-    raise AssertionError("no fixpoint after 20 cycles")
-
-
 @SETTINGS
 @given(st.data())
 def test_wider_changes_skipped_by_the_hint_decide_the_same(data: st.DataObject) -> None:
@@ -398,7 +381,7 @@ def test_wider_changes_skipped_by_the_hint_decide_the_same(data: st.DataObject) 
     fresh = policy is not None and policy["placementType"] == names.PICK_N and data.draw(
         st.booleans()
     )
-    steady = wide_fixpoint(snapshot, clusters, existing, profile, capacity, fresh)
+    steady = fixpoint(snapshot, clusters, existing, profile, capacity, fresh)
     if steady is None:
         return
     index = data.draw(st.integers(0, len(fleet) - 1))
@@ -411,5 +394,5 @@ def test_wider_changes_skipped_by_the_hint_decide_the_same(data: st.DataObject) 
         event("requeued")
         return
     event("skipped")
-    again = wide_fixpoint(steady[1], after, steady[0], profile, capacity)
+    again = fixpoint(steady[1], after, steady[0], profile, capacity)
     assert again is not None and _state(again) == _state(steady), change
