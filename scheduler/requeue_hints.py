@@ -111,12 +111,11 @@ def may_change_decision(
         return True
     if policy is not None and policy.effective_type == names.PICK_FIXED:
         return change.eligibility and change.name in policy.cluster_names
-    seen: set[int] = set()
     for plugin in plugins:
-        if id(plugin) in seen:
-            continue
-        seen.add(id(plugin))
-        if not isinstance(plugin, RequeueHint) or plugin.requeue_hint(policy, change):
+        # getattr, not isinstance on the Protocol: this runs for every placement of a fleet on
+        # every cluster update, and a runtime Protocol check costs microseconds.
+        hint = getattr(plugin, "requeue_hint", None)
+        if hint is None or hint(policy, change):
             return True
     return False
 
@@ -145,18 +144,35 @@ def property_names(policy: PlacementPolicy | None) -> set[str]:
 
 def affinity_may_change(policy: PlacementPolicy | None, change: ClusterChange) -> bool:
     """ClusterAffinity's hint: a label or property its terms read changed."""
-    terms = _terms(policy)
-    if not terms:
+    if policy is None or policy.affinity is None or policy.affinity.cluster_affinity is None:
         return False
-    if label_keys(term.label_selector for term in terms) & change.labels:
-        return True
-    for name in property_names(policy):
-        if name.startswith(names.RESOURCE_PROPERTY_PREFIX):
-            if change.resources:
-                return True
-        elif name in change.properties:
-            return True
-    return False
+    labels, properties, resources = _reads(policy)
+    return bool(
+        labels & change.labels
+        or properties & change.properties
+        or (resources and change.resources)
+    )
+
+
+# What each policy's affinity reads, by the policy object (the watcher keeps one per placement
+# and asks about it on every cluster update): (label keys, property names, reads resources).
+_READS: dict[int, tuple[PlacementPolicy, frozenset[str], frozenset[str], bool]] = {}
+MAX_CACHED_POLICIES = 100_000
+
+
+def _reads(policy: PlacementPolicy) -> tuple[frozenset[str], frozenset[str], bool]:
+    cached = _READS.get(id(policy))
+    if cached is not None and cached[0] is policy:
+        return cached[1], cached[2], cached[3]
+    terms = _terms(policy)
+    labels = frozenset(label_keys(term.label_selector for term in terms))
+    read = property_names(policy)
+    resources = any(n.startswith(names.RESOURCE_PROPERTY_PREFIX) for n in read)
+    properties = frozenset(n for n in read if not n.startswith(names.RESOURCE_PROPERTY_PREFIX))
+    if len(_READS) >= MAX_CACHED_POLICIES:
+        _READS.clear()
+    _READS[id(policy)] = (policy, labels, properties, resources)
+    return labels, properties, resources
 
 
 def _terms(policy: PlacementPolicy | None) -> list:  # type: ignore[type-arg]
