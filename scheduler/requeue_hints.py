@@ -27,18 +27,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
 
 from hub import names
-from hub.types import MemberCluster, PlacementPolicy
+from hub.types import ClusterSelectorTerm, LabelSelector, MemberCluster, PlacementPolicy
 from scheduler.facts import ClusterFacts, build
 
 __all__ = [
     "ClusterChange",
-    "RequeueHint",
-    "label_keys",
+    "affinity_may_change",
     "may_change_decision",
-    "property_names",
 ]
 
 
@@ -88,11 +85,6 @@ class ClusterChange:
         )
 
 
-@runtime_checkable
-class RequeueHint(Protocol):
-    def requeue_hint(self, policy: PlacementPolicy | None, change: ClusterChange) -> bool: ...
-
-
 def may_change_decision(
     plugins: Iterable[object],
     policy: PlacementPolicy | None,
@@ -112,29 +104,29 @@ def may_change_decision(
     if policy is not None and policy.effective_type == names.PICK_FIXED:
         return change.eligibility and change.name in policy.cluster_names
     for plugin in plugins:
-        # getattr, not isinstance on the Protocol: this runs for every placement of a fleet on
-        # every cluster update, and a runtime Protocol check costs microseconds.
+        # A plugin without the method has no hint (see the module docstring); this runs for
+        # every placement of a fleet on every cluster update, so no costlier check.
         hint = getattr(plugin, "requeue_hint", None)
         if hint is None or hint(policy, change):
             return True
     return False
 
 
-def label_keys(selectors: Iterable[object]) -> set[str]:
+def _label_keys(selectors: Iterable[LabelSelector | None]) -> set[str]:
     """The label keys `selectors` (LabelSelectors, or None) read."""
     keys: set[str] = set()
     for selector in selectors:
         if selector is None:
             continue
-        keys.update(selector.match_labels)  # type: ignore[attr-defined]
-        keys.update(e.key for e in selector.match_expressions)  # type: ignore[attr-defined]
+        keys.update(selector.match_labels)
+        keys.update(e.key for e in selector.match_expressions)
     return keys
 
 
-def property_names(policy: PlacementPolicy | None) -> set[str]:
+def _property_names(terms: Iterable[ClusterSelectorTerm]) -> set[str]:
     """The property names the policy's cluster affinity reads (selectors and sorters)."""
     out: set[str] = set()
-    for term in _terms(policy):
+    for term in terms:
         if term.property_selector is not None:
             out.update(e.name for e in term.property_selector.match_expressions)
         if term.property_sorter is not None:
@@ -165,8 +157,8 @@ def _reads(policy: PlacementPolicy) -> tuple[frozenset[str], frozenset[str], boo
     if cached is not None and cached[0] is policy:
         return cached[1], cached[2], cached[3]
     terms = _terms(policy)
-    labels = frozenset(label_keys(term.label_selector for term in terms))
-    read = property_names(policy)
+    labels = frozenset(_label_keys(term.label_selector for term in terms))
+    read = _property_names(terms)
     resources = any(n.startswith(names.RESOURCE_PROPERTY_PREFIX) for n in read)
     properties = frozenset(n for n in read if not n.startswith(names.RESOURCE_PROPERTY_PREFIX))
     if len(_READS) >= MAX_CACHED_POLICIES:
@@ -175,11 +167,11 @@ def _reads(policy: PlacementPolicy) -> tuple[frozenset[str], frozenset[str], boo
     return labels, properties, resources
 
 
-def _terms(policy: PlacementPolicy | None) -> list:  # type: ignore[type-arg]
+def _terms(policy: PlacementPolicy | None) -> list[ClusterSelectorTerm]:
     if policy is None or policy.affinity is None or policy.affinity.cluster_affinity is None:
         return []
     affinity = policy.affinity.cluster_affinity
-    terms = []
+    terms: list[ClusterSelectorTerm] = []
     required = affinity.required_during_scheduling_ignored_during_execution
     if required is not None:
         terms.extend(required.cluster_selector_terms)

@@ -54,16 +54,7 @@ FIXED_NOT_FOUND = 'Specified cluster "{cluster}" is not found'
 
 
 def selected_decision(cluster: str, score: Score) -> ClusterDecision:
-    return ClusterDecision(
-        cluster_name=cluster,
-        selected=True,
-        cluster_score=ClusterScore(
-            affinity_score=score.affinity_score, priority_score=score.topology_spread_score
-        ),
-        reason=SELECTED.format(
-            cluster=cluster, affinity=score.affinity_score, topology=score.topology_spread_score
-        ),
-    )
+    return _scored(cluster, score, selected=True, template=SELECTED)
 
 
 def selected_fixed_decision(cluster: str) -> ClusterDecision:
@@ -73,15 +64,18 @@ def selected_fixed_decision(cluster: str) -> ClusterDecision:
 
 
 def not_picked_decision(cluster: str, score: Score) -> ClusterDecision:
+    return _scored(cluster, score, selected=False, template=NOT_PICKED)
+
+
+def _scored(cluster: str, score: Score, *, selected: bool, template: str) -> ClusterDecision:
+    """A PickN decision: the score as KubeFleet stores it (topology spread as priority) and in
+    the reason."""
+    affinity, topology = score.affinity_score, score.topology_spread_score
     return ClusterDecision(
         cluster_name=cluster,
-        selected=False,
-        cluster_score=ClusterScore(
-            affinity_score=score.affinity_score, priority_score=score.topology_spread_score
-        ),
-        reason=NOT_PICKED.format(
-            cluster=cluster, affinity=score.affinity_score, topology=score.topology_spread_score
-        ),
+        selected=selected,
+        cluster_score=ClusterScore(affinity_score=affinity, priority_score=topology),
+        reason=template.format(cluster=cluster, affinity=affinity, topology=topology),
     )
 
 
