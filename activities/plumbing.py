@@ -16,6 +16,7 @@ from typing import Final, Literal, Protocol
 from opentelemetry import trace
 from temporalio import activity
 
+from activities.advice import TurnAdvisor
 from activities.bindings import Tally
 from activities.outage import HubGate
 from hub import names
@@ -84,6 +85,9 @@ class ActivitySettings:
     # Where activities wait out a hub outage (activities.outage); None: they fail at once and
     # Temporal's RetryPolicy retries them. Every worker that `build_worker` makes has one.
     hub_gate: HubGate | None = None
+    # Advises each turn's placement where its next turn runs (activities.advice); None: no
+    # advice (the workflow keeps its choice). Every worker that `build_worker` makes has one.
+    advisor: TurnAdvisor | None = None
 
     def now(self) -> datetime:
         # metav1.Time has second precision; conditions compare equal after a round trip.

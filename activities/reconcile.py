@@ -49,7 +49,7 @@ from workflows.models import (
     RequeueRequest,
     TurnPriority,
 )
-from workflows.starts import local_cycles_for, start_options, turn_priority
+from workflows.starts import start_options, turn_execution_for, turn_priority
 
 __all__ = ["ReconcileFleet", "running_placements"]
 
@@ -182,7 +182,7 @@ class ReconcileFleet:
         start_signal = (
             names.SIGNAL_PLACEMENT_CHANGED if request.standalone else names.SIGNAL_SNAPSHOT_CHANGED
         )
-        local = local_cycles_for(len(plan.clusters), request.local_cycles_up_to)
+        where = turn_execution_for(len(plan.clusters), request.local_cycles_up_to)
 
         async def call(name: str, signal: str, payload: HubEvent | RequeueRequest) -> None:
             priority = priorities.get(name)
@@ -194,7 +194,7 @@ class ReconcileFleet:
                         await self._client.start_workflow(
                             names.placement_workflow(namespace),
                             PlacementInput(
-                                placement=placement, namespace=namespace, local_cycles=local
+                                placement=placement, namespace=namespace, turn_execution=where
                             ),
                             start_signal=signal,
                             start_signal_args=[payload],
@@ -217,12 +217,12 @@ class ReconcileFleet:
                 call(
                     n,
                     start_signal,
-                    HubEvent(reason=r, local_cycles=local, priority=priorities.get(n)),
+                    HubEvent(reason=r, turn_execution=where, priority=priorities.get(n)),
                 )
                 for n, r in plan.start.items()
             ),
             *(
-                call(n, names.SIGNAL_PLACEMENT_DELETING, HubEvent(reason=r, local_cycles=local))
+                call(n, names.SIGNAL_PLACEMENT_DELETING, HubEvent(reason=r, turn_execution=where))
                 for n, r in plan.finish.items()
             ),
             *(
@@ -233,7 +233,7 @@ class ReconcileFleet:
                 call(
                     n,
                     names.SIGNAL_PRIORITY_CHANGED,
-                    HubEvent(reason=PRIORITY_REASON, local_cycles=local, priority=p),
+                    HubEvent(reason=PRIORITY_REASON, turn_execution=where, priority=p),
                 )
                 for n, p in reprioritise.items()
             ),

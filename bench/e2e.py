@@ -66,7 +66,7 @@ from workers.temporal_client import TemporalTarget, connect
 from workflows import names
 from workflows.models import HubEvent, PlacementInput
 from workflows.placement import PlacementWorkflow
-from workflows.starts import local_cycles_for
+from workflows.starts import turn_execution_for
 
 # The watcher's own bound on concurrent Temporal calls (control.watcher.DEFAULT_MAX_IN_FLIGHT).
 SIGNAL_CONCURRENCY: Final = 32
@@ -195,14 +195,14 @@ class Bench:
     async def _signal_with_start(self, name: str) -> None:
         # The watcher's call (control.watcher.Watcher._signal_with_start), on the ceiling queue,
         # with what it would say about local cycles for this fleet.
-        local = local_cycles_for(self.args.clusters, self.args.local_cycles_up_to)
+        where = turn_execution_for(self.args.clusters, self.args.local_cycles_up_to)
         await self.client.start_workflow(
             PlacementWorkflow.run,
-            PlacementInput(placement=name, local_cycles=local),
+            PlacementInput(placement=name, turn_execution=where),
             id=names.workflow_id(name),
             task_queue=CEILING_TASK_QUEUE,
             start_signal=names.SIGNAL_PLACEMENT_CHANGED,
-            start_signal_args=[HubEvent(reason="placement created", local_cycles=local)],
+            start_signal_args=[HubEvent(reason="placement created", turn_execution=where)],
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             search_attributes=TypedSearchAttributes(
@@ -234,7 +234,8 @@ class Bench:
         report("rss.queue.peak_mb", child.peak_mb or float("nan"))
 
     async def e2e(self) -> None:
-        local = ("--local-cycles-up-to", str(self.args.local_cycles_up_to))
+        up_to = self.args.local_cycles_up_to
+        local = () if up_to is None else ("--local-cycles-up-to", str(up_to))
         worker = self.stack.scheduler_part(
             "worker", TEMPORAL_TASK_QUEUE, "--components", "workflows,activities",
             "--processes", str(self.args.processes), *local,
@@ -246,7 +247,7 @@ class Bench:
         worker.start(ready=r"^fleet-scheduler run: ready in")
         watcher.start(ready=r"^fleet-scheduler run: ready in")
         report("e2e.processes", self.args.processes)
-        report("e2e.local_cycles_up_to", self.args.local_cycles_up_to)
+        report("e2e.local_cycles_up_to", "auto" if up_to is None else up_to)
         metrics = _metrics_url(worker.wait_ready())
         watcher.wait_ready()
         async with aiohttp.ClientSession() as session:
@@ -527,10 +528,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--processes", type=int, default=0, metavar="N",
                         help="the worker's activity processes (`run --processes N`; default 0: "
                              "activities in the worker process)")
-    parser.add_argument("--local-cycles-up-to", type=int, default=0, metavar="CLUSTERS",
-                        help="`run --local-cycles-up-to` for the worker and the watcher; the "
-                             "ceiling then runs its turns as local activities too when the "
-                             "fleet is that small (default 0: off)")
+    parser.add_argument("--local-cycles-up-to", type=int, default=None, metavar="CLUSTERS",
+                        help="`run --local-cycles-up-to` for the worker and the watcher, to "
+                             "force where turns run; the ceiling's turns follow the same word "
+                             "(default: none, the workers choose)")
     parser.add_argument("--queue-workers", type=int, default=16,
                         help="workers of the queue baseline (default 16, the worker's "
                              "activity slots)")

@@ -109,7 +109,7 @@ class RunConfig:
     # PrioritySort's fairness keys when no profile file is given (docs/priority.md).
     fairness: bool = False
     resource_placements: bool = True  # KubeFleet's --enable-resource-placement
-    local_cycles_up_to: int = 0
+    local_cycles_up_to: int | None = None  # None: the workers choose (workflows.starts)
     admission_window: int = DEFAULT_ADMISSION_WINDOW
     # The Schedules this process keeps (control.schedules); 0: not managed here.
     reconcile_every_s: float = 0.0

@@ -41,7 +41,7 @@ def _reconcile_schedule(
     task_queue: str,
     every: timedelta,
     standalone: bool,
-    local_cycles_up_to: int,
+    local_cycles_up_to: int | None,
     resource_placements: bool = True,
 ) -> Schedule:
     return Schedule(
@@ -67,7 +67,7 @@ async def ensure_reconcile_schedule(
     every: timedelta,
     *,
     standalone: bool,
-    local_cycles_up_to: int = 0,
+    local_cycles_up_to: int | None = None,
     resource_placements: bool = True,
 ) -> str:
     """Create the reconcile Schedule, or update it to these settings; returns its id."""

@@ -89,9 +89,9 @@ from scheduler.framework.queue_sort import (
 )
 from scheduler.watch_rules import scheduled_condition_current
 from workflows import names
-from workflows.models import HubEvent, PlacementInput, TurnPriority
+from workflows.models import HubEvent, PlacementInput, TurnExecutionMode, TurnPriority
 from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
-from workflows.starts import local_cycles_for, start_options, turn_priority
+from workflows.starts import start_options, turn_execution_for, turn_priority
 
 __all__ = [
     "DEFAULT_COALESCE_SECONDS",
@@ -321,9 +321,10 @@ class Watcher:
               it too. False beside KubeFleet's hub agent: those arrive as snapshot events;
             - `reconciles`: the process keeps the reconcile Schedule, so start-up triggers one
               reconcile instead of signalling every placement;
-            - `local_cycles_up_to`: every start and signal tells the workflow to run its turns
-              as local activities while the fleet has at most this many member clusters, and
-              on the activity queue above (0: never; docs/operations.md, "Local cycles");
+            - `local_cycles_up_to`: None (the default): every start and signal lets the
+              workers choose where each turn runs; N, for experiments: turns run as local
+              activities while the fleet has at most N member clusters, and on the activity
+              queue above (0: always; docs/operations.md, "Where turns run");
             - `admission_window`: how many turns of placements not scheduled at their
               generation may be in Temporal at once, per priority key and better
               (control.outbox.AdmissionWindow; standalone mode only; 0: no window);
@@ -898,7 +899,7 @@ class Watcher:
         workflow_id = names.workflow_id_for_key(key)
         event = HubEvent(
             reason=batch.reason,
-            local_cycles=self.local_cycles(),
+            turn_execution=self.turn_execution(),
             priority=self._turn_priority(batch),
         )
         with span("watcher.signal", placement=key, signal=batch.signal, events=batch.events):
@@ -929,7 +930,9 @@ class Watcher:
         namespace, name = split_key(key)
         await self._temporal.start_workflow(
             ResourcePlacementWorkflow.run if namespace else PlacementWorkflow.run,
-            PlacementInput(placement=name, namespace=namespace, local_cycles=event.local_cycles),
+            PlacementInput(
+                placement=name, namespace=namespace, turn_execution=event.turn_execution
+            ),
             start_signal=signal,
             start_signal_args=[event],
             rpc_timeout=RPC_TIMEOUT,
@@ -945,14 +948,14 @@ class Watcher:
         )
         return turn_priority(own, turn)
 
-    def local_cycles(self) -> bool | None:
-        """What the watcher's signals say about local cycles: whether they are on and the fleet
-        small enough for them; None (the workflows keep what they have) until the cluster list
-        has arrived, when the fleet's size is not known yet."""
+    def turn_execution(self) -> TurnExecutionMode | None:
+        """What the watcher's signals say about where turns run: "auto" (the workers choose),
+        unless `local_cycles_up_to` forces it by the fleet's size; then None (the workflows
+        keep what they have) until the cluster list has arrived."""
         clusters = self._views[MemberCluster]
-        if not clusters.synced:
-            return None
-        return local_cycles_for(len(clusters), self._local_cycles_up_to)
+        return turn_execution_for(
+            len(clusters) if clusters.synced else None, self._local_cycles_up_to
+        )
 
     def _read_placement(self, key: str) -> ClusterResourcePlacement | None:
         namespace, name = split_key(key)

@@ -33,6 +33,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from activities.advice import TurnAdvisor
 from activities.cleanup import CleanupPlacement
 from activities.clusters import ClusterCache
 from activities.outage import HubGate
@@ -194,7 +195,6 @@ def build_worker(
     version: WorkerVersion | None = None,
     workflows: bool = True,
     activities: bool = True,
-    local_cycles: bool = False,
     **worker_options: Any,
 ) -> PlacementWorkers:
     """The workers for PlacementWorkflow and its activities on `task_queue`.
@@ -205,9 +205,9 @@ def build_worker(
     `names.activity_task_queue(task_queue)` with `max_concurrent_activities` slots. The
     activities run on `activity_executor`, or on a new thread pool with one thread per activity
     slot; the caller owns a pool it passes in (`serve` shuts its own down).
-    `local_cycles` gives the workflow worker `max_concurrent_activities` slots for placements
-    whose turns run as local activities (docs/operations.md, "Local cycles"); without it, it
-    keeps WORKFLOW_WORKER_ACTIVITY_SLOTS for placements told so by an earlier configuration.
+    The workflow worker also has `max_concurrent_activities` slots for turns that run as local
+    activities (docs/operations.md, "Where turns run"), and the activities an advisor
+    (activities.advice) that knows them.
     `version` makes them versioned workers of a Worker Deployment (workers.versioning says why);
     without one they poll unversioned, as `fleet-scheduler dev` does. `worker_options` go to
     each `temporalio.worker.Worker` as they are (tests pass `max_cached_workflows=0`)."""
@@ -222,7 +222,6 @@ def build_worker(
             max_concurrent_activities,
             workflows=workflows,
             activities=activities,
-            local_cycles=local_cycles,
         ),
         thread_name_prefix="activity",
     )
@@ -230,6 +229,14 @@ def build_worker(
     settings = settings or ActivitySettings()
     if settings.hub_gate is None:
         settings = dataclasses.replace(settings, hub_gate=hub_gate(hub))
+    if settings.advisor is None:
+        settings = dataclasses.replace(
+            settings,
+            advisor=TurnAdvisor(
+                local_slots=max_concurrent_activities if workflows else 0,
+                fleet_size=_fleet_size(settings.clusters),
+            ),
+        )
     deployment = version.deployment_config() if version is not None else None
     placement_activities = worker_activities(hub, settings)
     built = []
@@ -251,9 +258,7 @@ def build_worker(
                 ],
                 activity_executor=executor,
                 max_concurrent_activities=WORKFLOW_WORKER_ACTIVITY_SLOTS,
-                max_concurrent_local_activities=_local_slots(
-                    max_concurrent_activities, local_cycles
-                ),
+                max_concurrent_local_activities=max_concurrent_activities,
                 deployment_config=deployment,
                 **{"nonsticky_to_sticky_poll_ratio": WORKFLOW_TASK_POLL_RATIO, **worker_options},
             )
@@ -309,18 +314,24 @@ def activity_threads(
     *,
     workflows: bool,
     activities: bool,
-    local_cycles: bool = False,
 ) -> int:
     """Threads for the activity slots of `build_worker`'s workers: one per slot, local ones
     included."""
-    workflow_worker = WORKFLOW_WORKER_ACTIVITY_SLOTS + _local_slots(
-        max_concurrent_activities, local_cycles
-    )
+    workflow_worker = WORKFLOW_WORKER_ACTIVITY_SLOTS + max_concurrent_activities
     return (max_concurrent_activities if activities else 0) + (workflow_worker if workflows else 0)
 
 
-def _local_slots(max_concurrent_activities: int, local_cycles: bool) -> int:
-    return max_concurrent_activities if local_cycles else WORKFLOW_WORKER_ACTIVITY_SLOTS
+def _fleet_size(
+    clusters: Callable[[], list[MemberCluster] | None] | None,
+) -> Callable[[], int | None]:
+    """The member clusters a process's cache holds, for its advisor (None: no cache, or not
+    synced yet)."""
+
+    def size() -> int | None:
+        listed = clusters() if clusters is not None else None
+        return len(listed) if listed is not None else None
+
+    return size
 
 
 def hub_gate(hub: HubClient) -> HubGate:
@@ -449,7 +460,6 @@ async def serve(
     task_queue = config.task_queue
     health_host, health_port = config.metrics_host, config.metrics_port
     max_concurrent_activities = config.max_concurrent_activities
-    local_cycles_up_to = config.local_cycles_up_to
     started = time.monotonic()
     metrics = metrics if metrics is not None else SchedulerMetrics()
     settings = (
@@ -477,8 +487,7 @@ async def serve(
         await health.start()
     executor: ThreadPoolExecutor | None = None
     cache: ClusterCache | None = None
-    local_cycles = run_worker and local_cycles_up_to > 0
-    if (run_activities or local_cycles) and settings.clusters is None:
+    if in_process and settings.clusters is None:
         # KubeFleet's cycles read clusters from an informer (activities.clusters says why);
         # until its first list lands, cycles list them from the hub.
         cache = ClusterCache(hub).start()
@@ -492,7 +501,6 @@ async def serve(
                 max_concurrent_activities,
                 workflows=run_worker,
                 activities=run_activities,
-                local_cycles=local_cycles,
             )
             executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="activity")
             worker = build_worker(
@@ -505,7 +513,6 @@ async def serve(
                 version=version,
                 workflows=run_worker,
                 activities=run_activities,
-                local_cycles=local_cycles,
                 max_cached_workflows=config.max_cached_workflows,
             )
             tasks[PART_WORKER] = asyncio.create_task(worker.run(), name=PART_WORKER)

@@ -1,5 +1,6 @@
 """Where a placement's turn runs: on the activity task queue, or as a local activity in the
-workflow worker (docs/operations.md, "Local cycles").
+workflow worker (docs/operations.md, "Where turns run"). By default the worker decides turn by
+turn (activities.advice) and the workflow follows its latest advice.
 
 A turn on the activity queue costs Temporal two workflow tasks and an activity task; a local
 one, one workflow task and a marker: about half the server's work per turn, at the price of
@@ -12,6 +13,7 @@ Pure: it says which options each call takes; the workflow makes the calls."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
@@ -19,13 +21,16 @@ from typing import Any, Final
 from temporalio.common import Priority, RetryPolicy
 
 from workflows import failures
+from workflows.models import TurnExecutionMode
 
 __all__ = [
+    "AUTO_LOCAL_PATCH",
     "CYCLE_HEARTBEAT",
     "HUB_RETRY",
     "LOCAL_ATTEMPTS",
     "LOCAL_RETRY",
     "LOCAL_TURN_LIMIT",
+    "QUEUE_TURNS_AFTER_FALLBACK",
     "TurnExecution",
 ]
 
@@ -47,22 +52,72 @@ HUB_RETRY: Final = RetryPolicy(
 LOCAL_RETRY: Final = dataclasses.replace(HUB_RETRY, maximum_attempts=LOCAL_ATTEMPTS)
 
 
+# After a local turn fell back to the queue (a slow hub, a worker without hub access), this many
+# turns run on the queue whatever the advice, so a lasting cause does not cost every turn the
+# local attempts first.
+QUEUE_TURNS_AFTER_FALLBACK: Final = 20
+# Whether a run lets the advice put turns in local activities (workflow.patched): a history
+# recorded before the advice has none of its markers and replays on the queue.
+AUTO_LOCAL_PATCH: Final = "turn-execution-auto"
+
+
 @dataclass
 class TurnExecution:
-    """The placement's current choice (the watcher's latest word, carried across runs)."""
+    """Where the placement's turns run: `mode` "auto" follows the worker's advice from the last
+    turn (activities.advice; the first turn of a run, with no advice yet, runs local), "local"
+    and "queue" are forced by the watcher's word (`run --local-cycles-up-to`, for experiments).
+    Carried across runs: the mode and the advice."""
 
-    local: bool = False
+    mode: TurnExecutionMode = "auto"
+    advice: bool | None = None
     local_limit: timedelta = LOCAL_TURN_LIMIT
+    queue_turns: int = 0  # turns left on the queue after a fallback
 
     @classmethod
-    def of(cls, local: bool | None, local_turn_seconds: float | None) -> TurnExecution:
+    def of(
+        cls,
+        mode: TurnExecutionMode | None,
+        legacy_local: bool | None,
+        local_turn_seconds: float | None,
+        advice: bool | None = None,
+    ) -> TurnExecution:
         limit = timedelta(seconds=local_turn_seconds) if local_turn_seconds else LOCAL_TURN_LIMIT
-        return cls(local=bool(local), local_limit=limit)
+        execution = cls(local_limit=limit, advice=advice)
+        execution.heard(mode, legacy_local)
+        return execution
 
-    def heard(self, local: bool | None) -> None:
-        """A signal's word on local cycles (None: no word, keep the current choice)."""
-        if local is not None:
-            self.local = local
+    def heard(self, mode: TurnExecutionMode | None, legacy_local: bool | None = None) -> None:
+        """A signal's word (None: no word, keep the current choice). Senders before the mode
+        said True for local and False when local cycles were off, their default: "auto" now."""
+        if mode is None and legacy_local is not None:
+            mode = "local" if legacy_local else "auto"
+        if mode is not None:
+            self.mode = mode
+
+    @property
+    def local(self) -> bool:
+        """Whether the next turn would run as a local activity (before the run's patch check:
+        see `wants_local`)."""
+        if self.mode != "auto":
+            return self.mode == "local"
+        return self.queue_turns == 0 and self.advice is not False
+
+    def wants_local(self, patched: Callable[[], bool]) -> bool:
+        """`local`, for the turn about to run: an "auto" choice asks `patched` (the run's patch
+        check, asked only here, so a run of forced or queue turns records no marker)."""
+        if self.mode != "auto":
+            return self.mode == "local"
+        return self.local and patched()
+
+    def after_turn(self, advice: bool | None, *, fell_back: bool) -> None:
+        """What a turn left: the worker's advice (None: none, keep the last), and whether a
+        local turn had to run again on the queue."""
+        if advice is not None:
+            self.advice = advice
+        if fell_back:
+            self.queue_turns = QUEUE_TURNS_AFTER_FALLBACK
+        elif self.queue_turns:
+            self.queue_turns -= 1
 
     def local_options(self, timeout: timedelta, summary: str) -> dict[str, Any]:
         return {

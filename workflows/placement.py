@@ -29,7 +29,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from workflows import failures, names
-    from workflows.execution import TurnExecution
+    from workflows.execution import AUTO_LOCAL_PATCH, TurnExecution
     from workflows.inbox import Inbox, Work
     from workflows.models import (
         CarriedState,
@@ -84,7 +84,10 @@ class PlacementWorkflow:
         self._inbox = Inbox.of(input.carried)
         self._budget = RunBudget.of(input.turns_per_run, input.signals_per_run)
         self._waiters = Waiters()
-        self._execution = TurnExecution.of(input.local_cycles, input.local_turn_seconds)
+        self._execution = TurnExecution.of(
+            input.turn_execution, input.local_cycles, input.local_turn_seconds, carried.next_local
+        )
+        self._fell_back = False  # the last local call ran again on the activity queue
         self._visibility = Visibility.of(workflow.info().typed_search_attributes)
         self._cycles = carried.cycles
         # The last cycle's report and the last that evaluated clusters, with their explanations
@@ -134,7 +137,9 @@ class PlacementWorkflow:
                         carried=self._carried(),
                         turns_per_run=input.turns_per_run,
                         signals_per_run=input.signals_per_run,
-                        local_cycles=self._execution.local,
+                        turn_execution=self._execution.mode,
+                        # For a worker from before the mode (rolled back): only a forced choice.
+                        local_cycles=True if self._execution.mode == "local" else None,
                         local_turn_seconds=input.local_turn_seconds,
                     )
                 )
@@ -232,9 +237,11 @@ class PlacementWorkflow:
                 activity, request, TurnResult, CYCLE_TIMEOUT, summary
             )
         except TURN_FAILURES as err:
+            self._execution.after_turn(None, fell_back=self._fell_back)
             self._inbox.keep_fresh(fresh)  # the fresh cycle asked for has not happened
             self._record_failure(f"cycle {cycle}", err)
             return None
+        self._execution.after_turn(turn.next_local, fell_back=self._fell_back)
         if turn.report is None:
             # Nothing was scheduled: any fresh request was for a cycle that did not happen.
             self._inbox.keep_fresh(fresh)
@@ -247,7 +254,8 @@ class PlacementWorkflow:
         while the placement has local cycles, or on the activity queue (workflows.execution).
         A local one that has not succeeded within the local limit runs again on the queue (a
         turn is idempotent); one that failed for good fails the turn, as on the queue."""
-        if self._execution.local:
+        self._fell_back = False
+        if self._execution.wants_local(lambda: workflow.patched(AUTO_LOCAL_PATCH)):
             try:
                 return await workflow.execute_local_activity(
                     activity,
@@ -259,6 +267,7 @@ class PlacementWorkflow:
                 if _failed_for_good(err):
                     raise
                 summary = f"{summary}; on the activity queue: the local attempts {_how(err)}"
+                self._fell_back = True
         # The activities' own task queue (workflows.names says why). A history written when
         # they shared the workflow's queue replays the same: an activity is matched by its type
         # and id, not its queue.
@@ -417,7 +426,7 @@ class PlacementWorkflow:
 
     def _hub_signal(self, signal: str, event: HubEvent | None) -> None:
         if event is not None:
-            self._execution.heard(event.local_cycles)
+            self._execution.heard(event.turn_execution, event.local_cycles)
         if event is not None and event.priority is not None:
             self._priority = event.priority
             self._inbox.ask(event.priority.priority_key)
@@ -467,6 +476,7 @@ class PlacementWorkflow:
             waiting_for=self._waiting_for,
             phase=self._phase,
             priority=self._priority,
+            next_local=self._execution.advice,
             pending_priority_key=inbox.priority_key,
             moves=inbox.moves,
         )
@@ -490,6 +500,7 @@ class PlacementWorkflow:
             turns_this_run=self._budget.turns_started,
             signals_this_run=self._budget.signals,
             local_cycles=self._execution.local,
+            turn_execution=self._execution.mode,
             priority=self._priority,
             last_turn_key=self._turn_priority_key,
         )

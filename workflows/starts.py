@@ -14,9 +14,9 @@ from temporalio.common import (
 
 from scheduler.framework.queue_sort import QueuePriority
 from workflows import names
-from workflows.models import TurnPriority
+from workflows.models import TurnExecutionMode, TurnPriority
 
-__all__ = ["local_cycles_for", "start_options", "turn_priority"]
+__all__ = ["start_options", "turn_execution_for", "turn_priority"]
 
 
 def start_options(
@@ -79,11 +79,15 @@ def turn_priority(own: QueuePriority, turn: QueuePriority | None = None) -> Turn
     )
 
 
-def local_cycles_for(clusters: int, up_to: int) -> bool:
-    """The `local_cycles` a starter or signaller sends (workflows.models.HubEvent) for a fleet
-    of `clusters` member clusters when local cycles are on for fleets of at most `up_to`
-    (docs/operations.md, "Local cycles"). False when they are off (`up_to` 0): turning them
-    off moves placements told otherwise back to the activity queue."""
+def turn_execution_for(clusters: int | None, up_to: int | None) -> TurnExecutionMode | None:
+    """The word a starter or signaller sends (HubEvent.turn_execution): "auto" (the worker
+    decides turn by turn) unless `run --local-cycles-up-to N` forces the choice for
+    experiments: then "local" for a fleet of at most N member clusters, "queue" above (or with
+    N = 0), and no word while the fleet's size is not known (`clusters` None)."""
+    if up_to is None:
+        return "auto"
     if up_to < 0:
         raise ValueError(f"up_to must not be negative, got {up_to}")
-    return bool(up_to) and clusters <= up_to
+    if clusters is None:
+        return None
+    return "local" if up_to and clusters <= up_to else "queue"

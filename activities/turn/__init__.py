@@ -13,7 +13,8 @@ what it acts on and every write is safe to repeat."""
 from __future__ import annotations
 
 import logging
-from contextlib import suppress
+import time
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from typing import Final
 
@@ -96,8 +97,16 @@ class ScheduleOnce:
     def schedule_once(self, request: TurnRequest) -> TurnResult:
         """Prepare, then, when the placement is ready, the cycle numbered `request.cycle`; run
         again from the start when the hub comes back after an outage (activities.outage)."""
-        gate = None if in_local_activity() else self._settings.hub_gate
-        return through_outages(gate, heartbeat, lambda: self._turn(request))
+        local = in_local_activity()
+        gate = None if local else self._settings.hub_gate
+        advisor = self._settings.advisor
+        if advisor is None:
+            return through_outages(gate, heartbeat, lambda: self._turn(request))
+        with advisor.local_turn() if local else nullcontext():
+            started = time.monotonic()
+            result = through_outages(gate, heartbeat, lambda: self._turn(request))
+            advice = advisor.advise(time.monotonic() - started, local=local)
+        return result.model_copy(update={"next_local": advice})
 
     @activity.defn(name=ACTIVITY_SCHEDULE_ONCE_RP)
     def schedule_once_rp(self, request: TurnRequest) -> TurnResult:

@@ -27,7 +27,7 @@ async def fleet_scheduler(
     task_queue: str,
     *,
     snapshotter: bool = True,
-    local_cycles_up_to: int = 0,
+    local_cycles_up_to: int | None = None,
 ) -> AsyncIterator[Watcher]:
     """Worker + watcher, as `fleet-scheduler run` wires them, until the block ends."""
     worker = build_worker(
@@ -35,7 +35,6 @@ async def fleet_scheduler(
         hub,
         task_queue=task_queue,
         settings=ActivitySettings(snapshotter=snapshotter),
-        local_cycles=local_cycles_up_to > 0,
         max_cached_workflows=0,
     )
     watcher = Watcher(

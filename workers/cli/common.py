@@ -273,13 +273,13 @@ def add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: in
                              "tasks, about 170 KB each; one not kept replays its history on its "
                              "next task. Size it to the placements this worker holds "
                              f"(default {DEFAULT_MAX_CACHED_WORKFLOWS})")
-    parser.add_argument("--local-cycles-up-to", type=int, default=0, metavar="CLUSTERS",
-                        help="while the fleet has at most this many member clusters, run "
-                             "placement turns as local activities in the workflow worker: about "
-                             "half the Temporal server's work per turn, but cycles no longer "
-                             "spread over activity processes (docs/operations.md, \"Local "
-                             "cycles\"). Give the watcher and the workflow worker the same "
-                             "value (default 0: off)")
+    parser.add_argument("--local-cycles-up-to", type=int, default=None, metavar="CLUSTERS",
+                        help="for experiments: force where placement turns run, as local "
+                             "activities in the workflow worker while the fleet has at most this "
+                             "many member clusters, on the activity queue above (0: always on "
+                             "the queue). Default: the workers choose turn by turn from the "
+                             "fleet's size and the turn times they measure "
+                             "(docs/operations.md, \"Where turns run\")")
     parser.add_argument("--admission-window", type=int, default=DEFAULT_ADMISSION_WINDOW,
                         metavar="N",
                         help="turns of placements not yet scheduled that the watcher lets into "
@@ -378,7 +378,7 @@ def check_scheduler_arguments(args: argparse.Namespace) -> None:
         raise CliError(
             f"--max-concurrent-activities must be at least 1, got {args.max_concurrent_activities}"
         )
-    if args.local_cycles_up_to < 0:
+    if args.local_cycles_up_to is not None and args.local_cycles_up_to < 0:
         raise CliError(f"--local-cycles-up-to must be 0 or more, got {args.local_cycles_up_to}")
     if args.admission_window < 0:
         raise CliError(f"--admission-window must be 0 or more, got {args.admission_window}")

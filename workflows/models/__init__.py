@@ -19,6 +19,7 @@ from workflows.models.placement import (
     PlacementStatus,
     RequeueRequest,
     RequeueResult,
+    TurnExecutionMode,
     TurnOutcome,
     TurnPriority,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "ReconcileReport",
     "RequeueRequest",
     "RequeueResult",
+    "TurnExecutionMode",
     "TurnOutcome",
     "TurnPriority",
     "TurnRequest",

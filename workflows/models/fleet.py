@@ -18,9 +18,10 @@ class ReconcileInput(WireModel):
 
     task_queue: str
     standalone: bool = True
-    # Fleets of at most this many member clusters get local cycles (HubEvent.local_cycles);
-    # 0: none.
-    local_cycles_up_to: int = Field(default=0, ge=0)
+    # `run --local-cycles-up-to` (workflows.starts.turn_execution_for): None, the default, lets
+    # the workers choose where turns run; N forces local turns for fleets of at most N member
+    # clusters and queue turns above.
+    local_cycles_up_to: int | None = Field(default=None, ge=0)
     # Namespaced ResourcePlacements too (False: `--no-resource-placements`).
     resource_placements: bool = True
     # The previous run's cluster digests (the activity's request only; the workflow reads them

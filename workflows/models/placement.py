@@ -23,11 +23,14 @@ __all__ = [
     "PlacementStatus",
     "RequeueRequest",
     "RequeueResult",
+    "TurnExecutionMode",
     "TurnOutcome",
     "TurnPriority",
 ]
 
 PlacementPhase = Literal["pending", "running", "idle", "requeue_timer", "cleaning_up", "done"]
+# Where a placement's turns run (workflows.execution): chosen turn by turn, or forced.
+TurnExecutionMode = Literal["auto", "local", "queue"]
 """Where a placement workflow is in its loop, for programs (`waiting_for` says it for people):
 pending: work is queued and the next turn is about to start; running: a turn (or the cycle in
 it) is in progress; idle: waiting for a hub event or a requeue, with nothing queued (after a
@@ -102,9 +105,12 @@ class HubEvent(WireModel):
     """Payload of the watcher's signals: what happened in the hub, for the history's sake."""
 
     reason: str = ""
-    # Where the placement's next turns run (docs/operations.md, "Local cycles"): True in the
-    # workflow worker as local activities, False on the activity queue, None (senders that do
-    # not decide, and every history written before the field) leaves it as it is.
+    # Where the placement's next turns run (docs/operations.md, "Where turns run"): "auto" (the
+    # worker decides turn by turn), "local" or "queue" (forced, for experiments); None (senders
+    # that do not decide, e.g. a person's requeue) leaves the current choice as it is.
+    turn_execution: TurnExecutionMode | None = None
+    # The word of senders before `turn_execution`: True reads as "local"; False, which they
+    # sent when local cycles were off (their default), as "auto". Read, never written.
     local_cycles: bool | None = None
     # Where the turn goes in the task queues, and the placement's priority (None: senders that
     # do not order turns, and every history written before the field).
@@ -136,6 +142,7 @@ class CarriedState(WireModel):
     # The priority key the queued turn asked for (on the wire "pendingKey", its first name).
     pending_priority_key: int | None = Field(default=None, alias="pendingKey")
     moves: list[MoveRequest] = Field(default_factory=list)  # rebalance moves not yet made
+    next_local: bool | None = None  # the worker's last advice (TurnResult.next_local)
 
 
 class PlacementInput(WireModel):
@@ -149,8 +156,10 @@ class PlacementInput(WireModel):
     turns_per_run: int | None = Field(default=None, ge=1)
     # ... or after the turn during which this many signals arrived (None: the default).
     signals_per_run: int | None = Field(default=None, ge=1)
-    # Where turns run until a signal says otherwise (HubEvent.local_cycles; None: on the
-    # activity queue). Continue-as-new carries the current choice.
+    # Where turns run until a signal says otherwise (HubEvent.turn_execution; None: "auto").
+    # Continue-as-new carries the current choice. `local_cycles` is the word of starters
+    # before it (HubEvent says how it reads).
+    turn_execution: TurnExecutionMode | None = None
     local_cycles: bool | None = None
     # How long a local turn may take, retries included, before it runs on the activity queue
     # instead (None: the workflow's default). A tuning knob, and what lets a test see it.
@@ -173,7 +182,8 @@ class PlacementStatus(WireModel):
     cycles_this_run: int = 0
     turns_this_run: int = 0  # loop turns in this run, cycles or not (continue-as-new counts them)
     signals_this_run: int = 0
-    local_cycles: bool = False  # turns run as local activities in the workflow worker
+    local_cycles: bool = False  # the next turn runs as a local activity in the workflow worker
+    turn_execution: TurnExecutionMode = "auto"  # who chooses where turns run (HubEvent says)
     priority: TurnPriority | None = None  # the placement's priority, as the watcher last sent it
     last_turn_key: int | None = None  # the priority key the last turn's activity ran with
 

@@ -198,6 +198,10 @@ class TurnResult(WireModel):
     moves: list[str] = Field(default_factory=list)
     """What became of each rebalance move the turn carried: moved (with its reason) or refused
     (with why), one line each."""
+    next_local: bool | None = None
+    """The worker's advice for the placement's next turn (activities.advice): True to run it as
+    a local activity, False on the activity queue, None from workers before the advice. Made
+    where the turn ran, from what that process measures; recorded here, so a replay follows it."""
 
     @classmethod
     def of(

@@ -1,6 +1,8 @@
-"""Local cycles end to end: with `--local-cycles-up-to 2` a placement in a fleet of two is
-scheduled by local activities in the workflow worker, exactly as on the activity queue, and a
-third cluster moves its turns back to the activity queue (the watcher's signal says so)."""
+"""Where turns run, end to end: by default the workers choose, and in a small fleet with short
+turns they choose local activities in the workflow worker; forced with `--local-cycles-up-to 2`
+a placement in a fleet of two is scheduled by local activities, exactly as on the activity
+queue, and a third cluster moves its turns back to the activity queue (the watcher's signal
+says so)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,25 @@ MARKER = "EVENT_TYPE_MARKER_RECORDED"
 
 async def history(client: Client, placement: str) -> Counter[str]:
     return await event_types(client, client.get_workflow_handle(workflow_id(placement)))
+
+
+async def test_by_default_a_small_fleets_turns_run_local_on_the_workers_advice(
+    hub: HubClient, temporal_client: Client, task_queue: str
+) -> None:
+    add_cluster(hub, "member-a", labels={"env": "prod"})
+    add_cluster(hub, "member-b", labels={"env": "dev"})
+    everywhere = unique("auto")
+    async with fleet_scheduler(temporal_client, hub, task_queue):
+        add_placement(hub, everywhere, {"placementType": "PickAll"})
+        await until_async(
+            lambda: live_targets(hub, everywhere)
+            == {"member-a": "Scheduled", "member-b": "Scheduled"},
+            blocking=True,
+        )
+        first = await settled(temporal_client, everywhere)
+        assert first.turn_execution == "auto" and first.local_cycles
+        events = await history(temporal_client, everywhere)
+        assert events[SCHEDULED] == 0 and events[MARKER] >= 2  # the patch, then the turn(s)
 
 
 async def test_local_cycles_decide_the_same_and_end_when_the_fleet_outgrows_them(

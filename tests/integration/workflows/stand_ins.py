@@ -55,6 +55,10 @@ class Script:
     explanations: list[Explanation] = field(default_factory=list)
     # The Temporal Priority each turn's activity task carried, in order.
     priorities: list[Priority] = field(default_factory=list)
+    # Per turn, the advice the turn returns on where the next one runs (TurnResult.next_local);
+    # then None (no advice). Whether each turn ran as a local activity, in order.
+    advice: list[bool | None] = field(default_factory=list)
+    ran_local: list[bool] = field(default_factory=list)
 
 
 SCRIPTS: dict[str, Script] = defaultdict(Script)
@@ -63,10 +67,15 @@ SCRIPTS: dict[str, Script] = defaultdict(Script)
 @activity.defn(name=ACTIVITY_SCHEDULE_ONCE)
 async def schedule_once(request: TurnRequest) -> TurnResult:
     """The scripted phase, then, when ready, a scripted cycle: as the real turn composes them."""
+    script = SCRIPTS[request.placement]
+    turn = len(script.ran_local)
+    script.ran_local.append(activity.info().is_local)
+    advice = script.advice[turn] if turn < len(script.advice) else None
     prepared = await _prepare(request)
     if prepared.phase != "ready" or prepared.snapshot is None:
-        return TurnResult(prepared=prepared)
-    return TurnResult(prepared=prepared, report=await _cycle(request, prepared.snapshot))
+        return TurnResult(prepared=prepared, next_local=advice)
+    report = await _cycle(request, prepared.snapshot)
+    return TurnResult(prepared=prepared, report=report, next_local=advice)
 
 
 async def _prepare(request: TurnRequest) -> PrepareResult:

@@ -1,4 +1,4 @@
-"""Local cycles: a placement told so runs its turns as local activities in the workflow worker
+"""Where turns run: a placement told so runs its turns as local activities in the workflow worker
 (one workflow task per turn, no activity task), and goes back to the activity queue when a
 signal says so; the choice survives continue-as-new. The real PlacementWorkflow on a real dev
 server, with the stand-in activities; max_cached_workflows=0 replays every history from the
@@ -24,8 +24,9 @@ from tests.integration.workflows.workflow_helpers import (
     status_when,
 )
 from tests.support.waits import consistently_async, until_async
-from workflows.execution import LOCAL_ATTEMPTS
-from workflows.models import HubEvent, RequeueRequest
+from workflows import names
+from workflows.execution import LOCAL_ATTEMPTS, QUEUE_TURNS_AFTER_FALLBACK
+from workflows.models import HubEvent, PlacementInput, RequeueRequest
 from workflows.placement import PlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -47,7 +48,7 @@ async def test_local_turns_run_in_the_workflow_task_and_a_signal_moves_them_back
     await status_when(handle, lambda s: s.cycles == 2 and idle(s))
     assert (await event_types(temporal_client, handle))["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
     await handle.signal(
-        PlacementWorkflow.cluster_changed, HubEvent(reason="fleet grew", local_cycles=False)
+        PlacementWorkflow.cluster_changed, HubEvent(reason="fleet grew", turn_execution="queue")
     )
     status = await status_when(handle, lambda s: s.cycles == 3 and idle(s))
     assert not status.local_cycles
@@ -143,3 +144,54 @@ async def test_a_local_turn_that_failed_for_good_is_not_run_again(
 
     await consistently_async(not_retried, duration=0.5)
     assert (await event_types(temporal_client, handle))["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
+
+
+async def test_by_default_each_turn_runs_where_the_last_one_advised(
+    temporal_client, task_queue, worker
+):
+    """No word from anyone: the first turn runs local (nothing measured yet), then each turn
+    follows the advice the previous one returned; a turn without advice keeps the last one.
+    Continue-as-new carries the advice, and every run replays (max_cached_workflows=0)."""
+    name = placement_name()
+    script = Script(advice=[False, True, None, False])
+    SCRIPTS[name] = script
+    handle = await temporal_client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(placement=name, turns_per_run=4),
+        id=names.workflow_id(name),
+        task_queue=task_queue,
+    )
+    for cycle in range(1, 6):
+        if cycle > 1:
+            await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason=f"turn {cycle}"))
+        status = await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
+    # local (first), queue (advised False), local (True), local (no advice: keeps True), and,
+    # in the next run, queue (the carried False).
+    assert script.ran_local == [True, False, True, True, False]
+    assert status.turn_execution == "auto" and not status.local_cycles
+
+
+async def test_a_turn_that_fell_back_keeps_the_next_ones_on_the_queue(
+    temporal_client, task_queue, worker
+):
+    """A local turn that ran out of attempts runs again on the queue, and so do the next
+    QUEUE_TURNS_AFTER_FALLBACK turns, whatever they advise: a lasting cause (a workflow worker
+    that cannot reach the hub) does not cost every turn its local attempts first."""
+    name = placement_name()
+    script = Script(
+        failures=[transient("hub down")] * LOCAL_ATTEMPTS, advice=[True] * (LOCAL_ATTEMPTS + 3)
+    )
+    SCRIPTS[name] = script
+    handle = await temporal_client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(placement=name),
+        id=names.workflow_id(name),
+        task_queue=task_queue,
+    )
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s), timeout=60)
+    assert script.ran_local == [True] * LOCAL_ATTEMPTS + [False]
+    for cycle in (2, 3):
+        await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason=f"turn {cycle}"))
+        await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
+    assert script.ran_local[-2:] == [False, False]
+    assert QUEUE_TURNS_AFTER_FALLBACK > 2

@@ -207,16 +207,25 @@ def fleet_explanation(clusters: int) -> Explanation:
     )
 
 
+# The marker the SDK records for a local activity's result.
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
+
+
 async def schedule_once_results(client: Client, workflow_id: str, run_id: str) -> list[CycleReport]:
-    """The cycle reports one run recorded, as the history holds them."""
+    """The cycle reports one run recorded, as the history holds them: an activity's result, or
+    a local activity's marker."""
     handle = client.get_workflow_handle(workflow_id, run_id=run_id)
     reports = []
     async for event in handle.fetch_history_events():
         if event.HasField("activity_task_completed_event_attributes"):
             payloads = event.activity_task_completed_event_attributes.result.payloads
-            (turn,) = await client.data_converter.decode(payloads, [TurnResult])
-            assert turn.report is not None
-            reports.append(turn.report)
+        elif event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER:
+            payloads = event.marker_recorded_event_attributes.details["result"].payloads
+        else:
+            continue
+        (turn,) = await client.data_converter.decode(payloads, [TurnResult])
+        assert turn.report is not None
+        reports.append(turn.report)
     return reports
 
 
@@ -429,7 +438,10 @@ async def test_a_resource_placement_workflow_keeps_its_namespace_to_the_end(
     SCRIPTS[name] = Script(requeues=[True] * 2, phases=["ready", "ready", "ready", "deleting"])
     handle = await temporal_client.start_workflow(
         ResourcePlacementWorkflow.run,
-        PlacementInput(placement=name, namespace="team-a", turns_per_run=2),
+        # On the activity queue, where the activity types show in the history.
+        PlacementInput(
+            placement=name, namespace="team-a", turns_per_run=2, turn_execution="queue"
+        ),
         id=names.workflow_id(name, "team-a"),
         task_queue=task_queue,
     )
@@ -478,7 +490,8 @@ async def test_each_turn_runs_at_the_priority_its_signals_asked_for(
     )  # fmt: skip
     handle = await temporal_client.start_workflow(
         PlacementWorkflow.run,
-        PlacementInput(placement=name),
+        # On the activity queue, where a turn's activity task carries its key.
+        PlacementInput(placement=name, turn_execution="queue"),
         id=names.workflow_id(name),
         task_queue=task_queue,
         start_signal=names.SIGNAL_CLUSTER_CHANGED,

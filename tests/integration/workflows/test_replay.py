@@ -80,8 +80,8 @@ async def test_fresh_local_cycle_histories_replay(
     script = Script()
     handle = await start_local(temporal_client, task_queue, name, script, turns_per_run=2)
     await status_when(handle, lambda s: s.cycles == 1 and idle(s))
-    for cycle, local in ((2, False), (3, True)):
-        event = HubEvent(reason=f"turn {cycle}", local_cycles=local)
+    for cycle, where in ((2, "queue"), (3, "local")):
+        event = HubEvent(reason=f"turn {cycle}", turn_execution=where)
         await handle.signal(PlacementWorkflow.cluster_changed, event)
         await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
     script.deleted = True
@@ -129,16 +129,16 @@ class WithoutCleanup(PlacementWorkflow):
 
 @workflow.defn(name=names.PLACEMENT_WORKFLOW, sandboxed=False)
 class AlwaysRemote(PlacementWorkflow):
-    """Today's workflow with local cycles ignored: every turn on the activity queue."""
+    """Today's workflow with every turn forced on the activity queue."""
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
-        self._execution.local = False
+        self._execution.mode = "queue"
         return await super().run(input)
 
     def _hub_signal(self, signal: str, event: HubEvent | None) -> None:
         super()._hub_signal(signal, event)
-        self._execution.local = False
+        self._execution.mode = "queue"
 
 
 async def test_a_local_history_fails_to_replay_with_remote_turns() -> None:

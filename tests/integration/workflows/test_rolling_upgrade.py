@@ -128,7 +128,8 @@ async def test_a_rolling_upgrade_moves_running_placements_to_the_new_version(
                     # Two turns a run: the second run starts on B. A patch's answer is fixed
                     # for a run at its first call, which B makes replaying A's cycle, so B's
                     # branch shows from the run after the upgrade on, as Temporal intends.
-                    PlacementInput(placement=name, turns_per_run=2),
+                    # Turns on the activity queue: the results this test reads are there.
+                    PlacementInput(placement=name, turns_per_run=2, turn_execution="queue"),
                     id=names.workflow_id(name),
                     task_queue=task_queue,
                 )

@@ -65,7 +65,7 @@ async def start_local(
         PlacementWorkflow.run,
         PlacementInput(
             placement=name,
-            local_cycles=True,
+            turn_execution="local",
             turns_per_run=turns_per_run,
             local_turn_seconds=local_turn_seconds,
         ),

@@ -1,37 +1,45 @@
-"""What starters and signallers say about local cycles, and the slots a workflow worker gets
-for them."""
+"""What starters and signallers say about where turns run, and the slots a workflow worker
+gets for local ones."""
 
 from __future__ import annotations
 
 import pytest
 
 from workers.worker import WORKFLOW_WORKER_ACTIVITY_SLOTS, activity_threads
-from workflows.starts import local_cycles_for
+from workflows.starts import turn_execution_for
 
 
 @pytest.mark.parametrize(
     ("clusters", "up_to", "expected"),
     [
-        (0, 0, False),  # off: placements told otherwise go back to the activity queue
-        (5000, 0, False),
-        (0, 200, True),  # an empty fleet is small
-        (200, 200, True),
-        (201, 200, False),
+        (0, None, "auto"),  # the default: the workers choose, whatever the fleet
+        (5000, None, "auto"),
+        (None, None, "auto"),  # ... even before the fleet's size is known
+        (0, 0, "queue"),  # forced: 0 keeps every turn on the activity queue
+        (5000, 0, "queue"),
+        (0, 200, "local"),  # an empty fleet is small
+        (200, 200, "local"),
+        (201, 200, "queue"),
+        (None, 200, None),  # forced by size, size unknown: no word
     ],
 )
-def test_local_cycles_up_to_a_fleet_size(clusters: int, up_to: int, expected: bool) -> None:
-    assert local_cycles_for(clusters, up_to) is expected
+def test_the_word_on_where_turns_run(
+    clusters: int | None, up_to: int | None, expected: str | None
+) -> None:
+    assert turn_execution_for(clusters, up_to) == expected
 
 
 def test_a_negative_bound_is_refused() -> None:
     with pytest.raises(ValueError, match="must not be negative"):
-        local_cycles_for(3, -1)
+        turn_execution_for(3, -1)
 
 
-def test_local_cycles_give_the_workflow_worker_a_thread_per_slot() -> None:
-    off = activity_threads(16, workflows=True, activities=False)
-    on = activity_threads(16, workflows=True, activities=False, local_cycles=True)
-    assert off == 2 * WORKFLOW_WORKER_ACTIVITY_SLOTS
-    assert on == WORKFLOW_WORKER_ACTIVITY_SLOTS + 16
-    # An activity-only process runs no local activities, whatever the setting.
-    assert activity_threads(16, workflows=False, activities=True, local_cycles=True) == 16
+def test_a_workflow_worker_has_a_thread_per_local_slot() -> None:
+    assert activity_threads(16, workflows=True, activities=False) == (
+        WORKFLOW_WORKER_ACTIVITY_SLOTS + 16
+    )
+    assert activity_threads(16, workflows=True, activities=True) == (
+        WORKFLOW_WORKER_ACTIVITY_SLOTS + 32
+    )
+    # An activity-only process runs no local activities.
+    assert activity_threads(16, workflows=False, activities=True) == 16

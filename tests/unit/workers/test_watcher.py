@@ -79,20 +79,24 @@ async def test_only_errors_a_retry_cannot_fix_drop_a_signal(status, message, per
     assert _permanent(RPCError(message, status, b"")) is permanent
 
 
-@pytest.mark.parametrize(("up_to", "after_list"), [(2, True), (1, False), (0, False)])
-async def test_local_cycles_are_decided_only_once_the_clusters_are_listed(
-    hub: HubClient, lazy_client: Client, up_to: int, after_list: bool
+@pytest.mark.parametrize(
+    ("up_to", "before_list", "after_list"),
+    [(None, "auto", "auto"), (2, None, "local"), (1, None, "queue"), (0, None, "queue")],
+)
+async def test_a_forced_turn_execution_is_decided_only_once_the_clusters_are_listed(
+    hub: HubClient, lazy_client: Client, up_to: int | None, before_list: str, after_list: str
 ) -> None:
-    """Before the cluster list arrives the fleet's size is unknown: the watcher says nothing
-    rather than call a large fleet small; after it, the fleet of 2 decides (0: never local)."""
+    """By default the watcher lets the workers choose, list or no list. Forced by the fleet's
+    size: before the cluster list arrives the size is unknown, and the watcher says nothing
+    rather than call a large fleet small; after it, the fleet of 2 decides (0: the queue)."""
     watcher = Watcher(hub, lazy_client, RunConfig(local_cycles_up_to=up_to))
-    assert watcher.local_cycles() is None
+    assert watcher.turn_execution() == before_list
     clusters = [
         MemberCluster.from_wire({"metadata": {"name": n, "resourceVersion": "1"}})
         for n in ("member-a", "member-b")
     ]
     watcher._views[MemberCluster].apply_resync(Resync(clusters, "1"))
-    assert watcher.local_cycles() is after_list
+    assert watcher.turn_execution() == after_list
 
 
 # --- priority (docs/priority.md) ----------------------------------------------------------
