@@ -98,6 +98,7 @@ class ReconcileFleet:
         )
         activity.heartbeat("checked the invariants")
         counts = Counter(v.invariant for v in violations)
+        profile = self._settings.profile or default_profile()
         plan = plan_reconcile(
             state.placements, state.snapshots, state.clusters, state.bindings, running,
             request.previous_clusters,
@@ -105,9 +106,9 @@ class ReconcileFleet:
             resource_placements=request.resource_placements,
             previous_annotations=request.previous_annotations,
             violations=violations,
+            profile=profile,
         )  # fmt: skip
         classes = await asyncio.to_thread(_priority_classes, hub)
-        profile = self._settings.profile or default_profile()
         priorities = placement_priorities(state.placements, profile.queue_sorter, classes)
         digests = priority_digests(priorities)
         priorities_of = {

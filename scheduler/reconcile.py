@@ -11,10 +11,13 @@ visibility alone:
 - every placement's scheduling is current: its latest policy snapshot was scheduled for the
   snapshot's and the placement's generation (`placement_scheduled_condition` says pending), and
   no binding of it is being deleted or targets a cluster that does not exist; if not, requeue;
-- member clusters: each run records a digest of what scheduling reads of every cluster (labels,
-  taints, properties, namespaces, resource usage, eligibility); a cluster whose digest changed
-  since the previous run, or that is gone, reaches the placements KubeFleet's cluster watcher
-  would requeue for it (`placements_for_cluster_event`);
+- member clusters: each run records what scheduling reads of every cluster (labels, taints,
+  properties, namespaces, resource usage, eligibility), hashed part by part
+  (`scheduler.requeue_hints.record_of`); a cluster that is gone reaches the placements
+  KubeFleet's cluster watcher would requeue for it (`placements_for_cluster_event`), and one
+  whose record changed reaches those of them whose decision the change may alter, as the
+  watcher's precise requeue judges it (`may_change_decision`; every one of them when a record
+  is from before records);
 - the decision annotations and the priority of every placement, by digest, against the
   previous run's: a change no event brought runs a turn, or tells the workflow its priority;
 - the invariants (scheduler.invariants): a placement whose next turn repairs what was found is
@@ -27,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
@@ -42,6 +45,7 @@ from hub.types import (
 )
 from hub.types.meta import HubObject, ObjectMeta
 from scheduler.eligibility import EligibilityChecker
+from scheduler.framework.profile import Profile
 from scheduler.framework.queue_sort import (
     PriorityClasses,
     QueueItem,
@@ -58,6 +62,7 @@ from scheduler.invariants import (
     WORKFLOW,
     Violation,
 )
+from scheduler.requeue_hints import change_between_records, may_change_decision, record_of
 from scheduler.snapshots import placement_scheduled_condition
 from scheduler.watch_rules import placements_for_cluster_event, wants_scheduler
 
@@ -96,20 +101,14 @@ class ReconcilePlan:
     """Placement -> digest of its decision annotations (only placements that have any)."""
 
 
-def cluster_digest(cluster: MemberCluster, checker: EligibilityChecker, now: datetime) -> str:
-    """What scheduling reads of a cluster, hashed: heartbeat times are left out (they change
-    every minute), whether they make the cluster eligible is kept."""
-    status = cluster.status
-    read = {
-        "labels": cluster.metadata.labels,
-        "taints": [t.model_dump(mode="json") for t in cluster.spec.taints],
-        "properties": {k: v.value for k, v in status.properties.items()},
-        "namespaces": status.namespaces,
-        "usage": status.resource_usage.model_dump(mode="json"),
-        "eligible": checker.check(cluster, now) is None,
-    }
-    text = json.dumps(read, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+def cluster_digest(
+    cluster: MemberCluster,
+    ineligibility: Callable[[MemberCluster, datetime], str | None],
+    now: datetime,
+) -> str:
+    """What scheduling reads of a cluster, hashed part by part (`record_of`): heartbeat times
+    are left out (they change every minute), the eligibility verdict they make is kept."""
+    return record_of(cluster, ineligibility(cluster, now))
 
 
 def annotations_digest(placement: ClusterResourcePlacement) -> str | None:
@@ -205,6 +204,7 @@ def plan_reconcile(
     resource_placements: bool = True,
     previous_annotations: Mapping[str, str] | None = None,
     violations: Iterable[Violation] = (),
+    profile: Profile | None = None,
 ) -> ReconcilePlan:
     """The actions of one reconcile run (a pure function of what it read). Placements of both
     kinds are named by key (`hub.kinds.placement_key`), in `running` too. Without
@@ -214,8 +214,11 @@ def plan_reconcile(
     `previous_annotations`: the previous run's digests of our decision annotations (placements
     whose digest changed, or that lost them all, are requeued: an event missed). `violations`:
     the invariants broken now (scheduler.invariants); a placement whose next turn repairs what
-    was found is requeued."""
+    was found is requeued. `profile`: whose plugins' hints judge a cluster's change (None:
+    KubeFleet's rule, every placement it would requeue)."""
     checker = checker or EligibilityChecker()
+    # The verdict the records keep: the profile's, whose hints judge their changes.
+    ineligible = profile.ineligibility if profile is not None else checker.check
     if not resource_placements:
         running = {key for key in running if split_key(key)[0] is None}
     by_name = {_key(p): p for p in placements}
@@ -249,7 +252,7 @@ def plan_reconcile(
     for cluster in clusters:
         cluster_names.add(cluster.metadata.name)
         plan.clusters[cluster.metadata.name] = (
-            "deleting" if cluster.metadata.deleting else cluster_digest(cluster, checker, now)
+            "deleting" if cluster.metadata.deleting else cluster_digest(cluster, ineligible, now)
         )
     for binding in bindings:
         owner = _owner(binding)
@@ -275,9 +278,41 @@ def plan_reconcile(
                 continue
             left = current is None or current == "deleting"
             what = "left the fleet" if left else "changed"
-            for name in placements_for_cluster_event(left, live):
+            reached = placements_for_cluster_event(left, live)
+            before = previous_clusters.get(cluster_name)
+            if not left and before is not None and current is not None and profile is not None:
+                reached = _hinted(reached, by_name, profile, cluster_name, before, current, now)
+            for name in reached:
                 requeue(name, f"cluster {cluster_name} {what} since the last reconcile")
     return plan
+
+
+def _hinted(
+    reached: list[str],
+    by_name: Mapping[str, ClusterResourcePlacement],
+    profile: Profile,
+    cluster: str,
+    before: str,
+    after: str,
+    now: datetime,
+) -> list[str]:
+    """Of the placements a cluster's change reaches by KubeFleet's rule, those whose decision
+    it may change (the watcher's precise requeue, control.routes), judged from the two records;
+    all of them when a record is not one (a digest from before records)."""
+    change = change_between_records(cluster, before, after, now)
+    if change is None:
+        return reached
+    plugins = profile.cycle_plugins()
+    return [
+        name
+        for name in reached
+        if may_change_decision(
+            plugins,
+            by_name[name].spec.policy,
+            change,
+            capacity_aware=hub_names.REQUESTS_ANNOTATION in by_name[name].metadata.annotations,
+        )
+    ]
 
 
 def _owner(obj: HubObject) -> str:

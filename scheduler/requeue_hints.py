@@ -24,6 +24,8 @@ True: its verdict or score for `change.name` may differ after the change."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,7 +37,9 @@ from scheduler.facts import ClusterFacts, build
 __all__ = [
     "ClusterChange",
     "affinity_may_change",
+    "change_between_records",
     "may_change_decision",
+    "record_of",
 ]
 
 
@@ -55,8 +59,11 @@ class ClusterChange:
     """The namespace list or the conditions (namespace collection among them) changed."""
     eligibility: bool
     """The profile's eligibility verdict or its reason differs at `now` (PickFixed's check)."""
-    before: ClusterFacts
-    after: ClusterFacts
+    before: ClusterFacts | None
+    after: ClusterFacts | None
+    """The cluster as the plugins read it, before and after; None when the change is known only
+    from digests of its parts (the reconcile's, `from_records`): a hint then answers from the
+    fields above."""
     now: datetime
 
     @classmethod
@@ -83,6 +90,71 @@ class ClusterChange:
             after=after,
             now=now,
         )
+
+
+# A cluster's record (`record_of`): what scheduling reads of it, hashed part by part, so that two
+# records say which parts changed. Fields, "|"-separated: the version, a digest of the whole,
+# the eligibility reason, taints, namespaces and conditions, resources, then the labels and the
+# reported properties as comma-separated key=digest pairs (label keys and property names hold
+# no "|", "," or "=").
+RECORD_VERSION = "r1"
+
+
+def record_of(cluster: MemberCluster, ineligible: str | None) -> str:
+    """The record of `cluster`, whose eligibility reason now is `ineligible` (None: eligible)."""
+    facts = build(cluster)
+    status = cluster.status
+    parts = [
+        _digest(ineligible or ""),
+        _digest([t.model_dump(mode="json") for t in facts.taints]),
+        _digest(
+            [
+                status.namespaces,
+                [c.model_dump(mode="json") for c in status.conditions],
+            ]
+        ),
+        _digest(_resources(facts)),
+        ",".join(f"{k}={_digest(v)}" for k, v in sorted(facts.labels.items())),
+        ",".join(f"{k}={_digest(v)}" for k, v in sorted(facts.properties.items())),
+    ]
+    return "|".join([RECORD_VERSION, _digest(parts, 16), *parts])
+
+
+def change_between_records(
+    name: str, before: str, after: str, now: datetime
+) -> ClusterChange | None:
+    """The change between two records of cluster `name` (`record_of`), without the facts; None
+    when either is not a record of this version (a digest from before records): what changed is
+    not known, so every placement KubeFleet would requeue is requeued."""
+    old, new = _parts(before), _parts(after)
+    if old is None or new is None:
+        return None
+    return ClusterChange(
+        name=name,
+        labels=_changed_keys(_pairs(old[6]), _pairs(new[6])),
+        taints=old[3] != new[3],
+        properties=_changed_keys(_pairs(old[7]), _pairs(new[7])),
+        resources=old[5] != new[5],
+        namespaces=old[4] != new[4],
+        eligibility=old[2] != new[2],
+        before=None,
+        after=None,
+        now=now,
+    )
+
+
+def _parts(record: str) -> list[str] | None:
+    parts = record.split("|")
+    return parts if len(parts) == 8 and parts[0] == RECORD_VERSION else None
+
+
+def _pairs(text: str) -> dict[str, str]:
+    return dict(pair.split("=", 1) for pair in text.split(",")) if text else {}
+
+
+def _digest(value: object, length: int = 8) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
 def may_change_decision(

@@ -44,7 +44,10 @@ class ClusterEligibility:
         )
 
     def requeue_hint(self, policy: PlacementPolicy | None, change: ClusterChange) -> bool:
-        """This plugin's own checker's verdict (its timeouts may be the profile's own)."""
+        """This plugin's own checker's verdict (its timeouts may be the profile's own); known
+        only from digests (the reconcile's, made with the profile's checker), their verdict."""
+        if change.before is None or change.after is None:
+            return change.eligibility
         return self.checker.check_facts(change.before, change.now) != self.checker.check_facts(
             change.after, change.now
         )

@@ -20,7 +20,12 @@ from hypothesis import strategies as st
 from hub import names
 from hub.types import ClusterResourceBinding, ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler import CapacityInput, CycleInput, Profile, default_profile, load_profile, schedule
-from scheduler.requeue_hints import ClusterChange, may_change_decision
+from scheduler.requeue_hints import (
+    ClusterChange,
+    change_between_records,
+    may_change_decision,
+    record_of,
+)
 from scheduler.testing import apply_plan, binding, member_cluster, policy_snapshot
 from tests.property.test_cycle_properties import NOW, PLACEMENT, POOL, bindings, policies
 
@@ -396,3 +401,39 @@ def test_wider_changes_skipped_by_the_hint_decide_the_same(data: st.DataObject) 
     event("skipped")
     again = fixpoint(steady[1], after, steady[0], profile, capacity)
     assert again is not None and _state(again) == _state(steady), change
+
+
+@SETTINGS
+@given(st.data())
+def test_the_reconciles_records_reach_every_placement_the_watcher_would(
+    data: st.DataObject,
+) -> None:
+    """The reconcile knows a cluster's change only from two records (hashed parts, no facts):
+    whenever the watcher's hint, which sees the cluster before and after, says a placement's
+    decision may change, the records' change says so too. So the reconcile, repairing a missed
+    cluster event, never skips a placement the watcher would have requeued."""
+    fleet = [data.draw(wide_spec(name)) for name in WIDE_POOL[:2]]
+    policy = data.draw(wide_policy())
+    profile = PROFILES[data.draw(st.sampled_from(sorted(PROFILES)))]
+    capacity_aware = data.draw(st.booleans())
+    snapshot = policy_snapshot(PLACEMENT, policy, index=1)
+    before = fleet[0].build()
+    after = data.draw(wide_change(fleet[0])).build()
+    precise = ClusterChange.between(before, after, profile.ineligibility, NOW)
+    rough = change_between_records(
+        before.metadata.name,
+        record_of(before, profile.ineligibility(before, NOW)),
+        record_of(after, profile.ineligibility(after, NOW)),
+        NOW,
+    )
+    assert rough is not None
+    plugins = profile.cycle_plugins()
+    policy_ = snapshot.spec.policy
+    if may_change_decision(plugins, policy_, precise, capacity_aware=capacity_aware):
+        event("requeued by the watcher")
+        assert may_change_decision(plugins, policy_, rough, capacity_aware=capacity_aware), (
+            precise,
+            rough,
+        )
+    else:
+        event("skipped by the watcher")

@@ -11,6 +11,7 @@ from hub.types import (
     MemberCluster,
     ResourcePlacement,
 )
+from scheduler import default_profile
 from scheduler.reconcile import GONE_REASON, START_REASON, plan_reconcile
 from scheduler.testing import binding, member_cluster, policy_snapshot
 
@@ -104,6 +105,43 @@ def test_a_relabelled_or_deleted_cluster_reaches_the_placements_kubefleet_would_
     gone = plan(clusters=clusters("prod"), previous_clusters=before)
     assert "binding b-c1-0 targets a cluster that is gone" in gone.requeue["b"]
     assert "cluster c1 left the fleet" in gone.requeue["a"]
+
+
+def selecting(name: str, key: str) -> ClusterResourcePlacement:
+    """A PickAll placement whose required affinity reads the label `key`."""
+    wire = placement(name).to_wire()
+    wire["spec"]["policy"]["affinity"] = {
+        "clusterAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "clusterSelectorTerms": [
+                    {"labelSelector": {"matchExpressions": [{"key": key, "operator": "Exists"}]}}
+                ]
+            }
+        }
+    }
+    return ClusterResourcePlacement.from_wire(wire)
+
+
+def test_with_a_profile_a_cluster_change_reaches_only_placements_it_may_change() -> None:
+    """The records say which parts changed: a label only `a` reads reaches `a` (and `b`, which
+    reads nothing, is left alone); a label nobody reads reaches nobody; a taint reaches both
+    (every placement's tolerations are read)."""
+    profile = default_profile()
+    read = {"placements": [selecting("a", "env"), placement("b")], "profile": profile}
+    base = [member_cluster("c0", NOW, labels={"env": "prod"}), clusters("x", "dev")[1]]
+    before = plan(**read, clusters=base).clusters
+
+    def changed_to(cluster: MemberCluster) -> dict[str, str]:
+        return dict(plan(**read, clusters=[cluster, base[1]], previous_clusters=before).requeue)
+
+    assert set(changed_to(member_cluster("c0", NOW, labels={"env": "staging"}))) == {"a"}
+    unread = member_cluster("c0", NOW, labels={"env": "prod", "owner": "team-x"})
+    assert changed_to(unread) == {}
+    tainted = member_cluster("c0", NOW, labels={"env": "prod"}, taints=[("gpu", "true")])
+    assert set(changed_to(tainted)) == {"a", "b"}
+    # A digest a reconcile from before records left: what changed is unknown, KubeFleet's rule.
+    older = {name: "0123456789abcdef" for name in before}
+    assert set(plan(**read, clusters=base, previous_clusters=older).requeue) == {"a", "b"}
 
 
 def test_a_binding_being_deleted_requeues_its_placement() -> None:
