@@ -389,16 +389,7 @@ class Bench:
         report("churn.label.quiet_s", max(0.0, last_cycle - started))
 
     async def _quiet(self, cycles: Cycles, since: float | None = None) -> float:
-        """Wait until no cycle has finished for QUIET_S; when the last one did (monotonic).
-        With `since`, wait at least QUIET_S after it too, so a slow first signal is not missed."""
-        last_count = await cycles.count()
-        last_change = since if since is not None else time.monotonic()
-        while time.monotonic() - last_change < QUIET_S:
-            await asyncio.sleep(METRICS_POLL_S)
-            count = await cycles.count()
-            if count != last_count:
-                last_count, last_change = count, time.monotonic()
-        return last_change
+        return await cycles.quiet(since)
 
     async def heartbeats(self) -> None:
         clusters = [load.cluster_name(i) for i in range(self.args.clusters)]
@@ -427,6 +418,18 @@ class Cycles:
             if line.startswith(CYCLES_METRIC + "{"):
                 total += float(line.rsplit(" ", 1)[1])
         return int(total)
+
+    async def quiet(self, since: float | None = None) -> float:
+        """Wait until no cycle has finished for QUIET_S; when the last one did (monotonic).
+        With `since`, wait at least QUIET_S after it too, so a slow first signal is not missed."""
+        last_count = await self.count()
+        last_change = since if since is not None else time.monotonic()
+        while time.monotonic() - last_change < QUIET_S:
+            await asyncio.sleep(METRICS_POLL_S)
+            count = await self.count()
+            if count != last_count:
+                last_count, last_change = count, time.monotonic()
+        return last_change
 
 
 def _metrics_url(ready_line: str) -> str:

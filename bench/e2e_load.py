@@ -4,9 +4,10 @@ scheduled. Used by bench/e2e.py; talks to devhub over plain HTTP (aiohttp), like
 The fleet and the placements are built so that every size does the same kind of work and only
 the number of clusters and placements changes:
 
-- Clusters `member-00000`.. carry env (prod/staging/dev), zone (5), tier (gold on every 4th),
-  a `bench/shard` label shared by exactly two clusters at any fleet size, a node-count property,
-  and every 10th one (index 7 mod 10) a NoSchedule taint the placements do not tolerate.
+- Clusters `member-00000`.. carry env (prod/staging/dev), region (10, each with its share of
+  every env and of the tainted clusters), zone (5), tier (gold on every 4th), a `bench/shard`
+  label shared by exactly two clusters at any fleet size, a node-count property, and every 10th
+  one (index 7 mod 10) a NoSchedule taint the placements do not tolerate.
   `member-00000` is the anchor: it has `bench/anchor=true` and the most nodes, so every
   placement below picks it (the "cluster shared by all placements" of the churn test).
 - Placements are 70% PickN (3 of the prod/staging clusters, preferring the anchor, gold and big
@@ -15,6 +16,8 @@ the number of clusters and placements changes:
   plus one shard: at most 3 clusters), 10% PickFixed (the anchor plus one other). About three
   bindings each, whatever the fleet size, so the fleet size shows what reading and evaluating
   clusters costs, not what writing does.
+- `region_env_placement` is another mix, by region and environment (bench/kubefleet_report.py),
+  with PickAll placements of a whole region or env: bindings grow with the fleet.
 
 `Tracker` watches ClusterResourcePlacements and ClusterResourceBindings and records, per
 placement, when its Scheduled condition turned True for each generation (KubeFleet's "fully
@@ -45,9 +48,15 @@ __all__ = [
     "fleet",
     "placement",
     "policy_change",
+    "region_env_placement",
+    "wide_pick_n",
 ]
 
 ZONES: Final = ("zone-a", "zone-b", "zone-c", "zone-d", "zone-e")
+REGIONS: Final = (
+    "eastus", "eastus2", "westus", "westus2", "centralus",
+    "northeurope", "westeurope", "uksouth", "japaneast", "australiaeast",
+)  # fmt: skip
 ENVS: Final = ("prod", "staging", "dev")
 SHARD_LABEL: Final = "bench/shard"
 ANCHOR_LABEL: Final = "bench/anchor"
@@ -71,6 +80,12 @@ def cluster_name(index: int) -> str:
     return f"member-{index:05d}"
 
 
+def region_of(index: int) -> str:
+    """Cluster `index`'s region: consecutive clusters go round the regions, shifted by one every
+    ten, so the tainted ones (index 7 mod 10) fall in every region alike."""
+    return REGIONS[(index + index // 10) % len(REGIONS)]
+
+
 def fleet(size: int) -> list[dict[str, Any]]:
     """The wire form of `size` MemberClusters with a joined, healthy member agent's status."""
     now = datetime.now(UTC)
@@ -79,6 +94,7 @@ def fleet(size: int) -> list[dict[str, Any]]:
     for i in range(size):
         labels = {
             "env": ENVS[i % len(ENVS)],
+            "region": region_of(i),
             "zone": ZONES[i % len(ZONES)],
             SHARD_LABEL: str(i % shards),
         }
@@ -179,6 +195,11 @@ def placement(name: str, index: int, clusters: int) -> dict[str, Any]:
         policy = _pick_all(index, clusters)
     else:
         policy = _pick_fixed(index, clusters)
+    return crp(name, policy)
+
+
+def crp(name: str, policy: dict[str, Any]) -> dict[str, Any]:
+    """The wire form of a ClusterResourcePlacement of the namespace `name` with `policy`."""
     return {
         "apiVersion": f"{ClusterResourcePlacement.GROUP}/{ClusterResourcePlacement.VERSION}",
         "kind": ClusterResourcePlacement.KIND,
@@ -190,6 +211,81 @@ def placement(name: str, index: int, clusters: int) -> dict[str, Any]:
             "policy": policy,
         },
     }
+
+
+def _required(*expressions: dict[str, Any]) -> dict[str, Any]:
+    """Required cluster affinity: one term, every expression of it must hold."""
+    term = {"labelSelector": {"matchExpressions": list(expressions)}}
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"clusterSelectorTerms": [term]}}
+
+
+def _label_in(key: str, values: Iterable[str]) -> dict[str, Any]:
+    return {"key": key, "operator": "In", "values": sorted(values)}
+
+
+# Preferences of the mix's PickN placements: gold clusters, then the biggest ones.
+_PREFERRED: Final = [
+    {"weight": 30, "preference": {"labelSelector": {"matchLabels": {"tier": "gold"}}}},
+    {
+        "weight": 60,
+        "preference": {
+            "propertySorter": {
+                "name": names.NODE_COUNT_PROPERTY,
+                "sortOrder": names.SORT_DESCENDING,
+            }
+        },
+    },
+]
+
+
+def region_env_placement(name: str, index: int, pick_n: int) -> dict[str, Any]:
+    """Placement number `index` of a mix by region and environment, as KubeFleet's scale tests
+    use: 70% PickN `pick_n` whose required affinity reads env (prod or staging), region (five of
+    the ten, turning with `index`) or both, preferring gold and big clusters; 20% PickAll of one
+    region; 10% PickAll of one env. None tolerates the `gpu` taint."""
+    slot = index % 10
+    turn = index // 10
+    if slot < 7:
+        regions = {REGIONS[(turn + k) % len(REGIONS)] for k in range(len(REGIONS) // 2)}
+        by_env = _label_in("env", ("prod", "staging"))
+        by_region = _label_in("region", regions)
+        expressions = ((by_env,), (by_region,), (by_env, by_region))[index % 3]
+        policy: dict[str, Any] = {
+            "placementType": "PickN",
+            "numberOfClusters": pick_n,
+            "affinity": {
+                "clusterAffinity": {
+                    **_required(*expressions),
+                    "preferredDuringSchedulingIgnoredDuringExecution": _PREFERRED,
+                }
+            },
+        }
+    elif slot < 9:
+        region = REGIONS[(turn * 2 + slot) % len(REGIONS)]
+        policy = {
+            "placementType": "PickAll",
+            "affinity": {"clusterAffinity": _required(_label_in("region", (region,)))},
+        }
+    else:
+        env = ENVS[turn % len(ENVS)]
+        policy = {
+            "placementType": "PickAll",
+            "affinity": {"clusterAffinity": _required(_label_in("env", (env,)))},
+        }
+    return crp(name, policy)
+
+
+def wide_pick_n(name: str, count: int) -> dict[str, Any]:
+    """A PickN `count` placement that any untainted cluster may take (no required affinity),
+    preferring gold and big clusters."""
+    policy = {
+        "placementType": "PickN",
+        "numberOfClusters": count,
+        "affinity": {
+            "clusterAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": _PREFERRED}
+        },
+    }
+    return crp(name, policy)
 
 
 def policy_change(current: dict[str, Any]) -> dict[str, Any]:
@@ -208,11 +304,11 @@ def policy_change(current: dict[str, Any]) -> dict[str, Any]:
 class Hub:
     """The bench's own HTTP client of devhub (bearer token, plain HTTP on devhub's port)."""
 
-    def __init__(self, url: str, token: str) -> None:
+    def __init__(self, url: str, token: str, connections: int = WRITE_CONCURRENCY * 2 + 8) -> None:
         self.url = url
         self._session = aiohttp.ClientSession(
             headers={"Authorization": f"Bearer {token}"},
-            connector=aiohttp.TCPConnector(limit=WRITE_CONCURRENCY * 2 + 8),
+            connector=aiohttp.TCPConnector(limit=connections),
             timeout=aiohttp.ClientTimeout(total=300, sock_read=WATCH_SECONDS + 30),
         )
 
@@ -348,6 +444,8 @@ class PlacementState:
     scheduled: dict[int, float] = field(default_factory=dict)
     last_binding: float | None = None  # the newest binding write seen for it
     bindings: set[str] = field(default_factory=set)
+    # When each binding name was first seen, in order: bound[n - 1] is when it had n bindings.
+    bound: list[float] = field(default_factory=list)
     deleted: float | None = None
 
 
@@ -424,8 +522,18 @@ class Tracker:
         if event == "DELETED":
             state.bindings.discard(meta["name"])
             return
-        state.bindings.add(meta["name"])
-        state.last_binding = time.monotonic()
+        now = time.monotonic()
+        if meta["name"] not in state.bindings:
+            state.bindings.add(meta["name"])
+            state.bound.append(now)
+        state.last_binding = now
+
+    def bound_at(self, name: str, count: int) -> float | None:
+        """When `name` was first seen with `count` bindings (deleted ones included)."""
+        state = self.placements.get(name)
+        if state is None or len(state.bound) < count:
+            return None
+        return state.bound[count - 1]
 
     def scheduled_at(self, name: str, generation: int = 1) -> float | None:
         """When `name` was first seen scheduled at `generation` or later."""
