@@ -326,7 +326,7 @@ class _AdmissionGauges(Collector):
         drain = GaugeMetricFamily(
             "fleet_scheduler_admission_drain_rate",
             "Turns seen done per second while turns waited for a place in the admission window, "
-            "over the last seconds of such a backlog (NaN until measured).",
+            "over the last 10 s in which some waited (NaN until measured).",
         )
         drain.add_metric([], math.nan if rate is None else rate)
         yield window
