@@ -24,17 +24,24 @@ the placement's Scheduled condition True for its generation, seen on a watch.
   last scheduled). priority: the default profile (low -> key 4, high -> key 2); fifo: a
   PrioritySort with one band and no fan-out demotion (every turn key 3: as before priorities).
   backlog.priority.one_partition: priority with one task-queue partition; .window: priority
-  with the watcher's admission window (`run --admission-window 16`; off by default).
+  with the watcher's admission window (`run --admission-window 16`; off by default); .auto:
+  priority with the window sized from the drain rate (`run --admission-window auto`).
 - tenants.fair / tenants.unfair: tenant A creates B placements at once (label
   `fleet-scheduler.io/tenant: a`) while tenant B creates --tenant-b at --tenant-b-rate per
   second (`tenant: b`), starting together. Figures: B's created -> scheduled p50/p99/max, A's
   drain time, A's placements still unscheduled when B's last one was scheduled. fair: a profile
   with PrioritySort's fairness on and the server's fairness on; unfair: the default profile,
-  server fairness off; fair.window: fair with the admission window (16).
-- burst.default / burst.fifo: --burst plain placements (no annotation, no label) created at
-  once; placements/s as e2e.py computes it (P / first create -> last scheduled). Alternated
-  --pairs times, each on a fresh stack; `burst.ratio.fifo_over_default` is the ratio of the means.
-  Plain placements get key 3 under both profiles: only the ordering code differs.
+  server fairness off; fair.window: fair with the admission window (16); fair.auto: fair with
+  the automatic window.
+- burst.default / burst.fifo / burst.auto: --burst plain placements (no annotation, no label)
+  created at once; placements/s as e2e.py computes it (P / first create -> last scheduled).
+  Alternated --pairs times, each on a fresh stack; `burst.ratio.fifo_over_default` and
+  `burst.ratio.auto_over_default` are ratios of the means. Plain placements get key 3 under
+  every profile: fifo differs from default only in the ordering code, auto only in the window
+  (`run --admission-window auto`; burst.default has `run`'s default, config.run_admission_window).
+
+An arm with a window on also reports what the watcher's /metrics said of it, sampled every
+second while it measured: `<arm>.admission.window_min/_max/_last` and `.drain_rate_last`.
 
 Prints `name value` lines (the machine's load before each arm, the config, each arm's figures,
 the ratios last). An arm that fails prints `<arm>.failed` and the run goes on to the next."""
@@ -72,6 +79,12 @@ from e2e import (
 from e2e_load import Hub, Tracker, each
 from e2e_stack import Child, Stack, stop_children_now
 
+from control.config import (
+    ADMISSION_AUTO,
+    DEFAULT_ADMISSION_WINDOW,
+    AdmissionWindowSetting,
+    parse_admission_window,
+)
 from hub.names import DEFAULT_TENANT_LABEL, PRIORITY_CLASS_ANNOTATION
 from hub.types import ClusterResourcePlacement, PriorityClass
 from workers.devserver import FAIRNESS_DYNAMIC_CONFIG
@@ -105,11 +118,15 @@ PARTITION_SETTINGS: Final = (
 )
 # The admission window of the .window arms (docs/priority.md, "Admission").
 WINDOW: Final = 16
+# The watcher's gauges of its admission window, and how often an arm samples them.
+WINDOW_METRIC: Final = "fleet_scheduler_admission_window"
+DRAIN_RATE_METRIC: Final = "fleet_scheduler_admission_drain_rate"
+GAUGE_SAMPLE_S: Final = 1.0
 # A scheduler log line worth a look (it logs at WARNING; its children prefix their lines).
 TROUBLE: Final = re.compile(r"WARNING|ERROR|CRITICAL|Traceback")
 
 
-def admission_window(setup: Setup, args: argparse.Namespace) -> int | None:
+def admission_window(setup: Setup, args: argparse.Namespace) -> AdmissionWindowSetting | None:
     """The arm's `run --admission-window` (None: run's default)."""
     return setup.admission_window if setup.admission_window is not None else args.admission_window
 
@@ -123,7 +140,7 @@ class Setup:
     profile: str | None
     server_fairness: bool = False
     partitions: int | None = None
-    admission_window: int | None = None
+    admission_window: AdmissionWindowSetting | None = None
 
 
 SETUPS: Final[Mapping[str, Setup]] = {
@@ -131,11 +148,14 @@ SETUPS: Final[Mapping[str, Setup]] = {
     "backlog.fifo": Setup("fifo"),
     "backlog.priority.one_partition": Setup(None, partitions=1),
     "backlog.priority.window": Setup(None, admission_window=WINDOW),
+    "backlog.priority.auto": Setup(None, admission_window=ADMISSION_AUTO),
     "tenants.fair": Setup("fair", server_fairness=True),
     "tenants.fair.window": Setup("fair", server_fairness=True, admission_window=WINDOW),
+    "tenants.fair.auto": Setup("fair", server_fairness=True, admission_window=ADMISSION_AUTO),
     "tenants.unfair": Setup(None),
     "burst.default": Setup(None),
     "burst.fifo": Setup("fifo"),
+    "burst.auto": Setup(None, admission_window=ADMISSION_AUTO),
 }
 ARMS: Final = tuple(SETUPS)
 
@@ -171,6 +191,43 @@ def priority_class(name: str, value: int) -> dict[str, Any]:
     }
 
 
+class WindowGauges:
+    """The watcher's admission window size and drain rate, from its /metrics."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str) -> None:
+        self._session = session
+        self._url = url
+        self.windows: list[float] = []
+        self.rate: float | None = None
+
+    async def sample(self) -> None:
+        async with self._session.get(self._url) as response:
+            response.raise_for_status()
+            text = await response.text()
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name == WINDOW_METRIC:
+                self.windows.append(float(value))
+            elif name == DRAIN_RATE_METRIC:
+                self.rate = float(value)
+
+    async def sample_forever(self) -> None:
+        while True:
+            with contextlib.suppress(aiohttp.ClientError):
+                await self.sample()
+            await asyncio.sleep(GAUGE_SAMPLE_S)
+
+    def report(self, label: str) -> None:
+        """Only where a window was on: a window of 0 throughout says nothing."""
+        if not any(self.windows):
+            return
+        report(f"{label}.admission.window_min", min(self.windows))
+        report(f"{label}.admission.window_max", max(self.windows))
+        report(f"{label}.admission.window_last", self.windows[-1])
+        if self.rate is not None:
+            report(f"{label}.admission.drain_rate_last", self.rate)
+
+
 @dataclass
 class Arm:
     """One arm's fresh stack, as its measurement sees it."""
@@ -181,6 +238,7 @@ class Arm:
     tracker: Tracker
     scheduler: Child
     cycles: Cycles
+    gauges: WindowGauges
     run_id: str = field(default_factory=lambda: secrets.token_hex(3))
 
     def names(self, group: str, count: int) -> list[str]:
@@ -386,7 +444,8 @@ async def fresh_stack(
         async with aiohttp.ClientSession() as session:
             await _say_if_not_ready(session, url, label)
             report(f"{label}.setup_s", time.monotonic() - began)
-            yield Arm(label, args, hub, tracker, scheduler, Cycles(session, url))
+            gauges = WindowGauges(session, url)
+            yield Arm(label, args, hub, tracker, scheduler, Cycles(session, url), gauges)
     finally:
         if beats is not None:
             beats.cancel()
@@ -438,6 +497,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> bool:
     report("config.burst", args.burst)
     report("config.pairs", args.pairs)
     report("config.processes", args.processes)
+    report("config.run_admission_window", DEFAULT_ADMISSION_WINDOW)  # burst.default's
     report("config.scheduler", "standalone")  # one `run`: worker, watcher, snapshotter
     report("config.policy", "PickN-1")
     report("config.temporal_db", "sqlite")
@@ -457,7 +517,12 @@ async def run(args: argparse.Namespace, workdir: Path) -> bool:
         try:
             async with fresh_stack(args, label, setup, workdir) as stack:
                 before = await stack.cycles.count()
-                await MEASURES[arm.split(".")[0]](stack, results)
+                sampler = asyncio.create_task(stack.gauges.sample_forever())
+                try:
+                    await MEASURES[arm.split(".")[0]](stack, results)
+                finally:
+                    sampler.cancel()
+                stack.gauges.report(label)
                 await asyncio.sleep(QUIET_S)
                 report(f"{label}.cycles", await stack.cycles.count() - before)
                 report(f"{label}.scheduler_warnings", trouble(stack.scheduler))
@@ -482,6 +547,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> bool:
         "backlog.priority.window.high.p99_s",
     )
     results.ratio(
+        "backlog.ratio.high_p99_no_window_over_auto",
+        "backlog.priority.high.p99_s",
+        "backlog.priority.auto.high.p99_s",
+    )
+    results.ratio(
         "tenants.ratio.b_p50_unfair_over_fair", "tenants.unfair.b.p50_s", "tenants.fair.b.p50_s"
     )
     results.ratio(
@@ -489,13 +559,24 @@ async def run(args: argparse.Namespace, workdir: Path) -> bool:
         "tenants.fair.b.p99_s",
         "tenants.fair.window.b.p99_s",
     )
-    for name in ("burst.default", "burst.fifo"):
+    results.ratio(
+        "tenants.ratio.b_p99_no_window_over_auto",
+        "tenants.fair.b.p99_s",
+        "tenants.fair.auto.b.p99_s",
+    )
+    for name in ("burst.default", "burst.fifo", "burst.auto"):
         mean = results.mean(f"{name}.placements_per_s")
         if mean is not None:
             report(f"{name}.placements_per_s", mean)
     results.ratio(
         "burst.ratio.fifo_over_default",
         "burst.fifo.placements_per_s",
+        "burst.default.placements_per_s",
+    )
+    # The second goal of an automatic window: at least 0.95 (no more than 5% of the rate lost).
+    results.ratio(
+        "burst.ratio.auto_over_default",
+        "burst.auto.placements_per_s",
         "burst.default.placements_per_s",
     )
     report("machine.load1.end", os.getloadavg()[0])
@@ -512,6 +593,16 @@ async def main_async(args: argparse.Namespace, workdir: Path) -> bool:
     return await run(args, workdir)
 
 
+def _admission_window(value: str) -> AdmissionWindowSetting:
+    try:
+        window = parse_admission_window(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if window != ADMISSION_AUTO and window < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value!r}")
+    return window
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clusters", type=int, default=100, metavar="K")
@@ -526,7 +617,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--burst", type=int, default=1000, metavar="P",
                         help="placements of each burst arm (default 1000)")
     parser.add_argument("--pairs", type=int, default=2,
-                        help="burst.default/burst.fifo pairs, alternated (default 2)")
+                        help="rounds of the burst arms, alternated (default 2)")
     parser.add_argument("--arms", default=",".join(ARMS),
                         help=f"comma-separated arms to run (default all: {','.join(ARMS)})")
     parser.add_argument("--processes", type=int, default=2, metavar="N",
@@ -534,8 +625,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "matrix)")
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="seconds any one wait may take (default 1800)")
-    parser.add_argument("--admission-window", type=int, default=None, metavar="N",
-                        help="`run --admission-window N` for the arms that do not set their own "
+    parser.add_argument("--admission-window", type=_admission_window, default=None,
+                        metavar="auto|off|N",
+                        help="`run --admission-window` for the arms that do not set their own "
                              "(default: run's default)")
     parser.add_argument("--keep", action="store_true", help="keep the logs directory")
     args = parser.parse_args(argv)

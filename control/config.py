@@ -19,23 +19,26 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from scheduler.rebalance import PACK, Strategy
 from workflows import names
 
 __all__ = [
+    "ADMISSION_AUTO",
     "ALL_COMPONENTS",
     "DEFAULT_ADMISSION_WINDOW",
     "DEFAULT_DEPLOYMENT_NAME",
     "DEFAULT_MAX_CACHED_WORKFLOWS",
     "DEFAULT_MAX_CONCURRENT_ACTIVITIES",
     "LOOPBACK",
+    "AdmissionWindowSetting",
     "Component",
     "HubFlags",
     "RunConfig",
     "TemporalFlags",
     "VersionFlags",
+    "parse_admission_window",
 ]
 
 
@@ -53,15 +56,39 @@ DEFAULT_MAX_CONCURRENT_ACTIVITIES: Final = 16
 # Workflows kept in memory between their tasks (the SDK's default); each costs about 170 KB
 # (bench/workflow_cache.py), and one evicted replays its history on its next task.
 DEFAULT_MAX_CACHED_WORKFLOWS: Final = 1000
+# `--admission-window auto`: the watcher sizes its window from the drain rate it measures
+# (control.admission); beside KubeFleet (no snapshotter) that is no window.
+ADMISSION_AUTO: Final = "auto"
+# `--admission-window`: auto, or a fixed number of turns (0: no window).
+AdmissionWindowSetting = int | Literal["auto"]
 # Turns of placements not yet scheduled at their generation that may be in Temporal at once, per
 # priority key and better (control.outbox.AdmissionWindow; 0: no window). Off by default:
 # measured in bench/priority.py (bench/RESULTS.md, "Admission"), a window of 16 takes a later
 # tenant's p99 from 13.3 to 3.4-9.0 s behind 2,000 placements, but a plain burst of 1,000 ran at
 # 14.1 and 12.0/s with it against 22.7 and 14.9/s without: a fixed window small enough to help
-# also starves the pipeline when nothing better waits. Opt in where latecomers matter more.
-DEFAULT_ADMISSION_WINDOW: Final = 0
+# also starves the pipeline when nothing better waits. ADMISSION_AUTO sizes it from the drain
+# rate instead; it becomes the default here (nothing else changes) once bench/priority.py
+# shows it meets both goals: urgent placements' p99 <= 3 s behind a backlog, and a plain burst
+# within 5% of its rate without a window (burst.ratio.auto_over_default >= 0.95).
+DEFAULT_ADMISSION_WINDOW: Final[AdmissionWindowSetting] = 0
 DEFAULT_DEPLOYMENT_NAME: Final = "fleet-scheduler"  # the Worker Deployment (workers.versioning)
 LOOPBACK: Final = "127.0.0.1"
+
+
+def parse_admission_window(text: str) -> AdmissionWindowSetting:
+    """`--admission-window`'s value: `auto`, `off` (0) or a whole number of turns, as written
+    (a negative number is returned for the caller to refuse). ValueError for anything else."""
+    word = text.strip().lower()
+    if word == ADMISSION_AUTO:
+        return ADMISSION_AUTO
+    if word == "off":
+        return 0
+    try:
+        return int(word)
+    except ValueError:
+        raise ValueError(
+            f"expected {ADMISSION_AUTO}, off or a number of turns (0: off), got {text!r}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -110,7 +137,9 @@ class RunConfig:
     fairness: bool = False
     resource_placements: bool = True  # KubeFleet's --enable-resource-placement
     local_cycles_up_to: int | None = None  # None: the workers choose (workflows.starts)
-    admission_window: int = DEFAULT_ADMISSION_WINDOW
+    # Turns let into Temporal at once per key and better: ADMISSION_AUTO (sized from the drain
+    # rate), or a number (0: no window). Standalone only: beside KubeFleet there is no window.
+    admission_window: AdmissionWindowSetting = DEFAULT_ADMISSION_WINDOW
     # The Schedules this process keeps (control.schedules); 0: not managed here.
     reconcile_every_s: float = 0.0
     rebalance_every_s: float = 0.0
@@ -132,6 +161,11 @@ class RunConfig:
             raise ValueError(f"processes must be 0 or more, got {self.processes}")
         if self.processes and Component.ACTIVITIES not in self.components:
             raise ValueError("activity processes run the activities component, which is off")
+        window = self.admission_window
+        if window != ADMISSION_AUTO and (not isinstance(window, int) or window < 0):
+            raise ValueError(
+                f"admission_window must be {ADMISSION_AUTO!r} or 0 or more, got {window!r}"
+            )
 
     @property
     def workflows(self) -> bool:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Final
 
+from control.admission import AutoSizing, DrainRate
 from control.routes import Route
 from hub.informer import Backoff
 from scheduler.framework.queue_sort import (
@@ -290,19 +291,31 @@ class AdmissionWindow:
     watcher lets at most `size` turns of a key or better in at a time; the rest wait in the
     outbox, in priority and fairness order, and go as turns finish. A turn counts from its send
     until the placement's Scheduled condition shows its generation (the watcher sees it on its
-    watch), the placement is gone, the send failed, or `timeout` seconds passed (a turn whose
-    condition nobody writes must not hold a place forever).
+    watch: `finished`), the placement is gone or the send failed (`release`), or `timeout`
+    seconds passed (`expire`: a turn whose condition nobody writes must not hold a place forever).
+
+    `size` is a number of turns (0: no window, everything is admitted) or an `AutoSizing`: then
+    the window starts at its `start` and `adapt` sizes it from the drain rate, the turns
+    `finished` per second while turns wait for a place (control.admission). Any window on
+    measures that rate (`drain_rate`); only an automatic one follows it. A size that shrinks
+    below the turns in takes nobody's place: it admits nothing until enough have finished.
 
     Keyed by placement: a placement holds at most one place, at the key of its latest send.
-    Pure; time is an argument. `size` 0 is no window: everything is admitted."""
+    Pure; time is an argument."""
 
-    def __init__(self, size: int, timeout: float) -> None:
-        if size < 0:
-            raise ValueError(f"the admission window must be 0 or more, got {size}")
+    def __init__(self, size: int | AutoSizing, timeout: float) -> None:
         if timeout <= 0:
             raise ValueError(f"the admission timeout must be positive, got {timeout}")
-        self.size = size
+        self.auto: AutoSizing | None
+        if isinstance(size, AutoSizing):
+            self.auto, self.size, self._drain = size, size.start, size.drain_rate()
+        elif size < 0:
+            raise ValueError(f"the admission window must be 0 or more, got {size}")
+        else:
+            self.auto, self.size, self._drain = None, size, DrainRate()
         self.timeout = timeout
+        # The rate as of the last `adapt` (None: not known yet), for metrics and logs.
+        self.drain_rate: float | None = None
         # placement -> (admitted at, key), oldest first: expiry pops from the front.
         self._admitted: dict[str, tuple[float, int]] = {}
         self._by_key = [0] * (LOWEST_PRIORITY_KEY + 1)
@@ -339,7 +352,8 @@ class AdmissionWindow:
         self._by_key[key] += 1
 
     def release(self, placement: str) -> bool:
-        """The placement's turn is done (or will not run): its place is free. False when it held
+        """The placement's turn will not run, or is no longer ours to wait for (the placement
+        is gone): its place is free, and the drain rate does not count it. False when it held
         none."""
         held = self._admitted.pop(placement, None)
         if held is None:
@@ -347,8 +361,37 @@ class AdmissionWindow:
         self._by_key[held[1]] -= 1
         return True
 
+    def finished(self, placement: str, now: float) -> bool:
+        """The placement's turn was seen done at `now`: its place is free, and while turns wait
+        for a place it counts toward the drain rate. False when it held none."""
+        if not self.release(placement):
+            return False
+        self._drain.done(now)
+        return True
+
+    def waiting(self, now: float, waiting: bool) -> None:
+        """From `now` on, turns wait for a place (the window refused one), or none do: the drain
+        rate is measured only while some do."""
+        self._drain.waiting(now, waiting)
+
+    @property
+    def is_waiting(self) -> bool:
+        return self._drain.is_waiting
+
+    def adapt(self, now: float) -> bool:
+        """Measure the drain rate at `now` and, for an automatic window, size the window from
+        it. True when the window grew (waiting turns may go in at once)."""
+        if self.size == 0:
+            return False
+        self.drain_rate = self._drain.rate(now)
+        if self.auto is None:
+            return False
+        before, self.size = self.size, self.auto.size(self.drain_rate)
+        return self.size > before
+
     def expire(self, now: float) -> list[str]:
-        """Release and return the placements admitted `timeout` or more seconds before `now`."""
+        """Release and return the placements admitted `timeout` or more seconds before `now`
+        (not completions: the drain rate does not count them)."""
         expired: list[str] = []
         while self._admitted:
             placement, (since, _) = next(iter(self._admitted.items()))

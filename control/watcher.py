@@ -48,7 +48,8 @@ from typing import Any, Final, Literal, Protocol
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from control.config import RunConfig
+from control.admission import AutoSizing
+from control.config import ADMISSION_AUTO, RunConfig
 from control.outbox import AdmissionWindow, Backoff, Batch, Outbox
 from control.routes import (
     Room,
@@ -143,6 +144,11 @@ MAX_NAMED: Final = 3
 # A turn whose Scheduled condition does not show up in this time (KubeFleet's controller slow or
 # absent, a workflow failing) gives its place up anyway.
 DEFAULT_ADMISSION_TIMEOUT: Final = 30.0
+# How `--admission-window auto` sizes the window (control.admission has the why of each figure).
+ADMISSION_SIZING: Final = AutoSizing()
+# An automatic window's new size is logged (at debug) when it is this many times the last one
+# logged, or that divided by it: a change of a turn or two at every completion is noise.
+ADMISSION_LOG_FACTOR: Final = 1.5
 # Server-side length of one watch stream. The thread notices a stop request at the next event,
 # bookmark or stream end, so this also bounds how long a stopped watcher's thread can linger.
 DEFAULT_WATCH_SECONDS: Final = 60
@@ -189,6 +195,8 @@ class WatcherMetrics(Protocol):
     ) -> None: ...
 
     def track_overcommit(self, excess: Callable[[], Iterable[Mapping[str, Fraction]]]) -> None: ...
+
+    def track_admission(self, figures: Callable[[], tuple[int, float | None]]) -> None: ...
 
 
 @dataclass
@@ -296,6 +304,7 @@ class WatcherTiming:
     watch_retry: Backoff = WATCH_RETRY
     send_retry: Backoff = SEND_RETRY
     admission_timeout: float = DEFAULT_ADMISSION_TIMEOUT
+    admission_sizing: AutoSizing = ADMISSION_SIZING
 
     def __post_init__(self) -> None:
         if self.coalesce_seconds < 0:
@@ -327,10 +336,13 @@ class Watcher:
               queue above (0: always; docs/operations.md, "Where turns run");
             - `admission_window`: how many turns of placements not scheduled at their
               generation may be in Temporal at once, per priority key and better
-              (control.outbox.AdmissionWindow; standalone mode only; 0: no window);
+              (control.outbox.AdmissionWindow; 0: no window); `auto`: as many as it drains in
+              `timing.admission_sizing.target_wait_s` (control.admission). Standalone mode
+              only: beside KubeFleet there is no window, whatever it says;
             - `resource_placements`: watch namespaced ResourcePlacements and their kinds.
         metrics: counts every routed change as `count_watcher_event(kind, event, action)`,
-            action "signalled" or "ignored" (and one "RESYNC"/"listed" per full list).
+            action "signalled" or "ignored" (and one "RESYNC"/"listed" per full list), and
+            exports the admission window's size and drain rate (`track_admission`).
         queue_sort: the profile's QueueSort plugin (default: `profile`'s).
         profile: the profile the cycles run (default: KubeFleet's default profile): its
             plugins' requeue hints decide which placements a member cluster's update reaches.
@@ -363,6 +375,7 @@ class Watcher:
         if metrics is not None:
             metrics.track_unschedulable(self._shortages)
             metrics.track_overcommit(self._overcommitted)
+            metrics.track_admission(self._admission_figures)
         self._checker = eligibility or EligibilityChecker()
         self._clock = clock
         self._window = timing.coalesce_seconds
@@ -391,10 +404,14 @@ class Watcher:
         self._outbox = Outbox()
         # A turn is seen done by the Scheduled condition our activities write in standalone
         # mode. Beside KubeFleet that condition is its controller's, written on its own time:
-        # no window there (docs/priority.md, "Admission").
-        self._admission = AdmissionWindow(
-            config.admission_window if config.snapshotter else 0, timing.admission_timeout
-        )
+        # no window there, automatic or not (docs/priority.md, "Admission").
+        size: int | AutoSizing = 0
+        if config.snapshotter:
+            setting = config.admission_window
+            size = timing.admission_sizing if setting == ADMISSION_AUTO else int(setting)
+        self._admission = AdmissionWindow(size, timing.admission_timeout)
+        self._refused = False  # the window refused a batch in the current take
+        self._logged_size = self._admission.size  # an automatic size, as last logged
         self._expiry: asyncio.TimerHandle | None = None
         self._in_flight: set[str] = set()
         self._attempts: dict[str, int] = {}
@@ -490,6 +507,18 @@ class Watcher:
     def stats(self) -> WatcherStats:
         """A snapshot of the counters."""
         return self._stats.copy()
+
+    @property
+    def admission_window(self) -> int:
+        """How many turns per priority key and better the admission window lets into Temporal
+        now (0: no window); an automatic window's size changes with its drain rate."""
+        return self._admission.size
+
+    @property
+    def drain_rate(self) -> float | None:
+        """Turns seen done per second while a backlog waited for a place, as last measured
+        (None: no window, or not measured yet)."""
+        return self._admission.drain_rate
 
     @property
     def pending(self) -> int:
@@ -793,8 +822,19 @@ class Watcher:
                 ", ".join(expired[:MAX_NAMED]),
                 f" and {len(expired) - MAX_NAMED} more" if len(expired) > MAX_NAMED else "",
             )
-        admit = functools.partial(self._take_place, now) if self._admission.size else None
-        batches = self._outbox.take_due(now, self._in_flight, limit=self._free, admit=admit)
+        admit = None
+        if self._admission.size:
+            self._adapt_window(now)
+            self._refused = False
+            admit = functools.partial(self._take_place, now)
+        free = self._free
+        batches = self._outbox.take_due(now, self._in_flight, limit=free, admit=admit)
+        if self._refused:
+            self._admission.waiting(now, True)
+        elif admit is not None and len(batches) < free:
+            # Neither the window nor the send slots held anything back: no backlog waits for
+            # a place (the drain rate is measured only while one does).
+            self._admission.waiting(now, False)
         self._in_flight.update(batch.placement for batch in batches)
         expiry = self._admission.next_expiry()
         if len(self._outbox) and expiry is not None and self._expiry is None:
@@ -821,6 +861,7 @@ class Watcher:
         key = batch.priority.effective_key
         holds = batch.placement in self._admission
         if not holds and not self._admission.admits(key):
+            self._refused = True
             return False
         self._admission.admit(batch.placement, key, now)
         batch.admitted = not holds
@@ -828,14 +869,48 @@ class Watcher:
 
     def _release_done(self, keys: list[str]) -> None:
         """Free the places of placements whose turn is done (scheduled at their generation, or
-        gone), and let the best waiting batches in."""
+        gone), and let the best waiting batches in. A turn seen scheduled counts toward the
+        drain rate an automatic window is sized from; a placement that went away does not."""
+        if not keys or not self._admission.size:
+            return
+        now = asyncio.get_running_loop().time()
         released = False
         for key in keys:
             if key in self._admission and not self._awaits_turn(key):
-                released = self._admission.release(key) or released
+                placement = self._placements.get(key)
+                if placement is not None and not placement.metadata.deleting:
+                    # Scheduled at its generation: a turn Temporal finished.
+                    released = self._admission.finished(key, now) or released
+                else:
+                    released = self._admission.release(key) or released
                 self._outbox.set_gated(key, False)  # what waits for it now needs no place
-        if released and len(self._outbox):
+        grew = self._adapt_window(now)
+        if (released or grew) and len(self._outbox):
             self._wake_up()  # after the coalescing window, like any other send
+
+    def _adapt_window(self, now: float) -> bool:
+        """Measure the drain rate and size an automatic window from it; True when it grew.
+        A change by ADMISSION_LOG_FACTOR or more since the last one logged is logged."""
+        grew = self._admission.adapt(now)
+        size, rate = self._admission.size, self._admission.drain_rate
+        if self._admission.auto is not None and (
+            size >= self._logged_size * ADMISSION_LOG_FACTOR
+            or size * ADMISSION_LOG_FACTOR <= self._logged_size
+        ):
+            _log.debug(
+                "admission: window %d -> %d turns (drain rate %s, %d turns in, %s)",
+                self._logged_size,
+                size,
+                "not known yet" if rate is None else f"{rate:.1f} turns/s",
+                len(self._admission),
+                "a backlog waits" if self._admission.is_waiting else "nothing waits",
+            )
+            self._logged_size = size
+        return grew
+
+    def _admission_figures(self) -> tuple[int, float | None]:
+        """The admission window's size now (0: none) and its drain rate (None: not measured)."""
+        return self._admission.size, self._admission.drain_rate
 
     def _expired(self) -> None:
         self._expiry = None

@@ -14,6 +14,7 @@ to a free loopback port, and `SchedulerMetrics.exposition` appends its text to o
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
@@ -101,6 +102,7 @@ class SchedulerMetrics:
             "fleet_scheduler_overcommitted_clusters",
             "Clusters whose reservations exceed their allocatable.",
         )
+        self._admission = _AdmissionGauges()
         self._tracked: set[int] = set()  # the sums registered: only a watcher's process
         if process_metrics:
             ProcessCollector(registry=self.registry)
@@ -204,13 +206,25 @@ class SchedulerMetrics:
         call replaces the source (one watcher per process exports them)."""
         self._track(self._unschedulable, shortages)
 
+    def track_admission(self, figures: Callable[[], tuple[int, float | None]]) -> None:
+        """Export the watcher's admission window (docs/priority.md, "Admission"):
+        `fleet_scheduler_admission_window`, the turns per priority key and better it lets into
+        Temporal now (0: no window), and `fleet_scheduler_admission_drain_rate`, the turns seen
+        done per second while a backlog waited, which an automatic window is sized from (NaN
+        until measured). `figures` is read at each scrape. A second call replaces the source."""
+        self._admission.source = figures
+        self._register(self._admission)
+
     def _track(
         self, sums: _ResourceSums, source: Callable[[], Iterable[Mapping[str, Fraction]]]
     ) -> None:
         sums.source = source
-        if id(sums) not in self._tracked:
-            self._tracked.add(id(sums))
-            self.registry.register(sums)
+        self._register(sums)
+
+    def _register(self, collector: Collector) -> None:
+        if id(collector) not in self._tracked:
+            self._tracked.add(id(collector))
+            self.registry.register(collector)
 
     def render(self) -> bytes:
         """Our metrics in the Prometheus text format."""
@@ -289,6 +303,34 @@ class _ResourceSums(Collector):
         items.add_metric([], count)
         yield sums
         yield items
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+class _AdmissionGauges(Collector):
+    """The watcher's admission window size and drain rate, read at scrape time."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], tuple[int, float | None]] = lambda: (0, None)
+
+    def collect(self) -> Iterator[Metric]:
+        size, rate = self.source()
+        window = GaugeMetricFamily(
+            "fleet_scheduler_admission_window",
+            "Turns of placements not yet scheduled that the watcher lets into Temporal at once, "
+            "per priority key and better (0: no window); an automatic window follows the drain "
+            "rate.",
+        )
+        window.add_metric([], size)
+        drain = GaugeMetricFamily(
+            "fleet_scheduler_admission_drain_rate",
+            "Turns seen done per second while turns waited for a place in the admission window, "
+            "over the last 10 s in which some waited (NaN until measured).",
+        )
+        drain.add_metric([], math.nan if rate is None else rate)
+        yield window
+        yield drain
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

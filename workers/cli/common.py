@@ -27,12 +27,16 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.plumbing import ActivitySettings
+from control.admission import TARGET_WAIT_S
 from control.config import (
+    ADMISSION_AUTO,
     DEFAULT_ADMISSION_WINDOW,
     DEFAULT_MAX_CACHED_WORKFLOWS,
     DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+    AdmissionWindowSetting,
     RunConfig,
     TemporalFlags,
+    parse_admission_window,
 )
 from control.schedules import (
     DEFAULT_RECONCILE_EVERY,
@@ -280,12 +284,16 @@ def add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: in
                              "the queue). Default: the workers choose turn by turn from the "
                              "fleet's size and the turn times they measure "
                              "(docs/operations.md, \"Where turns run\")")
-    parser.add_argument("--admission-window", type=int, default=DEFAULT_ADMISSION_WINDOW,
-                        metavar="N",
+    parser.add_argument("--admission-window", type=admission_window,
+                        default=DEFAULT_ADMISSION_WINDOW, metavar="auto|off|N",
                         help="turns of placements not yet scheduled that the watcher lets into "
                              "Temporal at once, per priority key and better; the rest wait in "
                              "its outbox in priority and fairness order (docs/priority.md, "
-                             f"\"Admission\"; 0 = no limit, default {DEFAULT_ADMISSION_WINDOW})")
+                             "\"Admission\"). auto: as many as Temporal drains in "
+                             f"{TARGET_WAIT_S:g} s at the rate measured; off or 0: no limit; N: "
+                             "at most N. Standalone only: "
+                             "beside KubeFleet (--no-snapshotter) auto is no limit and N is "
+                             f"refused (default {DEFAULT_ADMISSION_WINDOW})")
     parser.add_argument("--no-resource-placements", action="store_true",
                         help="do not schedule namespaced ResourcePlacements (KubeFleet's "
                              "--enable-resource-placement=false); for a hub without their CRDs")
@@ -294,6 +302,15 @@ def add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: in
 # A Schedule's interval: Temporal counts whole seconds, and a year is longer than anyone means.
 MIN_INTERVAL_S: Final = 1.0
 MAX_INTERVAL_S: Final = 365 * 24 * 3600.0
+
+
+def admission_window(value: str) -> AdmissionWindowSetting:
+    """`--admission-window`: auto, off, or a whole number (a negative one is refused, with the
+    other scheduler flags, by `check_scheduler_arguments`); anything else is a usage error."""
+    try:
+        return parse_admission_window(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def interval_seconds(value: str) -> float:
@@ -380,9 +397,15 @@ def check_scheduler_arguments(args: argparse.Namespace) -> None:
         )
     if args.local_cycles_up_to is not None and args.local_cycles_up_to < 0:
         raise CliError(f"--local-cycles-up-to must be 0 or more, got {args.local_cycles_up_to}")
-    if args.admission_window < 0:
-        raise CliError(f"--admission-window must be 0 or more, got {args.admission_window}")
-    if args.admission_window and args.no_snapshotter:
+    window = args.admission_window
+    if window != ADMISSION_AUTO and window < 0:
+        raise CliError(
+            f"--admission-window must be 0 or more, got {window} (or {ADMISSION_AUTO}; off is 0)"
+        )
+    # A fixed window needs the Scheduled condition our turns write. `auto` is the watcher's own
+    # choice, and beside KubeFleet it chooses no window: were auto the default, a bare
+    # --no-snapshotter must not be refused.
+    if window != ADMISSION_AUTO and window > 0 and args.no_snapshotter:
         raise CliError(
             "--admission-window needs the Scheduled condition our snapshotter's turns write; "
             "beside KubeFleet (--no-snapshotter) there is no window (docs/priority.md)"

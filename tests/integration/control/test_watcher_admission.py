@@ -1,7 +1,8 @@
 """The watcher's admission window against a real devhub and Temporal (docs/priority.md,
 "Admission"): only so many unscheduled placements' turns go into Temporal at once, a finished
 turn lets the next one in, a placement of a better priority key is never kept out by worse ones,
-and beside KubeFleet there is no window.
+an automatic window sizes itself from the turns it sees done, and beside KubeFleet there is no
+window.
 
 No worker runs here: a started workflow just waits, so whether the watcher started it is exactly
 whether Temporal knows it. "Scheduled" is written by the test, as our activities write it."""
@@ -13,6 +14,7 @@ import asyncio
 import pytest
 from temporalio.client import Client
 
+from control.admission import AutoSizing
 from hub.client import HubClient
 from hub.names import PRIORITY_CLASS_ANNOTATION
 from hub.types import ClusterResourcePlacement, PriorityClass
@@ -176,3 +178,48 @@ async def test_a_full_window_holds_back_only_turns_that_need_a_place(
         await signals_matching(temporal_client, done, names.SIGNAL_PLACEMENT_DELETING)
         assert len(await _started(temporal_client, lows)) == 1
         assert watcher.pending == 2
+
+
+async def test_an_automatic_window_grows_from_the_rate_it_measures_and_a_better_key_goes_first(
+    hub: HubClient, temporal_client: Client, task_queue: str
+) -> None:
+    """`auto`: the window holds its start size until it has seen turns done while others wait;
+    then it is sized from their rate (rate x target wait), and the waiting backlog goes in at
+    once. A placement of a better key is let in past the backlog all along."""
+    urgent = unique("urgent")
+    hub.create(PriorityClass.from_wire({"metadata": {"name": urgent}, "value": 1000}))  # key 2
+    lows = [unique("auto") for _ in range(10)]
+    # Two turns seen done, at most a few seconds apart: at least 1/3 turn/s, times 30 s makes
+    # 10 places or more, whatever the machine's load does to the watch's timing.
+    sizing = AutoSizing(
+        target_wait_s=30.0, floor=1, start=2, horizon_s=60.0, warmup_s=0.3, min_samples=1
+    )
+    async with running_watcher(
+        hub,
+        temporal_client,
+        task_queue,
+        snapshotter=True,
+        admission_window="auto",
+        admission_sizing=sizing,
+    ) as watcher:
+        for name in lows:
+            hub.create(placement(name, "PickN", n=1))  # key 3
+        first = await _exactly_started(temporal_client, lows, 2)
+        await _stays_started(temporal_client, lows, 2, duration=1.0)
+        assert watcher.admission_window == 2 and watcher.drain_rate is None
+
+        high = unique("high")
+        hub.create(_annotated(high, urgent))
+        await until_async(lambda: run_status(temporal_client, high))
+        assert len(await _started(temporal_client, lows)) == 2  # it went past eight waiting
+
+        mark_fulfilled(hub, first[0])  # the rate's origin: no rate yet
+        await asyncio.sleep(1.5)
+        mark_fulfilled(hub, first[1])  # one turn in ~1.5 s: ~0.7/s, so ~20 places
+        await _exactly_started(temporal_client, lows, 10)
+        assert watcher.admission_window >= 10
+        rate = watcher.drain_rate
+        assert rate is not None and 0.2 < rate < 5.0
+        for name in [high, *lows]:
+            mark_fulfilled(hub, name)
+        assert watcher.stats.admissions_expired == 0

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from control.config import (
+    ADMISSION_AUTO,
     ALL_COMPONENTS,
     Component,
     HubFlags,
@@ -183,7 +184,12 @@ def configs(draw: st.DrawFn) -> RunConfig:
         fairness=draw(st.booleans()),
         resource_placements=draw(st.booleans()),
         local_cycles_up_to=draw(st.integers(0, 5000)),
-        admission_window=draw(st.integers(0, 64)) if snapshotter else 0,
+        # Beside KubeFleet a fixed window is refused; `auto` is accepted there (it is no window).
+        admission_window=draw(
+            st.integers(0, 64) | st.just(ADMISSION_AUTO)
+            if snapshotter
+            else st.sampled_from([0, ADMISSION_AUTO])
+        ),
         reconcile_every_s=draw(_seconds),
         rebalance_every_s=draw(_seconds),
         rebalance_strategy=draw(st.sampled_from(STRATEGIES)),

@@ -261,3 +261,102 @@ async def test_metrics_sum_what_placements_short_of_room_are_missing(
     assert sample("fleet_scheduler_unschedulable_demand", {"resource": "cpu"}) == 5.5
     assert sample("fleet_scheduler_unschedulable_demand", {"resource": "memory"}) == 8 * 2**30
     assert sample("fleet_scheduler_unschedulable_placements", {}) == 2
+
+
+def _scheduled(name: str, version: str = "2"):
+    from hub.types import ClusterResourcePlacement
+
+    return ClusterResourcePlacement.from_wire(
+        {
+            **_crp(name, version=version).to_wire(),
+            "status": {"conditions": [{
+                "type": "ClusterResourcePlacementScheduled", "status": "True",
+                "reason": "SchedulingPolicyFulfilled", "observedGeneration": 1,
+            }]},
+        }
+    )  # fmt: skip
+
+
+async def test_an_automatic_window_that_grows_lets_the_waiting_turns_in_at_once(
+    hub: HubClient, lazy_client: Client
+) -> None:
+    """docs/priority.md: the window is sized again as turns are seen done; when it grows, the
+    sends are woken and the turns that waited for a place go together, not one per completion."""
+    import asyncio
+    import functools
+
+    from control.admission import AutoSizing
+    from control.routes import Route
+    from hub.types import ClusterResourcePlacement
+    from workers.metrics import SchedulerMetrics
+    from workflows import names
+
+    metrics = SchedulerMetrics(process_metrics=False)
+    sizing = AutoSizing(target_wait_s=2.0, floor=2, start=2, warmup_s=1.0, min_samples=2)
+    watcher = Watcher(
+        hub,
+        lazy_client,
+        RunConfig(admission_window="auto"),
+        metrics=metrics,
+        timing=WatcherTiming(admission_sizing=sizing),
+    )
+    placements = [f"p-{i}" for i in range(8)]
+    _ready(watcher, [_crp(name) for name in placements], [])
+    sample = metrics.registry.get_sample_value
+    assert sample("fleet_scheduler_admission_window", {}) == 2
+    for name in placements:
+        watcher._enqueue(Route(name, names.SIGNAL_PLACEMENT_CHANGED, "created"))
+    now = asyncio.get_running_loop().time()
+    taken = watcher._outbox.take_due(now, admit=functools.partial(watcher._take_place, now))
+    assert [b.placement for b in taken] == ["p-0", "p-1"] and watcher._refused
+    # Three seconds of backlog in which ten turns (of placements since gone) finished.
+    admission = watcher._admission
+    admission.waiting(now - 3.0, True)
+    for index in range(10):
+        admission.admit(f"earlier-{index}", 3, now - 3.0)
+        admission.finished(f"earlier-{index}", now - 3.0 + index * 0.3)
+    watcher._wake.clear()
+    # A look at p-1, whose turn is not done, frees no place; but the rate is known now (9 turns
+    # after the first in 3 s): the window grows to 6, and that alone wakes the sends.
+    watcher._release_done(["p-1"])
+    assert watcher.admission_window == 6 and watcher._wake.is_set()
+    watcher._wake.clear()
+
+    # p-0's turn is seen done: 10 turns in 3 s, so 7 places.
+    watcher._apply(
+        ClusterResourcePlacement,
+        Resync([_scheduled("p-0"), *(_crp(name) for name in placements[1:])], "2"),
+    )
+    assert watcher.admission_window == 7 and watcher.drain_rate == pytest.approx(10 / 3, rel=0.05)
+    assert watcher._wake.is_set()
+    now = asyncio.get_running_loop().time()
+    taken = watcher._outbox.take_due(now, admit=functools.partial(watcher._take_place, now))
+    # p-1 holds one place; six more turns go at once
+    assert [b.placement for b in taken] == [f"p-{i}" for i in range(2, 8)]
+    assert sample("fleet_scheduler_admission_window", {}) == 7
+    assert sample("fleet_scheduler_admission_drain_rate", {}) == pytest.approx(10 / 3, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("config", "window"),
+    [
+        pytest.param(RunConfig(), 0, id="off"),
+        pytest.param(RunConfig(admission_window=16), 16, id="fixed"),
+        pytest.param(RunConfig(admission_window="auto"), 64, id="auto-starts-at-64"),
+        pytest.param(RunConfig(admission_window="auto", snapshotter=False), 0, id="auto-kf"),
+        pytest.param(RunConfig(admission_window=16, snapshotter=False), 0, id="fixed-kf"),
+    ],
+)
+async def test_metrics_show_the_admission_window_and_no_rate_before_one_is_measured(
+    hub: HubClient, lazy_client: Client, config: RunConfig, window: int
+) -> None:
+    import math
+
+    from workers.metrics import SchedulerMetrics
+
+    metrics = SchedulerMetrics(process_metrics=False)
+    watcher = Watcher(hub, lazy_client, config, metrics=metrics)
+    assert watcher.admission_window == window and watcher.drain_rate is None
+    assert metrics.registry.get_sample_value("fleet_scheduler_admission_window", {}) == window
+    rate = metrics.registry.get_sample_value("fleet_scheduler_admission_drain_rate", {})
+    assert rate is not None and math.isnan(rate)
