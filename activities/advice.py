@@ -42,6 +42,10 @@ class TurnAdvisor:
 
     local_slots: int = 0
     fleet_size: Callable[[], int | None] = lambda: None
+    # False for a workflow worker that caches no workflow (`--max-cached-workflows 0`): it
+    # evicts a run after each workflow task, and a local turn still in flight when another task
+    # of the run arrives (a second signal-with-start) can hold that task until it times out.
+    local_turns: bool = True
     fleet_limit: int = LOCAL_FLEET_LIMIT
     turn_budget_s: float = LOCAL_TURN_BUDGET_S
     _average_s: float | None = field(default=None, init=False)
@@ -72,6 +76,8 @@ class TurnAdvisor:
             self._average_s = average
             # Counted before this turn leaves: the slots the next turns would find taken.
             crowded = local and self.local_slots > 0 and self._local_now >= self.local_slots
+        if not self.local_turns:
+            return False
         size = self.fleet_size()
         if size is not None and size > self.fleet_limit:
             return False

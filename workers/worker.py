@@ -235,6 +235,7 @@ def build_worker(
             advisor=TurnAdvisor(
                 local_slots=max_concurrent_activities if workflows else 0,
                 fleet_size=_fleet_size(settings.clusters),
+                local_turns=worker_options.get("max_cached_workflows") != 0,
             ),
         )
     deployment = version.deployment_config() if version is not None else None

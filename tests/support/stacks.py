@@ -35,7 +35,6 @@ async def fleet_scheduler(
         hub,
         task_queue=task_queue,
         settings=ActivitySettings(snapshotter=snapshotter),
-        max_cached_workflows=0,
     )
     watcher = Watcher(
         hub,

@@ -9,6 +9,7 @@ read with kubectl."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -109,9 +110,22 @@ async def _history(
             result.failures.append(event.activity_task_failed_event_attributes.failure.message)
         elif event.HasField("workflow_task_failed_event_attributes"):
             result.workflow_task_failures += 1
+        elif event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER:
+            # A turn run as a local activity (docs/operations.md, "Where turns run"): its
+            # marker holds the activity type and the attempt, and the failure if it failed.
+            marker = event.marker_recorded_event_attributes
+            data = json.loads(marker.details["data"].payloads[0].data)
+            result.activities[data["activity_type"]] += 1
+            result.max_attempt = max(result.max_attempt, int(data["attempt"]))
+            if marker.HasField("failure"):
+                result.failures.append(marker.failure.message)
     assert result.workflow_task_failures == 0, f"{placement}: a workflow task failed"
     assert current.cycles <= at_most, f"{placement} ran {current.cycles} cycles: a loop?"
     return result
+
+
+# The marker the SDK records for a local activity.
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
 
 
 def assert_no_retries(done: Finished) -> None:
@@ -206,3 +220,36 @@ def add_snapshot(
     """Create `snapshot_doc(...)` through our client (so our models must accept it)."""
     doc = snapshot_doc(placement, policy, index=index, labels=labels, annotations=annotations)
     return hub.create(ClusterSchedulingPolicySnapshot.from_wire(doc))
+
+
+async def completed_activities(handle: Any) -> list[tuple[str, list[Any]]]:
+    """Each activity the run completed, as (its type, its result payloads), in order: on the
+    activity queue or as a local activity (its marker)."""
+    scheduled: dict[int, str] = {}
+    done: list[tuple[str, list[Any]]] = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            kind = event.activity_task_scheduled_event_attributes.activity_type.name
+            scheduled[event.event_id] = kind
+        elif event.HasField("activity_task_completed_event_attributes"):
+            completed = event.activity_task_completed_event_attributes
+            kind = scheduled.get(completed.scheduled_event_id, "")
+            done.append((kind, list(completed.result.payloads)))
+        elif event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER:
+            marker = event.marker_recorded_event_attributes
+            if not marker.HasField("failure"):
+                data = json.loads(marker.details["data"].payloads[0].data)
+                done.append((data["activity_type"], list(marker.details["result"].payloads)))
+    return done
+
+
+async def activity_attempts(handle: Any) -> list[int]:
+    """The attempt of each activity the run started: on the queue, or as a local activity."""
+    attempts: list[int] = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_started_event_attributes"):
+            attempts.append(event.activity_task_started_event_attributes.attempt)
+        elif event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER:
+            data = event.marker_recorded_event_attributes.details["data"].payloads[0].data
+            attempts.append(int(json.loads(data)["attempt"]))
+    return attempts

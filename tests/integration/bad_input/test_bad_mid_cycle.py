@@ -25,7 +25,13 @@ from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.cycles.schedule import WHY_DANGLING
-from tests.integration.bad_input.outcome import assert_no_retries, decisions, finished
+from tests.integration.bad_input.outcome import (
+    activity_attempts,
+    assert_no_retries,
+    completed_activities,
+    decisions,
+    finished,
+)
 from tests.integration.e2e.fleet import add_cluster, add_placement, bindings, live_targets, unique
 from tests.support.waits import until_async
 from workflows.models import CycleReport, PlacementStatus, TurnResult
@@ -63,11 +69,9 @@ async def test_a_placement_deleted_mid_cycle_is_cleaned_up_after_the_cycle(
     result = await asyncio.wait_for(handle.result(), timeout=45)
     # The cleanup ran as an activity. A watcher signal that lands while it finishes makes the
     # workflow look once more and find the placement gone, so the final text may say either.
-    cleanups = [
-        e.activity_task_scheduled_event_attributes.activity_type.name
-        async for e in handle.fetch_history_events()
-        if e.HasField("activity_task_scheduled_event_attributes")
-    ].count(ACTIVITY_CLEANUP_PLACEMENT)
+    cleanups = [kind for kind, _ in await completed_activities(handle)].count(
+        ACTIVITY_CLEANUP_PLACEMENT
+    )
     assert cleanups == 1
     assert result.last is not None and result.last.writes.created == 2  # the cycle did write
     assert result.last_error is None
@@ -75,11 +79,7 @@ async def test_a_placement_deleted_mid_cycle_is_cleaned_up_after_the_cycle(
     assert not bindings(hub, web)
     assert not hub.list(ClusterSchedulingPolicySnapshot).items
     assert not hub.list(ClusterResourcePlacement).items
-    attempts = [
-        e.activity_task_started_event_attributes.attempt
-        async for e in handle.fetch_history_events()
-        if e.HasField("activity_task_started_event_attributes")
-    ]
+    attempts = await activity_attempts(handle)
     assert attempts and max(attempts) == 1, attempts
 
 
@@ -140,16 +140,10 @@ async def test_a_cluster_deleted_mid_cycle_has_its_new_binding_unscheduled_next_
 async def cycle_reports(client: Client, placement: str) -> list[CycleReport]:
     """Every cycle report in the placement's history (schedule_once results), in order."""
     handle = client.get_workflow_handle(workflow_id(placement))
-    scheduled: dict[int, str] = {}
     reports: list[CycleReport] = []
-    async for event in handle.fetch_history_events():
-        if event.HasField("activity_task_scheduled_event_attributes"):
-            kind = event.activity_task_scheduled_event_attributes.activity_type.name
-            scheduled[event.event_id] = kind
-        elif event.HasField("activity_task_completed_event_attributes"):
-            completed = event.activity_task_completed_event_attributes
-            if scheduled.get(completed.scheduled_event_id) == "schedule_once":
-                [turn] = await client.data_converter.decode(completed.result.payloads, [TurnResult])
-                if turn.report is not None:
-                    reports.append(turn.report)
+    for kind, payloads in await completed_activities(handle):
+        if kind == "schedule_once":
+            [turn] = await client.data_converter.decode(payloads, [TurnResult])
+            if turn.report is not None:
+                reports.append(turn.report)
     return reports

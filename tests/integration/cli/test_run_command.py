@@ -49,7 +49,10 @@ async def test_run_schedules_with_watcher_workflows_and_activities_in_separate_p
     # version is current; the activity worker polls as the same version.
     deployment = f"fleet-{queue}"
     version = ["--build-id", "v1", "--deployment-name", deployment]
-    worker = RunProcess(tmp_path, *common, "--components", "workflows", *version)
+    # The workflow worker runs turns too (as local activities): it reads the same profile.
+    worker = RunProcess(
+        tmp_path, *common, "--components", "workflows", "--config", str(profile), *version
+    )
     activities = RunProcess(
         tmp_path, *common, "--components", "activities", "--config", str(profile), *version
     )

@@ -74,6 +74,9 @@ async def test_cycles_spread_over_supervised_activity_processes(
         tmp_path, "--kubeconfig", str(hub_kubeconfig), "--temporal-address", address,
         "--temporal-namespace", "default", "--task-queue", queue, "--processes", "2",
         "--reconcile-every", "0",
+        # Turns on the activity queue, which the processes share: the workers would otherwise
+        # run this small fleet's turns as local activities in the workflow worker.
+        "--local-cycles-up-to", "0",
     )  # fmt: skip
     hub = HubClient.from_kubeconfig(hub_kubeconfig)
     # PickAll places on every cluster that has no taint (two sample clusters have one).

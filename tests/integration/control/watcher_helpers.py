@@ -248,7 +248,13 @@ def make_watcher(
     metrics: WatcherMetrics | None = None,
     **options: Any,
 ) -> Watcher:
-    """A Watcher on `task_queue`; `options` are RunConfig and WatcherTiming fields by name."""
+    """A Watcher on `task_queue`; `options` are RunConfig and WatcherTiming fields by name.
+    Turns run on the activity queue unless `local_cycles_up_to` says otherwise: these tests are
+    about what the watcher sends, and their stand-in worker caches no workflow, where a local
+    turn in flight when a second signal-with-start lands can hold its workflow task until it
+    times out (10 s; activities.advice says why a real worker without a cache advises the
+    queue)."""
+    options.setdefault("local_cycles_up_to", 0)
     unknown = set(options) - _CONFIG_FIELDS - _TIMING_FIELDS
     if unknown:
         raise TypeError(f"neither RunConfig nor WatcherTiming has {sorted(unknown)}")

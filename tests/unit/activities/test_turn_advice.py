@@ -129,3 +129,7 @@ def test_a_signal_without_a_word_keeps_the_choice() -> None:
     assert execution.mode == "queue"
     execution.heard("auto")
     assert execution.mode == "auto"
+
+
+def test_a_worker_that_caches_no_workflow_advises_the_queue() -> None:
+    assert not TurnAdvisor(local_slots=4, local_turns=False).advise(FAST, local=True)
