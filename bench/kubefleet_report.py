@@ -14,8 +14,8 @@ placements, each part of the stack its own process (bench/e2e_stack.py, as bench
 devhub, the Temporal dev server, the worker (`run --components workflows,activities
 --processes 2`) and the watcher (`run --components watcher`). No tuning flag: everything else
 is `run`'s default (the reconcile Schedule every 5 minutes, the workers choosing where turns
-run, the admission window's default, 1,000 cached workflows). `--scheduler-flag` (both parts), `--worker-flag` and `--watcher-flag` append flags,
-to compare forced choices.
+run, the admission window's default, 1,000 cached workflows). `--scheduler-flag` (both
+parts), `--worker-flag` and `--watcher-flag` append flags, to compare forced choices.
 
 The fleet is bench/e2e_load.py's (env prod/staging/dev, ten regions, every tenth cluster
 tainted `gpu` and tolerated by none of the placements below), heartbeats kept fresh. The mix
