@@ -128,7 +128,7 @@ class HubGate:
             return
 
 
-def _outage(error: ApplicationError) -> bool:
+def is_outage(error: ApplicationError) -> bool:
     """A failure that means the hub is down, not busy (see the module docstring)."""
     cause = error.__cause__
     return (
@@ -152,6 +152,6 @@ def through_outages(
         try:
             return call()
         except ApplicationError as err:
-            if not _outage(err) or time.monotonic() >= deadline:
+            if not is_outage(err) or time.monotonic() >= deadline:
                 raise
             gate.mark_down(err.__cause__ or err)

@@ -27,8 +27,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final
 
 from hub import names
 from hub.types import ClusterSelectorTerm, LabelSelector, MemberCluster, PlacementPolicy
@@ -93,11 +95,17 @@ class ClusterChange:
 
 
 # A cluster's record (`record_of`): what scheduling reads of it, hashed part by part, so that two
-# records say which parts changed. Fields, "|"-separated: the version, a digest of the whole,
-# the eligibility reason, taints, namespaces and conditions, resources, then the labels and the
-# reported properties as comma-separated key=digest pairs (label keys and property names hold
-# no "|", "," or "=").
-RECORD_VERSION = "r1"
+# records say which parts changed, in a few dozen bytes whatever the cluster holds (the reconcile
+# keeps one per member cluster in its result: thousands of them). "r1:" then hex digests: the
+# whole (12), the eligibility reason, the taints, the namespaces and conditions, the resources
+# (6 each), then the labels and the reported properties, each as BUCKETS two-digit digests: a
+# key's bucket is fixed by its name, and holds the keys of that bucket with their values. Two
+# records name the buckets that changed; a key reads as changed when its bucket did. When the
+# whole changed and no part did (two digests that collide), the change is not known.
+RECORD_VERSION: Final = "r1"
+BUCKETS: Final = 16
+_PART = 6
+_BUCKET = 2
 
 
 def record_of(cluster: MemberCluster, ineligible: str | None) -> str:
@@ -105,54 +113,112 @@ def record_of(cluster: MemberCluster, ineligible: str | None) -> str:
     facts = build(cluster)
     status = cluster.status
     parts = [
-        _digest(ineligible or ""),
-        _digest([t.model_dump(mode="json") for t in facts.taints]),
+        _digest(ineligible or "", _PART),
+        _digest([t.model_dump(mode="json") for t in facts.taints], _PART),
         _digest(
-            [
-                status.namespaces,
-                [c.model_dump(mode="json") for c in status.conditions],
-            ]
+            [status.namespaces, [c.model_dump(mode="json") for c in status.conditions]], _PART
         ),
-        _digest(_resources(facts)),
-        ",".join(f"{k}={_digest(v)}" for k, v in sorted(facts.labels.items())),
-        ",".join(f"{k}={_digest(v)}" for k, v in sorted(facts.properties.items())),
+        _digest(_resources(facts), _PART),
+        _buckets(facts.labels),
+        _buckets(facts.properties),
     ]
-    return "|".join([RECORD_VERSION, _digest(parts, 16), *parts])
+    whole = _digest([dict(facts.labels), dict(facts.properties), parts[:4]], 12)
+    return f"{RECORD_VERSION}:{whole}:{''.join(parts)}"
 
 
 def change_between_records(
     name: str, before: str, after: str, now: datetime
 ) -> ClusterChange | None:
     """The change between two records of cluster `name` (`record_of`), without the facts; None
-    when either is not a record of this version (a digest from before records): what changed is
-    not known, so every placement KubeFleet would requeue is requeued."""
+    when either is not a record of this version (a digest from before records), or when what
+    changed cannot be told: every placement KubeFleet would requeue is then requeued."""
     old, new = _parts(before), _parts(after)
     if old is None or new is None:
         return None
-    return ClusterChange(
+    labels, properties = _BucketKeys(_changed(old[5], new[5])), _BucketKeys(
+        _changed(old[6], new[6])
+    )
+    change = ClusterChange(
         name=name,
-        labels=_changed_keys(_pairs(old[6]), _pairs(new[6])),
-        taints=old[3] != new[3],
-        properties=_changed_keys(_pairs(old[7]), _pairs(new[7])),
-        resources=old[5] != new[5],
-        namespaces=old[4] != new[4],
-        eligibility=old[2] != new[2],
+        labels=labels,
+        taints=old[2] != new[2],
+        properties=properties,
+        resources=old[4] != new[4],
+        namespaces=old[3] != new[3],
+        eligibility=old[1] != new[1],
         before=None,
         after=None,
         now=now,
     )
+    parts_changed = (
+        labels or properties or change.taints or change.resources or change.namespaces
+        or change.eligibility
+    )  # fmt: skip
+    if old[0] != new[0] and not parts_changed:
+        return None
+    return change
+
+
+class _BucketKeys(frozenset[str]):
+    """The keys of the buckets that changed, as a set of key names: a name is in it when its
+    bucket is (an over-approximation, never an under-one). Empty as a frozenset, so `bool` and
+    the set operations the hints use are defined here."""
+
+    def __new__(cls, buckets: frozenset[int]) -> _BucketKeys:
+        made = super().__new__(cls)
+        made._buckets = buckets  # type: ignore[attr-defined]
+        return made
+
+    def __contains__(self, key: object) -> bool:
+        buckets: frozenset[int] = self._buckets  # type: ignore[attr-defined]
+        return isinstance(key, str) and _bucket(key) in buckets
+
+    def __bool__(self) -> bool:
+        return bool(self._buckets)  # type: ignore[attr-defined]
+
+    def __and__(self, other: AbstractSet[object]) -> frozenset[str]:
+        return frozenset(k for k in other if isinstance(k, str) and k in self)
+
+    __rand__ = __and__
+
+
+def _bucket(key: str) -> int:
+    return int(hashlib.sha256(key.encode()).hexdigest()[:4], 16) % BUCKETS
+
+
+def _buckets(values: Mapping[str, str]) -> str:
+    grouped: list[list[tuple[str, str]]] = [[] for _ in range(BUCKETS)]
+    for key, value in sorted(values.items()):
+        grouped[_bucket(key)].append((key, value))
+    return "".join(_digest(group, _BUCKET) for group in grouped)
+
+
+def _changed(before: str, after: str) -> frozenset[int]:
+    return frozenset(
+        i
+        for i in range(BUCKETS)
+        if before[i * _BUCKET : (i + 1) * _BUCKET] != after[i * _BUCKET : (i + 1) * _BUCKET]
+    )
 
 
 def _parts(record: str) -> list[str] | None:
-    parts = record.split("|")
-    return parts if len(parts) == 8 and parts[0] == RECORD_VERSION else None
+    """The record's digests (whole, eligibility, taints, namespaces, resources, labels,
+    properties); None for anything else (a digest from before records)."""
+    head = f"{RECORD_VERSION}:"
+    body = record[len(head) :]
+    fixed, buckets = 4 * _PART, BUCKETS * _BUCKET
+    if not record.startswith(head) or len(body) != 13 + fixed + 2 * buckets:
+        return None
+    rest = body[13:]
+    return [
+        body[:12],
+        *(rest[i * _PART : (i + 1) * _PART] for i in range(4)),
+        rest[fixed : fixed + buckets],
+        rest[fixed + buckets :],
+    ]
 
 
-def _pairs(text: str) -> dict[str, str]:
-    return dict(pair.split("=", 1) for pair in text.split(",")) if text else {}
-
-
-def _digest(value: object, length: int = 8) -> str:
+def _digest(value: object, length: int) -> str:
     text = json.dumps(value, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
@@ -211,9 +277,10 @@ def affinity_may_change(policy: PlacementPolicy | None, change: ClusterChange) -
     if policy is None or policy.affinity is None or policy.affinity.cluster_affinity is None:
         return False
     labels, properties, resources = _reads(policy)
-    return bool(
-        labels & change.labels
-        or properties & change.properties
+    # `in`, not `&`: a change known from records answers membership by bucket.
+    return (
+        any(key in change.labels for key in labels)
+        or any(name in change.properties for name in properties)
         or (resources and change.resources)
     )
 

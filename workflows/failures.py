@@ -22,5 +22,10 @@ HUB_UNAVAILABLE: Final = "HubUnavailable"
 # Retryable: fixing RBAC or the secret should resume scheduling without touching workflows.
 HUB_ACCESS: Final = "HubAccess"
 
+# A local turn met a hub outage (or knows of one): it is not retried where it is, but run again
+# on the activity queue at once, where the worker's gate waits the outage out with one probe
+# every 2 s instead of every placement retrying (workflows.execution).
+RUN_ON_QUEUE: Final = "RunOnActivityQueue"
+
 NON_RETRYABLE: Final = (INVALID_OBJECT, UNEXPECTED)
 RETRYABLE: Final = (CONFLICT, VANISHED, HUB_UNAVAILABLE, HUB_ACCESS)

@@ -514,10 +514,12 @@ def _cause(err: FailureError) -> BaseException | None:
 
 def _failed_for_good(err: FailureError) -> bool:
     """A failure retrying cannot fix (kubefleet-rules 3.3), as opposed to a local turn that ran
-    out of time or attempts."""
+    out of time or attempts, or that met a hub outage (failures.RUN_ON_QUEUE)."""
     cause = _cause(err)
-    return isinstance(cause, ApplicationError) and (
-        cause.non_retryable or cause.type in failures.NON_RETRYABLE
+    return (
+        isinstance(cause, ApplicationError)
+        and cause.type != failures.RUN_ON_QUEUE
+        and (cause.non_retryable or cause.type in failures.NON_RETRYABLE)
     )
 
 

@@ -12,6 +12,7 @@ what it acts on and every write is safe to repeat."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from contextlib import nullcontext, suppress
@@ -23,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.conditions import sync_failed_condition, write_scheduled_condition
 from activities.moves import apply_moves
-from activities.outage import through_outages
+from activities.outage import is_outage, through_outages
 from activities.plumbing import ActivitySettings, heartbeat, in_local_activity, meter, metered
 from activities.snapshotter import sync_policy_snapshots
 from activities.translate import hub_failures, is_retryable
@@ -40,6 +41,7 @@ from scheduler.snapshots import (
     SnapshotError,
     placement_scheduled_condition,
 )
+from workflows import failures
 from workflows.models import PrepareResult, TurnRequest, TurnResult
 from workflows.names import ACTIVITY_SCHEDULE_ONCE, ACTIVITY_SCHEDULE_ONCE_RP
 
@@ -98,15 +100,42 @@ class ScheduleOnce:
         """Prepare, then, when the placement is ready, the cycle numbered `request.cycle`; run
         again from the start when the hub comes back after an outage (activities.outage)."""
         local = in_local_activity()
-        gate = None if local else self._settings.hub_gate
+        gate = self._settings.hub_gate
         advisor = self._settings.advisor
+        if local:
+            call = functools.partial(self._local_turn, request)
+        else:
+            call = functools.partial(through_outages, gate, heartbeat, lambda: self._turn(request))
         if advisor is None:
-            return through_outages(gate, heartbeat, lambda: self._turn(request))
+            return call()
         with advisor.local_turn() if local else nullcontext():
             started = time.monotonic()
-            result = through_outages(gate, heartbeat, lambda: self._turn(request))
+            result = call()
             advice = advisor.advise(time.monotonic() - started, local=local)
         return result.model_copy(update={"next_local": advice})
+
+    def _local_turn(self, request: TurnRequest) -> TurnResult:
+        """A turn run as a local activity: one attempt at the hub during an outage, not one per
+        retry. A hub the gate knows is down, or an outage met here, sends the turn to the
+        activity queue at once (failures.RUN_ON_QUEUE), where the gate waits it out."""
+        gate = self._settings.hub_gate
+        if gate is not None and gate.is_down:
+            raise ApplicationError(
+                "the hub is down: the turn waits for it on the activity queue",
+                type=failures.RUN_ON_QUEUE,
+                non_retryable=True,
+            )
+        try:
+            return self._turn(request)
+        except ApplicationError as err:
+            if gate is None or not is_outage(err):
+                raise
+            gate.mark_down(err.__cause__ or err)
+            raise ApplicationError(
+                f"the hub is down ({err}): the turn waits for it on the activity queue",
+                type=failures.RUN_ON_QUEUE,
+                non_retryable=True,
+            ) from err
 
     @activity.defn(name=ACTIVITY_SCHEDULE_ONCE_RP)
     def schedule_once_rp(self, request: TurnRequest) -> TurnResult:

@@ -273,6 +273,7 @@ class System:
         task_queue: str = names.DEFAULT_TASK_QUEUE,
         fault_seed: int = 7,
         worker_args: Sequence[str] = (),
+        watcher_args: Sequence[str] = (),
     ) -> None:
         self.procs = procs
         self.hub = HubProcess(procs, workdir, fault_seed=fault_seed)
@@ -283,7 +284,7 @@ class System:
             for i in range(workers)
         ]
         self.watchers = [
-            SchedulerProcess(procs, "watcher", i, self.hub, self.temporal, task_queue)
+            SchedulerProcess(procs, "watcher", i, self.hub, self.temporal, task_queue, watcher_args)
             for i in range(watchers)
         ]
         self._client: Client | None = None

@@ -41,7 +41,9 @@ CONVERGE_AFTER_KILL_S = CYCLE_HEARTBEAT.total_seconds() + 25.0
 async def test_a_worker_killed_mid_cycle_is_replaced_by_another_that_finishes(
     system_factory: Callable[..., System],
 ) -> None:
-    system = system_factory(workers=1, watchers=1)
+    # Turns on the activity queue, whose heartbeat timeout this test is about (a workflow worker
+    # killed in a local turn is a workflow task timing out instead).
+    system = system_factory(workers=1, watchers=1, watcher_args=["--local-cycles-up-to", "0"])
     await system.start()
     hub = system.hub_client
     fleet = Fleet(hub, seed=1)

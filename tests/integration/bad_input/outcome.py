@@ -27,6 +27,7 @@ from hub.types import (
 )
 from scheduler.framework.status import Status
 from tests.integration.e2e.fleet import WAIT_SECONDS, latest_snapshot, status
+from tests.support.history import LOCAL_ACTIVITY_MARKER
 from tests.support.waits import until_async
 from workflows.models import PlacementStatus
 from workflows.names import workflow_id
@@ -124,9 +125,6 @@ async def _history(
     return result
 
 
-# The marker the SDK records for a local activity.
-LOCAL_ACTIVITY_MARKER = "core_local_activity"
-
 
 def assert_no_retries(done: Finished) -> None:
     """Bad input is not a transient error: no activity ran twice, none failed."""
@@ -221,35 +219,3 @@ def add_snapshot(
     doc = snapshot_doc(placement, policy, index=index, labels=labels, annotations=annotations)
     return hub.create(ClusterSchedulingPolicySnapshot.from_wire(doc))
 
-
-async def completed_activities(handle: Any) -> list[tuple[str, list[Any]]]:
-    """Each activity the run completed, as (its type, its result payloads), in order: on the
-    activity queue or as a local activity (its marker)."""
-    scheduled: dict[int, str] = {}
-    done: list[tuple[str, list[Any]]] = []
-    async for event in handle.fetch_history_events():
-        if event.HasField("activity_task_scheduled_event_attributes"):
-            kind = event.activity_task_scheduled_event_attributes.activity_type.name
-            scheduled[event.event_id] = kind
-        elif event.HasField("activity_task_completed_event_attributes"):
-            completed = event.activity_task_completed_event_attributes
-            kind = scheduled.get(completed.scheduled_event_id, "")
-            done.append((kind, list(completed.result.payloads)))
-        elif event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER:
-            marker = event.marker_recorded_event_attributes
-            if not marker.HasField("failure"):
-                data = json.loads(marker.details["data"].payloads[0].data)
-                done.append((data["activity_type"], list(marker.details["result"].payloads)))
-    return done
-
-
-async def activity_attempts(handle: Any) -> list[int]:
-    """The attempt of each activity the run started: on the queue, or as a local activity."""
-    attempts: list[int] = []
-    async for event in handle.fetch_history_events():
-        if event.HasField("activity_task_started_event_attributes"):
-            attempts.append(event.activity_task_started_event_attributes.attempt)
-        elif event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER:
-            data = event.marker_recorded_event_attributes.details["data"].payloads[0].data
-            attempts.append(int(json.loads(data)["attempt"]))
-    return attempts

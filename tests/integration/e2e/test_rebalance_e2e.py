@@ -20,6 +20,7 @@ from hub.types import (
 )
 from scheduler.rebalance import Move
 from tests.integration.e2e.fleet import add_cluster, live_targets, unique
+from tests.support.history import completed_activities
 from tests.support.waits import until_async
 from workers.cli.render import render_rebalance
 from workflows.models import MoveRequest, MovesRequest
@@ -58,12 +59,11 @@ def reserved(hub: HubClient) -> dict[str, set[str]]:
 
 async def history_lines(client: Client, placement: str) -> str:
     """The results of the placement's activities, as recorded in its history."""
-    history = await client.get_workflow_handle(workflow_id(placement)).fetch_history()
+    handle = client.get_workflow_handle(workflow_id(placement))
     return "\n".join(
         payload.data.decode()
-        for event in history.events
-        if event.HasField("activity_task_completed_event_attributes")
-        for payload in event.activity_task_completed_event_attributes.result.payloads
+        for _, payloads in await completed_activities(handle)
+        for payload in payloads
     )
 
 

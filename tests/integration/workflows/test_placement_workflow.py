@@ -14,6 +14,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from scheduler import Explanation, FilterGroup, ScoreGroup
 from tests.integration.workflows.stand_ins import SCRIPTS, Script, transient, unexpected
 from tests.integration.workflows.workflow_helpers import idle, placement_name, start, status_when
+from tests.support.history import LOCAL_ACTIVITY_MARKER
 from tests.support.waits import consistently_async, until_async
 from workers.worker import PlacementWorkers
 from workflows import names
@@ -205,10 +206,6 @@ def fleet_explanation(clusters: int) -> Explanation:
             )
         ],
     )
-
-
-# The marker the SDK records for a local activity's result.
-LOCAL_ACTIVITY_MARKER = "core_local_activity"
 
 
 async def schedule_once_results(client: Client, workflow_id: str, run_id: str) -> list[CycleReport]:

@@ -25,10 +25,14 @@ def placement_name() -> str:
 async def start(
     client: Client, queue: str, name: str, script: Script, turns_per_run: int | None = None
 ) -> WorkflowHandle[PlacementWorkflow, PlacementStatus]:
+    """Start the placement's workflow with its turns on the activity queue: these tests are
+    about the loop, and their worker caches no workflow, where a local turn still in flight
+    when a signal lands can hold its workflow task until it times out (10 s). Local turns have
+    their own tests (test_local_cycle_turns.py, `start_local`)."""
     SCRIPTS[name] = script
     return await client.start_workflow(
         PlacementWorkflow.run,
-        PlacementInput(placement=name, turns_per_run=turns_per_run),
+        PlacementInput(placement=name, turns_per_run=turns_per_run, turn_execution="queue"),
         id=names.workflow_id(name),
         task_queue=queue,
     )

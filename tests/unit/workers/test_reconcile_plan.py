@@ -280,3 +280,26 @@ def test_a_priority_change_is_told_to_its_placement_only_and_a_default_change_to
     assert priority_changed({DEFAULT: "d1"}, previous, ["a", "vip"]) == {"vip"}  # back to default
     assert priority_changed({DEFAULT: "d2", "vip": "v1"}, previous, ["a", "vip"]) == {"a"}
     assert priority_changed({DEFAULT: "d1", "vip": "v1"}, None, ["a", "vip"]) == set()
+
+
+def test_a_record_tells_which_label_and_property_changed_whatever_their_names_hold() -> None:
+    """Property names are free-form (KubeFleet sets none of their characters apart): names
+    with the characters a record's own syntax might use still come back as themselves."""
+    from scheduler.requeue_hints import _bucket, change_between_records, record_of
+
+    odd = {"a|b": "1", "c,d=e": "2", '"quoted"': "3"}
+    before = member_cluster("c0", NOW, labels={"env": "prod"}, properties=odd)
+    after = member_cluster(
+        "c0", NOW, labels={"env": "dev"}, properties={**odd, "c,d=e": "20"}
+    )
+    records = record_of(before, None), record_of(after, None)
+    assert all(len(r) < 120 for r in records)  # a few dozen bytes, whatever the cluster holds
+    change = change_between_records("c0", *records, NOW)
+    assert change is not None
+    assert "env" in change.labels and "c,d=e" in change.properties
+    assert frozenset({"env", "zone"}) & change.labels >= {"env"}
+    # A key is reported changed only when its bucket changed.
+    unchanged = [k for k in odd if _bucket(k) != _bucket("c,d=e")]
+    assert unchanged and not any(k in change.properties for k in unchanged)
+    assert not (change.taints or change.resources or change.namespaces or change.eligibility)
+    assert change_between_records("c0", "0123456789abcdef", record_of(after, None), NOW) is None

@@ -1,0 +1,48 @@
+"""Reading a placement's history whichever way its turns ran: on the activity queue (activity
+events) or as local activities in the workflow worker (markers; docs/operations.md, "Where turns
+run")."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from temporalio.api.common.v1 import Payload
+from temporalio.client import WorkflowHandle
+
+__all__ = ["LOCAL_ACTIVITY_MARKER", "activity_attempts", "completed_activities"]
+
+# The marker the SDK records for a local activity.
+LOCAL_ACTIVITY_MARKER: Final = "core_local_activity"
+
+
+async def completed_activities(handle: WorkflowHandle[Any, Any]) -> list[tuple[str, list[Payload]]]:
+    """Each activity the run completed, as (its type, its result payloads), in order."""
+    scheduled: dict[int, str] = {}
+    done: list[tuple[str, list[Payload]]] = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            kind = event.activity_task_scheduled_event_attributes.activity_type.name
+            scheduled[event.event_id] = kind
+        elif event.HasField("activity_task_completed_event_attributes"):
+            completed = event.activity_task_completed_event_attributes
+            kind = scheduled.get(completed.scheduled_event_id, "")
+            done.append((kind, list(completed.result.payloads)))
+        elif event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER:
+            marker = event.marker_recorded_event_attributes
+            if not marker.HasField("failure"):
+                data = json.loads(marker.details["data"].payloads[0].data)
+                done.append((data["activity_type"], list(marker.details["result"].payloads)))
+    return done
+
+
+async def activity_attempts(handle: WorkflowHandle[Any, Any]) -> list[int]:
+    """The attempt of each activity the run started, on the queue or as a local activity."""
+    attempts: list[int] = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_started_event_attributes"):
+            attempts.append(event.activity_task_started_event_attributes.attempt)
+        elif event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER:
+            data = event.marker_recorded_event_attributes.details["data"].payloads[0].data
+            attempts.append(int(json.loads(data)["attempt"]))
+    return attempts
