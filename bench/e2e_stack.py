@@ -9,19 +9,23 @@ SIGKILL takes them along; the Temporal dev server is started by `workers.devserv
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import contextlib
 import ctypes
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final
 
 import yaml
 
@@ -335,3 +339,32 @@ def stop_children_now() -> None:
         if process is not None and process.poll() is None:
             with contextlib.suppress(Exception):
                 process.kill()
+
+
+def run_bench(
+    name: str, run: Callable[[Path], Coroutine[Any, Any, bool]], *, keep: bool
+) -> int:
+    """A bench's process around `run(workdir)` (True: every phase or arm worked): Linux only
+    (/proc), every child stopped on the way out, Ctrl-C and failures said in one line, the
+    logs' directory kept when something failed or `keep`. The exit code: 0, 1 (failed), 2 (not
+    Linux) or 130 (interrupted)."""
+    if not sys.platform.startswith("linux"):
+        print(f"bench/{name}.py reads /proc (bench/e2e_stack.py); run it on Linux", file=sys.stderr)
+        return 2
+    atexit.register(stop_children_now)
+    workdir = Path(tempfile.mkdtemp(prefix=f"{name}-bench-"))
+    print(f"# logs in {workdir}", file=sys.stderr, flush=True)
+    try:
+        ok = asyncio.run(run(workdir))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print("# interrupted; every process the bench started has been stopped", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        print(f"# failed: {type(exc).__name__}: {exc} (logs in {workdir})", file=sys.stderr)
+        return 1
+    if not ok:
+        print(f"# something failed (logs in {workdir})", file=sys.stderr)
+        return 1
+    if not keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0

@@ -76,14 +76,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
+import functools
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -101,7 +99,7 @@ from e2e import (
     report,
 )
 from e2e_load import Hub, Tracker, each
-from e2e_stack import Child, Stack, self_peak_rss_mb, stop_children_now
+from e2e_stack import Child, Stack, run_bench, self_peak_rss_mb
 from outage import statuses
 from priority import heartbeats
 from temporalio.client import Client
@@ -792,23 +790,7 @@ async def main_async(args: argparse.Namespace, workdir: Path) -> bool:
 
 def main() -> int:
     args = parse_args()
-    if not sys.platform.startswith("linux"):
-        print("bench/kubefleet_report.py reads /proc; run it on Linux", file=sys.stderr)
-        return 2
-    atexit.register(stop_children_now)
-    workdir = Path(tempfile.mkdtemp(prefix="kubefleet-report-"))
-    print(f"# logs in {workdir}", file=sys.stderr, flush=True)
-    try:
-        ok = asyncio.run(main_async(args, workdir))
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        print("# interrupted; every process the bench started has been stopped", file=sys.stderr)
-        return 130
-    if not ok:
-        print(f"# a phase failed (logs in {workdir})", file=sys.stderr)
-        return 1
-    if not args.keep:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+    return run_bench('kubefleet_report', functools.partial(main_async, args), keep=args.keep)
 
 
 if __name__ == "__main__":

@@ -50,14 +50,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import contextlib
+import functools
 import os
 import re
 import secrets
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -77,7 +76,7 @@ from e2e import (
     report,
 )
 from e2e_load import Hub, Tracker, each
-from e2e_stack import Child, Stack, stop_children_now
+from e2e_stack import Child, Stack, run_bench
 
 from control.config import (
     ADMISSION_AUTO,
@@ -645,29 +644,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
-    if not sys.platform.startswith("linux"):
-        print("bench/priority.py reads /proc (bench/e2e_stack.py); run it on Linux",
-              file=sys.stderr)
-        return 2
-    atexit.register(stop_children_now)
-    workdir = Path(tempfile.mkdtemp(prefix="priority-bench-"))
-    print(f"# logs in {workdir}", file=sys.stderr, flush=True)
-    try:
-        ok = asyncio.run(main_async(args, workdir))
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        print("# interrupted; every process the bench started has been stopped", file=sys.stderr)
-        return 130
-    except Exception as exc:
-        print(f"# failed: {type(exc).__name__}: {exc} (logs in {workdir})", file=sys.stderr)
-        return 1
-    if not ok:
-        print(f"# some arms failed (logs in {workdir})", file=sys.stderr)
-        return 1
-    if not args.keep:
-        import shutil
-
-        shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+    return run_bench('priority', functools.partial(main_async, args), keep=args.keep)
 
 
 if __name__ == "__main__":
