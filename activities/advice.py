@@ -74,8 +74,9 @@ class TurnAdvisor:
                 else (1 - SMOOTHING) * average + SMOOTHING * turn_seconds
             )
             self._average_s = average
-            # Counted before this turn leaves: the slots the next turns would find taken.
-            crowded = local and self.local_slots > 0 and self._local_now >= self.local_slots
+            # Counted before this turn leaves: the slots the next turns would find taken. One
+            # slot is always taken by the turn that asks, so it tells nothing.
+            crowded = local and self.local_slots > 1 and self._local_now >= self.local_slots
         if not self.local_turns:
             return False
         size = self.fleet_size()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -103,6 +104,7 @@ class ClusterChange:
 # records name the buckets that changed; a key reads as changed when its bucket did. When the
 # whole changed and no part did (two digests that collide), the change is not known.
 RECORD_VERSION: Final = "r1"
+_FIGURES: Final = re.compile(r"[0-9.]+")
 BUCKETS: Final = 16
 _PART = 6
 _BUCKET = 2
@@ -113,7 +115,9 @@ def record_of(cluster: MemberCluster, ineligible: str | None) -> str:
     facts = build(cluster)
     status = cluster.status
     parts = [
-        _digest(ineligible or "", _PART),
+        # The reason without its figures: "no heartbeat for 12.00 minutes" is the verdict it was
+        # five minutes ago, for the reconcile's next run as for the cycle.
+        _digest(_FIGURES.sub("", ineligible or ""), _PART),
         _digest([t.model_dump(mode="json") for t in facts.taints], _PART),
         _digest(
             [status.namespaces, [c.model_dump(mode="json") for c in status.conditions]], _PART

@@ -66,7 +66,7 @@ class TurnExecution:
     """Where the placement's turns run: `mode` "auto" follows the worker's advice from the last
     turn (activities.advice; the first turn of a run, with no advice yet, runs local), "local"
     and "queue" are forced by the watcher's word (`run --local-cycles-up-to`, for experiments).
-    Carried across runs: the mode and the advice."""
+    Carried across runs: the mode, the advice and the turns left on the queue."""
 
     mode: TurnExecutionMode = "auto"
     advice: bool | None = None
@@ -80,9 +80,10 @@ class TurnExecution:
         legacy_local: bool | None,
         local_turn_seconds: float | None,
         advice: bool | None = None,
+        queue_turns: int = 0,
     ) -> TurnExecution:
         limit = timedelta(seconds=local_turn_seconds) if local_turn_seconds else LOCAL_TURN_LIMIT
-        execution = cls(local_limit=limit, advice=advice)
+        execution = cls(local_limit=limit, advice=advice, queue_turns=queue_turns)
         execution.heard(mode, legacy_local)
         return execution
 

@@ -85,7 +85,11 @@ class PlacementWorkflow:
         self._budget = RunBudget.of(input.turns_per_run, input.signals_per_run)
         self._waiters = Waiters()
         self._execution = TurnExecution.of(
-            input.turn_execution, input.local_cycles, input.local_turn_seconds, carried.next_local
+            input.turn_execution,
+            input.local_cycles,
+            input.local_turn_seconds,
+            carried.next_local,
+            carried.queue_turns,
         )
         self._fell_back = False  # the last local call ran again on the activity queue
         self._visibility = Visibility.of(workflow.info().typed_search_attributes)
@@ -477,6 +481,7 @@ class PlacementWorkflow:
             phase=self._phase,
             priority=self._priority,
             next_local=self._execution.advice,
+            queue_turns=self._execution.queue_turns,
             pending_priority_key=inbox.priority_key,
             moves=inbox.moves,
         )

@@ -143,6 +143,7 @@ class CarriedState(WireModel):
     pending_priority_key: int | None = Field(default=None, alias="pendingKey")
     moves: list[MoveRequest] = Field(default_factory=list)  # rebalance moves not yet made
     next_local: bool | None = None  # the worker's last advice (TurnResult.next_local)
+    queue_turns: int = 0  # turns left on the activity queue after a local turn fell back
 
 
 class PlacementInput(WireModel):

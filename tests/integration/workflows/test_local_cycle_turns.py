@@ -175,8 +175,9 @@ async def test_a_turn_that_fell_back_keeps_the_next_ones_on_the_queue(
     temporal_client, task_queue, worker
 ):
     """A local turn that ran out of attempts runs again on the queue, and so do the next
-    QUEUE_TURNS_AFTER_FALLBACK turns, whatever they advise: a lasting cause (a workflow worker
-    that cannot reach the hub) does not cost every turn its local attempts first."""
+    QUEUE_TURNS_AFTER_FALLBACK turns, whatever they advise, across continue-as-new (runs of two
+    turns here): a lasting cause (a workflow worker that cannot reach the hub) does not cost
+    every turn, or every run, its local attempts first."""
     name = placement_name()
     script = Script(
         failures=[transient("hub down")] * LOCAL_ATTEMPTS, advice=[True] * (LOCAL_ATTEMPTS + 3)
@@ -184,7 +185,7 @@ async def test_a_turn_that_fell_back_keeps_the_next_ones_on_the_queue(
     SCRIPTS[name] = script
     handle = await temporal_client.start_workflow(
         PlacementWorkflow.run,
-        PlacementInput(placement=name),
+        PlacementInput(placement=name, turns_per_run=2),
         id=names.workflow_id(name),
         task_queue=task_queue,
     )

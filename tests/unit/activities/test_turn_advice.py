@@ -45,11 +45,17 @@ def test_slow_turns_move_to_the_queue_and_come_back_as_they_speed_up() -> None:
 def test_when_every_local_slot_is_taken_the_next_turn_goes_to_the_queue() -> None:
     advisor = TurnAdvisor(local_slots=2)
     with advisor.local_turn():
-        assert advisor.advise(FAST, local=True)  # one of two taken
+        assert advisor.advise(FAST, local=True)  # one of two taken (by the asking turn)
         with advisor.local_turn():
             assert not advisor.advise(FAST, local=True)  # both taken
             # A turn on the queue does not count the workflow worker's slots.
             assert advisor.advise(FAST, local=False)
+    with advisor.local_turn():
+        assert advisor.advise(FAST, local=True)
+
+
+def test_a_single_slot_is_never_crowded_by_the_turn_holding_it() -> None:
+    advisor = TurnAdvisor(local_slots=1)
     with advisor.local_turn():
         assert advisor.advise(FAST, local=True)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from hub import names
 from hub.types import (
@@ -64,7 +64,7 @@ def clusters(*labels: str) -> list[MemberCluster]:
     return [member_cluster(f"c{i}", NOW, labels={"env": env}) for i, env in enumerate(labels)]
 
 
-def plan(**overrides: object):  # type: ignore[no-untyped-def]
+def plan(now: datetime = NOW, **overrides: object):  # type: ignore[no-untyped-def]
     read: dict[str, object] = {
         "placements": [placement("a"), placement("b")],
         "latest_snapshots": [scheduled("a"), scheduled("b")],
@@ -74,7 +74,7 @@ def plan(**overrides: object):  # type: ignore[no-untyped-def]
         "previous_clusters": None,
     }
     read.update(overrides)
-    return plan_reconcile(**read, standalone=True, now=NOW)  # type: ignore[arg-type]
+    return plan_reconcile(**read, standalone=True, now=now)  # type: ignore[arg-type]
 
 
 def test_nothing_changed_means_nothing_to_do_and_the_next_run_sees_the_same_fleet() -> None:
@@ -303,3 +303,16 @@ def test_a_record_tells_which_label_and_property_changed_whatever_their_names_ho
     assert unchanged and not any(k in change.properties for k in unchanged)
     assert not (change.taints or change.resources or change.namespaces or change.eligibility)
     assert change_between_records("c0", "0123456789abcdef", record_of(after, None), NOW) is None
+
+
+def test_a_dead_cluster_is_no_change_from_one_run_to_the_next() -> None:
+    """Its eligibility reason counts the minutes since its last heartbeat: another figure each
+    run, the same verdict. The record leaves the figures out, so the reconcile does not requeue
+    every placement it reaches at every run."""
+    dead = member_cluster("c0", NOW, heartbeat_age=timedelta(minutes=20))
+    fleet = [dead, member_cluster("c1", NOW, labels={"env": "dev"})]
+    for profile in (default_profile(), None):
+        first = plan(profile=profile, clusters=fleet)
+        later = NOW + timedelta(minutes=2)  # c1 is still fresh; c0 two minutes staler
+        again = plan(later, profile=profile, clusters=fleet, previous_clusters=first.clusters)
+        assert again.requeue == {}, profile
