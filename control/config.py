@@ -62,15 +62,13 @@ ADMISSION_AUTO: Final = "auto"
 # `--admission-window`: auto, or a fixed number of turns (0: no window).
 AdmissionWindowSetting = int | Literal["auto"]
 # Turns of placements not yet scheduled at their generation that may be in Temporal at once, per
-# priority key and better (control.outbox.AdmissionWindow; 0: no window). Off by default:
-# measured in bench/priority.py (bench/RESULTS.md, "Admission"), a window of 16 takes a later
-# tenant's p99 from 13.3 to 3.4-9.0 s behind 2,000 placements, but a plain burst of 1,000 ran at
-# 14.1 and 12.0/s with it against 22.7 and 14.9/s without: a fixed window small enough to help
-# also starves the pipeline when nothing better waits. ADMISSION_AUTO sizes it from the drain
-# rate instead; it becomes the default here (nothing else changes) once bench/priority.py
-# shows it meets both goals: urgent placements' p99 <= 3 s behind a backlog, and a plain burst
-# within 5% of its rate without a window (burst.ratio.auto_over_default >= 0.95).
-DEFAULT_ADMISSION_WINDOW: Final[AdmissionWindowSetting] = 0
+# priority key and better (control.outbox.AdmissionWindow; 0: no window). Automatic by default,
+# sized from the drain rate (control.admission): measured side by side in one run of
+# bench/priority.py (bench/RESULTS.md, "Right by default"), 20 urgent placements behind 1,500
+# had a p99 of 1.9 s with it (2.3 s without), and a plain burst of 1,000 ran 11% faster with it
+# (27.4-29.2/s against 25.4-25.6/s), where a fixed window of 16 had cost a burst 20-40%.
+# Beside KubeFleet (--no-snapshotter) "auto" means no window.
+DEFAULT_ADMISSION_WINDOW: Final[AdmissionWindowSetting] = ADMISSION_AUTO
 DEFAULT_DEPLOYMENT_NAME: Final = "fleet-scheduler"  # the Worker Deployment (workers.versioning)
 LOOPBACK: Final = "127.0.0.1"
 

@@ -340,7 +340,8 @@ async def test_an_automatic_window_that_grows_lets_the_waiting_turns_in_at_once(
 @pytest.mark.parametrize(
     ("config", "window"),
     [
-        pytest.param(RunConfig(), 0, id="off"),
+        pytest.param(RunConfig(), 64, id="default-auto-starts-at-64"),
+        pytest.param(RunConfig(admission_window=0), 0, id="off"),
         pytest.param(RunConfig(admission_window=16), 16, id="fixed"),
         pytest.param(RunConfig(admission_window="auto"), 64, id="auto-starts-at-64"),
         pytest.param(RunConfig(admission_window="auto", snapshotter=False), 0, id="auto-kf"),
