@@ -40,8 +40,10 @@ Phases, on a stack at K = --clusters (setup runs whenever a later phase of its s
    them. The editors start first; the arrivals begin once every editor's first edit is out.
    churn.p50_s, p90_s, max_s as pickn100; churn.edits: edits sent while the arrivals ran.
    Goal: p90 <= 5 s (KubeFleet: 30 s).
-4. resync: every placement workflow gets the `requeue` signal (what `fleet-scheduler requeue`
-   sends; 32 at a time, as the watcher sends), and 1 s in a new PickN placement is created.
+4. resync: every placement workflow gets the `requeue` signal (32 at a time, as the watcher
+   sends), at the fan-out key our own full resyncs use (a watcher's start-up signals, the
+   reconcile: one key below a placement's own; `--resync-key own`: at the placement's own key,
+   as `fleet-scheduler requeue` asks), and 1 s in a new PickN placement is created.
    resync.redecided_s: first signal until every placement's `status` query counts one cycle
    more than before (checked once the worker's cycle counter has risen by P, then every
    second; resync.counted_s is when the counter had); resync.new_placement_s: the new one's
@@ -104,6 +106,7 @@ from outage import statuses
 from priority import heartbeats
 from temporalio.client import Client
 
+from scheduler.framework.queue_sort import DEFAULT_PRIORITY_KEY
 from workers.temporal_client import TemporalTarget, connect
 from workflows import names
 from workflows.models import RequeueRequest
@@ -118,6 +121,8 @@ WATCHER_FLAGS: Final = ("--components", "watcher")
 CREATE_CONCURRENCY: Final = 48
 ARRIVALS: Final = 20
 ARRIVAL_GAP_S: Final = 0.5
+# The key a fan-out turn of a plain placement asks for: one below its own (docs/priority.md).
+FAN_OUT_KEY: Final = DEFAULT_PRIORITY_KEY + 1
 CHURN_PLACEMENTS: Final = 100
 RESYNC_NEW_AFTER_S: Final = 1.0
 STATUS_ROUND_S: Final = 1.0
@@ -502,7 +507,12 @@ async def resync(d: Deployment, _: list[str]) -> None:
         created_at.append(time.monotonic())
         await d.create(load.region_env_placement(newcomer, 0, d.args.pick_n))
 
-    request = RequeueRequest(reason="bench: full resync")
+    # Our own full resyncs (a watcher's start-up signals, the reconcile) ask at the fan-out key,
+    # one below a placement's own (scheduler.framework.queue_sort.TurnCause.FAN_OUT); a person's
+    # `requeue` asks at the placement's own key (--resync-key own).
+    key = FAN_OUT_KEY if d.args.resync_key == "fanout" else None
+    request = RequeueRequest(reason="bench: full resync", priority=key)
+    report("resync.key", d.args.resync_key)
 
     async def requeue(name: str) -> None:
         await d.client.get_workflow_handle(names.workflow_id(name)).signal(
@@ -746,6 +756,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--wide-n", type=int, default=100, metavar="N",
                         help="numberOfClusters of the pickn100 and churn arrivals (default 100; "
                              "clamped to the untainted clusters)")
+    parser.add_argument("--resync-key", choices=("fanout", "own"), default="fanout",
+                        help="the key the resync's requeues ask for: the fan-out key our own "
+                             "resyncs use (default), or each placement's own")
     parser.add_argument("--churn-pause", type=float, default=0.0, metavar="S",
                         help="churn: each editor's pause between one edit scheduled and the "
                              "next (default 0: 100 edits always in flight)")
