@@ -354,8 +354,17 @@ def run_bench(
     atexit.register(stop_children_now)
     workdir = Path(tempfile.mkdtemp(prefix=f"{name}-bench-"))
     print(f"# logs in {workdir}", file=sys.stderr, flush=True)
+    async def cancellable() -> bool:
+        # Ctrl-C and SIGTERM cancel the run, whose phases' `finally` stop every child.
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        return await run(workdir)
+
     try:
-        ok = asyncio.run(run(workdir))
+        ok = asyncio.run(cancellable())
     except (KeyboardInterrupt, asyncio.CancelledError):
         print("# interrupted; every process the bench started has been stopped", file=sys.stderr)
         return 130

@@ -81,7 +81,6 @@ import asyncio
 import functools
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -792,18 +791,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-async def main_async(args: argparse.Namespace, workdir: Path) -> bool:
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, task.cancel)
-    return await run(args, workdir)
-
-
 def main() -> int:
     args = parse_args()
-    return run_bench('kubefleet_report', functools.partial(main_async, args), keep=args.keep)
+    return run_bench('kubefleet_report', functools.partial(run, args), keep=args.keep)
 
 
 if __name__ == "__main__":

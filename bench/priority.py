@@ -55,7 +55,6 @@ import functools
 import os
 import re
 import secrets
-import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -582,16 +581,6 @@ async def run(args: argparse.Namespace, workdir: Path) -> bool:
     return ok
 
 
-async def main_async(args: argparse.Namespace, workdir: Path) -> bool:
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    # Ctrl-C and SIGTERM cancel the run, whose arm's finally stops every child (see e2e.py).
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, task.cancel)
-    return await run(args, workdir)
-
-
 def _admission_window(value: str) -> AdmissionWindowSetting:
     try:
         window = parse_admission_window(value)
@@ -644,7 +633,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
-    return run_bench('priority', functools.partial(main_async, args), keep=args.keep)
+    return run_bench('priority', functools.partial(run, args), keep=args.keep)
 
 
 if __name__ == "__main__":
