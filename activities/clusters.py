@@ -80,6 +80,12 @@ class ClusterCache:
                 self._ordered = [self._objects[name] for name in sorted(self._objects)]
             return list(self._ordered)
 
+    def size(self) -> int | None:
+        """How many MemberClusters the cache holds (None while it cannot be trusted): what
+        `clusters` would list, without building the list."""
+        with self._lock:
+            return len(self._objects) if self._live else None
+
     def _run(self) -> None:
         watch_forever(
             self._client,

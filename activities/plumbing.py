@@ -82,6 +82,9 @@ class ActivitySettings:
     # KubeFleet reads them from its informer), which may answer None when it cannot be trusted
     # yet; None, or a None answer: list them from the hub. Bindings are always read directly.
     clusters: Callable[[], list[MemberCluster] | None] | None = None
+    # How many clusters `clusters` would list, without listing them (the advisor asks after
+    # every turn); None: count what `clusters` lists.
+    fleet_size: Callable[[], int | None] | None = None
     # Where activities wait out a hub outage (activities.outage); None: they fail at once and
     # Temporal's RetryPolicy retries them. Every worker that `build_worker` makes has one.
     hub_gate: HubGate | None = None

@@ -36,14 +36,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import compileall
+import functools
 import os
 import re
 import secrets
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -52,7 +51,7 @@ from typing import Final
 import aiohttp
 import e2e_load as load
 from e2e_load import Hub, Tracker, each
-from e2e_stack import Child, Stack, self_peak_rss_mb, stop_children_now
+from e2e_stack import Child, Stack, run_bench, self_peak_rss_mb
 from temporalio.client import Client
 from temporalio.common import (
     SearchAttributePair,
@@ -139,12 +138,7 @@ class Bench:
         return started
 
     async def wait_scheduled(self, names_: list[str], what: str, generation: int = 1) -> float:
-        return await self.tracker.wait(
-            lambda n: self.tracker.scheduled_at(n, generation) is not None,
-            names_,
-            self.args.timeout,
-            what,
-        )
+        return await self.tracker.wait_scheduled(names_, self.args.timeout, what, generation)
 
     async def delete_and_wait(self, names_: list[str], what: str) -> float:
         started = time.monotonic()
@@ -449,7 +443,7 @@ def compile_bytecode() -> None:
         compileall.compile_dir(root / package, quiet=1)
 
 
-async def run(args: argparse.Namespace, workdir: Path) -> None:
+async def run(args: argparse.Namespace, workdir: Path) -> bool:
     compile_bytecode()
     stack = Stack(workdir, temporal_db=args.temporal_db, server_args=args.server_arg)
     hub: Hub | None = None
@@ -488,6 +482,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> None:
             report(f"phase.{name}_s", time.monotonic() - began)
         if bench.tracker.errors:
             report("tracker.watch_errors", len(bench.tracker.errors))
+        return True  # a phase that fails raises
     finally:
         report("machine.load1.end", os.getloadavg()[0])
         if beats is not None:
@@ -503,17 +498,6 @@ async def run(args: argparse.Namespace, workdir: Path) -> None:
         if hub is not None:
             await hub.close()
         await stack.stop_all()
-
-
-async def main_async(args: argparse.Namespace, workdir: Path) -> None:
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    # Ctrl-C and SIGTERM cancel the run, whose finally stops every child. Installed for SIGINT
-    # too: a shell starts background jobs with SIGINT ignored, which Python would keep.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, task.cancel)
-    await run(args, workdir)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -558,25 +542,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
-    if not sys.platform.startswith("linux"):
-        print("bench/e2e.py reads /proc for memory figures; run it on Linux", file=sys.stderr)
-        return 2
-    atexit.register(stop_children_now)
-    workdir = Path(tempfile.mkdtemp(prefix="e2e-bench-"))
-    print(f"# logs in {workdir}", file=sys.stderr, flush=True)
-    try:
-        asyncio.run(main_async(args, workdir))
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        print("# interrupted; every process the bench started has been stopped", file=sys.stderr)
-        return 130
-    except Exception as exc:
-        print(f"# failed: {type(exc).__name__}: {exc} (logs in {workdir})", file=sys.stderr)
-        return 1
-    if not args.keep:
-        import shutil
-
-        shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+    return run_bench("e2e", functools.partial(run, args), keep=args.keep)
 
 
 if __name__ == "__main__":

@@ -543,6 +543,14 @@ class Tracker:
         times = [t for g, t in state.scheduled.items() if g >= generation]
         return min(times) if times else None
 
+    async def wait_scheduled(
+        self, names_: Iterable[str], timeout: float, what: str, generation: int = 1
+    ) -> float:
+        """`wait` until every placement is fully scheduled at `generation` or later."""
+        return await self.wait(
+            lambda n: self.scheduled_at(n, generation) is not None, names_, timeout, what
+        )
+
     async def wait(
         self, done: Callable[[str], bool], names_: Iterable[str], timeout: float, what: str
     ) -> float:

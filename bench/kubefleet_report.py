@@ -285,12 +285,7 @@ class Deployment:
         await self.hub.create(load.PLACEMENTS_PATH, body)
 
     async def wait_scheduled(self, names_: list[str], what: str, generation: int = 1) -> float:
-        return await self.tracker.wait(
-            lambda n: self.tracker.scheduled_at(n, generation) is not None,
-            names_,
-            self.args.timeout,
-            what,
-        )
+        return await self.tracker.wait_scheduled(names_, self.args.timeout, what, generation)
 
 
 def git_commit() -> str:

@@ -234,7 +234,7 @@ def build_worker(
             settings,
             advisor=TurnAdvisor(
                 local_slots=max_concurrent_activities if workflows else 0,
-                fleet_size=_fleet_size(settings.clusters),
+                fleet_size=settings.fleet_size or _fleet_size(settings.clusters),
                 local_turns=worker_options.get("max_cached_workflows") != 0,
             ),
         )
@@ -492,7 +492,7 @@ async def serve(
         # KubeFleet's cycles read clusters from an informer (activities.clusters says why);
         # until its first list lands, cycles list them from the hub.
         cache = ClusterCache(hub).start()
-        settings = dataclasses.replace(settings, clusters=cache.clusters)
+        settings = dataclasses.replace(settings, clusters=cache.clusters, fleet_size=cache.size)
     tasks: dict[str, asyncio.Task[None]] = {}
     helpers: list[asyncio.Task[None]] = []
     worker: PlacementWorkers | None = None

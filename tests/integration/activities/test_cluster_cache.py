@@ -48,6 +48,7 @@ def test_the_cache_follows_creates_label_changes_and_deletes(
     add_cluster(hub, "a", labels={"env": "prod"})
     assert cache.wait_synced(WAIT_S)
     until(lambda: names(cache) == ["a", "b"], what="both clusters, in name order", timeout=WAIT_S)
+    assert cache.size() == 2  # what the turn advisor reads, without a list
 
     hub.patch(MemberCluster, "a", {"metadata": {"labels": {"env": "dev"}}})
     until(
@@ -57,6 +58,7 @@ def test_the_cache_follows_creates_label_changes_and_deletes(
     )
     hub.delete(MemberCluster, "b")
     until(lambda: names(cache) == ["a"], what="b gone", timeout=WAIT_S)
+    assert cache.size() == 1
 
 
 def test_run_cycle_schedules_from_the_cache(
@@ -86,12 +88,13 @@ def test_until_listed_and_after_a_failed_watch_the_cache_answers_none(
     client = HubClient.from_url(hub_server.url, token=hub_server.token, timeout=(1.0, 2.0))
     cache = ClusterCache(client, watch_seconds=5)
     try:
-        assert cache.clusters() is None  # not started: nothing listed yet
+        assert cache.clusters() is None and cache.size() is None  # not started: nothing listed
         cache.start()
         assert cache.wait_synced(WAIT_S)
-        assert cache.clusters() == []
+        assert cache.clusters() == [] and cache.size() == 0
         hub_server.stop()
         until(lambda: cache.clusters() is None, what="the cache to distrust itself", timeout=WAIT_S)
+        assert cache.size() is None
     finally:
         cache.stop()
         client.close()
