@@ -64,7 +64,31 @@ from scheduler.requests import RequestsError, parse_requests
 from scheduler.writes import mark_unscheduled, new_binding
 from workflows.models import MoveRequest
 
-__all__ = ["MoveOutcome", "apply_moves", "budget_of", "feasible_clusters"]
+__all__ = [
+    "ENFORCEMENT",
+    "REBALANCE",
+    "MoveCause",
+    "MoveOutcome",
+    "apply_moves",
+    "budget_of",
+    "feasible_clusters",
+    "unschedule",
+]
+
+
+@dataclass(frozen=True)
+class MoveCause:
+    """Who asks for the moves: the words the bindings carry (the Unscheduled one's reason, the
+    new one's decision reason) and which placements may be moved."""
+
+    said: str
+    """e.g. "rebalanced": the old binding is unscheduled as "rebalanced: <reason>"."""
+    capacity_only: bool
+    """Only capacity-aware ClusterResourcePlacements (rebalancing moves room)."""
+
+
+REBALANCE = MoveCause(said="rebalanced", capacity_only=True)
+ENFORCEMENT = MoveCause(said="affinity enforced", capacity_only=False)
 
 
 @dataclass
@@ -81,7 +105,10 @@ def budget_of(
     bindings: Sequence[ClusterResourceBinding],
 ) -> BudgetState:
     """KubeFleet's view of the placement for its disruption budget, read now (no budget: no
-    limit)."""
+    limit). A ClusterResourcePlacementDisruptionBudget names a ClusterResourcePlacement; a
+    ResourcePlacement has none."""
+    if placement.metadata.namespace:
+        return budget_state(None, placement, bindings)
     try:
         budget = client.get(ClusterResourcePlacementDisruptionBudget, placement.name)
     except NotFoundError:
@@ -115,28 +142,33 @@ def apply_moves(
     clusters: list[MemberCluster],
     profile: Profile | None,
     now: Callable[[], datetime],
+    cause: MoveCause = REBALANCE,
 ) -> MoveOutcome:
-    """Make the moves that still hold (see the module doc); say what happened to each."""
+    """Make the moves that still hold (see the module doc); say what happened to each. A
+    placement without requests moves without reservations (affinity enforcement)."""
     outcome = MoveOutcome()
     if not moves:
         return outcome
-    key = placement_key(placement.metadata.namespace, placement.name)
-    kinds = kinds_for(placement.metadata.namespace)
+    namespace = placement.metadata.namespace
+    key = placement_key(namespace, placement.name)
+    kinds = kinds_for(namespace)
     text = requests_of(placement)
     try:
-        requests = parse_requests(text) if text is not None else None
+        requests = parse_requests(text) if text is not None and not namespace else None
     except RequestsError:
         requests = None
-    if requests is None or placement.metadata.namespace:
+    if cause.capacity_only and requests is None:
         outcome.lines = [
             f"refused {m.binding}: the placement is not a capacity-aware ClusterResourcePlacement"
             for m in moves
         ]
         return outcome
     bindings = list(
-        client.list(kinds.binding, {names.PARENT_PLACEMENT_LABEL: placement.name}).items
+        client.list(
+            kinds.binding, {names.PARENT_PLACEMENT_LABEL: placement.name}, namespace=namespace
+        ).items
     )
-    made = {m.binding: _made_by(m, bindings) for m in moves}
+    made = {m.binding: _made_by(m, bindings, cause) for m in moves}
     # KubeFleet's arithmetic on the bindings as they are, but for the new bindings of moves half
     # done by an earlier attempt (their old binding still active): each of those is weighed
     # again below, on the state from before it began, like a move not yet made. A move an
@@ -157,7 +189,7 @@ def apply_moves(
         if new is not None and (old is None or not is_active(old)):
             # An earlier attempt made the whole move and failed after: only the release of the
             # old binding's room may be missing (a release is harmless to repeat).
-            if old is not None:
+            if old is not None and requests is not None:
                 release(client, old.spec.target_cluster, [binding_key(old)])
             outcome.moved += 1
             outcome.lines.append(
@@ -171,7 +203,7 @@ def apply_moves(
             refusal = f"the disruption budget allows {allowed} move(s) now ({_said(budget)})"
         if refusal is not None:
             if new is not None:
-                _withdraw(client, new, f"rebalance move withdrawn: {refusal}")
+                _withdraw(client, new, f"{cause.said} move withdrawn: {refusal}", requests)
                 refusal += f"; its new binding {new.metadata.name} was withdrawn"
             outcome.lines.append(
                 f"refused {move.binding} {move.source} -> {move.target}: {refusal}"
@@ -181,19 +213,28 @@ def apply_moves(
         if new is None:
             name = binding_name(placement.name, move.target, snapshot.name, used)
             try:
-                reserve(
-                    client, move.target, allocatable.get(move.target, {}), name, key, requests, now
-                )
-                new = _create(client, placement.name, move, snapshot.name, name, old)
+                if requests is not None:
+                    reserve(
+                        client,
+                        move.target,
+                        allocatable.get(move.target, {}),
+                        name,
+                        key,
+                        requests,
+                        now,
+                    )
+                new = _create(client, placement, move, snapshot.name, name, old, cause)
             except (NoRoomError, BindingNameTakenError) as exc:
-                release(client, move.target, [name])
+                if requests is not None:
+                    release(client, move.target, [name])
                 outcome.lines.append(f"refused {move.binding}: {exc}")
                 continue
             used.add(name)
             bindings.append(new)
         budget = budget.after_move(old_was_available=available(old))
-        _unschedule(client, old, f"rebalanced: {move.reason}")
-        release(client, move.source, [binding_key(old)])
+        unschedule(client, old, f"{cause.said}: {move.reason}")
+        if requests is not None:
+            release(client, move.source, [binding_key(old)])
         bindings = [
             _as_unscheduled(b) if b.metadata.name == old.metadata.name else b for b in bindings
         ]
@@ -221,14 +262,19 @@ def _as_unscheduled(binding: ClusterResourceBinding) -> ClusterResourceBinding:
 
 def _create(
     client: HubClient,
-    placement: str,
+    placement: ClusterResourcePlacement,
     move: MoveRequest,
     snapshot: str,
     name: str,
     old: ClusterResourceBinding,
+    cause: MoveCause,
 ) -> ClusterResourceBinding:
-    decision = ClusterDecision(cluster_name=move.target, selected=True, reason=_decided(move))
-    binding = new_binding(name, placement, move.target, snapshot, decision)
+    decision = ClusterDecision(
+        cluster_name=move.target, selected=True, reason=_decided(move, cause)
+    )
+    binding = new_binding(
+        name, placement.name, move.target, snapshot, decision, placement.metadata.namespace
+    )
     marks = {MOVED_FROM_ANNOTATION: move.binding}
     if old.metadata.uid:
         marks[MOVED_FROM_UID_ANNOTATION] = old.metadata.uid
@@ -239,7 +285,7 @@ def _create(
     return created
 
 
-def _unschedule(client: HubClient, binding: ClusterResourceBinding, why: str) -> None:
+def unschedule(client: HubClient, binding: ClusterResourceBinding, why: str) -> None:
     """Mark the binding Unscheduled; a conflict (the rollout controller wrote its status) is
     read again, up to a few times."""
     for _ in range(3):
@@ -247,21 +293,26 @@ def _unschedule(client: HubClient, binding: ClusterResourceBinding, why: str) ->
             apply_patch(client, mark_unscheduled(binding, why))
             return
         except ConflictError:
-            binding = client.get(ClusterResourceBinding, binding.metadata.name)
+            binding = client.get(
+                type(binding), binding.metadata.name, namespace=binding.metadata.namespace
+            )
             if not is_active(binding):
                 return
     apply_patch(client, mark_unscheduled(binding, why))
 
 
-def _withdraw(client: HubClient, new: ClusterResourceBinding, why: str) -> None:
+def _withdraw(
+    client: HubClient, new: ClusterResourceBinding, why: str, requests: object | None
+) -> None:
     """Take back the new binding of a half-done move that may not be finished: unscheduled,
     its room released. The placement is left with the binding it had."""
-    _unschedule(client, new, why)
-    release(client, new.spec.target_cluster, [binding_key(new)])
+    unschedule(client, new, why)
+    if requests is not None:
+        release(client, new.spec.target_cluster, [binding_key(new)])
 
 
 def _made_by(
-    move: MoveRequest, bindings: Sequence[ClusterResourceBinding]
+    move: MoveRequest, bindings: Sequence[ClusterResourceBinding], cause: MoveCause
 ) -> ClusterResourceBinding | None:
     """The new binding an earlier attempt of this very move created, if it is there: active on
     the target, made to replace the move's binding (or, made before the moved-from annotations,
@@ -274,7 +325,7 @@ def _made_by(
             return binding
         source = moved_from(binding)
         if (old is None and source == move.binding) or (
-            source is None and binding.spec.cluster_decision.reason == _decided(move)
+            source is None and binding.spec.cluster_decision.reason == _decided(move, cause)
         ):
             return binding
     return None
@@ -304,7 +355,7 @@ def _refusal(
     return None
 
 
-def _decided(move: MoveRequest) -> str:
+def _decided(move: MoveRequest, cause: MoveCause) -> str:
     """The new binding's decision reason (bindings made before the moved-from annotation are
     known by it)."""
-    return f"rebalanced: {move.reason}"
+    return f"{cause.said}: {move.reason}"

@@ -163,6 +163,12 @@ class BudgetState:
             available=self.available - (1 if old_was_available else 0),
         )
 
+    def after_unschedule(self, was_available: bool) -> BudgetState:
+        """The state once one binding is marked Unscheduled with no replacement (affinity
+        enforcement on a PickAll placement): it stays a binding until KubeFleet's rollout
+        removes it, no longer available."""
+        return replace(self, available=self.available - (1 if was_available else 0))
+
     def without(self, bindings: Iterable[ClusterResourceBinding]) -> BudgetState:
         """The state as if these bindings (new bindings of half-done moves) were not there."""
         gone = list(bindings)

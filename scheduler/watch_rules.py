@@ -23,6 +23,7 @@ from hub.types import (
 )
 from hub.types.meta import HubObject
 from scheduler.eligibility import EligibilityChecker
+from scheduler.enforcement import enforcement_of
 from scheduler.quantity import QuantityError, parse_quantity
 
 __all__ = [
@@ -256,11 +257,17 @@ def placements_for_cluster_event(
 
     A cluster that is gone (deleted or leaving) reaches every placement: their bindings there are
     now dangling. Otherwise PickAll and nil-policy placements always, and PickN / PickFixed
-    placements only while not fully scheduled."""
+    placements only while not fully scheduled, or when they enforce their affinity during
+    execution (scheduler.enforcement: a bound cluster's change may take a binding away)."""
     chosen: list[str] = []
     for placement in placements:
         policy = placement.spec.policy
-        always = cluster_left or policy is None or policy.effective_type == names.PICK_ALL
+        always = (
+            cluster_left
+            or policy is None
+            or policy.effective_type == names.PICK_ALL
+            or enforcement_of(placement)[0]
+        )
         if always or not is_fully_scheduled(placement):
             chosen.append(placement_key(placement.metadata.namespace, placement.metadata.name))
     return chosen

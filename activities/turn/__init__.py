@@ -23,6 +23,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.conditions import sync_failed_condition, write_scheduled_condition
+from activities.enforcement import RETRY_AFTER_SECONDS, enforce
 from activities.moves import apply_moves
 from activities.outage import is_outage, through_outages
 from activities.plumbing import ActivitySettings, heartbeat, in_local_activity, meter, metered
@@ -162,8 +163,18 @@ class ScheduleOnce:
                     self._settings.profile,
                     self._settings.now,
                 ).lines
-            for line in moved:
-                log.info("placement %s: %s", key, line)
+        with hub_failures(f"affinity enforcement of placement {key!r}"):
+            enforced = enforce(
+                self._client,
+                prepared.placement,
+                prepared.snapshot,
+                lambda: read_clusters(self._client, self._settings.clusters),
+                self._settings.profile,
+                self._settings.now,
+            )
+        moved += enforced.lines
+        for line in moved:
+            log.info("placement %s: %s", key, line)
         with metered(self._settings) as run:
             try:
                 with hub_failures(doing):
@@ -182,6 +193,8 @@ class ScheduleOnce:
             except ApplicationError as err:
                 meter(self._settings, run, "error" if is_retryable(err) else "unexpected")
                 raise
+        if enforced.retry and not report.requeue and report.requeue_after_seconds is None:
+            report = report.model_copy(update={"requeue_after_seconds": RETRY_AFTER_SECONDS})
         meter(self._settings, run, outcome_of(report))
         if report.error or report.writes.bindings:
             # What a person watching the worker's log wants to see: decisions and mistakes.

@@ -20,7 +20,7 @@ from scheduler.framework.interfaces import BatchFilterPlugin
 from scheduler.framework.status import Status
 from scheduler.requeue_hints import ClusterChange
 
-__all__ = ["NAME", "REASON_UNTOLERATED", "TaintToleration", "render_taint"]
+__all__ = ["NAME", "REASON_UNTOLERATED", "TaintToleration", "render_taint", "untolerated"]
 
 NAME = "TaintToleration"
 REASON_UNTOLERATED = "taint {taint} cannot be tolerated"
@@ -96,14 +96,15 @@ def _verdict(taints: Sequence[Taint], tolerations: tuple[_Toleration, ...]) -> S
     return None
 
 
-def _tolerations(
-    state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
-) -> tuple[_Toleration, ...]:
-    cached = state.read(TOLERATIONS)
-    if cached is not None:
-        return cached
-    policy = snapshot.spec.policy
-    tolerations = tuple(
+def untolerated(policy: PlacementPolicy | None, taints: Sequence[Taint]) -> Taint | None:
+    """The first of `taints` the policy's tolerations do not tolerate (the one Filter names),
+    or None."""
+    tolerations = _compiled(policy)
+    return next((t for t in taints if not any(x.tolerates(t) for x in tolerations)), None)
+
+
+def _compiled(policy: PlacementPolicy | None) -> tuple[_Toleration, ...]:
+    return tuple(
         _Toleration(
             key=t.key or "",
             operator=EQUAL if t.operator is None else t.operator,
@@ -112,6 +113,15 @@ def _tolerations(
         )
         for t in (policy.tolerations if policy else ())
     )
+
+
+def _tolerations(
+    state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
+) -> tuple[_Toleration, ...]:
+    cached = state.read(TOLERATIONS)
+    if cached is not None:
+        return cached
+    tolerations = _compiled(snapshot.spec.policy)
     state.write(TOLERATIONS, tolerations)
     return tolerations
 

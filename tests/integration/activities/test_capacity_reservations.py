@@ -414,7 +414,7 @@ def new_binding_for_move(
 ) -> ClusterResourceBinding:
     """The binding `activities.moves` creates for `move` (its name, decision and reservation)."""
     from activities.capacity import reserve
-    from activities.moves import _decided
+    from activities.moves import REBALANCE, _decided
     from hub.types import ClusterDecision, ClusterSchedulingPolicySnapshot
     from scheduler.naming import binding_name
     from scheduler.writes import new_binding
@@ -427,7 +427,11 @@ def new_binding_for_move(
     reserve(
         hub, target, {"cpu": "8"}, name, placement, {"cpu": Fraction(4)}, lambda: datetime.now(UTC)
     )
-    decision = ClusterDecision(cluster_name=target, selected=True, reason=_decided(move))  # type: ignore[arg-type]
+    decision = ClusterDecision(
+        cluster_name=target,
+        selected=True,
+        reason=_decided(move, REBALANCE),  # type: ignore[arg-type]
+    )
     return new_binding(name, placement, target, snapshot.name, decision)
 
 

@@ -310,3 +310,25 @@ def test_cluster_events_reach_unfulfilled_and_pick_all_placements() -> None:
     ]
     assert placements_for_cluster_event(False, fleet) == ["all", "nil", "n-stale", "n-short"]
     assert placements_for_cluster_event(True, fleet) == [p.metadata.name for p in fleet]
+
+
+def test_cluster_events_reach_placements_that_enforce_affinity_even_when_fully_scheduled() -> None:
+    """A fully scheduled PickN or PickFixed placement is left alone by a cluster update, as in
+    KubeFleet, unless it enforces its affinity during execution: then the update may take one
+    of its bindings away."""
+    pick_n = PlacementPolicy(placement_type="PickN", number_of_clusters=2)
+    fixed = PlacementPolicy(placement_type="PickFixed", cluster_names=["a"])
+    enforcing = {names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"}
+    ignoring = {names.AFFINITY_ENFORCEMENT_ANNOTATION: "IgnoredDuringExecution"}
+
+    def annotated(p: ClusterResourcePlacement, marks: dict[str, str]) -> ClusterResourcePlacement:
+        meta = p.metadata.model_copy(update={"annotations": marks})
+        return p.model_copy(update={"metadata": meta})
+
+    fleet = [
+        annotated(placement("n-enforced", pick_n, scheduled=("True", 1)), enforcing),
+        annotated(placement("fixed-enforced", fixed, scheduled=("True", 1)), enforcing),
+        annotated(placement("n-ignored", pick_n, scheduled=("True", 1)), ignoring),
+        placement("n-plain", pick_n, scheduled=("True", 1)),
+    ]
+    assert placements_for_cluster_event(False, fleet) == ["n-enforced", "fixed-enforced"]

@@ -1,0 +1,315 @@
+"""Affinity enforced during execution (docs/enforcement.md), turn by turn against devhub: a
+placement annotated `fleet-scheduler.io/affinity-enforcement: DuringExecution` loses the
+bindings on clusters that stop passing its required filters (PickN moves them, PickAll
+unschedules them, PickFixed keeps and reports them), within its disruption budget; the same
+placement without the annotation keeps them, exactly as KubeFleet does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.enforcement import RETRY_AFTER_SECONDS
+from hub import names
+from hub.client import HubClient
+from hub.types import (
+    ClusterResourceBinding,
+    ClusterResourcePlacementDisruptionBudget,
+    MemberCluster,
+    Taint,
+)
+from scheduler import invariants
+from scheduler.budgets import moved_from
+from tests.integration.activities.activity_helpers import (
+    Rig,
+    add_cluster,
+    add_placement,
+    bindings_of,
+    turn,
+    violations,
+)
+from tests.integration.activities.test_capacity_reservations import make_available
+
+ENFORCED: Final = {names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"}
+PROD: Final = {
+    "affinity": {
+        "clusterAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]
+            }
+        }
+    }
+}
+COUNTS: Final = {
+    invariants.BINDING_COUNT,
+    invariants.DUPLICATE_BINDING,
+    invariants.DISRUPTION_BUDGET,
+}
+
+
+def relabel(hub: HubClient, cluster: str, labels: Mapping[str, str]) -> None:
+    found = hub.get(MemberCluster, cluster)
+    meta = found.metadata.model_copy(update={"labels": dict(labels)})
+    hub.update(found.model_copy(update={"metadata": meta}))
+
+
+def taint(hub: HubClient, cluster: str, key: str, value: str) -> None:
+    found = hub.get(MemberCluster, cluster)
+    added = Taint(key=key, value=value, effect="NoSchedule")
+    spec = found.spec.model_copy(update={"taints": [*found.spec.taints, added]})
+    hub.update(found.model_copy(update={"spec": spec}))
+
+
+def active(hub: HubClient, placement: str) -> dict[str, ClusterResourceBinding]:
+    return {
+        b.spec.target_cluster: b
+        for b in bindings_of(hub, placement)
+        if b.spec.state != names.STATE_UNSCHEDULED
+    }
+
+
+def states(hub: HubClient, placement: str) -> dict[str, str]:
+    return {b.spec.target_cluster: b.spec.state for b in bindings_of(hub, placement)}
+
+
+def pick_n(count: int, **extra: Any) -> dict[str, Any]:
+    return {"placementType": "PickN", "numberOfClusters": count, **PROD, **extra}
+
+
+@pytest.fixture
+def prod_fleet(hub: HubClient) -> list[str]:
+    names_ = ["a", "b", "c"]
+    for name in names_:
+        add_cluster(hub, name, labels={"env": "prod"})
+    return names_
+
+
+def test_a_pick_n_binding_moves_off_a_relabelled_cluster_new_binding_first(
+    hub: HubClient,
+    prod_fleet: list[str],
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    add_placement(hub, "web", pick_n(2), annotations=ENFORCED)
+    rig = make_activities()
+    turn(env, rig.activities, "web")
+    before = active(hub, "web")
+    assert len(before) == 2
+    lost = sorted(before)[0]
+    [spare] = set(prod_fleet) - set(before)
+    relabel(hub, lost, {"env": "retired"})
+
+    result = turn(env, rig.activities, "web", 2)
+
+    old = before[lost]
+    assert result.moves == [
+        f"moved {old.name} {lost} -> {spare} as {active(hub, 'web')[spare].name}: "
+        "cluster lost env=prod"
+    ]
+    assert states(hub, "web")[lost] == names.STATE_UNSCHEDULED
+    assert set(active(hub, "web")) == (set(before) - {lost}) | {spare}
+    assert moved_from(active(hub, "web")[spare]) == old.name
+    assert result.report is not None and result.report.fulfilled
+    assert violations(hub, COUNTS) == []
+    # Done once: the next turn finds nothing lost and writes nothing.
+    again = turn(env, rig.activities, "web", 3)
+    assert again.moves == []
+    assert len(bindings_of(hub, "web")) == 3
+
+
+def test_without_the_annotation_a_relabelled_cluster_keeps_its_binding_as_in_kubefleet(
+    hub: HubClient,
+    prod_fleet: list[str],
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    add_placement(hub, "web", pick_n(2))
+    add_placement(hub, "all", PROD)
+    rig = make_activities()
+    turn(env, rig.activities, "web")
+    turn(env, rig.activities, "all")
+    before = {p: bindings_of(hub, p) for p in ("web", "all")}
+    for cluster in prod_fleet:
+        relabel(hub, cluster, {"env": "retired"})
+
+    for placement in ("web", "all"):
+        result = turn(env, rig.activities, placement, 2)
+        assert result.moves == []
+        assert bindings_of(hub, placement) == before[placement]  # not one write
+
+
+def test_a_pick_all_binding_on_a_tainted_cluster_is_unscheduled(
+    hub: HubClient,
+    prod_fleet: list[str],
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    add_placement(hub, "all", PROD, annotations=ENFORCED)
+    rig = make_activities()
+    turn(env, rig.activities, "all")
+    assert sorted(active(hub, "all")) == prod_fleet
+    binding = active(hub, "all")["b"]
+    taint(hub, "b", "fleet.example.com/maintenance", "true")
+
+    result = turn(env, rig.activities, "all", 2)
+
+    assert result.moves == [
+        f"unscheduled {binding.name} on b: cluster has taint "
+        "fleet.example.com/maintenance=true:NoSchedule, which the placement does not tolerate"
+    ]
+    assert states(hub, "all") == {
+        "a": names.STATE_SCHEDULED,
+        "b": names.STATE_UNSCHEDULED,
+        "c": names.STATE_SCHEDULED,
+    }
+    assert turn(env, rig.activities, "all", 3).moves == []
+    assert states(hub, "all")["b"] == names.STATE_UNSCHEDULED  # the cycle does not revive it
+
+
+def test_a_pick_fixed_binding_is_kept_and_reported(
+    hub: HubClient,
+    prod_fleet: list[str],
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    add_placement(
+        hub, "pinned", {"placementType": "PickFixed", "clusterNames": ["a"]}, annotations=ENFORCED
+    )
+    rig = make_activities()
+    turn(env, rig.activities, "pinned")
+    [binding] = bindings_of(hub, "pinned")
+    taint(hub, "a", "gpu", "true")
+
+    result = turn(env, rig.activities, "pinned", 2)
+
+    assert result.moves == [
+        f"kept {binding.name} on a (a PickFixed placement keeps its targets): cluster has taint "
+        "gpu=true:NoSchedule, which the placement does not tolerate"
+    ]
+    assert bindings_of(hub, "pinned") == [binding]
+
+
+def test_the_disruption_budget_holds_a_move_back_and_the_turn_asks_to_try_again(
+    hub: HubClient,
+    prod_fleet: list[str],
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    add_placement(hub, "web", pick_n(2), annotations=ENFORCED)
+    rig = make_activities()
+    turn(env, rig.activities, "web")
+    for binding in bindings_of(hub, "web"):
+        make_available(hub, binding)
+    hub.create(
+        ClusterResourcePlacementDisruptionBudget.from_wire(
+            {"metadata": {"name": "web"}, "spec": {"minAvailable": 2}}
+        )
+    )
+    before = bindings_of(hub, "web")
+    lost = before[0].spec.target_cluster
+    relabel(hub, lost, {"env": "retired"})
+
+    result = turn(env, rig.activities, "web", 2)
+
+    [line] = result.moves
+    assert line.startswith(f"refused {before[0].name} {lost} -> ")
+    assert "the disruption budget allows 0 move(s) now (minAvailable 2, 2 of 2" in line
+    assert [b.name for b in bindings_of(hub, "web")] == [b.name for b in before]
+    assert result.report is not None
+    assert result.report.requeue_after_seconds == RETRY_AFTER_SECONDS
+    assert violations(hub, COUNTS) == []
+
+
+def test_a_binding_with_nowhere_to_go_is_kept_and_said(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    for name in ("a", "b"):
+        add_cluster(hub, name, labels={"env": "prod"})
+    add_placement(hub, "web", pick_n(2), annotations=ENFORCED)
+    rig = make_activities()
+    turn(env, rig.activities, "web")
+    binding = active(hub, "web")["a"]
+    relabel(hub, "a", {"env": "retired", "team": "x"})
+
+    result = turn(env, rig.activities, "web", 2)
+
+    assert result.moves == [
+        f"kept {binding.name} on a: cluster lost env=prod; no other cluster passes the "
+        "placement's filters"
+    ]
+    assert result.report is not None and result.report.requeue_after_seconds is None
+
+
+def test_a_retried_turn_finishes_the_half_done_move_onto_the_same_target(
+    hub: HubClient,
+    prod_fleet: list[str],
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    """An earlier attempt created the new binding on `spare` and died before unscheduling the
+    old one. The retry must not pick yet another cluster: it finishes that move."""
+    from activities.moves import ENFORCEMENT, apply_moves
+    from activities.turn.cycle import read_clusters
+    from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
+    from workflows.models import MoveRequest
+
+    add_cluster(hub, "d", labels={"env": "prod"})
+    add_placement(hub, "web", pick_n(2), annotations=ENFORCED)
+    rig = make_activities()
+    turn(env, rig.activities, "web")
+    before = active(hub, "web")
+    lost = sorted(before)[0]
+    relabel(hub, lost, {"env": "retired"})
+    # the earlier attempt's create: the least preferred spare (the retry would pick the other)
+    spare = sorted({*prod_fleet, "d"} - set(before))[0]
+    placement = hub.get(ClusterResourcePlacement, "web")
+    [snapshot] = hub.list(ClusterSchedulingPolicySnapshot).items
+    half = MoveRequest(binding=before[lost].name, source=lost, target=spare, reason="x")
+    created = apply_moves(
+        hub,
+        placement,
+        snapshot,
+        [half],
+        read_clusters(hub),
+        None,
+        lambda: datetime.now(UTC),
+        cause=ENFORCEMENT,
+    )
+    assert created.moved == 1
+    # undo the unschedule to stand for the death between the two writes
+    old = hub.get(ClusterResourceBinding, before[lost].name)
+    spec = old.spec.model_copy(update={"state": names.STATE_BOUND})
+    hub.update(old.model_copy(update={"spec": spec}))
+
+    result = turn(env, rig.activities, "web", 2)
+
+    assert len(result.moves) == 1 and f"-> {spare} as" in result.moves[0], result.moves
+    assert set(active(hub, "web")) == (set(before) - {lost}) | {spare}
+    assert len(bindings_of(hub, "web")) == 3
+    assert violations(hub, COUNTS) == []
+
+
+def test_an_unknown_annotation_value_is_said_and_enforces_nothing(
+    hub: HubClient,
+    prod_fleet: list[str],
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    add_placement(
+        hub, "web", pick_n(2), annotations={names.AFFINITY_ENFORCEMENT_ANNOTATION: "Always"}
+    )
+    rig = make_activities()
+    turn(env, rig.activities, "web")
+    before = bindings_of(hub, "web")
+    relabel(hub, before[0].spec.target_cluster, {"env": "retired"})
+    result = turn(env, rig.activities, "web", 2)
+    assert result.moves == [
+        "annotation fleet-scheduler.io/affinity-enforcement='Always' is neither "
+        "'DuringExecution' nor 'IgnoredDuringExecution': affinity is not enforced during "
+        "execution"
+    ]
+    assert bindings_of(hub, "web") == before
