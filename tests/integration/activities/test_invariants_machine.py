@@ -84,6 +84,20 @@ START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 # What the examples did, printed with -s: a machine that never reaches a state is no test.
 SEEN: Counter[str] = Counter()
 
+# Affinity enforced during execution (docs/enforcement.md): clusters are relabelled and tainted,
+# and enforcing placements move (PickN) or drop (PickAll) the bindings there.
+PROD_ONLY: dict[str, Any] = {
+    "affinity": {
+        "clusterAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]
+            }
+        }
+    }
+}
+enforced = st.booleans()
+ENFORCED = ": cluster "  # in every enforcement line ("...: cluster lost env=prod")
+
 policies = st.sampled_from(
     [
         {"placementType": "PickN", "numberOfClusters": 1},
@@ -92,6 +106,8 @@ policies = st.sampled_from(
         {"placementType": "PickN", "numberOfClusters": 2},
         {"placementType": "PickAll"},
         {"placementType": "PickFixed", "clusterNames": ["c0", "c1"]},
+        {"placementType": "PickN", "numberOfClusters": 2, **PROD_ONLY},
+        {"placementType": "PickAll", **PROD_ONLY},
     ]
 )
 # Mostly capacity-aware: that is where the counts are.
@@ -143,14 +159,20 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
                 self._cluster(name, str(cpu), create=True)
             self._routed()
 
-        @initialize(first=st.lists(st.tuples(policies, requests, movable), min_size=3, max_size=5))
-        def placements(self, first: list[tuple[dict[str, Any], str | None, bool]]) -> None:
-            for name, (policy, asks, movable) in zip(PLACEMENTS, first, strict=False):
-                self.create(name, policy, asks, movable)
+        @initialize(
+            first=st.lists(
+                st.tuples(policies, requests, movable, enforced), min_size=3, max_size=5
+            )
+        )
+        def placements(self, first: list[tuple[dict[str, Any], str | None, bool, bool]]) -> None:
+            for name, (policy, asks, movable, enforcing) in zip(PLACEMENTS, first, strict=False):
+                self.create(name, policy, asks, movable, enforcing)
             self.deliver_everything()
 
         def _cluster(self, name: str, cpu: str, *, create: bool = False) -> None:
-            wanted = member_cluster(name, world.now[0], allocatable={"cpu": cpu})
+            wanted = member_cluster(
+                name, world.now[0], allocatable={"cpu": cpu}, labels={"env": "prod"}
+            )
             current = hub.create(wanted) if create else hub.get(MemberCluster, name)
             hub.update_status(current.model_copy(update={"status": wanted.status}))
 
@@ -201,11 +223,18 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
         # --- rules: what people and controllers do -----------------------------------------
 
         @rule(name=st.sampled_from(PLACEMENTS), policy=policies, asks=requests,
-              movable=movable)  # fmt: skip
+              movable=movable, enforcing=enforced)  # fmt: skip
         def create(
-            self, name: str, policy: dict[str, Any], asks: str | None, movable: bool
+            self,
+            name: str,
+            policy: dict[str, Any],
+            asks: str | None,
+            movable: bool,
+            enforcing: bool = False,
         ) -> None:
             annotations = {}
+            if enforcing:
+                annotations[names.AFFINITY_ENFORCEMENT_ANNOTATION] = "DuringExecution"
             if asks is not None:
                 annotations[names.REQUESTS_ANNOTATION] = asks
             if movable:
@@ -254,6 +283,17 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
         def resize_cluster(self, cluster: str, cpu: int) -> None:
             self._cluster(cluster, str(cpu))
             self.excused.add(cluster)
+
+        @rule(cluster=st.sampled_from(CLUSTERS), env=st.sampled_from(["prod", "retired"]))
+        def relabel(self, cluster: str, env: str) -> None:
+            hub.patch(MemberCluster, cluster, {"metadata": {"labels": {"env": env}}})
+            SEEN[f"relabel:{env}"] += 1
+
+        @rule(cluster=st.sampled_from(CLUSTERS), on=st.booleans())
+        def taint(self, cluster: str, on: bool) -> None:
+            taints = [{"key": "maintenance", "value": "true", "effect": "NoSchedule"}] if on else []
+            hub.patch(MemberCluster, cluster, {"spec": {"taints": taints}})
+            SEEN[f"taint:{on}"] += 1
 
         @rule(
             name=st.sampled_from(PLACEMENTS), min_available=st.booleans(), value=st.integers(0, 2)
@@ -367,6 +407,24 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
                 fault.remove()
             self.owed.add(name)
 
+        @precondition(lambda self: bool(self.owed))
+        @rule(data=st.data())
+        def turn_that_fails_after_its_first_binding_patch(self, data: st.DataObject) -> None:
+            """A crash right after a turn's first binding write (an enforcement move's new
+            binding made, its old one not yet unscheduled; a PickAll unschedule lost): the
+            retried turn (a later `turn`) finds the work half done."""
+            name = data.draw(st.sampled_from(sorted(self.owed)))
+            fault = world.devhub.faults.inject(
+                verb="patch", resource="clusterresourcebindings", status=500, count=1
+            )
+            try:
+                self._turn(name, keep_moves=True)
+            except Exception:
+                SEEN["failed turns"] += 1
+            finally:
+                fault.remove()
+            self.owed.add(name)
+
         def _turn(self, name: str, *, keep_moves: bool = False) -> None:
             self.cycle += 1
             moves = self.moves.get(name, [])
@@ -376,6 +434,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             SEEN[f"turn:{result.prepared.phase}"] += 1
             SEEN["moves made"] += sum(line.startswith("moved") for line in result.moves)
             SEEN["moves refused"] += sum(line.startswith("refused") for line in result.moves)
+            SEEN["enforced"] += sum(ENFORCED in line for line in result.moves)
             if result.prepared.phase == "deleting":
                 env.run(activities.cleanup_placement, CleanupRequest(placement=name))
             if not keep_moves:
