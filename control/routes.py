@@ -57,11 +57,13 @@ from scheduler.capacity import (
     shown_requests,
 )
 from scheduler.eligibility import EligibilityChecker
+from scheduler.enforcement import enforcement_of
 from scheduler.explanation import BEYOND_ROOM_MARKER
 from scheduler.framework.profile import Profile
 from scheduler.requests import RequestsError, parse_requests
 from scheduler.requeue_hints import ClusterChange, may_change_decision
 from scheduler.watch_rules import (
+    CLUSTER_CHANGE_TAINT_ADDED,
     binding_deletion_started,
     cluster_update_reasons,
     decision_annotations_changed,
@@ -71,6 +73,7 @@ from scheduler.watch_rules import (
     placements_for_cluster_event,
     scheduled_condition_current,
     snapshot_event_placement,
+    taint_added,
     wants_scheduler,
 )
 from workflows import names
@@ -414,16 +417,24 @@ def _cluster(
     profile: Profile | None,
 ) -> list[Route]:
     name = new.metadata.name
+    enforcing_only = False
     if event == "DELETED":
         left, reason = True, REASON_CLUSTER_GONE.format(name=name)
     elif old is None:
         return []  # KubeFleet ignores new clusters until an update makes them matter
     else:
         reasons = cluster_update_reasons(old, new, checker, now)
+        # A taint added matters only to placements that enforce their affinity during
+        # execution (KubeFleet's rules ignore it): they alone hear of it.
+        enforcing_only = not reasons and taint_added(old, new)
+        if enforcing_only:
+            reasons = [CLUSTER_CHANGE_TAINT_ADDED]
         if not reasons:
             return []
         left, reason = False, REASON_CLUSTER_CHANGED.format(name=name, changes=", ".join(reasons))
     candidates = [p for p in placements.values() if may_start(p)]
+    if not left and enforcing_only:
+        candidates = [p for p in candidates if enforcement_of(p)[0]]
     chosen = placements_for_cluster_event(left, candidates)
     if not left and old is not None and profile is not None:
         # A cluster gone reaches every placement; an update only those it may change.

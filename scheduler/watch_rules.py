@@ -33,6 +33,7 @@ __all__ = [
     "CLUSTER_CHANGE_PROPERTIES",
     "CLUSTER_CHANGE_RESOURCES",
     "CLUSTER_CHANGE_TAINTS",
+    "CLUSTER_CHANGE_TAINT_ADDED",
     "binding_deletion_started",
     "cluster_update_matters",
     "cluster_update_reasons",
@@ -44,6 +45,7 @@ __all__ = [
     "placements_for_cluster_event",
     "scheduled_condition_current",
     "snapshot_event_placement",
+    "taint_added",
     "wants_scheduler",
 ]
 
@@ -149,6 +151,14 @@ def _taint_removed_or_changed(old: MemberCluster, new: MemberCluster) -> bool:
     return any((t.key, t.value or "", t.effect) not in current for t in old.spec.taints)
 
 
+def taint_added(old: MemberCluster, new: MemberCluster) -> bool:
+    """A taint the cluster did not have before. KubeFleet's rules ignore it (an added taint
+    never lets a cluster in, and its affinity is ignored during execution); a placement that
+    enforces its affinity during execution (scheduler.enforcement) may lose a binding to it."""
+    before = {(t.key, t.value or "", t.effect) for t in old.spec.taints}
+    return any((t.key, t.value or "", t.effect) not in before for t in new.spec.taints)
+
+
 def _properties_changed(old: MemberCluster, new: MemberCluster) -> bool:
     before, after = old.status.properties, new.status.properties
     if len(before) != len(after):
@@ -201,6 +211,7 @@ def cluster_update_matters(
 # signal's reason ("cluster member-3: labels changed"), so a history says why a cycle ran.
 CLUSTER_CHANGE_LABELS = "labels changed"
 CLUSTER_CHANGE_TAINTS = "a taint was removed or changed"
+CLUSTER_CHANGE_TAINT_ADDED = "a taint was added"
 CLUSTER_CHANGE_PROPERTIES = "properties changed"
 CLUSTER_CHANGE_NAMESPACES = "namespaces changed"
 CLUSTER_CHANGE_RESOURCES = "resource usage changed"

@@ -497,3 +497,28 @@ def test_a_capacity_aware_placement_hears_of_room_whatever_its_type() -> None:
         standalone=True, checker=EligibilityChecker(), now=NOW, profile=default_profile(),
     )
     assert [r.placement for r in found] == ["fixed"]
+
+
+def test_a_taint_added_reaches_only_placements_that_enforce_their_affinity() -> None:
+    """KubeFleet ignores an added taint; a placement that enforces its affinity during
+    execution (docs/enforcement.md) may lose a binding to it, fully scheduled or not."""
+
+    def enforcing(p: ClusterResourcePlacement) -> ClusterResourcePlacement:
+        marks = {hub_names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"}
+        meta = p.metadata.model_copy(update={"annotations": marks})
+        return p.model_copy(update={"metadata": meta})
+
+    fleet = {
+        **FLEET,
+        "n-enforced": enforcing(placement("n-enforced", PICK_2, fulfilled=True)),
+        "all-enforced": enforcing(placement("all-enforced", PICK_ALL, fulfilled=True)),
+    }
+    tainted = cluster((Taint(key="gpu", effect="NoSchedule"),))
+    found = _routes(Change("MODIFIED", cluster(), tainted), fleet, True)  # type: ignore[arg-type]
+    assert sorted(p for p, *_ in found) == ["all-enforced", "n-enforced"]
+    assert {why for _, _, why, _ in found} == {"cluster m1: a taint was added"}
+    # A label change reaches them too, beside what KubeFleet's rule reaches.
+    relabelled = _routes(Change("MODIFIED", cluster(env="a"), cluster(env="b")), fleet, True)  # type: ignore[arg-type]
+    assert sorted(p for p, *_ in relabelled) == [
+        "all", "all-enforced", "n-enforced", "n-short", "nil"
+    ]

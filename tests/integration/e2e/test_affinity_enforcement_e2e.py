@@ -1,0 +1,123 @@
+"""Affinity enforced during execution, end to end (devhub, the dev server, the worker and the
+watcher): relabelling a bound cluster moves an enforcing PickN placement's binding at the
+turn the relabel causes, new binding first; the same placement without the annotation keeps
+its binding, as KubeFleet does (docs/enforcement.md)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from control.watcher import Watcher
+from hub import names
+from hub.client import HubClient
+from hub.types import ClusterResourcePlacement, MemberCluster, Namespace, ResourcePlacement
+from scheduler.budgets import moved_from
+from tests.integration.e2e.fleet import add_cluster, bindings, live_targets, unique
+from tests.integration.e2e.test_resource_placement_standalone import (
+    rb_targets,
+    report_namespaces,
+)
+from tests.support.waits import consistently_async, until_async
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+SELECTOR = {"group": "", "version": "v1", "kind": "Namespace", "name": "app"}
+
+
+def placement(name: str, key: str, *, enforced: bool) -> ClusterResourcePlacement:
+    annotations = (
+        {names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"} if enforced else {}
+    )
+    required: dict[str, Any] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {key: "prod"}}}]
+        }
+    }
+    return ClusterResourcePlacement.from_wire(
+        {
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {
+                "resourceSelectors": [SELECTOR],
+                "policy": {
+                    "placementType": "PickN",
+                    "numberOfClusters": 2,
+                    "affinity": {"clusterAffinity": required},
+                },
+            },
+        }
+    )
+
+
+@pytest.mark.parametrize("enforced", [True, False], ids=["enforced", "kubefleet"])
+async def test_a_relabelled_cluster_loses_an_enforcing_placements_binding(
+    hub: HubClient, system: Watcher, temporal_client: Client, enforced: bool
+) -> None:
+    prefix = unique("enf")
+    key = f"{prefix}.example.com/env"
+    clusters = [f"{prefix}-{i}" for i in range(3)]
+    for name in clusters:
+        add_cluster(hub, name, labels={key: "prod"})
+    web = f"{prefix}-web"
+    hub.create(placement(web, key, enforced=enforced))
+    def two() -> dict[str, str] | None:
+        found = live_targets(hub, web)
+        return found if len(found) == 2 else None
+
+    before = await until_async(two, blocking=True)
+    lost = sorted(before)[0]
+    [spare] = set(clusters) - set(before)
+
+    started = time.monotonic()
+    hub.patch(MemberCluster, lost, {"metadata": {"labels": {key: "retired"}}})
+
+    if not enforced:
+        await consistently_async(lambda: live_targets(hub, web) == before, duration=3.0)
+        return
+    want = {c: names.STATE_SCHEDULED for c in (set(before) - {lost}) | {spare}}
+    await until_async(lambda: live_targets(hub, web) == want or None, blocking=True)
+    took = time.monotonic() - started
+    print(f"relabel -> moved in {took:.2f} s")
+    new = next(b for b in bindings(hub, web) if b.spec.target_cluster == spare)
+    old = next(b for b in bindings(hub, web) if b.spec.target_cluster == lost)
+    assert moved_from(new) == old.metadata.name
+    assert old.spec.state == names.STATE_UNSCHEDULED
+
+
+async def test_a_resource_placement_moves_off_a_cluster_its_namespace_left(
+    hub: HubClient, system: Watcher, temporal_client: Client
+) -> None:
+    """A ResourcePlacement's namespace deleted on a member cluster (the member agent's namespace
+    collection stops listing it): the enforcing placement's ResourceBinding moves to a cluster
+    that still has it."""
+    namespace = unique("team")
+    hub.create(Namespace(metadata={"name": namespace}))
+    clusters = [f"{namespace}-{i}" for i in range(2)]
+    for name in clusters:
+        add_cluster(hub, name)
+        report_namespaces(hub, name, {namespace: ""})
+    spec = {
+        "resourceSelectors": [{"group": "", "version": "v1", "kind": "ConfigMap", "name": "cm"}],
+        "policy": {"placementType": "PickN", "numberOfClusters": 1},
+    }
+    meta = {
+        "name": "web",
+        "namespace": namespace,
+        "annotations": {names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"},
+    }
+    hub.create(ResourcePlacement.from_wire({"metadata": meta, "spec": spec}))
+
+    def one() -> str | None:
+        found = rb_targets(hub, namespace, "web")
+        live = [c for c, state in found.items() if state != names.STATE_UNSCHEDULED]
+        return live[0] if len(found) == 1 and len(live) == 1 else None
+
+    bound = await until_async(one, blocking=True)
+    [other] = set(clusters) - {bound}
+    report_namespaces(hub, bound, {"kube-system": ""})
+
+    want = {bound: names.STATE_UNSCHEDULED, other: names.STATE_SCHEDULED}
+    await until_async(lambda: rb_targets(hub, namespace, "web") == want or None, blocking=True)
