@@ -94,7 +94,8 @@ COMMANDS: dict[str, Command] = {
         run=run_status,
     ),
     "plan": Command(
-        help="what-if: schedule a placement from a file against the live fleet; writes nothing",
+        help="what-if: schedule a placement from a file against the live fleet, or compare a "
+             "candidate profile with the current one on every placement (--all); writes nothing",
         add_arguments=add_plan_arguments,
         run=run_plan,
     ),

@@ -1,4 +1,6 @@
 """`fleet-scheduler plan -f FILE`: what the scheduler would do with a placement, writing nothing.
+(`plan --all --config NEW.yaml`, a candidate profile against the current one, is in
+workers/cli/plan_profile.py; `run_plan` chooses between the two forms.)
 
 The placement in FILE may be one that is not applied yet, or an edited copy of one that is. Plan
 reads the live fleet and the placement's existing policy snapshots and bindings, derives the
@@ -49,6 +51,7 @@ from workers.cli.common import (
     one_line,
     profile_from_file,
 )
+from workers.cli.plan_profile import run_plan_profile
 from workers.cli.render import explanation_lines
 
 API_VERSION: Final = names.PLACEMENT_API_VERSION
@@ -61,6 +64,8 @@ PLACEMENT_KINDS: Final[dict[str, type[ClusterResourcePlacement]]] = {
 # Stands in for the uid of a placement the API server has not seen yet (the snapshot's owner).
 UNAPPLIED_UID: Final = "00000000-0000-0000-0000-000000000000"
 MAX_FILE_BYTES: Final = 1 << 20
+# `plan --all --exit-code`: some decision would change (as `git diff --exit-code`).
+EXIT_CHANGED: Final = 1
 
 
 class PlacementFileError(ValueError):
@@ -326,18 +331,73 @@ def render_plan(plan: WhatIf) -> str:
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-f", "--filename", type=Path, required=True, metavar="FILE",
+    parser.add_argument("name", nargs="?", default=None,
+                        help="with --config: compare the candidate profile with the current one "
+                             "on this placement only (a ClusterResourcePlacement's name, or with "
+                             "-n a ResourcePlacement's)")
+    parser.add_argument("-f", "--filename", type=Path, default=None, metavar="FILE",
                         help="the ClusterResourcePlacement or ResourcePlacement to plan (YAML or "
                              "JSON); it need not be applied, or may be an edited copy of one "
                              "that is")
     parser.add_argument("-n", "--placement-namespace", dest="placement_namespace", default=None,
                         metavar="NAMESPACE",
-                        help="a ResourcePlacement's namespace, when FILE does not say it (as "
-                             "kubectl's -n)")
+                        help="a ResourcePlacement's namespace, when FILE does not say it, or "
+                             "NAME's (as kubectl's -n)")
+    parser.add_argument("--all", action="store_true", dest="all_placements",
+                        help="with --config: compare the candidate profile with the current one "
+                             "on every placement (ClusterResourcePlacements and "
+                             "ResourcePlacements) against the live fleet (docs/operations.md, "
+                             "\"What-if for a scheduler profile\")")
     add_hub_and_profile_arguments(parser)
+    parser.add_argument("--current-config", type=Path, default=None, metavar="FILE",
+                        help="with --all or NAME: the profile the scheduler runs now, the "
+                             "baseline (default: KubeFleet's default profile)")
+    parser.add_argument("--exit-code", action="store_true",
+                        help="with --all or NAME: exit 1 when any decision would change, 0 "
+                             "when none would (for CI)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="with --all: also list the placements that would not change")
+
+
+# What `plan` is given, when it is not one of its two forms.
+USAGE_ONE_FORM: Final = (
+    "give -f FILE (plan a placement), or --config FILE with --all or NAME (compare a candidate "
+    "profile with the current one)"
+)
+USAGE_ALL_AND_MORE: Final = "--all covers every placement; leave out {what}"
+USAGE_NEEDS_CONFIG: Final = (
+    "--all and NAME compare a candidate profile with the current one: give it with --config FILE"
+)
+USAGE_FILE_ONLY: Final = "{flag} applies to --all or NAME, not to -f FILE"
+
+
+def _profile_form(args: argparse.Namespace) -> bool:
+    """Which form the command line asks for: True for the profile comparison (--all, NAME),
+    False for -f FILE. Raises CliError for a mixture."""
+    if args.all_placements:
+        for what, given in (("NAME", args.name), ("-f FILE", args.filename),
+                            ("-n NAMESPACE", args.placement_namespace)):
+            if given is not None:
+                raise CliError(USAGE_ALL_AND_MORE.format(what=what))
+    if args.filename is not None:
+        if args.name is not None:
+            raise CliError(f"give -f FILE or NAME, not both ({USAGE_ONE_FORM})")
+        for flag, given in (("--current-config", args.current_config is not None),
+                            ("--exit-code", args.exit_code), ("--verbose", args.verbose)):
+            if given:
+                raise CliError(USAGE_FILE_ONLY.format(flag=flag))
+        return False
+    if not (args.all_placements or args.name is not None):
+        raise CliError(USAGE_ONE_FORM)
+    if args.config is None:
+        raise CliError(USAGE_NEEDS_CONFIG)
+    return True
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    if _profile_form(args):
+        changed = run_plan_profile(args, None if args.all_placements else args.name)
+        return EXIT_CHANGED if changed and args.exit_code else EXIT_OK
     placement = load_placement_file(args.filename, args.placement_namespace)
     profile = profile_from_file(args.config)
     hub = hub_client(args.kubeconfig, args.context, local_default=True)

@@ -1,0 +1,265 @@
+"""What a candidate profile would change: the same reads scheduled under two profiles, compared.
+
+`fleet-scheduler plan --all --config NEW.yaml` asks, for every placement, whether the clusters
+it ends up on would differ if the scheduler ran NEW.yaml instead of the current profile. Both
+profiles see exactly the same input, so any difference is the profile's doing, not the fleet's
+(a cluster that joined since the last turn moves both decisions alike).
+
+What "the decision" is depends on the placement type, because KubeFleet's cycle keeps what it
+already picked (kubefleet-rules 4.5, 4.6):
+
+- PickN: the clusters each profile picks when it evaluates clusters, a fresh cycle
+  (`CycleInput.fresh`). A steady PickN placement evaluates nothing in a normal cycle, so a
+  normal cycle would report every weight change as "no change". A changed decision takes effect
+  at the placement's next turn only when the normal cycles differ too (it is short of N, or is
+  being downscaled); otherwise only when it next evaluates clusters: a fresh requeue, a
+  scale-up, a policy change.
+- PickAll and PickFixed: the normal cycle, whose decision is the next turn's. A PickAll
+  placement never drops a cluster it already holds for the same policy (IgnoredDuringExecution),
+  so a candidate that filters more shows no removal until the policy changes.
+
+Pure: one function of the cycle's input and two profiles, so `plan --all` can run it in child
+processes and tests can run it without a hub."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from hub import names
+from hub.types import ClusterResourceBinding
+from scheduler.cycles.models import CycleInput, CycleResult
+from scheduler.cycles.plan import BindingPlan
+from scheduler.cycles.schedule import placement_type_of, schedule
+from scheduler.explanation import Explanation, ScoreGroup
+from scheduler.framework.profile import Profile
+
+__all__ = [
+    "FATE_NOT_CONSIDERED",
+    "FATE_NOT_EVALUATED",
+    "ClusterChange",
+    "Fate",
+    "FleetWhatIf",
+    "PlacementWhatIf",
+    "compare_profiles",
+    "fates_of",
+    "selected_after",
+    "summarize",
+]
+
+# A cluster a cycle's explanation does not mention: PickN's percentageOfClustersToScore stopped
+# before it, or the cycle judged no cluster at all (a steady PickN, a failed cycle).
+FATE_NOT_EVALUATED: Final = "not evaluated"
+FATE_NOT_CONSIDERED: Final = "not considered"
+FATE_PICKED: Final = "picked"
+FATE_NOT_PICKED: Final = "not picked"
+FATE_KEPT: Final = "kept"
+FATE_UNSCHEDULED: Final = "unscheduled"
+FATE_FIXED: Final = "fixed target"
+FATE_INVALID: Final = "invalid target"
+FATE_NOT_FOUND: Final = "not found"
+DETAIL_KEPT: Final = "has a binding of this snapshot"
+DETAIL_NOT_FOUND: Final = "no such member cluster"
+DETAIL_HOLDS: Final = "placed there now"
+
+_ACTIVE_STATES: Final = frozenset({names.STATE_SCHEDULED, names.STATE_BOUND})
+
+
+@dataclass(frozen=True)
+class Fate:
+    """What one cycle did with one cluster: `state` ("picked", "filtered by TaintToleration")
+    and its detail (scores, or the plugin's reason exactly as KubeFleet words it)."""
+
+    state: str
+    detail: str = ""
+    scored: bool = False
+    """The detail is scores (picked, not picked), not a reason."""
+
+
+@dataclass(frozen=True)
+class ClusterChange:
+    """A cluster the candidate's decision adds to the placement, or removes from it."""
+
+    cluster: str
+    added: bool
+    now: Fate
+    """What the candidate profile does with it."""
+    was: Fate
+    """What the current profile does with it, on the same reads."""
+
+
+@dataclass(frozen=True)
+class PlacementWhatIf:
+    """One placement under both profiles."""
+
+    placement: str
+    """Its key: `name`, or `namespace/name` for a ResourcePlacement."""
+    placement_type: str
+    changes: tuple[ClusterChange, ...] = ()
+    at_next_turn: bool = False
+    """The change shows in the placement's next turn; False: only when it next evaluates
+    clusters (PickN: a fresh requeue, a scale-up, a policy change)."""
+    baseline_error: str | None = None
+    candidate_error: str | None = None
+    """Why that profile's cycle could not act (a plugin failing, a bad annotation)."""
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes) or self.baseline_error != self.candidate_error
+
+
+@dataclass(frozen=True)
+class FleetWhatIf:
+    """Every placement's comparison, and what they add up to."""
+
+    placements: tuple[PlacementWhatIf, ...]
+    load: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Cluster -> (bindings added, bindings removed) over all changed placements."""
+
+    @property
+    def changed(self) -> list[PlacementWhatIf]:
+        return [p for p in self.placements if p.changed]
+
+    @property
+    def added(self) -> int:
+        return sum(c.added for p in self.placements for c in p.changes)
+
+    @property
+    def removed(self) -> int:
+        return sum(not c.added for p in self.placements for c in p.changes)
+
+    def busiest(self, count: int) -> list[tuple[str, int, int]]:
+        """The `count` clusters whose number of bindings changes most: (cluster, added,
+        removed), the largest net change first (then the most churn, then by name)."""
+        ranked = sorted(
+            self.load.items(),
+            key=lambda item: (-abs(item[1][0] - item[1][1]), -sum(item[1]), item[0]),
+        )
+        return [(cluster, added, removed) for cluster, (added, removed) in ranked[:count]]
+
+
+def selected_after(bindings: Iterable[ClusterResourceBinding], plan: BindingPlan) -> frozenset[str]:
+    """The clusters the placement has an active (Scheduled or Bound) binding on once `plan` is
+    applied: the active ones it has, less those the plan unschedules, plus those it creates or
+    patches (a patch re-points an obsolete binding or revives an unscheduled one)."""
+    by_name = {b.metadata.name: b for b in bindings}
+    active = {
+        name
+        for name, b in by_name.items()
+        if b.metadata.deletion_timestamp is None and b.spec.state in _ACTIVE_STATES
+    }
+    active -= {p.name for p in (*plan.unschedule, *plan.unschedule_dangling)}
+    active |= {p.name for p in plan.patch if p.name in by_name}
+    clusters = {by_name[name].spec.target_cluster for name in active}
+    return frozenset(clusters | {b.spec.target_cluster for b in plan.create})
+
+
+def _scores(group: ScoreGroup) -> str:
+    parts = [f"affinity {group.affinity}"]
+    if group.topology:
+        parts.append(f"topology spread {group.topology}")
+    if group.obsolete:
+        # In the fresh cycles compared here, every binding the placement holds is obsolete.
+        parts.append(DETAIL_HOLDS)
+    if group.total is not None:
+        parts.append(f"weighted total {group.total}")
+    return ", ".join(parts)
+
+
+def fates_of(explanation: Explanation) -> dict[str, Fate]:
+    """Every cluster the explanation mentions, with its fate. PickAll scores nothing, so its
+    picks carry no scores."""
+    scored = explanation.placement_type == names.PICK_N
+    out: dict[str, Fate] = {}
+    for cluster in explanation.kept:
+        out[cluster] = Fate(FATE_KEPT, DETAIL_KEPT)
+    for group in explanation.bindings:
+        if group.action == "unscheduled":
+            for cluster in group.clusters:
+                out[cluster] = Fate(FATE_UNSCHEDULED, group.why)
+    for fate, groups in (
+        (FATE_PICKED, explanation.picked),
+        (FATE_NOT_PICKED, explanation.not_picked),
+    ):
+        for g in groups:
+            detail = _scores(g) if scored else ""
+            for cluster in g.clusters:
+                out[cluster] = Fate(fate, detail, scored=scored)
+    for f in explanation.filtered:
+        for cluster in f.clusters:
+            out[cluster] = Fate(f"filtered by {f.plugin}", f.reason)
+    for cluster in explanation.valid:
+        out[cluster] = Fate(FATE_FIXED)
+    for target in explanation.invalid:
+        out[target.cluster] = Fate(FATE_INVALID, target.reason)
+    for cluster in explanation.not_found:
+        out[cluster] = Fate(FATE_NOT_FOUND, DETAIL_NOT_FOUND)
+    return out
+
+
+def _unmentioned(explanation: Explanation) -> Fate:
+    return Fate(FATE_NOT_EVALUATED if explanation.not_evaluated else FATE_NOT_CONSIDERED)
+
+
+def _decision(input: CycleInput, result: CycleResult) -> frozenset[str]:
+    # A cycle that cannot act writes no binding: the placement stays where it is.
+    plan = BindingPlan() if result.error else result.plan
+    return selected_after(input.bindings, plan)
+
+
+def compare_profiles(
+    key: str, input: CycleInput, baseline: Profile, candidate: Profile
+) -> PlacementWhatIf:
+    """The placement's decision under `baseline` and under `candidate`, on the same `input`
+    (whose `fresh` is ignored: the placement type chooses, see the module doc)."""
+    placement_type = placement_type_of(input.snapshot)
+    pick_n = placement_type == names.PICK_N
+    normal = input.model_copy(update={"fresh": False})
+    evaluating = input.model_copy(update={"fresh": True}) if pick_n else normal
+    before = schedule(evaluating, baseline)
+    after = schedule(evaluating, candidate)
+    was, now = _decision(evaluating, before), _decision(evaluating, after)
+    if was == now:
+        return PlacementWhatIf(
+            placement=key,
+            placement_type=placement_type,
+            baseline_error=before.error,
+            candidate_error=after.error,
+            at_next_turn=before.error != after.error,
+        )
+    was_fates, now_fates = fates_of(before.explanation), fates_of(after.explanation)
+    changes = tuple(
+        ClusterChange(
+            cluster=cluster,
+            added=cluster in now,
+            now=now_fates.get(cluster, _unmentioned(after.explanation)),
+            was=was_fates.get(cluster, _unmentioned(before.explanation)),
+        )
+        for cluster in sorted(was ^ now)
+    )
+    at_next_turn = True
+    if pick_n:
+        at_next_turn = _decision(normal, schedule(normal, baseline)) != _decision(
+            normal, schedule(normal, candidate)
+        )
+    return PlacementWhatIf(
+        placement=key,
+        placement_type=placement_type,
+        changes=changes,
+        at_next_turn=at_next_turn,
+        baseline_error=before.error,
+        candidate_error=after.error,
+    )
+
+
+def summarize(placements: Sequence[PlacementWhatIf]) -> FleetWhatIf:
+    """The placements' comparisons with each cluster's change in bindings."""
+    added: Counter[str] = Counter()
+    removed: Counter[str] = Counter()
+    for placement in placements:
+        for change in placement.changes:
+            (added if change.added else removed)[change.cluster] += 1
+    load = {c: (added[c], removed[c]) for c in sorted(set(added) | set(removed))}
+    return FleetWhatIf(placements=tuple(placements), load=load)
