@@ -8,13 +8,13 @@ or PickFixed's valid / invalid / not found) and the numbers or reason behind it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from activities.rebalance import RebalancePlan
 from scheduler import Explanation, ScoreGroup
+from scheduler.deadline import readable_reason  # the deadline Events word reasons alike
 from scheduler.explanation import beyond_room_message
 from scheduler.rebalance import percent
 from workflows.models import CycleReport, PlacementStatus, TurnPriority, WriteCounts
@@ -70,24 +70,11 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-_TAINT: Final = re.compile(r"&\{Key:(?P<key>.*?) Value:(?P<value>.*?) Effect:(?P<effect>.*?)\}")
 TIE_WON: Final = "won a tie on score: the larger name wins ties (KubeFleet)"
 TIE_LOST: Final = "lost a tie on score to a picked cluster: the larger name wins ties (KubeFleet)"
 # Filtered clusters sharing a reason show a reference to it; the reason is printed once below
 # the table, with a count.
 COLLAPSE_AT: Final = 2
-
-
-def readable_reason(reason: str) -> str:
-    """A decision reason for people: taints as kubectl shows them (`gpu=true:NoSchedule`)
-    instead of Go's `&{Key:gpu Value:true Effect:NoSchedule}`. The hub objects keep KubeFleet's
-    exact text; only `explain` and `plan` rewrite it."""
-
-    def kubectl_style(found: re.Match[str]) -> str:
-        value = f"={found['value']}" if found["value"] else ""
-        return f"{found['key']}{value}:{found['effect']}"
-
-    return _TAINT.sub(kubectl_style, reason)
 
 
 def _score_key(group: ScoreGroup) -> tuple[int, int, int, int | None]:
