@@ -23,6 +23,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.conditions import sync_failed_condition, write_scheduled_condition
+from activities.deadline import unscheduled_since
 from activities.moves import apply_moves
 from activities.outage import is_outage, through_outages
 from activities.plumbing import ActivitySettings, heartbeat, in_local_activity, meter, metered
@@ -281,6 +282,14 @@ class ScheduleOnce:
             placement_generation=generation,
             snapshot_action=action,
         )
+        deadline = placement.metadata.annotations.get(names.SCHEDULE_DEADLINE_ANNOTATION)
+        if deadline is not None:  # without it, the result is as it always was
+            result = result.model_copy(
+                update={
+                    "schedule_deadline": deadline,
+                    "unscheduled_since": unscheduled_since(placement),
+                }
+            )
         return _Prepared(result, placement, snapshot)
 
     def _ensure_finalizer(self, placement: ClusterResourcePlacement) -> ClusterResourcePlacement:
