@@ -485,7 +485,9 @@ class PlacementWorkflow:
         self._deadline.read(annotation)
         if report is not None:
             fully = report.fulfilled and not report.requeue
-            missing = missing_line(report.outcome, report.full_explanation()) if not fully else ""
+            # A cycle that decided the same fates recorded only their digest: the last holds them.
+            explanation = report.filled_from(self._last).full_explanation()
+            missing = missing_line(report.outcome, explanation) if not fully else ""
             self._deadline.after_cycle(fully, prepared.unscheduled_since, workflow.now(), missing)
 
     def _priority_commands(self) -> bool:
