@@ -66,7 +66,7 @@ from hub.client import HubClient, Resync, WatchEvent
 from hub.errors import MalformedObjectError, NotFoundError
 from hub.informer import watch_forever
 from hub.kinds import NAMESPACED_KINDS, kinds_for, placement_key, split_key
-from hub.names import REQUESTS_ANNOTATION
+from hub.names import REQUESTS_ANNOTATION, SCHEDULE_DEADLINE_ANNOTATION, TRUE
 from hub.types import (
     CapacityLedger,
     ClusterResourceBinding,
@@ -80,6 +80,12 @@ from hub.types import (
 from hub.types.meta import HubObject, ObjectMeta
 from scheduler import Profile, default_profile
 from scheduler.capacity import ClusterCapacity, held, missing_of
+from scheduler.deadline import (
+    DEADLINE_EXCEEDED_REASON,
+    DeadlineError,
+    misses_at,
+    parse_deadline,
+)
 from scheduler.eligibility import EligibilityChecker
 from scheduler.framework.queue_sort import (
     PriorityClasses,
@@ -197,6 +203,8 @@ class WatcherMetrics(Protocol):
     def track_overcommit(self, excess: Callable[[], Iterable[Mapping[str, Fraction]]]) -> None: ...
 
     def track_admission(self, figures: Callable[[], tuple[int, float | None]]) -> None: ...
+
+    def track_deadlines(self, exceeded: Callable[[], int]) -> None: ...
 
 
 @dataclass
@@ -376,6 +384,7 @@ class Watcher:
             metrics.track_unschedulable(self._shortages)
             metrics.track_overcommit(self._overcommitted)
             metrics.track_admission(self._admission_figures)
+            metrics.track_deadlines(self._deadlines_exceeded)
         self._checker = eligibility or EligibilityChecker()
         self._clock = clock
         self._window = timing.coalesce_seconds
@@ -439,6 +448,36 @@ class Watcher:
             missing = None if condition is None else missing_of(condition.message)
             if missing:
                 yield missing
+
+    def _deadlines_exceeded(self) -> int:
+        """Placements past their scheduling deadline (`/metrics`), read from the cache.
+
+        The cache, not the workflows: it is the same in both modes, right after a restart (the
+        watcher lists before it serves), and costs no Temporal query per scrape. A placement
+        counts while its annotation reads and its Scheduled condition is not True, and either
+        carries our ScheduleDeadlineExceeded reason (standalone: the workflow's clock said so) or
+        has been not True for longer than the deadline (beside KubeFleet, whose condition is its
+        own: its SchedulePending on a policy change restarts that time, where the workflow's
+        clock does not, so there it may count a placement one deadline later than its Event)."""
+        now = self._clock()
+        count = 0
+        for placement in self._placements.values():
+            annotation = placement.metadata.annotations.get(SCHEDULE_DEADLINE_ANNOTATION)
+            if annotation is None:
+                continue
+            try:
+                deadline = parse_deadline(annotation)
+            except DeadlineError:
+                continue  # the workflow says what is wrong; nothing to count
+            condition = placement.status.condition(placement.SCHEDULED_CONDITION)
+            if condition is None or condition.status == TRUE:
+                continue
+            since = condition.last_transition_time
+            if condition.reason == DEADLINE_EXCEEDED_REASON or (
+                since is not None and misses_at(deadline, since, now) > 0
+            ):
+                count += 1
+        return count
 
     def _overcommitted(self) -> Iterator[dict[str, Fraction]]:
         """How far each cluster's reservations exceed its allocatable, read from the cached

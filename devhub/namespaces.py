@@ -1,13 +1,13 @@
 """The core v1 Namespace kind: what gives the namespaced fleet kinds their meaning.
 
-devhub serves no other core kind. Namespaces are here so that namespaced objects
-(ResourcePlacement, SchedulingPolicySnapshot, ResourceBinding) can be created only where
-kube-apiserver would let them be (its NamespaceLifecycle admission plugin: 404 in a missing
-namespace, 403 in a terminating one), and so that deleting a namespace deletes what is in it, as
-kube-controller-manager's namespace controller does. The store treats Namespace like any other
-kind, described the way a CRD would describe it (schema, printer columns, a status the main
-endpoint leaves alone); this module holds what differs: DNS-label names, the create and update
-rules of the namespace strategy, the phases, and the namespaces that always exist.
+devhub serves one other core kind, Event (`devhub.events`). Namespaces are here so that
+namespaced objects (ResourcePlacement, SchedulingPolicySnapshot, ResourceBinding) can be created
+only where kube-apiserver would let them be (its NamespaceLifecycle admission plugin: 404 in a
+missing namespace, 403 in a terminating one), and so that deleting a namespace deletes what is
+in it, as kube-controller-manager's namespace controller does. The store treats Namespace like
+any other kind, described the way a CRD would describe it (schema, printer columns, a status the
+main endpoint leaves alone); this module holds what differs: DNS-label names, the create and
+update rules of the namespace strategy, the phases, and the namespaces that always exist.
 
 One simplification: `spec.finalizers` is devhub's business, as `kubernetes` is the namespace
 controller's. A terminating namespace goes once nothing is left in it and its

@@ -316,7 +316,7 @@ class Api:
         raise _not_found()
 
     async def _api(self, request: web.Request, rest: list[str]) -> web.StreamResponse:
-        """The core (legacy) group: /api, /api/v1 and its one kind, Namespace."""
+        """The core (legacy) group: /api, /api/v1 and its kinds, Namespace and Event."""
         if len(rest) < 2 and request.method not in ("GET", "HEAD"):
             raise errors.method_not_allowed(request.method, request.path)
         if not rest:

@@ -58,6 +58,7 @@ from typing import Any, Final
 from devhub import errors, namespaces, priorityclasses
 from devhub.cel import check_rules
 from devhub.errors import ApiError, Cause
+from devhub.events import EVENTS
 from devhub.namespaces import NAMESPACES
 from devhub.objectmeta import normalize_metadata
 from devhub.patch import (
@@ -326,7 +327,7 @@ class Store:
         if watch_window < 1:
             raise ValueError("watch_window must be at least 1")
         self.resources = {
-            res.group_resource: res for res in (*resources, NAMESPACES, PRIORITY_CLASSES)
+            res.group_resource: res for res in (*resources, NAMESPACES, PRIORITY_CLASSES, EVENTS)
         }
         self.window = watch_window
         self.rv = 0

@@ -103,6 +103,7 @@ class SchedulerMetrics:
             "Clusters whose reservations exceed their allocatable.",
         )
         self._admission = _AdmissionGauges()
+        self._deadlines = _DeadlineGauge()
         self._tracked: set[int] = set()  # the sums registered: only a watcher's process
         if process_metrics:
             ProcessCollector(registry=self.registry)
@@ -214,6 +215,13 @@ class SchedulerMetrics:
         until measured). `figures` is read at each scrape. A second call replaces the source."""
         self._admission.source = figures
         self._register(self._admission)
+
+    def track_deadlines(self, exceeded: Callable[[], int]) -> None:
+        """Export `fleet_scheduler_deadline_exceeded_placements`: placements past their
+        scheduling deadline now (docs/operations.md, "Scheduling deadlines"). `exceeded` is read
+        at each scrape. A second call replaces the source."""
+        self._deadlines.source = exceeded
+        self._register(self._deadlines)
 
     def _track(
         self, sums: _ResourceSums, source: Callable[[], Iterable[Mapping[str, Fraction]]]
@@ -331,6 +339,25 @@ class _AdmissionGauges(Collector):
         drain.add_metric([], math.nan if rate is None else rate)
         yield window
         yield drain
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+class _DeadlineGauge(Collector):
+    """Placements past their scheduling deadline, counted at scrape time by the watcher."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], int] = lambda: 0
+
+    def collect(self) -> Iterator[Metric]:
+        gauge = GaugeMetricFamily(
+            "fleet_scheduler_deadline_exceeded_placements",
+            "Placements with a fleet-scheduler.io/schedule-deadline annotation that are not fully "
+            "scheduled and have been so for longer than their deadline.",
+        )
+        gauge.add_metric([], self.source())
+        yield gauge
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

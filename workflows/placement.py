@@ -28,7 +28,9 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
+    from scheduler.deadline import missing_line
     from workflows import failures, names
+    from workflows.deadline import DeadlineClock
     from workflows.execution import AUTO_LOCAL_PATCH, TurnExecution
     from workflows.inbox import Inbox, Work
     from workflows.models import (
@@ -42,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         PlacementInput,
         PlacementPhase,
         PlacementStatus,
+        PrepareResult,
         RequeueRequest,
         RequeueResult,
         TurnPriority,
@@ -67,6 +70,10 @@ CLOSING_MESSAGE = "this run is ending (continue-as-new or completion); retry the
 # The priority commands (search-attribute upserts, priority_changed counting toward
 # continue-as-new) are new: a run begun by a worker from before them replays without them.
 PRIORITY_PATCH = "priority"
+# The scheduling deadline's commands (its timer, its turns' aged priority): decided the first
+# time a turn reads the annotation, so placements without it record no marker and replay as
+# before.
+DEADLINE_PATCH = "schedule-deadline"
 
 
 # Auto-upgrade, set as a versioned worker's default (workers.versioning says why not pinned):
@@ -114,6 +121,10 @@ class PlacementWorkflow:
         self._prioritised: bool | None = None
         self._priority: TurnPriority | None = carried.priority
         self._turn_priority_key: int | None = None
+        # The scheduling deadline's clock (workflows.deadline), for placements with the
+        # annotation only; whether this run issues its commands, decided as for priorities.
+        self._deadline = DeadlineClock.of(carried.deadline)
+        self._deadlines: bool | None = True if carried.deadline is not None else None
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
@@ -155,11 +166,24 @@ class PlacementWorkflow:
             workflow.set_current_details(f"waiting for {self._waiting_for}")
         # Signals that run no turn (priority_changed) still count: a run they fill up
         # continues-as-new without waiting for a turn.
-        await workflow.wait_condition(
-            lambda: (
-                self._inbox.dirty or (self._prioritised is True and self._budget.signals_full)
-            )
-        )
+        def wanted() -> bool:
+            return self._inbox.dirty or (self._prioritised is True and self._budget.signals_full)
+
+        due = self._deadline.due() if self._deadlines else None
+        if due is None or wanted():
+            await workflow.wait_condition(wanted)
+            return
+        left = due - workflow.now()
+        try:
+            if left > timedelta(0):
+                summary = f"schedule deadline {self._deadline.annotation}"
+                await workflow.wait_condition(wanted, timeout=left, timeout_summary=summary)
+                return
+        except TimeoutError:
+            pass
+        misses = self._deadline.miss(workflow.now())
+        self._inbox.ask(self._deadline.aged(self._own_key()))
+        self._inbox.mark(f"schedule deadline {self._deadline.annotation} exceeded ({misses})")
 
     async def _turn(self) -> bool:
         """One loop turn; True when the workflow is done (placement gone or cleaned up, with
@@ -167,12 +191,16 @@ class PlacementWorkflow:
         number = self._budget.turn()
         work = self._inbox.take()
         self._turn_priority_key = work.priority_key
+        if self._deadlines:
+            key = work.priority_key if work.priority_key is not None else self._own_key()
+            self._turn_priority_key = self._deadline.aged(key)
         self._upsert_priority()
         turn = await self._schedule_once(number, work.fresh, work.because(), work)
         if turn is None:
             self._ended(number, RequeueResult(outcome="failed", error=self._last_error))
             return False
         prepared, report = turn.prepared, turn.report
+        self._deadline_after(prepared, report)
         if prepared.phase == "gone":
             self._set_phase("done", "nothing: the placement is gone")
             self._ended(number, RequeueResult(outcome="gone", summary=prepared.message))
@@ -229,6 +257,7 @@ class PlacementWorkflow:
             reason=because,
             known_explanation=self._known_explanation(),
             moves=work.moves,
+            deadline=self._deadline.request() if self._deadlines else None,
         )
         summary = (
             f"turn {number}: {'fresh ' if fresh else ''}{kind}placement {self._key} ({because})"
@@ -440,6 +469,27 @@ class PlacementWorkflow:
         self._budget.signals += 1
         self._inbox.mark(reason)
 
+    def _own_key(self) -> int | None:
+        return self._priority.own_priority_key if self._priority is not None else None
+
+    def _deadline_after(self, prepared: PrepareResult, report: CycleReport | None) -> None:
+        """The deadline clock after a turn that read the placement (docs/operations.md,
+        "Scheduling deadlines"); nothing, and no marker, for placements without the annotation."""
+        annotation = prepared.schedule_deadline
+        if prepared.phase != "ready" or (annotation is None and self._deadline.annotation is None):
+            return
+        if self._deadlines is None:
+            self._deadlines = workflow.patched(DEADLINE_PATCH)
+        if not self._deadlines:
+            return  # a run begun before deadlines: its history has no such commands
+        self._deadline.read(annotation)
+        if report is not None:
+            fully = report.fulfilled and not report.requeue
+            # A cycle that decided the same fates recorded only their digest: the last holds them.
+            explanation = report.filled_from(self._last).full_explanation()
+            missing = missing_line(report.outcome, explanation) if not fully else ""
+            self._deadline.after_cycle(fully, prepared.unscheduled_since, workflow.now(), missing)
+
     def _priority_commands(self) -> bool:
         if self._prioritised is None:
             self._prioritised = workflow.patched(PRIORITY_PATCH)
@@ -484,6 +534,7 @@ class PlacementWorkflow:
             queue_turns=self._execution.queue_turns,
             pending_priority_key=inbox.priority_key,
             moves=inbox.moves,
+            deadline=self._deadline.state(),
         )
 
     def _status(self) -> PlacementStatus:
@@ -508,6 +559,7 @@ class PlacementWorkflow:
             turn_execution=self._execution.mode,
             priority=self._priority,
             last_turn_key=self._turn_priority_key,
+            deadline=self._deadline.state(),
         )
 
 

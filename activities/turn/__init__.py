@@ -23,6 +23,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.conditions import sync_failed_condition, write_scheduled_condition
+from activities.deadline import unscheduled_since
 from activities.enforcement import RETRY_AFTER_SECONDS, enforce
 from activities.moves import apply_moves
 from activities.outage import is_outage, through_outages
@@ -294,6 +295,14 @@ class ScheduleOnce:
             placement_generation=generation,
             snapshot_action=action,
         )
+        deadline = placement.metadata.annotations.get(names.SCHEDULE_DEADLINE_ANNOTATION)
+        if deadline is not None:  # without it, the result is as it always was
+            result = result.model_copy(
+                update={
+                    "schedule_deadline": deadline,
+                    "unscheduled_since": unscheduled_since(placement),
+                }
+            )
         return _Prepared(result, placement, snapshot)
 
     def _ensure_finalizer(self, placement: ClusterResourcePlacement) -> ClusterResourcePlacement:

@@ -25,6 +25,7 @@ from activities.capacity import (
     sweep_own,
 )
 from activities.conditions import write_scheduled_condition
+from activities.deadline import deadline_condition, record_deadline_event
 from activities.plumbing import ActivitySettings, CycleOutcome, CycleRun, PhaseSpans, heartbeat
 from hub import names
 from hub.client import HubClient
@@ -38,6 +39,7 @@ from hub.types import (
 )
 from scheduler import CapacityInput, CycleInput, CycleResult, schedule
 from scheduler.cycles.schedule import placement_type_of
+from scheduler.deadline import ScheduleDeadline, exceeded_message, missing_line
 from scheduler.snapshots import placement_scheduled_condition
 from workflows.models import CycleReport, TurnRequest, WriteCounts
 
@@ -204,13 +206,24 @@ def _run_cycle(
                 snapshot.model_copy(update={"status": write.status, "metadata": metadata})
             )
             status_written = True
+        # Past its scheduling deadline and still not fully scheduled: say so (activities.deadline).
+        exceeded = _exceeded(request, result)
         condition_written = False
         if settings.snapshotter:
             written_snapshot = snapshot
             condition_written = write_scheduled_condition(
                 client,
                 placement,
-                lambda p: placement_scheduled_condition(p, written_snapshot, now),
+                lambda p: placement_scheduled_condition(p, written_snapshot, now)
+                if exceeded is None
+                else deadline_condition(
+                    placement_scheduled_condition(p, written_snapshot, now), exceeded
+                ),
+            )
+        deadline_event = False
+        if exceeded is not None and request.deadline is not None:
+            deadline_event = record_deadline_event(
+                client, placement, request.deadline, exceeded, now
             )
         span.set_attribute("status_written", status_written)
         span.set_attribute("placement_condition_written", condition_written)
@@ -224,6 +237,7 @@ def _run_cycle(
         finalizers_removed=tally.finalizers_removed,
         status_written=status_written,
         placement_condition_written=condition_written,
+        deadline_event=deadline_event,
     )
     return CycleReport(
         cycle=request.cycle,
@@ -240,6 +254,16 @@ def _run_cycle(
         duration_ms=run.duration_ms,
         summary=cycle_summary(request.cycle, result, writes),
     ).recording(explanation, request.known_explanation)
+
+
+def _exceeded(request: TurnRequest, result: CycleResult) -> str | None:
+    """The deadline message when the workflow says the placement is past its deadline and this
+    cycle leaves it not fully scheduled; None otherwise."""
+    miss = request.deadline
+    if miss is None or (result.outcome.fulfilled and not result.requeue):
+        return None
+    deadline = ScheduleDeadline(seconds=miss.seconds)
+    return exceeded_message(deadline, miss.misses, missing_line(result.outcome, result.explanation))
 
 
 def outcome_of(report: CycleReport) -> CycleOutcome:
@@ -290,6 +314,8 @@ def cycle_summary(cycle: int, result: CycleResult, writes: WriteCounts) -> str:
         parts.append("status written")
     if writes.placement_condition_written:
         parts.append("placement condition written")
+    if writes.deadline_event:
+        parts.append("deadline Event")
     if result.requeue:
         parts.append("requeue")
     return f"{head}; " + (", ".join(parts) if parts else "no change")

@@ -1,5 +1,5 @@
 """Pydantic models of the KubeFleet v1beta1 kinds the scheduler reads and writes, and of the
-built-in Kubernetes kinds its tools touch (Namespace, PriorityClass).
+built-in Kubernetes kinds its tools touch (Namespace, Event, PriorityClass).
 
 `KINDS` lists the fleet kinds only: each has a CRD (`hub.crds`); the API server serves the
 built-in ones itself."""
@@ -14,7 +14,7 @@ from hub.types.cluster_v1beta1 import (
     ResourceUsage,
     Taint,
 )
-from hub.types.core_v1 import Namespace
+from hub.types.core_v1 import Event, Namespace
 from hub.types.meta import Condition, FleetModel, HubObject, ObjectMeta, OwnerReference
 from hub.types.placement_v1beta1 import (
     Affinity,
@@ -80,6 +80,7 @@ __all__ = [
     "ClusterSelector",
     "ClusterSelectorTerm",
     "Condition",
+    "Event",
     "FleetModel",
     "HubObject",
     "LabelSelector",

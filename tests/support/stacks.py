@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 from activities.plumbing import ActivitySettings
 from control.config import RunConfig
-from control.watcher import Watcher
+from control.watcher import Watcher, WatcherMetrics
 from hub.client import HubClient
 from workers.worker import build_worker
 
@@ -28,6 +28,7 @@ async def fleet_scheduler(
     *,
     snapshotter: bool = True,
     local_cycles_up_to: int | None = None,
+    metrics: WatcherMetrics | None = None,
 ) -> AsyncIterator[Watcher]:
     """Worker + watcher, as `fleet-scheduler run` wires them, until the block ends."""
     worker = build_worker(
@@ -44,6 +45,7 @@ async def fleet_scheduler(
             snapshotter=snapshotter,
             local_cycles_up_to=local_cycles_up_to,
         ),
+        metrics=metrics,
     )
     stop = asyncio.Event()
     async with worker:

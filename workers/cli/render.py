@@ -8,16 +8,26 @@ or PickFixed's valid / invalid / not found) and the numbers or reason behind it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from activities.rebalance import RebalancePlan
 from scheduler import Explanation, ScoreGroup
+from scheduler.deadline import (  # the deadline Events word reasons alike
+    format_duration,
+    readable_reason,
+)
 from scheduler.explanation import beyond_room_message
 from scheduler.rebalance import percent
-from workflows.models import CycleReport, PlacementStatus, TurnPriority, WriteCounts
+from workflows.models import (
+    CycleReport,
+    DeadlineState,
+    PlacementStatus,
+    TurnPriority,
+    WriteCounts,
+)
 
 __all__ = [
     "FATE_FILTERED",
@@ -29,6 +39,8 @@ __all__ = [
     "FATE_VALID",
     "PlacementRow",
     "cluster_rows",
+    "deadline_line",
+    "deadline_text",
     "explanation_lines",
     "readable_reason",
     "render_explain",
@@ -57,6 +69,7 @@ STATUS_HEADERS: Final = ("NAME", "TYPE", "SCHEDULED", "CYCLES", "STATE", "WAITIN
 # First column when ResourcePlacements are listed (as kubectl's -A).
 NAMESPACE_HEADER: Final = "NAMESPACE"
 PRIORITY_HEADERS: Final = ("PRIORITY", "TENANT")
+DEADLINE_HEADER: Final = "DEADLINE"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -70,24 +83,11 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-_TAINT: Final = re.compile(r"&\{Key:(?P<key>.*?) Value:(?P<value>.*?) Effect:(?P<effect>.*?)\}")
 TIE_WON: Final = "won a tie on score: the larger name wins ties (KubeFleet)"
 TIE_LOST: Final = "lost a tie on score to a picked cluster: the larger name wins ties (KubeFleet)"
 # Filtered clusters sharing a reason show a reference to it; the reason is printed once below
 # the table, with a count.
 COLLAPSE_AT: Final = 2
-
-
-def readable_reason(reason: str) -> str:
-    """A decision reason for people: taints as kubectl shows them (`gpu=true:NoSchedule`)
-    instead of Go's `&{Key:gpu Value:true Effect:NoSchedule}`. The hub objects keep KubeFleet's
-    exact text; only `explain` and `plan` rewrite it."""
-
-    def kubectl_style(found: re.Match[str]) -> str:
-        value = f"={found['value']}" if found["value"] else ""
-        return f"{found['key']}{value}:{found['effect']}"
-
-    return _TAINT.sub(kubectl_style, reason)
 
 
 def _score_key(group: ScoreGroup) -> tuple[int, int, int, int | None]:
@@ -294,7 +294,35 @@ def room_lines(explanation: Explanation) -> list[str]:
     return lines
 
 
-def render_explain(status: PlacementStatus, evaluating: CycleReport | None = None) -> str:
+def deadline_text(state: DeadlineState, now: datetime) -> str:
+    """The scheduling deadline in a few words (docs/operations.md, "Scheduling deadlines"):
+    `10m, 6m left`, `10m, exceeded 3m ago`, `10m, met`, or what is wrong with the annotation."""
+    if state.seconds is None:
+        return f"invalid ({state.problem})" if state.problem else "invalid"
+    text = format_duration(state.seconds) + (", aging" if state.aging else "")
+    if state.since is None:
+        return f"{text}, met"
+    due = state.since + timedelta(seconds=state.seconds)
+    if now >= due:
+        return f"{text}, exceeded {format_duration(now - due)} ago"
+    left = format_duration(due - now) if due - now >= timedelta(seconds=1) else "<1s"
+    return f"{text}, {left} left"
+
+
+def deadline_line(state: DeadlineState, now: datetime, last_turn_key: int | None) -> str:
+    """`explain`'s line: e.g. "deadline: 10m, exceeded 3m ago: 2 of 3 clusters picked; missing
+    1: 4 clusters filtered by ClusterAffinity (...)"."""
+    line = f"deadline: {deadline_text(state, now)}"
+    if state.since is not None and state.missing:
+        line += f": {state.missing}"
+    if state.aging and state.misses and last_turn_key is not None:
+        line += f" (aged {state.misses} key(s): last turn at key {last_turn_key})"
+    return line
+
+
+def render_explain(
+    status: PlacementStatus, evaluating: CycleReport | None = None, now: datetime | None = None
+) -> str:
     """The `explain` text: header, the last cycle's summary, every cluster's fate, the binding
     writes and notes of that cycle.
 
@@ -308,6 +336,9 @@ def render_explain(status: PlacementStatus, evaluating: CycleReport | None = Non
     ]
     if status.priority is not None:
         lines.append(priority_line(status.priority, status.last_turn_key))
+    if status.deadline is not None:
+        when = now or datetime.now(UTC)
+        lines.append(deadline_line(status.deadline, when, status.last_turn_key))
     if status.pending_reasons:
         fresh = " (fresh)" if status.fresh_pending else ""
         lines.append(f"pending{fresh}: {'; '.join(status.pending_reasons)}")
@@ -391,6 +422,7 @@ class PlacementRow:
     namespace: str | None = None
     priority: int | None = None  # FleetPriority: the PriorityClass value
     tenant: str | None = None  # FleetTenant
+    deadline: str | None = None  # its scheduling deadline, in a few words (deadline_text)
 
 
 def _yes_no(value: bool | None) -> str:
@@ -407,6 +439,7 @@ def render_status(rows: Sequence[PlacementRow]) -> str:
         return "no placement workflows found\n"
     namespaced = any(row.namespace for row in rows)
     prioritised = any(row.priority or row.tenant for row in rows)
+    deadlines = any(row.deadline for row in rows)
     body = [
         (
             *((row.namespace or NONE,) if namespaced else ()),
@@ -421,6 +454,7 @@ def render_status(rows: Sequence[PlacementRow]) -> str:
                 if prioritised
                 else ()
             ),
+            *((row.deadline or NONE,) if deadlines else ()),
         )
         for row in sorted(rows, key=lambda r: (r.namespace or "", r.name))
     ]
@@ -428,6 +462,7 @@ def render_status(rows: Sequence[PlacementRow]) -> str:
         *((NAMESPACE_HEADER,) if namespaced else ()),
         *STATUS_HEADERS,
         *(PRIORITY_HEADERS if prioritised else ()),
+        *((DEADLINE_HEADER,) if deadlines else ()),
     )
     return table(headers, body) + "\n"
 def render_rebalance(plan: RebalancePlan, *, dry_run: bool) -> str:

@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import logging
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from temporalio.client import (
@@ -21,7 +21,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from workers.cli.common import EXIT_OK, CliError, add_temporal_arguments, temporal_target
-from workers.cli.render import PlacementRow, render_status
+from workers.cli.render import PlacementRow, deadline_text, render_status
 from workers.temporal_client import (
     connect,
 )
@@ -89,7 +89,12 @@ async def _status_row(
                 WorkflowFailureError) as exc:
             log.debug("no status for %s: %s", execution.id, exc)
             return row
-    return dataclasses.replace(row, cycles=status.cycles, waiting_for=status.waiting_for)
+    deadline = (
+        deadline_text(status.deadline, datetime.now(UTC)) if status.deadline is not None else None
+    )
+    return dataclasses.replace(
+        row, cycles=status.cycles, waiting_for=status.waiting_for, deadline=deadline
+    )
 
 
 async def _status(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from workflows.models.fleet import (
 )
 from workflows.models.placement import (
     CarriedState,
+    DeadlineState,
     HubEvent,
     MovesRequest,
     PlacementExplanation,
@@ -28,6 +29,7 @@ from workflows.models.turn import (
     CleanupReport,
     CleanupRequest,
     CycleReport,
+    DeadlineMiss,
     MoveRequest,
     PreparePhase,
     PrepareResult,
@@ -42,6 +44,8 @@ __all__ = [
     "CleanupReport",
     "CleanupRequest",
     "CycleReport",
+    "DeadlineMiss",
+    "DeadlineState",
     "HubEvent",
     "MoveRequest",
     "MovesRequest",

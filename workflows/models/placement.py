@@ -5,6 +5,7 @@ fields are only ever added, with defaults, never renamed."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import Field
@@ -15,6 +16,7 @@ from workflows.models.turn import CycleReport, MoveRequest
 
 __all__ = [
     "CarriedState",
+    "DeadlineState",
     "HubEvent",
     "MovesRequest",
     "PlacementExplanation",
@@ -69,6 +71,23 @@ class TurnPriority(WireModel):
             fairness_key=priority.fairness_key,
             fairness_weight=priority.fairness_weight,
         )
+
+
+class DeadlineState(WireModel):
+    """A placement's scheduling deadline as its workflow keeps it (workflows.deadline;
+    docs/operations.md, "Scheduling deadlines"): carried across continue-as-new and shown by
+    `status` and `explain`. Only placements with the annotation have one."""
+
+    annotation: str  # the annotation's value, as the last turn read it
+    seconds: int | None = None  # the deadline; None: the annotation cannot be read
+    aging: bool = False
+    problem: str | None = None  # why the annotation cannot be read
+    # When the placement became not fully scheduled (None: it is fully scheduled, or no cycle
+    # has run yet), and how many deadline periods have passed since, as the workflow counted
+    # them when its timer fired.
+    since: datetime | None = None
+    misses: int = 0
+    missing: str = ""  # which clusters are missing and why, as the last cycle said
 
 
 class RequeueRequest(WireModel):
@@ -144,6 +163,7 @@ class CarriedState(WireModel):
     moves: list[MoveRequest] = Field(default_factory=list)  # rebalance moves not yet made
     next_local: bool | None = None  # the worker's last advice (TurnResult.next_local)
     queue_turns: int = 0  # turns left on the activity queue after a local turn fell back
+    deadline: DeadlineState | None = None  # the scheduling deadline's clock, when it has one
 
 
 class PlacementInput(WireModel):
@@ -187,6 +207,7 @@ class PlacementStatus(WireModel):
     turn_execution: TurnExecutionMode = "auto"  # who chooses where turns run (HubEvent says)
     priority: TurnPriority | None = None  # the placement's priority, as the watcher last sent it
     last_turn_key: int | None = None  # the priority key the last turn's activity ran with
+    deadline: DeadlineState | None = None  # its scheduling deadline, when it has one
 
 
 class PlacementExplanation(WireModel):

@@ -9,6 +9,7 @@ already holds the same one."""
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from typing import Final, Literal
 
 from pydantic import Field
@@ -22,6 +23,7 @@ __all__ = [
     "CleanupReport",
     "CleanupRequest",
     "CycleReport",
+    "DeadlineMiss",
     "MoveRequest",
     "PrepareResult",
     "TurnRequest",
@@ -46,6 +48,12 @@ class PrepareResult(WireModel):
     placement_type: str | None = None
     placement_generation: int | None = None
     snapshot_action: str | None = None  # what the snapshotter did, when it runs in this worker
+    # The placement's schedule-deadline annotation, when it has one, and when its Scheduled
+    # condition says it became not fully scheduled (the condition's lastTransitionTime while it
+    # is not True, its creation while it has none; None when True): what a workflow that has
+    # no clock yet starts it from (workflows.deadline).
+    schedule_deadline: str | None = None
+    unscheduled_since: datetime | None = None
 
 
 class WriteCounts(WireModel):
@@ -56,6 +64,7 @@ class WriteCounts(WireModel):
     finalizers_removed: int = 0
     status_written: bool = False
     placement_condition_written: bool = False
+    deadline_event: bool = False  # a ScheduleDeadlineExceeded Event was created
 
     @property
     def bindings(self) -> int:
@@ -171,6 +180,16 @@ class MoveRequest(WireModel):
     reason: str = ""
 
 
+class DeadlineMiss(WireModel):
+    """The placement is past its scheduling deadline (docs/operations.md, "Scheduling
+    deadlines"): a turn that still finds it not fully scheduled reports it, once per miss."""
+
+    deadline: str  # the annotation's value
+    seconds: int
+    since: datetime  # when it became not fully scheduled
+    misses: int  # deadline periods passed since: the Event's identity with `since`
+
+
 class TurnRequest(WireModel):
     """One loop turn (`schedule_once`): prepare, then the cycle numbered `cycle` if ready.
 
@@ -186,6 +205,8 @@ class TurnRequest(WireModel):
     moves: list[MoveRequest] = Field(default_factory=list)
     """Rebalance moves to make before the cycle (docs/capacity.md); a worker from before them
     ignores the field, and the next rebalance proposes them again."""
+    deadline: DeadlineMiss | None = None
+    """Set while the placement is past its scheduling deadline (workflows.deadline)."""
 
 
 class TurnResult(WireModel):

@@ -16,7 +16,7 @@ def test_version_is_served_without_a_token(api: Client) -> None:
     assert response.json()["gitVersion"].startswith("v1.")
 
 
-def test_api_lists_the_core_version_serving_namespaces_only(api: Client) -> None:
+def test_api_lists_the_core_version_serving_events_and_namespaces(api: Client) -> None:
     body = api.get("/api").json()
     assert body["kind"] == "APIVersions"
     assert body["versions"] == ["v1"]
@@ -24,6 +24,11 @@ def test_api_lists_the_core_version_serving_namespaces_only(api: Client) -> None
     assert core["kind"] == "APIResourceList"
     assert core["groupVersion"] == "v1"
     assert core["resources"] == [{
+        "name": "events", "singularName": "event", "namespaced": True,
+        "kind": "Event", "shortNames": ["ev"],
+        "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update",
+                  "watch"],
+    }, {
         "name": "namespaces", "singularName": "namespace", "namespaced": False,
         "kind": "Namespace", "shortNames": ["ns"],
         "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -33,13 +33,14 @@ from workers.cli.render import (
     TIE_WON,
     PlacementRow,
     cluster_rows,
+    deadline_text,
     explanation_lines,
     readable_reason,
     render_explain,
     render_status,
     table,
 )
-from workflows.models import CycleReport, PlacementStatus, WriteCounts
+from workflows.models import CycleReport, DeadlineState, PlacementStatus, WriteCounts
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -445,3 +446,15 @@ def test_explain_of_a_capacity_aware_cycle_shows_each_clusters_room_and_what_is_
         "short: not enough room for 1 binding(s) of cpu=4: cpu short on 1 cluster(s) "
         "(at most 2 free); missing cpu=4"
     ) in lines
+
+
+def test_the_deadline_reads_as_time_left_exceeded_or_met() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    running = DeadlineState(annotation="10m", seconds=600, since=now - timedelta(minutes=4))
+    assert deadline_text(running, now) == "10m, 6m left"
+    late = running.model_copy(update={"since": now - timedelta(minutes=13), "misses": 1})
+    assert deadline_text(late, now) == "10m, exceeded 3m ago"
+    met = running.model_copy(update={"since": None})
+    assert deadline_text(met, now) == "10m, met"
+    bad = DeadlineState(annotation="soon", problem="schedule deadline 'soon' is not a duration")
+    assert deadline_text(bad, now) == "invalid (schedule deadline 'soon' is not a duration)"

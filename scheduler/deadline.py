@@ -1,0 +1,166 @@
+"""Scheduling deadlines (docs/operations.md, "Scheduling deadlines"): how long a placement may
+stay not fully scheduled before it is reported, and, when it asks, aged.
+
+The annotation `fleet-scheduler.io/schedule-deadline` holds a duration as Go writes them, whole
+units only (`30s`, `10m`, `1h30m`), optionally followed by `,aging`. Everything here is pure:
+the workflow parses the annotation and keeps the clock, the activity words what is missing, the
+watcher counts placements past their deadline, the CLI says how long is left, all from these
+functions, so they agree."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Final
+
+from scheduler.cycles.models import Outcome
+from scheduler.explanation import Explanation
+
+__all__ = [
+    "AGING",
+    "DEADLINE_EXCEEDED_REASON",
+    "INVALID_DEADLINE_REASON",
+    "MAX_DEADLINE",
+    "DeadlineError",
+    "ScheduleDeadline",
+    "aged_key",
+    "exceeded_message",
+    "format_duration",
+    "misses_at",
+    "missing_line",
+    "parse_deadline",
+    "readable_reason",
+]
+
+# The reason of the Event, and of the Scheduled condition in standalone mode, once a placement
+# is past its deadline; and of the Event that says the annotation cannot be read.
+DEADLINE_EXCEEDED_REASON: Final = "ScheduleDeadlineExceeded"
+INVALID_DEADLINE_REASON: Final = "InvalidScheduleDeadline"
+AGING: Final = "aging"
+# A deadline is at least a second (the workflow's timer) and at most a year (Temporal's timers
+# go further, but a longer deadline is a typo, e.g. `10000h`).
+MIN_DEADLINE: Final = timedelta(seconds=1)
+MAX_DEADLINE: Final = timedelta(days=365)
+# How many filter reasons the missing line names before "+N more".
+SHOWN_REASONS: Final = 3
+
+_UNITS: Final = {"h": 3600, "m": 60, "s": 1}
+_DURATION: Final = re.compile(
+    r"(?:(?P<h>[0-9]+)h)?(?:(?P<m>[0-9]+)m)?(?:(?P<s>[0-9]+)s)?", re.ASCII
+)
+_TAINT: Final = re.compile(r"&\{Key:(?P<key>.*?) Value:(?P<value>.*?) Effect:(?P<effect>.*?)\}")
+HINT: Final = "write a duration such as 30s, 10m or 1h30m, optionally followed by ',aging'"
+
+
+class DeadlineError(ValueError):
+    """The annotation cannot be read; the message says what is wrong and what to write."""
+
+
+@dataclass(frozen=True)
+class ScheduleDeadline:
+    """A placement's deadline: how long it may stay not fully scheduled, and whether each miss
+    moves its turns one priority key up (docs/priority.md, "Aging")."""
+
+    seconds: int
+    aging: bool = False
+
+    @property
+    def text(self) -> str:
+        return format_duration(self.seconds) + (f",{AGING}" if self.aging else "")
+
+
+def parse_deadline(value: str) -> ScheduleDeadline:
+    """The deadline an annotation value asks for.
+
+    Raises:
+        DeadlineError: not a duration of whole hours, minutes and seconds, or an unknown
+            option, or shorter than a second or longer than a year.
+    """
+    text, _, option = value.strip().partition(",")
+    text, option = text.strip(), option.strip()
+    if option and option != AGING:
+        raise DeadlineError(f"schedule deadline {value!r}: unknown option {option!r}; {HINT}")
+    found = _DURATION.fullmatch(text)
+    if not text or found is None:
+        raise DeadlineError(f"schedule deadline {value!r} is not a duration; {HINT}")
+    seconds = sum(int(found[unit] or 0) * size for unit, size in _UNITS.items())
+    if not MIN_DEADLINE.total_seconds() <= seconds <= MAX_DEADLINE.total_seconds():
+        raise DeadlineError(
+            f"schedule deadline {value!r} must be between 1s and {format_duration(MAX_DEADLINE)}"
+        )
+    return ScheduleDeadline(seconds=seconds, aging=bool(option))
+
+
+def format_duration(length: float | timedelta) -> str:
+    """`length` as the annotation writes it, whole seconds: 90 -> `1m30s`, 3600 -> `1h`."""
+    seconds = int(length.total_seconds() if isinstance(length, timedelta) else length)
+    if seconds <= 0:
+        return "0s"
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [(hours, "h"), (minutes, "m"), (seconds, "s")]
+    return "".join(f"{n}{unit}" for n, unit in parts if n)
+
+
+def misses_at(deadline: ScheduleDeadline, since: datetime, now: datetime) -> int:
+    """How many deadline periods have passed since the placement became not fully scheduled."""
+    return max(0, int((now - since).total_seconds() // deadline.seconds))
+
+
+def aged_key(key: int | None, misses: int) -> int | None:
+    """A turn's priority key after `misses` missed deadlines of an aging placement: one key up
+    (toward 1) per miss, never past 1; None (Temporal's default, 3) ages from 3."""
+    if misses <= 0:
+        return key
+    return max(1, (3 if key is None else key) - misses)
+
+
+def readable_reason(reason: str) -> str:
+    """A decision reason for people: taints as kubectl shows them (`gpu=true:NoSchedule`)
+    instead of Go's `&{Key:gpu Value:true Effect:NoSchedule}`. The hub objects keep KubeFleet's
+    exact text; only what people read (explain, plan, deadline Events) rewrites it."""
+
+    def kubectl_style(found: re.Match[str]) -> str:
+        value = f"={found['value']}" if found["value"] else ""
+        return f"{found['key']}{value}:{found['effect']}"
+
+    return _TAINT.sub(kubectl_style, reason)
+
+
+def missing_line(outcome: Outcome, explanation: Explanation | None) -> str:
+    """Which clusters are missing and why, in one line, e.g. `2 of 3 clusters picked; missing
+    1: 4 clusters filtered by ClusterAffinity, 1 by TaintToleration (gpu=true:NoSchedule)`."""
+    if outcome.wanted is None:
+        head = f"{outcome.picked} cluster(s) picked"
+    else:
+        head = f"{outcome.picked} of {outcome.wanted} clusters picked"
+        if outcome.picked < outcome.wanted:
+            head += f"; missing {outcome.wanted - outcome.picked}"
+    if explanation is None:
+        return head
+    why: list[str] = []
+    groups = sorted(explanation.filtered, key=lambda g: (-len(g.clusters), g.plugin, g.reason))
+    for index, group in enumerate(groups[:SHOWN_REASONS]):
+        count = len(group.clusters)
+        noun = (" cluster" + ("s" if count != 1 else "")) if index == 0 else ""
+        why.append(f"{count}{noun} filtered by {group.plugin} ({readable_reason(group.reason)})")
+    if len(groups) > SHOWN_REASONS:
+        why.append(f"+{len(groups) - SHOWN_REASONS} more reasons")
+    if explanation.not_found:
+        why.append(f"{len(explanation.not_found)} target(s) not in the fleet")
+    if explanation.invalid:
+        why.append(f"{len(explanation.invalid)} target(s) cannot take it")
+    if explanation.shortage is not None:
+        why.append(explanation.shortage.message())
+    if not why and not explanation.evaluated:
+        why.append("no cluster evaluated in the last cycle")
+    return f"{head}: {', '.join(why)}" if why else head
+
+
+def exceeded_message(deadline: ScheduleDeadline, misses: int, missing: str) -> str:
+    """The Event's and the condition's message: stable within one deadline period, so a turn
+    that finds the same clusters missing writes nothing."""
+    length = format_duration(deadline.seconds * max(1, misses))
+    limit = format_duration(deadline.seconds)
+    return f"not fully scheduled for {length} (deadline {limit}): {missing}"

@@ -1,0 +1,100 @@
+"""A turn past its scheduling deadline, against a real devhub: one Event per miss however often
+the activity runs, the standalone condition's reason and message, and nothing of it once the
+placement is fully scheduled."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from temporalio.testing import ActivityEnvironment
+
+from hub import names
+from hub.client import HubClient
+from hub.types import Event
+from scheduler.deadline import DEADLINE_EXCEEDED_REASON
+from tests.integration.activities.activity_helpers import (
+    Rig,
+    add_cluster,
+    add_placement,
+    placement_condition,
+)
+from workflows.models import DeadlineMiss, TurnRequest, TurnResult
+
+PICK_THREE = {"placementType": "PickN", "numberOfClusters": 3}
+MISSING = (
+    "not fully scheduled for 10m (deadline 10m): 2 of 3 clusters picked; missing 1: "
+    "1 cluster filtered by TaintToleration (ClusterUnschedulable, taint gpu=true:NoSchedule "
+    "cannot be tolerated)"
+)
+
+
+def turn(env: ActivityEnvironment, rig: Rig, miss: DeadlineMiss | None) -> TurnResult:
+    request = TurnRequest(placement="late", cycle=1, reason="test", deadline=miss)
+    result: TurnResult = env.run(rig.activities.schedule_once, request)
+    return result
+
+
+def deadline_events(hub: HubClient) -> list[Event]:
+    return [
+        e
+        for e in hub.list(Event, namespace="default").items
+        if e.reason == DEADLINE_EXCEEDED_REASON and e.involved_object.name == "late"
+    ]
+
+
+def test_a_retried_turn_past_its_deadline_makes_one_event_and_says_why_on_the_condition(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    for name in ("a", "b"):
+        add_cluster(hub, name)
+    add_cluster(hub, "d", taints=[("gpu", "true")])
+    add_placement(hub, "late", PICK_THREE, annotations={names.SCHEDULE_DEADLINE_ANNOTATION: "10m"})
+    rig = make_activities()
+
+    first = turn(env, rig, None)  # before the deadline: KubeFleet's condition, no Event
+    assert first.prepared.schedule_deadline == "10m"
+    assert first.prepared.unscheduled_since is not None  # its creation: no condition yet
+    condition = placement_condition(hub, "late")
+    assert condition is not None and condition.reason == names.POLICY_UNFULFILLED_REASON
+    assert deadline_events(hub) == []
+
+    since = datetime.now(UTC) - timedelta(minutes=10)
+    miss = DeadlineMiss(deadline="10m", seconds=600, since=since, misses=1)
+    reported = turn(env, rig, miss)
+    again = turn(env, rig, miss)  # a retry, or another turn within the same miss
+    assert reported.report is not None and reported.report.writes.deadline_event
+    assert again.report is not None and not again.report.writes.deadline_event
+    assert not again.report.writes.placement_condition_written
+    (event,) = deadline_events(hub)
+    assert (event.type, event.message, event.count) == ("Warning", MISSING, 1)
+    assert event.involved_object.kind == "ClusterResourcePlacement"
+    condition = placement_condition(hub, "late")
+    assert condition is not None
+    assert (condition.status, condition.reason, condition.message) == (
+        names.FALSE,
+        DEADLINE_EXCEEDED_REASON,
+        MISSING,
+    )
+
+    turn(env, rig, miss.model_copy(update={"misses": 2}))  # the next miss: its own Event
+    assert len(deadline_events(hub)) == 2
+
+    add_cluster(hub, "c")
+    fulfilled = turn(env, rig, miss.model_copy(update={"misses": 3}))
+    assert fulfilled.report is not None and fulfilled.report.fulfilled
+    assert not fulfilled.report.writes.deadline_event
+    condition = placement_condition(hub, "late")
+    assert condition is not None and condition.reason == names.POLICY_FULFILLED_REASON
+    assert len(deadline_events(hub)) == 2
+
+
+def test_a_placement_without_the_annotation_reads_as_before(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    add_cluster(hub, "a")
+    add_placement(hub, "late", PICK_THREE)
+    result = turn(env, make_activities(), None)
+    assert result.prepared.schedule_deadline is None
+    assert result.prepared.unscheduled_since is None
+    assert "scheduleDeadline" not in result.prepared.model_dump(exclude_none=True, by_alias=True)

@@ -1,0 +1,109 @@
+"""scheduler.deadline, the annotation's reading, and workflows.deadline, the clock the workflow
+keeps: tables, no Temporal."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from scheduler.deadline import (
+    DeadlineError,
+    ScheduleDeadline,
+    aged_key,
+    format_duration,
+    parse_deadline,
+)
+from workflows.deadline import DeadlineClock
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param("30s", ScheduleDeadline(30), id="seconds"),
+        pytest.param("10m", ScheduleDeadline(600), id="minutes"),
+        pytest.param("1h30m", ScheduleDeadline(5400), id="hours-and-minutes"),
+        pytest.param(" 2s ", ScheduleDeadline(2), id="spaces"),
+        pytest.param("10m,aging", ScheduleDeadline(600, aging=True), id="aging"),
+        pytest.param("10m, aging", ScheduleDeadline(600, aging=True), id="aging-spaced"),
+    ],
+)
+def test_a_deadline_reads_as_go_writes_durations(value: str, expected: ScheduleDeadline) -> None:
+    assert parse_deadline(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        pytest.param("10 minutes", "is not a duration", id="words"),
+        pytest.param("", "is not a duration", id="empty"),
+        pytest.param("1.5h", "is not a duration", id="fraction"),
+        pytest.param("10", "is not a duration", id="no-unit"),
+        pytest.param("-5m", "is not a duration", id="negative"),
+        pytest.param("0s", "between 1s and", id="zero"),
+        pytest.param("9000h", "between 1s and", id="over-a-year"),
+        pytest.param("10m,fast", "unknown option 'fast'", id="unknown-option"),
+    ],
+)
+def test_a_bad_deadline_says_what_is_wrong(value: str, problem: str) -> None:
+    with pytest.raises(DeadlineError, match=problem):
+        parse_deadline(value)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(0, "0s"), (2, "2s"), (90, "1m30s"), (3600, "1h"), (5400, "1h30m")]
+)
+def test_durations_are_written_as_the_annotation_writes_them(seconds: int, text: str) -> None:
+    assert format_duration(seconds) == text
+    assert format_duration(timedelta(seconds=seconds)) == text
+
+
+@pytest.mark.parametrize(
+    ("key", "misses", "aged"), [(3, 0, 3), (3, 1, 2), (3, 5, 1), (None, 1, 2), (1, 1, 1)]
+)
+def test_aging_moves_a_key_up_per_miss_never_past_one(
+    key: int | None, misses: int, aged: int | None
+) -> None:
+    assert aged_key(key, misses) == aged
+
+
+def test_the_clock_starts_when_not_fully_scheduled_and_a_policy_change_keeps_it() -> None:
+    clock = DeadlineClock()
+    clock.read("10s")
+    clock.after_cycle(False, seed=T0 - timedelta(seconds=4), now=T0)
+    assert clock.since == T0 - timedelta(seconds=4)  # the condition's time, not the turn's
+    assert clock.due() == T0 + timedelta(seconds=6)
+    clock.after_cycle(False, seed=T0 + timedelta(seconds=5), now=T0 + timedelta(seconds=5))
+    assert clock.since == T0 - timedelta(seconds=4)  # still not fully scheduled: kept
+    assert clock.request() is None  # nothing missed yet
+    assert clock.miss(T0 + timedelta(seconds=6)) == 1
+    request = clock.request()
+    assert request is not None and (request.misses, request.seconds) == (1, 10)
+    assert clock.due() == T0 + timedelta(seconds=16)
+    assert clock.miss(T0 + timedelta(seconds=60)) == 6  # a worker down for several periods
+    clock.after_cycle(True, seed=None, now=T0 + timedelta(seconds=61))
+    assert (clock.since, clock.misses, clock.due()) == (None, 0, None)
+
+
+def test_the_clock_crosses_continue_as_new_and_stops_when_the_annotation_goes() -> None:
+    clock = DeadlineClock()
+    clock.read("5s,aging")
+    clock.after_cycle(False, seed=None, now=T0, missing="0 of 1 clusters picked")
+    clock.miss(T0 + timedelta(seconds=5))
+    carried = DeadlineClock.of(clock.state())
+    assert carried == clock
+    assert carried.aged(3) == 2
+    carried.read(None)
+    assert carried.state() is None and carried.due() is None
+
+
+def test_a_bad_annotation_runs_no_clock_and_says_why() -> None:
+    clock = DeadlineClock()
+    clock.read("soon")
+    clock.after_cycle(False, seed=None, now=T0)
+    state = clock.state()
+    assert state is not None and state.seconds is None
+    assert state.problem is not None and "not a duration" in state.problem
+    assert clock.due() is None and clock.request() is None
