@@ -35,6 +35,9 @@ __all__ = [
 EVENT_NAMESPACE: Final = "default"
 COMPONENT: Final = "fleet-scheduler"
 WARNING: Final = "Warning"
+# The one kind Events are written as (the RBAC scan, tests/unit/deploy, reads it: core/v1 Events
+# are no fleet kind, so hub.types.KINDS does not name them).
+EVENT_KINDS: Final = (Event,)
 
 
 def unscheduled_since(placement: ClusterResourcePlacement) -> datetime | None:

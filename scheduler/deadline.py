@@ -16,6 +16,7 @@ from typing import Final
 
 from scheduler.cycles.models import Outcome
 from scheduler.explanation import Explanation
+from scheduler.framework.errors import SchedulerError
 
 __all__ = [
     "AGING",
@@ -53,7 +54,7 @@ _TAINT: Final = re.compile(r"&\{Key:(?P<key>.*?) Value:(?P<value>.*?) Effect:(?P
 HINT: Final = "write a duration such as 30s, 10m or 1h30m, optionally followed by ',aging'"
 
 
-class DeadlineError(ValueError):
+class DeadlineError(SchedulerError, ValueError):
     """The annotation cannot be read; the message says what is wrong and what to write."""
 
 

@@ -113,6 +113,19 @@ def _ledgers(hub: HubClient) -> tuple[Ledgers | None, str | None]:
         return None, ledgers_problem(exc)
 
 
+# Every kind `read_fleet_once` lists (the RBAC scan, tests/unit/deploy, reads it: the reads go
+# through one generic helper).
+READ_KINDS: Final = (
+    MemberCluster,
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    ClusterResourceBinding,
+    ResourcePlacement,
+    SchedulingPolicySnapshot,
+    ResourceBinding,
+)
+
+
 def read_fleet_once(hub: HubClient) -> FleetReads:
     """Every kind a cycle reads, each listed once, in parallel."""
 
