@@ -21,6 +21,7 @@ from hub.types import (
     CapacityLedgerSpec,
     ClusterDecision,
     ClusterResourceBinding,
+    ClusterResourcePlacement,
     ClusterResourcePlacementDisruptionBudget,
     MemberCluster,
     ObjectMeta,
@@ -215,15 +216,18 @@ async def test_disruption_budget(
     assert [line.split(" ")[0] for line in result.moves] == ["moved", "refused"]
     assert await found(hub) == {}  # one disruption in flight: within the budget
     # ... the second one made anyway, by hand, as the old arithmetic allowed:
-    from activities.moves import _create, _unschedule
+    from activities.moves import REBALANCE, _create, unschedule
 
     [snapshot_name] = {b.spec.scheduling_policy_snapshot_name for b in originals}
     name = f"web-{moves[1].target}-moved"
     reserve(hub, moves[1].target, {"cpu": "8"}, name, "web", {"cpu": Fraction(4)},
             lambda: datetime.now(UTC))  # fmt: skip
     second = hub.get(ClusterResourceBinding, moves[1].binding)
-    _create(hub, "web", moves[1], snapshot_name, name, second)
-    _unschedule(hub, second, "rebalanced: by hand")
+    _create(
+        hub, hub.get(ClusterResourcePlacement, "web"), moves[1], snapshot_name, name, second,
+        REBALANCE,
+    )  # fmt: skip
+    unschedule(hub, second, "rebalanced: by hand")
     got = await found(hub)
     assert list(got) == ["disruption_budget"]
     [message] = got["disruption_budget"]
