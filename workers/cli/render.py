@@ -8,7 +8,6 @@ or PickFixed's valid / invalid / not found) and the numbers or reason behind it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -16,6 +15,7 @@ from typing import Final
 from activities.rebalance import RebalancePlan
 from scheduler import Explanation, ScoreGroup
 from scheduler.explanation import beyond_room_message
+from scheduler.readable import filter_reason_line, readable_reason, shared_filter_groups
 from scheduler.rebalance import percent
 from workflows.models import CycleReport, PlacementStatus, TurnPriority, WriteCounts
 
@@ -30,7 +30,6 @@ __all__ = [
     "PlacementRow",
     "cluster_rows",
     "explanation_lines",
-    "readable_reason",
     "render_explain",
     "render_status",
     "table",
@@ -70,24 +69,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-_TAINT: Final = re.compile(r"&\{Key:(?P<key>.*?) Value:(?P<value>.*?) Effect:(?P<effect>.*?)\}")
 TIE_WON: Final = "won a tie on score: the larger name wins ties (KubeFleet)"
 TIE_LOST: Final = "lost a tie on score to a picked cluster: the larger name wins ties (KubeFleet)"
-# Filtered clusters sharing a reason show a reference to it; the reason is printed once below
-# the table, with a count.
-COLLAPSE_AT: Final = 2
-
-
-def readable_reason(reason: str) -> str:
-    """A decision reason for people: taints as kubectl shows them (`gpu=true:NoSchedule`)
-    instead of Go's `&{Key:gpu Value:true Effect:NoSchedule}`. The hub objects keep KubeFleet's
-    exact text; only `explain` and `plan` rewrite it."""
-
-    def kubectl_style(found: re.Match[str]) -> str:
-        value = f"={found['value']}" if found["value"] else ""
-        return f"{found['key']}{value}:{found['effect']}"
-
-    return _TAINT.sub(kubectl_style, reason)
 
 
 def _score_key(group: ScoreGroup) -> tuple[int, int, int, int | None]:
@@ -124,12 +107,6 @@ def _scored(
     ]
 
 
-def _shared_reasons(explanation: Explanation) -> dict[int, int]:
-    """Filter group index -> its reference number, for groups of COLLAPSE_AT clusters or more."""
-    shared = [i for i, g in enumerate(explanation.filtered) if len(g.clusters) >= COLLAPSE_AT]
-    return {index: number for number, index in enumerate(shared, start=1)}
-
-
 def cluster_rows(explanation: Explanation) -> list[tuple[str, ...]]:
     """One row per cluster the cycle mentions: (cluster, fate, affinity, topology, detail).
 
@@ -141,7 +118,7 @@ def cluster_rows(explanation: Explanation) -> list[tuple[str, ...]]:
     kept = set(explanation.kept)
     picked_scores = {_score_key(g) for g in explanation.picked}
     not_picked_scores = {_score_key(g) for g in explanation.not_picked}
-    references = _shared_reasons(explanation)
+    references = shared_filter_groups(explanation)
     rows: list[tuple[str, ...]] = []
     rows += _scored(FATE_PICKED, explanation.picked, not_picked_scores, TIE_WON)
     rows += [
@@ -182,10 +159,8 @@ def cluster_rows(explanation: Explanation) -> list[tuple[str, ...]]:
 def shared_reason_lines(explanation: Explanation) -> list[str]:
     """`[1] ClusterAffinity, 12 clusters: <reason>`: each filter reason several clusters share."""
     return [
-        f"[{number}] {group.plugin}, {len(group.clusters)} clusters: "
-        f"{readable_reason(group.reason)}"
-        for index, number in _shared_reasons(explanation).items()
-        for group in (explanation.filtered[index],)
+        f"[{number}] {filter_reason_line(explanation.filtered[index])}"
+        for index, number in shared_filter_groups(explanation).items()
     ]
 
 
