@@ -60,6 +60,7 @@ from scheduler.budgets import (
     replaces,
 )
 from scheduler.naming import binding_name
+from scheduler.readable import readable_reason
 from scheduler.requests import RequestsError, parse_requests
 from scheduler.writes import mark_unscheduled, new_binding
 from workflows.models import MoveRequest
@@ -174,7 +175,8 @@ def apply_moves(
                 _withdraw(client, new, f"rebalance move withdrawn: {refusal}")
                 refusal += f"; its new binding {new.metadata.name} was withdrawn"
             outcome.lines.append(
-                f"refused {move.binding} {move.source} -> {move.target}: {refusal}"
+                f"refused {move.binding} {move.source} -> {move.target}: "
+                f"{readable_reason(refusal)}"
             )
             continue
         assert old is not None
@@ -187,7 +189,7 @@ def apply_moves(
                 new = _create(client, placement.name, move, snapshot.name, name, old)
             except (NoRoomError, BindingNameTakenError) as exc:
                 release(client, move.target, [name])
-                outcome.lines.append(f"refused {move.binding}: {exc}")
+                outcome.lines.append(f"refused {move.binding}: {readable_reason(str(exc))}")
                 continue
             used.add(name)
             bindings.append(new)
