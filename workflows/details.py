@@ -69,7 +69,7 @@ def decision(last: CycleReport | None, deciding: CycleReport | None = None) -> s
     over without it) shows its one-line summary instead."""
     if last is None:
         return NO_CYCLE_YET
-    lines = [f"**Cycle {last.cycle}**: {_outcome(last)}"]
+    lines = [f"**Cycle {last.cycle}**: {_outcome(last)}", ""]  # a list needs a blank line
     explanation = last.full_explanation()
     if explanation is None:
         lines.append(f"- {_text(last.summary)}")

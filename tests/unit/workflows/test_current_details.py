@@ -63,6 +63,7 @@ def test_the_details_show_the_outcome_the_picks_and_clean_collapsed_reasons() ->
 
     assert text.splitlines() == [
         "**Cycle 3**: PickAll 2 picked, fully scheduled",
+        "",
         "- picked: east-1, japan-1",
         "- filtered 3 clusters:",
         f"  - ClusterAffinity, 2 clusters: {NO_MATCH}",
