@@ -15,8 +15,8 @@ the activities' RetryPolicy, which replaces KubeFleet's rate limiter; errors tha
 cannot fix are recorded and the workflow waits for the next event. The run continues as new,
 its state carried over, when its budget is spent (workflows.run_budget). The parts that are not
 Temporal calls live beside it and are tested alone: the inbox, the waiters of
-`requeue_and_wait` (workflows.waiters), where a turn runs (workflows.execution) and the search
-attributes (workflows.visibility)."""
+`requeue_and_wait` (workflows.waiters), where a turn runs (workflows.execution), the search
+attributes (workflows.visibility) and the current details the UI shows (workflows.details)."""
 
 from __future__ import annotations
 
