@@ -60,6 +60,7 @@ from scheduler.budgets import (
     replaces,
 )
 from scheduler.naming import binding_name
+from scheduler.readable import readable_reason
 from scheduler.requests import RequestsError, parse_requests
 from scheduler.writes import mark_unscheduled, new_binding
 from workflows.models import MoveRequest
@@ -206,7 +207,8 @@ def apply_moves(
                 _withdraw(client, new, f"{cause.said} move withdrawn: {refusal}", requests)
                 refusal += f"; its new binding {new.metadata.name} was withdrawn"
             outcome.lines.append(
-                f"refused {move.binding} {move.source} -> {move.target}: {refusal}"
+                f"refused {move.binding} {move.source} -> {move.target}: "
+                f"{readable_reason(refusal)}"
             )
             continue
         assert old is not None
@@ -227,7 +229,7 @@ def apply_moves(
             except (NoRoomError, BindingNameTakenError) as exc:
                 if requests is not None:
                     release(client, move.target, [name])
-                outcome.lines.append(f"refused {move.binding}: {exc}")
+                outcome.lines.append(f"refused {move.binding}: {readable_reason(str(exc))}")
                 continue
             used.add(name)
             bindings.append(new)

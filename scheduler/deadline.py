@@ -17,6 +17,7 @@ from typing import Final
 from scheduler.cycles.models import Outcome
 from scheduler.explanation import Explanation
 from scheduler.framework.errors import SchedulerError
+from scheduler.readable import readable_reason
 
 __all__ = [
     "AGING",
@@ -31,7 +32,6 @@ __all__ = [
     "misses_at",
     "missing_line",
     "parse_deadline",
-    "readable_reason",
 ]
 
 # The reason of the Event, and of the Scheduled condition in standalone mode, once a placement
@@ -50,7 +50,6 @@ _UNITS: Final = {"h": 3600, "m": 60, "s": 1}
 _DURATION: Final = re.compile(
     r"(?:(?P<h>[0-9]+)h)?(?:(?P<m>[0-9]+)m)?(?:(?P<s>[0-9]+)s)?", re.ASCII
 )
-_TAINT: Final = re.compile(r"&\{Key:(?P<key>.*?) Value:(?P<value>.*?) Effect:(?P<effect>.*?)\}")
 HINT: Final = "write a duration such as 30s, 10m or 1h30m, optionally followed by ',aging'"
 
 
@@ -115,18 +114,6 @@ def aged_key(key: int | None, misses: int) -> int | None:
     if misses <= 0:
         return key
     return max(1, (3 if key is None else key) - misses)
-
-
-def readable_reason(reason: str) -> str:
-    """A decision reason for people: taints as kubectl shows them (`gpu=true:NoSchedule`)
-    instead of Go's `&{Key:gpu Value:true Effect:NoSchedule}`. The hub objects keep KubeFleet's
-    exact text; only what people read (explain, plan, deadline Events) rewrites it."""
-
-    def kubectl_style(found: re.Match[str]) -> str:
-        value = f"={found['value']}" if found["value"] else ""
-        return f"{found['key']}{value}:{found['effect']}"
-
-    return _TAINT.sub(kubectl_style, reason)
 
 
 def missing_line(outcome: Outcome, explanation: Explanation | None) -> str:

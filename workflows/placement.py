@@ -15,8 +15,8 @@ the activities' RetryPolicy, which replaces KubeFleet's rate limiter; errors tha
 cannot fix are recorded and the workflow waits for the next event. The run continues as new,
 its state carried over, when its budget is spent (workflows.run_budget). The parts that are not
 Temporal calls live beside it and are tested alone: the inbox, the waiters of
-`requeue_and_wait` (workflows.waiters), where a turn runs (workflows.execution) and the search
-attributes (workflows.visibility)."""
+`requeue_and_wait` (workflows.waiters), where a turn runs (workflows.execution), the search
+attributes (workflows.visibility) and the current details the UI shows (workflows.details)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from scheduler.deadline import missing_line
-    from workflows import failures, names
+    from scheduler.readable import readable_reason
+    from workflows import details, failures, names
     from workflows.deadline import DeadlineClock
     from workflows.execution import AUTO_LOCAL_PATCH, TurnExecution
     from workflows.inbox import Inbox, Work
@@ -107,6 +108,8 @@ class PlacementWorkflow:
         self._deciding: CycleReport | None = carried.deciding
         if self._last is not None:
             self._last = self._last.filled_from(self._deciding)
+        # The last cycle's decision as the UI's current details show it (workflows.details).
+        self._decided = details.decision(self._last, self._deciding)
         self._last_error = carried.last_error
         self._waiting_for = carried.waiting_for or "the first cycle"
         self._phase: PlacementPhase = carried.phase if input.carried else "pending"
@@ -163,7 +166,7 @@ class PlacementWorkflow:
 
     async def _wait_for_work(self) -> None:
         if not self._inbox.dirty:
-            workflow.set_current_details(f"waiting for {self._waiting_for}")
+            self._show()
         # Signals that run no turn (priority_changed) still count: a run they fill up
         # continues-as-new without waiting for a turn.
         def wanted() -> bool:
@@ -247,7 +250,6 @@ class PlacementWorkflow:
         none, and the result says which cycle ran (`cycle N: ...`) or that none did."""
         cycle = self._cycles + 1
         self._set_phase("running", f"cycle {cycle}")
-        workflow.set_current_details(f"running cycle {cycle}")
         kind = f"{self._last.placement_type} " if self._last is not None else ""
         request = TurnRequest(
             placement=self._placement,
@@ -260,7 +262,8 @@ class PlacementWorkflow:
             deadline=self._deadline.request() if self._deadlines else None,
         )
         summary = (
-            f"turn {number}: {'fresh ' if fresh else ''}{kind}placement {self._key} ({because})"
+            f"turn {number}: {'fresh ' if fresh else ''}{kind}placement {self._key} "
+            f"({readable_reason(because)})"
         )
         activity = (
             names.ACTIVITY_SCHEDULE_ONCE_RP if self._namespace else names.ACTIVITY_SCHEDULE_ONCE
@@ -327,6 +330,7 @@ class PlacementWorkflow:
         self._last = report
         if report.evaluated:
             self._deciding = report
+        self._decided = details.decision(report, self._deciding)
         self._last_error = report.error
         fully = report.fulfilled and not report.requeue
         if attributes := self._visibility.after_cycle(report.placement_type, fully):
@@ -341,7 +345,6 @@ class PlacementWorkflow:
             self._set_phase(
                 "idle", "an event (placement, snapshot, cluster or binding change, or requeue)"
             )
-        workflow.set_current_details(report.summary)
 
     async def _requeue_after(self, cycle: int, seconds: float) -> None:
         self._set_phase("requeue_timer", f"a {seconds:g}s requeue timer, or an event")
@@ -357,7 +360,6 @@ class PlacementWorkflow:
 
     async def _cleanup(self) -> bool:
         self._set_phase("cleaning_up", "cleanup")
-        workflow.set_current_details("placement deleting: removing its bindings and finalizer")
         request = CleanupRequest(placement=self._placement, namespace=self._namespace)
         activity = (
             names.ACTIVITY_CLEANUP_PLACEMENT_RP
@@ -375,7 +377,6 @@ class PlacementWorkflow:
             self._record_failure("cleanup", err)
             return False
         self._set_phase("done", f"nothing: cleaned up ({report.summary})")
-        workflow.set_current_details(self._waiting_for)
         return True
 
     # --- signals, update and queries -----------------------------------------------------------
@@ -516,6 +517,13 @@ class PlacementWorkflow:
 
     def _set_phase(self, phase: PlacementPhase, waiting_for: str) -> None:
         self._phase, self._waiting_for = phase, waiting_for
+        self._show()
+
+    def _show(self) -> None:
+        """The UI's current details: the last cycle's decision and what the placement does now
+        (workflow metadata, not a history command)."""
+        now = details.now_line(self._phase, self._waiting_for)
+        workflow.set_current_details(details.current(self._decided, now))
 
     def _carried(self) -> CarriedState:
         inbox = self._inbox

@@ -37,16 +37,19 @@ from hub.types import (
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
 )
-from scheduler import CapacityInput, CycleInput, CycleResult, schedule
+from scheduler import CapacityInput, CycleInput, CycleResult, Explanation, schedule
 from scheduler.cycles.schedule import placement_type_of
 from scheduler.deadline import ScheduleDeadline, exceeded_message, missing_line
+from scheduler.readable import main_filter_reasons, readable_reason
 from scheduler.snapshots import placement_scheduled_condition
 from workflows.models import CycleReport, TurnRequest, WriteCounts
 
 __all__ = ["Fleet", "cycle_summary", "outcome_of", "read_clusters", "read_fleet", "run_cycle"]
 
-# How many picked cluster names a cycle's one-line summary lists before "+N more".
+# How many picked cluster names, and filtering plugins, a cycle's one-line summary lists
+# before "+N more".
 SUMMARY_NAMES: Final = 5
+SUMMARY_PLUGINS: Final = 3
 # Fresh decisions a capacity-aware cycle makes after losing races for room, in one activity.
 NO_ROOM_ATTEMPTS: Final = 20
 
@@ -279,11 +282,28 @@ def _names(names_: list[str]) -> str:
     return f"{shown} +{more} more" if more > 0 else shown
 
 
-def cycle_summary(cycle: int, result: CycleResult, writes: WriteCounts) -> str:
-    """One line for the Temporal UI and logs, e.g. "cycle 7: PickN 3/3, picked a,b,c; 1 created".
+def _filtered(explanation: Explanation) -> str:
+    """e.g. "; filtered 13: ClusterAffinity 12, TaintToleration 1" (clusters per plugin, most
+    first); "" when no cluster was filtered. The reasons are in the workflow's current details
+    and in `explain`."""
+    by_plugin: dict[str, int] = {}
+    for group in main_filter_reasons(explanation):
+        by_plugin[group.plugin] = by_plugin.get(group.plugin, 0) + len(group.clusters)
+    if not by_plugin:
+        return ""
+    ranked = sorted(by_plugin.items(), key=lambda item: (-item[1], item[0]))
+    shown = ", ".join(f"{plugin} {count}" for plugin, count in ranked[:SUMMARY_PLUGINS])
+    more = len(ranked) - SUMMARY_PLUGINS
+    return f"; filtered {sum(by_plugin.values())}: {shown}" + (f" +{more} more" if more > 0 else "")
 
-    The only summary of a cycle: it names what was picked and what was actually written (an
-    adopted binding is an earlier attempt's create, not a new write)."""
+
+def cycle_summary(cycle: int, result: CycleResult, writes: WriteCounts) -> str:
+    """One line for the Temporal UI and logs, e.g. "cycle 7: PickN 3/3, picked a,b,c; 1 created;
+    filtered 2: ClusterAffinity 2".
+
+    The only summary of a cycle: it names what was picked, what was actually written (an
+    adopted binding is an earlier attempt's create, not a new write) and which plugins filtered
+    how many clusters. Reasons read as `explain` prints them (scheduler.readable)."""
     outcome = result.outcome
     wanted = "" if outcome.wanted is None else f"/{outcome.wanted}"
     head = f"cycle {cycle}: {outcome.placement_type} {outcome.picked}{wanted}"
@@ -298,7 +318,7 @@ def cycle_summary(cycle: int, result: CycleResult, writes: WriteCounts) -> str:
     if selected:
         head += f", picked {_names(selected)}"
     if result.error:
-        return f"{head}; error: {result.error}"
+        return f"{head}; error: {readable_reason(result.error)}"
     parts = [
         f"{count} {what}"
         for count, what in (
@@ -318,4 +338,4 @@ def cycle_summary(cycle: int, result: CycleResult, writes: WriteCounts) -> str:
         parts.append("deadline Event")
     if result.requeue:
         parts.append("requeue")
-    return f"{head}; " + (", ".join(parts) if parts else "no change")
+    return f"{head}; " + (", ".join(parts) if parts else "no change") + _filtered(explanation)

@@ -39,6 +39,7 @@ from hub.types import (
 )
 from hub.types.meta import HubObject
 from scheduler import CapacityInput, CycleInput, Profile, default_profile
+from scheduler.readable import readable_reason
 from scheduler.whatif import (
     ClusterChange,
     Fate,
@@ -48,7 +49,6 @@ from scheduler.whatif import (
     summarize,
 )
 from workers.cli.common import CliError, hub_client, one_line, profile_from_file
-from workers.cli.render import readable_reason
 
 __all__ = ["FleetReads", "compare_fleet", "read_fleet_once", "render_profile_plan"]
 

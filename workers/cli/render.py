@@ -15,11 +15,9 @@ from typing import Final
 
 from activities.rebalance import RebalancePlan
 from scheduler import Explanation, ScoreGroup
-from scheduler.deadline import (  # the deadline Events word reasons alike
-    format_duration,
-    readable_reason,
-)
+from scheduler.deadline import format_duration
 from scheduler.explanation import beyond_room_message
+from scheduler.readable import filter_reason_line, readable_reason, shared_filter_groups
 from scheduler.rebalance import percent
 from workflows.models import (
     CycleReport,
@@ -42,7 +40,6 @@ __all__ = [
     "deadline_line",
     "deadline_text",
     "explanation_lines",
-    "readable_reason",
     "render_explain",
     "render_status",
     "table",
@@ -85,9 +82,6 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 
 TIE_WON: Final = "won a tie on score: the larger name wins ties (KubeFleet)"
 TIE_LOST: Final = "lost a tie on score to a picked cluster: the larger name wins ties (KubeFleet)"
-# Filtered clusters sharing a reason show a reference to it; the reason is printed once below
-# the table, with a count.
-COLLAPSE_AT: Final = 2
 
 
 def _score_key(group: ScoreGroup) -> tuple[int, int, int, int | None]:
@@ -124,12 +118,6 @@ def _scored(
     ]
 
 
-def _shared_reasons(explanation: Explanation) -> dict[int, int]:
-    """Filter group index -> its reference number, for groups of COLLAPSE_AT clusters or more."""
-    shared = [i for i, g in enumerate(explanation.filtered) if len(g.clusters) >= COLLAPSE_AT]
-    return {index: number for number, index in enumerate(shared, start=1)}
-
-
 def cluster_rows(explanation: Explanation) -> list[tuple[str, ...]]:
     """One row per cluster the cycle mentions: (cluster, fate, affinity, topology, detail).
 
@@ -141,7 +129,7 @@ def cluster_rows(explanation: Explanation) -> list[tuple[str, ...]]:
     kept = set(explanation.kept)
     picked_scores = {_score_key(g) for g in explanation.picked}
     not_picked_scores = {_score_key(g) for g in explanation.not_picked}
-    references = _shared_reasons(explanation)
+    references = shared_filter_groups(explanation)
     rows: list[tuple[str, ...]] = []
     rows += _scored(FATE_PICKED, explanation.picked, not_picked_scores, TIE_WON)
     rows += [
@@ -182,10 +170,8 @@ def cluster_rows(explanation: Explanation) -> list[tuple[str, ...]]:
 def shared_reason_lines(explanation: Explanation) -> list[str]:
     """`[1] ClusterAffinity, 12 clusters: <reason>`: each filter reason several clusters share."""
     return [
-        f"[{number}] {group.plugin}, {len(group.clusters)} clusters: "
-        f"{readable_reason(group.reason)}"
-        for index, number in _shared_reasons(explanation).items()
-        for group in (explanation.filtered[index],)
+        f"[{number}] {filter_reason_line(explanation.filtered[index])}"
+        for index, number in shared_filter_groups(explanation).items()
     ]
 
 

@@ -24,6 +24,7 @@ from tests.integration.activities.activity_helpers import (
     turn,
     writes,
 )
+from workflows import details
 from workflows.models import WriteCounts
 
 PICK_TWO = {"placementType": "PickN", "numberOfClusters": 2}
@@ -110,6 +111,44 @@ def test_a_pick_n_placement_gets_the_bindings_and_status_the_scheduler_decides(
     ]
 
 
+def test_the_hub_keeps_kubefleets_reasons_while_people_read_clean_ones(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """Parity: the decisions written on the snapshot and the bindings are KubeFleet's exact
+    text (a taint as Go's `%+v`), whatever the UI and `explain` make of them."""
+    fleet(hub)
+    add_placement(hub, "web", {"placementType": "PickAll"})
+    rig = make_activities()
+
+    _, report = prepare_and_cycle(env, rig.activities, "web", 1)
+
+    snapshot = hub.get(ClusterSchedulingPolicySnapshot, "web-0")
+    unwritten = snapshot.model_copy(update={"status": type(snapshot.status)()})
+    expected = schedule(
+        CycleInput(
+            snapshot=unwritten, clusters=list(hub.list(MemberCluster)), now=datetime.now(UTC)
+        )
+    )
+    planned = expected.plan.snapshot_status
+    assert planned is not None
+    written = snapshot.status.target_clusters
+    assert [d.model_dump() for d in written] == [
+        d.model_dump() for d in planned.status.target_clusters
+    ]
+    (tainted,) = [d for d in written if d.cluster_name == "d"]
+    kubefleet = "ClusterUnschedulable, taint &{Key:gpu Value:true Effect:NoSchedule} cannot be"
+    assert not tainted.selected and kubefleet in (tainted.reason or "")
+    made = {b.spec.target_cluster: b.spec.cluster_decision for b in bindings_of(hub, "web")}
+    assert made == {b.spec.target_cluster: b.spec.cluster_decision for b in expected.plan.create}
+    # The recorded explanation keeps KubeFleet's text too; what people read is clean.
+    assert report.explanation is not None
+    assert report.explanation.filtered[0].reason.startswith(kubefleet)
+    assert report.summary.endswith("; filtered 1: TaintToleration 1")
+    shown = details.decision(report)
+    assert "TaintToleration, d: ClusterUnschedulable, taint gpu=true:NoSchedule cannot be" in shown
+    assert "&{" not in shown
+
+
 def test_a_second_pick_all_cycle_writes_nothing(
     hub: HubClient,
     devhub: DevHub,
@@ -128,7 +167,9 @@ def test_a_second_pick_all_cycle_writes_nothing(
     assert writes(devhub) == 0, devhub.stats.snapshot()
     assert prepared.snapshot_action == "unchanged"
     assert report.writes == WriteCounts()
-    assert report.summary == "cycle 2: PickAll 3, picked a,b,c; no change"
+    assert report.summary == (
+        "cycle 2: PickAll 3, picked a,b,c; no change; filtered 1: TaintToleration 1"
+    )
     assert (report.bindings_seen, report.requeue) == (3, False)
 
 

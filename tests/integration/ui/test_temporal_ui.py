@@ -16,11 +16,14 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from html import unescape
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus
+from temporalio.service import RPCError
 
 from hub.errors import NotFoundError
 from hub.types import ClusterResourcePlacement
@@ -30,9 +33,18 @@ from workers.cli.dev import read_placements
 from workers.devserver import find_temporal_binary
 from workers.temporal_client import TemporalTarget, connect
 from workflows import names
+from workflows.models import PlacementStatus
 
 CHROMIUM = shutil.which("chromium")
 PLACEMENT = "api-spread"  # PickN 3 with a DoNotSchedule spread: one cycle per batch
+# PickAll of the production clusters: member-westeurope-2 is production but under maintenance
+# (a NoSchedule taint), the three others fail ClusterAffinity (devhub/samples/placements.yaml).
+DECIDED = "prod-only"
+TAINTED = "member-westeurope-2"
+CLEAN_TAINT = "fleet.example.com/maintenance=true:NoSchedule"
+DETAILS_FRAME = "user-metadata-current-details"
+DUMP_ATTEMPTS = 3
+METADATA_QUERY = "__temporal_workflow_metadata"  # what the UI asks for current details
 VIRTUAL_TIME_BUDGET_MS = 10_000
 CHROMIUM_TIMEOUT_S = 120
 WINDOW = "1920,2200"
@@ -126,5 +138,90 @@ async def test_the_ui_shows_a_placements_cycles(tmp_path: Path) -> None:
         assert image.startswith(PNG_MAGIC)
         assert len(image) > MIN_SCREENSHOT_BYTES
         print(f"screenshot of the history page: {screenshot}")
+    finally:
+        assert dev.stop() == 0, dev.stderr()[-4000:]
+
+
+def current_details(dom: str) -> str | None:
+    """The markdown of the current details, from the `src` of the iframe that renders them."""
+    frame = re.search(rf'<iframe[^>]*\bid="{DETAILS_FRAME}"[^>]*>', dom)
+    if frame is None:
+        return None
+    src = re.search(r'\bsrc="([^"]*)"', frame.group(0))
+    if src is None:
+        return None
+    content = parse_qs(urlsplit(unescape(src.group(1))).query).get("content")
+    return content[0] if content else None
+
+
+async def test_the_ui_shows_a_running_placements_last_decision(tmp_path: Path) -> None:
+    """While the placement's workflow runs and waits, its User Metadata tab shows the last
+    cycle's picks and why the other clusters were filtered, in explain's words."""
+    dev = DevProcess(tmp_path / "dev", "--sample-fleet").start()
+    try:
+        (placement,) = [p for p in read_placements() if p.name == DECIDED]
+        client = await connect(TemporalTarget(dev.address))
+        handle = client.get_workflow_handle(names.workflow_id(DECIDED))
+        with dev.hub() as hub:
+            hub.create(placement)
+
+            async def waiting() -> PlacementStatus | None:
+                try:
+                    status = await handle.query(names.QUERY_STATUS, result_type=PlacementStatus)
+                except RPCError:
+                    return None  # the watcher has not started the workflow yet
+                idle = status.last is not None and status.phase == "idle"
+                return status if idle else None
+
+            await until_async(waiting, what=f"{DECIDED} scheduled and waiting")
+            picked = sorted(b.spec.target_cluster for b in bindings_of(hub, DECIDED))
+        assert len(picked) == 4 and TAINTED not in picked, picked
+        # As the UI asks for them, while the workflow runs.
+        metadata = await handle.query(METADATA_QUERY, result_type=WorkflowMetadata)
+        running = metadata.current_details
+        assert f"picked: {', '.join(picked)}" in running and CLEAN_TAINT in running, metadata
+        # The page of a running workflow may not settle (see above): end the run, as it
+        # stands, for the browser; a closed run's details are its last, from a worker's replay.
+        description = await handle.describe()
+        await handle.terminate("the UI test reads its last details")
+        url = (
+            f"{dev.ui_url}/namespaces/default/workflows/"
+            f"{quote(names.workflow_id(DECIDED), safe='')}/{description.run_id}/user-metadata"
+        )
+
+        markdown = None
+        for attempt in range(DUMP_ATTEMPTS):  # the query may miss a worker busy at start
+            dumped = chromium(tmp_path / f"profile-details-{attempt}", "--dump-dom", url)
+            assert dumped.returncode == 0, dumped.stderr.decode(errors="replace")[-2000:]
+            markdown = current_details(dumped.stdout.decode(errors="replace"))
+            if markdown is not None and "picked:" in markdown:
+                break
+        assert markdown is not None, "no current details on the page"
+        assert re.search(r"\*\*Cycle \d+\*\*: PickAll 4 picked, fully scheduled", markdown)
+        assert f"picked: {', '.join(picked)}" in markdown
+        assert "ClusterAffinity, 3 clusters:" in markdown
+        assert f"TaintToleration, {TAINTED}: " in markdown and CLEAN_TAINT in markdown
+        assert "&{Key:" not in markdown
+        assert "**Now**: waiting for an event" in markdown
+        assert len(markdown.encode()) < 2048
+
+        # What people see: the markdown as the UI renders it in the iframe.
+        render = f"{dev.ui_url}/render?content={quote(markdown)}"
+        rendered = chromium(tmp_path / "profile-render", "--dump-dom", render)
+        assert rendered.returncode == 0, rendered.stderr.decode(errors="replace")[-2000:]
+        (tmp_path / "current-details.html").write_bytes(rendered.stdout)
+        html = rendered.stdout.decode(errors="replace")
+        assert re.search(r"<li>\s*ClusterAffinity, 3 clusters:", html), html[-2000:]
+        text = page_text(html)
+        assert "PickAll 4 picked, fully scheduled" in text, text[-2000:]
+        assert CLEAN_TAINT in text and "**" not in text
+
+        screenshot = tmp_path / "temporal-ui-current-details.png"
+        shot = chromium(tmp_path / "profile-details-shot", f"--screenshot={screenshot}", url)
+        assert shot.returncode == 0, shot.stderr.decode(errors="replace")[-2000:]
+        image = screenshot.read_bytes()
+        assert image.startswith(PNG_MAGIC)
+        assert len(image) > MIN_SCREENSHOT_BYTES
+        print(f"screenshot of the current details: {screenshot}")
     finally:
         assert dev.stop() == 0, dev.stderr()[-4000:]

@@ -20,6 +20,7 @@ from scheduler import (
     schedule,
 )
 from scheduler.plugins.taint_toleration import REASON_UNTOLERATED, render_taint
+from scheduler.readable import readable_reason
 from scheduler.testing import member_cluster, policy_snapshot
 from workers.cli.render import (
     FATE_FILTERED,
@@ -35,7 +36,6 @@ from workers.cli.render import (
     cluster_rows,
     deadline_text,
     explanation_lines,
-    readable_reason,
     render_explain,
     render_status,
     table,
