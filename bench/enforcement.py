@@ -1,17 +1,18 @@
 """Affinity enforced during execution: how long from a cluster's change to the moves it causes.
 
     python bench/enforcement.py [--clusters 100] [--placements 1000] [--pick-n 3] [--rounds 3]
-        [--timeout 600] [--keep]
+        [--pool region|all] [--timeout 600] [--keep]
 
 The stack is bench/kubefleet_report.py's (devhub, the Temporal dev server, the worker and the
 watcher, each its own process, at `run`'s defaults) and its fleet (bench/e2e_load.py: ten
-regions, every tenth cluster tainted `gpu`). P PickN placements, each requiring a cluster in
-one of the ten regions and annotated `fleet-scheduler.io/affinity-enforcement:
-DuringExecution`, are created and scheduled. Then, --rounds times, the cluster holding the most
-bindings is changed so that it no longer passes, alternately relabelled (`region=retired`) and
-tainted (`maintenance=true:NoSchedule`), and the bench measures, for every placement bound
-there, the time from the change (its PATCH answered) to the placement's new binding seen on a
-watch (the move's first write; its old binding is unscheduled right after, in the same turn):
+regions, every tenth cluster tainted `gpu`). P PickN placements, each requiring a cluster of
+one region (`--pool region`: placement i the i-th of ten; `--pool all`: any region) and
+annotated `fleet-scheduler.io/affinity-enforcement: DuringExecution`, are created and
+scheduled. Then, --rounds times, the cluster holding the most bindings is changed so that it no
+longer passes, alternately relabelled (`region=retired`) and tainted
+(`maintenance=true:NoSchedule`), and the bench measures, for every placement bound there, the
+time from the change (its PATCH answered) to the placement's new binding seen on a watch (the
+move's first write; its old binding is unscheduled right after, in the same turn):
 round.<n>.moved, p50_s, p90_s, max_s. At the end every affected placement must hold N active
 bindings and none on a changed cluster (checked by a list: enforcement.misplaced must be 0).
 Prints `name value` lines."""
@@ -42,9 +43,10 @@ SELECTOR: Final = {"group": "", "version": "v1", "kind": "Namespace", "name": "a
 MAINTENANCE: Final = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}
 
 
-def enforcing_placement(name: str, pick_n: int) -> dict[str, Any]:
+def enforcing_placement(name: str, index: int, pick_n: int, pool: str) -> dict[str, Any]:
+    regions = list(load.REGIONS) if pool == "all" else [load.REGIONS[index % len(load.REGIONS)]]
     term = {"labelSelector": {"matchExpressions": [
-        {"key": "region", "operator": "In", "values": list(load.REGIONS)}
+        {"key": "region", "operator": "In", "values": regions}
     ]}}  # fmt: skip
     return {
         "apiVersion": names.PLACEMENT_API_VERSION,
@@ -115,6 +117,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> bool:
     report("config.clusters", args.clusters)
     report("config.placements", args.placements)
     report("config.pick_n", args.pick_n)
+    report("config.pool", args.pool)
     logs = workdir / "stack"
     logs.mkdir()
     stack = Stack(logs, temporal_db="sqlite", server_args=[])
@@ -127,7 +130,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> bool:
         names_ = [d.name("e", i) for i in range(args.placements)]
         started = time.monotonic()
         await each(
-            [enforcing_placement(n, args.pick_n) for n in names_], d.create, CREATE_CONCURRENCY
+            [enforcing_placement(n, i, args.pick_n, args.pool) for i, n in enumerate(names_)],
+            d.create,
+            CREATE_CONCURRENCY,
         )
         last = await d.wait_scheduled(names_, "setup: every placement scheduled")
         report("setup.scheduled_s", last - started)
@@ -162,6 +167,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--placements", type=int, default=1000, metavar="P")
     parser.add_argument("--pick-n", type=int, default=3, metavar="N")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pool", choices=("region", "all"), default="region",
+                        help="region: placement i requires the i-th region (mod 10), so a "
+                             "cluster holds about a tenth of them; all: any region, so the "
+                             "name tie-break puts every placement on the same clusters")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--keep", action="store_true", help="keep the logs directory")
     args = parser.parse_args(argv)

@@ -262,7 +262,7 @@ def route_change(
         return routes
     if isinstance(new, MemberCluster):
         return _cluster(
-            change.type, _as(old, MemberCluster), new, placements, checker, now, profile
+            change.type, _as(old, MemberCluster), new, placements, checker, now, profile, room
         )
     if isinstance(new, CapacityLedger):
         return (
@@ -415,6 +415,7 @@ def _cluster(
     checker: EligibilityChecker,
     now: datetime,
     profile: Profile | None,
+    room: Room | None = None,
 ) -> list[Route]:
     name = new.metadata.name
     enforcing_only = False
@@ -435,7 +436,11 @@ def _cluster(
     candidates = [p for p in placements.values() if may_start(p)]
     if not left and enforcing_only:
         candidates = [p for p in candidates if enforcement_of(p)[0]]
-    chosen = placements_for_cluster_event(left, candidates)
+    chosen = placements_for_cluster_event(
+        left,
+        candidates,
+        _bound_on(name, room) if any(enforcement_of(p)[0] for p in candidates) else None,
+    )
     if not left and old is not None and profile is not None:
         # A cluster gone reaches every placement; an update only those it may change.
         change = ClusterChange.between(old, new, profile.ineligibility, now)
@@ -646,6 +651,18 @@ def _short_while_room(
             fan_out=True,
         )
     ]
+
+
+def _bound_on(cluster: str, room: Room | None) -> set[str] | None:
+    """The keys of placements with an active binding on `cluster`, from the watcher's binding
+    cache (None without one: every enforcing placement is reached)."""
+    if room is None:
+        return None
+    return {
+        _key_of_parent(b)
+        for b in room.bindings
+        if b.spec.target_cluster == cluster and is_active(b)
+    }
 
 
 def _key_of_parent(binding: ClusterResourceBinding) -> str:

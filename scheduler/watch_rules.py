@@ -9,7 +9,7 @@ turns into snapshot events), the extra rules are marked as such."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from datetime import datetime
 
 from hub import names
@@ -261,24 +261,25 @@ def is_fully_scheduled(placement: ClusterResourcePlacement) -> bool:
 
 
 def placements_for_cluster_event(
-    cluster_left: bool, placements: Iterable[ClusterResourcePlacement]
+    cluster_left: bool,
+    placements: Iterable[ClusterResourcePlacement],
+    bound_here: Container[str] | None = None,
 ) -> list[str]:
     """The placements a member-cluster event reaches, by key (`hub.kinds.placement_key`: the
     name of a ClusterResourcePlacement, `<namespace>/<name>` of a ResourcePlacement).
 
     A cluster that is gone (deleted or leaving) reaches every placement: their bindings there are
     now dangling. Otherwise PickAll and nil-policy placements always, and PickN / PickFixed
-    placements only while not fully scheduled, or when they enforce their affinity during
-    execution (scheduler.enforcement: a bound cluster's change may take a binding away)."""
+    placements only while not fully scheduled. Beyond KubeFleet's rule, a placement that
+    enforces its affinity during execution (scheduler.enforcement) whenever it holds a binding on
+    the cluster (`bound_here`: the keys of placements with an active binding there; None when
+    not known: every enforcing placement), since the change may take that binding away."""
     chosen: list[str] = []
     for placement in placements:
         policy = placement.spec.policy
-        always = (
-            cluster_left
-            or policy is None
-            or policy.effective_type == names.PICK_ALL
-            or enforcement_of(placement)[0]
-        )
-        if always or not is_fully_scheduled(placement):
-            chosen.append(placement_key(placement.metadata.namespace, placement.metadata.name))
+        key = placement_key(placement.metadata.namespace, placement.metadata.name)
+        always = cluster_left or policy is None or policy.effective_type == names.PICK_ALL
+        enforced_here = enforcement_of(placement)[0] and (bound_here is None or key in bound_here)
+        if always or enforced_here or not is_fully_scheduled(placement):
+            chosen.append(key)
     return chosen

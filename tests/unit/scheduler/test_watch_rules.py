@@ -332,3 +332,8 @@ def test_cluster_events_reach_placements_that_enforce_affinity_even_when_fully_s
         placement("n-plain", pick_n, scheduled=("True", 1)),
     ]
     assert placements_for_cluster_event(False, fleet) == ["n-enforced", "fixed-enforced"]
+    # With the watcher's bindings known: only those holding a binding on the cluster.
+    assert placements_for_cluster_event(False, fleet, {"fixed-enforced", "n-plain"}) == [
+        "fixed-enforced"
+    ]
+    assert placements_for_cluster_event(True, fleet, set()) == [p.metadata.name for p in fleet]
