@@ -395,17 +395,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
         def turn_that_fails_after_its_first_create(self, data: st.DataObject) -> None:
             """A crash between a move's new binding and the old one's unschedule: the retried
             turn (a later `turn`) finds the move half done."""
-            name = data.draw(st.sampled_from(sorted(self.moves)))
-            fault = world.devhub.faults.inject(
-                verb="patch", resource="clusterresourcebindings", status=500, count=1
-            )
-            try:
-                self._turn(name, keep_moves=True)
-            except Exception:
-                pass  # as Temporal would see it: the attempt failed, the turn is retried
-            finally:
-                fault.remove()
-            self.owed.add(name)
+            self._failing_turn(data.draw(st.sampled_from(sorted(self.moves))))
 
         @precondition(lambda self: bool(self.owed))
         @rule(data=st.data())
@@ -413,14 +403,16 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             """A crash right after a turn's first binding write (an enforcement move's new
             binding made, its old one not yet unscheduled; a PickAll unschedule lost): the
             retried turn (a later `turn`) finds the work half done."""
-            name = data.draw(st.sampled_from(sorted(self.owed)))
+            self._failing_turn(data.draw(st.sampled_from(sorted(self.owed))))
+
+        def _failing_turn(self, name: str) -> None:
             fault = world.devhub.faults.inject(
                 verb="patch", resource="clusterresourcebindings", status=500, count=1
             )
             try:
                 self._turn(name, keep_moves=True)
             except Exception:
-                SEEN["failed turns"] += 1
+                SEEN["failed turns"] += 1  # as Temporal sees it: the attempt failed, retried
             finally:
                 fault.remove()
             self.owed.add(name)
