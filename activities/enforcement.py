@@ -45,6 +45,11 @@ from workflows.models import MoveRequest
 
 __all__ = ["RETRY_AFTER_SECONDS", "Enforcement", "enforce"]
 
+# How many lines one turn's result says (each lost binding is one): a fleet-wide relabel may
+# take thousands of a PickAll placement's bindings at once, and the result is in history.
+LINES_SHOWN: Final = 20
+MORE_LINES: Final = "... and {count} more binding(s) alike"
+
 # How soon a turn whose enforcement the disruption budget (or room) held back runs again: the
 # budget frees up as the new bindings become available, which no watch event reports.
 RETRY_AFTER_SECONDS: Final = 30.0
@@ -108,6 +113,9 @@ def enforce(
         _unschedule_lost(client, placement, bindings, lost, done)
     else:
         _move_lost(client, placement, snapshot, clusters, bindings, lost, profile, now, done)
+    if len(done.lines) > LINES_SHOWN:
+        more = len(done.lines) - LINES_SHOWN
+        done.lines = [*done.lines[:LINES_SHOWN], MORE_LINES.format(count=more)]
     return done
 
 

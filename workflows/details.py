@@ -22,20 +22,26 @@ from scheduler.readable import (
     readable_reason,
     shorten,
 )
-from workflows.models import CycleReport, PlacementPhase
+from workflows.models import CycleReport, PlacementPhase, TurnMoves
 
 __all__ = [
+    "DETAILS_MOVES",
     "DETAILS_PICKS",
     "DETAILS_REASONS",
+    "MOVES_KEPT",
     "NO_CYCLE_YET",
     "current",
     "decision",
+    "moved",
     "now_line",
 ]
 
-# How many picked clusters and filter reasons the details list before "and N more".
+# How many picked clusters, filter reasons and move lines the details list before "and N more".
 DETAILS_PICKS: Final = 8
 DETAILS_REASONS: Final = 4
+DETAILS_MOVES: Final = 4
+# How many lines of a turn's moves the workflow keeps (status, explain, carried over).
+MOVES_KEPT: Final = 20
 # How long one line (a reason, an error, what the placement waits for) may be.
 LINE_CHARS: Final = 240
 NO_CYCLE_YET: Final = "No cycle has finished yet."
@@ -108,7 +114,19 @@ def now_line(phase: PlacementPhase, waiting_for: str) -> str:
     return f"waiting for {_text(readable_reason(waiting_for))}"
 
 
-def current(decided: str, now: str) -> str:
-    """The current details: the last cycle's decision, then what the placement does now (a
-    failed turn's error is in what it waits for: "an event (last attempt: ...)")."""
-    return f"{decided}\n\n**Now**: {now}"
+def moved(moves: TurnMoves | None) -> str:
+    """The last turn's moves (rebalance, affinity enforcement), a few lines; "" without any."""
+    if moves is None or not moves.lines:
+        return ""
+    lines = [f"- {_text(line)}" for line in moves.lines[:DETAILS_MOVES]]
+    if len(moves.lines) > DETAILS_MOVES:
+        lines.append(f"- and {len(moves.lines) - DETAILS_MOVES} more")
+    return f"**Moves** (before cycle {moves.cycle}):\n\n" + "\n".join(lines)
+
+
+def current(decided: str, now: str, moves: TurnMoves | None = None) -> str:
+    """The current details: the last cycle's decision, the last turn's moves if any, then what
+    the placement does now (a failed turn's error is in what it waits for: "an event (last
+    attempt: ...)")."""
+    said = moved(moves)
+    return f"{decided}\n\n" + (f"{said}\n\n" if said else "") + f"**Now**: {now}"

@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         PrepareResult,
         RequeueRequest,
         RequeueResult,
+        TurnMoves,
         TurnPriority,
         TurnRequest,
         TurnResult,
@@ -110,6 +111,7 @@ class PlacementWorkflow:
             self._last = self._last.filled_from(self._deciding)
         # The last cycle's decision as the UI's current details show it (workflows.details).
         self._decided = details.decision(self._last, self._deciding)
+        self._moves: TurnMoves | None = carried.last_moves
         self._last_error = carried.last_error
         self._waiting_for = carried.waiting_for or "the first cycle"
         self._phase: PlacementPhase = carried.phase if input.carried else "pending"
@@ -203,6 +205,9 @@ class PlacementWorkflow:
             self._ended(number, RequeueResult(outcome="failed", error=self._last_error))
             return False
         prepared, report = turn.prepared, turn.report
+        if turn.moves:
+            cycle = report.cycle if report is not None else self._cycles + 1
+            self._moves = TurnMoves(cycle=cycle, lines=turn.moves[: details.MOVES_KEPT])
         self._deadline_after(prepared, report)
         if prepared.phase == "gone":
             self._set_phase("done", "nothing: the placement is gone")
@@ -523,7 +528,7 @@ class PlacementWorkflow:
         """The UI's current details: the last cycle's decision and what the placement does now
         (workflow metadata, not a history command)."""
         now = details.now_line(self._phase, self._waiting_for)
-        workflow.set_current_details(details.current(self._decided, now))
+        workflow.set_current_details(details.current(self._decided, now, self._moves))
 
     def _carried(self) -> CarriedState:
         inbox = self._inbox
@@ -543,6 +548,7 @@ class PlacementWorkflow:
             pending_priority_key=inbox.priority_key,
             moves=inbox.moves,
             deadline=self._deadline.state(),
+            last_moves=self._moves,
         )
 
     def _status(self) -> PlacementStatus:
@@ -568,6 +574,7 @@ class PlacementWorkflow:
             priority=self._priority,
             last_turn_key=self._turn_priority_key,
             deadline=self._deadline.state(),
+            last_moves=self._moves,
         )
 
 

@@ -328,6 +328,9 @@ def render_explain(
     if status.pending_reasons:
         fresh = " (fresh)" if status.fresh_pending else ""
         lines.append(f"pending{fresh}: {'; '.join(status.pending_reasons)}")
+    if status.last_moves is not None and status.last_moves.lines:
+        lines.append(f"moves before cycle {status.last_moves.cycle}:")
+        lines += [f"  {line}" for line in status.last_moves.lines]
     report = status.last
     if report is None or not report.error or status.last_error != report.error:
         lines.append(f"last error: {status.last_error or NONE}")  # else: the cycle shows it

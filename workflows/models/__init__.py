@@ -21,6 +21,7 @@ from workflows.models.placement import (
     RequeueRequest,
     RequeueResult,
     TurnExecutionMode,
+    TurnMoves,
     TurnOutcome,
     TurnPriority,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "RequeueRequest",
     "RequeueResult",
     "TurnExecutionMode",
+    "TurnMoves",
     "TurnOutcome",
     "TurnPriority",
     "TurnRequest",

@@ -26,6 +26,7 @@ __all__ = [
     "RequeueRequest",
     "RequeueResult",
     "TurnExecutionMode",
+    "TurnMoves",
     "TurnOutcome",
     "TurnPriority",
 ]
@@ -143,6 +144,16 @@ class MovesRequest(WireModel):
     reason: str = ""
 
 
+class TurnMoves(WireModel):
+    """What the last turn that moved, unscheduled or kept bindings for a reason of its own
+    (rebalance moves, affinity enforcement: docs/enforcement.md) said of them, one line each,
+    as its result holds them; `explain` and the UI's current details show it."""
+
+    cycle: int
+    """The cycle of that turn (the turn's moves come before its cycle)."""
+    lines: list[str] = Field(default_factory=list)
+
+
 class CarriedState(WireModel):
     """What one run hands the next through continue-as-new: the last cycle's report without its
     explanation, and the last cycle that evaluated clusters with its explanation (packed at
@@ -164,6 +175,7 @@ class CarriedState(WireModel):
     next_local: bool | None = None  # the worker's last advice (TurnResult.next_local)
     queue_turns: int = 0  # turns left on the activity queue after a local turn fell back
     deadline: DeadlineState | None = None  # the scheduling deadline's clock, when it has one
+    last_moves: TurnMoves | None = None
 
 
 class PlacementInput(WireModel):
@@ -208,6 +220,7 @@ class PlacementStatus(WireModel):
     priority: TurnPriority | None = None  # the placement's priority, as the watcher last sent it
     last_turn_key: int | None = None  # the priority key the last turn's activity ran with
     deadline: DeadlineState | None = None  # its scheduling deadline, when it has one
+    last_moves: TurnMoves | None = None  # the last turn that moved or kept bindings, and why
 
 
 class PlacementExplanation(WireModel):

@@ -16,12 +16,14 @@ from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster, Namespace, ResourcePlacement
 from scheduler.budgets import moved_from
-from tests.integration.e2e.fleet import add_cluster, bindings, live_targets, unique
+from tests.integration.e2e.fleet import add_cluster, bindings, live_targets, status, unique
 from tests.integration.e2e.test_resource_placement_standalone import (
     rb_targets,
     report_namespaces,
 )
 from tests.support.waits import consistently_async, until_async
+from workers.cli.render import render_explain
+from workflows.models import TurnMoves
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -85,6 +87,23 @@ async def test_a_relabelled_cluster_loses_an_enforcing_placements_binding(
     old = next(b for b in bindings(hub, web) if b.spec.target_cluster == lost)
     assert moved_from(new) == old.metadata.name
     assert old.spec.state == names.STATE_UNSCHEDULED
+    # explain and the UI's details say what moved and why (the workflow's status).
+    said = await until_async(
+        lambda: _moves_said(temporal_client, web), what="the workflow's last moves"
+    )
+    assert said.cycle >= 2
+    assert said.lines == [
+        f"moved {old.metadata.name} {lost} -> {spare} as {new.metadata.name}: "
+        f"cluster lost {key}=prod"
+    ]
+    assert f"moves before cycle {said.cycle}:" in render_explain(
+        await status(temporal_client, web)  # type: ignore[arg-type]
+    )
+
+
+async def _moves_said(client: Client, placement: str) -> TurnMoves | None:
+    found = await status(client, placement)
+    return found.last_moves if found is not None and found.last_moves else None
 
 
 async def test_a_resource_placement_moves_off_a_cluster_its_namespace_left(

@@ -131,3 +131,21 @@ def test_the_details_stay_small_at_5000_clusters() -> None:
     assert "ClusterAffinity, 2000 clusters:" in text
     assert "and 197 more reason(s) (1970 clusters)" in text
     assert "&{" not in text
+
+
+def test_the_last_turns_moves_show_between_the_decision_and_now() -> None:
+    """Affinity enforcement's (and rebalance's) lines: a few, escaped, then "and N more"."""
+    from workflows.models import TurnMoves
+
+    lines = [f"moved web-m{i}-x m{i} -> n{i} as web-n{i}-y: cluster lost env={i}" for i in range(6)]
+    moves_of = TurnMoves(cycle=4, lines=lines)
+    text = details.current("**Cycle 4**: ...", "waiting for an event", moves_of)
+    decision, moves, now = text.split("\n\n**")
+    assert decision == "**Cycle 4**: ..."
+    assert moves.startswith("Moves** (before cycle 4):")
+    # markdown would read ">" as a quote: escaped, shown as written
+    assert "- moved web-m0-x m0 -\\> n0 as web-n0-y: cluster lost env=0" in moves
+    assert "web-m4-x" not in moves and moves.endswith("- and 2 more")
+    assert now == "Now**: waiting for an event"
+    assert details.current("d", "n", TurnMoves(cycle=1)) == "d\n\n**Now**: n"  # none: no block
+    assert details.current("d", "n") == "d\n\n**Now**: n"
