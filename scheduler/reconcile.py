@@ -254,8 +254,11 @@ def plan_reconcile(
         plan.clusters[cluster.metadata.name] = (
             "deleting" if cluster.metadata.deleting else cluster_digest(cluster, ineligible, now)
         )
+    bound: dict[str, set[str]] = {}  # cluster -> placements with an active binding there
     for binding in bindings:
         owner = _owner(binding)
+        if not binding.metadata.deleting and binding.spec.state != hub_names.STATE_UNSCHEDULED:
+            bound.setdefault(binding.spec.target_cluster, set()).add(owner)
         if binding.metadata.deleting:
             requeue(owner, f"binding {binding.metadata.name} is being deleted")
         elif binding.spec.target_cluster not in cluster_names:
@@ -278,7 +281,7 @@ def plan_reconcile(
                 continue
             left = current is None or current == "deleting"
             what = "left the fleet" if left else "changed"
-            reached = placements_for_cluster_event(left, live)
+            reached = placements_for_cluster_event(left, live, bound.get(cluster_name, set()))
             before = previous_clusters.get(cluster_name)
             if not left and before is not None and current is not None and profile is not None:
                 reached = _hinted(reached, by_name, profile, cluster_name, before, current, now)

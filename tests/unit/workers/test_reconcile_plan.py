@@ -316,3 +316,40 @@ def test_a_dead_cluster_is_no_change_from_one_run_to_the_next() -> None:
         later = NOW + timedelta(minutes=2)  # c1 is still fresh; c0 two minutes staler
         again = plan(later, profile=profile, clusters=fleet, previous_clusters=first.clusters)
         assert again.requeue == {}, profile
+
+
+def test_a_cluster_change_reaches_an_enforcing_placement_only_where_it_holds_a_binding() -> None:
+    """Fully scheduled PickN placements are left alone by KubeFleet's rule; one that enforces
+    its affinity during execution (docs/enforcement.md) is requeued by a change to a cluster
+    it is bound to, a taint added included, and only then."""
+    from hub.types import Taint
+
+    def enforcing(name: str) -> ClusterResourcePlacement:
+        base = placement(name, policy="PickN").to_wire()
+        base["metadata"]["annotations"] = {
+            names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"
+        }
+        base["status"] = {
+            "conditions": [
+                {
+                    "type": names.PLACEMENT_SCHEDULED_CONDITION,
+                    "status": names.TRUE,
+                    "reason": "Scheduled",
+                    "message": "",
+                    "observedGeneration": 1,
+                    "lastTransitionTime": NOW.isoformat(),
+                }
+            ]
+        }
+        return ClusterResourcePlacement.from_wire(base)
+
+    read = {"placements": [enforcing("a"), enforcing("b")]}
+    before = plan(**read).clusters
+    fleet = clusters("prod", "dev")
+    tainted = fleet[0].spec.model_copy(
+        update={"taints": [Taint(key="maintenance", value="true", effect="NoSchedule")]}
+    )
+    fleet[0] = fleet[0].model_copy(update={"spec": tainted})
+    result = plan(**read, clusters=fleet, previous_clusters=before)
+    assert set(result.requeue) == {"a"}  # a is bound to c0; b only to c1
+    assert "cluster c0 changed" in result.requeue["a"]
