@@ -117,9 +117,9 @@ def test_a_miss_is_not_reported_once_the_annotation_is_removed_or_changed(
     condition = placement_condition(hub, "late")
     assert condition is not None and condition.reason == DEADLINE_EXCEEDED_REASON
 
-    for annotations in ({names.SCHEDULE_DEADLINE_ANNOTATION: "1h"}, {}):
+    for marks in ({names.SCHEDULE_DEADLINE_ANNOTATION: "1h"}, {}):
         placement = hub.get(ClusterResourcePlacement, "late")
-        meta = placement.metadata.model_copy(update={"annotations": annotations})
+        meta = placement.metadata.model_copy(update={"annotations": marks})
         hub.update(placement.model_copy(update={"metadata": meta}))
         result = turn(env, rig, miss.model_copy(update={"misses": 2}))
         assert result.report is not None and not result.report.writes.deadline_event
