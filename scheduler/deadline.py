@@ -45,6 +45,10 @@ MIN_DEADLINE: Final = timedelta(seconds=1)
 MAX_DEADLINE: Final = timedelta(days=365)
 # How many filter reasons the missing line names before "+N more".
 SHOWN_REASONS: Final = 3
+# How much of a bad value a problem quotes (an annotation may hold 256 KiB, and the problem is
+# carried in the workflow's state), and how many digits a unit may have before it is too long.
+SHOWN_VALUE: Final = 40
+MAX_DIGITS: Final = 12
 
 _UNITS: Final = {"h": 3600, "m": 60, "s": 1}
 _DURATION: Final = re.compile(
@@ -77,17 +81,22 @@ def parse_deadline(value: str) -> ScheduleDeadline:
         DeadlineError: not a duration of whole hours, minutes and seconds, or an unknown
             option, or shorter than a second or longer than a year.
     """
+    shown = value if len(value) <= SHOWN_VALUE else value[:SHOWN_VALUE] + "..."
     text, _, option = value.strip().partition(",")
     text, option = text.strip(), option.strip()
     if option and option != AGING:
-        raise DeadlineError(f"schedule deadline {value!r}: unknown option {option!r}; {HINT}")
+        raise DeadlineError(
+            f"schedule deadline {shown!r}: unknown option {option[:SHOWN_VALUE]!r}; {HINT}"
+        )
     found = _DURATION.fullmatch(text)
     if not text or found is None:
-        raise DeadlineError(f"schedule deadline {value!r} is not a duration; {HINT}")
-    seconds = sum(int(found[unit] or 0) * size for unit, size in _UNITS.items())
-    if not MIN_DEADLINE.total_seconds() <= seconds <= MAX_DEADLINE.total_seconds():
+        raise DeadlineError(f"schedule deadline {shown!r} is not a duration; {HINT}")
+    # int() refuses more than 4300 digits (a bare ValueError); anything past 12 is out of range.
+    too_long = any(len((found[unit] or "").lstrip("0")) > MAX_DIGITS for unit in _UNITS)
+    seconds = 0 if too_long else sum(int(found[unit] or 0) * size for unit, size in _UNITS.items())
+    if too_long or not MIN_DEADLINE.total_seconds() <= seconds <= MAX_DEADLINE.total_seconds():
         raise DeadlineError(
-            f"schedule deadline {value!r} must be between 1s and {format_duration(MAX_DEADLINE)}"
+            f"schedule deadline {shown!r} must be between 1s and {format_duration(MAX_DEADLINE)}"
         )
     return ScheduleDeadline(seconds=seconds, aging=bool(option))
 

@@ -76,6 +76,11 @@ PRIORITY_PATCH = "priority"
 # time a turn reads the annotation, so placements without it record no marker and replay as
 # before.
 DEADLINE_PATCH = "schedule-deadline"
+# A deadline that passed while the workflow was busy (a requeue-after timer, whose expiry leaves
+# work waiting, or events arriving faster than turns) is counted before the next turn; before
+# this, only an idle workflow counted misses, and a placement turned every 30 s (enforcement
+# held back) was never reported. Decided when it first matters, as the deadline's own patch.
+DEADLINE_BUSY_PATCH = "schedule-deadline-busy"
 
 
 # Auto-upgrade, set as a versioned worker's default (workers.versioning says why not pinned):
@@ -130,6 +135,7 @@ class PlacementWorkflow:
         # annotation only; whether this run issues its commands, decided as for priorities.
         self._deadline = DeadlineClock.of(carried.deadline)
         self._deadlines: bool | None = True if carried.deadline is not None else None
+        self._deadlines_busy: bool | None = None
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
@@ -175,7 +181,12 @@ class PlacementWorkflow:
             return self._inbox.dirty or (self._prioritised is True and self._budget.signals_full)
 
         due = self._deadline.due() if self._deadlines else None
-        if due is None or wanted():
+        if due is None:
+            await workflow.wait_condition(wanted)
+            return
+        if wanted():
+            if due <= workflow.now() and self._busy_misses():
+                self._deadline_missed()
             await workflow.wait_condition(wanted)
             return
         left = due - workflow.now()
@@ -186,6 +197,9 @@ class PlacementWorkflow:
                 return
         except TimeoutError:
             pass
+        self._deadline_missed()
+
+    def _deadline_missed(self) -> None:
         misses = self._deadline.miss(workflow.now())
         self._inbox.ask(self._deadline.aged(self._own_key()))
         self._inbox.mark(f"schedule deadline {self._deadline.annotation} exceeded ({misses})")
@@ -495,6 +509,11 @@ class PlacementWorkflow:
             explanation = report.filled_from(self._last).full_explanation()
             missing = missing_line(report.outcome, explanation) if not fully else ""
             self._deadline.after_cycle(fully, prepared.unscheduled_since, workflow.now(), missing)
+
+    def _busy_misses(self) -> bool:
+        if self._deadlines_busy is None:
+            self._deadlines_busy = workflow.patched(DEADLINE_BUSY_PATCH)
+        return self._deadlines_busy
 
     def _priority_commands(self) -> bool:
         if self._prioritised is None:

@@ -210,7 +210,7 @@ def _run_cycle(
             )
             status_written = True
         # Past its scheduling deadline and still not fully scheduled: say so (activities.deadline).
-        exceeded = _exceeded(request, result)
+        exceeded = _exceeded(request, result, placement)
         condition_written = False
         if settings.snapshotter:
             written_snapshot = snapshot
@@ -259,11 +259,17 @@ def _run_cycle(
     ).recording(explanation, request.known_explanation)
 
 
-def _exceeded(request: TurnRequest, result: CycleResult) -> str | None:
-    """The deadline message when the workflow says the placement is past its deadline and this
-    cycle leaves it not fully scheduled; None otherwise."""
+def _exceeded(
+    request: TurnRequest, result: CycleResult, placement: ClusterResourcePlacement
+) -> str | None:
+    """The deadline message when the workflow says the placement is past its deadline, the
+    placement still asks for that deadline, and this cycle leaves it not fully scheduled; None
+    otherwise. The miss was the workflow's clock when the turn began: the annotation's removal
+    (or change) is what signalled this turn, and once it has run no turn comes to clear it."""
     miss = request.deadline
     if miss is None or (result.outcome.fulfilled and not result.requeue):
+        return None
+    if placement.metadata.annotations.get(names.SCHEDULE_DEADLINE_ANNOTATION) != miss.deadline:
         return None
     deadline = ScheduleDeadline(seconds=miss.seconds)
     return exceeded_message(deadline, miss.misses, missing_line(result.outcome, result.explanation))

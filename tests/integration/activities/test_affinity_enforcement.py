@@ -11,13 +11,16 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import pytest
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.enforcement import RETRY_AFTER_SECONDS
+from devhub import DevHub
 from hub import names
 from hub.client import HubClient
 from hub.types import (
     ClusterResourceBinding,
+    ClusterResourcePlacement,
     ClusterResourcePlacementDisruptionBudget,
     MemberCluster,
     Taint,
@@ -313,3 +316,71 @@ def test_an_unknown_annotation_value_is_said_and_enforces_nothing(
         "execution"
     ]
     assert bindings_of(hub, "web") == before
+
+
+# --- breaking it (review of issue 27) ---------------------------------------------------------
+
+
+def test_a_move_whose_old_binding_write_failed_and_whose_cluster_came_back_leaves_n(
+    hub: HubClient,
+    devhub: DevHub,
+    prod_fleet: list[str],
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    """The turn dies between the move's two writes (the old binding's Unscheduled patch fails);
+    before the retry the cluster is labelled env=prod again. The retry judges nothing lost, so
+    the half-done move's new binding is the placement's N+1st: the turn must leave N."""
+    add_cluster(hub, "d", labels={"env": "prod"})
+    add_placement(hub, "web", pick_n(2), annotations=ENFORCED)
+    rig = make_activities()
+    turn(env, rig.activities, "web")
+    for binding in active(hub, "web").values():
+        make_available(hub, binding)
+    before = active(hub, "web")
+    lost = sorted(before)[0]
+    relabel(hub, lost, {"env": "retired"})
+    devhub.faults.inject(verb="patch", resource="clusterresourcebindings", status=500, count=1)
+    with pytest.raises(ApplicationError):
+        turn(env, rig.activities, "web", 2)
+    devhub.faults.clear()
+    assert len(active(hub, "web")) == 3  # half done: the new binding, the old one still active
+    relabel(hub, lost, {"env": "prod"})
+
+    retried = turn(env, rig.activities, "web", 2)
+
+    assert len(active(hub, "web")) == 2, (retried.moves, states(hub, "web"))
+    assert violations(hub, COUNTS) == []
+
+
+def test_scaled_down_while_a_binding_is_lost_moves_nothing_it_then_drops(
+    hub: HubClient,
+    prod_fleet: list[str],
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    """PickN 2 -> 1 while one of its two clusters is lost: the lost binding is the one to go.
+    Moving it (a new binding on a third cluster) only for the cycle to scale that away is a
+    binding created for nothing, and a disruption of the kept one if the cycle trims it."""
+    add_placement(hub, "web", pick_n(2), annotations=ENFORCED)
+    rig = make_activities()
+    turn(env, rig.activities, "web")
+    for binding in active(hub, "web").values():
+        make_available(hub, binding)
+    before = active(hub, "web")
+    lost = sorted(before)[0]
+    kept = sorted(before)[1]
+    relabel(hub, lost, {"env": "retired"})
+    placement = hub.get(ClusterResourcePlacement, "web")
+    policy = placement.spec.policy
+    assert policy is not None
+    spec = placement.spec.model_copy(
+        update={"policy": policy.model_copy(update={"number_of_clusters": 1})}
+    )
+    hub.update(placement.model_copy(update={"spec": spec}))
+
+    result = turn(env, rig.activities, "web", 2)
+
+    assert set(active(hub, "web")) == {kept}, (result.moves, states(hub, "web"))
+    assert len(bindings_of(hub, "web")) == 2, (result.moves, states(hub, "web"))
+    assert violations(hub, COUNTS) == []

@@ -11,7 +11,7 @@ from temporalio.testing import ActivityEnvironment
 
 from hub import names
 from hub.client import HubClient
-from hub.types import Event
+from hub.types import ClusterResourcePlacement, Event
 from scheduler.deadline import DEADLINE_EXCEEDED_REASON
 from tests.integration.activities.activity_helpers import (
     Rig,
@@ -98,3 +98,31 @@ def test_a_placement_without_the_annotation_reads_as_before(
     assert result.prepared.schedule_deadline is None
     assert result.prepared.unscheduled_since is None
     assert "scheduleDeadline" not in result.prepared.model_dump(exclude_none=True, by_alias=True)
+
+
+def test_a_miss_is_not_reported_once_the_annotation_is_removed_or_changed(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """Removing (or changing) the annotation signals the workflow, whose next turn still carries
+    the miss its clock held when the turn began: that turn must not write the deadline's reason
+    or an Event. Once it ran, the clock is gone and no other turn comes to clear the reason."""
+    for name in ("a", "b"):
+        add_cluster(hub, name)
+    add_cluster(hub, "d", taints=[("gpu", "true")])
+    add_placement(hub, "late", PICK_THREE, annotations={names.SCHEDULE_DEADLINE_ANNOTATION: "10m"})
+    rig = make_activities()
+    since = datetime.now(UTC) - timedelta(minutes=10)
+    miss = DeadlineMiss(deadline="10m", seconds=600, since=since, misses=1)
+    turn(env, rig, miss)
+    condition = placement_condition(hub, "late")
+    assert condition is not None and condition.reason == DEADLINE_EXCEEDED_REASON
+
+    for marks in ({names.SCHEDULE_DEADLINE_ANNOTATION: "1h"}, {}):
+        placement = hub.get(ClusterResourcePlacement, "late")
+        meta = placement.metadata.model_copy(update={"annotations": marks})
+        hub.update(placement.model_copy(update={"metadata": meta}))
+        result = turn(env, rig, miss.model_copy(update={"misses": 2}))
+        assert result.report is not None and not result.report.writes.deadline_event
+        condition = placement_condition(hub, "late")
+        assert condition is not None and condition.reason == names.POLICY_UNFULFILLED_REASON
+    assert len(deadline_events(hub)) == 1

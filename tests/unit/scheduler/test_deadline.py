@@ -107,3 +107,19 @@ def test_a_bad_annotation_runs_no_clock_and_says_why() -> None:
     assert state is not None and state.seconds is None
     assert state.problem is not None and "not a duration" in state.problem
     assert clock.due() is None and clock.request() is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("9" * 5000 + "s", id="more-digits-than-int-reads"),
+        pytest.param("1" * 30 + "h", id="thirty-digit-hours"),
+    ],
+)
+def test_a_huge_deadline_is_a_deadline_error_not_a_crash(value: str) -> None:
+    """An annotation may hold 256 KiB: Python's int() refuses more than 4300 digits with a bare
+    ValueError, which the workflow's clock (it catches DeadlineError) would raise out of its
+    workflow task, failing every task of the placement's workflow."""
+    with pytest.raises(DeadlineError, match="between 1s and") as raised:
+        parse_deadline(value)
+    assert len(str(raised.value)) < 300  # the problem is carried in workflow state: kept short
