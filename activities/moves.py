@@ -344,6 +344,13 @@ def _refusal(
         return "the binding is gone or no longer active"
     if old.spec.target_cluster != move.source:
         return f"the binding is on {old.spec.target_cluster}, not {move.source}"
+    other = next(
+        (b for b in bindings if b is not half_done and is_active(b) and replaces(b, old)), None
+    )
+    if other is not None:
+        # Another move of it (affinity enforcement's, or an earlier proposal's) is half done:
+        # a second new binding would leave the placement one above what it asks for.
+        return f"another move of the binding is under way (to {other.spec.target_cluster})"
     held = [
         b
         for b in bindings

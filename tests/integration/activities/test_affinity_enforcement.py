@@ -384,3 +384,50 @@ def test_scaled_down_while_a_binding_is_lost_moves_nothing_it_then_drops(
     assert set(active(hub, "web")) == {kept}, (result.moves, states(hub, "web"))
     assert len(bindings_of(hub, "web")) == 2, (result.moves, states(hub, "web"))
     assert violations(hub, COUNTS) == []
+
+
+def test_a_rebalance_move_of_a_binding_enforcement_is_moving_is_refused(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """An enforcement move half done (new binding on `spare`, the lost one still active) and a
+    rebalance proposal for the same binding to another cluster, in one turn: the proposal is
+    refused, enforcement finishes its own move, and the placement never holds N+1."""
+    from activities.moves import ENFORCEMENT, apply_moves
+    from activities.turn.cycle import read_clusters
+    from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
+    from workflows.models import MoveRequest, TurnRequest
+
+    for name in ("a", "b", "c", "d"):
+        add_cluster(hub, name, labels={"env": "prod"}, allocatable={"cpu": "8", "memory": "8Gi"})
+    requests = {names.REQUESTS_ANNOTATION: "cpu=1", **ENFORCED}
+    add_placement(hub, "web", pick_n(2), annotations=requests)
+    rig = make_activities()
+    turn(env, rig.activities, "web")
+    before = active(hub, "web")
+    lost = sorted(before)[0]
+    spare, other = sorted({"a", "b", "c", "d"} - set(before))
+    relabel(hub, lost, {"env": "retired"})
+    placement = hub.get(ClusterResourcePlacement, "web")
+    [snapshot] = hub.list(ClusterSchedulingPolicySnapshot).items
+    half = MoveRequest(binding=before[lost].name, source=lost, target=spare, reason="x")
+    apply_moves(
+        hub, placement, snapshot, [half], read_clusters(hub), None, lambda: datetime.now(UTC),
+        cause=ENFORCEMENT,
+    )  # fmt: skip
+    old = hub.get(ClusterResourceBinding, before[lost].name)
+    hub.update(old.model_copy(update={"spec": old.spec.model_copy(update={"state": "Bound"})}))
+    proposal = MoveRequest(binding=old.name, source=lost, target=other, reason="pack: test")
+
+    result = env.run(
+        rig.activities.schedule_once,
+        TurnRequest(placement="web", cycle=2, reason="test", moves=[proposal]),
+    )
+
+    assert result.moves[0] == (
+        f"refused {old.name} {lost} -> {other}: another move of the binding is under way "
+        f"(to {spare})"
+    )
+    assert len(result.moves) == 2 and f"-> {spare} as" in result.moves[1], result.moves
+    assert set(active(hub, "web")) == (set(before) - {lost}) | {spare}
+    assert other not in states(hub, "web")
+    assert violations(hub, COUNTS) == []
