@@ -348,3 +348,19 @@ def test_placements_of_a_fleet_are_read_with_few_calls(fleet: Fleet) -> None:
     assert "placements changed: 10 (0 unchanged)" in done.stdout
     assert "  tainted-1  +10 -0" in done.stdout
     assert fleet.hub.stats.count("list") - lists <= 8
+
+
+def test_a_profile_that_is_not_utf8_is_bad_input_not_a_change(fleet: Fleet) -> None:
+    """A profile saved in Latin-1 is bad input (exit 2, one line), not an unexpected failure:
+    exit 1 is what `--exit-code` says when a decision would change, so CI would read a crash as
+    "the profile moves placements"."""
+    latin1 = fleet.tmp / "latin1.yaml"
+    latin1.write_bytes("name: caf\u00e9\n".encode("latin-1"))
+    fleet.apply_and_schedule(pick_all("everywhere"))
+    for args in (["--config", str(latin1)],
+                 ["--config", fleet.profile("good.yaml", NO_TAINTS), "--current-config",
+                  str(latin1)]):  # fmt: skip
+        done = fleet.plan("--all", *args, "--exit-code")
+        assert done.returncode == 2, (done.stdout, done.stderr)
+        assert done.stderr.startswith("fleet-scheduler plan: error: scheduler config "), done.stderr
+        assert "latin1.yaml" in done.stderr and "UTF-8" in done.stderr, done.stderr
