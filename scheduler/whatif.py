@@ -8,12 +8,12 @@ profiles see exactly the same input, so any difference is the profile's doing, n
 What "the decision" is depends on the placement type, because KubeFleet's cycle keeps what it
 already picked (kubefleet-rules 4.5, 4.6):
 
-- PickN: the clusters each profile picks when it evaluates clusters, a fresh cycle
-  (`CycleInput.fresh`). A steady PickN placement evaluates nothing in a normal cycle, so a
-  normal cycle would report every weight change as "no change". A changed decision takes effect
-  at the placement's next turn only when the normal cycles differ too (it is short of N, or is
-  being downscaled); otherwise only when it next evaluates clusters: a fresh requeue, a
-  scale-up, a policy change.
+- PickN: when the normal cycles differ (it is short of N, or is being downscaled), the next
+  turn's: that is the change it makes at its next turn. Otherwise the clusters each profile
+  picks when it evaluates clusters, a fresh cycle (`CycleInput.fresh`), a change that waits
+  for it to evaluate again (a fresh requeue, a scale-up, a policy change): a steady PickN
+  placement evaluates nothing in a normal cycle, so a normal cycle would report every weight
+  change as "no change".
 - PickAll and PickFixed: the normal cycle, whose decision is the next turn's. A PickAll
   placement never drops a cluster it already holds for the same policy (IgnoredDuringExecution),
   so a candidate that filters more shows no removal until the policy changes.
@@ -213,36 +213,45 @@ def compare_profiles(
     key: str, input: CycleInput, baseline: Profile, candidate: Profile
 ) -> PlacementWhatIf:
     """The placement's decision under `baseline` and under `candidate`, on the same `input`
-    (whose `fresh` is ignored: the placement type chooses, see the module doc)."""
+    (whose `fresh` is ignored: the placement type chooses, see the module doc).
+
+    A PickN placement whose next turn (a normal cycle) already decides differently, or fails
+    differently, is compared on that turn, so what is said to come "at its next turn" is what
+    that turn does; otherwise on the fresh cycles, a change that waits for it to evaluate."""
     placement_type = placement_type_of(input.snapshot)
-    pick_n = placement_type == names.PICK_N
     normal = input.model_copy(update={"fresh": False})
-    evaluating = input.model_copy(update={"fresh": True}) if pick_n else normal
-    before = schedule(evaluating, baseline)
-    after = schedule(evaluating, candidate)
-    was, now = _decision(evaluating, before), _decision(evaluating, after)
-    if was == now:
-        return PlacementWhatIf(
-            placement=key,
-            placement_type=placement_type,
-            baseline_error=before.error,
-            candidate_error=after.error,
-            at_next_turn=before.error != after.error,
-        )
-    was_fates, now_fates = fates_of(before.explanation), fates_of(after.explanation)
-    changes = tuple(
-        ClusterChange(
-            cluster=cluster,
-            added=cluster in now,
-            now=now_fates.get(cluster, _unmentioned(after.explanation)),
-            was=was_fates.get(cluster, _unmentioned(before.explanation)),
-        )
-        for cluster in sorted(was ^ now)
-    )
-    at_next_turn = True
-    if pick_n:
-        at_next_turn = _decision(normal, schedule(normal, baseline)) != _decision(
-            normal, schedule(normal, candidate)
+    if placement_type != names.PICK_N:
+        return _compared(key, placement_type, normal, baseline, candidate, at_next_turn=True)
+    turn = _compared(key, placement_type, normal, baseline, candidate, at_next_turn=True)
+    if turn.changed:
+        return turn
+    evaluating = input.model_copy(update={"fresh": True})
+    return _compared(key, placement_type, evaluating, baseline, candidate, at_next_turn=False)
+
+
+def _compared(
+    key: str,
+    placement_type: str,
+    input: CycleInput,
+    baseline: Profile,
+    candidate: Profile,
+    *,
+    at_next_turn: bool,
+) -> PlacementWhatIf:
+    before = schedule(input, baseline)
+    after = schedule(input, candidate)
+    was, now = _decision(input, before), _decision(input, after)
+    changes: tuple[ClusterChange, ...] = ()
+    if was != now:
+        was_fates, now_fates = fates_of(before.explanation), fates_of(after.explanation)
+        changes = tuple(
+            ClusterChange(
+                cluster=cluster,
+                added=cluster in now,
+                now=now_fates.get(cluster, _unmentioned(after.explanation)),
+                was=was_fates.get(cluster, _unmentioned(before.explanation)),
+            )
+            for cluster in sorted(was ^ now)
         )
     return PlacementWhatIf(
         placement=key,

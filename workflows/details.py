@@ -46,8 +46,9 @@ MOVES_KEPT: Final = 20
 LINE_CHARS: Final = 240
 NO_CYCLE_YET: Final = "No cycle has finished yet."
 CLEANING_UP: Final = "removing the deleted placement's bindings and finalizer"
-# Characters markdown would read as formatting in a cluster name, reason or error.
-_MARKDOWN: Final = str.maketrans({c: f"\\{c}" for c in "\\`*_[]<>#|"})
+# Characters markdown would read as formatting in a cluster name, reason or error (`~`: GFM's
+# strikethrough; `&`: an entity such as `&lt;`).
+_MARKDOWN: Final = str.maketrans({c: f"\\{c}" for c in "\\`*_[]<>#|~&"})
 
 
 def _text(text: str, limit: int = LINE_CHARS) -> str:
@@ -59,7 +60,7 @@ def _outcome(report: CycleReport) -> str:
     outcome = report.outcome
     wanted = "" if outcome.wanted is None else f"/{outcome.wanted}"
     fulfilled = "fully scheduled" if outcome.fulfilled else "not fully scheduled"
-    return f"{outcome.placement_type} {outcome.picked}{wanted} picked, {fulfilled}"
+    return f"{_text(outcome.placement_type)} {outcome.picked}{wanted} picked, {fulfilled}"
 
 
 def _listed(names: list[str], shown: int) -> str:

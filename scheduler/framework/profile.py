@@ -268,6 +268,11 @@ def _read(source: str | os.PathLike[str]) -> str:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ProfileError("", f"cannot read profile {str(path)!r}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ProfileError(
+            "",
+            f"cannot read profile {str(path)!r}: not UTF-8 text ({exc.reason} at byte {exc.start})",
+        ) from exc
 
 
 # --- YAML -> Profile ---------------------------------------------------------------------------

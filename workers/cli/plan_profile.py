@@ -58,6 +58,8 @@ LATEST: Final = {names.IS_LATEST_SNAPSHOT_LABEL: "true"}
 DEFAULT_BASELINE: Final = "the built-in default profile (KubeFleet's)"
 # How many clusters the summary lists, those whose number of bindings changes most.
 BUSIEST: Final = 5
+# How many clusters each changed placement lists without -v, before "and N more".
+CHANGES_SHOWN: Final = 10
 # Below this many placements the cycles run in this process: starting children costs more.
 PROCESSES_FROM: Final = 200
 # Placements per task sent to a child process: few round trips, even shares.
@@ -293,7 +295,7 @@ def change_line(change: ClusterChange) -> str:
     return f"  {sign} {change.cluster}  {text}"
 
 
-def _placement_lines(placement: PlacementWhatIf) -> list[str]:
+def _placement_lines(placement: PlacementWhatIf, verbose: bool = False) -> list[str]:
     added = sum(c.added for c in placement.changes)
     removed = len(placement.changes) - added
     when = WHEN_NEXT_TURN if placement.at_next_turn else WHEN_EVALUATES
@@ -304,7 +306,10 @@ def _placement_lines(placement: PlacementWhatIf) -> list[str]:
     if placement.candidate_error != placement.baseline_error:
         lines.append(f"  candidate: {placement.candidate_error or 'no error'}")
         lines.append(f"  current:   {placement.baseline_error or 'no error'}")
-    lines += [change_line(c) for c in placement.changes]
+    shown = placement.changes if verbose else placement.changes[:CHANGES_SHOWN]
+    lines += [change_line(c) for c in shown]
+    if len(placement.changes) > len(shown):
+        lines.append(f"  and {len(placement.changes) - len(shown)} more (-v lists every cluster)")
     return lines
 
 
@@ -328,7 +333,7 @@ def render_profile_plan(
     ]
     changed = fleet.changed
     for placement in changed:
-        lines += _placement_lines(placement)
+        lines += _placement_lines(placement, verbose)
         lines.append("")
     unchanged = [p for p in fleet.placements if not p.changed]
     if verbose:

@@ -348,3 +348,56 @@ def test_placements_of_a_fleet_are_read_with_few_calls(fleet: Fleet) -> None:
     assert "placements changed: 10 (0 unchanged)" in done.stdout
     assert "  tainted-1  +10 -0" in done.stdout
     assert fleet.hub.stats.count("list") - lists <= 8
+
+
+def test_a_profile_that_is_not_utf8_is_bad_input_not_a_change(fleet: Fleet) -> None:
+    """A profile saved in Latin-1 is bad input (exit 2, one line), not an unexpected failure:
+    exit 1 is what `--exit-code` says when a decision would change, so CI would read a crash as
+    "the profile moves placements"."""
+    latin1 = fleet.tmp / "latin1.yaml"
+    latin1.write_bytes("name: caf\u00e9\n".encode("latin-1"))
+    fleet.apply_and_schedule(pick_all("everywhere"))
+    for args in (["--config", str(latin1)],
+                 ["--config", fleet.profile("good.yaml", NO_TAINTS), "--current-config",
+                  str(latin1)]):  # fmt: skip
+        done = fleet.plan("--all", *args, "--exit-code")
+        assert done.returncode == 2, (done.stdout, done.stderr)
+        assert done.stderr.startswith("fleet-scheduler plan: error: scheduler config "), done.stderr
+        assert "latin1.yaml" in done.stderr and "UTF-8" in done.stderr, done.stderr
+
+
+def test_the_report_stays_readable_when_a_placement_gains_hundreds_of_clusters(
+    tmp_path: Path,
+) -> None:
+    """A candidate that stops filtering half a 1,000-cluster fleet adds 500 clusters to every
+    PickAll placement: one line per cluster is 500 lines a placement (bench/plan_all.py's 1,000
+    placements: half a million lines, 60 MB). Each placement lists a bounded few, says how
+    many more, and `-v` lists them all."""
+    from scheduler.testing import policy_snapshot
+    from workers.cli.plan_profile import FleetReads, Work, compare_fleet, render_profile_plan
+
+    now = datetime.now(UTC)
+    clusters = [
+        member_cluster(f"m-{i:04d}", now, taints=[("gpu", "true")] if i % 2 else [])
+        for i in range(1000)
+    ]
+    inputs = [
+        (name, CycleInput(snapshot=policy_snapshot(name, {"placementType": "PickAll"}),
+                          clusters=[], bindings=[], now=now))
+        for name in ("p1", "p2")
+    ]  # fmt: skip
+    candidate = tmp_path / "no-taints.yaml"
+    candidate.write_text(NO_TAINTS)
+    reads = FleetReads(clusters=clusters, placements={}, snapshots={}, bindings={})
+    fleet = compare_fleet(reads, Work(inputs=inputs), None, candidate, processes=1)
+
+    def report(verbose: bool) -> str:
+        return render_profile_plan(fleet, candidate=candidate, baseline=None, skipped={},
+                                   clusters=len(clusters), verbose=verbose)  # fmt: skip
+
+    short = report(verbose=False)
+    assert "p1 (PickAll): +500 -0 clusters, at its next turn" in short
+    assert "bindings moved: 1000 added, 0 removed" in short
+    assert len(short.splitlines()) <= 60, len(short.splitlines())
+    assert "and 490 more (-v lists every cluster)" in short
+    assert len(change_lines(report(verbose=True))) == 500

@@ -17,7 +17,7 @@ from cycle_builders import (
 )
 
 from hub.types import ClusterResourceBinding, MemberCluster
-from scheduler import CycleInput, Profile, default_profile, load_profile
+from scheduler import CycleInput, Profile, default_profile, load_profile, schedule
 from scheduler.cycles.plan import BindingPatch, BindingPlan
 from scheduler.testing import member_cluster
 from scheduler.whatif import (
@@ -154,3 +154,25 @@ def test_the_summary_counts_moves_and_ranks_clusters_by_net_change() -> None:
     # a: +3; b: -1; c: +1 -1 (net 0, but it churns)
     assert fleet.busiest(5) == [("a", 3, 0), ("b", 0, 1), ("c", 1, 1)]
     assert fleet.busiest(1) == [("a", 3, 0)]
+
+
+def test_a_pick_n_change_at_its_next_turn_is_what_its_next_turn_does() -> None:
+    """Short of N, a PickN placement's next turn keeps what it holds and picks the rest: what
+    `plan` says comes "at its next turn" must be that turn's difference, not the difference of
+    two fresh cycles (which would drop, and then re-add, the cluster it already holds)."""
+    clusters = [
+        cluster("a-silver", tier="silver"),
+        cluster("b-silver", tier="silver"),
+        cluster("y-gold", tier="gold"),
+        cluster("z-gold", tier="gold"),
+    ]
+    held = [scheduled("z-gold")]
+    snapshot = pick_n(2, **PREFERRED)
+    result = compare(snapshot, clusters, held)
+    assert result.at_next_turn
+    # What the next turn does under each profile (the real turn runs this normal cycle).
+    turn = CycleInput(snapshot=snapshot, clusters=clusters, bindings=held, now=NOW)
+    was = selected_after(held, schedule(turn, default_profile()).plan)
+    now = selected_after(held, schedule(turn, NO_AFFINITY_SCORES).plan)
+    assert (was, now) == ({"b-silver", "z-gold"}, {"y-gold", "z-gold"})
+    assert [(c.cluster, c.added) for c in result.changes] == [("b-silver", False), ("y-gold", True)]

@@ -149,3 +149,18 @@ def test_the_last_turns_moves_show_between_the_decision_and_now() -> None:
     assert now == "Now**: waiting for an event"
     assert details.current("d", "n", TurnMoves(cycle=1)) == "d\n\n**Now**: n"  # none: no block
     assert details.current("d", "n") == "d\n\n**Now**: n"
+
+
+def test_markdown_in_an_error_or_a_placement_type_shows_literally() -> None:
+    """Text from the hub (an annotation's value echoed in an error, a placement type no CRD
+    checked) reads literally: GFM strikethrough (`~~`), entities (`&lt;`) and the headline's
+    placement type are escaped like the rest."""
+    error = "requests entry 'cpu=~~1~~': invalid quantity '&lt;script&gt;'"
+    text = details.decision(report(None, error=error, summary="cycle 3: PickAll 0; error"))
+    shown = "requests entry 'cpu=\\~\\~1\\~\\~': invalid quantity '\\&lt;script\\&gt;'"
+    assert f"- error: {shown}" in text
+    odd = report(None, summary="cycle 3: odd")
+    odd = odd.model_copy(
+        update={"outcome": odd.outcome.model_copy(update={"placement_type": "<b>Pick*</b>"})}
+    )
+    assert "**Cycle 3**: \\<b\\>Pick\\*\\</b\\> 2 picked" in details.decision(odd)
