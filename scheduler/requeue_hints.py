@@ -88,7 +88,9 @@ class ClusterChange:
                 old.status.namespaces != new.status.namespaces
                 or old.status.conditions != new.status.conditions
             ),
-            eligibility=ineligibility(old, now) != ineligibility(new, now),
+            # Figures aside, as the reconcile's records judge it: "no heartbeat for 10.00
+            # minutes" and "... 3.00 minutes" are one verdict (KubeFleet requeues neither).
+            eligibility=_verdict(ineligibility(old, now)) != _verdict(ineligibility(new, now)),
             before=before,
             after=after,
             now=now,
@@ -110,6 +112,11 @@ _PART = 6
 _BUCKET = 2
 
 
+def _verdict(ineligible: str | None) -> str | None:
+    """An eligibility reason without its figures (None: eligible)."""
+    return None if ineligible is None else _FIGURES.sub("", ineligible)
+
+
 def record_of(cluster: MemberCluster, ineligible: str | None) -> str:
     """The record of `cluster`, whose eligibility reason now is `ineligible` (None: eligible)."""
     facts = build(cluster)
@@ -117,7 +124,7 @@ def record_of(cluster: MemberCluster, ineligible: str | None) -> str:
     parts = [
         # The reason without its figures: "no heartbeat for 12.00 minutes" is the verdict it was
         # five minutes ago, for the reconcile's next run as for the cycle.
-        _digest(_FIGURES.sub("", ineligible or ""), _PART),
+        _digest(_verdict(ineligible) or "", _PART),
         _digest([t.model_dump(mode="json") for t in facts.taints], _PART),
         _digest(
             [status.namespaces, [c.model_dump(mode="json") for c in status.conditions]], _PART

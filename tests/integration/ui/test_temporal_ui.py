@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
 from urllib.parse import parse_qs, quote, urlsplit
@@ -83,63 +84,69 @@ def page_text(html: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
 
 
-async def test_the_ui_shows_a_placements_cycles(tmp_path: Path) -> None:
-    dev = DevProcess(tmp_path / "dev", "--sample-fleet").start()
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevProcess]:
+    """One `fleet-scheduler dev` for the module: each test schedules its own sample placement."""
+    started = DevProcess(tmp_path_factory.mktemp("ui") / "dev", "--sample-fleet").start()
     try:
-        (placement,) = [p for p in read_placements() if p.name == PLACEMENT]
-        with dev.hub() as hub:
-            hub.create(placement)
-            until(lambda: len(bindings_of(hub, PLACEMENT)) == 3, what=f"3 bindings of {PLACEMENT}")
-            requeued = dev.cli("requeue", PLACEMENT, "--reason", "ui test", "--wait")
-            assert requeued.returncode == 0, requeued.stderr
-            hub.delete(ClusterResourcePlacement, PLACEMENT)
-
-            def gone() -> bool:
-                try:
-                    hub.get(ClusterResourcePlacement, PLACEMENT)
-                except NotFoundError:
-                    return True
-                return False
-
-            until(gone, what=f"{PLACEMENT} to be cleaned up")
-        client = await connect(TemporalTarget(dev.address))
-        handle = client.get_workflow_handle(names.workflow_id(PLACEMENT))
-
-        async def completed() -> WorkflowExecutionDescription | None:
-            description = await handle.describe()
-            done = description.status == WorkflowExecutionStatus.COMPLETED
-            return description if done else None
-
-        description = await until_async(completed, what="the workflow completed", timeout=30)
-
-        url = (
-            f"{dev.ui_url}/namespaces/default/workflows/"
-            f"{quote(names.workflow_id(PLACEMENT), safe='')}/{description.run_id}/history"
-        )
-        dumped = chromium(tmp_path / "profile-dom", "--dump-dom", url)
-        assert dumped.returncode == 0, dumped.stderr.decode(errors="replace")[-2000:]
-        text = page_text(dumped.stdout.decode(errors="replace"))
-        assert names.workflow_id(PLACEMENT) in text
-        assert names.PLACEMENT_WORKFLOW in text
-        for activity in ("schedule_once", "cleanup_placement"):
-            assert activity in text
-        assert names.SIGNAL_REQUEUE in text
-        # The activities' one-line summaries: one per turn, e.g. "turn 2: PickN placement
-        # api-spread (requeue: ...)" (the first turn does not know the type yet); the cycle a
-        # turn ran is in its result, so no summary claims a cycle that did not happen.
-        summary = rf"turn (\d+): (?:fresh )?(?:PickN )?placement {PLACEMENT} "
-        turns = set(re.findall(summary, text))
-        assert len(turns) >= 3, text[-3000:]
-
-        screenshot = tmp_path / "temporal-ui-history.png"
-        shot = chromium(tmp_path / "profile-shot", f"--screenshot={screenshot}", url)
-        assert shot.returncode == 0, shot.stderr.decode(errors="replace")[-2000:]
-        image = screenshot.read_bytes()
-        assert image.startswith(PNG_MAGIC)
-        assert len(image) > MIN_SCREENSHOT_BYTES
-        print(f"screenshot of the history page: {screenshot}")
+        yield started
     finally:
-        assert dev.stop() == 0, dev.stderr()[-4000:]
+        assert started.stop() == 0, started.stderr()[-4000:]
+
+
+async def test_the_ui_shows_a_placements_cycles(tmp_path: Path, dev: DevProcess) -> None:
+    (placement,) = [p for p in read_placements() if p.name == PLACEMENT]
+    with dev.hub() as hub:
+        hub.create(placement)
+        until(lambda: len(bindings_of(hub, PLACEMENT)) == 3, what=f"3 bindings of {PLACEMENT}")
+        requeued = dev.cli("requeue", PLACEMENT, "--reason", "ui test", "--wait")
+        assert requeued.returncode == 0, requeued.stderr
+        hub.delete(ClusterResourcePlacement, PLACEMENT)
+
+        def gone() -> bool:
+            try:
+                hub.get(ClusterResourcePlacement, PLACEMENT)
+            except NotFoundError:
+                return True
+            return False
+
+        until(gone, what=f"{PLACEMENT} to be cleaned up")
+    client = await connect(TemporalTarget(dev.address))
+    handle = client.get_workflow_handle(names.workflow_id(PLACEMENT))
+
+    async def completed() -> WorkflowExecutionDescription | None:
+        description = await handle.describe()
+        done = description.status == WorkflowExecutionStatus.COMPLETED
+        return description if done else None
+
+    description = await until_async(completed, what="the workflow completed", timeout=30)
+
+    url = (
+        f"{dev.ui_url}/namespaces/default/workflows/"
+        f"{quote(names.workflow_id(PLACEMENT), safe='')}/{description.run_id}/history"
+    )
+    dumped = chromium(tmp_path / "profile-dom", "--dump-dom", url)
+    assert dumped.returncode == 0, dumped.stderr.decode(errors="replace")[-2000:]
+    text = page_text(dumped.stdout.decode(errors="replace"))
+    assert names.workflow_id(PLACEMENT) in text
+    assert names.PLACEMENT_WORKFLOW in text
+    for activity in ("schedule_once", "cleanup_placement"):
+        assert activity in text
+    assert names.SIGNAL_REQUEUE in text
+    # The activities' one-line summaries: one per turn, e.g. "turn 2: PickN placement
+    # api-spread (requeue: ...)" (the first turn does not know the type yet); the cycle a
+    # turn ran is in its result, so no summary claims a cycle that did not happen.
+    summary = rf"turn (\d+): (?:fresh )?(?:PickN )?placement {PLACEMENT} "
+    turns = set(re.findall(summary, text))
+    assert len(turns) >= 3, text[-3000:]
+
+    screenshot = tmp_path / "temporal-ui-history.png"
+    shot = chromium(tmp_path / "profile-shot", f"--screenshot={screenshot}", url)
+    assert shot.returncode == 0, shot.stderr.decode(errors="replace")[-2000:]
+    image = screenshot.read_bytes()
+    assert image.startswith(PNG_MAGIC)
+    assert len(image) > MIN_SCREENSHOT_BYTES
+    print(f"screenshot of the history page: {screenshot}")
 
 
 def current_details(dom: str) -> str | None:
@@ -154,74 +161,72 @@ def current_details(dom: str) -> str | None:
     return content[0] if content else None
 
 
-async def test_the_ui_shows_a_running_placements_last_decision(tmp_path: Path) -> None:
+async def test_the_ui_shows_a_running_placements_last_decision(
+    tmp_path: Path, dev: DevProcess
+) -> None:
     """While the placement's workflow runs and waits, its User Metadata tab shows the last
     cycle's picks and why the other clusters were filtered, in explain's words."""
-    dev = DevProcess(tmp_path / "dev", "--sample-fleet").start()
-    try:
-        (placement,) = [p for p in read_placements() if p.name == DECIDED]
-        client = await connect(TemporalTarget(dev.address))
-        handle = client.get_workflow_handle(names.workflow_id(DECIDED))
-        with dev.hub() as hub:
-            hub.create(placement)
+    (placement,) = [p for p in read_placements() if p.name == DECIDED]
+    client = await connect(TemporalTarget(dev.address))
+    handle = client.get_workflow_handle(names.workflow_id(DECIDED))
+    with dev.hub() as hub:
+        hub.create(placement)
 
-            async def waiting() -> PlacementStatus | None:
-                try:
-                    status = await handle.query(names.QUERY_STATUS, result_type=PlacementStatus)
-                except RPCError:
-                    return None  # the watcher has not started the workflow yet
-                idle = status.last is not None and status.phase == "idle"
-                return status if idle else None
+        async def waiting() -> PlacementStatus | None:
+            try:
+                status = await handle.query(names.QUERY_STATUS, result_type=PlacementStatus)
+            except RPCError:
+                return None  # the watcher has not started the workflow yet
+            idle = status.last is not None and status.phase == "idle"
+            return status if idle else None
 
-            await until_async(waiting, what=f"{DECIDED} scheduled and waiting")
-            picked = sorted(b.spec.target_cluster for b in bindings_of(hub, DECIDED))
-        assert len(picked) == 4 and TAINTED not in picked, picked
-        # As the UI asks for them, while the workflow runs.
-        metadata = await handle.query(METADATA_QUERY, result_type=WorkflowMetadata)
-        running = metadata.current_details
-        assert f"picked: {', '.join(picked)}" in running and CLEAN_TAINT in running, metadata
-        # The page of a running workflow may not settle (see above): end the run, as it
-        # stands, for the browser; a closed run's details are its last, from a worker's replay.
-        description = await handle.describe()
-        await handle.terminate("the UI test reads its last details")
-        url = (
-            f"{dev.ui_url}/namespaces/default/workflows/"
-            f"{quote(names.workflow_id(DECIDED), safe='')}/{description.run_id}/user-metadata"
-        )
+        await until_async(waiting, what=f"{DECIDED} scheduled and waiting")
+        picked = sorted(b.spec.target_cluster for b in bindings_of(hub, DECIDED))
+    assert len(picked) == 4 and TAINTED not in picked, picked
+    # As the UI asks for them, while the workflow runs.
+    metadata = await handle.query(METADATA_QUERY, result_type=WorkflowMetadata)
+    running = metadata.current_details
+    assert f"picked: {', '.join(picked)}" in running and CLEAN_TAINT in running, metadata
+    # The page of a running workflow may not settle (see above): end the run, as it
+    # stands, for the browser; a closed run's details are its last, from a worker's replay.
+    description = await handle.describe()
+    await handle.terminate("the UI test reads its last details")
+    url = (
+        f"{dev.ui_url}/namespaces/default/workflows/"
+        f"{quote(names.workflow_id(DECIDED), safe='')}/{description.run_id}/user-metadata"
+    )
 
-        markdown = None
-        for attempt in range(DUMP_ATTEMPTS):  # the query may miss a worker busy at start
-            dumped = chromium(tmp_path / f"profile-details-{attempt}", "--dump-dom", url)
-            assert dumped.returncode == 0, dumped.stderr.decode(errors="replace")[-2000:]
-            markdown = current_details(dumped.stdout.decode(errors="replace"))
-            if markdown is not None and "picked:" in markdown:
-                break
-        assert markdown is not None, "no current details on the page"
-        assert re.search(r"\*\*Cycle \d+\*\*: PickAll 4 picked, fully scheduled", markdown)
-        assert f"picked: {', '.join(picked)}" in markdown
-        assert "ClusterAffinity, 3 clusters:" in markdown
-        assert f"TaintToleration, {TAINTED}: " in markdown and CLEAN_TAINT in markdown
-        assert "&{Key:" not in markdown
-        assert "**Now**: waiting for an event" in markdown
-        assert len(markdown.encode()) < 2048
+    markdown = None
+    for attempt in range(DUMP_ATTEMPTS):  # the query may miss a worker busy at start
+        dumped = chromium(tmp_path / f"profile-details-{attempt}", "--dump-dom", url)
+        assert dumped.returncode == 0, dumped.stderr.decode(errors="replace")[-2000:]
+        markdown = current_details(dumped.stdout.decode(errors="replace"))
+        if markdown is not None and "picked:" in markdown:
+            break
+    assert markdown is not None, "no current details on the page"
+    assert re.search(r"\*\*Cycle \d+\*\*: PickAll 4 picked, fully scheduled", markdown)
+    assert f"picked: {', '.join(picked)}" in markdown
+    assert "ClusterAffinity, 3 clusters:" in markdown
+    assert f"TaintToleration, {TAINTED}: " in markdown and CLEAN_TAINT in markdown
+    assert "&{Key:" not in markdown
+    assert "**Now**: waiting for an event" in markdown
+    assert len(markdown.encode()) < 2048
 
-        # What people see: the markdown as the UI renders it in the iframe.
-        render = f"{dev.ui_url}/render?content={quote(markdown)}"
-        rendered = chromium(tmp_path / "profile-render", "--dump-dom", render)
-        assert rendered.returncode == 0, rendered.stderr.decode(errors="replace")[-2000:]
-        (tmp_path / "current-details.html").write_bytes(rendered.stdout)
-        html = rendered.stdout.decode(errors="replace")
-        assert re.search(r"<li>\s*ClusterAffinity, 3 clusters:", html), html[-2000:]
-        text = page_text(html)
-        assert "PickAll 4 picked, fully scheduled" in text, text[-2000:]
-        assert CLEAN_TAINT in text and "**" not in text
+    # What people see: the markdown as the UI renders it in the iframe.
+    render = f"{dev.ui_url}/render?content={quote(markdown)}"
+    rendered = chromium(tmp_path / "profile-render", "--dump-dom", render)
+    assert rendered.returncode == 0, rendered.stderr.decode(errors="replace")[-2000:]
+    (tmp_path / "current-details.html").write_bytes(rendered.stdout)
+    html = rendered.stdout.decode(errors="replace")
+    assert re.search(r"<li>\s*ClusterAffinity, 3 clusters:", html), html[-2000:]
+    text = page_text(html)
+    assert "PickAll 4 picked, fully scheduled" in text, text[-2000:]
+    assert CLEAN_TAINT in text and "**" not in text
 
-        screenshot = tmp_path / "temporal-ui-current-details.png"
-        shot = chromium(tmp_path / "profile-details-shot", f"--screenshot={screenshot}", url)
-        assert shot.returncode == 0, shot.stderr.decode(errors="replace")[-2000:]
-        image = screenshot.read_bytes()
-        assert image.startswith(PNG_MAGIC)
-        assert len(image) > MIN_SCREENSHOT_BYTES
-        print(f"screenshot of the current details: {screenshot}")
-    finally:
-        assert dev.stop() == 0, dev.stderr()[-4000:]
+    screenshot = tmp_path / "temporal-ui-current-details.png"
+    shot = chromium(tmp_path / "profile-details-shot", f"--screenshot={screenshot}", url)
+    assert shot.returncode == 0, shot.stderr.decode(errors="replace")[-2000:]
+    image = screenshot.read_bytes()
+    assert image.startswith(PNG_MAGIC)
+    assert len(image) > MIN_SCREENSHOT_BYTES
+    print(f"screenshot of the current details: {screenshot}")

@@ -353,3 +353,27 @@ def test_a_cluster_change_reaches_an_enforcing_placement_only_where_it_holds_a_b
     result = plan(**read, clusters=fleet, previous_clusters=before)
     assert set(result.requeue) == {"a"}  # a is bound to c0; b only to c1
     assert "cluster c0 changed" in result.requeue["a"]
+
+
+def test_an_eligibility_reason_whose_figures_alone_changed_is_no_change_anywhere() -> None:
+    """"Last received 10.00 minutes ago" and "3.00 minutes ago" are one verdict: neither the
+    watcher's precise change nor the reconcile's records call it an eligibility change (the
+    property in tests/property/test_requeue_hint_properties.py found them disagreeing)."""
+    from scheduler import load_profile
+    from scheduler.requeue_hints import ClusterChange, change_between_records, record_of
+
+    profile = load_profile(
+        "name: e\npluginConfig:\n  - {name: ClusterEligibility, args: "
+        "{heartbeat_timeout_minutes: 2, health_timeout_minutes: 30}}\n"
+    )
+    old = member_cluster("c0", NOW, heartbeat_age=timedelta(minutes=10), joined=False)
+    new = member_cluster("c0", NOW, heartbeat_age=timedelta(minutes=3), joined=False)
+    reasons = {profile.ineligibility(c, NOW) for c in (old, new)}
+    assert len(reasons) == 2  # the reasons differ, in their figures only
+    assert not ClusterChange.between(old, new, profile.ineligibility, NOW).eligibility
+    before = record_of(old, profile.ineligibility(old, NOW))
+    after = record_of(new, profile.ineligibility(new, NOW))
+    rough = change_between_records("c0", before, after, NOW)
+    assert rough is None or not rough.eligibility
+    eligible = member_cluster("c0", NOW)
+    assert ClusterChange.between(old, eligible, profile.ineligibility, NOW).eligibility
