@@ -97,12 +97,13 @@ def decision(last: CycleReport | None, deciding: CycleReport | None = None) -> s
     if judged is not None and judged.filtered:
         groups = main_filter_reasons(judged)
         count = filtered_count(judged)
-        lines.append(f"- filtered {count} cluster{'' if count == 1 else 's'}{source}:")
-        lines += [f"  - {_text(filter_reason_line(g))}" for g in groups[:DETAILS_REASONS]]
+        # Top-level items under a heading line: the UI's renderer flattens nested lists.
+        lines += ["", f"**Filtered** {count} cluster{'' if count == 1 else 's'}{source}:", ""]
+        lines += [f"- {_text(filter_reason_line(g))}" for g in groups[:DETAILS_REASONS]]
         rest = groups[DETAILS_REASONS:]
         if rest:
             clusters = sum(len(g.clusters) for g in rest)
-            lines.append(f"  - and {len(rest)} more reason(s) ({clusters} clusters)")
+            lines.append(f"- and {len(rest)} more reason(s) ({clusters} clusters)")
     return "\n".join(lines)
 
 

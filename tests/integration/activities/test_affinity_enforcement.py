@@ -79,6 +79,27 @@ def states(hub: HubClient, placement: str) -> dict[str, str]:
     return {b.spec.target_cluster: b.spec.state for b in bindings_of(hub, placement)}
 
 
+def half_done_move(hub: HubClient, binding: str, source: str, target: str) -> None:
+    """What an attempt that died between an enforcement move's two writes leaves: the new
+    binding on `target` (made by the moves' own code), the old one on `source` still Bound."""
+    from activities.moves import ENFORCEMENT, apply_moves
+    from activities.turn.cycle import read_clusters
+    from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
+    from workflows.models import MoveRequest
+
+    placement = hub.get(ClusterResourcePlacement, "web")
+    [snapshot] = hub.list(ClusterSchedulingPolicySnapshot).items
+    half = MoveRequest(binding=binding, source=source, target=target, reason="x")
+    made = apply_moves(
+        hub, placement, snapshot, [half], read_clusters(hub), None, lambda: datetime.now(UTC),
+        cause=ENFORCEMENT,
+    )  # fmt: skip
+    assert made.moved == 1, made.lines
+    old = hub.get(ClusterResourceBinding, binding)
+    spec = old.spec.model_copy(update={"state": names.STATE_BOUND})
+    hub.update(old.model_copy(update={"spec": spec}))
+
+
 def pick_n(count: int, **extra: Any) -> dict[str, Any]:
     return {"placementType": "PickN", "numberOfClusters": count, **PROD, **extra}
 
@@ -255,11 +276,6 @@ def test_a_retried_turn_finishes_the_half_done_move_onto_the_same_target(
 ) -> None:
     """An earlier attempt created the new binding on `spare` and died before unscheduling the
     old one. The retry must not pick yet another cluster: it finishes that move."""
-    from activities.moves import ENFORCEMENT, apply_moves
-    from activities.turn.cycle import read_clusters
-    from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
-    from workflows.models import MoveRequest
-
     add_cluster(hub, "d", labels={"env": "prod"})
     add_placement(hub, "web", pick_n(2), annotations=ENFORCED)
     rig = make_activities()
@@ -269,24 +285,7 @@ def test_a_retried_turn_finishes_the_half_done_move_onto_the_same_target(
     relabel(hub, lost, {"env": "retired"})
     # the earlier attempt's create: the least preferred spare (the retry would pick the other)
     spare = sorted({*prod_fleet, "d"} - set(before))[0]
-    placement = hub.get(ClusterResourcePlacement, "web")
-    [snapshot] = hub.list(ClusterSchedulingPolicySnapshot).items
-    half = MoveRequest(binding=before[lost].name, source=lost, target=spare, reason="x")
-    created = apply_moves(
-        hub,
-        placement,
-        snapshot,
-        [half],
-        read_clusters(hub),
-        None,
-        lambda: datetime.now(UTC),
-        cause=ENFORCEMENT,
-    )
-    assert created.moved == 1
-    # undo the unschedule to stand for the death between the two writes
-    old = hub.get(ClusterResourceBinding, before[lost].name)
-    spec = old.spec.model_copy(update={"state": names.STATE_BOUND})
-    hub.update(old.model_copy(update={"spec": spec}))
+    half_done_move(hub, before[lost].name, lost, spare)
 
     result = turn(env, rig.activities, "web", 2)
 
@@ -392,9 +391,6 @@ def test_a_rebalance_move_of_a_binding_enforcement_is_moving_is_refused(
     """An enforcement move half done (new binding on `spare`, the lost one still active) and a
     rebalance proposal for the same binding to another cluster, in one turn: the proposal is
     refused, enforcement finishes its own move, and the placement never holds N+1."""
-    from activities.moves import ENFORCEMENT, apply_moves
-    from activities.turn.cycle import read_clusters
-    from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
     from workflows.models import MoveRequest, TurnRequest
 
     for name in ("a", "b", "c", "d"):
@@ -407,15 +403,8 @@ def test_a_rebalance_move_of_a_binding_enforcement_is_moving_is_refused(
     lost = sorted(before)[0]
     spare, other = sorted({"a", "b", "c", "d"} - set(before))
     relabel(hub, lost, {"env": "retired"})
-    placement = hub.get(ClusterResourcePlacement, "web")
-    [snapshot] = hub.list(ClusterSchedulingPolicySnapshot).items
-    half = MoveRequest(binding=before[lost].name, source=lost, target=spare, reason="x")
-    apply_moves(
-        hub, placement, snapshot, [half], read_clusters(hub), None, lambda: datetime.now(UTC),
-        cause=ENFORCEMENT,
-    )  # fmt: skip
+    half_done_move(hub, before[lost].name, lost, spare)
     old = hub.get(ClusterResourceBinding, before[lost].name)
-    hub.update(old.model_copy(update={"spec": old.spec.model_copy(update={"state": "Bound"})}))
     proposal = MoveRequest(binding=old.name, source=lost, target=other, reason="pack: test")
 
     result = env.run(

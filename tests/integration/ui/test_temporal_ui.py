@@ -77,6 +77,19 @@ def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     )  # fmt: skip
 
 
+def shoot(tmp_path: Path, page: str, url: str) -> Path:
+    """A screenshot of `url`, kept beside the test's tmp dir as temporal-ui-<page>.png: a
+    PNG of a rendered page, not a blank one."""
+    screenshot = tmp_path / f"temporal-ui-{page}.png"
+    shot = chromium(tmp_path / f"profile-{page}-shot", f"--screenshot={screenshot}", url)
+    assert shot.returncode == 0, shot.stderr.decode(errors="replace")[-2000:]
+    image = screenshot.read_bytes()
+    assert image.startswith(PNG_MAGIC)
+    assert len(image) > MIN_SCREENSHOT_BYTES
+    print(f"screenshot of the {page} page: {screenshot}")
+    return screenshot
+
+
 def page_text(html: str) -> str:
     """The visible text of a dumped DOM, whitespace collapsed."""
     for element in ("script", "style", "svg"):
@@ -140,13 +153,7 @@ async def test_the_ui_shows_a_placements_cycles(tmp_path: Path, dev: DevProcess)
     turns = set(re.findall(summary, text))
     assert len(turns) >= 3, text[-3000:]
 
-    screenshot = tmp_path / "temporal-ui-history.png"
-    shot = chromium(tmp_path / "profile-shot", f"--screenshot={screenshot}", url)
-    assert shot.returncode == 0, shot.stderr.decode(errors="replace")[-2000:]
-    image = screenshot.read_bytes()
-    assert image.startswith(PNG_MAGIC)
-    assert len(image) > MIN_SCREENSHOT_BYTES
-    print(f"screenshot of the history page: {screenshot}")
+    shoot(tmp_path, "history", url)
 
 
 def current_details(dom: str) -> str | None:
@@ -223,10 +230,4 @@ async def test_the_ui_shows_a_running_placements_last_decision(
     assert "PickAll 4 picked, fully scheduled" in text, text[-2000:]
     assert CLEAN_TAINT in text and "**" not in text
 
-    screenshot = tmp_path / "temporal-ui-current-details.png"
-    shot = chromium(tmp_path / "profile-details-shot", f"--screenshot={screenshot}", url)
-    assert shot.returncode == 0, shot.stderr.decode(errors="replace")[-2000:]
-    image = screenshot.read_bytes()
-    assert image.startswith(PNG_MAGIC)
-    assert len(image) > MIN_SCREENSHOT_BYTES
-    print(f"screenshot of the current details: {screenshot}")
+    shoot(tmp_path, "current-details", url)

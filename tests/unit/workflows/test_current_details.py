@@ -65,9 +65,11 @@ def test_the_details_show_the_outcome_the_picks_and_clean_collapsed_reasons() ->
         "**Cycle 3**: PickAll 2 picked, fully scheduled",
         "",
         "- picked: east-1, japan-1",
-        "- filtered 3 clusters:",
-        f"  - ClusterAffinity, 2 clusters: {NO_MATCH}",
-        "  - TaintToleration, west-2: ClusterUnschedulable, taint "
+        "",
+        "**Filtered** 3 clusters:",
+        "",
+        f"- ClusterAffinity, 2 clusters: {NO_MATCH}",
+        "- TaintToleration, west-2: ClusterUnschedulable, taint "
         "fleet.example.com/maintenance=true:NoSchedule cannot be tolerated",
         "",
         "**Now**: waiting for an event",
@@ -85,7 +87,7 @@ def test_a_cycle_that_kept_its_picks_shows_the_reasons_of_the_cycle_that_chose_t
     text = details.decision(kept, chose)
     assert "**Cycle 4**: PickN 2/2 picked, fully scheduled" in text
     assert "- picked: a, b" in text
-    assert "- filtered 1 cluster (in cycle 1, the last that judged clusters):" in text
+    assert "**Filtered** 1 cluster (in cycle 1, the last that judged clusters):" in text
     assert "ClusterAffinity, c: no" in text
 
 
