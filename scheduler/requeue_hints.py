@@ -43,6 +43,7 @@ __all__ = [
     "change_between_records",
     "may_change_decision",
     "record_of",
+    "verdict",
 ]
 
 
@@ -90,7 +91,7 @@ class ClusterChange:
             ),
             # Figures aside, as the reconcile's records judge it: "no heartbeat for 10.00
             # minutes" and "... 3.00 minutes" are one verdict (KubeFleet requeues neither).
-            eligibility=_verdict(ineligibility(old, now)) != _verdict(ineligibility(new, now)),
+            eligibility=verdict(ineligibility(old, now)) != verdict(ineligibility(new, now)),
             before=before,
             after=after,
             now=now,
@@ -112,7 +113,7 @@ _PART = 6
 _BUCKET = 2
 
 
-def _verdict(ineligible: str | None) -> str | None:
+def verdict(ineligible: str | None) -> str | None:
     """An eligibility reason without its figures (None: eligible)."""
     return None if ineligible is None else _FIGURES.sub("", ineligible)
 
@@ -124,7 +125,7 @@ def record_of(cluster: MemberCluster, ineligible: str | None) -> str:
     parts = [
         # The reason without its figures: "no heartbeat for 12.00 minutes" is the verdict it was
         # five minutes ago, for the reconcile's next run as for the cycle.
-        _digest(_verdict(ineligible) or "", _PART),
+        _digest(verdict(ineligible) or "", _PART),
         _digest([t.model_dump(mode="json") for t in facts.taints], _PART),
         _digest(
             [status.namespaces, [c.model_dump(mode="json") for c in status.conditions]], _PART

@@ -16,7 +16,7 @@ from scheduler.facts import ClusterFacts, facts_of
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import BatchFilterPlugin
 from scheduler.framework.status import Status
-from scheduler.requeue_hints import ClusterChange
+from scheduler.requeue_hints import ClusterChange, verdict
 
 __all__ = ["DEFAULT_TIMEOUT_MINUTES", "NAME", "ClusterEligibility"]
 
@@ -48,9 +48,11 @@ class ClusterEligibility:
         only from digests (the reconcile's, made with the profile's checker), their verdict."""
         if change.before is None or change.after is None:
             return change.eligibility
-        return self.checker.check_facts(change.before, change.now) != self.checker.check_facts(
-            change.after, change.now
-        )
+        # Figures aside ("last received 10.00 minutes ago" and "3.00 minutes ago" are one
+        # verdict), as the reconcile's records judge it.
+        before = self.checker.check_facts(change.before, change.now)
+        after = self.checker.check_facts(change.after, change.now)
+        return verdict(before) != verdict(after)
 
     def filter(
         self,
