@@ -8,9 +8,6 @@ creates, so a candidate equal to the default changes nothing."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,7 +34,6 @@ from scheduler import CycleInput, schedule
 from scheduler.snapshots import plan_snapshot_sync
 from scheduler.testing import member_cluster
 from tests.integration.cli.cli_helpers import run_cli
-from workers.cli import execute
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 TIER = "fleet.example.com/tier"
@@ -156,18 +152,6 @@ class Fleet:
 
     def plan(self, *args: str) -> Any:
         return run_cli("plan", *args, "--kubeconfig", str(self.kubeconfig))
-
-    def plan_here(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """`plan` in this process (the same `execute` the console script runs): for the many
-        refusals, where a process start per case would cost more than the case."""
-        argv = ["plan", *args, "--kubeconfig", str(self.kubeconfig)]
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = execute(argv)
-            except SystemExit as exc:  # argparse's own refusals
-                code = int(exc.code or 0)
-        return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
     def writes(self) -> int:
         return sum(self.hub.stats.count(verb) for verb in WRITE_VERBS)
@@ -332,7 +316,7 @@ def test_bad_input_is_one_line_and_exit_2(
         "good": fleet.profile("good.yaml", NO_TAINTS),
     }
     before = fleet.writes()
-    done = fleet.plan_here(*(arg.format(**files) for arg in args))
+    done = fleet.plan(*(arg.format(**files) for arg in args))
     assert done.returncode == 2, (done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
