@@ -48,7 +48,14 @@ async def watching(client: Client, hub: HubClient, task_queue: str) -> AsyncIter
     watcher = Watcher(
         hub,
         client,
-        RunConfig(task_queue=task_queue, reconcile_every_s=RECONCILE_EVERY.total_seconds()),
+        # Turns on the activity queue: the worker caches no workflow, and a local turn of an
+        # evicted workflow is cancelled and run again on replay (docs/operations.md, "Where
+        # turns run"); this test is about the watcher and the reconcile, not where turns run.
+        RunConfig(
+            task_queue=task_queue,
+            reconcile_every_s=RECONCILE_EVERY.total_seconds(),
+            local_cycles_up_to=0,
+        ),
     )
     stop = asyncio.Event()
     task = asyncio.create_task(watcher.run(stop))
