@@ -57,7 +57,7 @@ from scheduler.capacity import (
     shown_requests,
 )
 from scheduler.eligibility import EligibilityChecker
-from scheduler.enforcement import enforcement_of
+from scheduler.enforcement import enforces
 from scheduler.explanation import BEYOND_ROOM_MARKER
 from scheduler.framework.profile import Profile
 from scheduler.requests import RequestsError, parse_requests
@@ -435,11 +435,11 @@ def _cluster(
         left, reason = False, REASON_CLUSTER_CHANGED.format(name=name, changes=", ".join(reasons))
     candidates = [p for p in placements.values() if may_start(p)]
     if not left and enforcing_only:
-        candidates = [p for p in candidates if enforcement_of(p)[0]]
+        candidates = [p for p in candidates if enforces(p)]
     chosen = placements_for_cluster_event(
         left,
         candidates,
-        _bound_on(name, room) if any(enforcement_of(p)[0] for p in candidates) else None,
+        None if room is None else lambda: _bound_on(name, room.bindings),
     )
     if not left and old is not None and profile is not None:
         # A cluster gone reaches every placement; an update only those it may change.
@@ -653,15 +653,11 @@ def _short_while_room(
     ]
 
 
-def _bound_on(cluster: str, room: Room | None) -> set[str] | None:
+def _bound_on(cluster: str, bindings: Iterable[ClusterResourceBinding]) -> set[str]:
     """The keys of placements with an active binding on `cluster`, from the watcher's binding
-    cache (None without one: every enforcing placement is reached)."""
-    if room is None:
-        return None
+    cache."""
     return {
-        _key_of_parent(b)
-        for b in room.bindings
-        if b.spec.target_cluster == cluster and is_active(b)
+        _key_of_parent(b) for b in bindings if b.spec.target_cluster == cluster and is_active(b)
     }
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "IGNORED_DURING_EXECUTION",
     "Lost",
     "enforcement_of",
+    "enforces",
     "lost_bindings",
     "replacement_order",
 ]
@@ -91,6 +92,11 @@ def enforcement_of(placement: ClusterResourcePlacement) -> tuple[bool, str | Non
     return False, BAD_VALUE.format(
         key=key, value=value, during=DURING_EXECUTION, ignored=IGNORED_DURING_EXECUTION
     )
+
+
+def enforces(placement: ClusterResourcePlacement) -> bool:
+    """Does the placement ask for its affinity to be enforced during execution?"""
+    return enforcement_of(placement)[0]
 
 
 @dataclass(frozen=True, slots=True)

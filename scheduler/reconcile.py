@@ -27,9 +27,10 @@ Pure: hub types in, a plan out."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -254,11 +255,11 @@ def plan_reconcile(
         plan.clusters[cluster.metadata.name] = (
             "deleting" if cluster.metadata.deleting else cluster_digest(cluster, ineligible, now)
         )
-    bound: dict[str, set[str]] = {}  # cluster -> placements with an active binding there
+    bound: defaultdict[str, set[str]] = defaultdict(set)  # cluster -> placements bound there
     for binding in bindings:
         owner = _owner(binding)
         if not binding.metadata.deleting and binding.spec.state != hub_names.STATE_UNSCHEDULED:
-            bound.setdefault(binding.spec.target_cluster, set()).add(owner)
+            bound[binding.spec.target_cluster].add(owner)
         if binding.metadata.deleting:
             requeue(owner, f"binding {binding.metadata.name} is being deleted")
         elif binding.spec.target_cluster not in cluster_names:
@@ -281,7 +282,8 @@ def plan_reconcile(
                 continue
             left = current is None or current == "deleting"
             what = "left the fleet" if left else "changed"
-            reached = placements_for_cluster_event(left, live, bound.get(cluster_name, set()))
+            held = functools.partial(bound.__getitem__, cluster_name)
+            reached = placements_for_cluster_event(left, live, held)
             before = previous_clusters.get(cluster_name)
             if not left and before is not None and current is not None and profile is not None:
                 reached = _hinted(reached, by_name, profile, cluster_name, before, current, now)

@@ -9,7 +9,7 @@ turns into snapshot events), the extra rules are marked as such."""
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from datetime import datetime
 
 from hub import names
@@ -23,7 +23,7 @@ from hub.types import (
 )
 from hub.types.meta import HubObject
 from scheduler.eligibility import EligibilityChecker
-from scheduler.enforcement import enforcement_of
+from scheduler.enforcement import enforces
 from scheduler.quantity import QuantityError, parse_quantity
 
 __all__ = [
@@ -263,7 +263,7 @@ def is_fully_scheduled(placement: ClusterResourcePlacement) -> bool:
 def placements_for_cluster_event(
     cluster_left: bool,
     placements: Iterable[ClusterResourcePlacement],
-    bound_here: Container[str] | None = None,
+    bound_here: Callable[[], Container[str]] | None = None,
 ) -> list[str]:
     """The placements a member-cluster event reaches, by key (`hub.kinds.placement_key`: the
     name of a ClusterResourcePlacement, `<namespace>/<name>` of a ResourcePlacement).
@@ -272,14 +272,20 @@ def placements_for_cluster_event(
     now dangling. Otherwise PickAll and nil-policy placements always, and PickN / PickFixed
     placements only while not fully scheduled. Beyond KubeFleet's rule, a placement that
     enforces its affinity during execution (scheduler.enforcement) whenever it holds a binding on
-    the cluster (`bound_here`: the keys of placements with an active binding there; None when
-    not known: every enforcing placement), since the change may take that binding away."""
+    the cluster, since the change may take that binding away. `bound_here` answers the keys of
+    placements with an active binding there, asked at most once and only for such a placement
+    (a scan of every binding); None when not known: every enforcing placement."""
     chosen: list[str] = []
+    holding: Container[str] | None = None
     for placement in placements:
         policy = placement.spec.policy
         key = placement_key(placement.metadata.namespace, placement.metadata.name)
         always = cluster_left or policy is None or policy.effective_type == names.PICK_ALL
-        enforced_here = enforcement_of(placement)[0] and (bound_here is None or key in bound_here)
-        if always or enforced_here or not is_fully_scheduled(placement):
+        if always or not is_fully_scheduled(placement):
             chosen.append(key)
+        elif enforces(placement):
+            if holding is None and bound_here is not None:
+                holding = bound_here()
+            if holding is None or key in holding:
+                chosen.append(key)
     return chosen

@@ -333,7 +333,16 @@ def test_cluster_events_reach_placements_that_enforce_affinity_even_when_fully_s
     ]
     assert placements_for_cluster_event(False, fleet) == ["n-enforced", "fixed-enforced"]
     # With the watcher's bindings known: only those holding a binding on the cluster.
-    assert placements_for_cluster_event(False, fleet, {"fixed-enforced", "n-plain"}) == [
-        "fixed-enforced"
-    ]
-    assert placements_for_cluster_event(True, fleet, set()) == [p.metadata.name for p in fleet]
+    asked: list[int] = []
+
+    def holding() -> set[str]:
+        asked.append(1)
+        return {"fixed-enforced", "n-plain"}
+
+    assert placements_for_cluster_event(False, fleet, holding) == ["fixed-enforced"]
+    assert len(asked) == 1  # the scan of every binding runs once, not per placement
+    assert placements_for_cluster_event(True, fleet, holding) == [p.metadata.name for p in fleet]
+    assert len(asked) == 1  # a cluster that left reaches everyone: no scan at all
+    plain = [p for p in fleet if not p.metadata.annotations]
+    assert placements_for_cluster_event(False, plain, holding) == []
+    assert len(asked) == 1  # no enforcing placement: no scan
