@@ -100,6 +100,21 @@ def half_done_move(hub: HubClient, binding: str, source: str, target: str) -> No
     hub.update(old.model_copy(update={"spec": spec}))
 
 
+def scheduled(
+    hub: HubClient,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+    name: str,
+    policy: dict[str, Any],
+    annotations: Mapping[str, str],
+) -> Rig:
+    """The placement created and scheduled by its first turn; the worker's activities."""
+    add_placement(hub, name, policy, annotations=annotations)
+    rig = make_activities()
+    turn(env, rig.activities, name)
+    return rig
+
+
 def pick_n(count: int, **extra: Any) -> dict[str, Any]:
     return {"placementType": "PickN", "numberOfClusters": count, **PROD, **extra}
 
@@ -118,9 +133,7 @@ def test_a_pick_n_binding_moves_off_a_relabelled_cluster_new_binding_first(
     make_activities: Callable[..., Rig],
     env: ActivityEnvironment,
 ) -> None:
-    add_placement(hub, "web", pick_n(2), annotations=ENFORCED)
-    rig = make_activities()
-    turn(env, rig.activities, "web")
+    rig = scheduled(hub, make_activities, env, "web", pick_n(2), ENFORCED)
     before = active(hub, "web")
     assert len(before) == 2
     lost = sorted(before)[0]
@@ -172,9 +185,7 @@ def test_a_pick_all_binding_on_a_tainted_cluster_is_unscheduled(
     make_activities: Callable[..., Rig],
     env: ActivityEnvironment,
 ) -> None:
-    add_placement(hub, "all", PROD, annotations=ENFORCED)
-    rig = make_activities()
-    turn(env, rig.activities, "all")
+    rig = scheduled(hub, make_activities, env, "all", PROD, ENFORCED)
     assert sorted(active(hub, "all")) == prod_fleet
     binding = active(hub, "all")["b"]
     taint(hub, "b", "fleet.example.com/maintenance", "true")
@@ -223,9 +234,7 @@ def test_the_disruption_budget_holds_a_move_back_and_the_turn_asks_to_try_again(
     make_activities: Callable[..., Rig],
     env: ActivityEnvironment,
 ) -> None:
-    add_placement(hub, "web", pick_n(2), annotations=ENFORCED)
-    rig = make_activities()
-    turn(env, rig.activities, "web")
+    rig = scheduled(hub, make_activities, env, "web", pick_n(2), ENFORCED)
     for binding in bindings_of(hub, "web"):
         make_available(hub, binding)
     hub.create(
@@ -253,9 +262,7 @@ def test_a_binding_with_nowhere_to_go_is_kept_and_said(
 ) -> None:
     for name in ("a", "b"):
         add_cluster(hub, name, labels={"env": "prod"})
-    add_placement(hub, "web", pick_n(2), annotations=ENFORCED)
-    rig = make_activities()
-    turn(env, rig.activities, "web")
+    rig = scheduled(hub, make_activities, env, "web", pick_n(2), ENFORCED)
     binding = active(hub, "web")["a"]
     relabel(hub, "a", {"env": "retired", "team": "x"})
 
@@ -277,9 +284,7 @@ def test_a_retried_turn_finishes_the_half_done_move_onto_the_same_target(
     """An earlier attempt created the new binding on `spare` and died before unscheduling the
     old one. The retry must not pick yet another cluster: it finishes that move."""
     add_cluster(hub, "d", labels={"env": "prod"})
-    add_placement(hub, "web", pick_n(2), annotations=ENFORCED)
-    rig = make_activities()
-    turn(env, rig.activities, "web")
+    rig = scheduled(hub, make_activities, env, "web", pick_n(2), ENFORCED)
     before = active(hub, "web")
     lost = sorted(before)[0]
     relabel(hub, lost, {"env": "retired"})
@@ -331,9 +336,7 @@ def test_a_move_whose_old_binding_write_failed_and_whose_cluster_came_back_leave
     before the retry the cluster is labelled env=prod again. The retry judges nothing lost, so
     the half-done move's new binding is the placement's N+1st: the turn must leave N."""
     add_cluster(hub, "d", labels={"env": "prod"})
-    add_placement(hub, "web", pick_n(2), annotations=ENFORCED)
-    rig = make_activities()
-    turn(env, rig.activities, "web")
+    rig = scheduled(hub, make_activities, env, "web", pick_n(2), ENFORCED)
     for binding in active(hub, "web").values():
         make_available(hub, binding)
     before = active(hub, "web")
@@ -361,9 +364,7 @@ def test_scaled_down_while_a_binding_is_lost_moves_nothing_it_then_drops(
     """PickN 2 -> 1 while one of its two clusters is lost: the lost binding is the one to go.
     Moving it (a new binding on a third cluster) only for the cycle to scale that away is a
     binding created for nothing, and a disruption of the kept one if the cycle trims it."""
-    add_placement(hub, "web", pick_n(2), annotations=ENFORCED)
-    rig = make_activities()
-    turn(env, rig.activities, "web")
+    rig = scheduled(hub, make_activities, env, "web", pick_n(2), ENFORCED)
     for binding in active(hub, "web").values():
         make_available(hub, binding)
     before = active(hub, "web")
@@ -396,9 +397,7 @@ def test_a_rebalance_move_of_a_binding_enforcement_is_moving_is_refused(
     for name in ("a", "b", "c", "d"):
         add_cluster(hub, name, labels={"env": "prod"}, allocatable={"cpu": "8", "memory": "8Gi"})
     requests = {names.REQUESTS_ANNOTATION: "cpu=1", **ENFORCED}
-    add_placement(hub, "web", pick_n(2), annotations=requests)
-    rig = make_activities()
-    turn(env, rig.activities, "web")
+    rig = scheduled(hub, make_activities, env, "web", pick_n(2), requests)
     before = active(hub, "web")
     lost = sorted(before)[0]
     spare, other = sorted({"a", "b", "c", "d"} - set(before))
