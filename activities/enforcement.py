@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from activities.capacity import binding_key, release, requests_of
+from activities.capacity import binding_key, is_active, release, requests_of
 from activities.moves import ENFORCEMENT, apply_moves, budget_of, unschedule
 from hub import names
 from hub.client import HubClient
@@ -38,7 +38,7 @@ from hub.types import (
     MemberCluster,
 )
 from scheduler import Profile
-from scheduler.budgets import available, replaces
+from scheduler.budgets import available, moved_bindings
 from scheduler.cycles.schedule import placement_type_of
 from scheduler.enforcement import Lost, enforcement_of, lost_bindings, replacement_order
 from workflows.models import MoveRequest
@@ -157,18 +157,12 @@ def _move_lost(
     """PickN: a move per lost binding, to the best cluster that passes; a half-done move of an
     earlier attempt keeps its target."""
     targets = iter(replacement_order(snapshot, clusters, bindings, lost, profile, now()))
+    # Half-done moves of an earlier attempt (old binding -> its active new one) keep their target.
+    made = {old.metadata.name: new for new, old in moved_bindings(bindings) if is_active(new)}
     moves: list[MoveRequest] = []
     for item in lost:
         binding = item.binding
-        earlier = next(
-            (
-                b
-                for b in bindings
-                if b is not binding and not b.metadata.deleting and replaces(b, binding)
-                and b.spec.state != names.STATE_UNSCHEDULED
-            ),
-            None,
-        )
+        earlier = made.get(binding.metadata.name)
         target = earlier.spec.target_cluster if earlier is not None else next(targets, None)
         if target is None:
             done.lines.append(
