@@ -9,6 +9,7 @@ functions, so they agree."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -16,8 +17,8 @@ from typing import Final
 
 from scheduler.cycles.models import Outcome
 from scheduler.explanation import Explanation
-from scheduler.framework.errors import SchedulerError
 from scheduler.readable import readable_reason
+from scheduler.values import AnnotationError, shown
 
 __all__ = [
     "AGING",
@@ -27,6 +28,7 @@ __all__ = [
     "DeadlineError",
     "ScheduleDeadline",
     "aged_key",
+    "carried_deadline",
     "exceeded_message",
     "format_duration",
     "misses_at",
@@ -45,10 +47,11 @@ MIN_DEADLINE: Final = timedelta(seconds=1)
 MAX_DEADLINE: Final = timedelta(days=365)
 # How many filter reasons the missing line names before "+N more".
 SHOWN_REASONS: Final = 3
-# How much of a bad value a problem quotes (an annotation may hold 256 KiB, and the problem is
-# carried in the workflow's state), and how many digits a unit may have before it is too long.
-SHOWN_VALUE: Final = 40
+# How many digits a unit may have, leading zeros aside, before it is too long (a bad value is
+# quoted with at most SHOWN_VALUE characters: scheduler.values).
 MAX_DIGITS: Final = 12
+# What a turn carries instead of a value that cannot be read (carried_deadline).
+INVALID_PREFIX: Final = "invalid:"
 
 _UNITS: Final = {"h": 3600, "m": 60, "s": 1}
 _DURATION: Final = re.compile(
@@ -57,7 +60,7 @@ _DURATION: Final = re.compile(
 HINT: Final = "write a duration such as 30s, 10m or 1h30m, optionally followed by ',aging'"
 
 
-class DeadlineError(SchedulerError, ValueError):
+class DeadlineError(AnnotationError):
     """The annotation cannot be read; the message says what is wrong and what to write."""
 
 
@@ -75,30 +78,56 @@ class ScheduleDeadline:
 
 
 def parse_deadline(value: str) -> ScheduleDeadline:
-    """The deadline an annotation value asks for.
+    """The deadline an annotation value asks for. Never raises anything but DeadlineError,
+    whatever the value (a property test feeds it arbitrary strings).
 
     Raises:
         DeadlineError: not a duration of whole hours, minutes and seconds, or an unknown
-            option, or shorter than a second or longer than a year.
+            option, or shorter than a second or longer than a year; the message quotes at most
+            SHOWN_VALUE characters of the value.
     """
-    shown = value if len(value) <= SHOWN_VALUE else value[:SHOWN_VALUE] + "..."
     text, _, option = value.strip().partition(",")
     text, option = text.strip(), option.strip()
     if option and option != AGING:
         raise DeadlineError(
-            f"schedule deadline {shown!r}: unknown option {option[:SHOWN_VALUE]!r}; {HINT}"
+            f"schedule deadline {shown(value)}: unknown option after the comma (the only one is "
+            f"{AGING!r}); {HINT}"
         )
     found = _DURATION.fullmatch(text)
     if not text or found is None:
-        raise DeadlineError(f"schedule deadline {shown!r} is not a duration; {HINT}")
-    # int() refuses more than 4300 digits (a bare ValueError); anything past 12 is out of range.
-    too_long = any(len((found[unit] or "").lstrip("0")) > MAX_DIGITS for unit in _UNITS)
-    seconds = 0 if too_long else sum(int(found[unit] or 0) * size for unit, size in _UNITS.items())
+        raise DeadlineError(f"schedule deadline {shown(value)} is not a duration; {HINT}")
+    # Leading zeros say nothing (`0001s` is 1s) and int() refuses more than 4300 digits, so
+    # they go before counting and before int(); a unit of more than 12 digits is out of range.
+    digits = {unit: (found[unit] or "").lstrip("0") for unit in _UNITS}
+    too_long = any(len(d) > MAX_DIGITS for d in digits.values())
+    seconds = 0 if too_long else sum(int(digits[u] or 0) * size for u, size in _UNITS.items())
     if too_long or not MIN_DEADLINE.total_seconds() <= seconds <= MAX_DEADLINE.total_seconds():
         raise DeadlineError(
-            f"schedule deadline {shown!r} must be between 1s and {format_duration(MAX_DEADLINE)}"
+            f"schedule deadline {shown(value)} must be between 1s and "
+            f"{format_duration(MAX_DEADLINE)}; {HINT}"
         )
     return ScheduleDeadline(seconds=seconds, aging=bool(option))
+
+
+def carried_deadline(value: str) -> tuple[str, str | None]:
+    """What crosses Temporal for the annotation `value` (a turn's result, the workflow's carried
+    state, a miss it reports), never the raw value, which may hold 256 KiB (issue 33):
+
+    - (the deadline as the annotation writes it, e.g. `1m30s,aging`; None) when it reads;
+    - (a stand-in, `invalid:` and a digest of the value; the problem) when it does not.
+
+    Equal values give equal stand-ins, so the workflow still sees the annotation change; and a
+    stand-in, read again, stays a problem (no deadline is made of it)."""
+    if value.startswith(INVALID_PREFIX) and len(value) == len(INVALID_PREFIX) + _DIGEST_CHARS:
+        return value, "the schedule deadline annotation cannot be read"  # carried already
+    try:
+        return parse_deadline(value).text, None
+    except DeadlineError as exc:
+        digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+        return INVALID_PREFIX + digest[:_DIGEST_CHARS], str(exc)
+
+
+_DIGEST_CHARS: Final = 16
 
 
 def format_duration(length: float | timedelta) -> str:

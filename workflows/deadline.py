@@ -18,7 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from scheduler.deadline import DeadlineError, ScheduleDeadline, aged_key, misses_at, parse_deadline
+from scheduler.deadline import (
+    DeadlineError,
+    ScheduleDeadline,
+    aged_key,
+    carried_deadline,
+    misses_at,
+    parse_deadline,
+)
 from workflows.models import DeadlineMiss, DeadlineState
 
 __all__ = ["DeadlineClock"]
@@ -39,7 +46,7 @@ class DeadlineClock:
         if state is None:
             return cls()
         clock = cls(missing=state.missing)
-        clock.read(state.annotation)
+        clock.read(state.annotation, state.problem if state.seconds is None else None)
         clock.since, clock.misses = state.since, state.misses
         return clock
 
@@ -57,9 +64,16 @@ class DeadlineClock:
             missing=self.missing,
         )
 
-    def read(self, annotation: str | None) -> None:
+    def read(self, annotation: str | None, problem: str | None = None) -> None:
         """The annotation as the last turn read it: removed, the clock stops; changed, the
-        count of misses starts again from when the placement became not fully scheduled."""
+        count of misses starts again from when the placement became not fully scheduled.
+
+        `annotation` is what the turn carried (scheduler.deadline.carried_deadline) with its
+        `problem`; a result recorded before issue 33 carried the raw value, which is read into
+        the same form here, so a value that once failed every workflow task (a zero-padded
+        `000...01s`) now reads on replay, and what the clock keeps is bounded either way."""
+        if annotation is not None and problem is None:
+            annotation, problem = carried_deadline(annotation)
         if annotation == self.annotation:
             return
         self.annotation, self.misses = annotation, 0
@@ -67,9 +81,12 @@ class DeadlineClock:
         if annotation is None:
             self.since, self.missing = None, ""
             return
+        if problem is not None:
+            self.problem = problem
+            return
         try:
             self.deadline = parse_deadline(annotation)
-        except DeadlineError as exc:
+        except DeadlineError as exc:  # not reached: carried_deadline has read it
             self.problem = str(exc)
 
     def after_cycle(

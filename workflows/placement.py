@@ -502,7 +502,7 @@ class PlacementWorkflow:
             self._deadlines = workflow.patched(DEADLINE_PATCH)
         if not self._deadlines:
             return  # a run begun before deadlines: its history has no such commands
-        self._deadline.read(annotation)
+        self._deadline.read(annotation, prepared.schedule_deadline_problem)
         if report is not None:
             fully = report.fulfilled and not report.requeue
             # A cycle that decided the same fates recorded only their digest: the last holds them.

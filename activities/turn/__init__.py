@@ -37,6 +37,7 @@ from hub.errors import HubError, NotFoundError
 from hub.kinds import kinds_for, placement_key
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
 from scheduler.cycles.schedule import placement_type_of
+from scheduler.deadline import carried_deadline
 from scheduler.snapshots import (
     InvalidPlacementError,
     MultipleLatestSnapshotsError,
@@ -297,9 +298,11 @@ class ScheduleOnce:
         )
         deadline = placement.metadata.annotations.get(names.SCHEDULE_DEADLINE_ANNOTATION)
         if deadline is not None:  # without it, the result is as it always was
+            carried, problem = carried_deadline(deadline)  # never the raw value (issue 33)
             result = result.model_copy(
                 update={
-                    "schedule_deadline": deadline,
+                    "schedule_deadline": carried,
+                    "schedule_deadline_problem": problem,
                     "unscheduled_since": unscheduled_since(placement),
                 }
             )

@@ -39,7 +39,12 @@ from hub.types import (
 )
 from scheduler import CapacityInput, CycleInput, CycleResult, Explanation, schedule
 from scheduler.cycles.schedule import placement_type_of
-from scheduler.deadline import ScheduleDeadline, exceeded_message, missing_line
+from scheduler.deadline import (
+    ScheduleDeadline,
+    carried_deadline,
+    exceeded_message,
+    missing_line,
+)
 from scheduler.readable import main_filter_reasons, readable_reason
 from scheduler.snapshots import placement_scheduled_condition
 from workflows.models import CycleReport, TurnRequest, WriteCounts
@@ -269,7 +274,9 @@ def _exceeded(
     miss = request.deadline
     if miss is None or (result.outcome.fulfilled and not result.requeue):
         return None
-    if placement.metadata.annotations.get(names.SCHEDULE_DEADLINE_ANNOTATION) != miss.deadline:
+    annotation = placement.metadata.annotations.get(names.SCHEDULE_DEADLINE_ANNOTATION)
+    # Both as carried: a miss asked by a workflow from before issue 33 holds the raw value.
+    if annotation is None or carried_deadline(annotation) != carried_deadline(miss.deadline):
         return None
     deadline = ScheduleDeadline(seconds=miss.seconds)
     return exceeded_message(deadline, miss.misses, missing_line(result.outcome, result.explanation))

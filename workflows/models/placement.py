@@ -79,7 +79,7 @@ class DeadlineState(WireModel):
     docs/operations.md, "Scheduling deadlines"): carried across continue-as-new and shown by
     `status` and `explain`. Only placements with the annotation have one."""
 
-    annotation: str  # the annotation's value, as the last turn read it
+    annotation: str  # the annotation as the last turn carried it (never raw: carried_deadline)
     seconds: int | None = None  # the deadline; None: the annotation cannot be read
     aging: bool = False
     problem: str | None = None  # why the annotation cannot be read

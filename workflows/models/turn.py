@@ -51,8 +51,12 @@ class PrepareResult(WireModel):
     # The placement's schedule-deadline annotation, when it has one, and when its Scheduled
     # condition says it became not fully scheduled (the condition's lastTransitionTime while it
     # is not True, its creation while it has none; None when True): what a workflow that has
-    # no clock yet starts it from (workflows.deadline).
+    # no clock yet starts it from (workflows.deadline). The annotation as carried, never raw
+    # (scheduler.deadline.carried_deadline): the deadline as written back, or a stand-in with
+    # the problem beside it. Results recorded before issue 33 hold the raw value (and no
+    # problem): the workflow reads those with carried_deadline too.
     schedule_deadline: str | None = None
+    schedule_deadline_problem: str | None = None
     unscheduled_since: datetime | None = None
 
 
@@ -184,7 +188,7 @@ class DeadlineMiss(WireModel):
     """The placement is past its scheduling deadline (docs/operations.md, "Scheduling
     deadlines"): a turn that still finds it not fully scheduled reports it, once per miss."""
 
-    deadline: str  # the annotation's value
+    deadline: str  # the annotation as carried (scheduler.deadline.carried_deadline)
     seconds: int
     since: datetime  # when it became not fully scheduled
     misses: int  # deadline periods passed since: the Event's identity with `since`
