@@ -45,6 +45,7 @@ from hub.types import (
 from scheduler import Profile
 from scheduler.budgets import budget_state
 from scheduler.capacity import ClusterCapacity
+from scheduler.placement_annotations import RebalanceError, parse_rebalance
 from scheduler.quantity import QuantityError, parse_quantity
 from scheduler.rebalance import Fleet, Movable, Move, Strategy, in_use, plan_moves
 from scheduler.requests import RequestsError, parse_requests
@@ -129,7 +130,7 @@ def plan_rebalance(
     for crp in placements:
         why = _not_movable(crp, snapshots.get(crp.name), placement)
         if why is not None:
-            if crp.metadata.annotations.get(hub_names.REBALANCE_ANNOTATION) and why != _OTHER:
+            if hub_names.REBALANCE_ANNOTATION in crp.metadata.annotations and why != _OTHER:
                 skipped[crp.name] = why
             continue
         own = by_placement.get(crp.name, [])
@@ -162,10 +163,13 @@ def _not_movable(
     snapshot: ClusterSchedulingPolicySnapshot | None,
     only: str | None,
 ) -> str | None:
-    if crp.metadata.annotations.get(hub_names.REBALANCE_ANNOTATION) != hub_names.REBALANCE_ALLOWED:
+    asked = crp.metadata.annotations.get(hub_names.REBALANCE_ANNOTATION)
+    if asked is None or (only is not None and crp.name != only):
         return _OTHER
-    if only is not None and crp.name != only:
-        return _OTHER
+    try:
+        parse_rebalance(asked)
+    except RebalanceError as exc:
+        return str(exc)  # said among the skipped: the value is there, but not "allowed"
     if crp.metadata.deleting:
         return "it is being deleted"
     policy = crp.spec.policy

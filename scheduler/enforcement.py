@@ -41,6 +41,12 @@ from scheduler.cycles.schedule import schedule
 from scheduler.facts import ClusterFacts, facts_of
 from scheduler.framework.profile import Profile
 from scheduler.labels import SelectorError, compile_selector
+from scheduler.placement_annotations import (
+    DURING_EXECUTION,
+    IGNORED_DURING_EXECUTION,
+    EnforcementError,
+    parse_enforcement,
+)
 from scheduler.plugins import cluster_affinity, namespace_affinity, taint_toleration
 from scheduler.plugins.cluster_affinity.filtering import (
     REASON_NO_MATCH,
@@ -61,16 +67,9 @@ __all__ = [
     "replacement_order",
 ]
 
-DURING_EXECUTION: Final = "DuringExecution"
-IGNORED_DURING_EXECUTION: Final = "IgnoredDuringExecution"  # KubeFleet's, the default
 ENFORCED_PLUGINS: Final = frozenset(
     {cluster_affinity.NAME, taint_toleration.NAME, namespace_affinity.NAME}
 )
-BAD_VALUE: Final = (
-    "annotation {key}={value!r} is neither {during!r} nor {ignored!r}: affinity is not enforced "
-    "during execution"
-)
-
 # The reasons, as the history, the log and the bindings' Unscheduled state say them.
 REASON_LOST: Final = "cluster lost {requirements}"
 REASON_NO_LONGER_MATCHES: Final = "cluster no longer matches {requirements}"
@@ -82,16 +81,16 @@ REASON_NAMESPACE: Final = "namespace {namespace} is gone from the cluster"
 
 def enforcement_of(placement: ClusterResourcePlacement) -> tuple[bool, str | None]:
     """(enforced, problem): is affinity enforced during execution for this placement, and what
-    is wrong with its annotation if it has a value we do not know (then: not enforced)."""
+    is wrong with its annotation if it has a value we do not know (then: not enforced). The
+    problem quotes at most 40 characters of the value (scheduler.placement_annotations)."""
     key = names.AFFINITY_ENFORCEMENT_ANNOTATION
     value = placement.metadata.annotations.get(key)
-    if value is None or value.strip() == IGNORED_DURING_EXECUTION:
+    if value is None:
         return False, None
-    if value.strip() == DURING_EXECUTION:
-        return True, None
-    return False, BAD_VALUE.format(
-        key=key, value=value, during=DURING_EXECUTION, ignored=IGNORED_DURING_EXECUTION
-    )
+    try:
+        return parse_enforcement(value), None
+    except EnforcementError as exc:
+        return False, f"annotation {key}: {exc}"
 
 
 def enforces(placement: ClusterResourcePlacement) -> bool:

@@ -32,6 +32,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from scheduler.framework.errors import SchedulerError
+from scheduler.values import SHOWN_VALUE
 
 __all__ = [
     "BINARY_SI",
@@ -52,7 +53,7 @@ _MAX_INT64 = (1 << 63) - 1
 _INT64_DIGITS = 18  # apimachinery's maxInt64Factors: digits that always fit an int64
 _CHUNK_DIGITS = 4000  # below Python's int(str) digit limit (sys.int_max_str_digits)
 
-_SHOWN_CHARS = 64
+_SHOWN_CHARS = SHOWN_VALUE  # scheduler.values: a problem quotes at most 40 characters
 _DIGITS = frozenset("0123456789")
 _SUFFIX_LETTERS = frozenset("eEinumkKMGTP")
 _EXPONENT = re.compile(r"[+-]?[0-9]+")
@@ -177,10 +178,13 @@ def _interpret_suffix(text: str, suffix: str) -> tuple[int, int]:
     if suffix in BINARY_SI:
         return 2, BINARY_SI[suffix]
     if len(suffix) > 1 and suffix[0] in "eE" and _EXPONENT.fullmatch(suffix[1:]):
-        exponent = int(suffix[1:])
+        # Zeros first, so int() never sees more than its 4300 digits (a bare ValueError).
+        sign, digits = ("-", suffix[2:]) if suffix[1] == "-" else ("", suffix[1:].lstrip("+"))
+        digits = digits.lstrip("0") or "0"
+        exponent = int(sign + digits) if len(digits) <= _INT64_DIGITS else MAX_EXPONENT + 1
         if abs(exponent) > MAX_EXPONENT:
             raise QuantityError(
-                f"invalid quantity {quoted(text)}: exponent {exponent} is beyond +-{MAX_EXPONENT}"
+                f"invalid quantity {quoted(text)}: the exponent is beyond +-{MAX_EXPONENT}"
             )
         return 10, exponent
     raise QuantityError(

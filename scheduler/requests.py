@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Final
 
-from scheduler.framework.errors import SchedulerError
-from scheduler.quantity import QuantityError, parse_quantity, quoted
+from scheduler.quantity import QuantityError, parse_quantity
+from scheduler.values import AnnotationError, shown
 
 __all__ = ["RequestsError", "decimal_text", "format_requests", "parse_requests"]
 
@@ -36,8 +36,9 @@ _PREFIX_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _PREFIX_MAX: Final = 253
 
 
-class RequestsError(SchedulerError, ValueError):
-    """The requests annotation cannot be read; the message names the entry and the rule."""
+class RequestsError(AnnotationError):
+    """The requests annotation cannot be read; the message names the entry and the rule, and
+    quotes at most 40 characters of it (scheduler.values)."""
 
     def __init__(self, message: str, entry: str | None = None) -> None:
         super().__init__(message)
@@ -61,16 +62,16 @@ def parse_requests(text: str) -> dict[str, Fraction]:
             raise RequestsError(f"entry {position} of the requests annotation is empty", entry)
         name, equals, value = entry.partition("=")
         name, value = name.strip(), value.strip()
-        shown = quoted(entry)
+        quoted = shown(entry)
         if not equals:
             raise RequestsError(
-                f"requests entry {shown} has no '=': write name=quantity, e.g. cpu=2", entry
+                f"requests entry {quoted} has no '=': write name=quantity, e.g. cpu=2", entry
             )
         if problem := _name_problem(name):
-            raise RequestsError(f"requests entry {shown}: {problem}", entry)
+            raise RequestsError(f"requests entry {quoted}: {problem}", entry)
         if name in amounts:
-            raise RequestsError(f"requests entry {shown}: {name} is requested twice", entry)
-        amounts[name] = _amount(value, shown, entry)
+            raise RequestsError(f"requests entry {quoted}: the name is requested twice", entry)
+        amounts[name] = _amount(value, quoted, entry)
     return amounts
 
 
@@ -91,28 +92,28 @@ def _name_problem(name: str) -> str | None:
     prefix, slash, base = name.rpartition("/")
     if slash:
         if not prefix or len(prefix) > _PREFIX_MAX:
-            return f"{name!r} has a prefix that is empty or longer than {_PREFIX_MAX} characters"
+            return f"the prefix is empty or longer than {_PREFIX_MAX} characters"
         if not all(_PREFIX_LABEL.fullmatch(label) for label in prefix.split(".")):
-            return f"{name!r}: the prefix {prefix!r} is not a DNS subdomain (e.g. nvidia.com)"
+            return "the prefix before '/' is not a DNS subdomain (e.g. nvidia.com)"
     if not _NAME.fullmatch(base):
         return (
-            f"{name!r} is not a resource name: at most 63 letters, digits, '-', '_' or '.', "
+            "the name is not a resource name: at most 63 letters, digits, '-', '_' or '.', "
             "starting and ending with a letter or digit"
         )
     return None
 
 
-def _amount(value: str, shown: str, entry: str) -> Fraction:
-    if not any(ch.isdigit() for ch in value):
+def _amount(value: str, quoted: str, entry: str) -> Fraction:
+    if not any("0" <= ch <= "9" for ch in value):
         raise RequestsError(
-            f"requests entry {shown}: {value!r} is not a quantity (e.g. 2, 500m, 4Gi)", entry
+            f"requests entry {quoted}: the value is not a quantity (e.g. 2, 500m, 4Gi)", entry
         )
     try:
         amount = parse_quantity(value)
     except QuantityError as exc:
-        raise RequestsError(f"requests entry {shown}: {exc}", entry) from exc
+        raise RequestsError(f"requests entry {quoted}: {exc}", entry) from exc
     if amount < 0:
-        raise RequestsError(f"requests entry {shown}: a request cannot be negative", entry)
+        raise RequestsError(f"requests entry {quoted}: a request cannot be negative", entry)
     return amount
 
 

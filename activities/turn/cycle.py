@@ -45,6 +45,7 @@ from scheduler.deadline import (
     exceeded_message,
     missing_line,
 )
+from scheduler.placement_annotations import annotation_problems
 from scheduler.readable import main_filter_reasons, readable_reason
 from scheduler.snapshots import placement_scheduled_condition
 from workflows.models import CycleReport, TurnRequest, WriteCounts
@@ -183,6 +184,10 @@ def _run_cycle(
                 now=now,
                 fresh=request.fresh,
                 capacity=capacity,
+                # Said on the Scheduled condition; a bad requests value fails the cycle itself.
+                annotation_problems=annotation_problems(
+                    placement.metadata.annotations, skip=(names.REQUESTS_ANNOTATION,)
+                ),
             ),
             settings.profile,
             PhaseSpans(tracer),

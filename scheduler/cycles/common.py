@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from hub.names import SCHEDULED_CONDITION
+from hub.names import OWN_PREFIX, SCHEDULED_CONDITION
 from hub.types import (
     ClusterDecision,
     ClusterResourceBinding,
@@ -85,6 +85,8 @@ class Context:
     """Capacity-aware placements only (docs/capacity.md)."""
     beyond_room: list[BeyondRoom] = field(default_factory=list)
     """Set by `status`: the selected clusters where a kept binding exceeds the room."""
+    annotation_problems: list[str] = field(default_factory=list)
+    """What is wrong with the placement's own annotations (CycleInput.annotation_problems)."""
 
     @property
     def snapshot_name(self) -> str:
@@ -142,6 +144,7 @@ class Context:
         self.beyond_room = self._beyond_room(decisions)
         if self.beyond_room:
             notes.append(beyond_room_message(self.beyond_room))
+        notes += self.annotation_problems
         if notes:
             condition = condition.model_copy(
                 update={"message": "; ".join([condition.message, *notes])}
@@ -152,14 +155,23 @@ class Context:
             decisions,
             condition,
             self.now,
-            # A placement that dropped its requests must not keep a message about room.
-            compare_message=self.demand is not None or self._says_room(),
+            # A placement that dropped its requests must not keep a message about room, nor
+            # one whose annotations were fixed a message about them.
+            compare_message=self.demand is not None
+            or bool(self.annotation_problems)
+            or self._says_ours(),
         )
 
-    def _says_room(self) -> bool:
+    def _says_ours(self) -> bool:
         existing = self.snapshot.status.condition(SCHEDULED_CONDITION)
         message = existing.message if existing is not None else ""
-        return SHORTAGE_MARKER in message or BEYOND_ROOM_MARKER in message
+        # Our annotations' problems all start "annotation fleet-scheduler.io/", which no
+        # KubeFleet message says.
+        return (
+            SHORTAGE_MARKER in message
+            or BEYOND_ROOM_MARKER in message
+            or f"annotation {OWN_PREFIX}" in message
+        )
 
     def _beyond_room(self, decisions: list[ClusterDecision]) -> list[BeyondRoom]:
         """The selected clusters whose room, beside the other placements' reservations, cannot

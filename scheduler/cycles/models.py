@@ -49,6 +49,12 @@ class CycleInput(WireModel):
     False, or it would start over. Ignored for PickAll and PickFixed."""
     capacity: CapacityInput | None = None
     """Set only for a placement that declares requests; None leaves the cycle KubeFleet's."""
+    annotation_problems: list[str] = Field(default_factory=list)
+    """What is wrong with the placement's own annotations whose problem does not fail the
+    cycle (scheduler.placement_annotations.annotation_problems: deadline, enforcement, priority
+    class, rebalance), each quoting at most 40 characters of its value: added to the Scheduled
+    condition's message. Empty, as for every placement without our annotations, leaves the
+    condition KubeFleet's."""
 
 
 class Outcome(WireModel):

@@ -106,6 +106,7 @@ def _run(
         placement_type=placement_type,
         used_names={b.metadata.name for b in input.bindings},
         demand=_demand(input.capacity),
+        annotation_problems=list(input.annotation_problems),
     )
     # The prelude's log entries come first in the explanation, as its writes do in the plan.
     finalizers = []

@@ -41,6 +41,8 @@ from scheduler.framework.queue_sort import (
     checked_priority_key,
 )
 from scheduler.labels import key_problem
+from scheduler.placement_annotations import PriorityClassError, parse_priority_class
+from scheduler.values import shown
 
 __all__ = ["DEFAULT_BANDS", "NAME", "Band", "PrioritySort"]
 
@@ -124,12 +126,20 @@ class PrioritySort:
     def _value(item: QueueItem) -> tuple[int, str | None, str | None]:
         """(value, the class it came from, a problem) as pods get theirs."""
         classes = item.priority_classes
-        named = item.placement.annotations.get(PRIORITY_CLASS_ANNOTATION)
+        value = item.placement.annotations.get(PRIORITY_CLASS_ANNOTATION)
         problem = None
-        if named:
-            if named in classes.values:
-                return classes.values[named], named, None
-            problem = f"PriorityClass {named!r} (annotation {PRIORITY_CLASS_ANNOTATION}) not found"
+        if value is not None:
+            try:
+                named = parse_priority_class(value)
+            except PriorityClassError as exc:
+                problem = f"annotation {PRIORITY_CLASS_ANNOTATION}: {exc}"
+            else:
+                if named in classes.values:
+                    return classes.values[named], named, None
+                problem = (
+                    f"PriorityClass {shown(named)} (annotation {PRIORITY_CLASS_ANNOTATION}) "
+                    "not found"
+                )
         default = classes.global_default
         if default is not None and default in classes.values:
             return classes.values[default], default, problem
