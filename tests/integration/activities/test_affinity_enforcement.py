@@ -315,11 +315,66 @@ def test_an_unknown_annotation_value_is_said_and_enforces_nothing(
     relabel(hub, before[0].spec.target_cluster, {"env": "retired"})
     result = turn(env, rig.activities, "web", 2)
     assert result.moves == [
-        "annotation fleet-scheduler.io/affinity-enforcement='Always' is neither "
-        "'DuringExecution' nor 'IgnoredDuringExecution': affinity is not enforced during "
-        "execution"
+        "annotation fleet-scheduler.io/affinity-enforcement: affinity enforcement 'Always' is "
+        "neither 'DuringExecution' nor 'IgnoredDuringExecution': write one of them (affinity "
+        "is not enforced during execution until then)"
     ]
     assert bindings_of(hub, "web") == before
+
+
+def test_huge_bad_values_cross_temporal_bounded_and_are_said_on_the_condition(
+    hub: HubClient,
+    prod_fleet: list[str],
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    """Issue 33, findings 1 and 6: two 120 KB values were copied whole into every turn's result
+    (the enforcement problem quoted the value twice, PrepareResult carried the raw deadline),
+    0.36 MB of history per turn; a zero-padded deadline (legal: 1s) raised a bare ValueError.
+    Now the turn carries the parsed deadline or a stand-in, every problem quotes at most 40
+    characters, and the placement's Scheduled condition says what is wrong."""
+    huge = "x" * 120_000
+    add_placement(
+        hub,
+        "web",
+        pick_n(2),
+        annotations={
+            names.AFFINITY_ENFORCEMENT_ANNOTATION: huge,
+            names.SCHEDULE_DEADLINE_ANNOTATION: "9" * 120_000 + "s",
+        },
+    )
+    padded = {names.SCHEDULE_DEADLINE_ANNOTATION: "0" * 5000 + "1s"}
+    add_placement(hub, "padded", pick_n(1), annotations=padded)
+    rig = make_activities()
+    result = turn(env, rig.activities, "web")
+    payload = result.model_dump_json()
+    assert len(payload) < 20_000, len(payload)
+    assert "x" * 41 not in payload and "9" * 41 not in payload
+    prepared = result.prepared
+    assert prepared.schedule_deadline is not None
+    assert prepared.schedule_deadline.startswith("invalid:")
+    assert prepared.schedule_deadline_problem is not None
+    assert "must be between 1s and" in prepared.schedule_deadline_problem
+    placement = hub.get(ClusterResourcePlacement, "web")
+    condition = placement.status.condition(placement.SCHEDULED_CONDITION)
+    assert condition is not None
+    assert f"annotation {names.AFFINITY_ENFORCEMENT_ANNOTATION}: affinity enforcement" in (
+        condition.message
+    )
+    assert f"annotation {names.SCHEDULE_DEADLINE_ANNOTATION}: schedule deadline" in (
+        condition.message
+    )
+    assert "x" * 41 not in condition.message and "9" * 41 not in condition.message
+    assert turn(env, rig.activities, "padded").prepared.schedule_deadline == "1s"
+
+    # Fixed annotations: the next turn's condition is KubeFleet's own again.
+    fixed = hub.get(ClusterResourcePlacement, "web")
+    meta = fixed.metadata.model_copy(update={"annotations": {}})
+    hub.update(fixed.model_copy(update={"metadata": meta}))
+    turn(env, rig.activities, "web", 2)
+    placement = hub.get(ClusterResourcePlacement, "web")
+    condition = placement.status.condition(placement.SCHEDULED_CONDITION)
+    assert condition is not None and names.OWN_PREFIX not in condition.message
 
 
 # --- breaking it (review of issue 27) ---------------------------------------------------------

@@ -157,6 +157,34 @@ async def test_a_bad_deadline_is_explained_and_changes_no_decision(
     assert "deadline: invalid (schedule deadline '10 minutes' is not a duration" in (
         render_explain(current)
     )
+    # The Scheduled condition says it too, after KubeFleet's words (issue 33).
+    condition = hub.get(ClusterResourcePlacement, name).status.condition(
+        names.PLACEMENT_SCHEDULED_CONDITION
+    )
+    assert condition is not None
+    assert (
+        f"; annotation {names.SCHEDULE_DEADLINE_ANNOTATION}: schedule deadline '10 minutes' is "
+        "not a duration"
+    ) in condition.message
+    hub.delete(ClusterResourcePlacement, name)
+
+
+async def test_a_zero_padded_deadline_is_its_value_and_the_gauge_keeps_counting(
+    hub: HubClient, observed: SchedulerMetrics, temporal_client: Client
+) -> None:
+    """Issue 33, finding 1: `000...01s` (5,000 zeros, a legal 1s) raised a bare ValueError in
+    the workflow task, on every retry, and in the watcher's gauge, so /metrics answered 500."""
+    prefix = unique("padded")
+    name = f"{prefix}-p"
+    before = gauge(observed)
+    hub.create(fixed_placement(name, f"{prefix}-nowhere", "0" * 5000 + "1s"))
+    events = await until_async(lambda: deadline_events(hub, name) or None, blocking=True)
+    assert "(deadline 1s)" in events[0].message
+    await until_async(lambda: gauge(observed) >= before + 1)
+    current = await until_async(
+        lambda: _exceeded(temporal_client, name), what="the status says it"
+    )
+    assert current.deadline is not None and current.deadline.annotation == "1s"
     hub.delete(ClusterResourcePlacement, name)
 
 
