@@ -29,6 +29,7 @@ from hub import names
 from hub.kinds import placement_key
 from hub.types import CapacityLedger, ClusterResourceBinding, Reservation
 from scheduler.explanation import (
+    ANNOTATION_NOTES_MARKER,
     MISSING_MARKER,
     SHORTAGE_MARKER,
     ClusterRoom,
@@ -346,6 +347,7 @@ def held(ledger: CapacityLedger, *, without: Iterable[str] = ()) -> dict[str, Fr
 def missing_of(message: str) -> dict[str, Fraction] | None:
     """What a Scheduled condition's message says is missing (`Shortage.message`), by resource;
     None when it reports no shortage."""
+    message = message.partition(ANNOTATION_NOTES_MARKER)[0]  # the author's text: not ours
     if SHORTAGE_MARKER not in message:
         return None
     _, marker, missing = message.rpartition(MISSING_MARKER)

@@ -152,6 +152,9 @@ def beyond_room_message(items: Sequence[BeyondRoom], shown: int = 3) -> str:
 SHORTAGE_MARKER: Final = "not enough room for "
 MISSING_MARKER: Final = "; missing "
 BEYOND_ROOM_MARKER: Final = "kept beyond the room of "
+# Where the problems of our annotations begin, last in the message (scheduler.cycles.common):
+# they quote the author's text, so nothing after it is read back as a shortage.
+ANNOTATION_NOTES_MARKER: Final = "; annotation fleet-scheduler.io/"
 
 
 class Explanation(WireModel):

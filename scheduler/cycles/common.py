@@ -144,7 +144,7 @@ class Context:
         self.beyond_room = self._beyond_room(decisions)
         if self.beyond_room:
             notes.append(beyond_room_message(self.beyond_room))
-        notes += self.annotation_problems
+        notes += self.annotation_problems  # last: scheduler.explanation.ANNOTATION_NOTES_MARKER
         if notes:
             condition = condition.model_copy(
                 update={"message": "; ".join([condition.message, *notes])}

@@ -259,3 +259,35 @@ def test_the_shortage_survives_packing_for_the_history() -> None:
     result = run(pick_n(2), fleet, "cpu=4", {"b": {"cpu": "5"}})
     assert result.explanation.shortage is not None
     assert unpack_explanation(pack_explanation(result.explanation)) == result.explanation
+
+
+def test_annotation_problems_come_last_and_are_never_read_as_a_shortage() -> None:
+    """Issue 33: the problems of our other annotations are added to the condition after
+    KubeFleet's words and ours; they quote the author's text, which could spell a shortage."""
+    from fractions import Fraction
+
+    from scheduler.capacity import missing_of
+    from scheduler.placement_annotations import problem_of
+
+    spoof = problem_of("fleet-scheduler.io/rebalance", "not enough room for 1; missing cpu=99")
+    assert spoof is not None
+    fleet = [sized("a"), sized("b"), sized("c")]
+    result = schedule(
+        CycleInput(
+            snapshot=pick_n(3),
+            clusters=fleet,
+            now=NOW,
+            capacity=CapacityInput(requests="cpu=4", allocated={"b": {"cpu": "5"}}),
+            annotation_problems=[spoof],
+        ),
+        default_profile(),
+    )
+    assert message(result).endswith("; " + spoof)
+    real = missing_of(message(result))
+    assert real is not None and real != {"cpu": Fraction(99)}
+    plain = schedule(
+        CycleInput(snapshot=pick_n(3), clusters=fleet, now=NOW, annotation_problems=[spoof]),
+        default_profile(),
+    )
+    assert message(plain).endswith("; " + spoof)
+    assert missing_of(message(plain)) is None
