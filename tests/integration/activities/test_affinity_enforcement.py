@@ -14,7 +14,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.enforcement import RETRY_AFTER_SECONDS
+from activities.enforcement import RETRY_AFTER_SECONDS, TARGETS_TRIED
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
@@ -419,3 +419,55 @@ def test_a_rebalance_move_of_a_binding_enforcement_is_moving_is_refused(
     assert set(active(hub, "web")) == (set(before) - {lost}) | {spare}
     assert other not in states(hub, "web")
     assert violations(hub, COUNTS) == []
+
+
+def test_a_capacity_aware_move_tries_the_next_target_when_the_first_has_no_room(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """The targets are ranked without room (scheduler.enforcement.replacement_order): c, the
+    larger name, comes first but has 2 CPUs for a binding asking 4. The turn tries the next
+    target, a, instead of trying c again every 30 s (docs/enforcement.md)."""
+    for name, cpu in (("a", "8"), ("b", "8"), ("c", "2")):
+        add_cluster(hub, name, labels={"env": "prod"}, allocatable={"cpu": cpu})
+    aware = {**ENFORCED, names.REQUESTS_ANNOTATION: "cpu=4"}
+    rig = scheduled(hub, make_activities, env, "web", pick_n(1), aware)
+    [lost] = active(hub, "web")
+    assert lost == "b"  # the larger name of those with room
+    old = active(hub, "web")["b"]
+    relabel(hub, "b", {"env": "retired"})
+
+    result = turn(env, rig.activities, "web", 2)
+
+    assert set(active(hub, "web")) == {"a"}, result.moves
+    new = active(hub, "web")["a"]
+    assert moved_from(new) == old.name
+    assert result.moves[-1] == f"moved {old.name} b -> a as {new.name}: cluster lost env=prod"
+    [refused] = result.moves[:-1]
+    assert refused.startswith(f"refused {old.name}: cluster 'c' has no room for binding"), refused
+    assert result.report is not None and result.report.requeue_after_seconds is None
+    assert violations(hub, {*COUNTS, invariants.RESERVATION}) == []
+
+
+def test_targets_without_room_are_tried_a_bounded_number_of_times_then_again_later(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """Every other cluster that passes is too small: the turn tries TARGETS_TRIED of them, keeps
+    the binding, and asks to be run again (room may be freed; no event of ours says so)."""
+    add_cluster(hub, "a", labels={"env": "prod"}, allocatable={"cpu": "8"})
+    small = [f"s{i}" for i in range(TARGETS_TRIED + 2)]
+    for name in small:
+        add_cluster(hub, name, labels={"env": "prod"}, allocatable={"cpu": "2"})
+    aware = {**ENFORCED, names.REQUESTS_ANNOTATION: "cpu=4"}
+    rig = scheduled(hub, make_activities, env, "web", pick_n(1), aware)
+    before = active(hub, "web")
+    assert set(before) == {"a"}
+    relabel(hub, "a", {"env": "retired"})
+
+    result = turn(env, rig.activities, "web", 2)
+
+    assert len(result.moves) == TARGETS_TRIED, result.moves
+    assert all(" has no room for binding " in line for line in result.moves), result.moves
+    assert active(hub, "web") == before
+    assert result.report is not None
+    assert result.report.requeue_after_seconds == RETRY_AFTER_SECONDS
+    assert violations(hub, {*COUNTS, invariants.RESERVATION}) == []
