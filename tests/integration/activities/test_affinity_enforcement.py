@@ -257,11 +257,16 @@ def test_the_disruption_budget_holds_a_move_back_and_the_turn_asks_to_try_again(
     assert violations(hub, COUNTS) == []
 
 
-def test_a_binding_with_nowhere_to_go_is_kept_and_said(
+def test_a_binding_with_nowhere_to_go_is_kept_said_and_moved_once_a_cluster_passes(
     hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
 ) -> None:
+    """No other cluster passes: the binding is kept and the turn says so, with no timer (a poll).
+    The cluster change that gives it somewhere to go, c relabelled env=prod, reaches the
+    placement although it holds nothing on c (the watcher's routes over what the hub holds),
+    and the turn it causes moves the binding."""
     for name in ("a", "b"):
         add_cluster(hub, name, labels={"env": "prod"})
+    add_cluster(hub, "c", labels={"env": "dev"})
     rig = scheduled(hub, make_activities, env, "web", pick_n(2), ENFORCED)
     binding = active(hub, "web")["a"]
     relabel(hub, "a", {"env": "retired", "team": "x"})
@@ -273,6 +278,38 @@ def test_a_binding_with_nowhere_to_go_is_kept_and_said(
         "placement's filters"
     ]
     assert result.report is not None and result.report.requeue_after_seconds is None
+
+    old = hub.get(MemberCluster, "c")
+    relabel(hub, "c", {"env": "prod"})
+    assert "web" in routed(hub, old, hub.get(MemberCluster, "c"))
+
+    moved = turn(env, rig.activities, "web", 3)
+
+    new = active(hub, "web")["c"]
+    assert set(active(hub, "web")) == {"b", "c"}
+    assert moved.moves == [f"moved {binding.name} a -> c as {new.name}: cluster lost env=prod"]
+    assert violations(hub, COUNTS) == []
+
+
+def routed(hub: HubClient, old: MemberCluster, new: MemberCluster) -> list[str]:
+    """The placements the watcher's routes send a cluster's change to, over what the hub holds
+    (its caches, in sync)."""
+    from control.routes import Room, route_change
+    from control.views import Change
+    from scheduler import default_profile
+    from scheduler.eligibility import EligibilityChecker
+
+    placements = {p.name: p for p in hub.list(ClusterResourcePlacement).items}
+    room = Room(
+        clusters={c.name: c for c in hub.list(MemberCluster).items},
+        ledgers={},
+        bindings=hub.list(ClusterResourceBinding).items,
+    )
+    found = route_change(
+        Change("MODIFIED", old, new), placements=placements, standalone=True,
+        checker=EligibilityChecker(), now=datetime.now(UTC), room=room, profile=default_profile(),
+    )  # fmt: skip
+    return [r.placement for r in found]
 
 
 def test_a_retried_turn_finishes_the_half_done_move_onto_the_same_target(
