@@ -12,8 +12,9 @@ first judges the clusters its active bindings sit on by the placement's required
 Each outcome is one line in the turn's result (`TurnResult.moves`), so the placement's history
 says what happened and why ("cluster lost env=prod"). What the budget holds back is tried again
 after `RETRY_AFTER_SECONDS` (the turn asks for a timer: no event says the budget has room
-again); a binding with nowhere to go waits for a cluster event, which reaches an enforcing
-placement whatever its state (scheduler.watch_rules).
+again); a move whose target has no room tries the next target, a few a turn. A binding with
+nowhere to go waits for a cluster event: a change that makes a cluster pass the placement's
+filters reaches it (scheduler.enforcement.gives_somewhere_to_go, scheduler.watch_rules).
 
 Safe to repeat: a retried turn finds a finished move's old binding Unscheduled (no longer
 judged), a half-done move by its new binding's moved-from annotation (the same target again,
@@ -53,6 +54,10 @@ MORE_LINES: Final = "... and {count} more binding(s) alike"
 # How soon a turn whose enforcement the disruption budget (or room) held back runs again: the
 # budget frees up as the new bindings become available, which no watch event reports.
 RETRY_AFTER_SECONDS: Final = 30.0
+
+# How many targets, best first, one lost binding tries in one turn while each has no room for
+# it (capacity-aware placements: the targets are ranked without room).
+TARGETS_TRIED: Final = 5
 
 KEPT_FIXED: Final = "kept {binding} on {cluster} (a PickFixed placement keeps its targets): {why}"
 KEPT_NOWHERE: Final = (
@@ -154,8 +159,9 @@ def _move_lost(
     now: Callable[[], datetime],
     done: Enforcement,
 ) -> None:
-    """PickN: a move per lost binding, to the best cluster that passes; a half-done move of an
-    earlier attempt keeps its target."""
+    """PickN: a move per lost binding, to the best cluster that passes (the next best, up to
+    `TARGETS_TRIED` of them, while one has no room for it); a half-done move of an earlier
+    attempt keeps its target."""
     targets = iter(replacement_order(snapshot, clusters, bindings, lost, profile, now()))
     # Half-done moves of an earlier attempt (old binding -> its active new one) keep their target.
     made = {old.metadata.name: new for new, old in moved_bindings(bindings) if is_active(new)}
@@ -179,10 +185,25 @@ def _move_lost(
                 reason=item.reason,
             )
         )
-    if not moves:
-        return
-    outcome = apply_moves(
-        client, placement, snapshot, moves, clusters, profile, now, cause=ENFORCEMENT
-    )
-    done.lines += outcome.lines
-    done.retry = done.retry or outcome.moved < len(moves)
+    # The targets are ranked without room: a move refused for want of room on its target tries
+    # the next one, a few times a turn; what is left is tried again later.
+    for attempt in range(1, TARGETS_TRIED + 1):
+        if not moves:
+            return
+        outcome = apply_moves(
+            client, placement, snapshot, moves, clusters, profile, now, cause=ENFORCEMENT
+        )
+        done.lines += outcome.lines
+        short = set(outcome.no_room)
+        if outcome.moved + len(short) < len(moves):
+            done.retry = True  # refused for another reason (the budget): try again later
+        again = []
+        for move in moves:
+            if move.binding not in short:
+                continue
+            target = next(targets, None) if attempt < TARGETS_TRIED else None
+            if target is None:
+                done.retry = True  # room may be freed: no event of ours says so
+            else:
+                again.append(move.model_copy(update={"target": target}))
+        moves = again

@@ -98,6 +98,8 @@ class MoveOutcome:
 
     lines: list[str] = field(default_factory=list)
     moved: int = 0
+    no_room: list[str] = field(default_factory=list)
+    """The bindings whose move was refused for want of room on its target."""
 
 
 def budget_of(
@@ -230,6 +232,8 @@ def apply_moves(
                 if requests is not None:
                     release(client, move.target, [name])
                 outcome.lines.append(f"refused {move.binding}: {readable_reason(str(exc))}")
+                if isinstance(exc, NoRoomError):
+                    outcome.no_room.append(move.binding)
                 continue
             used.add(name)
             bindings.append(new)

@@ -29,6 +29,7 @@ decides at send time against its placement cache (`may_start`)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -57,7 +58,7 @@ from scheduler.capacity import (
     shown_requests,
 )
 from scheduler.eligibility import EligibilityChecker
-from scheduler.enforcement import enforces
+from scheduler.enforcement import enforces, gives_somewhere_to_go
 from scheduler.explanation import BEYOND_ROOM_MARKER
 from scheduler.framework.profile import Profile
 from scheduler.requests import RequestsError, parse_requests
@@ -436,11 +437,18 @@ def _cluster(
     candidates = [p for p in placements.values() if may_start(p)]
     if not left and enforcing_only:
         candidates = [p for p in candidates if enforces(p)]
-    chosen = placements_for_cluster_event(
-        left,
-        candidates,
-        None if room is None else lambda: _bound_on(name, room.bindings),
-    )
+    if room is None:
+        chosen = placements_for_cluster_event(left, candidates)
+    else:
+        cache = _BindingsByPlacement(room.bindings)
+        chosen = placements_for_cluster_event(
+            left,
+            candidates,
+            lambda: cache.bound_on(name),
+            lambda placement: gives_somewhere_to_go(
+                placement, cache.of(placement), room.clusters, new, profile, now
+            ),
+        )
     if not left and old is not None and profile is not None:
         # A cluster gone reaches every placement; an update only those it may change.
         change = ClusterChange.between(old, new, profile.ineligibility, now)
@@ -653,12 +661,32 @@ def _short_while_room(
     ]
 
 
-def _bound_on(cluster: str, bindings: Iterable[ClusterResourceBinding]) -> set[str]:
-    """The keys of placements with an active binding on `cluster`, from the watcher's binding
-    cache."""
-    return {
-        _key_of_parent(b) for b in bindings if b.spec.target_cluster == cluster and is_active(b)
-    }
+class _BindingsByPlacement:
+    """The watcher's binding cache as one cluster's change asks it: read once (a scan of every
+    binding), and only if asked."""
+
+    def __init__(self, bindings: Iterable[ClusterResourceBinding]) -> None:
+        self._bindings = bindings
+        self._by_parent: dict[str, list[ClusterResourceBinding]] | None = None
+
+    def _grouped(self) -> dict[str, list[ClusterResourceBinding]]:
+        if self._by_parent is None:
+            self._by_parent = defaultdict(list)
+            for binding in self._bindings:
+                self._by_parent[_key_of_parent(binding)].append(binding)
+        return self._by_parent
+
+    def bound_on(self, cluster: str) -> set[str]:
+        """The keys of placements with an active binding on `cluster`."""
+        return {
+            key
+            for key, bindings in self._grouped().items()
+            if any(b.spec.target_cluster == cluster and is_active(b) for b in bindings)
+        }
+
+    def of(self, placement: ClusterResourcePlacement) -> list[ClusterResourceBinding]:
+        """The placement's bindings."""
+        return self._grouped().get(_key(placement), [])
 
 
 def _key_of_parent(binding: ClusterResourceBinding) -> str:

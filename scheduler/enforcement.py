@@ -18,7 +18,7 @@ the same policy over those clusters alone (filters only, no scores), with no bin
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -32,9 +32,11 @@ from hub.types import (
     LabelSelector,
     LabelSelectorRequirement,
     MemberCluster,
+    ObjectMeta,
     PlacementPolicy,
     PropertySelector,
     PropertySelectorRequirement,
+    SchedulingPolicySnapshotSpec,
 )
 from scheduler.cycles.models import CycleInput
 from scheduler.cycles.schedule import schedule
@@ -63,6 +65,7 @@ __all__ = [
     "Lost",
     "enforcement_of",
     "enforces",
+    "gives_somewhere_to_go",
     "lost_bindings",
     "replacement_order",
 ]
@@ -142,32 +145,98 @@ def lost_bindings(
     if not active:
         return [], None
     bound = sorted({b.spec.target_cluster for b in active})
-    result = schedule(
-        CycleInput(
-            snapshot=_filters_only(snapshot),
-            clusters=[live[name] for name in bound],
-            now=now,
-        ),
-        profile,
-    )
-    if result.error is not None:
-        return [], f"affinity enforcement could not judge the bound clusters: {result.error}"
-    failed: dict[str, tuple[str, str]] = {}
-    for group in result.explanation.filtered:
-        if group.plugin in ENFORCED_PLUGINS:
-            for name in group.clusters:
-                failed[name] = (group.plugin, group.reason)
-    policy = snapshot.spec.policy
+    failed, error = _filtered(snapshot, [live[name] for name in bound], profile, now)
+    if error is not None:
+        return [], f"affinity enforcement could not judge the bound clusters: {error}"
     lost: list[Lost] = []
     for binding in active:
-        found = failed.get(binding.spec.target_cluster)
-        if found is None:
-            continue
-        plugin, reason = found
-        said = _said(plugin, reason, policy, live[binding.spec.target_cluster], snapshot)
+        said = _lost_reason(snapshot, failed, live[binding.spec.target_cluster])
         if said is not None:
+            plugin = failed[binding.spec.target_cluster][0]
             lost.append(Lost(binding=binding, plugin=plugin, reason=said))
     return lost, None
+
+
+def _filtered(
+    snapshot: ClusterSchedulingPolicySnapshot,
+    clusters: Sequence[MemberCluster],
+    profile: Profile | None,
+    now: datetime,
+) -> tuple[dict[str, tuple[str, str]], str | None]:
+    """(cluster -> (plugin, reason) of the filter that turned it down, the cycle's error): the
+    snapshot's required filters, run over `clusters` as a PickAll of the same policy."""
+    result = schedule(
+        CycleInput(snapshot=_filters_only(snapshot), clusters=list(clusters), now=now), profile
+    )
+    if result.error is not None:
+        return {}, result.error
+    failed: dict[str, tuple[str, str]] = {}
+    for group in result.explanation.filtered:
+        for name in group.clusters:
+            if name not in failed or group.plugin in ENFORCED_PLUGINS:
+                failed[name] = (group.plugin, group.reason)
+    return failed, None
+
+
+def _lost_reason(
+    snapshot: ClusterSchedulingPolicySnapshot,
+    failed: Mapping[str, tuple[str, str]],
+    cluster: MemberCluster,
+) -> str | None:
+    """Why a binding on `cluster` is lost, in a person's words (None: it is not)."""
+    found = failed.get(cluster.metadata.name)
+    if found is None or found[0] not in ENFORCED_PLUGINS:
+        return None
+    return _said(found[0], found[1], snapshot.spec.policy, cluster, snapshot)
+
+
+def gives_somewhere_to_go(
+    placement: ClusterResourcePlacement,
+    bindings: Iterable[ClusterResourceBinding],
+    clusters: Mapping[str, MemberCluster],
+    changed: MemberCluster,
+    profile: Profile | None,
+    now: datetime,
+) -> bool:
+    """May a change to the cluster `changed` (as it is now) give an enforcing PickN placement's
+    lost binding somewhere to go? True when the placement holds an active binding on a cluster
+    that fails one of its required filters (a binding its turn kept for want of a target, or
+    held back), holds none on `changed`, and `changed` passes every filter of its policy now
+    (room aside). The watcher and the reconcile ask it of the placements KubeFleet's rule
+    leaves alone (scheduler.watch_rules), from their caches of the placement's bindings (any
+    snapshot: the caches do not keep which) and of the clusters (`clusters`, by name)."""
+    policy = placement.spec.policy
+    if policy is None or policy.effective_type != names.PICK_N or not enforces(placement):
+        return False
+    if changed.metadata.deleting:
+        return False
+    bound = {
+        b.spec.target_cluster
+        for b in bindings
+        if not b.metadata.deleting and b.spec.state in (names.STATE_SCHEDULED, names.STATE_BOUND)
+    }
+    name = changed.metadata.name
+    judged = [
+        c
+        for target in sorted(bound - {name})
+        if (c := clusters.get(target)) is not None and not c.metadata.deleting
+    ]
+    if name in bound or not judged:
+        return False
+    snapshot = ClusterSchedulingPolicySnapshot(
+        metadata=ObjectMeta(
+            name=placement.metadata.name,
+            namespace=placement.metadata.namespace,
+            labels={names.PARENT_PLACEMENT_LABEL: placement.metadata.name},
+            annotations={names.CRP_GENERATION_ANNOTATION: str(placement.metadata.generation or 0)},
+        ),
+        spec=SchedulingPolicySnapshotSpec(policy=policy, policy_hash=""),
+    )
+    failed, error = _filtered(snapshot, [*judged, changed], profile, now)
+    if error is not None or name in failed:
+        # A policy its cycles cannot run on moves nothing either (lost_bindings says why).
+        return False
+    return any(_lost_reason(snapshot, failed, cluster) is not None for cluster in judged)
 
 
 def _filters_only(snapshot: ClusterSchedulingPolicySnapshot) -> ClusterSchedulingPolicySnapshot:

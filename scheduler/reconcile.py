@@ -46,6 +46,7 @@ from hub.types import (
 )
 from hub.types.meta import HubObject, ObjectMeta
 from scheduler.eligibility import EligibilityChecker
+from scheduler.enforcement import gives_somewhere_to_go
 from scheduler.framework.profile import Profile
 from scheduler.framework.queue_sort import (
     PriorityClasses,
@@ -250,14 +251,18 @@ def plan_reconcile(
             requeue(name, f"snapshot {snapshot.metadata.name} is not scheduled for its generation")
 
     cluster_names = set()
+    by_cluster: dict[str, MemberCluster] = {}
     for cluster in clusters:
         cluster_names.add(cluster.metadata.name)
+        by_cluster[cluster.metadata.name] = cluster
         plan.clusters[cluster.metadata.name] = (
             "deleting" if cluster.metadata.deleting else cluster_digest(cluster, ineligible, now)
         )
     bound: defaultdict[str, set[str]] = defaultdict(set)  # cluster -> placements bound there
+    owned: defaultdict[str, list[ClusterResourceBinding]] = defaultdict(list)
     for binding in bindings:
         owner = _owner(binding)
+        owned[owner].append(binding)
         if not binding.metadata.deleting and binding.spec.state != hub_names.STATE_UNSCHEDULED:
             bound[binding.spec.target_cluster].add(owner)
         if binding.metadata.deleting:
@@ -283,7 +288,19 @@ def plan_reconcile(
             left = current is None or current == "deleting"
             what = "left the fleet" if left else "changed"
             held = functools.partial(bound.__getitem__, cluster_name)
-            reached = placements_for_cluster_event(left, live, held)
+            somewhere_to_go = (
+                None
+                if left
+                else functools.partial(
+                    _gives_somewhere_to_go,
+                    owned,
+                    by_cluster,
+                    by_cluster[cluster_name],
+                    profile,
+                    now,
+                )
+            )
+            reached = placements_for_cluster_event(left, live, held, somewhere_to_go)
             before = previous_clusters.get(cluster_name)
             if not left and before is not None and current is not None and profile is not None:
                 reached = _hinted(reached, by_name, profile, cluster_name, before, current, now)
@@ -320,12 +337,24 @@ def _hinted(
     ]
 
 
+def _gives_somewhere_to_go(
+    owned: Mapping[str, list[ClusterResourceBinding]],
+    clusters: Mapping[str, MemberCluster],
+    changed: MemberCluster,
+    profile: Profile | None,
+    now: datetime,
+    placement: ClusterResourcePlacement,
+) -> bool:
+    """The watcher's question (control.routes), asked of what the reconcile read."""
+    return gives_somewhere_to_go(
+        placement, owned.get(_key(placement), []), clusters, changed, profile, now
+    )
+
+
 def _owner(obj: HubObject) -> str:
     """The key of the placement `obj` (a snapshot or binding) is labelled with ("" if none)."""
     parent = obj.metadata.labels.get(hub_names.PARENT_PLACEMENT_LABEL, "")
     return placement_key(obj.metadata.namespace, parent) if parent else ""
-
-
 
 
 def _key(obj: HubObject) -> str:

@@ -264,6 +264,7 @@ def placements_for_cluster_event(
     cluster_left: bool,
     placements: Iterable[ClusterResourcePlacement],
     bound_here: Callable[[], Container[str]] | None = None,
+    somewhere_to_go: Callable[[ClusterResourcePlacement], bool] | None = None,
 ) -> list[str]:
     """The placements a member-cluster event reaches, by key (`hub.kinds.placement_key`: the
     name of a ClusterResourcePlacement, `<namespace>/<name>` of a ResourcePlacement).
@@ -272,9 +273,12 @@ def placements_for_cluster_event(
     now dangling. Otherwise PickAll and nil-policy placements always, and PickN / PickFixed
     placements only while not fully scheduled. Beyond KubeFleet's rule, a placement that
     enforces its affinity during execution (scheduler.enforcement) whenever it holds a binding on
-    the cluster, since the change may take that binding away. `bound_here` answers the keys of
-    placements with an active binding there, asked at most once and only for such a placement
-    (a scan of every binding); None when not known: every enforcing placement."""
+    the cluster, since the change may take that binding away, or give a lost binding of its
+    somewhere to go. `bound_here` answers the keys of placements with an active binding there,
+    asked at most once and only for such a placement (a scan of every binding); None when not
+    known: every enforcing placement. `somewhere_to_go` answers, for an enforcing placement
+    not bound there, whether the change may give a binding it lost somewhere to go
+    (scheduler.enforcement.gives_somewhere_to_go)."""
     chosen: list[str] = []
     holding: Container[str] | None = None
     for placement in placements:
@@ -286,6 +290,7 @@ def placements_for_cluster_event(
         elif enforces(placement):
             if holding is None and bound_here is not None:
                 holding = bound_here()
-            if holding is None or key in holding:
+            here = holding is None or key in holding
+            if here or (somewhere_to_go is not None and somewhere_to_go(placement)):
                 chosen.append(key)
     return chosen

@@ -446,3 +446,108 @@ def test_the_reconciles_records_reach_every_placement_the_watcher_would(
         )
     else:
         event("skipped by the watcher")
+
+
+@st.composite
+def enforcing_policy(draw: st.DrawFn) -> dict[str, object]:
+    """PickN with a required term the fleet's labels often fail (and sometimes tolerations)."""
+    term = draw(st.sampled_from([
+        {"labelSelector": {"matchLabels": {"env": "prod"}}},
+        {"labelSelector": {"matchExpressions": [
+            {"key": "env", "operator": "In", "values": ["a", "prod"]}]}},
+        {"labelSelector": {"matchExpressions": [{"key": "team", "operator": "Exists"}]}},
+    ]))  # fmt: skip
+    policy: dict[str, object] = {
+        "placementType": names.PICK_N,
+        "numberOfClusters": draw(st.integers(1, 3)),
+        "affinity": {"clusterAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"clusterSelectorTerms": [term]}
+        }},
+    }  # fmt: skip
+    if draw(st.booleans()):
+        policy["tolerations"] = [{"key": "gpu", "operator": "Exists"}]
+    return policy
+
+
+@SETTINGS
+@given(st.data())
+def test_a_change_that_gives_a_lost_binding_a_target_reaches_it_by_watcher_and_reconcile(
+    data: st.DataObject,
+) -> None:
+    """An enforcing PickN placement, fully scheduled, with bindings on some clusters of a fleet;
+    one cluster it holds nothing on changes (docs/enforcement.md):
+
+    - where the change makes that cluster a target a lost binding of the placement may move to
+      (it passes the placement's filters after, and did not before), the watcher's routes
+      reach the placement;
+    - whatever the watcher reaches, the reconcile, from its records, requeues too."""
+    from control.routes import Room, route_change
+    from control.views import Change
+    from hub.types import ClusterResourcePlacement
+    from scheduler.eligibility import EligibilityChecker
+    from scheduler.enforcement import lost_bindings, replacement_order
+    from scheduler.reconcile import plan_reconcile
+
+    chosen = WIDE_POOL[:4]
+    fleet = [data.draw(wide_spec(name)) for name in chosen]
+    policy = data.draw(enforcing_policy())
+    profile = PROFILES[data.draw(st.sampled_from(sorted(PROFILES)))]
+    snapshot = policy_snapshot(PLACEMENT, policy, index=1)
+    targets = data.draw(st.lists(st.sampled_from(chosen[1:]), min_size=1, max_size=3, unique=True))
+    existing = [
+        binding(PLACEMENT, target, snapshot.name, name=f"{PLACEMENT}-{target}-x",
+                state=data.draw(st.sampled_from([names.STATE_SCHEDULED, names.STATE_BOUND])))
+        for target in targets
+    ]  # fmt: skip
+    placement = ClusterResourcePlacement.from_wire(
+        {
+            "metadata": {
+                "name": PLACEMENT, "generation": 1,
+                "finalizers": [names.SCHEDULER_CLEANUP_FINALIZER],
+                "annotations": {names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"},
+            },
+            "spec": {"resourceSelectors": [], "policy": policy},
+            "status": {"conditions": [
+                {"type": names.PLACEMENT_SCHEDULED_CONDITION, "status": names.TRUE,
+                 "reason": "Scheduled", "message": "", "observedGeneration": 1,
+                 "lastTransitionTime": NOW.isoformat()}
+            ]},
+        }
+    )  # fmt: skip
+    if data.draw(st.booleans()):  # often a bound cluster with no labels: lost
+        fleet[1] = dataclasses.replace(fleet[1], labels=())
+    before = [spec.build() for spec in fleet]
+    passes = dataclasses.replace(fleet[0], labels=(("env", "prod"), ("team", "a")), taints=())
+    after = [data.draw(wide_change(fleet[0]) | st.just(passes)).build(), *before[1:]]
+    changed = after[0].metadata.name  # c0: the placement holds nothing there
+
+    def targets_in(clusters: list[MemberCluster]) -> list[str]:
+        lost, _ = lost_bindings(snapshot, clusters, existing, profile, NOW)
+        if not lost:
+            return []
+        return replacement_order(snapshot, clusters, existing, lost, profile, NOW)
+
+    room = Room(clusters={c.metadata.name: c for c in after}, ledgers={}, bindings=existing)
+    reached = {
+        r.placement
+        for r in route_change(
+            Change("MODIFIED", before[0], after[0]), placements={PLACEMENT: placement},
+            standalone=True, checker=EligibilityChecker(), now=NOW, room=room, profile=profile,
+        )
+    }  # fmt: skip
+    if changed in targets_in(after) and changed not in targets_in(before):
+        event("a new target for a lost binding")
+        assert reached == {PLACEMENT}
+    read = {
+        "placements": [placement],
+        "latest_snapshots": [snapshot],
+        "bindings": existing,
+        "running": {PLACEMENT},
+        "standalone": True,
+        "now": NOW,
+        "profile": profile,
+    }
+    records = plan_reconcile(clusters=before, previous_clusters=None, **read).clusters  # type: ignore[arg-type]
+    requeued = plan_reconcile(clusters=after, previous_clusters=records, **read).requeue  # type: ignore[arg-type]
+    event("reached" if reached else "not reached")
+    assert reached <= set(requeued), (reached, requeued)

@@ -14,7 +14,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.enforcement import RETRY_AFTER_SECONDS
+from activities.enforcement import RETRY_AFTER_SECONDS, TARGETS_TRIED
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
@@ -257,11 +257,16 @@ def test_the_disruption_budget_holds_a_move_back_and_the_turn_asks_to_try_again(
     assert violations(hub, COUNTS) == []
 
 
-def test_a_binding_with_nowhere_to_go_is_kept_and_said(
+def test_a_binding_with_nowhere_to_go_is_kept_said_and_moved_once_a_cluster_passes(
     hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
 ) -> None:
+    """No other cluster passes: the binding is kept and the turn says so, with no timer (a poll).
+    The cluster change that gives it somewhere to go, c relabelled env=prod, reaches the
+    placement although it holds nothing on c (the watcher's routes over what the hub holds),
+    and the turn it causes moves the binding."""
     for name in ("a", "b"):
         add_cluster(hub, name, labels={"env": "prod"})
+    add_cluster(hub, "c", labels={"env": "dev"})
     rig = scheduled(hub, make_activities, env, "web", pick_n(2), ENFORCED)
     binding = active(hub, "web")["a"]
     relabel(hub, "a", {"env": "retired", "team": "x"})
@@ -273,6 +278,38 @@ def test_a_binding_with_nowhere_to_go_is_kept_and_said(
         "placement's filters"
     ]
     assert result.report is not None and result.report.requeue_after_seconds is None
+
+    old = hub.get(MemberCluster, "c")
+    relabel(hub, "c", {"env": "prod"})
+    assert "web" in routed(hub, old, hub.get(MemberCluster, "c"))
+
+    moved = turn(env, rig.activities, "web", 3)
+
+    new = active(hub, "web")["c"]
+    assert set(active(hub, "web")) == {"b", "c"}
+    assert moved.moves == [f"moved {binding.name} a -> c as {new.name}: cluster lost env=prod"]
+    assert violations(hub, COUNTS) == []
+
+
+def routed(hub: HubClient, old: MemberCluster, new: MemberCluster) -> list[str]:
+    """The placements the watcher's routes send a cluster's change to, over what the hub holds
+    (its caches, in sync)."""
+    from control.routes import Room, route_change
+    from control.views import Change
+    from scheduler import default_profile
+    from scheduler.eligibility import EligibilityChecker
+
+    placements = {p.name: p for p in hub.list(ClusterResourcePlacement).items}
+    room = Room(
+        clusters={c.name: c for c in hub.list(MemberCluster).items},
+        ledgers={},
+        bindings=hub.list(ClusterResourceBinding).items,
+    )
+    found = route_change(
+        Change("MODIFIED", old, new), placements=placements, standalone=True,
+        checker=EligibilityChecker(), now=datetime.now(UTC), room=room, profile=default_profile(),
+    )  # fmt: skip
+    return [r.placement for r in found]
 
 
 def test_a_retried_turn_finishes_the_half_done_move_onto_the_same_target(
@@ -474,3 +511,55 @@ def test_a_rebalance_move_of_a_binding_enforcement_is_moving_is_refused(
     assert set(active(hub, "web")) == (set(before) - {lost}) | {spare}
     assert other not in states(hub, "web")
     assert violations(hub, COUNTS) == []
+
+
+def test_a_capacity_aware_move_tries_the_next_target_when_the_first_has_no_room(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """The targets are ranked without room (scheduler.enforcement.replacement_order): c, the
+    larger name, comes first but has 2 CPUs for a binding asking 4. The turn tries the next
+    target, a, instead of trying c again every 30 s (docs/enforcement.md)."""
+    for name, cpu in (("a", "8"), ("b", "8"), ("c", "2")):
+        add_cluster(hub, name, labels={"env": "prod"}, allocatable={"cpu": cpu})
+    aware = {**ENFORCED, names.REQUESTS_ANNOTATION: "cpu=4"}
+    rig = scheduled(hub, make_activities, env, "web", pick_n(1), aware)
+    [lost] = active(hub, "web")
+    assert lost == "b"  # the larger name of those with room
+    old = active(hub, "web")["b"]
+    relabel(hub, "b", {"env": "retired"})
+
+    result = turn(env, rig.activities, "web", 2)
+
+    assert set(active(hub, "web")) == {"a"}, result.moves
+    new = active(hub, "web")["a"]
+    assert moved_from(new) == old.name
+    assert result.moves[-1] == f"moved {old.name} b -> a as {new.name}: cluster lost env=prod"
+    [refused] = result.moves[:-1]
+    assert refused.startswith(f"refused {old.name}: cluster 'c' has no room for binding"), refused
+    assert result.report is not None and result.report.requeue_after_seconds is None
+    assert violations(hub, {*COUNTS, invariants.RESERVATION}) == []
+
+
+def test_targets_without_room_are_tried_a_bounded_number_of_times_then_again_later(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """Every other cluster that passes is too small: the turn tries TARGETS_TRIED of them, keeps
+    the binding, and asks to be run again (room may be freed; no event of ours says so)."""
+    add_cluster(hub, "a", labels={"env": "prod"}, allocatable={"cpu": "8"})
+    small = [f"s{i}" for i in range(TARGETS_TRIED + 2)]
+    for name in small:
+        add_cluster(hub, name, labels={"env": "prod"}, allocatable={"cpu": "2"})
+    aware = {**ENFORCED, names.REQUESTS_ANNOTATION: "cpu=4"}
+    rig = scheduled(hub, make_activities, env, "web", pick_n(1), aware)
+    before = active(hub, "web")
+    assert set(before) == {"a"}
+    relabel(hub, "a", {"env": "retired"})
+
+    result = turn(env, rig.activities, "web", 2)
+
+    assert len(result.moves) == TARGETS_TRIED, result.moves
+    assert all(" has no room for binding " in line for line in result.moves), result.moves
+    assert active(hub, "web") == before
+    assert result.report is not None
+    assert result.report.requeue_after_seconds == RETRY_AFTER_SECONDS
+    assert violations(hub, {*COUNTS, invariants.RESERVATION}) == []

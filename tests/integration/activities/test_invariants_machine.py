@@ -13,6 +13,9 @@ What may be broken, and only then:
 - `stale_reservation` never right after a sweep;
 - `stranded_shortage` only for placements that owe a turn: freed room must have woken them;
 - `duplicate_binding`, `binding_count` never.
+Once every turn owed has run, an enforcing PickN placement keeps a binding on a cluster it lost
+only while no other cluster passes its filters, or while its last turn asked for a timer (the
+budget or room held the move back): a cluster that came to pass must have reached it.
 
 `make test` runs a bounded number of examples; `make soak` many more
 (FLEET_INVARIANT_EXAMPLES, FLEET_INVARIANT_STEPS)."""
@@ -59,7 +62,9 @@ from hub.types import (
 from hub.types.meta import HubObject
 from scheduler.budgets import moved_from
 from scheduler.capacity import ClusterCapacity, is_active
+from scheduler.cycles.schedule import placement_type_of
 from scheduler.eligibility import EligibilityChecker
+from scheduler.enforcement import enforces, lost_bindings, replacement_order
 from scheduler.invariants import (
     BINDING_COUNT,
     DISRUPTION_BUDGET,
@@ -146,6 +151,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             self.before_budget: dict[str, set[str]] = {}  # placement -> moves older than its budget
             self.swept = False
             self.names: set[str] = set()  # placements created and not deleted
+            self.again: set[str] = set()  # placements whose last turn asked for a timer
             self.seen: dict[str, dict[str, HubObject]] = self._read()
             SEEN["examples"] += 1
 
@@ -389,6 +395,38 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
                 for name in sorted(self.owed):
                     self._turn(name)
                 self._routed()
+            if not self.owed:
+                self._no_lost_binding_kept_where_it_could_move()
+
+        def _no_lost_binding_kept_where_it_could_move(self) -> None:
+            """Once every turn owed has run: an enforcing PickN placement keeps a binding on a
+            cluster it lost only while no other cluster passes its filters, or while its last
+            turn asked to be run again (the budget or room held the move back). A cluster that
+            came to pass must have reached it (docs/enforcement.md)."""
+            state = read_fleet_state(hub, resource_placements=False)
+            snapshots = {s.placement_name: s for s in state.snapshots}
+            for placement in state.placements:
+                snapshot = snapshots.get(placement.name)
+                if (
+                    snapshot is None
+                    or placement.metadata.deleting
+                    or not enforces(placement)
+                    or placement_type_of(snapshot) != names.PICK_N
+                    or placement.name in self.again
+                ):
+                    continue
+                bindings = [
+                    b
+                    for b in state.bindings
+                    if b.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) == placement.name
+                ]
+                now = world.now[0]
+                lost, _ = lost_bindings(snapshot, state.clusters, bindings, None, now)
+                if not lost:
+                    continue
+                SEEN["lost binding kept"] += 1
+                order = replacement_order(snapshot, state.clusters, bindings, lost, None, now)
+                assert not order, (placement.name, [item.reason for item in lost], order)
 
         @precondition(lambda self: bool(self.moves))
         @rule(data=st.data())
@@ -432,6 +470,11 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             if not keep_moves:
                 self.moves.pop(name, None)
             self.owed.discard(name)
+            report = result.report
+            if report is not None and (report.requeue or report.requeue_after_seconds):
+                self.again.add(name)  # its workflow runs it again on a timer
+            else:
+                self.again.discard(name)
 
         # --- after every step ----------------------------------------------------------------
 

@@ -149,3 +149,33 @@ async def test_a_resource_placement_moves_off_a_cluster_its_namespace_left(
 
     want = {bound: names.STATE_UNSCHEDULED, other: names.STATE_SCHEDULED}
     await until_async(lambda: rb_targets(hub, namespace, "web") == want or None, blocking=True)
+
+
+async def test_a_binding_with_nowhere_to_go_moves_once_a_cluster_passes(
+    hub: HubClient, system: Watcher, temporal_client: Client
+) -> None:
+    """The relabelled cluster's binding has nowhere to go (the third cluster is not prod): it
+    is kept. Relabelling the third cluster prod, a cluster the placement holds nothing on, moves
+    it there through the watcher (no timer: the turn asked for none)."""
+    prefix = unique("enfw")
+    key = f"{prefix}.example.com/env"
+    clusters = [f"{prefix}-{i}" for i in range(3)]
+    for name, env in zip(clusters, ("prod", "prod", "dev"), strict=True):
+        add_cluster(hub, name, labels={key: env})
+    web = f"{prefix}-web"
+    hub.create(placement(web, key, enforced=True))
+    bound = clusters[:2]
+    want = dict.fromkeys(bound, names.STATE_SCHEDULED)
+    await until_async(lambda: live_targets(hub, web) == want or None, blocking=True)
+    lost, spare = bound[0], clusters[2]
+    hub.patch(MemberCluster, lost, {"metadata": {"labels": {key: "retired"}}})
+    kept = await until_async(lambda: _moves_said(temporal_client, web), what="the kept line")
+    assert kept.lines[0].startswith("kept ") and "no other cluster passes" in kept.lines[0]
+    assert live_targets(hub, web) == want
+
+    hub.patch(MemberCluster, spare, {"metadata": {"labels": {key: "prod"}}})
+
+    moved = {bound[1]: names.STATE_SCHEDULED, spare: names.STATE_SCHEDULED}
+    await until_async(lambda: live_targets(hub, web) == moved or None, blocking=True)
+    old = next(b for b in bindings(hub, web) if b.spec.target_cluster == lost)
+    assert old.spec.state == names.STATE_UNSCHEDULED

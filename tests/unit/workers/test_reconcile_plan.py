@@ -377,3 +377,66 @@ def test_an_eligibility_reason_whose_figures_alone_changed_is_no_change_anywhere
     assert rough is None or not rough.eligibility
     eligible = member_cluster("c0", NOW)
     assert ClusterChange.between(old, eligible, profile.ineligibility, NOW).eligibility
+
+
+def test_a_cluster_that_now_passes_reaches_an_enforcing_placement_with_a_lost_binding() -> None:
+    """The reconcile's side of the watcher's route (control.routes): an enforcing PickN
+    placement kept its binding on c0 (it lost env=prod, and no other cluster passed); a cluster
+    it holds nothing on that now passes its filters requeues it. A placement without the
+    annotation is left alone, as KubeFleet leaves it."""
+    policy = {
+        "placementType": "PickN",
+        "numberOfClusters": 2,
+        "affinity": {
+            "clusterAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]
+                }
+            }
+        },
+    }
+
+    def fulfilled(name: str, enforced: bool) -> ClusterResourcePlacement:
+        base = placement(name, policy="PickN").to_wire()
+        base["spec"]["policy"] = policy
+        if enforced:
+            base["metadata"]["annotations"] = {
+                names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"
+            }
+        base["status"] = {
+            "conditions": [
+                {
+                    "type": names.PLACEMENT_SCHEDULED_CONDITION,
+                    "status": names.TRUE,
+                    "reason": "Scheduled",
+                    "message": "",
+                    "observedGeneration": 1,
+                    "lastTransitionTime": NOW.isoformat(),
+                }
+            ]
+        }
+        return ClusterResourcePlacement.from_wire(base)
+
+    read = {
+        "placements": [fulfilled("a", True), fulfilled("b", False)],
+        "bindings": [
+            binding("a", "c0", "a-0"), binding("a", "c1", "a-0"),
+            binding("b", "c0", "b-0"), binding("b", "c1", "b-0"),
+        ],
+    }  # fmt: skip
+    before = plan(**read, clusters=clusters("retired", "prod", "dev")).clusters
+    for profile in (None, default_profile()):
+        found = plan(
+            **read,
+            clusters=clusters("retired", "prod", "prod"),
+            previous_clusters=before,
+            profile=profile,
+        )
+        assert found.requeue == {"a": "reconcile: cluster c2 changed since the last reconcile"}
+        still = plan(
+            **read,
+            clusters=clusters("retired", "prod", "test"),
+            previous_clusters=before,
+            profile=profile,
+        )
+        assert still.requeue == {}

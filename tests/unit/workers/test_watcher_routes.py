@@ -522,3 +522,100 @@ def test_a_taint_added_reaches_only_placements_that_enforce_their_affinity() -> 
     assert sorted(p for p, *_ in relabelled) == [
         "all", "all-enforced", "n-enforced", "n-short", "nil"
     ]
+
+
+PROD_ONLY = PlacementPolicy.model_validate(
+    {
+        "placementType": "PickN",
+        "numberOfClusters": 2,
+        "affinity": {
+            "clusterAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]
+                }
+            }
+        },
+    }
+)
+
+
+def _member(name: str, env: str, *taints: Taint) -> MemberCluster:
+    from scheduler.testing import member_cluster
+
+    found = member_cluster(name, NOW, labels={"env": env})
+    return found.model_copy(update={"spec": MemberClusterSpec(taints=list(taints))})
+
+
+def _bound(placement_name: str, cluster_name: str) -> ClusterResourceBinding:
+    return ClusterResourceBinding(
+        metadata=ObjectMeta(
+            name=f"{placement_name}-{cluster_name}",
+            labels={hub_names.PARENT_PLACEMENT_LABEL: placement_name},
+        ),
+        spec=ClusterResourceBindingSpec(
+            state="Bound",
+            scheduling_policy_snapshot_name=f"{placement_name}-0",
+            target_cluster=cluster_name,
+            cluster_decision=ClusterDecision(cluster_name=cluster_name, selected=True, reason="r"),
+        ),
+    )
+
+
+def test_a_change_that_gives_a_lost_binding_somewhere_to_go_reaches_its_enforcing_placement() -> (
+    None
+):
+    """A fully scheduled enforcing PickN placement whose binding on `a` was kept for want of a
+    target (a lost env=prod; no other cluster passed) hears of the cluster that now passes its
+    filters, though it holds no binding there; KubeFleet's rule, and a placement without the
+    annotation, do not (docs/enforcement.md)."""
+    from control.routes import Room
+    from scheduler import default_profile
+
+    def with_policy(name: str, enforced: bool) -> ClusterResourcePlacement:
+        found = placement(name, PROD_ONLY, fulfilled=True)
+        marks = {hub_names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"} if enforced else {}
+        meta = found.metadata.model_copy(update={"annotations": marks})
+        return found.model_copy(update={"metadata": meta})
+
+    fleet = {
+        "web": with_policy("web", True),
+        "plain": with_policy("plain", False),
+        "settled": with_policy("settled", True),  # bound on b and d, both prod: nothing lost
+    }
+    members = {
+        "a": _member("a", "retired"),
+        "b": _member("b", "prod"),
+        "c": _member("c", "dev"),
+        "d": _member("d", "prod"),
+    }
+    bound = [
+        _bound("web", "a"), _bound("web", "b"), _bound("plain", "a"), _bound("plain", "b"),
+        _bound("settled", "b"), _bound("settled", "d"),
+    ]  # fmt: skip
+
+    def reached(old: MemberCluster, new: MemberCluster) -> list[str]:
+        found = [
+            sorted(
+                r.placement
+                for r in route_change(
+                    Change("MODIFIED", old, new), placements=places, standalone=True,
+                    checker=EligibilityChecker(), now=NOW, profile=default_profile(),
+                    room=Room(clusters={**members, new.metadata.name: new}, ledgers={},
+                              bindings=iter(kept)),
+                )
+            )
+            for places, kept in (
+                (fleet, bound),
+                ({k: routing_copy(p) for k, p in fleet.items()}, [routing_copy(b) for b in bound]),
+            )
+        ]  # fmt: skip
+        assert found[0] == found[1], "the routing copy lost a field routes read"
+        return found[0]
+
+    assert reached(members["c"], _member("c", "prod")) == ["web"]
+    # Still no place: not prod, or prod but tainted.
+    assert reached(members["c"], _member("c", "test")) == []
+    gpu = Taint(key="gpu", effect="NoSchedule")
+    assert reached(_member("c", "dev", gpu), _member("c", "prod", gpu)) == []
+    # The taint that kept it off goes: now it passes.
+    assert reached(_member("c", "prod", gpu), _member("c", "prod")) == ["web"]
