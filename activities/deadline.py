@@ -4,19 +4,22 @@ Scheduled condition.
 
 The workflow keeps the clock and says, in the turn's request, that the placement is past its
 deadline (workflows.deadline); the turn reports it only if its cycle still finds the placement
-not fully scheduled. Each miss makes one Event: its name is derived from the placement's uid,
-when it became not fully scheduled and the miss's number, so a retried activity, or a turn that
-runs again within the same miss, finds the Event already there and writes nothing."""
+not fully scheduled. A placement has one such Event, whatever its deadline, as Kubernetes' event
+recorder aggregates repeats: created at its first miss, then patched with the count of missed
+periods, the latest message and lastTimestamp, at most once per EVENT_REFRESH (a `1s` deadline
+would otherwise write every second, for ever). Its name is derived from the placement's uid,
+and an annotation says up to which miss of which stretch it counts, so a retried activity, or a
+turn that runs again within the same miss, changes nothing."""
 
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final
 
 from hub import names
 from hub.client import HubClient
-from hub.errors import AlreadyExistsError
+from hub.errors import AlreadyExistsError, ConflictError, NotFoundError
 from hub.types import ClusterResourcePlacement, Condition, Event, ObjectMeta
 from hub.types.core_v1 import EventSource, ObjectReference
 from scheduler.deadline import DEADLINE_EXCEEDED_REASON
@@ -25,6 +28,8 @@ from workflows.models import DeadlineMiss
 __all__ = [
     "COMPONENT",
     "EVENT_NAMESPACE",
+    "EVENT_REFRESH",
+    "REPORTED_ANNOTATION",
     "deadline_condition",
     "deadline_event_name",
     "record_deadline_event",
@@ -35,6 +40,12 @@ __all__ = [
 EVENT_NAMESPACE: Final = "default"
 COMPONENT: Final = "fleet-scheduler"
 WARNING: Final = "Warning"
+# How often a placement's Event is brought up to date at most: Kubernetes' event recorder lets
+# one event per object through every 5 minutes once its burst is spent. Misses in between are
+# counted in the next update, not lost.
+EVENT_REFRESH: Final = timedelta(minutes=5)
+# On the Event: `<when the stretch began>/<misses>`, the last miss it counts.
+REPORTED_ANNOTATION: Final = names.OWN_PREFIX + "deadline-reported"
 # The one kind Events are written as (the RBAC scan, tests/unit/deploy, reads it: core/v1 Events
 # are no fleet kind, so hub.types.KINDS does not name them).
 EVENT_KINDS: Final = (Event,)
@@ -60,9 +71,10 @@ def deadline_condition(condition: Condition, message: str) -> Condition:
     return condition.model_copy(update={"reason": DEADLINE_EXCEEDED_REASON, "message": message})
 
 
-def deadline_event_name(placement: ClusterResourcePlacement, miss: DeadlineMiss) -> str:
-    """The Event of one miss: `<placement>.<hash>`, like the names Kubernetes' recorder gives."""
-    identity = f"{placement.metadata.uid}/{miss.since.isoformat()}/{miss.misses}"
+def deadline_event_name(placement: ClusterResourcePlacement) -> str:
+    """The placement's deadline Event: `<placement>.<hash>`, like the names Kubernetes' recorder
+    gives; one per placement (its uid: a placement created again under the name gets its own)."""
+    identity = f"{placement.metadata.uid}/{DEADLINE_EXCEEDED_REASON}"
     return f"{placement.name}.{hashlib.sha256(identity.encode()).hexdigest()[:16]}"
 
 
@@ -73,30 +85,70 @@ def record_deadline_event(
     message: str,
     now: datetime,
 ) -> bool:
-    """Create the miss's Event; False when an earlier attempt already did."""
+    """Report the miss on the placement's Event: create it, or add the misses it does not count
+    yet, unless it was written less than EVENT_REFRESH ago. True when it was written."""
     namespace = placement.metadata.namespace or EVENT_NAMESPACE
+    name = deadline_event_name(placement)
     stamp = now.replace(microsecond=0)
-    event = Event(
-        metadata=ObjectMeta(name=deadline_event_name(placement, miss), namespace=namespace),
-        involved_object=ObjectReference(
-            api_version=placement.api_version,
-            kind=placement.kind,
-            name=placement.name,
-            namespace=placement.metadata.namespace,
-            uid=placement.metadata.uid,
-            resource_version=placement.metadata.resource_version,
-        ),
-        reason=DEADLINE_EXCEEDED_REASON,
-        message=message,
-        type=WARNING,
-        count=1,
-        first_timestamp=stamp,
-        last_timestamp=stamp,
-        source=EventSource(component=COMPONENT),
-        reporting_component=COMPONENT,
-    )
+    stretch = miss.since.isoformat()
+    reported = f"{stretch}/{miss.misses}"
     try:
-        client.create(event)
-    except AlreadyExistsError:
+        current = client.get(Event, name, namespace=namespace)
+    except NotFoundError:
+        current = None
+    if current is None:
+        event = Event(
+            metadata=ObjectMeta(
+                name=name, namespace=namespace, annotations={REPORTED_ANNOTATION: reported}
+            ),
+            involved_object=ObjectReference(
+                api_version=placement.api_version,
+                kind=placement.kind,
+                name=placement.name,
+                namespace=placement.metadata.namespace,
+                uid=placement.metadata.uid,
+                resource_version=placement.metadata.resource_version,
+            ),
+            reason=DEADLINE_EXCEEDED_REASON,
+            message=message,
+            type=WARNING,
+            count=miss.misses,
+            first_timestamp=stamp,
+            last_timestamp=stamp,
+            source=EventSource(component=COMPONENT),
+            reporting_component=COMPONENT,
+        )
+        try:
+            client.create(event)
+        except AlreadyExistsError:
+            return False  # an earlier attempt's, or a concurrent one's: the next miss updates it
+        return True
+    counted = _counted(current.metadata.annotations.get(REPORTED_ANNOTATION), stretch)
+    last = current.last_timestamp
+    if miss.misses <= counted or (last is not None and stamp - last < EVENT_REFRESH):
         return False
+    patch = {
+        "metadata": {"annotations": {REPORTED_ANNOTATION: reported}},
+        "message": message,
+        "count": (current.count or 0) + miss.misses - counted,
+        "lastTimestamp": Event(last_timestamp=stamp).to_wire()["lastTimestamp"],
+    }
+    try:
+        client.patch(
+            Event,
+            name,
+            patch,
+            namespace=namespace,
+            resource_version=current.metadata.resource_version,
+        )
+    except (ConflictError, NotFoundError):
+        return False  # changed or removed meanwhile: the next miss reports again
     return True
+
+
+def _counted(annotation: str | None, stretch: str) -> int:
+    """How many misses of the stretch that began at `stretch` the Event counts already (0: none,
+    it counts an earlier stretch, or its annotation cannot be read)."""
+    began, _, misses = (annotation or "").rpartition("/")
+    readable = misses.isascii() and misses.isdigit() and len(misses) < 10
+    return int(misses) if began == stretch and readable else 0

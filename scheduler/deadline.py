@@ -22,6 +22,7 @@ from scheduler.values import AnnotationError, shown
 
 __all__ = [
     "AGING",
+    "AGING_DEFAULT_KEY",
     "DEADLINE_EXCEEDED_REASON",
     "INVALID_DEADLINE_REASON",
     "MAX_DEADLINE",
@@ -146,12 +147,21 @@ def misses_at(deadline: ScheduleDeadline, since: datetime, now: datetime) -> int
     return max(0, int((now - since).total_seconds() // deadline.seconds))
 
 
-def aged_key(key: int | None, misses: int) -> int | None:
+# The priority key of a task without one (Temporal's default), from which aging counts.
+AGING_DEFAULT_KEY: Final = 3
+
+
+def aged_key(key: int | None, misses: int, *, best: int | None) -> int | None:
     """A turn's priority key after `misses` missed deadlines of an aging placement: one key up
-    (toward 1) per miss, never past 1; None (Temporal's default, 3) ages from 3."""
-    if misses <= 0:
+    (toward 1) per miss, never past `best`, the best key aging may reach (docs/priority.md,
+    "Aging": the placement's own band's key unless the profile lets aging go further). None, as
+    key or as best, is Temporal's default, 3. A key already at `best` or better (a person's
+    `requeue --priority 1`) is left as it is: aging never demotes."""
+    start = AGING_DEFAULT_KEY if key is None else key
+    limit = AGING_DEFAULT_KEY if best is None else best
+    if misses <= 0 or start <= limit:
         return key
-    return max(1, (3 if key is None else key) - misses)
+    return max(limit, start - misses)
 
 
 def missing_line(outcome: Outcome, explanation: Explanation | None) -> str:

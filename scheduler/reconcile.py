@@ -159,10 +159,17 @@ def priority_digests(priorities: Mapping[str, QueuePriority]) -> dict[str, str]:
     fleet without priorities carries one entry from run to run."""
     default = priorities[DEFAULT_PRIORITY_KEY]
     return {
-        key: hashlib.sha256(repr(answer).encode()).hexdigest()[:16]
+        key: hashlib.sha256(_digested(answer).encode()).hexdigest()[:16]
         for key, answer in priorities.items()
         if key == DEFAULT_PRIORITY_KEY or answer != default
     }
+
+
+def _digested(answer: QueuePriority) -> str:
+    """What a priority's digest hashes: its repr, and its aging limit only when it has one (a
+    field added later: the digests of fleets without it stay as they were)."""
+    text = repr(answer)
+    return text if answer.aging_limit is None else f"{text}, aging_limit={answer.aging_limit}"
 
 
 def priority_changed(

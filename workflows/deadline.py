@@ -10,8 +10,9 @@ a clock (a placement older than the annotation, a workflow started again) starts
 the turn read on the placement: when its Scheduled condition last left True, or its creation.
 Each deadline period that passes while it stays not fully scheduled is one miss: the turn after
 a miss reports it (an Event; the condition's reason in standalone mode) and, for an aging
-placement, runs one priority key higher per miss. Pure: the workflow feeds it what its turns
-read and the time (`workflow.now()`); tests drive it without Temporal."""
+placement, runs one priority key higher per miss, within its band (docs/priority.md, "Aging").
+Pure: the workflow feeds it what its turns read and the time (`workflow.now()`); tests drive it
+without Temporal."""
 
 from __future__ import annotations
 
@@ -127,8 +128,10 @@ class DeadlineClock:
             misses=self.misses,
         )
 
-    def aged(self, key: int | None) -> int | None:
-        """A turn's priority key: one key up per miss for an aging placement past its deadline."""
+    def aged(self, key: int | None, best: int | None) -> int | None:
+        """A turn's priority key: one key up per miss for an aging placement past its deadline,
+        never past `best` (TurnPriority.best_aged_key: its own band's key by default). `key` is
+        what the turn's work asked for before aging: aged once, here, when the turn starts."""
         if self.deadline is None or not self.deadline.aging or self.since is None:
             return key
-        return aged_key(key, self.misses)
+        return aged_key(key, self.misses, best=best)

@@ -131,6 +131,7 @@ class PlacementWorkflow:
         self._prioritised: bool | None = None
         self._priority: TurnPriority | None = carried.priority
         self._turn_priority_key: int | None = None
+        self._turn_asked_key: int | None = None  # the same, before aging
         # The scheduling deadline's clock (workflows.deadline), for placements with the
         # annotation only; whether this run issues its commands, decided as for priorities.
         self._deadline = DeadlineClock.of(carried.deadline)
@@ -201,7 +202,8 @@ class PlacementWorkflow:
 
     def _deadline_missed(self) -> None:
         misses = self._deadline.miss(workflow.now())
-        self._inbox.ask(self._deadline.aged(self._own_key()))
+        # At the placement's own key: the turn ages it when it starts, once (docs/priority.md).
+        self._inbox.ask(self._own_key())
         self._inbox.mark(f"schedule deadline {self._deadline.annotation} exceeded ({misses})")
 
     async def _turn(self) -> bool:
@@ -209,10 +211,13 @@ class PlacementWorkflow:
         no event since)."""
         number = self._budget.turn()
         work = self._inbox.take()
-        self._turn_priority_key = work.priority_key
+        # The key its work asked for is what a requeue of the same work asks again; aging is
+        # applied to it here and nowhere else, so a miss lifts a turn by one key, not two.
+        self._turn_asked_key = self._turn_priority_key = work.priority_key
         if self._deadlines:
             key = work.priority_key if work.priority_key is not None else self._own_key()
-            self._turn_priority_key = self._deadline.aged(key)
+            best = self._priority.best_aged_key() if self._priority is not None else None
+            self._turn_priority_key = self._deadline.aged(key, best)
         self._upsert_priority()
         turn = await self._schedule_once(number, work.fresh, work.because(), work)
         if turn is None:
@@ -355,7 +360,7 @@ class PlacementWorkflow:
         if attributes := self._visibility.after_cycle(report.placement_type, fully):
             workflow.upsert_search_attributes(attributes)
         if report.requeue:
-            self._inbox.ask(self._turn_priority_key)  # the next batch is the same work
+            self._inbox.ask(self._turn_asked_key)  # the next batch is the same work
             self._inbox.mark(f"cycle {cycle} asked to requeue now")
             self._set_phase("pending", "the next batch")
         elif report.requeue_after_seconds:
@@ -374,7 +379,7 @@ class PlacementWorkflow:
                 timeout_summary=f"cycle {cycle} asked to requeue after {seconds:g}s",
             )
         except TimeoutError:
-            self._inbox.ask(self._turn_priority_key)
+            self._inbox.ask(self._turn_asked_key)
             self._inbox.mark(f"requeue after {seconds:g}s (cycle {cycle})")
 
     async def _cleanup(self) -> bool:

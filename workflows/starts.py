@@ -76,6 +76,7 @@ def turn_priority(own: QueuePriority, turn: QueuePriority | None = None) -> Turn
         priority_class=own.priority_class,
         tenant=own.tenant,
         problem=own.problem,
+        aging_limit=own.aging_limit,
     )
 
 

@@ -110,7 +110,13 @@ class QueuePriority:
     key and weight are Temporal's too (None = none). `value` is the placement's priority (its
     PriorityClass value, 0 without one), `priority_class` the class it came from, `tenant` the
     fairness key's source, and `problem` says why the placement did not get what it asked for
-    (e.g. a PriorityClass that does not exist)."""
+    (e.g. a PriorityClass that does not exist).
+
+    `aging_limit` is the best key a placement past its scheduling deadline with `,aging` may be
+    lifted to (docs/priority.md, "Aging"); None: the key of its own turns (the key this plugin
+    gives a PLACEMENT turn), so a deadline never buys more priority than its class gives. It is
+    left out of `repr`: the reconcile's priority digests add it only when set, so the digests
+    of a fleet that does not use it stay what they were before it."""
 
     priority_key: int | None = None
     fairness_key: str | None = None
@@ -119,10 +125,13 @@ class QueuePriority:
     priority_class: str | None = None
     tenant: str | None = None
     problem: str | None = None
+    aging_limit: int | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.priority_key is not None:
             checked_priority_key(self.priority_key, "priority_key")
+        if self.aging_limit is not None:
+            checked_priority_key(self.aging_limit, "aging_limit")
         weight = self.fairness_weight
         if weight is not None and not (isinstance(weight, int | float) and weight > 0):
             raise ValueError(f"fairness_weight must be a positive number or None, got {weight!r}")

@@ -16,6 +16,12 @@ turns fanned out from a cluster change, the watcher's start or the reconcile run
 `fanOutDemotion` keys lower (default 1, never below key 5), so a cluster flapping under
 thousands of placements does not hold back a new placement of the same band.
 
+Aging (docs/priority.md, "Aging"): a placement past its scheduling deadline with `,aging` has
+its turns lifted one key per miss, never past the key of its own turns, its band's: a deadline
+does not buy priority, since who may use a PriorityClass is the cluster admin's call. The
+profile's `agingBeyondBand` (0 to 4, default 0) lets aging go that many keys further, never past
+key 1; it is the admin's to turn on, as a PriorityClass is.
+
 Fairness (off by default): the fairness key is the value of the placement's label `tenantLabel`
 (default `fleet-scheduler.io/tenant`), with the tenant's weight from `weights` (default
 `defaultWeight`, 1). Temporal shares each priority key's dispatch between fairness keys in
@@ -80,8 +86,19 @@ class PrioritySort:
         bands: Sequence[Mapping[str, object]] | None = None,
         fanOutDemotion: int = DEFAULT_FAN_OUT_DEMOTION,
         fairness: Mapping[str, object] | None = None,
+        agingBeyondBand: int = 0,
     ) -> None:
         self.bands = DEFAULT_BANDS if bands is None else _bands(bands)
+        if (
+            isinstance(agingBeyondBand, bool)
+            or not isinstance(agingBeyondBand, int)
+            or not 0 <= agingBeyondBand <= LOWEST_PRIORITY_KEY - HIGHEST_PRIORITY_KEY
+        ):
+            raise ValueError(
+                f"agingBeyondBand must be an integer in [0, "
+                f"{LOWEST_PRIORITY_KEY - HIGHEST_PRIORITY_KEY}], got {agingBeyondBand!r}"
+            )
+        self.aging_beyond_band = agingBeyondBand
         if (
             isinstance(fanOutDemotion, bool)
             or not isinstance(fanOutDemotion, int)
@@ -98,9 +115,10 @@ class PrioritySort:
 
     def queue_sort(self, item: QueueItem) -> QueuePriority:
         value, class_name, problem = self._value(item)
-        key = self.band_key(value)
+        own = key = self.band_key(value)
         if item.cause is TurnCause.FAN_OUT:
             key = min(key + self.fan_out_demotion, LOWEST_PRIORITY_KEY)
+        beyond = self.aging_beyond_band
         tenant = item.placement.labels.get(self.tenant_label) or None
         fair = self.fairness and tenant is not None
         return QueuePriority(
@@ -113,6 +131,8 @@ class PrioritySort:
             priority_class=class_name,
             tenant=tenant,
             problem=problem,
+            # None: aging stops at `own`, the key of the placement's own turns.
+            aging_limit=max(HIGHEST_PRIORITY_KEY, own - beyond) if beyond else None,
         )
 
     def band_key(self, value: int) -> int:

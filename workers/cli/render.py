@@ -15,7 +15,7 @@ from typing import Final
 
 from activities.rebalance import RebalancePlan
 from scheduler import Explanation, ScoreGroup
-from scheduler.deadline import format_duration
+from scheduler.deadline import AGING_DEFAULT_KEY, format_duration
 from scheduler.explanation import beyond_room_message
 from scheduler.readable import filter_reason_line, readable_reason, shared_filter_groups
 from scheduler.rebalance import percent
@@ -295,14 +295,21 @@ def deadline_text(state: DeadlineState, now: datetime) -> str:
     return f"{text}, {left} left"
 
 
-def deadline_line(state: DeadlineState, now: datetime, last_turn_key: int | None) -> str:
+def deadline_line(
+    state: DeadlineState, now: datetime, last_turn_key: int | None, best_key: int | None = None
+) -> str:
     """`explain`'s line: e.g. "deadline: 10m, exceeded 3m ago: 2 of 3 clusters picked; missing
-    1: 4 clusters filtered by ClusterAffinity (...)"."""
+    1: 4 clusters filtered by ClusterAffinity (...)". An aging placement past its deadline adds
+    how far aging may lift it (`best_key`, TurnPriority.best_aged_key; None: key 3)."""
     line = f"deadline: {deadline_text(state, now)}"
     if state.since is not None and state.missing:
         line += f": {state.missing}"
     if state.aging and state.misses and last_turn_key is not None:
-        line += f" (aged {state.misses} key(s): last turn at key {last_turn_key})"
+        best = best_key if best_key is not None else AGING_DEFAULT_KEY
+        line += (
+            f" (aging after {state.misses} miss(es): last turn at key {last_turn_key}, "
+            f"aging lifts it to key {best} at best)"
+        )
     return line
 
 
@@ -324,7 +331,8 @@ def render_explain(
         lines.append(priority_line(status.priority, status.last_turn_key))
     if status.deadline is not None:
         when = now or datetime.now(UTC)
-        lines.append(deadline_line(status.deadline, when, status.last_turn_key))
+        best = status.priority.best_aged_key() if status.priority is not None else None
+        lines.append(deadline_line(status.deadline, when, status.last_turn_key, best))
     if status.pending_reasons:
         fresh = " (fresh)" if status.fresh_pending else ""
         lines.append(f"pending{fresh}: {'; '.join(status.pending_reasons)}")

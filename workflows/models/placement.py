@@ -60,6 +60,14 @@ class TurnPriority(WireModel):
     priority_class: str | None = None
     tenant: str | None = None
     problem: str | None = None  # e.g. the PriorityClass named does not exist
+    # The best key aging may lift the placement's turns to (docs/priority.md, "Aging"); None:
+    # its own key, what every sender before the field meant.
+    aging_limit: int | None = Field(default=None, ge=1, le=5)
+
+    def best_aged_key(self) -> int | None:
+        """The best key a missed deadline may lift a turn to: the profile's limit, else the
+        placement's own key (None: Temporal's default, 3)."""
+        return self.aging_limit if self.aging_limit is not None else self.own_priority_key
 
     @staticmethod
     def temporal(priority: TurnPriority | None, key: int | None) -> Priority:

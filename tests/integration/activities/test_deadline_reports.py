@@ -1,5 +1,6 @@
-"""A turn past its scheduling deadline, against a real devhub: one Event per miss however often
-the activity runs, the standalone condition's reason and message, and nothing of it once the
+"""A turn past its scheduling deadline, against a real devhub: one Event per placement however
+often the activity runs, brought up to date with the count of misses at most every
+EVENT_REFRESH, the standalone condition's reason and message, and nothing of it once the
 placement is fully scheduled."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from temporalio.testing import ActivityEnvironment
 
+from activities.deadline import EVENT_REFRESH
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, Event
@@ -27,6 +29,16 @@ MISSING = (
     "1 cluster filtered by TaintToleration (ClusterUnschedulable, taint gpu=true:NoSchedule "
     "cannot be tolerated)"
 )
+
+
+class Clock:
+    """The activities' clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC).replace(microsecond=0)
+
+    def __call__(self) -> datetime:
+        return self.now
 
 
 def turn(env: ActivityEnvironment, rig: Rig, miss: DeadlineMiss | None) -> TurnResult:
@@ -50,7 +62,8 @@ def test_a_retried_turn_past_its_deadline_makes_one_event_and_says_why_on_the_co
         add_cluster(hub, name)
     add_cluster(hub, "d", taints=[("gpu", "true")])
     add_placement(hub, "late", PICK_THREE, annotations={names.SCHEDULE_DEADLINE_ANNOTATION: "10m"})
-    rig = make_activities()
+    clock = Clock()
+    rig = make_activities(clock=clock)
 
     first = turn(env, rig, None)  # before the deadline: KubeFleet's condition, no Event
     assert first.prepared.schedule_deadline == "10m"
@@ -59,7 +72,7 @@ def test_a_retried_turn_past_its_deadline_makes_one_event_and_says_why_on_the_co
     assert condition is not None and condition.reason == names.POLICY_UNFULFILLED_REASON
     assert deadline_events(hub) == []
 
-    since = datetime.now(UTC) - timedelta(minutes=10)
+    since = clock.now - timedelta(minutes=10)
     miss = DeadlineMiss(deadline="10m", seconds=600, since=since, misses=1)
     reported = turn(env, rig, miss)
     again = turn(env, rig, miss)  # a retry, or another turn within the same miss
@@ -77,8 +90,14 @@ def test_a_retried_turn_past_its_deadline_makes_one_event_and_says_why_on_the_co
         MISSING,
     )
 
-    turn(env, rig, miss.model_copy(update={"misses": 2}))  # the next miss: its own Event
-    assert len(deadline_events(hub)) == 2
+    # The next miss, ten minutes on: the same Event, counting it.
+    clock.now += timedelta(minutes=10)
+    second = turn(env, rig, miss.model_copy(update={"misses": 2}))
+    assert second.report is not None and second.report.writes.deadline_event
+    (event,) = deadline_events(hub)
+    assert event.count == 2 and event.message.startswith("not fully scheduled for 20m (deadline")
+    assert event.last_timestamp == clock.now
+    clock.now -= timedelta(minutes=10)  # back: ten minutes on, the clusters' heartbeats are old
 
     add_cluster(hub, "c")
     fulfilled = turn(env, rig, miss.model_copy(update={"misses": 3}))
@@ -86,7 +105,7 @@ def test_a_retried_turn_past_its_deadline_makes_one_event_and_says_why_on_the_co
     assert not fulfilled.report.writes.deadline_event
     condition = placement_condition(hub, "late")
     assert condition is not None and condition.reason == names.POLICY_FULFILLED_REASON
-    assert len(deadline_events(hub)) == 2
+    assert len(deadline_events(hub)) == 1
 
 
 def test_a_placement_without_the_annotation_reads_as_before(
@@ -126,3 +145,43 @@ def test_a_miss_is_not_reported_once_the_annotation_is_removed_or_changed(
         condition = placement_condition(hub, "late")
         assert condition is not None and condition.reason == names.POLICY_UNFULFILLED_REASON
     assert len(deadline_events(hub)) == 1
+
+
+def test_a_one_second_deadline_keeps_one_event_written_at_most_every_refresh(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """`1s,aging` misses every second, for ever: the placement still has one Event, written at
+    its first miss and then at most once per EVENT_REFRESH, counting every miss in between; a
+    new stretch (fully scheduled, then not again) adds to the same Event."""
+    add_cluster(hub, "a")
+    add_placement(
+        hub, "late", PICK_THREE, annotations={names.SCHEDULE_DEADLINE_ANNOTATION: "1s,aging"}
+    )
+    clock = Clock()
+    rig = make_activities(clock=clock)
+    since = clock.now
+    writes = 0
+    refresh = int(EVENT_REFRESH.total_seconds())
+    # A turn a second, past one refresh (a sample of them: every turn in between is the same).
+    for misses in [*range(1, 11), refresh // 2, refresh - 1, refresh, refresh + 1]:
+        clock.now = since + timedelta(seconds=misses)
+        miss = DeadlineMiss(deadline="1s,aging", seconds=1, since=since, misses=misses)
+        result = turn(env, rig, miss)
+        assert result.report is not None
+        writes += result.report.writes.deadline_event
+        assert len(deadline_events(hub)) == 1
+    assert writes == 2  # the first miss, and the first one a refresh after it
+    (event,) = deadline_events(hub)
+    assert event.count == refresh + 1
+    assert event.first_timestamp == since + timedelta(seconds=1)
+    assert event.last_timestamp == since + timedelta(seconds=refresh + 1)
+    assert event.message.startswith(f"not fully scheduled for {refresh // 60}m1s (deadline 1s)")
+
+    # A later stretch, after the placement was fully scheduled for a while: the same Event.
+    later = clock.now + EVENT_REFRESH
+    clock.now = later + timedelta(seconds=3)
+    miss = DeadlineMiss(deadline="1s,aging", seconds=1, since=later, misses=3)
+    assert turn(env, rig, miss).report.writes.deadline_event  # type: ignore[union-attr]
+    assert not turn(env, rig, miss).report.writes.deadline_event  # type: ignore[union-attr]
+    (event,) = deadline_events(hub)
+    assert event.count == refresh + 1 + 3

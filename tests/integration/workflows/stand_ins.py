@@ -59,6 +59,11 @@ class Script:
     # then None (no advice). Whether each turn ran as a local activity, in order.
     advice: list[bool | None] = field(default_factory=list)
     ran_local: list[bool] = field(default_factory=list)
+    # The placement's schedule-deadline annotation as prepare reads it, and whether its cycles
+    # fulfil it; per turn, the misses its request reported (0: none).
+    deadline: str | None = None
+    fulfilled: bool = True
+    misses: list[int] = field(default_factory=list)
 
 
 SCRIPTS: dict[str, Script] = defaultdict(Script)
@@ -81,6 +86,7 @@ async def schedule_once(request: TurnRequest) -> TurnResult:
 async def _prepare(request: TurnRequest) -> PrepareResult:
     script = SCRIPTS[request.placement]
     script.priorities.append(activity.info().priority)
+    script.misses.append(request.deadline.misses if request.deadline is not None else 0)
     phase = script.phases[min(script.prepares, len(script.phases) - 1)]
     if script.deleted:
         phase = "deleting"
@@ -92,6 +98,7 @@ async def _prepare(request: TurnRequest) -> PrepareResult:
         message=f"scripted {phase}",
         snapshot=f"{request.placement}-0" if phase == "ready" else None,
         placement_type="PickN",
+        schedule_deadline=script.deadline,
     )
 
 
@@ -109,7 +116,12 @@ async def _cycle(request: TurnRequest, snapshot: str) -> CycleReport:
         cycle=request.cycle,
         placement=request.placement,
         snapshot=snapshot,
-        outcome=Outcome(placement_type="PickN", wanted=1, picked=1, fulfilled=True),
+        outcome=Outcome(
+            placement_type="PickN",
+            wanted=1,
+            picked=1 if script.fulfilled else 0,
+            fulfilled=script.fulfilled,
+        ),
         requeue=requeue,
         requeue_after_seconds=script.requeue_after if index == 0 else None,
         summary=f"cycle {request.cycle}: scripted",

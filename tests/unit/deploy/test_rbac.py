@@ -140,7 +140,8 @@ def test_beside_kubefleet_cannot_make_or_delete_policy_snapshots() -> None:
 @pytest.mark.parametrize("overlay", [STANDALONE, BESIDE_KUBEFLEET])
 def test_roles_name_only_fleet_resources_without_wildcards(overlay: str) -> None:
     """Fleet kinds, the built-in PriorityClasses read-only (docs/priority.md), and core/v1
-    Events created only (a schedule deadline's report, docs/operations.md)."""
+    Events created, read and patched, never updated, listed or deleted (a schedule deadline's
+    one Event per placement, counting its misses, docs/operations.md)."""
     for role in by_kind(render(overlay), "ClusterRole").values():
         for rule in role["rules"]:
             if set(rule["apiGroups"]) == {PriorityClass.GROUP}:
@@ -148,7 +149,7 @@ def test_roles_name_only_fleet_resources_without_wildcards(overlay: str) -> None
                 assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
             elif set(rule["apiGroups"]) == {Event.GROUP}:
                 assert rule["resources"] == [Event.PLURAL], rule
-                assert rule["verbs"] == ["create"], rule
+                assert rule["verbs"] == ["create", "get", "patch"], rule
             else:
                 assert set(rule["apiGroups"]) <= FLEET_GROUPS, rule
             assert "*" not in rule["resources"] and "*" not in rule["verbs"], rule

@@ -10,7 +10,6 @@ import pytest
 from scheduler.deadline import (
     DeadlineError,
     ScheduleDeadline,
-    aged_key,
     format_duration,
     parse_deadline,
 )
@@ -60,15 +59,6 @@ def test_durations_are_written_as_the_annotation_writes_them(seconds: int, text:
     assert format_duration(timedelta(seconds=seconds)) == text
 
 
-@pytest.mark.parametrize(
-    ("key", "misses", "aged"), [(3, 0, 3), (3, 1, 2), (3, 5, 1), (None, 1, 2), (1, 1, 1)]
-)
-def test_aging_moves_a_key_up_per_miss_never_past_one(
-    key: int | None, misses: int, aged: int | None
-) -> None:
-    assert aged_key(key, misses) == aged
-
-
 def test_the_clock_starts_when_not_fully_scheduled_and_a_policy_change_keeps_it() -> None:
     clock = DeadlineClock()
     clock.read("10s")
@@ -94,7 +84,7 @@ def test_the_clock_crosses_continue_as_new_and_stops_when_the_annotation_goes() 
     clock.miss(T0 + timedelta(seconds=5))
     carried = DeadlineClock.of(clock.state())
     assert carried == clock
-    assert carried.aged(3) == 2
+    assert carried.aged(3, 1) == 2
     carried.read(None)
     assert carried.state() is None and carried.due() is None
 

@@ -40,7 +40,13 @@ from workers.cli.render import (
     render_status,
     table,
 )
-from workflows.models import CycleReport, DeadlineState, PlacementStatus, WriteCounts
+from workflows.models import (
+    CycleReport,
+    DeadlineState,
+    PlacementStatus,
+    TurnPriority,
+    WriteCounts,
+)
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -458,3 +464,25 @@ def test_the_deadline_reads_as_time_left_exceeded_or_met() -> None:
     assert deadline_text(met, now) == "10m, met"
     bad = DeadlineState(annotation="soon", problem="schedule deadline 'soon' is not a duration")
     assert deadline_text(bad, now) == "invalid (schedule deadline 'soon' is not a duration)"
+
+
+def test_explain_says_how_far_aging_lifts_a_late_placement() -> None:
+    """Aging stops at the placement's own key unless the profile allows more (docs/priority.md,
+    "Aging"): the line says where it stops, not a count of keys it could not climb."""
+    state = DeadlineState(
+        annotation="1s,aging", seconds=1, aging=True, since=NOW - timedelta(seconds=9), misses=9
+    )
+    own = TurnPriority(priority_key=3, own_priority_key=3)
+    status = PlacementStatus(
+        placement="late", cycles=3, waiting_for="an event", phase="idle", priority=own,
+        last_turn_key=3, deadline=state,
+    )  # fmt: skip
+    line = next(x for x in render_explain(status, now=NOW).splitlines() if "deadline:" in x)
+    assert line.endswith(
+        "(aging after 9 miss(es): last turn at key 3, aging lifts it to key 3 at best)"
+    )
+    allowed = status.model_copy(
+        update={"priority": own.model_copy(update={"aging_limit": 1}), "last_turn_key": 1}
+    )
+    line = next(x for x in render_explain(allowed, now=NOW).splitlines() if "deadline:" in x)
+    assert line.endswith("last turn at key 1, aging lifts it to key 1 at best)")
