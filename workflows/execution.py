@@ -71,7 +71,9 @@ AUTO_LOCAL_PATCH: Final = "turn-execution-auto"
 # callback), so the choice is its own, whatever another process advised, and its marker puts
 # it in the history: a replay, on any worker, reads it from there. One id per turn, as a
 # run's turns may be served by different workers; asked only for a turn that would run local,
-# so a worker that caches workflows records nothing.
+# so a worker that caches workflows records nothing. A worker without the callback (built
+# other than by workers.worker) activates every patch, so sends every such turn to the queue:
+# the safe side.
 QUEUE_TURN_PATCH: Final = "turn-on-queue"
 
 
