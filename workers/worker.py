@@ -31,7 +31,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
-from temporalio.worker import Worker
+from temporalio.worker import PatchActivationInput, Worker
 
 from activities.advice import TurnAdvisor
 from activities.cleanup import CleanupPlacement
@@ -53,6 +53,7 @@ from workers.metrics import SchedulerMetrics
 from workers.processes import STOP_GRACE_S, ActivityProcesses
 from workers.versioning import PromoteError, WorkerVersion, promote, worker_version
 from workflows import names
+from workflows.execution import activates_patch
 from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
 from workflows.rebalance import RebalanceWorkflow
 from workflows.reconcile import ReconcileWorkflow
@@ -210,7 +211,9 @@ def build_worker(
     (activities.advice) that knows them.
     `version` makes them versioned workers of a Worker Deployment (workers.versioning says why);
     without one they poll unversioned, as `fleet-scheduler dev` does. `worker_options` go to
-    each `temporalio.worker.Worker` as they are (tests pass `max_cached_workflows=0`)."""
+    each `temporalio.worker.Worker` as they are (tests pass `max_cached_workflows=0`); with
+    `max_cached_workflows=0` the workflow worker runs no turn local by its own choice, nor
+    advises one (docs/operations.md, "Where turns run")."""
     if max_concurrent_activities < 1:
         raise ValueError(
             f"max_concurrent_activities must be at least 1, got {max_concurrent_activities}"
@@ -235,7 +238,7 @@ def build_worker(
             advisor=TurnAdvisor(
                 local_slots=max_concurrent_activities if workflows else 0,
                 fleet_size=settings.fleet_size or _fleet_size(settings.clusters),
-                local_turns=worker_options.get("max_cached_workflows") != 0,
+                local_turns=runs_local_turns(worker_options),
             ),
         )
     deployment = version.deployment_config() if version is not None else None
@@ -261,6 +264,7 @@ def build_worker(
                 max_concurrent_activities=WORKFLOW_WORKER_ACTIVITY_SLOTS,
                 max_concurrent_local_activities=max_concurrent_activities,
                 deployment_config=deployment,
+                patch_activation_callback=turn_patches(worker_options),
                 **{"nonsticky_to_sticky_poll_ratio": WORKFLOW_TASK_POLL_RATIO, **worker_options},
             )
         )
@@ -289,8 +293,8 @@ def split_workers(
 ) -> PlacementWorkers:
     """`workflows` on `task_queue` and `activities` on its activity queue, as `build_worker`
     splits ours: for other implementations of them (tests' stand-ins, the bench's no-ops). The
-    workflow worker has the activities too, for placements with local cycles.
-    `worker_options` go to both workers."""
+    workflow worker has the activities too, for placements with local cycles, and chooses
+    where turns run as `build_worker`'s does. `worker_options` go to both workers."""
     return PlacementWorkers(
         [
             Worker(
@@ -298,6 +302,7 @@ def split_workers(
                 task_queue=task_queue,
                 workflows=workflows,
                 activities=activities,
+                patch_activation_callback=turn_patches(worker_options),
                 **worker_options,
             ),
             Worker(
@@ -308,6 +313,30 @@ def split_workers(
             ),
         ]
     )
+
+
+def runs_local_turns(worker_options: dict[str, Any]) -> bool:
+    """Whether a workflow worker with these options runs turns local by its own choice: not
+    one that caches no workflow (workflows.execution.QUEUE_TURN_PATCH says why)."""
+    return worker_options.get("max_cached_workflows") != 0
+
+
+def turn_patches(worker_options: dict[str, Any]) -> Callable[[PatchActivationInput], bool]:
+    """The workflow worker's patch activation callback: which new patches a run's first ask
+    activates (workflows.execution.activates_patch). Takes the caller's own callback out of
+    `worker_options`, if any, for the other patches (tests stand in for older workers so)."""
+    local_turns = runs_local_turns(worker_options)
+    others: Callable[[PatchActivationInput], bool] | None = worker_options.pop(
+        "patch_activation_callback", None
+    )
+
+    def activates(ask: PatchActivationInput) -> bool:
+        ours = activates_patch(ask.patch_id, local_turns=local_turns)
+        if ours is not None:
+            return ours
+        return others(ask) if others is not None else True
+
+    return activates
 
 
 def activity_threads(

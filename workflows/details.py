@@ -13,6 +13,7 @@ large the fleet; they are workflow metadata, not history. Pure and deterministic
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from scheduler.readable import (
@@ -49,11 +50,21 @@ CLEANING_UP: Final = "removing the deleted placement's bindings and finalizer"
 # Characters markdown would read as formatting in a cluster name, reason or error (`~`: GFM's
 # strikethrough; `&`: an entity such as `&lt;`).
 _MARKDOWN: Final = str.maketrans({c: f"\\{c}" for c in "\\`*_[]<>#|~&"})
+# What a renderer links with no markup at all, found in the text itself, which a backslash
+# escape does not reliably stop: the UI's renderer links `scheme://...` and `mailto:`, GFM
+# also `www.` and e-mail addresses. The character that makes each one a link becomes its HTML
+# entity, which renders as that character, in plain text.
+_AUTOLINKS: Final = re.compile(
+    r"(?i)(?<=[a-z0-9]):(?=/)|(?<=\bmailto):|(?<=\bxmpp):|(?<=\bwww)\.|@"
+)
+_ENTITIES: Final = {":": "&#58;", ".": "&#46;", "@": "&#64;"}
 
 
 def _text(text: str, limit: int = LINE_CHARS) -> str:
-    """`text` as markdown shows it literally, on one line, at most `limit` characters."""
-    return shorten(" ".join(text.split()), limit).translate(_MARKDOWN)
+    """`text` as markdown shows it literally, on one line, at most `limit` characters: markdown
+    escaped, and nothing a renderer would make a link of."""
+    escaped = shorten(" ".join(text.split()), limit).translate(_MARKDOWN)
+    return _AUTOLINKS.sub(lambda found: _ENTITIES[found.group(0)], escaped)
 
 
 def _outcome(report: CycleReport) -> str:

@@ -8,6 +8,8 @@ running the cycle in the workflow worker. A local turn keeps its workflow task o
 heartbeats it with a few history events every ~8 s), so one that has not succeeded within
 LOCAL_TURN_LIMIT, or failed LOCAL_ATTEMPTS times in a row (a slow or unreachable hub: about 3 s
 of backoff), runs again on the activity queue, whose retries add nothing to the history.
+A workflow worker that caches no workflow runs no turn local by its own choice: it turns each
+"auto" one down by a patch that only it activates (QUEUE_TURN_PATCH, `activates_patch`).
 Pure: it says which options each call takes; the workflow makes the calls."""
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ __all__ = [
     "LOCAL_RETRY",
     "LOCAL_TURN_LIMIT",
     "QUEUE_TURNS_AFTER_FALLBACK",
+    "QUEUE_TURN_PATCH",
     "TurnExecution",
+    "activates_patch",
 ]
 
 CYCLE_HEARTBEAT: Final = timedelta(seconds=30)
@@ -59,6 +63,27 @@ QUEUE_TURNS_AFTER_FALLBACK: Final = 20
 # Whether a run lets the advice put turns in local activities (workflow.patched): a history
 # recorded before the advice has none of its markers and replays on the queue.
 AUTO_LOCAL_PATCH: Final = "turn-execution-auto"
+# Whether the worker running a run's nth "auto" turn that would run local sends it to the
+# activity queue instead (patch `turn-on-queue-<n>`): a worker that caches no workflow
+# (`--max-cached-workflows 0`) evicts the run after every workflow task, and a local turn in
+# flight then is cancelled and run again, or holds the run's next task until it times out.
+# Only such a worker activates these patches (`activates_patch`, its patch activation
+# callback), so the choice is its own, whatever another process advised, and its marker puts
+# it in the history: a replay, on any worker, reads it from there. One id per turn, as a
+# run's turns may be served by different workers; asked only for a turn that would run local,
+# so a worker that caches workflows records nothing. A worker without the callback (built
+# other than by workers.worker) activates every patch, so sends every such turn to the queue:
+# the safe side.
+QUEUE_TURN_PATCH: Final = "turn-on-queue"
+
+
+def activates_patch(patch_id: str, *, local_turns: bool) -> bool | None:
+    """A workflow worker's answer to a run's first ask of a QUEUE_TURN_PATCH (its patch
+    activation callback's): on, unless the worker runs local turns (`local_turns`). None for
+    any other patch: not this module's to answer (the SDK's default is on)."""
+    if not patch_id.startswith(f"{QUEUE_TURN_PATCH}-"):
+        return None
+    return not local_turns
 
 
 @dataclass
@@ -72,6 +97,7 @@ class TurnExecution:
     advice: bool | None = None
     local_limit: timedelta = LOCAL_TURN_LIMIT
     queue_turns: int = 0  # turns left on the queue after a fallback
+    asked: int = 0  # this run's turns that asked their worker (QUEUE_TURN_PATCH)
 
     @classmethod
     def of(
@@ -103,12 +129,18 @@ class TurnExecution:
             return self.mode == "local"
         return self.queue_turns == 0 and self.advice is not False
 
-    def wants_local(self, patched: Callable[[], bool]) -> bool:
-        """`local`, for the turn about to run: an "auto" choice asks `patched` (the run's patch
-        check, asked only here, so a run of forced or queue turns records no marker)."""
+    def wants_local(self, patched: Callable[[str], bool]) -> bool:
+        """`local`, for the turn about to run. An "auto" choice asks `patched` (the run's
+        `workflow.patched`, asked only here, so a run of forced or queue turns records no
+        marker): whether the run follows the advice at all (AUTO_LOCAL_PATCH), and whether
+        the worker turns this local turn down (QUEUE_TURN_PATCH). A forced "local" is the
+        operator's word, for experiments, and no worker's to refuse."""
         if self.mode != "auto":
             return self.mode == "local"
-        return self.local and patched()
+        if not (self.local and patched(AUTO_LOCAL_PATCH)):
+            return False
+        self.asked += 1
+        return not patched(f"{QUEUE_TURN_PATCH}-{self.asked}")
 
     def after_turn(self, advice: bool | None, *, fell_back: bool) -> None:
         """What a turn left: the worker's advice (None: none, keep the last), and whether a

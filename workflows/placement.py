@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from scheduler.readable import readable_reason
     from workflows import details, failures, names
     from workflows.deadline import DeadlineClock
-    from workflows.execution import AUTO_LOCAL_PATCH, TurnExecution
+    from workflows.execution import TurnExecution
     from workflows.inbox import Inbox, Work
     from workflows.models import (
         CarriedState,
@@ -315,7 +315,7 @@ class PlacementWorkflow:
         A local one that has not succeeded within the local limit runs again on the queue (a
         turn is idempotent); one that failed for good fails the turn, as on the queue."""
         self._fell_back = False
-        if self._execution.wants_local(lambda: workflow.patched(AUTO_LOCAL_PATCH)):
+        if self._execution.wants_local(workflow.patched):
             try:
                 return await workflow.execute_local_activity(
                     activity,

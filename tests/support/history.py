@@ -10,7 +10,7 @@ from typing import Any, Final
 from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowHandle
 
-__all__ = ["LOCAL_ACTIVITY_MARKER", "activity_attempts", "completed_activities"]
+__all__ = ["LOCAL_ACTIVITY_MARKER", "activity_attempts", "completed_activities", "turn_places"]
 
 # The marker the SDK records for a local activity.
 LOCAL_ACTIVITY_MARKER: Final = "core_local_activity"
@@ -46,3 +46,15 @@ async def activity_attempts(handle: WorkflowHandle[Any, Any]) -> list[int]:
             data = event.marker_recorded_event_attributes.details["data"].payloads[0].data
             attempts.append(int(json.loads(data)["attempt"]))
     return attempts
+
+
+async def turn_places(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    """Where each activity the run started ran, in order: "queue" (an activity task) or "local"
+    (a local activity's marker)."""
+    places: list[str] = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_started_event_attributes"):
+            places.append("queue")
+        elif event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER:
+            places.append("local")
+    return places

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import sys
 import time
 from collections.abc import Sequence
@@ -36,6 +37,7 @@ from hub.types.meta import HubObject
 from workers.cli.common import (
     DEV_RUN_DIR,
     DEVHUB_DIR,
+    EXIT_FAILED,
     EXIT_OK,
     PROG,
     CliError,
@@ -52,6 +54,7 @@ from workers.cli.devhub import DEV_HUB_PORT, local_stack
 from workers.devserver import (
     FAIRNESS_DYNAMIC_CONFIG,
     DevServer,
+    DevServerExited,
     port_is_free,
 )
 from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
@@ -68,6 +71,8 @@ from workers.worker import (
 if TYPE_CHECKING:
     from devhub import DevHub
 
+log = logging.getLogger(__name__)
+
 
 
 # `dev` on a laptop: a fixed port (the OpenTelemetry Prometheus exporter's), so a bookmark or a
@@ -75,6 +80,11 @@ if TYPE_CHECKING:
 DEV_METRICS_PORT: Final = 9464
 DEV_TEMPORAL_PORT: Final = 7233
 DEV_UI_PORT: Final = 8233
+# The Temporal dev server exited under a running dev: how long a worker error waits for that
+# exit to show (the error is then the exit's), and how long the worker and watcher then get to
+# stop before they are cancelled.
+SERVER_EXIT_GRACE_S: Final = 2.0
+SERVE_STOP_S: Final = 15.0
 
 
 
@@ -203,14 +213,23 @@ def _check_dev_ports(args: argparse.Namespace) -> None:
             )
 
 
+def _dev_server(args: argparse.Namespace) -> DevServer:
+    return DevServer(
+        port=args.temporal_port,
+        ui_port=args.ui_port,
+        data_dir=args.data_dir,
+        fairness=args.fairness,
+    )
+
+
 async def _start_dev(
-    args: argparse.Namespace, stack: contextlib.AsyncExitStack, runtime: Runtime
+    args: argparse.Namespace,
+    server: DevServer,
+    stack: contextlib.AsyncExitStack,
+    runtime: Runtime,
 ) -> _DevStack:
     data_dir: Path | None = args.data_dir
     local = local_stack()
-    server = DevServer(
-        port=args.temporal_port, ui_port=args.ui_port, data_dir=data_dir, fairness=args.fairness
-    )
     # A server an earlier `dev` left on this data dir holds its ports: stop it, then check them
     # all before anything is written.
     await server.stop_stale()
@@ -317,35 +336,75 @@ async def _dev(args: argparse.Namespace) -> int:
     remove_handlers = install_stop_handlers(stop)
     config = dev_config(args)
     settings = activity_settings(config, metrics := SchedulerMetrics())
+    server = _dev_server(args)
+    # The dev server exiting by itself, at any time: said at once, and dev stops.
+    died = asyncio.create_task(server.exited())
     try:
         async with contextlib.AsyncExitStack() as stack:
             runtime, metrics.sdk_metrics_url = sdk_metrics_runtime()
-            starting = asyncio.create_task(_start_dev(args, stack, runtime))
+            starting = asyncio.create_task(_start_dev(args, server, stack, runtime))
             stopping = asyncio.create_task(stop.wait())
-            await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([starting, stopping, died], return_when=asyncio.FIRST_COMPLETED)
             stopping.cancel()
+            if died.done() and not starting.done():
+                _say_exit(died.result())
+                await _cancelled(starting)
+                return EXIT_FAILED
             if not starting.done():  # stopped while starting: undo what has started
-                starting.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await starting
+                await _cancelled(starting)
                 print(f"{PROG} dev: stopped while starting", flush=True)
                 return EXIT_OK
+            if starting.exception() is not None and died.done():
+                _say_exit(died.result())
+                return EXIT_FAILED
             dev = starting.result()
             sys.stdout.flush()
-            await serve(
-                dev.client,
-                dev.hub_client,
-                stop,
-                config,
-                settings=settings,
-                metrics=metrics,
-                on_ready=lambda serving: _print_dev_ready(args, dev, serving),
+            serving = asyncio.create_task(
+                serve(
+                    dev.client,
+                    dev.hub_client,
+                    stop,
+                    config,
+                    settings=settings,
+                    metrics=metrics,
+                    on_ready=lambda serving: _print_dev_ready(args, dev, serving),
+                )
             )
+            await asyncio.wait([serving, died], return_when=asyncio.FIRST_COMPLETED)
+            if not died.done() and serving.exception() is not None:
+                # What the worker met may be the server going: give its exit a moment to show.
+                await asyncio.wait([died], timeout=SERVER_EXIT_GRACE_S)
+            if died.done():
+                _say_exit(died.result())
+                print(f"{PROG} dev: stopping the worker, watcher and devhub", flush=True)
+                stop.set()
+                await _stopped(serving)
+                return EXIT_FAILED
+            serving.result()
             print(f"{PROG} dev: stopping the worker, watcher, Temporal and devhub", flush=True)
     finally:
+        died.cancel()
         remove_handlers()
     print(f"{PROG} dev: stopped", flush=True)
     return EXIT_OK
+
+
+async def _cancelled(task: asyncio.Task[object]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _stopped(serving: asyncio.Task[None]) -> None:
+    """`serve` after `stop` was set, with the Temporal server gone: its worker may wait on
+    calls that cannot succeed, so it has SERVE_STOP_S, then is cancelled; its errors are the
+    server's exit's, which is what is said."""
+    done, _ = await asyncio.wait([serving], timeout=SERVE_STOP_S)
+    if not done:
+        await _cancelled(serving)
+    elif serving.exception() is not None:
+        log.debug("the worker stopped with an error after the dev server exited",
+                  exc_info=serving.exception())
 
 
 def run_dev(args: argparse.Namespace) -> int:
@@ -354,4 +413,14 @@ def run_dev(args: argparse.Namespace) -> int:
         check_port(getattr(args, flag), "--" + flag.replace("_", "-"))
     dev_config(args)  # checks the scheduler flags before anything starts
     setup_tracing("dev")
-    return asyncio.run(_dev(args))
+    try:
+        return asyncio.run(_dev(args))
+    except DevServerExited as exc:  # before it was ready
+        _say_exit(exc)
+        return EXIT_FAILED
+
+
+def _say_exit(exc: DevServerExited) -> None:
+    """The dev server's exit, its log's last lines on lines of their own (main's error line
+    would put them on one)."""
+    print(f"{PROG} dev: error: {exc}", file=sys.stderr, flush=True)

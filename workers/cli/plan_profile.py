@@ -39,6 +39,7 @@ from hub.types import (
 )
 from hub.types.meta import HubObject
 from scheduler import CapacityInput, CycleInput, Profile, default_profile
+from scheduler.enforcement import enforces
 from scheduler.readable import readable_reason
 from scheduler.whatif import (
     ClusterChange,
@@ -198,6 +199,8 @@ class Work:
 
     inputs: list[tuple[str, CycleInput]]
     skipped: dict[str, str] = field(default_factory=dict)
+    enforcing: frozenset[str] = frozenset()
+    """The keys of those that enforce their affinity during execution (docs/enforcement.md)."""
 
 
 def cycle_inputs(reads: FleetReads, now: datetime) -> Work:
@@ -205,6 +208,7 @@ def cycle_inputs(reads: FleetReads, now: datetime) -> Work:
     they are the same for all, and are added where the cycle runs)."""
     inputs: list[tuple[str, CycleInput]] = []
     skipped: dict[str, str] = {}
+    enforcing: set[str] = set()
     for key in sorted(reads.placements):
         placement = reads.placements[key]
         snapshot = reads.snapshots.get(key)
@@ -224,7 +228,9 @@ def cycle_inputs(reads: FleetReads, now: datetime) -> Work:
         inputs.append(
             (key, CycleInput(snapshot=snapshot, bindings=bindings, now=now, capacity=capacity))
         )
-    return Work(inputs=inputs, skipped=skipped)
+        if enforces(placement):
+            enforcing.add(key)
+    return Work(inputs=inputs, skipped=skipped, enforcing=frozenset(enforcing))
 
 
 # A child process's state: the fleet and both profiles, set once by `_start_child`.
@@ -239,7 +245,7 @@ def _start_child(clusters: list[MemberCluster], baseline: Path | None, candidate
     _child.update(clusters=clusters, baseline=_profile(baseline), candidate=_profile(candidate))
 
 
-def _compare_chunk(chunk: list[tuple[str, CycleInput]]) -> list[PlacementWhatIf]:
+def _compare_chunk(chunk: list[tuple[str, CycleInput, bool]]) -> list[PlacementWhatIf]:
     clusters = _child["clusters"]
     return [
         compare_profiles(
@@ -247,8 +253,9 @@ def _compare_chunk(chunk: list[tuple[str, CycleInput]]) -> list[PlacementWhatIf]
             input.model_copy(update={"clusters": clusters}),
             _child["baseline"],
             _child["candidate"],
+            enforcing=enforcing,
         )
-        for key, input in chunk
+        for key, input, enforcing in chunk
     ]
 
 
@@ -262,13 +269,14 @@ def compare_fleet(
     """Every placement of `work` under both profiles; in child processes (one per core, or
     `processes`) once there are PROCESSES_FROM placements or more."""
     count = processes if processes is not None else (os.cpu_count() or 1)
-    if count <= 1 or len(work.inputs) < PROCESSES_FROM:
+    items = [(key, input, key in work.enforcing) for key, input in work.inputs]
+    if count <= 1 or len(items) < PROCESSES_FROM:
         _start_child(reads.clusters, baseline, candidate)
         try:
-            return summarize(_compare_chunk(work.inputs))
+            return summarize(_compare_chunk(items))
         finally:
             _child.clear()
-    chunks = [work.inputs[i : i + CHUNK] for i in range(0, len(work.inputs), CHUNK)]
+    chunks = [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]
     with ProcessPoolExecutor(
         max_workers=count,
         initializer=_start_child,

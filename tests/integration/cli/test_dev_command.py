@@ -8,6 +8,7 @@ stops everything it started: exit 0, every port free, no Temporal server left be
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import signal
@@ -27,6 +28,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from control.config import LOOPBACK
 from devhub.sample import read_fleet
 from hub import names as hub_names
 from hub.types import CapacityLedger, ClusterResourcePlacement
@@ -40,6 +42,7 @@ from tests.integration.cli.cli_helpers import (
 )
 from tests.support.waits import until
 from workers.devserver import find_temporal_binary
+from workers.devserver import port_is_free as reusable
 from workflows.names import RECONCILE_SCHEDULE_ID, RECONCILE_WORKFLOW
 
 pytestmark = pytest.mark.skipif(
@@ -55,6 +58,9 @@ PROD = sorted(
     and not doc["spec"].get("taints")
 )
 KUBECTL = shutil.which("kubectl")
+# From a SIGTERM to the dev server to `dev`'s exit: the server's own shutdown (about 1.5 s),
+# then dev's stop of its worker and devhub; before, dev did not exit at all.
+DEV_SERVER_EXIT_NOTICED_S = 30.0
 CYCLES = re.compile(r"^placement (?P<name>\S+): (?P<cycles>\d+) cycles?$", re.MULTILINE)
 
 
@@ -537,3 +543,36 @@ def test_a_killed_dev_takes_its_temporal_server_along(tmp_path: Path) -> None:
     again.ports = dev.ports
     again.start()
     assert again.stop(signal.SIGTERM) == 0, again.stderr()[-4000:]
+
+
+def test_a_temporal_server_that_exits_stops_dev_at_once_with_its_last_words(
+    tmp_path: Path,
+) -> None:
+    """The dev server going away under a running `dev` (once: its internal worker service
+    bound the frontend's own port and panicked) is said at once, with the last lines of its
+    log, and `dev` exits non-zero; before, it said only what the worker met 26 s later
+    ("Namespace default was not found"). Stood in for by a SIGTERM to the server alone, which
+    makes it log its shutdown and exit."""
+    dev = DevProcess(tmp_path).start()
+    assert dev.process is not None and dev.data_dir is not None
+    pid = int((dev.data_dir / "temporal.pid").read_text().split()[0])
+    os.kill(pid, signal.SIGTERM)
+    try:
+        code = dev.process.wait(timeout=DEV_SERVER_EXIT_NOTICED_S)
+    except subprocess.TimeoutExpired:
+        dev.stop()
+        raise AssertionError(
+            f"dev still runs {DEV_SERVER_EXIT_NOTICED_S:g}s after its Temporal server exited\n"
+            f"stderr:\n{dev.stderr()[-3000:]}"
+        ) from None
+    err = dev.stderr()
+    assert code == 1, err[-3000:]
+    log = dev.data_dir / "temporal-server.log"
+    assert f"the Temporal dev server (PID {pid}) exited with code 0" in err, err[-3000:]
+    assert f"the last lines of its log, {log}:" in err
+    last = log.read_text(errors="replace").strip().splitlines()[-1]
+    assert last[:100] in err
+    assert "Traceback" not in err
+    # The server closed its connections first, so they wait out TIME_WAIT on its port; a
+    # server binds with SO_REUSEADDR, as the next dev's would.
+    assert [port for port in dev.ports.all() if not reusable(LOOPBACK, port)] == []

@@ -30,7 +30,7 @@ from hub.types import (
     ObjectMeta,
     Reservation,
 )
-from scheduler import CycleInput, schedule
+from scheduler import CycleInput, Profile, load_profile, schedule
 from scheduler.snapshots import plan_snapshot_sync
 from scheduler.testing import member_cluster
 from tests.integration.cli.cli_helpers import run_cli
@@ -112,8 +112,14 @@ class Fleet:
     def client(self) -> HubClient:
         return HubClient.from_kubeconfig(self.kubeconfig)
 
-    def apply_and_schedule(self, document: dict[str, Any], namespace: str | None = None) -> None:
-        """Apply the placement and do what the snapshotter and one default cycle would."""
+    def apply_and_schedule(
+        self,
+        document: dict[str, Any],
+        namespace: str | None = None,
+        profile: Profile | None = None,
+    ) -> None:
+        """Apply the placement and do what the snapshotter and one cycle would (with the
+        default profile, or `profile`)."""
         client = self.client()
         try:
             kinds = kinds_for(namespace)
@@ -137,7 +143,8 @@ class Fleet:
                     bindings=[],
                     now=datetime.now(UTC),
                     capacity=capacity,
-                )
+                ),
+                profile,
             )
             assert result.error is None, result.error
             for binding in result.plan.create:
@@ -247,6 +254,30 @@ def test_a_plugin_removed_adds_clusters_to_a_pick_all_placement(fleet: Fleet) ->
     assert "web (PickN)" not in out
     verbose = fleet.plan("--all", "--config", fleet.profile("no-taints.yaml", NO_TAINTS), "-v")
     assert "web (PickN): no change" in verbose.stdout
+
+
+def test_an_enforcing_pick_all_placement_drops_what_the_candidate_filters(fleet: Fleet) -> None:
+    """Two PickAll placements went everywhere while taints were not filtered. Back to the
+    default profile, KubeFleet's placement keeps tainted-1 (IgnoredDuringExecution); the one
+    that enforces its affinity during execution unschedules its binding there at its next turn
+    (docs/enforcement.md), and plan says so, and why."""
+    enforcing = pick_all("strict")
+    enforcing["metadata"]["annotations"] = {
+        names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"
+    }
+    for document in (enforcing, pick_all("loose")):
+        fleet.apply_and_schedule(document, profile=load_profile(NO_TAINTS))
+    done = fleet.plan("--all", "--config", fleet.profile("same.yaml", SAME_AS_DEFAULT),
+                      "--current-config", fleet.profile("no-taints.yaml", NO_TAINTS))  # fmt: skip
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    out = done.stdout
+    assert "strict (PickAll): +0 -1 clusters, at its next turn" in out
+    assert change_lines(out)["- tainted-1"] == (
+        "lost (affinity enforced during execution): cluster has taint gpu=true:NoSchedule, "
+        "which the placement does not tolerate (was kept: has a binding of this snapshot)"
+    )
+    assert "loose (PickAll)" not in out
+    assert "placements changed: 1 (1 unchanged)" in out
 
 
 def test_identical_profiles_change_nothing_and_exit_0(fleet: Fleet) -> None:

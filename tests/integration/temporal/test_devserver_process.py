@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -85,6 +86,35 @@ async def test_stop_is_graceful_and_idempotent() -> None:
     assert server.running
     assert await server.stop() == 0  # SIGTERM handled: a clean exit, not a kill
     assert await server.stop() is None
+
+
+async def test_a_server_that_exits_later_is_reported_and_one_stopped_is_not(
+    tmp_path: Path,
+) -> None:
+    """`exited()`: the server's exit at any time after start, how it ended and its log's last
+    lines (`fleet-scheduler dev` says it at once); a stop() is not an exit to report."""
+    server = DevServer(port=free_port(), ui=False, data_dir=tmp_path)
+    waiting = asyncio.create_task(server.exited())  # from before the start
+    await server.start()
+    assert not waiting.done()
+    pid = server.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    report = await asyncio.wait_for(waiting, timeout=10)
+    assert report.code == -signal.SIGKILL
+    assert str(report).startswith(
+        f"the Temporal dev server (PID {pid}) was killed by SIGKILL; the last lines of its "
+        f"log, {tmp_path / devserver.LOG_FILENAME}:\n  "
+    )
+    await server.stop()
+
+    again = DevServer(port=free_port(), ui=False)
+    await again.start()
+    quiet = asyncio.create_task(again.exited())
+    await again.stop()
+    await asyncio.sleep(devserver.POLL_INTERVAL_S * 3)
+    assert not quiet.done()
+    quiet.cancel()
 
 
 def _alive(pid: int) -> bool:

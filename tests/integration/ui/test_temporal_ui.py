@@ -33,7 +33,7 @@ from tests.support.waits import until, until_async
 from workers.cli.dev import read_placements
 from workers.devserver import find_temporal_binary
 from workers.temporal_client import TemporalTarget, connect
-from workflows import names
+from workflows import details, names
 from workflows.models import PlacementStatus
 
 CHROMIUM = shutil.which("chromium")
@@ -231,3 +231,22 @@ async def test_the_ui_shows_a_running_placements_last_decision(
     assert CLEAN_TAINT in text and "**" not in text
 
     shoot(tmp_path, "current-details", url)
+
+
+def test_a_link_in_the_details_renders_as_plain_text(tmp_path: Path, dev: DevProcess) -> None:
+    """Hub text a renderer would make a link of (an address in an error, a reason, a cluster's
+    name), in the current details' markdown as the UI's own renderer shows it: the same text,
+    and no link (workflows.details neutralises autolinks, which backslashes do not stop)."""
+    said = (
+        "webhook <https://hooks.example/x> said: see HTTP://docs.example, www.example.com, "
+        "ftp://files.example or mailto:ops@example.com"
+    )
+    markdown = details.current(details.NO_CYCLE_YET, details.now_line("idle", said))
+    render = f"{dev.ui_url}/render?content={quote(markdown)}"
+    rendered = chromium(tmp_path / "profile-links", "--dump-dom", render)
+    assert rendered.returncode == 0, rendered.stderr.decode(errors="replace")[-2000:]
+    html = rendered.stdout.decode(errors="replace")
+    assert "waiting for" in html, html[-2000:]
+    links = re.findall(r"<a\b[^>]*>", html)
+    assert [link for link in links if "example" in link] == []
+    assert f"waiting for {said}" in unescape(page_text(html))

@@ -2,7 +2,8 @@
 (one workflow task per turn, no activity task), and goes back to the activity queue when a
 signal says so; the choice survives continue-as-new. The real PlacementWorkflow on a real dev
 server, with the stand-in activities; max_cached_workflows=0 replays every history from the
-start on each task, markers included."""
+start on each task, markers included. Such a worker runs local only the turns it is told to:
+the tests of the workers' own choice run on one that caches workflows, and replay after."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from tests.integration.workflows.stand_ins import (
     SCRIPTS,
+    STAND_INS,
     Script,
     transient,
     unexpected,
@@ -20,10 +22,13 @@ from tests.integration.workflows.workflow_helpers import (
     event_types,
     idle,
     placement_name,
+    replays,
     start_local,
     status_when,
 )
+from tests.support.history import turn_places
 from tests.support.waits import consistently_async, until_async
+from workers.worker import split_workers
 from workflows import names
 from workflows.execution import LOCAL_ATTEMPTS, QUEUE_TURNS_AFTER_FALLBACK
 from workflows.models import HubEvent, PlacementInput, RequeueRequest
@@ -147,11 +152,11 @@ async def test_a_local_turn_that_failed_for_good_is_not_run_again(
 
 
 async def test_by_default_each_turn_runs_where_the_last_one_advised(
-    temporal_client, task_queue, worker
+    temporal_client, task_queue, caching_worker
 ):
     """No word from anyone: the first turn runs local (nothing measured yet), then each turn
     follows the advice the previous one returned; a turn without advice keeps the last one.
-    Continue-as-new carries the advice, and every run replays (max_cached_workflows=0)."""
+    Continue-as-new carries the advice, and every run replays."""
     name = placement_name()
     script = Script(advice=[False, True, None, False])
     SCRIPTS[name] = script
@@ -169,10 +174,11 @@ async def test_by_default_each_turn_runs_where_the_last_one_advised(
     # in the next run, queue (the carried False).
     assert script.ran_local == [True, False, True, True, False]
     assert status.turn_execution == "auto" and not status.local_cycles
+    assert await replays(temporal_client, handle.id) == 2
 
 
 async def test_a_turn_that_fell_back_keeps_the_next_ones_on_the_queue(
-    temporal_client, task_queue, worker
+    temporal_client, task_queue, caching_worker
 ):
     """A local turn that ran out of attempts runs again on the queue, and so do the next
     QUEUE_TURNS_AFTER_FALLBACK turns, whatever they advise, across continue-as-new (runs of two
@@ -196,3 +202,64 @@ async def test_a_turn_that_fell_back_keeps_the_next_ones_on_the_queue(
         await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
     assert script.ran_local[-2:] == [False, False]
     assert QUEUE_TURNS_AFTER_FALLBACK > 2
+    assert await replays(temporal_client, handle.id) == 2
+
+
+async def test_a_worker_that_caches_no_workflow_runs_no_local_turn_of_its_own_choosing(
+    temporal_client, task_queue, worker
+):
+    """Its first turn, and the turns another process advised local (the stand-ins advise local
+    every time), run on the activity queue: such a worker evicts a run after each task, and a
+    local turn in flight then is cancelled and run again, or holds the next task until it times
+    out (issue 26). The history says so by a patch marker per turn, so it replays the same."""
+    name = placement_name()
+    script = Script(advice=[True] * 3)
+    SCRIPTS[name] = script
+    handle = await temporal_client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(placement=name),
+        id=names.workflow_id(name),
+        task_queue=task_queue,
+    )
+    for cycle in range(1, 4):
+        if cycle > 1:
+            await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason=f"turn {cycle}"))
+        status = await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
+    assert script.ran_local == [False] * 3
+    assert await turn_places(handle) == ["queue"] * 3  # no local activity's marker
+    assert status.turn_execution == "auto"
+    assert await replays(temporal_client, handle.id) == 1
+
+
+async def test_a_run_that_moves_between_workers_runs_its_turns_where_each_one_lets_it(
+    temporal_client, task_queue
+):
+    """One placement, its workflow served in turn by a worker that caches no workflow, one that
+    caches, and the first again: queue, local, queue, whatever the advice (local). Each worker
+    replays what the others chose: the one that caches nothing replays the whole history on
+    every task, the local turn included."""
+    name = placement_name()
+    script = Script(advice=[True] * 3)
+    SCRIPTS[name] = script
+    handle = None
+    for cycle, cached in ((1, False), (2, True), (3, False)):
+        options = {} if cached else {"max_cached_workflows": 0}
+        async with split_workers(
+            temporal_client, task_queue, workflows=[PlacementWorkflow], activities=STAND_INS,
+            **options,
+        ):  # fmt: skip
+            if handle is None:
+                handle = await temporal_client.start_workflow(
+                    PlacementWorkflow.run,
+                    PlacementInput(placement=name),
+                    id=names.workflow_id(name),
+                    task_queue=task_queue,
+                )
+            else:
+                reason = f"turn {cycle}"
+                await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason=reason))
+            await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
+    assert handle is not None
+    assert script.ran_local == [False, True, False]
+    assert await turn_places(handle) == ["queue", "local", "queue"]
+    assert await replays(temporal_client, handle.id) == 1

@@ -16,6 +16,7 @@ patch and a ResourcePlacement's deletion."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from tests.integration.workflows.stand_ins import Script
+from tests.integration.workflows.stand_ins import SCRIPTS, Script
 from tests.integration.workflows.workflow_helpers import (
     idle,
     placement_name,
@@ -35,7 +36,8 @@ from tests.integration.workflows.workflow_helpers import (
 )
 from workers.worker import PlacementWorkers, split_workers
 from workflows import names
-from workflows.models import HubEvent, PlacementInput, PlacementStatus
+from workflows.execution import QUEUE_TURN_PATCH
+from workflows.models import HubEvent, PlacementInput, PlacementStatus, RequeueRequest
 from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -43,6 +45,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 HISTORIES = Path(__file__).resolve().parent.parent / "histories"
 # How a local activity shows in a history: a marker of this name.
 LOCAL_MARKER = "core_local_activity"
+PATCH_MARKER = "core_patch"
 
 
 def replayer() -> Replayer:
@@ -90,6 +93,47 @@ async def test_fresh_local_cycle_histories_replay(
     histories = await replay_runs(temporal_client, handle.id, "placement-local")
     assert len(histories) == 2
     assert all(LOCAL_MARKER in h.to_json() for h in histories)
+
+
+async def test_fresh_histories_of_a_worker_that_caches_nothing_replay(
+    temporal_client: Client, task_queue: str, worker: PlacementWorkers
+) -> None:
+    """Turns the workers would run local (the stand-ins advise local), each sent to the queue
+    by a worker that caches no workflow, its patch marker per turn, across a continue-as-new,
+    and the cleanup."""
+    name = placement_name()
+    script = Script(advice=[True] * 4)
+    SCRIPTS[name] = script
+    handle = await temporal_client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(placement=name, turns_per_run=2),
+        id=names.workflow_id(name),
+        task_queue=task_queue,
+    )
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
+    for cycle in (2, 3):
+        await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason=f"turn {cycle}"))
+        await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
+    script.deleted = True
+    await handle.signal(PlacementWorkflow.placement_deleting)
+    await asyncio.wait_for(handle.result(), timeout=60)
+    histories = await replay_runs(temporal_client, handle.id, "placement-queue-turns")
+    assert len(histories) == 2
+    for history in histories:
+        asked = [p for p in patches(history) if p.startswith(QUEUE_TURN_PATCH)]
+        assert asked == [f"{QUEUE_TURN_PATCH}-{n}" for n in range(1, len(asked) + 1)]
+        assert asked and LOCAL_MARKER not in history.to_json()
+    assert not any(script.ran_local)
+
+
+def patches(history: WorkflowHistory) -> list[str]:
+    """The ids of the patch markers of a history, in order."""
+    found = []
+    for event in history.events:
+        marker = event.marker_recorded_event_attributes
+        if marker.marker_name == PATCH_MARKER:
+            found.append(json.loads(marker.details["patch-data"].payloads[0].data)["id"])
+    return found
 
 
 async def replay_runs(client: Client, workflow_id: str, record_as: str) -> list[WorkflowHistory]:

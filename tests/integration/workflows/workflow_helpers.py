@@ -1,6 +1,6 @@
 """What the workflow tests share: a placement name, a workflow started with a stand-in script
-(on the activity queue, or with local turns), its status once a condition holds, and its
-history's event counts."""
+(on the activity queue, or with local turns), its status once a condition holds, its
+history's event counts, and a replay of every run (for tests whose worker caches workflows)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ from collections.abc import Callable
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
 
 from tests.integration.workflows.stand_ins import SCRIPTS, Script
 from tests.support.waits import WAIT_S, until_async
 from workflows import names
 from workflows.models import PlacementInput, PlacementStatus
-from workflows.placement import PlacementWorkflow
+from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
 
 
 def placement_name() -> str:
@@ -88,3 +90,18 @@ async def event_types(
     async for event in run.fetch_history_events():
         counts[EventType.Name(event.event_type)] += 1
     return counts
+
+
+async def replays(client: Client, workflow_id: str) -> int:
+    """Replay every run of the workflow against today's code (a worker that caches workflows
+    does not replay them as it goes); the number of runs."""
+    replayer = Replayer(
+        workflows=[PlacementWorkflow, ResourcePlacementWorkflow],
+        data_converter=pydantic_data_converter,
+    )
+    runs = 0
+    async for execution in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+        run = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        await replayer.replay_workflow(await run.fetch_history())
+        runs += 1
+    return runs

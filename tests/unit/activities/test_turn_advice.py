@@ -4,11 +4,18 @@ workflow follows it (workflows.execution.TurnExecution): pure, no Temporal."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
 from activities.advice import LOCAL_FLEET_LIMIT, LOCAL_TURN_BUDGET_S, TurnAdvisor
-from workflows.execution import QUEUE_TURNS_AFTER_FALLBACK, TurnExecution
+from workflows.execution import (
+    AUTO_LOCAL_PATCH,
+    QUEUE_TURN_PATCH,
+    QUEUE_TURNS_AFTER_FALLBACK,
+    TurnExecution,
+    activates_patch,
+)
 
 FAST = LOCAL_TURN_BUDGET_S / 10
 SLOW = LOCAL_TURN_BUDGET_S * 10
@@ -83,8 +90,13 @@ def test_slots_are_counted_across_threads() -> None:
 # --- the workflow's side --------------------------------------------------------------------
 
 
-def never() -> bool:
+def never(patch_id: str) -> bool:
     raise AssertionError("the patch is asked only for an automatic local choice")
+
+
+def caching(patch_id: str) -> bool:
+    """workflow.patched on a workflow worker that caches workflows (not replaying)."""
+    return activates_patch(patch_id, local_turns=True) is not False
 
 
 @pytest.mark.parametrize(
@@ -110,14 +122,14 @@ def test_forced_choices_ignore_the_advice_and_ask_no_patch() -> None:
 
 def test_auto_follows_the_latest_advice_through_the_runs_patch() -> None:
     execution = TurnExecution()
-    assert execution.wants_local(lambda: True)  # nothing measured: local
-    assert not execution.wants_local(lambda: False)  # a run from before the advice: queue
+    assert execution.wants_local(caching)  # nothing measured: local
+    assert not execution.wants_local(lambda _: False)  # a run from before the advice: queue
     execution.after_turn(False, fell_back=False)
     assert not execution.wants_local(never)  # advised the queue: no patch needed
     execution.after_turn(None, fell_back=False)  # no advice: the last one holds
     assert not execution.local
     execution.after_turn(True, fell_back=False)
-    assert execution.wants_local(lambda: True)
+    assert execution.wants_local(caching)
 
 
 def test_a_fallback_holds_turns_on_the_queue_for_a_while() -> None:
@@ -139,3 +151,32 @@ def test_a_signal_without_a_word_keeps_the_choice() -> None:
 
 def test_a_worker_that_caches_no_workflow_advises_the_queue() -> None:
     assert not TurnAdvisor(local_slots=4, local_turns=False).advise(FAST, local=True)
+
+
+def test_a_worker_that_runs_no_local_turns_sends_each_auto_one_to_the_queue() -> None:
+    """The first turn (nothing measured) and a turn another process advised local: the workflow
+    asks a patch of its own for each (QUEUE_TURN_PATCH), which only a workflow worker that runs
+    no local turns activates; a caching worker leaves it off, and the turns run local."""
+    asked: list[str] = []
+
+    def on(local_turns: bool) -> Callable[[str], bool]:
+        def patched(patch_id: str) -> bool:  # workflow.patched on a worker, not replaying
+            asked.append(patch_id)
+            return activates_patch(patch_id, local_turns=local_turns) is not False
+
+        return patched
+
+    execution = TurnExecution()
+    assert not execution.wants_local(on(False))  # the first turn
+    execution.after_turn(True, fell_back=False)  # another process advised local
+    assert not execution.wants_local(on(False))
+    assert execution.wants_local(on(True))  # the run moved to a worker that caches
+    assert asked == [
+        AUTO_LOCAL_PATCH, f"{QUEUE_TURN_PATCH}-1",
+        AUTO_LOCAL_PATCH, f"{QUEUE_TURN_PATCH}-2",
+        AUTO_LOCAL_PATCH, f"{QUEUE_TURN_PATCH}-3",
+    ]  # fmt: skip
+    # Forced choices and every other patch are the worker's business no more than before.
+    assert TurnExecution(mode="local").wants_local(on(False))
+    assert activates_patch(AUTO_LOCAL_PATCH, local_turns=False) is None
+    assert activates_patch("priority", local_turns=True) is None

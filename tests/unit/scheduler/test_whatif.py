@@ -22,6 +22,8 @@ from scheduler.cycles.plan import BindingPatch, BindingPlan
 from scheduler.testing import member_cluster
 from scheduler.whatif import (
     DETAIL_HOLDS,
+    DETAIL_KEPT,
+    FATE_LOST,
     ClusterChange,
     Fate,
     PlacementWhatIf,
@@ -176,3 +178,44 @@ def test_a_pick_n_change_at_its_next_turn_is_what_its_next_turn_does() -> None:
     now = selected_after(held, schedule(turn, NO_AFFINITY_SCORES).plan)
     assert (was, now) == ({"b-silver", "z-gold"}, {"y-gold", "z-gold"})
     assert [(c.cluster, c.added) for c in result.changes] == [("b-silver", False), ("y-gold", True)]
+
+
+def test_an_enforcing_pick_all_drops_a_cluster_its_candidate_filters_at_its_next_turn() -> None:
+    """KubeFleet's PickAll keeps a cluster it holds when the cluster stops passing
+    (IgnoredDuringExecution); one that enforces its affinity during execution unschedules the
+    binding at its next turn (docs/enforcement.md): with the profile's own filters, so a
+    candidate that filters more drops it, and plan says so and why."""
+    tainted = member_cluster("gpu-1", NOW, taints=[("gpu", "true")])
+    held = [scheduled("gpu-1"), scheduled("z-gold"), scheduled("a-silver")]
+    input = CycleInput(
+        snapshot=pick_all(), clusters=[*CLUSTERS, tainted], bindings=held, now=NOW
+    )
+    kubefleet = compare_profiles(PLACEMENT, input, NO_TAINTS, default_profile())
+    assert not kubefleet.changed
+    enforcing = compare_profiles(PLACEMENT, input, NO_TAINTS, default_profile(), enforcing=True)
+    assert enforcing.at_next_turn
+    (change,) = enforcing.changes
+    assert change.cluster == "gpu-1" and not change.added
+    assert change.now.state == FATE_LOST
+    assert "taint gpu=true:NoSchedule" in change.now.detail
+    assert change.was == Fate("kept", DETAIL_KEPT)
+    # The other way round: the candidate stops enforcing the taint, and nothing is dropped.
+    back = compare_profiles(PLACEMENT, input, default_profile(), NO_TAINTS, enforcing=True)
+    assert [(c.cluster, c.added) for c in back.changes] == [("gpu-1", True)]
+
+
+def test_an_enforcing_pick_n_moves_a_binding_its_candidate_filters_at_its_next_turn() -> None:
+    tainted = member_cluster("gpu-1", NOW, taints=[("gpu", "true")])
+    input = CycleInput(
+        snapshot=pick_n(1, **PREFERRED),
+        clusters=[*CLUSTERS, tainted],
+        bindings=[scheduled("gpu-1")],
+        now=NOW,
+    )
+    assert not compare_profiles(PLACEMENT, input, NO_TAINTS, default_profile()).changed
+    moved = compare_profiles(PLACEMENT, input, NO_TAINTS, default_profile(), enforcing=True)
+    assert moved.at_next_turn
+    assert [(c.cluster, c.added, c.now.state) for c in moved.changes] == [
+        ("a-silver", True, "picked"),
+        ("gpu-1", False, FATE_LOST),
+    ]

@@ -3,9 +3,14 @@ gets for local ones."""
 
 from __future__ import annotations
 
-import pytest
+from typing import Any, cast
 
-from workers.worker import WORKFLOW_WORKER_ACTIVITY_SLOTS, activity_threads
+import pytest
+from temporalio import workflow
+from temporalio.worker import PatchActivationInput
+
+from workers.worker import WORKFLOW_WORKER_ACTIVITY_SLOTS, activity_threads, turn_patches
+from workflows.execution import QUEUE_TURN_PATCH
 from workflows.starts import turn_execution_for
 
 
@@ -43,3 +48,22 @@ def test_a_workflow_worker_has_a_thread_per_local_slot() -> None:
     )
     # An activity-only process runs no local activities.
     assert activity_threads(16, workflows=False, activities=True) == 16
+
+
+def test_a_workflow_worker_that_caches_nothing_activates_the_queue_turn_patches() -> None:
+    """The patch activation callback build_worker and split_workers give their workflow worker:
+    the queue-turn patches on only with `max_cached_workflows=0`; any other patch as the
+    caller's own callback says (taken out of the options), else on."""
+    info = cast(workflow.Info, None)  # the callback reads only the patch's id
+
+    def ask(options: dict[str, Any], patch_id: str) -> bool:
+        return turn_patches(options)(PatchActivationInput(workflow_info=info, patch_id=patch_id))
+
+    queue_turn = f"{QUEUE_TURN_PATCH}-1"
+    assert ask({"max_cached_workflows": 0}, queue_turn)
+    assert not ask({}, queue_turn) and not ask({"max_cached_workflows": 10}, queue_turn)
+    assert ask({}, "priority") and ask({"max_cached_workflows": 0}, "priority")
+    older = {"patch_activation_callback": lambda found: found.patch_id != "priority"}
+    assert not ask(dict(older), "priority") and not ask(dict(older), queue_turn)
+    options = {"max_cached_workflows": 0, **older}
+    assert ask(options, queue_turn) and "patch_activation_callback" not in options

@@ -166,3 +166,25 @@ def test_markdown_in_an_error_or_a_placement_type_shows_literally() -> None:
         update={"outcome": odd.outcome.model_copy(update={"placement_type": "<b>Pick*</b>"})}
     )
     assert "**Cycle 3**: \\<b\\>Pick\\*\\</b\\> 2 picked" in details.decision(odd)
+
+
+def test_a_link_in_a_cluster_name_or_a_reason_shows_as_text() -> None:
+    """Backslashes do not stop an autolink: the Temporal UI's renderer links a bare
+    `https://`, `http://`, `ftp://` or `mailto:` (escaped angle brackets round one included, and
+    then with the bracket in the address), and GFM also `www.` and e-mail addresses. The
+    character that makes each a link becomes an HTML entity, which the renderer shows as that
+    character, in plain text (tests/integration/ui checks the UI's own renderer)."""
+    error = (
+        "webhook <https://hooks.example/x> said: see HTTP://docs.example, www.example.com, "
+        "ftp://files.example or mailto:ops@example.com"
+    )
+    text = details.decision(report(None, error=error, summary="cycle 3: PickAll 0; error"))
+    assert (
+        "- error: webhook \\<https&#58;//hooks.example/x\\> said: see HTTP&#58;//docs.example, "
+        "www&#46;example.com, ftp&#58;//files.example or mailto&#58;ops&#64;example.com"
+    ) in text
+    assert "://" not in text and "www." not in text and "@" not in text
+    # A colon that starts no link stays as it is: taints, "reason: detail".
+    assert details.now_line("idle", "gpu=true:NoSchedule: x") == (
+        "waiting for gpu=true:NoSchedule: x"
+    )
