@@ -455,10 +455,39 @@ def test_the_readmes_priority_walkthrough(dev: DevProcess, placement: str) -> No
     assert refused.returncode == 2 and "--priority" in refused.stderr
 
 
+BANNER_FIRST = "devhub:       "
+BANNER_LAST = "Ctrl-C stops everything."
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ ", re.MULTILINE)
+
+
+def banner_of(output: str) -> list[str]:
+    """The lines from the ready banner's first to its last, as a terminal shows them."""
+    lines = output.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(BANNER_FIRST))
+    last = lines.index(BANNER_LAST, first)
+    return lines[first : last + 1]
+
+
 def test_sample_placements_are_scheduled_and_sigterm_stops_everything(tmp_path: Path) -> None:
-    dev = DevProcess(tmp_path, "--sample-fleet", "--sample-placements").start()
+    """`make run`'s first start, as a terminal shows it (stdout and stderr in one stream): the
+    ready banner is one block, and the reconcile the watcher's start triggers says at INFO
+    what it started, with nothing broken (before: the banner was cut in two by the start's
+    log lines, and the reconcile logged `invariants broken: workflow 7` and seven WARNINGs)."""
+    dev = DevProcess(tmp_path, "--sample-fleet", "--sample-placements", one_stream=True).start()
     try:
         assert dev.reported_ready_s is not None and dev.reported_ready_s < 30
+        banner = banner_of(dev.stdout())
+        assert [line for line in banner if LOG_LINE.match(line)] == []
+        assert [line.split(":")[0] for line in banner[:8]] == [
+            "devhub", "kubeconfig", "Temporal", "Temporal UI", "reconcile", "metrics",
+            "sample fleet", "placements",
+        ]  # fmt: skip
+        summary = re.compile(r"^\S+ \S+ (?P<level>[A-Z]+) fleet_scheduler\.reconcile: "
+                             r"reconcile: 7 placements, 0 workflows: started 7 .*$", re.MULTILINE)
+        found = until(lambda: summary.search(dev.stdout()), what="the first reconcile's line")
+        assert found["level"] == "INFO", found[0]
+        assert "invariants broken" not in dev.stdout()
+        assert " WARNING fleet_scheduler.reconcile:" not in dev.stdout()
         with dev.hub() as hub:
             until(
                 lambda: len(bindings_of(hub, "web-everywhere")) == 6,
