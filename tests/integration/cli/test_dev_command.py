@@ -12,7 +12,6 @@ import re
 import shutil
 import signal
 import subprocess
-import textwrap
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -58,14 +57,14 @@ KUBECTL = shutil.which("kubectl")
 CYCLES = re.compile(r"^placement (?P<name>\S+): (?P<cycles>\d+) cycles?$", re.MULTILINE)
 
 
+# The README's walkthrough applies this sample (tests/unit/test_readme_commands.py checks that
+# the README shows it as it ships).
+DEMO = Path(__file__).resolve().parents[3] / "devhub" / "samples" / "demo.yaml"
+
+
 def readme_placement() -> tuple[str, str]:
-    """The README's placement snippet (its first yaml block) and the placement's name."""
-    block = re.search(
-        r"^(?P<indent> *)```yaml\n(?P<body>.*?)^(?P=indent)```", README.read_text(),
-        re.DOTALL | re.MULTILINE,
-    )  # fmt: skip
-    assert block is not None, "README.md has no ```yaml block to apply"
-    body = textwrap.dedent(block["body"])
+    """The README's placement (devhub/samples/demo.yaml) and the placement's name."""
+    body = DEMO.read_text()
     name = re.search(r"^  name: (\S+)$", body, re.MULTILINE)
     assert name is not None
     return body, name[1]
@@ -83,10 +82,8 @@ def placement(dev: DevProcess, tmp_path_factory: pytest.TempPathFactory) -> str:
     """The README's placement, applied with kubectl (or the hub client when kubectl is absent)."""
     body, name = readme_placement()
     if KUBECTL is not None:
-        manifest = tmp_path_factory.mktemp("manifest") / "placement.yaml"
-        manifest.write_text(body)
         applied = subprocess.run(
-            [KUBECTL, "--kubeconfig", str(dev.kubeconfig), "apply", "-f", str(manifest)],
+            [KUBECTL, "--kubeconfig", str(dev.kubeconfig), "apply", "-f", str(DEMO)],
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
         assert applied.returncode == 0, applied.stderr
