@@ -43,6 +43,7 @@ __all__ = [
     "render_explain",
     "render_status",
     "table",
+    "tie_line",
 ]
 
 # The fate column of `explain`, one word or two per cluster.
@@ -80,11 +81,19 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-TIE_WON: Final = "won a tie on score: the larger name wins ties (KubeFleet)"
-TIE_LOST: Final = "lost a tie on score to a picked cluster: the larger name wins ties (KubeFleet)"
+TIE_WON: Final = "won a tie on score"
+TIE_LOST: Final = "lost a tie on score to a picked cluster"
+# Said once below the table, not on every tied row.
+TIE_RULE: Final = "ties on score: the larger name wins (KubeFleet)"
+ALL_TIED: Final = (
+    "every cluster that passed the filters scored the same: the larger names were picked "
+    "(KubeFleet's tie-break)"
+)
+
+ScoreKey = tuple[int, int, int, int | None]
 
 
-def _score_key(group: ScoreGroup) -> tuple[int, int, int, int | None]:
+def _score_key(group: ScoreGroup) -> ScoreKey:
     return (group.affinity, group.topology, group.obsolete, group.total)
 
 
@@ -99,13 +108,38 @@ def _score_detail(group: ScoreGroup, tie: str | None = None) -> str:
     return "; ".join(notes)
 
 
+def _all_tied(explanation: Explanation) -> bool:
+    """Picked and not-picked clusters all scored the same: the name alone chose."""
+    keys = {_score_key(g) for g in (*explanation.picked, *explanation.not_picked)}
+    return len(keys) == 1 and bool(explanation.picked) and bool(explanation.not_picked)
+
+
+def _ties(explanation: Explanation) -> bool:
+    """Some picked cluster scored the same as a not-picked one: the name tie-break split them."""
+    picked = {_score_key(g) for g in explanation.picked}
+    return any(_score_key(g) in picked for g in explanation.not_picked)
+
+
+def tie_line(explanation: Explanation) -> str | None:
+    """The tie-break, said once for the table: ALL_TIED when the name alone chose, TIE_RULE when
+    some rows say they won or lost a tie, else None."""
+    if _all_tied(explanation):
+        return ALL_TIED
+    return TIE_RULE if _ties(explanation) else None
+
+
 def _scored(
-    fate: str, groups: Sequence[ScoreGroup], tied: set[tuple[int, int, int, int | None]], tie: str
+    fate: str,
+    groups: Sequence[ScoreGroup],
+    tied: set[ScoreKey],
+    tie: str,
+    *,
+    by_name: bool = False,
 ) -> list[tuple[str, ...]]:
     # Groups come best first and clusters within a group in rank order: keep that order, it is
-    # the ranking the cycle used. A group scoring the same as one of the other fate was split
-    # by the name tie-break: say so.
-    return [
+    # the ranking the cycle used (`by_name`: by name instead). A group scoring the same as one
+    # of the other fate was split by the name tie-break: say so.
+    rows = [
         (
             cluster,
             fate,
@@ -116,22 +150,26 @@ def _scored(
         for group in groups
         for cluster in group.clusters
     ]
+    return sorted(rows) if by_name else rows
 
 
 def cluster_rows(explanation: Explanation) -> list[tuple[str, ...]]:
     """One row per cluster the cycle mentions: (cluster, fate, affinity, topology, detail).
 
     Ordered by fate as a reader scans it (what was chosen, then what was not and why); within a
-    fate, picked and not-picked clusters keep their rank, the others are sorted by name. A
-    PickFixed target that keeps its binding is one row: a valid target, with "kept" in its
-    detail. A filter reason shared by several clusters is a reference (`[1]`) that
-    `explanation_lines` prints once, with its count."""
+    fate, not-picked clusters keep their rank (the next in line first), the others are sorted by
+    name, as the cycle's summary names its picks. A PickFixed target that keeps its binding is
+    one row: a valid target, with "kept" in its detail. A filter reason shared by several
+    clusters is a reference (`[1]`) that `explanation_lines` prints once, with its count; a tie
+    on score is said on each tied row, its rule once (`tie_line`), and when every cluster
+    scored the same, only once."""
     kept = set(explanation.kept)
-    picked_scores = {_score_key(g) for g in explanation.picked}
-    not_picked_scores = {_score_key(g) for g in explanation.not_picked}
+    all_tied = _all_tied(explanation)
+    picked_scores = set() if all_tied else {_score_key(g) for g in explanation.picked}
+    not_picked_scores = set() if all_tied else {_score_key(g) for g in explanation.not_picked}
     references = shared_filter_groups(explanation)
     rows: list[tuple[str, ...]] = []
-    rows += _scored(FATE_PICKED, explanation.picked, not_picked_scores, TIE_WON)
+    rows += _scored(FATE_PICKED, explanation.picked, not_picked_scores, TIE_WON, by_name=True)
     rows += [
         (c, FATE_VALID, NONE, NONE, f"fixed target{KEPT_SUFFIX if c in kept else ''}")
         for c in sorted(explanation.valid)
@@ -229,9 +267,13 @@ def explanation_lines(explanation: Explanation) -> list[str]:
     """Every cluster's fate, the binding writes and the notes of one cycle (explain and plan)."""
     rows = cluster_rows(explanation)
     lines = [table(CLUSTER_HEADERS, rows) if rows else "no member clusters were considered"]
+    tie = tie_line(explanation)
     shared = shared_reason_lines(explanation)
-    if shared:
-        lines += ["", *shared]
+    if tie is not None or shared:
+        lines.append("")
+    if tie is not None:
+        lines.append(tie)
+    lines += shared
     if explanation.not_evaluated:
         lines.append(
             f"{explanation.not_evaluated} more clusters not evaluated: enough feasible clusters "

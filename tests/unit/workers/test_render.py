@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -23,6 +24,7 @@ from scheduler.plugins.taint_toleration import REASON_UNTOLERATED, render_taint
 from scheduler.readable import readable_reason
 from scheduler.testing import member_cluster, policy_snapshot
 from workers.cli.render import (
+    ALL_TIED,
     FATE_FILTERED,
     FATE_INVALID,
     FATE_KEPT,
@@ -31,6 +33,7 @@ from workers.cli.render import (
     FATE_PICKED,
     FATE_VALID,
     TIE_LOST,
+    TIE_RULE,
     TIE_WON,
     PlacementRow,
     cluster_rows,
@@ -39,6 +42,7 @@ from workers.cli.render import (
     render_explain,
     render_status,
     table,
+    tie_line,
 )
 from workflows.models import CycleReport, DeadlineState, PlacementStatus, WriteCounts
 
@@ -121,19 +125,23 @@ def test_each_fate_has_its_own_row(
     assert row[4] == detail
 
 
-def test_picked_clusters_keep_their_rank_and_fates_come_in_reading_order() -> None:
+def test_picks_come_by_name_the_next_in_line_by_rank_and_fates_in_reading_order() -> None:
+    """Picks are named in one order, the cycle summary's (by name), whether a cycle picked or
+    kept them (before: by rank when picked, by name when kept, so `explain` listed the same
+    picks in two orders); the clusters not picked keep their rank."""
     exp = explanation(
         picked=[scores(30, "zeta"), scores(10, "beta", "alpha")],
-        not_picked=[scores(5, "omega")],
+        not_picked=[scores(5, "omega"), scores(4, "delta")],
         filtered=[FilterGroup(plugin="ClusterAffinity", reason="no match", clusters=["aaa"])],
         kept=["kappa"],
     )
     assert [row[0] for row in cluster_rows(exp)] == [
-        "zeta",
-        "beta",
         "alpha",
+        "beta",
+        "zeta",
         "kappa",
         "omega",
+        "delta",
         "aaa",
     ]
 
@@ -366,14 +374,33 @@ def test_a_kept_only_cycle_without_history_suggests_a_fresh_requeue() -> None:
     assert "Requeue with --fresh to evaluate every cluster again" in text
 
 
-def test_a_tie_split_by_the_name_rule_says_so_on_both_sides() -> None:
+def test_a_tie_split_by_the_name_rule_says_so_on_both_sides_and_the_rule_once() -> None:
     exp = explanation(
-        picked=[scores(90, "c"), scores(50, "b")],
-        not_picked=[scores(50, "a"), scores(10, "z")],
+        picked=[scores(90, "c"), scores(50, "b", "d")],
+        not_picked=[scores(50, "a", "aa"), scores(10, "z")],
     )
     detail = {row[0]: row[4] for row in cluster_rows(exp)}
-    assert detail["b"] == TIE_WON and detail["a"] == TIE_LOST
+    assert detail["b"] == detail["d"] == TIE_WON and detail["a"] == detail["aa"] == TIE_LOST
     assert detail["c"] == "" and detail["z"] == ""  # no tie: nothing to explain
+    text = "\n".join(explanation_lines(exp))
+    assert text.count("larger name") == 1
+    assert TIE_RULE in text.splitlines()
+
+
+def test_when_every_cluster_scored_the_same_the_tie_break_is_said_once() -> None:
+    """README's `demo`: no preferred affinity, so every score is 0 and the name alone picks
+    (before: "the larger name wins ties (KubeFleet)" on every row)."""
+    exp = explanation(
+        picked=[scores(0, "west-1", "japan-1")],
+        not_picked=[scores(0, "east-2", "east-1")],
+        filtered=[FilterGroup(plugin="ClusterAffinity", reason="no match", clusters=["dev-1"])],
+    )
+    rows = {row[0]: row[4] for row in cluster_rows(exp)}
+    assert rows["west-1"] == rows["japan-1"] == rows["east-2"] == rows["east-1"] == ""
+    text = "\n".join(explanation_lines(exp))
+    assert text.count("larger name") == 1
+    assert ALL_TIED in text.splitlines()
+    assert tie_line(explanation(picked=[scores(0, "a")])) is None  # nothing lost: no tie
 
 
 def test_a_reason_many_clusters_share_is_printed_once_with_its_count() -> None:
@@ -458,3 +485,25 @@ def test_the_deadline_reads_as_time_left_exceeded_or_met() -> None:
     assert deadline_text(met, now) == "10m, met"
     bad = DeadlineState(annotation="soon", problem="schedule deadline 'soon' is not a duration")
     assert deadline_text(bad, now) == "invalid (schedule deadline 'soon' is not a duration)"
+
+
+def test_the_same_picks_read_in_one_order_whether_picked_or_kept() -> None:
+    """README's `demo` after a requeue: cycle 2 kept what cycle 1 picked, and `explain` shows
+    both. Every list of those picks (both summaries, both tables) names them in one order
+    (before: cycle 1 by rank, `west-1,japan-1`; cycle 2 by name, `japan-1,west-1`)."""
+    clusters = [member_cluster(name, NOW) for name in ("east-1", "east-2", "japan-1", "west-1")]
+    snapshot = policy_snapshot("demo", {"placementType": "PickN", "numberOfClusters": 2}, index=0)
+    chose = schedule(CycleInput(snapshot=snapshot, clusters=clusters, now=NOW), default_profile())
+    picks = [c for g in chose.explanation.picked for c in g.clusters]
+    assert picks == ["west-1", "japan-1"]  # KubeFleet's rank: the larger name wins the tie
+    kept = chose.model_copy(
+        update={"explanation": explanation(branch="steady", kept=["west-1", "japan-1"])}
+    )
+    first = report(chose.explanation, cycle=1, summary=cycle_summary(1, chose, WriteCounts()))
+    second = report(kept.explanation, cycle=2, summary=cycle_summary(2, kept, WriteCounts()))
+    text = render_explain(status(second, cycles=2), first)
+    headlines = re.findall(r"cycle \d: PickN 2/2, picked (\S+);", text)
+    assert headlines == ["japan-1,west-1", "japan-1,west-1"]
+    listed = [line.split()[0] for line in text.splitlines() if line.split()[1:2] in (
+        ["picked"], ["kept"])]  # fmt: skip
+    assert listed == ["japan-1", "west-1", "japan-1", "west-1"]
