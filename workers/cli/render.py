@@ -17,7 +17,12 @@ from activities.rebalance import RebalancePlan
 from scheduler import Explanation, ScoreGroup
 from scheduler.deadline import format_duration
 from scheduler.explanation import beyond_room_message
-from scheduler.readable import filter_reason_line, readable_reason, shared_filter_groups
+from scheduler.readable import (
+    filter_reason_line,
+    readable_reason,
+    shared_filter_groups,
+    shorten,
+)
 from scheduler.rebalance import percent
 from workflows.models import (
     CycleReport,
@@ -42,6 +47,7 @@ __all__ = [
     "explanation_lines",
     "render_explain",
     "render_status",
+    "short_waiting",
     "table",
     "tie_line",
 ]
@@ -460,26 +466,52 @@ def _yes_no(value: bool | None) -> str:
     return NONE if value is None else ("yes" if value else "no")
 
 
+# `status` fits a terminal of this width: the WAITING FOR column takes what the others leave
+# (at least WAITING_MIN characters), its text shortened to fit; `explain` has the whole of it.
+STATUS_WIDTH: Final = 80
+WAITING_MIN: Final = 16
+RUNNING: Final = "Running"
+
+
+def short_waiting(text: str, width: int) -> str:
+    """What a placement waits for, in at most `width` characters: its head, without the
+    parenthesised detail (`an event (placement, snapshot, ... or requeue)` is `an event`) and,
+    where that is still too long, without what follows its first `, or ` or `: `."""
+    head = text.split(" (", 1)[0]
+    for separator in (", or ", ": "):
+        if len(head) > width:
+            head = head.split(separator, 1)[0]
+    return shorten(head, width)
+
+
 def render_status(rows: Sequence[PlacementRow]) -> str:
-    """The `status` table: ClusterResourcePlacements by name, then ResourcePlacements by
-    namespace and name. A NAMESPACE column comes first when any ResourcePlacement is listed
-    (a ClusterResourcePlacement's reads -), so a fleet of CRPs only reads as it always did.
-    PRIORITY and TENANT columns come last when any placement has a priority other than 0 or a
-    tenant (docs/priority.md)."""
+    """The `status` table, narrow enough for an 80-column terminal: ClusterResourcePlacements
+    by name, then ResourcePlacements by namespace and name. A NAMESPACE column comes first when
+    any ResourcePlacement is listed (a ClusterResourcePlacement's reads -), so a fleet of CRPs
+    only reads as it always did. STATE is shown when some workflow is not Running (`--all`).
+    WAITING FOR says what each waits for in a few words (`short_waiting`). PRIORITY and TENANT
+    columns come last when any placement has a priority other than 0 or a tenant
+    (docs/priority.md)."""
     if not rows:
         return "no placement workflows found\n"
     namespaced = any(row.namespace for row in rows)
     prioritised = any(row.priority or row.tenant for row in rows)
     deadlines = any(row.deadline for row in rows)
-    body = [
+    states = any(row.state != RUNNING for row in rows)
+    ordered = sorted(rows, key=lambda r: (r.namespace or "", r.name))
+    before = [
         (
             *((row.namespace or NONE,) if namespaced else ()),
             row.name,
             row.placement_type or NONE,
             _yes_no(row.fully_scheduled),
             NONE if row.cycles is None else str(row.cycles),
-            row.state,
-            row.waiting_for or NONE,
+            *((row.state,) if states else ()),
+        )
+        for row in ordered
+    ]
+    after = [
+        (
             *(
                 (NONE if row.priority is None else str(row.priority), row.tenant or NONE)
                 if prioritised
@@ -487,15 +519,30 @@ def render_status(rows: Sequence[PlacementRow]) -> str:
             ),
             *((row.deadline or NONE,) if deadlines else ()),
         )
-        for row in sorted(rows, key=lambda r: (r.namespace or "", r.name))
+        for row in ordered
     ]
-    headers = (
+    headers_before = (
         *((NAMESPACE_HEADER,) if namespaced else ()),
-        *STATUS_HEADERS,
+        *STATUS_HEADERS[:4],
+        *((STATUS_HEADERS[4],) if states else ()),
+    )
+    headers_after = (
         *(PRIORITY_HEADERS if prioritised else ()),
         *((DEADLINE_HEADER,) if deadlines else ()),
     )
-    return table(headers, body) + "\n"
+    used = sum(
+        max(len(cells[i]) for cells in [headers, *body]) + len(COLUMN_GAP)
+        for headers, body in ((headers_before, before), (headers_after, after))
+        for i in range(len(headers))
+    )
+    width = max(STATUS_WIDTH - used, WAITING_MIN)
+    body = [
+        (*first, short_waiting(row.waiting_for, width) if row.waiting_for else NONE, *last)
+        for row, first, last in zip(ordered, before, after, strict=True)
+    ]
+    return table((*headers_before, STATUS_HEADERS[5], *headers_after), body) + "\n"
+
+
 def render_rebalance(plan: RebalancePlan, *, dry_run: bool) -> str:
     """Every move with the utilisation of both clusters before and after, then the totals."""
     lines = []

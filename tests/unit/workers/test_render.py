@@ -41,6 +41,7 @@ from workers.cli.render import (
     explanation_lines,
     render_explain,
     render_status,
+    short_waiting,
     table,
     tie_line,
 )
@@ -280,9 +281,10 @@ def test_status_of_cluster_scoped_placements_only_has_no_namespace_column() -> N
         ]
     )
     lines = text.splitlines()
-    assert lines[0].split() == ["NAME", "TYPE", "SCHEDULED", "CYCLES", "STATE", "WAITING", "FOR"]
-    assert lines[1].split() == ["api", "-", "-", "-", "Running", "-"]
-    assert lines[2].split() == ["web", "PickN", "yes", "4", "Running", "an", "event"]
+    # Every workflow listed runs (status without --all): no STATE column saying so on each row.
+    assert lines[0].split() == ["NAME", "TYPE", "SCHEDULED", "CYCLES", "WAITING", "FOR"]
+    assert lines[1].split() == ["api", "-", "-", "-", "-"]
+    assert lines[2].split() == ["web", "PickN", "yes", "4", "an", "event"]
 
 
 def test_status_lists_placements_by_namespace_and_name_with_unknowns_as_dashes() -> None:
@@ -305,6 +307,53 @@ def test_status_lists_placements_by_namespace_and_name_with_unknowns_as_dashes()
     assert lines[1].split() == ["-", "api", "-", "-", "-", "Running", "-"]
     assert lines[3].split() == ["-", "web", "PickN", "yes", "4", "Running", "an", "event"]
     assert lines[2].split()[:6] == ["-", "gone", "PickAll", "no", "2", "Completed"]
+
+
+IDLE = "an event (placement, snapshot, cluster or binding change, or requeue)"
+
+
+def test_status_of_the_sample_fleet_fits_an_80_column_terminal() -> None:
+    """`make run`'s seven placements and README's `demo`: each waits for the same 70-character
+    phrase, which status said on every row (109 columns); it says `an event`, and explain the
+    rest."""
+    rows = [
+        PlacementRow(name, kind, kind != "PickFixed", 1, "Running", IDLE)
+        for name, kind in (
+            ("api-spread", "PickN"), ("cache-biggest", "PickN"), ("demo", "PickN"),
+            ("gpu-training", "PickN"), ("pinned", "PickFixed"), ("prod-only", "PickAll"),
+            ("web-everywhere", "PickAll"),
+        )
+    ]
+    rows += [
+        PlacementRow("storefront", "PickAll", True, 1, "Running", IDLE, namespace="shop"),
+        PlacementRow("checkout", "PickN", False, 12, "Running", "a 30s requeue timer, or an event",
+                     namespace="shop"),
+    ]  # fmt: skip
+    lines = render_status(rows).splitlines()
+    assert max(len(line) for line in lines) <= 80, "\n".join(lines)
+    assert IDLE not in "\n".join(lines)
+    waiting = {line.split()[1]: line.split(maxsplit=5)[5] for line in lines[1:]}
+    assert waiting["demo"].startswith("an event ") or waiting["demo"] == "an event"
+    assert waiting["checkout"].startswith("a 30s requeue timer")
+
+
+@pytest.mark.parametrize(
+    ("text", "width", "shown"),
+    [
+        pytest.param(IDLE, 30, "an event", id="idle"),
+        pytest.param("an event (last attempt: hub unavailable)", 30, "an event", id="attempt"),
+        pytest.param("a 30s requeue timer, or an event", 40, "a 30s requeue timer, or an event",
+                     id="fits"),
+        pytest.param("a 30s requeue timer, or an event", 20, "a 30s requeue timer", id="timer"),
+        pytest.param("nothing: cleaned up (3 bindings removed)", 25, "nothing: cleaned up",
+                     id="cleaned-up"),
+        pytest.param("an event: the placement's policy is invalid", 20, "an event", id="why"),
+        pytest.param("cycle 12", 16, "cycle 12", id="running"),
+        pytest.param("x" * 40, 16, "x" * 15 + "…", id="cut"),
+    ],
+)  # fmt: skip
+def test_what_a_placement_waits_for_in_a_few_words(text: str, width: int, shown: str) -> None:
+    assert short_waiting(text, width) == shown
 
 
 def test_status_with_no_placements_says_so() -> None:
