@@ -145,7 +145,7 @@ def _scored(
     # Groups come best first and clusters within a group in rank order: keep that order, it is
     # the ranking the cycle used (`by_name`: by name instead). A group scoring the same as one
     # of the other fate was split by the name tie-break: say so.
-    rows = [
+    rows: list[tuple[str, ...]] = [
         (
             cluster,
             fate,
