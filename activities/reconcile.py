@@ -14,6 +14,7 @@ import functools
 import logging
 import time
 from collections import Counter
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Final
 
@@ -62,6 +63,8 @@ MAX_LOGGED_VIOLATIONS: Final = 20
 # shortage check runs a cycle per placement short of room, and stops there; the next run goes on.
 CHECK_BUDGET_S: Final = 30.0
 MAX_REPORTED_VIOLATIONS: Final = 50
+# Placements the summary names per action before it counts the rest.
+MAX_NAMED: Final = 3
 PRIORITY_REASON: Final = "reconcile: its priority changed since the last reconcile"
 
 
@@ -85,7 +88,7 @@ class ReconcileFleet:
         activity.heartbeat("read the hub")
         running = await running_placements(self._client, request.task_queue)
         state = dataclasses.replace(state, workflows=frozenset(running))
-        now = datetime.now(UTC)
+        now = self._settings.clock()
         deadline = time.monotonic() + CHECK_BUDGET_S
         violations = await asyncio.to_thread(
             functools.partial(
@@ -140,7 +143,8 @@ class ReconcileFleet:
             metrics.set_invariant_violations(left)
         summary = (
             f"{len(state.placements)} placements, {len(running)} workflows: started "
-            f"{len(plan.start)}, finished {len(plan.finish)}, requeued {len(plan.requeue)}"
+            f"{len(plan.start)}{_named(plan.start)}, finished {len(plan.finish)}"
+            f"{_named(plan.finish)}, requeued {len(plan.requeue)}{_named(plan.requeue)}"
         )
         if released:
             summary += f"; released {released} stale capacity reservation(s)"
@@ -239,6 +243,15 @@ class ReconcileFleet:
                 for n, p in reprioritise.items()
             ),
         )
+
+
+def _named(keys: Iterable[str]) -> str:
+    """` (a, b, c +4 more)`: the first placements acted on, for the summary; "" for none."""
+    listed = sorted(keys)
+    if not listed:
+        return ""
+    more = len(listed) - MAX_NAMED
+    return f" ({', '.join(listed[:MAX_NAMED])}{f' +{more} more' if more > 0 else ''})"
 
 
 def _priority_classes(hub: HubClient) -> PriorityClasses:

@@ -22,7 +22,9 @@ The invariants, by the name the metric and `check` give them:
   there, new one not yet available), the placement's bindings keep its budget's bound, the old
   ones counted as KubeFleet's eviction leaves them: gone (scheduler.budgets).
 - `workflow`: every placement that wants the scheduler has its workflow, every workflow its
-  placement.
+  placement. A placement younger than `WORKFLOW_GRACE` may still be without one: its start is
+  on its way (the watcher's signal-with-start, which the admission window may hold back, or,
+  at a watcher's start, the reconcile that starts it).
 - `stranded_shortage`: a placement that says it is short of room has no room anywhere it could
   go: its own cycle, run now on what was read, would place nothing more.
 
@@ -83,6 +85,7 @@ __all__ = [
     "STALE_RESERVATION",
     "STRANDED_SHORTAGE",
     "WORKFLOW",
+    "WORKFLOW_GRACE",
     "FleetState",
     "Violation",
     "find_violations",
@@ -108,6 +111,11 @@ INVARIANTS: Final = (
 )
 # Bindings a message names before it counts the rest.
 NAMED: Final = 3
+# How long a new placement may be without its workflow: the watcher starts it within a second,
+# or once the admission window has a place for its first turn (whose wait gives up after 30 s,
+# control.watcher), and a watcher that starts hands the placements created while it was down
+# to the reconcile, which starts them. Longer than that, a missing workflow is an event missed.
+WORKFLOW_GRACE: Final = timedelta(minutes=2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,9 +207,13 @@ def find_violations(
     *,
     profile: Profile | None = None,
     grace: timedelta = RESERVATION_GRACE,
+    workflow_grace: timedelta = WORKFLOW_GRACE,
     keep_going: Callable[[], bool] = lambda: True,
 ) -> list[Violation]:
     """Every invariant broken in `state`, in the order of INVARIANTS, then by subject.
+
+    `grace`: how long a stale reservation may outlive what it was for; `workflow_grace`: how
+    long a new placement may be without its workflow.
 
     `stranded_shortage` runs a cycle per placement short of room (tens of milliseconds at
     thousands of clusters); it stops at the first placement for which `keep_going()` is False,
@@ -212,7 +224,7 @@ def find_violations(
     found += _duplicates(state)
     found += _binding_counts(state, now)
     found += _budgets(state)
-    found += _workflows(state)
+    found += _workflows(state, now, workflow_grace)
     found += _stranded(state, now, profile, keep_going)
     order = {name: i for i, name in enumerate(INVARIANTS)}
     return sorted(
@@ -434,12 +446,15 @@ def _budgets(state: FleetState) -> list[Violation]:
 # --- workflows ---------------------------------------------------------------------------------
 
 
-def _workflows(state: FleetState) -> list[Violation]:
+def _workflows(state: FleetState, now: datetime, grace: timedelta) -> list[Violation]:
     if state.workflows is None:
         return []
     index = state.index()
     found = []
     for key, placement in sorted(index.placements.items()):
+        created = placement.metadata.creation_timestamp
+        if created is not None and now - created < grace:
+            continue  # its start is on its way (WORKFLOW_GRACE)
         if wants_scheduler(placement) and key not in state.workflows:
             found.append(
                 Violation(WORKFLOW, f"placement {key} has no running workflow", placement=key)

@@ -31,16 +31,25 @@ COLLAPSE_AT: Final = 2
 _TAINT: Final = re.compile(r"&\{Key:(?P<key>.*?) Value:(?P<value>.*?) Effect:(?P<effect>.*?)\}")
 
 
+# KubeFleet's filter status code, which its status string puts before the reasons
+# (kubefleet-rules 4.3): "ClusterUnschedulable, cluster does not match ...". It says the cluster
+# cannot take this placement, which the fate (filtered, invalid target) already says; read
+# before an affinity mismatch it sounds like a cordoned cluster, so people read the reasons.
+_UNSCHEDULABLE: Final = re.compile(r"^ClusterUnschedulable, (?=\S)")
+
+
 def readable_reason(reason: str) -> str:
-    """A decision reason for people: taints as kubectl shows them (`gpu=true:NoSchedule`)
-    instead of Go's `&{Key:gpu Value:true Effect:NoSchedule}` (scheduler.plugins.
-    taint_toleration.render_taint, what KubeFleet writes)."""
+    """A decision reason for people: KubeFleet's status code in front of its reasons left out
+    (`cluster does not match with any of the required cluster affinity terms`, not
+    `ClusterUnschedulable, cluster does not match ...`), and taints as kubectl shows them
+    (`gpu=true:NoSchedule`) instead of Go's `&{Key:gpu Value:true Effect:NoSchedule}`
+    (scheduler.plugins.taint_toleration.render_taint, what KubeFleet writes)."""
 
     def kubectl_style(found: re.Match[str]) -> str:
         value = f"={found['value']}" if found["value"] else ""
         return f"{found['key']}{value}:{found['effect']}"
 
-    return _TAINT.sub(kubectl_style, reason)
+    return _TAINT.sub(kubectl_style, _UNSCHEDULABLE.sub("", reason))
 
 
 def shorten(text: str, limit: int) -> str:

@@ -326,11 +326,13 @@ def cycle_summary(cycle: int, result: CycleResult, writes: WriteCounts) -> str:
     wanted = "" if outcome.wanted is None else f"/{outcome.wanted}"
     head = f"cycle {cycle}: {outcome.placement_type} {outcome.picked}{wanted}"
     explanation = result.explanation
+    # In `explain`'s order (workers.cli.render.cluster_rows): picked, kept, valid, each by name,
+    # so the same picks read the same whether a cycle picked or kept them.
     selected = list(
         dict.fromkeys(
-            [c for g in explanation.picked for c in g.clusters]
-            + explanation.kept
-            + explanation.valid
+            sorted(c for g in explanation.picked for c in g.clusters)
+            + sorted(explanation.kept)
+            + sorted(explanation.valid)
         )
     )
     if selected:

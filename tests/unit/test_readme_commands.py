@@ -8,9 +8,13 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+import shutil
+import subprocess
+import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from workers.cli import COMMANDS, build_parser
 
@@ -273,3 +277,64 @@ def test_a_placeholder_is_caught() -> None:
     assert placeholders("    kubectl annotate crp <name> a=b\n") == [
         "line 1: kubectl annotate crp <name> a=b"
     ]
+
+
+# --- the walkthroughs' files ship with the samples ----------------------------------------------
+
+YAML_BLOCK = re.compile(r"^(?P<indent> *)```yaml\n(?P<body>.*?)^(?P=indent)```", re.S | re.M)
+SHIPPED = re.compile(r"\A# (?P<path>devhub/samples/[\w.-]+\.yaml)\n")
+
+
+def shown_files(text: str) -> dict[str, str]:
+    """Path -> text of each YAML block that names its file in its first line
+    (`# devhub/samples/demo.yaml`), as the reader sees it (the list item's indent removed)."""
+    found = {}
+    for block in YAML_BLOCK.finditer(text):
+        body = textwrap.dedent(block["body"])
+        named = SHIPPED.match(body)
+        if named is not None:
+            found[named["path"]] = body
+    return found
+
+
+def test_every_file_the_walkthroughs_show_ships_as_shown() -> None:
+    """The reader applies the walkthroughs' placements and profile from devhub/samples/, never
+    copies them out of the README; what the README shows is the file, byte for byte."""
+    shown = shown_files(README_TEXT)
+    assert sorted(shown) == [
+        "devhub/samples/checkout.yaml", "devhub/samples/demo.yaml", "devhub/samples/no-taints.yaml"
+    ]  # fmt: skip
+    for path, body in shown.items():
+        assert (REPO / path).read_text(encoding="utf-8") == body, f"{path} differs from README"
+
+
+def test_no_walkthrough_yaml_is_left_to_copy_by_hand() -> None:
+    """A placement or profile the README shows names the sample file it ships as."""
+    unnamed = [
+        block["body"].strip().splitlines()[0]
+        for block in YAML_BLOCK.finditer(README_TEXT)
+        if SHIPPED.match(textwrap.dedent(block["body"])) is None
+    ]
+    assert unnamed == []
+
+
+def test_the_copies_the_walkthrough_makes_change_what_it_says(tmp_path: Path) -> None:
+    """Steps 7 and 10 derive `.run/demo-3.yaml` and `.run/demo-broken.yaml` from the shipped
+    demo with `sed` and `grep -v`: run those lines as typed (into a scratch `.run/`) and read
+    what they made."""
+    made = [
+        line
+        for _, line in code_lines(README_TEXT)
+        if line.startswith(("sed ", "grep ")) and "devhub/samples/demo.yaml > .run/" in line
+    ]
+    assert len(made) == 2, made
+    (tmp_path / "devhub" / "samples").mkdir(parents=True)
+    (tmp_path / ".run").mkdir()
+    shutil.copy(REPO / "devhub/samples/demo.yaml", tmp_path / "devhub/samples/demo.yaml")
+    for line in made:
+        subprocess.run(["sh", "-c", line], cwd=tmp_path, check=True, timeout=30)
+    three = yaml.safe_load((tmp_path / ".run/demo-3.yaml").read_text())
+    broken = yaml.safe_load((tmp_path / ".run/demo-broken.yaml").read_text())
+    assert three["spec"]["policy"]["numberOfClusters"] == 3
+    assert broken["spec"]["policy"]["placementType"] == "PickN"
+    assert "numberOfClusters" not in broken["spec"]["policy"]

@@ -182,6 +182,10 @@ class _DevStack:
     fleet: list[str]
     placements: list[str]  # created now
     samples: list[str]  # every sample placement's name (created now or before)
+    # Where each part is, said once everything is ready, in one block with the rest of the
+    # ready banner: the log lines of the worker's and watcher's start come before it, not
+    # between its lines.
+    banner: list[str]
 
 
 # Every port `dev` listens on: (argument, what listens there, its flag).
@@ -256,8 +260,7 @@ async def _start_dev(
             raise result
     kubeconfig = hub.write_kubeconfig(args.kubeconfig_out)
     where = f"data in {data_dir / DEVHUB_DIR}" if data_dir else "in memory"
-    print(f"devhub:       {hub.tls_url} ({where})")
-    print(f"kubeconfig:   {kubeconfig}")
+    banner = [f"devhub:       {hub.tls_url} ({where})", f"kubeconfig:   {kubeconfig}"]
     fleet = hub.load_sample_fleet() if args.sample_fleet else []
     hub_client = HubClient.from_kubeconfig(kubeconfig)
     stack.callback(hub_client.close)
@@ -268,16 +271,19 @@ async def _start_dev(
         samples = placement_keys(wanted)
         placements = await asyncio.to_thread(apply_placements, hub_client, wanted)
     stored = f"data in {server.db_path}" if server.db_path else "in memory"
-    print(f"Temporal:     {server.target}, namespace {server.namespace} ({stored})")
-    print(f"Temporal UI:  {server.ui_url}/namespaces/{server.namespace}/workflows")
+    banner.append(f"Temporal:     {server.target}, namespace {server.namespace} ({stored})")
+    banner.append(f"Temporal UI:  {server.ui_url}/namespaces/{server.namespace}/workflows")
     client = await connect(TemporalTarget(server.target, server.namespace), runtime=runtime)
-    await _dev_reconcile_schedule(dev_config(args), client)
-    return _DevStack(hub, server, client, hub_client, kubeconfig, fleet, placements, samples)
+    banner.append(await _dev_reconcile_schedule(dev_config(args), client))
+    return _DevStack(
+        hub, server, client, hub_client, kubeconfig, fleet, placements, samples, banner
+    )
 
 
-async def _dev_reconcile_schedule(config: RunConfig, client: Client) -> None:
+async def _dev_reconcile_schedule(config: RunConfig, client: Client) -> str:
     """The reconcile Schedule `run` makes, so missed events are repaired locally too; with
-    --reconcile-every 0, none (dev's Temporal is its own: one a previous start made goes)."""
+    --reconcile-every 0, none (dev's Temporal is its own: one a previous start made goes).
+    Returns the banner's line about it."""
     if config.reconciles:
         schedule_id = await ensure_reconcile_schedule(
             client, config.task_queue, timedelta(seconds=config.reconcile_every_s),
@@ -285,11 +291,9 @@ async def _dev_reconcile_schedule(config: RunConfig, client: Client) -> None:
             local_cycles_up_to=config.local_cycles_up_to,
             resource_placements=config.resource_placements,
         )
-        print(f"reconcile:    Temporal Schedule {schedule_id}, every "
-              f"{config.reconcile_every_s:g}s")
-        return
+        return f"reconcile:    Temporal Schedule {schedule_id}, every {config.reconcile_every_s:g}s"
     removed = await remove_reconcile_schedule(client, config.task_queue)
-    print("reconcile:    off" + (" (the earlier Schedule was deleted)" if removed else ""))
+    return "reconcile:    off" + (" (the earlier Schedule was deleted)" if removed else "")
 
 
 def _print_dev_ready(args: argparse.Namespace, dev: _DevStack, serving: Serving) -> None:
@@ -300,7 +304,10 @@ def _print_dev_ready(args: argparse.Namespace, dev: _DevStack, serving: Serving)
     )
     namespace, name = split_key(next(iter(dev.placements or dev.samples), "NAME"))
     example = f"-n {namespace} {name}" if namespace else name
-    lines = [f"metrics:      {serving.metrics_url} (health: {serving.health_url}/healthz, /readyz)"]
+    lines = [
+        *dev.banner,
+        f"metrics:      {serving.metrics_url} (health: {serving.health_url}/healthz, /readyz)",
+    ]
     if dev.fleet:
         lines.append(f"sample fleet: {len(dev.fleet)} member clusters")
     if args.sample_placements:
@@ -318,7 +325,9 @@ def _print_dev_ready(args: argparse.Namespace, dev: _DevStack, serving: Serving)
         f"  {me} status{temporal}",
         "Ctrl-C stops everything.",
     ]
-    print("\n".join(lines), flush=True)
+    # One write: a log line from another thread cannot land between two of its lines.
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()
 
 
 def dev_config(args: argparse.Namespace) -> RunConfig:

@@ -17,7 +17,12 @@ from activities.rebalance import RebalancePlan
 from scheduler import Explanation, ScoreGroup
 from scheduler.deadline import AGING_DEFAULT_KEY, format_duration
 from scheduler.explanation import beyond_room_message
-from scheduler.readable import filter_reason_line, readable_reason, shared_filter_groups
+from scheduler.readable import (
+    filter_reason_line,
+    readable_reason,
+    shared_filter_groups,
+    shorten,
+)
 from scheduler.rebalance import percent
 from workflows.models import (
     CycleReport,
@@ -42,7 +47,9 @@ __all__ = [
     "explanation_lines",
     "render_explain",
     "render_status",
+    "short_waiting",
     "table",
+    "tie_line",
 ]
 
 # The fate column of `explain`, one word or two per cluster.
@@ -80,11 +87,19 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-TIE_WON: Final = "won a tie on score: the larger name wins ties (KubeFleet)"
-TIE_LOST: Final = "lost a tie on score to a picked cluster: the larger name wins ties (KubeFleet)"
+TIE_WON: Final = "won a tie on score"
+TIE_LOST: Final = "lost a tie on score to a picked cluster"
+# Said once below the table, not on every tied row.
+TIE_RULE: Final = "ties on score: the larger name wins (KubeFleet)"
+ALL_TIED: Final = (
+    "every cluster that passed the filters scored the same: the larger names were picked "
+    "(KubeFleet's tie-break)"
+)
+
+ScoreKey = tuple[int, int, int, int | None]
 
 
-def _score_key(group: ScoreGroup) -> tuple[int, int, int, int | None]:
+def _score_key(group: ScoreGroup) -> ScoreKey:
     return (group.affinity, group.topology, group.obsolete, group.total)
 
 
@@ -99,13 +114,38 @@ def _score_detail(group: ScoreGroup, tie: str | None = None) -> str:
     return "; ".join(notes)
 
 
+def _all_tied(explanation: Explanation) -> bool:
+    """Picked and not-picked clusters all scored the same: the name alone chose."""
+    keys = {_score_key(g) for g in (*explanation.picked, *explanation.not_picked)}
+    return len(keys) == 1 and bool(explanation.picked) and bool(explanation.not_picked)
+
+
+def _ties(explanation: Explanation) -> bool:
+    """Some picked cluster scored the same as a not-picked one: the name tie-break split them."""
+    picked = {_score_key(g) for g in explanation.picked}
+    return any(_score_key(g) in picked for g in explanation.not_picked)
+
+
+def tie_line(explanation: Explanation) -> str | None:
+    """The tie-break, said once for the table: ALL_TIED when the name alone chose, TIE_RULE when
+    some rows say they won or lost a tie, else None."""
+    if _all_tied(explanation):
+        return ALL_TIED
+    return TIE_RULE if _ties(explanation) else None
+
+
 def _scored(
-    fate: str, groups: Sequence[ScoreGroup], tied: set[tuple[int, int, int, int | None]], tie: str
+    fate: str,
+    groups: Sequence[ScoreGroup],
+    tied: set[ScoreKey],
+    tie: str,
+    *,
+    by_name: bool = False,
 ) -> list[tuple[str, ...]]:
     # Groups come best first and clusters within a group in rank order: keep that order, it is
-    # the ranking the cycle used. A group scoring the same as one of the other fate was split
-    # by the name tie-break: say so.
-    return [
+    # the ranking the cycle used (`by_name`: by name instead). A group scoring the same as one
+    # of the other fate was split by the name tie-break: say so.
+    rows: list[tuple[str, ...]] = [
         (
             cluster,
             fate,
@@ -116,22 +156,26 @@ def _scored(
         for group in groups
         for cluster in group.clusters
     ]
+    return sorted(rows) if by_name else rows
 
 
 def cluster_rows(explanation: Explanation) -> list[tuple[str, ...]]:
     """One row per cluster the cycle mentions: (cluster, fate, affinity, topology, detail).
 
     Ordered by fate as a reader scans it (what was chosen, then what was not and why); within a
-    fate, picked and not-picked clusters keep their rank, the others are sorted by name. A
-    PickFixed target that keeps its binding is one row: a valid target, with "kept" in its
-    detail. A filter reason shared by several clusters is a reference (`[1]`) that
-    `explanation_lines` prints once, with its count."""
+    fate, not-picked clusters keep their rank (the next in line first), the others are sorted by
+    name, as the cycle's summary names its picks. A PickFixed target that keeps its binding is
+    one row: a valid target, with "kept" in its detail. A filter reason shared by several
+    clusters is a reference (`[1]`) that `explanation_lines` prints once, with its count; a tie
+    on score is said on each tied row, its rule once (`tie_line`), and when every cluster
+    scored the same, only once."""
     kept = set(explanation.kept)
-    picked_scores = {_score_key(g) for g in explanation.picked}
-    not_picked_scores = {_score_key(g) for g in explanation.not_picked}
+    all_tied = _all_tied(explanation)
+    picked_scores = set() if all_tied else {_score_key(g) for g in explanation.picked}
+    not_picked_scores = set() if all_tied else {_score_key(g) for g in explanation.not_picked}
     references = shared_filter_groups(explanation)
     rows: list[tuple[str, ...]] = []
-    rows += _scored(FATE_PICKED, explanation.picked, not_picked_scores, TIE_WON)
+    rows += _scored(FATE_PICKED, explanation.picked, not_picked_scores, TIE_WON, by_name=True)
     rows += [
         (c, FATE_VALID, NONE, NONE, f"fixed target{KEPT_SUFFIX if c in kept else ''}")
         for c in sorted(explanation.valid)
@@ -229,9 +273,13 @@ def explanation_lines(explanation: Explanation) -> list[str]:
     """Every cluster's fate, the binding writes and the notes of one cycle (explain and plan)."""
     rows = cluster_rows(explanation)
     lines = [table(CLUSTER_HEADERS, rows) if rows else "no member clusters were considered"]
+    tie = tie_line(explanation)
     shared = shared_reason_lines(explanation)
-    if shared:
-        lines += ["", *shared]
+    if tie is not None or shared:
+        lines.append("")
+    if tie is not None:
+        lines.append(tie)
+    lines += shared
     if explanation.not_evaluated:
         lines.append(
             f"{explanation.not_evaluated} more clusters not evaluated: enough feasible clusters "
@@ -426,26 +474,52 @@ def _yes_no(value: bool | None) -> str:
     return NONE if value is None else ("yes" if value else "no")
 
 
+# `status` fits a terminal of this width: the WAITING FOR column takes what the others leave
+# (at least WAITING_MIN characters), its text shortened to fit; `explain` has the whole of it.
+STATUS_WIDTH: Final = 80
+WAITING_MIN: Final = 16
+RUNNING: Final = "Running"
+
+
+def short_waiting(text: str, width: int) -> str:
+    """What a placement waits for, in at most `width` characters: its head, without the
+    parenthesised detail (`an event (placement, snapshot, ... or requeue)` is `an event`) and,
+    where that is still too long, without what follows its first `, or ` or `: `."""
+    head = text.split(" (", 1)[0]
+    for separator in (", or ", ": "):
+        if len(head) > width:
+            head = head.split(separator, 1)[0]
+    return shorten(head, width)
+
+
 def render_status(rows: Sequence[PlacementRow]) -> str:
-    """The `status` table: ClusterResourcePlacements by name, then ResourcePlacements by
-    namespace and name. A NAMESPACE column comes first when any ResourcePlacement is listed
-    (a ClusterResourcePlacement's reads -), so a fleet of CRPs only reads as it always did.
-    PRIORITY and TENANT columns come last when any placement has a priority other than 0 or a
-    tenant (docs/priority.md)."""
+    """The `status` table, narrow enough for an 80-column terminal: ClusterResourcePlacements
+    by name, then ResourcePlacements by namespace and name. A NAMESPACE column comes first when
+    any ResourcePlacement is listed (a ClusterResourcePlacement's reads -), so a fleet of CRPs
+    only reads as it always did. STATE is shown when some workflow is not Running (`--all`).
+    WAITING FOR says what each waits for in a few words (`short_waiting`). PRIORITY and TENANT
+    columns come last when any placement has a priority other than 0 or a tenant
+    (docs/priority.md)."""
     if not rows:
         return "no placement workflows found\n"
     namespaced = any(row.namespace for row in rows)
     prioritised = any(row.priority or row.tenant for row in rows)
     deadlines = any(row.deadline for row in rows)
-    body = [
+    states = any(row.state != RUNNING for row in rows)
+    ordered = sorted(rows, key=lambda r: (r.namespace or "", r.name))
+    before = [
         (
             *((row.namespace or NONE,) if namespaced else ()),
             row.name,
             row.placement_type or NONE,
             _yes_no(row.fully_scheduled),
             NONE if row.cycles is None else str(row.cycles),
-            row.state,
-            row.waiting_for or NONE,
+            *((row.state,) if states else ()),
+        )
+        for row in ordered
+    ]
+    after = [
+        (
             *(
                 (NONE if row.priority is None else str(row.priority), row.tenant or NONE)
                 if prioritised
@@ -453,15 +527,30 @@ def render_status(rows: Sequence[PlacementRow]) -> str:
             ),
             *((row.deadline or NONE,) if deadlines else ()),
         )
-        for row in sorted(rows, key=lambda r: (r.namespace or "", r.name))
+        for row in ordered
     ]
-    headers = (
+    headers_before = (
         *((NAMESPACE_HEADER,) if namespaced else ()),
-        *STATUS_HEADERS,
+        *STATUS_HEADERS[:4],
+        *((STATUS_HEADERS[4],) if states else ()),
+    )
+    headers_after = (
         *(PRIORITY_HEADERS if prioritised else ()),
         *((DEADLINE_HEADER,) if deadlines else ()),
     )
-    return table(headers, body) + "\n"
+    used = sum(
+        max(len(cells[i]) for cells in [headers, *body]) + len(COLUMN_GAP)
+        for headers, body in ((headers_before, before), (headers_after, after))
+        for i in range(len(headers))
+    )
+    width = max(STATUS_WIDTH - used, WAITING_MIN)
+    body = [
+        (*first, short_waiting(row.waiting_for, width) if row.waiting_for else NONE, *last)
+        for row, first, last in zip(ordered, before, after, strict=True)
+    ]
+    return table((*headers_before, STATUS_HEADERS[5], *headers_after), body) + "\n"
+
+
 def render_rebalance(plan: RebalancePlan, *, dry_run: bool) -> str:
     """Every move with the utilisation of both clusters before and after, then the totals."""
     lines = []

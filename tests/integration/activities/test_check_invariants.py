@@ -27,7 +27,7 @@ from hub.types import (
     ObjectMeta,
     Reservation,
 )
-from scheduler.invariants import INVARIANTS
+from scheduler.invariants import INVARIANTS, WORKFLOW_GRACE
 from scheduler.writes import new_binding
 from tests.integration.activities.activity_helpers import (
     Rig,
@@ -47,9 +47,9 @@ CPU = names.REQUESTS_ANNOTATION
 
 
 async def found(
-    hub: HubClient, client: Client | None = None, task_queue: str = ""
+    hub: HubClient, client: Client | None = None, task_queue: str = "", now: datetime | None = None
 ) -> dict[str, list[str]]:
-    state, violations = await check_fleet(hub, client, task_queue)
+    state, violations = await check_fleet(hub, client, task_queue, now=now)
     text = render_check(state, violations)
     by: dict[str, list[str]] = {}
     for violation in violations:
@@ -253,13 +253,19 @@ async def test_workflows(
         task_queue=task_queue,  # no worker polls it: the run just stays open
     )
     try:
+        # Just created, `lonely`'s start may be on its way (WORKFLOW_GRACE): only the orphan.
         got = await found(hub, temporal_client, task_queue)
         assert got == {
             "workflow": [
                 "workflow of placement ghost is running, but the placement does not exist",
-                "placement lonely has no running workflow",
             ]
         }
+        later = datetime.now(UTC) + WORKFLOW_GRACE + timedelta(seconds=5)
+        got = await found(hub, temporal_client, task_queue, now=later)
+        assert got["workflow"] == [
+            "workflow of placement ghost is running, but the placement does not exist",
+            "placement lonely has no running workflow",
+        ]
     finally:
         await handle.terminate("test over")
 

@@ -26,8 +26,7 @@ from workflows.models import DeadlineMiss, TurnRequest, TurnResult
 PICK_THREE = {"placementType": "PickN", "numberOfClusters": 3}
 MISSING = (
     "not fully scheduled for 10m (deadline 10m): 2 of 3 clusters picked; missing 1: "
-    "1 cluster filtered by TaintToleration (ClusterUnschedulable, taint gpu=true:NoSchedule "
-    "cannot be tolerated)"
+    "1 cluster filtered by TaintToleration (taint gpu=true:NoSchedule cannot be tolerated)"
 )
 
 

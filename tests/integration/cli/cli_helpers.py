@@ -124,15 +124,19 @@ class DevProcess:
         *extra: str,
         data_dir: bool = True,
         program: Sequence[str] | None = None,
+        one_stream: bool = False,
     ) -> None:
-        """`program`: the `fleet-scheduler` to run (default: this venv's); it runs in `workdir`."""
+        """`program`: the `fleet-scheduler` to run (default: this venv's); it runs in `workdir`.
+        `one_stream`: its stderr goes where its stdout goes, in the order written, as in a
+        terminal (`stdout()` and `stderr()` then both read that one file)."""
         self.workdir = workdir
         self.program = list(program) if program is not None else fleet_scheduler()
         self.ports = Ports.free()
         self.kubeconfig = workdir / "kubeconfig"
         self.data_dir = workdir / "data" if data_dir else None
         self.stdout_path = workdir / "dev.stdout"
-        self.stderr_path = workdir / "dev.stderr"
+        self.stderr_path = self.stdout_path if one_stream else workdir / "dev.stderr"
+        self.one_stream = one_stream
         self.extra = extra
         self.process: subprocess.Popen[bytes] | None = None
         self.startup_s: float | None = None
@@ -178,7 +182,7 @@ class DevProcess:
             self.process = subprocess.Popen(
                 self.command(),
                 stdout=out,
-                stderr=err,
+                stderr=subprocess.STDOUT if self.one_stream else err,
                 stdin=subprocess.DEVNULL,
                 cwd=self.workdir,
                 env={

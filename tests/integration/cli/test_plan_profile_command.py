@@ -244,8 +244,8 @@ def test_a_plugin_removed_adds_clusters_to_a_pick_all_placement(fleet: Fleet) ->
     assert done.returncode == 1, (done.stdout, done.stderr)
     out = done.stdout
     assert change_lines(out)["+ tainted-1"] == (
-        "picked (was filtered by TaintToleration: ClusterUnschedulable, taint "
-        "gpu=true:NoSchedule cannot be tolerated)"
+        "picked (was filtered by TaintToleration: taint gpu=true:NoSchedule cannot be "
+        "tolerated)"
     )
     assert "&{Key:" not in out
     assert "everywhere (PickAll): +1 -0 clusters, at its next turn" in out

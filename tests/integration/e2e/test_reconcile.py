@@ -172,14 +172,16 @@ async def test_the_reconcile_checks_the_invariants_exports_them_and_sweeps(
     hub: HubClient, temporal_client: Client, task_queue: str
 ) -> None:
     """One reconcile run finds what `check` finds: here a reservation that outlived its
-    placement, and a placement without its workflow. Its report counts them; it starts the
-    workflow and sweeps, and fleet_scheduler_invariant_violations counts what is left."""
+    placement, and a placement without its workflow past the grace (the run's clock is set
+    that far ahead). Its report counts them; it starts the workflow and sweeps, and
+    fleet_scheduler_invariant_violations counts what is left."""
     from datetime import UTC, datetime
 
     from temporalio.testing import ActivityEnvironment
 
     from activities.reconcile import ReconcileFleet
     from hub.types import CapacityLedger
+    from scheduler.invariants import WORKFLOW_GRACE
     from workers.metrics import SchedulerMetrics
     from workflows.models import ReconcileInput
 
@@ -197,7 +199,10 @@ async def test_the_reconcile_checks_the_invariants_exports_them_and_sweeps(
         )
     )  # fmt: skip
     metrics = SchedulerMetrics(process_metrics=False)
-    activity = ReconcileFleet(hub, temporal_client, ActivitySettings(metrics=metrics))
+    late = ActivitySettings(
+        metrics=metrics, clock=lambda: datetime.now(UTC) + WORKFLOW_GRACE + timedelta(seconds=5)
+    )
+    activity = ReconcileFleet(hub, temporal_client, late)
     report = await ActivityEnvironment().run(
         activity.reconcile_fleet, ReconcileInput(task_queue=task_queue)
     )
@@ -210,6 +215,43 @@ async def test_the_reconcile_checks_the_invariants_exports_them_and_sweeps(
     assert 'fleet_scheduler_invariant_violations{invariant="stale_reservation"} 0.0' in exported
     assert 'fleet_scheduler_invariant_violations{invariant="workflow"} 0.0' in exported
     await temporal_client.get_workflow_handle(names.workflow_id(lonely)).terminate("test over")
+
+
+async def test_the_first_reconcile_of_a_new_fleet_says_what_it_started_and_nothing_broken(
+    hub: HubClient, temporal_client: Client, task_queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`make run`'s first start: placements created a second ago, no workflow yet, and the
+    reconcile the watcher's start triggers starts them. That is its job, not a broken invariant:
+    one INFO line names what it started, and no WARNING (before: `invariants broken: workflow
+    N` and a WARNING per placement, while `check`, seconds later, found nothing)."""
+    import logging
+
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.reconcile import ReconcileFleet
+    from workflows.models import ReconcileInput
+
+    add_cluster(hub, "member-a")
+    new = sorted(unique(f"new-{i}") for i in range(5))
+    for name in new:
+        add_placement(hub, name, {"placementType": "PickAll"})
+    activity = ReconcileFleet(hub, temporal_client, ActivitySettings())
+    with caplog.at_level(logging.INFO, logger="fleet_scheduler.reconcile"):
+        report = await ActivityEnvironment().run(
+            activity.reconcile_fleet, ReconcileInput(task_queue=task_queue)
+        )
+    try:
+        assert set(new) <= set(report.started)
+        assert report.violations == {} and report.violation_messages == []
+        records = [r for r in caplog.records if r.name == "fleet_scheduler.reconcile"]
+        assert [r for r in records if r.levelno >= logging.WARNING] == []
+        [line] = [r.getMessage() for r in records]
+        assert "invariants broken" not in line
+        assert f"started {len(report.started)} ({', '.join(report.started[:3])} +" in line
+    finally:
+        for name in report.started:
+            handle = temporal_client.get_workflow_handle(names.workflow_id(name))
+            await handle.terminate("test over")
 
 
 async def test_the_reconcile_tells_a_workflow_its_new_priority_without_a_turn(

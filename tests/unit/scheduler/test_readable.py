@@ -29,9 +29,35 @@ def test_a_taint_reads_as_kubectl_shows_it_not_as_go_prints_it() -> None:
     )
     assert "&{Key:fleet.example.com/maintenance Value:true Effect:NoSchedule}" in kubefleet
     assert readable_reason(kubefleet) == (
-        "ClusterUnschedulable, taint fleet.example.com/maintenance=true:NoSchedule cannot be "
-        "tolerated"
+        "taint fleet.example.com/maintenance=true:NoSchedule cannot be tolerated"
     )
+
+
+@pytest.mark.parametrize(
+    ("reason", "shown"),
+    [
+        pytest.param(
+            "ClusterUnschedulable, cluster does not match with any of the required cluster "
+            "affinity terms",
+            "cluster does not match with any of the required cluster affinity terms",
+            id="affinity",
+        ),
+        pytest.param(
+            "ClusterUnschedulable, target namespace does not exist on cluster",
+            "target namespace does not exist on cluster",
+            id="namespace",
+        ),
+        pytest.param("ClusterUnschedulable", "ClusterUnschedulable", id="code-alone"),
+        pytest.param(
+            "turn failed: ClusterUnschedulable, x", "turn failed: ClusterUnschedulable, x",
+            id="not-in-front",
+        ),
+    ],
+)
+def test_kubefleets_status_code_before_its_reasons_is_left_out(reason: str, shown: str) -> None:
+    """`ClusterUnschedulable,` before an affinity mismatch reads as a cordoned cluster; the
+    fate says the cluster was filtered, the reason says why."""
+    assert readable_reason(reason) == shown
 
 
 @pytest.mark.parametrize(

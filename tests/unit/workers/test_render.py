@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -23,6 +24,7 @@ from scheduler.plugins.taint_toleration import REASON_UNTOLERATED, render_taint
 from scheduler.readable import readable_reason
 from scheduler.testing import member_cluster, policy_snapshot
 from workers.cli.render import (
+    ALL_TIED,
     FATE_FILTERED,
     FATE_INVALID,
     FATE_KEPT,
@@ -31,6 +33,7 @@ from workers.cli.render import (
     FATE_PICKED,
     FATE_VALID,
     TIE_LOST,
+    TIE_RULE,
     TIE_WON,
     PlacementRow,
     cluster_rows,
@@ -38,7 +41,9 @@ from workers.cli.render import (
     explanation_lines,
     render_explain,
     render_status,
+    short_waiting,
     table,
+    tie_line,
 )
 from workflows.models import (
     CycleReport,
@@ -127,19 +132,23 @@ def test_each_fate_has_its_own_row(
     assert row[4] == detail
 
 
-def test_picked_clusters_keep_their_rank_and_fates_come_in_reading_order() -> None:
+def test_picks_come_by_name_the_next_in_line_by_rank_and_fates_in_reading_order() -> None:
+    """Picks are named in one order, the cycle summary's (by name), whether a cycle picked or
+    kept them (before: by rank when picked, by name when kept, so `explain` listed the same
+    picks in two orders); the clusters not picked keep their rank."""
     exp = explanation(
         picked=[scores(30, "zeta"), scores(10, "beta", "alpha")],
-        not_picked=[scores(5, "omega")],
+        not_picked=[scores(5, "omega"), scores(4, "delta")],
         filtered=[FilterGroup(plugin="ClusterAffinity", reason="no match", clusters=["aaa"])],
         kept=["kappa"],
     )
     assert [row[0] for row in cluster_rows(exp)] == [
-        "zeta",
-        "beta",
         "alpha",
+        "beta",
+        "zeta",
         "kappa",
         "omega",
+        "delta",
         "aaa",
     ]
 
@@ -278,9 +287,10 @@ def test_status_of_cluster_scoped_placements_only_has_no_namespace_column() -> N
         ]
     )
     lines = text.splitlines()
-    assert lines[0].split() == ["NAME", "TYPE", "SCHEDULED", "CYCLES", "STATE", "WAITING", "FOR"]
-    assert lines[1].split() == ["api", "-", "-", "-", "Running", "-"]
-    assert lines[2].split() == ["web", "PickN", "yes", "4", "Running", "an", "event"]
+    # Every workflow listed runs (status without --all): no STATE column saying so on each row.
+    assert lines[0].split() == ["NAME", "TYPE", "SCHEDULED", "CYCLES", "WAITING", "FOR"]
+    assert lines[1].split() == ["api", "-", "-", "-", "-"]
+    assert lines[2].split() == ["web", "PickN", "yes", "4", "an", "event"]
 
 
 def test_status_lists_placements_by_namespace_and_name_with_unknowns_as_dashes() -> None:
@@ -303,6 +313,53 @@ def test_status_lists_placements_by_namespace_and_name_with_unknowns_as_dashes()
     assert lines[1].split() == ["-", "api", "-", "-", "-", "Running", "-"]
     assert lines[3].split() == ["-", "web", "PickN", "yes", "4", "Running", "an", "event"]
     assert lines[2].split()[:6] == ["-", "gone", "PickAll", "no", "2", "Completed"]
+
+
+IDLE = "an event (placement, snapshot, cluster or binding change, or requeue)"
+
+
+def test_status_of_the_sample_fleet_fits_an_80_column_terminal() -> None:
+    """`make run`'s seven placements and README's `demo`: each waits for the same 70-character
+    phrase, which status said on every row (109 columns); it says `an event`, and explain the
+    rest."""
+    rows = [
+        PlacementRow(name, kind, kind != "PickFixed", 1, "Running", IDLE)
+        for name, kind in (
+            ("api-spread", "PickN"), ("cache-biggest", "PickN"), ("demo", "PickN"),
+            ("gpu-training", "PickN"), ("pinned", "PickFixed"), ("prod-only", "PickAll"),
+            ("web-everywhere", "PickAll"),
+        )
+    ]
+    rows += [
+        PlacementRow("storefront", "PickAll", True, 1, "Running", IDLE, namespace="shop"),
+        PlacementRow("checkout", "PickN", False, 12, "Running", "a 30s requeue timer, or an event",
+                     namespace="shop"),
+    ]  # fmt: skip
+    lines = render_status(rows).splitlines()
+    assert max(len(line) for line in lines) <= 80, "\n".join(lines)
+    assert IDLE not in "\n".join(lines)
+    waiting = {line.split()[1]: line.split(maxsplit=5)[5] for line in lines[1:]}
+    assert waiting["demo"].startswith("an event ") or waiting["demo"] == "an event"
+    assert waiting["checkout"].startswith("a 30s requeue timer")
+
+
+@pytest.mark.parametrize(
+    ("text", "width", "shown"),
+    [
+        pytest.param(IDLE, 30, "an event", id="idle"),
+        pytest.param("an event (last attempt: hub unavailable)", 30, "an event", id="attempt"),
+        pytest.param("a 30s requeue timer, or an event", 40, "a 30s requeue timer, or an event",
+                     id="fits"),
+        pytest.param("a 30s requeue timer, or an event", 20, "a 30s requeue timer", id="timer"),
+        pytest.param("nothing: cleaned up (3 bindings removed)", 25, "nothing: cleaned up",
+                     id="cleaned-up"),
+        pytest.param("an event: the placement's policy is invalid", 20, "an event", id="why"),
+        pytest.param("cycle 12", 16, "cycle 12", id="running"),
+        pytest.param("x" * 40, 16, "x" * 15 + "…", id="cut"),
+    ],
+)  # fmt: skip
+def test_what_a_placement_waits_for_in_a_few_words(text: str, width: int, shown: str) -> None:
+    assert short_waiting(text, width) == shown
 
 
 def test_status_with_no_placements_says_so() -> None:
@@ -372,14 +429,33 @@ def test_a_kept_only_cycle_without_history_suggests_a_fresh_requeue() -> None:
     assert "Requeue with --fresh to evaluate every cluster again" in text
 
 
-def test_a_tie_split_by_the_name_rule_says_so_on_both_sides() -> None:
+def test_a_tie_split_by_the_name_rule_says_so_on_both_sides_and_the_rule_once() -> None:
     exp = explanation(
-        picked=[scores(90, "c"), scores(50, "b")],
-        not_picked=[scores(50, "a"), scores(10, "z")],
+        picked=[scores(90, "c"), scores(50, "b", "d")],
+        not_picked=[scores(50, "a", "aa"), scores(10, "z")],
     )
     detail = {row[0]: row[4] for row in cluster_rows(exp)}
-    assert detail["b"] == TIE_WON and detail["a"] == TIE_LOST
+    assert detail["b"] == detail["d"] == TIE_WON and detail["a"] == detail["aa"] == TIE_LOST
     assert detail["c"] == "" and detail["z"] == ""  # no tie: nothing to explain
+    text = "\n".join(explanation_lines(exp))
+    assert text.count("larger name") == 1
+    assert TIE_RULE in text.splitlines()
+
+
+def test_when_every_cluster_scored_the_same_the_tie_break_is_said_once() -> None:
+    """README's `demo`: no preferred affinity, so every score is 0 and the name alone picks
+    (before: "the larger name wins ties (KubeFleet)" on every row)."""
+    exp = explanation(
+        picked=[scores(0, "west-1", "japan-1")],
+        not_picked=[scores(0, "east-2", "east-1")],
+        filtered=[FilterGroup(plugin="ClusterAffinity", reason="no match", clusters=["dev-1"])],
+    )
+    rows = {row[0]: row[4] for row in cluster_rows(exp)}
+    assert rows["west-1"] == rows["japan-1"] == rows["east-2"] == rows["east-1"] == ""
+    text = "\n".join(explanation_lines(exp))
+    assert text.count("larger name") == 1
+    assert ALL_TIED in text.splitlines()
+    assert tie_line(explanation(picked=[scores(0, "a")])) is None  # nothing lost: no tie
 
 
 def test_a_reason_many_clusters_share_is_printed_once_with_its_count() -> None:
@@ -486,3 +562,25 @@ def test_explain_says_how_far_aging_lifts_a_late_placement() -> None:
     )
     line = next(x for x in render_explain(allowed, now=NOW).splitlines() if "deadline:" in x)
     assert line.endswith("last turn at key 1, aging lifts it to key 1 at best)")
+
+
+def test_the_same_picks_read_in_one_order_whether_picked_or_kept() -> None:
+    """README's `demo` after a requeue: cycle 2 kept what cycle 1 picked, and `explain` shows
+    both. Every list of those picks (both summaries, both tables) names them in one order
+    (before: cycle 1 by rank, `west-1,japan-1`; cycle 2 by name, `japan-1,west-1`)."""
+    clusters = [member_cluster(name, NOW) for name in ("east-1", "east-2", "japan-1", "west-1")]
+    snapshot = policy_snapshot("demo", {"placementType": "PickN", "numberOfClusters": 2}, index=0)
+    chose = schedule(CycleInput(snapshot=snapshot, clusters=clusters, now=NOW), default_profile())
+    picks = [c for g in chose.explanation.picked for c in g.clusters]
+    assert picks == ["west-1", "japan-1"]  # KubeFleet's rank: the larger name wins the tie
+    kept = chose.model_copy(
+        update={"explanation": explanation(branch="steady", kept=["west-1", "japan-1"])}
+    )
+    first = report(chose.explanation, cycle=1, summary=cycle_summary(1, chose, WriteCounts()))
+    second = report(kept.explanation, cycle=2, summary=cycle_summary(2, kept, WriteCounts()))
+    text = render_explain(status(second, cycles=2), first)
+    headlines = re.findall(r"cycle \d: PickN 2/2, picked (\S+);", text)
+    assert headlines == ["japan-1,west-1", "japan-1,west-1"]
+    listed = [line.split()[0] for line in text.splitlines() if line.split()[1:2] in (
+        ["picked"], ["kept"])]  # fmt: skip
+    assert listed == ["japan-1", "west-1", "japan-1", "west-1"]

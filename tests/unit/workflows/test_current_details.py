@@ -68,8 +68,8 @@ def test_the_details_show_the_outcome_the_picks_and_clean_collapsed_reasons() ->
         "",
         "**Filtered** 3 clusters:",
         "",
-        f"- ClusterAffinity, 2 clusters: {NO_MATCH}",
-        "- TaintToleration, west-2: ClusterUnschedulable, taint "
+        f"- ClusterAffinity, 2 clusters: {NO_MATCH.removeprefix('ClusterUnschedulable, ')}",
+        "- TaintToleration, west-2: taint "
         "fleet.example.com/maintenance=true:NoSchedule cannot be tolerated",
         "",
         "**Now**: waiting for an event",
