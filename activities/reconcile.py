@@ -20,6 +20,7 @@ from typing import Final
 
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.capacity import requests_of, sweep_ledgers
@@ -42,6 +43,7 @@ from scheduler.reconcile import (
     unrepaired,
 )
 from workflows import names
+from workflows.failures import TEMPORAL_UNAVAILABLE
 from workflows.models import (
     HubEvent,
     PlacementInput,
@@ -81,6 +83,21 @@ class ReconcileFleet:
 
     @activity.defn(name=names.ACTIVITY_RECONCILE_FLEET)
     async def reconcile_fleet(self, request: ReconcileInput) -> ReconcileReport:
+        try:
+            return await self._reconcile(request)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.UNAVAILABLE:
+                raise
+            # Temporal itself is going away (a restart, a dev server that exited): the next
+            # attempt or the next scheduled run does the work; one line, not a traceback, as
+            # `dev` already says why the server is gone.
+            raise ApplicationError(
+                f"Temporal is unavailable: {exc.message}",
+                type=TEMPORAL_UNAVAILABLE,
+                category=ApplicationErrorCategory.BENIGN,
+            ) from None
+
+    async def _reconcile(self, request: ReconcileInput) -> ReconcileReport:
         hub = self._hub
         state = await asyncio.to_thread(
             read_fleet_state, hub, resource_placements=request.resource_placements

@@ -21,6 +21,9 @@ HUB_UNAVAILABLE: Final = "HubUnavailable"
 # The worker's credentials are missing, rejected or not allowed (401/403, unusable kubeconfig).
 # Retryable: fixing RBAC or the secret should resume scheduling without touching workflows.
 HUB_ACCESS: Final = "HubAccess"
+# Temporal itself answered UNAVAILABLE to an activity that calls it (the reconcile): retryable,
+# and benign, so the SDK logs one line at DEBUG rather than a traceback while a server restarts.
+TEMPORAL_UNAVAILABLE: Final = "TemporalUnavailable"
 
 # A local turn met a hub outage (or knows of one): it is not retried where it is, but run again
 # on the activity queue at once, where the worker's gate waits the outage out with one probe
@@ -28,4 +31,4 @@ HUB_ACCESS: Final = "HubAccess"
 RUN_ON_QUEUE: Final = "RunOnActivityQueue"
 
 NON_RETRYABLE: Final = (INVALID_OBJECT, UNEXPECTED)
-RETRYABLE: Final = (CONFLICT, VANISHED, HUB_UNAVAILABLE, HUB_ACCESS)
+RETRYABLE: Final = (CONFLICT, VANISHED, HUB_UNAVAILABLE, HUB_ACCESS, TEMPORAL_UNAVAILABLE)

@@ -299,3 +299,33 @@ async def test_the_reconcile_tells_a_workflow_its_new_priority_without_a_turn(
     ]
     assert names.SIGNAL_PRIORITY_CHANGED in signals
     await handle.terminate("test over")
+
+
+async def test_a_reconcile_whose_temporal_went_away_fails_benign_and_retryable(
+    hub: HubClient,
+) -> None:
+    """Temporal answering UNAVAILABLE (a dev server that exited under `dev`, a restart) fails
+    the run with one benign, retryable line: the SDK logs a failed activity's traceback at
+    WARNING otherwise, which `dev` printed right after saying why its server was gone (seen
+    once under load in the dev-server-exit test)."""
+    from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.plumbing import ActivitySettings
+    from activities.reconcile import ReconcileFleet
+    from tests.support.temporal import start_temporal
+    from workflows import failures
+    from workflows.models import ReconcileInput
+
+    env = await start_temporal()
+    client = env.client
+    await env.shutdown()
+    activity = ReconcileFleet(hub, client, ActivitySettings())
+    with pytest.raises(ApplicationError) as raised:
+        await ActivityEnvironment().run(
+            activity.reconcile_fleet, ReconcileInput(task_queue="gone")
+        )
+    assert raised.value.type == failures.TEMPORAL_UNAVAILABLE
+    assert raised.value.type in failures.RETRYABLE and not raised.value.non_retryable
+    assert raised.value.category == ApplicationErrorCategory.BENIGN
+    assert "Temporal is unavailable" in str(raised.value)
