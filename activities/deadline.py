@@ -14,7 +14,7 @@ turn that runs again within the same miss, changes nothing."""
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Final
 
 from hub import names
@@ -22,7 +22,7 @@ from hub.client import HubClient
 from hub.errors import AlreadyExistsError, ConflictError, NotFoundError
 from hub.types import ClusterResourcePlacement, Condition, Event, ObjectMeta
 from hub.types.core_v1 import EventSource, ObjectReference
-from scheduler.deadline import DEADLINE_EXCEEDED_REASON
+from scheduler.deadline import DEADLINE_EXCEEDED_REASON, REPORT_INTERVAL
 from workflows.models import DeadlineMiss
 
 __all__ = [
@@ -43,7 +43,7 @@ WARNING: Final = "Warning"
 # How often a placement's Event is brought up to date at most: Kubernetes' event recorder lets
 # one event per object through every 5 minutes once its burst is spent. Misses in between are
 # counted in the next update, not lost.
-EVENT_REFRESH: Final = timedelta(minutes=5)
+EVENT_REFRESH: Final = REPORT_INTERVAL
 # On the Event: `<when the stretch began>/<misses>`, the last miss it counts.
 REPORTED_ANNOTATION: Final = names.OWN_PREFIX + "deadline-reported"
 # The one kind Events are written as (the RBAC scan, tests/unit/deploy, reads it: core/v1 Events
