@@ -327,9 +327,11 @@ def _revive(
         clear_previous_state=True,
         why=f"{cause.said}: revived for {move.binding}",
     )
-    marks: dict[str, str] = {MOVED_FROM_ANNOTATION: move.binding}
-    if old.metadata.uid:
-        marks[MOVED_FROM_UID_ANNOTATION] = old.metadata.uid
+    # The marks of a move it once was the new binding of go (a uid of null: removed).
+    marks: dict[str, str | None] = {
+        MOVED_FROM_ANNOTATION: move.binding,
+        MOVED_FROM_UID_ANNOTATION: old.metadata.uid or None,
+    }
     assert patch is not None  # an Unscheduled binding always changes state
     metadata = patch.merge_patch.setdefault("metadata", {})
     assert isinstance(metadata, dict)
@@ -337,8 +339,9 @@ def _revive(
     assert isinstance(annotations, dict)
     annotations.update(marks)
     apply_patch(client, patch)
+    kept = {**revived.metadata.annotations, **marks}
     meta = revived.metadata.model_copy(
-        update={"annotations": {**revived.metadata.annotations, **marks}}
+        update={"annotations": {k: v for k, v in kept.items() if v is not None}}
     )
     return revived.model_copy(update={"metadata": meta})
 
