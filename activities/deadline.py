@@ -22,13 +22,14 @@ from hub.client import HubClient
 from hub.errors import AlreadyExistsError, ConflictError, NotFoundError
 from hub.types import ClusterResourcePlacement, Condition, Event, ObjectMeta
 from hub.types.core_v1 import EventSource, ObjectReference
-from scheduler.deadline import DEADLINE_EXCEEDED_REASON
+from scheduler.deadline import DEADLINE_EXCEEDED_REASON, REPORT_INTERVAL
 from workflows.models import DeadlineMiss
 
 __all__ = [
     "COMPONENT",
     "EVENT_NAMESPACE",
     "EVENT_REFRESH",
+    "EVENT_REFRESH_SLACK",
     "REPORTED_ANNOTATION",
     "deadline_condition",
     "deadline_event_name",
@@ -43,7 +44,10 @@ WARNING: Final = "Warning"
 # How often a placement's Event is brought up to date at most: Kubernetes' event recorder lets
 # one event per object through every 5 minutes once its burst is spent. Misses in between are
 # counted in the next update, not lost.
-EVENT_REFRESH: Final = timedelta(minutes=5)
+EVENT_REFRESH: Final = REPORT_INTERVAL
+# Less this: the workflow runs a miss's turn REPORT_INTERVAL after the last it counted, by its
+# own clock, and the last write is stamped when its turn ran, which may have been later.
+EVENT_REFRESH_SLACK: Final = timedelta(seconds=30)
 # On the Event: `<when the stretch began>/<misses>`, the last miss it counts.
 REPORTED_ANNOTATION: Final = names.OWN_PREFIX + "deadline-reported"
 # The one kind Events are written as (the RBAC scan, tests/unit/deploy, reads it: core/v1 Events
@@ -125,7 +129,9 @@ def record_deadline_event(
         return True
     counted = _counted(current.metadata.annotations.get(REPORTED_ANNOTATION), stretch)
     last = current.last_timestamp
-    if miss.misses <= counted or (last is not None and stamp - last < EVENT_REFRESH):
+    if miss.misses <= counted or (
+        last is not None and stamp - last < EVENT_REFRESH - EVENT_REFRESH_SLACK
+    ):
         return False
     patch = {
         "metadata": {"annotations": {REPORTED_ANNOTATION: reported}},

@@ -8,7 +8,8 @@ so every move and its reason is in the placement's own event history. A move goe
 if, now:
 
 - its binding is still active on the source cluster, and the placement holds nothing on the
-  target;
+  target (an affinity-enforcement move may hold Unscheduled bindings there: it revives one,
+  `MoveCause.revives`);
 - the target passes the placement's filters (a fresh cycle of the placement, without room);
 - the budget allows one more disruption (KubeFleet's arithmetic, scheduler.rebalance);
 - the target has room: the reservation is made before the binding, as for any cycle.
@@ -62,7 +63,7 @@ from scheduler.budgets import (
 from scheduler.naming import binding_name
 from scheduler.readable import readable_reason
 from scheduler.requests import RequestsError, parse_requests
-from scheduler.writes import mark_unscheduled, new_binding
+from scheduler.writes import mark_unscheduled, new_binding, rebind
 from workflows.models import MoveRequest
 
 __all__ = [
@@ -86,10 +87,14 @@ class MoveCause:
     """e.g. "rebalanced": the old binding is unscheduled as "rebalanced: <reason>"."""
     capacity_only: bool
     """Only capacity-aware ClusterResourcePlacements (rebalancing moves room)."""
+    revives: bool = False
+    """A target where the placement holds only Unscheduled bindings takes the move by reviving
+    one of them, as a cycle would, instead of refusing it (affinity enforcement: standalone,
+    nothing removes those bindings, and a binding lost elsewhere may have nowhere else to go)."""
 
 
 REBALANCE = MoveCause(said="rebalanced", capacity_only=True)
-ENFORCEMENT = MoveCause(said="affinity enforced", capacity_only=False)
+ENFORCEMENT = MoveCause(said="affinity enforced", capacity_only=False, revives=True)
 
 
 @dataclass
@@ -200,7 +205,8 @@ def apply_moves(
                 f"{new.metadata.name}: {move.reason} (finished by an earlier attempt)"
             )
             continue
-        refusal = _refusal(move, old, bindings, feasible, new)
+        stale = _revivable(move, bindings) if cause.revives and new is None else None
+        refusal = _refusal(move, old, bindings, feasible, new, stale)
         if refusal is None and not budget.allows_one():
             allowed = budget.allowed()
             refusal = f"the disruption budget allows {allowed} move(s) now ({_said(budget)})"
@@ -215,7 +221,11 @@ def apply_moves(
             continue
         assert old is not None
         if new is None:
-            name = binding_name(placement.name, move.target, snapshot.name, used)
+            name = (
+                stale.metadata.name
+                if stale is not None
+                else binding_name(placement.name, move.target, snapshot.name, used)
+            )
             try:
                 if requests is not None:
                     reserve(
@@ -227,7 +237,10 @@ def apply_moves(
                         requests,
                         now,
                     )
-                new = _create(client, placement, move, snapshot.name, name, old, cause)
+                if stale is not None:
+                    new = _revive(client, stale, move, snapshot.name, old, cause)
+                else:
+                    new = _create(client, placement, move, snapshot.name, name, old, cause)
             except (NoRoomError, BindingNameTakenError) as exc:
                 if requests is not None:
                     release(client, move.target, [name])
@@ -236,7 +249,7 @@ def apply_moves(
                     outcome.no_room.append(move.binding)
                 continue
             used.add(name)
-            bindings.append(new)
+            bindings = [b for b in bindings if b is not stale] + [new]
         budget = budget.after_move(old_was_available=available(old))
         unschedule(client, old, f"{cause.said}: {move.reason}")
         if requests is not None:
@@ -291,6 +304,62 @@ def _create(
     return created
 
 
+def _revive(
+    client: HubClient,
+    stale: ClusterResourceBinding,
+    move: MoveRequest,
+    snapshot: str,
+    old: ClusterResourceBinding,
+    cause: MoveCause,
+) -> ClusterResourceBinding:
+    """The move's new binding made of the placement's Unscheduled one on the target: Scheduled
+    at the latest snapshot with the move's decision, annotated as a created one is (a retried
+    turn finds it so), its previous-binding-state gone (scheduler.writes.rebind). A Conflict
+    (it changed since read) fails the attempt; the retry reads it again."""
+    decision = ClusterDecision(
+        cluster_name=move.target, selected=True, reason=_decided(move, cause)
+    )
+    revived, patch = rebind(
+        stale,
+        state=names.STATE_SCHEDULED,
+        snapshot_name=snapshot,
+        decision=decision,
+        clear_previous_state=True,
+        why=f"{cause.said}: revived for {move.binding}",
+    )
+    # The marks of a move it once was the new binding of go (a uid of null: removed).
+    marks: dict[str, str | None] = {
+        MOVED_FROM_ANNOTATION: move.binding,
+        MOVED_FROM_UID_ANNOTATION: old.metadata.uid or None,
+    }
+    assert patch is not None  # an Unscheduled binding always changes state
+    metadata = patch.merge_patch.setdefault("metadata", {})
+    assert isinstance(metadata, dict)
+    annotations = metadata.setdefault("annotations", {})
+    assert isinstance(annotations, dict)
+    annotations.update(marks)
+    apply_patch(client, patch)
+    kept = {**revived.metadata.annotations, **marks}
+    meta = revived.metadata.model_copy(
+        update={"annotations": {k: v for k, v in kept.items() if v is not None}}
+    )
+    return revived.model_copy(update={"metadata": meta})
+
+
+def _revivable(
+    move: MoveRequest, bindings: Sequence[ClusterResourceBinding]
+) -> ClusterResourceBinding | None:
+    """The binding a move onto its target revives: the first, by name, of the placement's
+    Unscheduled bindings there, when it holds no other binding there (None otherwise; any
+    others stay Unscheduled, which counts for nothing)."""
+    there = [
+        b for b in bindings if b.spec.target_cluster == move.target and not b.metadata.deleting
+    ]
+    if not there or any(b.spec.state != names.STATE_UNSCHEDULED for b in there):
+        return None
+    return min(there, key=lambda b: b.metadata.name)
+
+
 def unschedule(client: HubClient, binding: ClusterResourceBinding, why: str) -> None:
     """Mark the binding Unscheduled; a conflict (the rollout controller wrote its status) is
     read again, up to a few times."""
@@ -343,6 +412,7 @@ def _refusal(
     bindings: Sequence[ClusterResourceBinding],
     feasible: frozenset[str],
     half_done: ClusterResourceBinding | None,
+    revived: ClusterResourceBinding | None = None,
 ) -> str | None:
     if old is None or not is_active(old):
         return "the binding is gone or no longer active"
@@ -360,8 +430,9 @@ def _refusal(
         for b in bindings
         if b.spec.target_cluster == move.target and not b.metadata.deleting and b is not half_done
     ]
-    if held:
-        # an Unscheduled one too: a cycle would revive it, a move must not add a second
+    if held and revived is None:
+        # an Unscheduled one too: a cycle would revive it, a move must not add a second (an
+        # enforcement move revives it itself: `revived`)
         return f"the placement already has a binding on {move.target} ({held[0].spec.state})"
     if move.target not in feasible:
         return f"{move.target} does not pass the placement's filters"

@@ -26,6 +26,7 @@ __all__ = [
     "DEADLINE_EXCEEDED_REASON",
     "INVALID_DEADLINE_REASON",
     "MAX_DEADLINE",
+    "REPORT_INTERVAL",
     "DeadlineError",
     "ScheduleDeadline",
     "aged_key",
@@ -51,6 +52,10 @@ SHOWN_REASONS: Final = 3
 # How many digits a unit may have, leading zeros aside, before it is too long (a bad value is
 # quoted with at most SHOWN_VALUE characters: scheduler.values).
 MAX_DIGITS: Final = 12
+# How often a placement past its deadline is reported at most, once its first miss has been:
+# the Event's refresh (activities.deadline) and the turn a miss runs (workflows.deadline). A
+# `1s` deadline would otherwise run a whole cycle every second, for ever.
+REPORT_INTERVAL: Final = timedelta(minutes=5)
 # What a turn carries instead of a value that cannot be read (carried_deadline).
 INVALID_PREFIX: Final = "invalid:"
 

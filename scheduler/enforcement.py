@@ -365,7 +365,9 @@ def replacement_order(
 ) -> list[str]:
     """PickN: the clusters a lost binding may move to, best first: what the placement's own
     cycle would pick for the missing places were the lost bindings gone (picked, then not
-    picked, each in rank order), less every cluster where the placement holds a binding."""
+    picked, each in rank order), less every cluster where the placement holds a binding that
+    is not Unscheduled (a move onto one it left revives its binding there, as a cycle would:
+    activities.moves)."""
     gone = {item.binding.metadata.name for item in lost}
     result = schedule(
         CycleInput(
@@ -378,5 +380,9 @@ def replacement_order(
     )
     explanation = result.explanation
     ranked = [c for g in (*explanation.picked, *explanation.not_picked) for c in g.clusters]
-    held = {b.spec.target_cluster for b in bindings if not b.metadata.deleting}
+    held = {
+        b.spec.target_cluster
+        for b in bindings
+        if not b.metadata.deleting and b.spec.state != names.STATE_UNSCHEDULED
+    }
     return [c for c in ranked if c not in held]

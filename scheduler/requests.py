@@ -34,6 +34,10 @@ __all__ = ["RequestsError", "decimal_text", "format_requests", "parse_requests"]
 _NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _PREFIX_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _PREFIX_MAX: Final = 253
+# The largest amount a request may ask: Go's int64, what Kubernetes counts a resource in (and
+# where a binary suffix is capped: `8Ei`). Larger amounts fit no cluster, and their thousands of
+# digits would be copied into every line that shows the request.
+MAX_REQUEST: Final = (1 << 63) - 1
 
 
 class RequestsError(AnnotationError):
@@ -114,6 +118,12 @@ def _amount(value: str, quoted: str, entry: str) -> Fraction:
         raise RequestsError(f"requests entry {quoted}: {exc}", entry) from exc
     if amount < 0:
         raise RequestsError(f"requests entry {quoted}: a request cannot be negative", entry)
+    if amount > MAX_REQUEST:
+        raise RequestsError(
+            f"requests entry {quoted}: the amount is more than any cluster has (at most "
+            f"{MAX_REQUEST}, Kubernetes' int64)",
+            entry,
+        )
     return amount
 
 

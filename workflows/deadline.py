@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler.deadline import (
+    REPORT_INTERVAL,
     DeadlineError,
     ScheduleDeadline,
     aged_key,
@@ -40,6 +41,7 @@ class DeadlineClock:
     since: datetime | None = None
     misses: int = 0
     missing: str = ""
+    reported_at: datetime | None = None  # when a miss of this stretch was last counted
 
     @classmethod
     def of(cls, state: DeadlineState | None) -> DeadlineClock:
@@ -49,6 +51,7 @@ class DeadlineClock:
         clock = cls(missing=state.missing)
         clock.read(state.annotation, state.problem if state.seconds is None else None)
         clock.since, clock.misses = state.since, state.misses
+        clock.reported_at = state.reported_at if state.since is not None else None
         return clock
 
     def state(self) -> DeadlineState | None:
@@ -63,6 +66,7 @@ class DeadlineClock:
             since=self.since,
             misses=self.misses,
             missing=self.missing,
+            reported_at=self.reported_at,
         )
 
     def read(self, annotation: str | None, problem: str | None = None) -> None:
@@ -77,7 +81,7 @@ class DeadlineClock:
             annotation, problem = carried_deadline(annotation)
         if annotation == self.annotation:
             return
-        self.annotation, self.misses = annotation, 0
+        self.annotation, self.misses, self.reported_at = annotation, 0, None
         self.deadline, self.problem = None, None
         if annotation is None:
             self.since, self.missing = None, ""
@@ -96,12 +100,12 @@ class DeadlineClock:
         """A cycle ended: fully scheduled stops the clock; not fully scheduled starts it if it
         is not running, from `seed` (what the placement's condition says) or `now`."""
         if fully:
-            self.since, self.misses, self.missing = None, 0, ""
+            self.since, self.misses, self.missing, self.reported_at = None, 0, "", None
             return
         self.missing = missing
         if self.since is None:
             self.since = min(seed, now) if seed is not None else now
-            self.misses = 0
+            self.misses, self.reported_at = 0, None
 
     def due(self) -> datetime | None:
         """When the next miss falls (None: no deadline is running)."""
@@ -109,12 +113,28 @@ class DeadlineClock:
             return None
         return self.since + timedelta(seconds=self.deadline.seconds * (self.misses + 1))
 
+    def reported_due(self, key: int | None, best: int | None) -> datetime | None:
+        """When the next miss should run a turn (None: no deadline is running): when it falls,
+        if no miss of this stretch has been reported yet or, for an aging placement, if it
+        would lift a turn at `key` (the placement's own) one key further toward `best`; else
+        not before REPORT_INTERVAL after the last report. The periods in between are counted
+        by the turn that reports them, or by any turn that runs first (`miss`)."""
+        due = self.due()
+        if due is None or self.deadline is None or self.reported_at is None:
+            return due
+        if self.deadline.aging and aged_key(key, self.misses + 1, best=best) != aged_key(
+            key, self.misses, best=best
+        ):
+            return due
+        return max(due, self.reported_at + REPORT_INTERVAL)
+
     def miss(self, now: datetime) -> int:
         """The deadline passed again at `now`: one more miss, or as many periods as have
         passed (a worker that was down for several periods reports once, with the count)."""
         if self.deadline is None or self.since is None:
             return self.misses  # no deadline running: nothing to miss
         self.misses = max(self.misses + 1, misses_at(self.deadline, self.since, now))
+        self.reported_at = now
         return self.misses
 
     def request(self) -> DeadlineMiss | None:

@@ -20,7 +20,7 @@ attributes (workflows.visibility) and the current details the UI shows (workflow
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -81,6 +81,10 @@ DEADLINE_PATCH = "schedule-deadline"
 # this, only an idle workflow counted misses, and a placement turned every 30 s (enforcement
 # held back) was never reported. Decided when it first matters, as the deadline's own patch.
 DEADLINE_BUSY_PATCH = "schedule-deadline-busy"
+# A miss runs a turn at most once per REPORT_INTERVAL once its stretch's first miss has (unless
+# aging would lift its key): a `1s` deadline on a placement that cannot be scheduled ran a whole
+# turn every second, for ever. Decided when it first puts a miss's timer off.
+DEADLINE_FLOOR_PATCH = "schedule-deadline-report-interval"
 
 
 # Auto-upgrade, set as a versioned worker's default (workers.versioning says why not pinned):
@@ -137,6 +141,7 @@ class PlacementWorkflow:
         self._deadline = DeadlineClock.of(carried.deadline)
         self._deadlines: bool | None = True if carried.deadline is not None else None
         self._deadlines_busy: bool | None = None
+        self._deadlines_floored: bool | None = None
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
@@ -190,15 +195,29 @@ class PlacementWorkflow:
                 self._deadline_missed()
             await workflow.wait_condition(wanted)
             return
-        left = due - workflow.now()
+        wake = self._deadline_wake(due)
+        left = wake - workflow.now()
         try:
             if left > timedelta(0):
                 summary = f"schedule deadline {self._deadline.annotation}"
                 await workflow.wait_condition(wanted, timeout=left, timeout_summary=summary)
+                if wake > due and workflow.now() >= due:
+                    self._deadline_missed()  # counted by the turn that runs now, not lost
                 return
         except TimeoutError:
             pass
         self._deadline_missed()
+
+    def _deadline_wake(self, due: datetime) -> datetime:
+        """When the next miss wakes the workflow for a turn: `due`, or later for a miss that
+        has nothing new to report (DeadlineClock.reported_due; patch DEADLINE_FLOOR_PATCH)."""
+        best = self._priority.best_aged_key() if self._priority is not None else None
+        wake = self._deadline.reported_due(self._own_key(), best)
+        if wake is None or wake <= due:
+            return due
+        if self._deadlines_floored is None:
+            self._deadlines_floored = workflow.patched(DEADLINE_FLOOR_PATCH)
+        return wake if self._deadlines_floored else due
 
     def _deadline_missed(self) -> None:
         misses = self._deadline.miss(workflow.now())

@@ -89,26 +89,8 @@ class PrioritySort:
         agingBeyondBand: int = 0,
     ) -> None:
         self.bands = DEFAULT_BANDS if bands is None else _bands(bands)
-        if (
-            isinstance(agingBeyondBand, bool)
-            or not isinstance(agingBeyondBand, int)
-            or not 0 <= agingBeyondBand <= LOWEST_PRIORITY_KEY - HIGHEST_PRIORITY_KEY
-        ):
-            raise ValueError(
-                f"agingBeyondBand must be an integer in [0, "
-                f"{LOWEST_PRIORITY_KEY - HIGHEST_PRIORITY_KEY}], got {agingBeyondBand!r}"
-            )
-        self.aging_beyond_band = agingBeyondBand
-        if (
-            isinstance(fanOutDemotion, bool)
-            or not isinstance(fanOutDemotion, int)
-            or not 0 <= fanOutDemotion <= LOWEST_PRIORITY_KEY - HIGHEST_PRIORITY_KEY
-        ):
-            raise ValueError(
-                f"fanOutDemotion must be an integer in [0, "
-                f"{LOWEST_PRIORITY_KEY - HIGHEST_PRIORITY_KEY}], got {fanOutDemotion!r}"
-            )
-        self.fan_out_demotion = fanOutDemotion
+        self.aging_beyond_band = _key_steps("agingBeyondBand", agingBeyondBand)
+        self.fan_out_demotion = _key_steps("fanOutDemotion", fanOutDemotion)
         self.fairness, self.tenant_label, self.weights, self.default_weight = _fairness(
             fairness or {}
         )
@@ -164,6 +146,14 @@ class PrioritySort:
         if default is not None and default in classes.values:
             return classes.values[default], default, problem
         return 0, None, problem
+
+
+def _key_steps(arg: str, value: object) -> int:
+    """An argument counted in priority keys (fanOutDemotion, agingBeyondBand): 0 to 4."""
+    most = LOWEST_PRIORITY_KEY - HIGHEST_PRIORITY_KEY
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
+        raise ValueError(f"{arg} must be an integer in [0, {most}], got {value!r}")
+    return value
 
 
 def _bands(value: object) -> tuple[Band, ...]:

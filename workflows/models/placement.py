@@ -97,6 +97,9 @@ class DeadlineState(WireModel):
     since: datetime | None = None
     misses: int = 0
     missing: str = ""  # which clusters are missing and why, as the last cycle said
+    # When a miss of this stretch was last counted (a turn reported it); None: none yet. The
+    # next miss runs a turn only REPORT_INTERVAL later, unless aging would lift its key.
+    reported_at: datetime | None = None
 
 
 class RequeueRequest(WireModel):

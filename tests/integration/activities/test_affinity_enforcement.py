@@ -563,3 +563,48 @@ def test_targets_without_room_are_tried_a_bounded_number_of_times_then_again_lat
     assert result.report is not None
     assert result.report.requeue_after_seconds == RETRY_AFTER_SECONDS
     assert violations(hub, {*COUNTS, invariants.RESERVATION}) == []
+
+
+@pytest.mark.parametrize("requests", [None, "cpu=4"], ids=["plain", "capacity-aware"])
+def test_a_lost_binding_moves_back_onto_a_cluster_it_once_left_by_reviving_that_binding(
+    hub: HubClient,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+    requests: str | None,
+) -> None:
+    """A binding moved off x leaves an Unscheduled one there, which nothing removes standalone
+    (no KubeFleet rollout). x passes again, then y is relabelled: x is the only cluster the lost
+    binding may go to. Before, the turn kept it on y for ever, saying 'no other cluster passes
+    the placement's filters', since a move never adds a second binding on a cluster; now the
+    move revives x's binding (as a cycle would) and then unschedules y's, as a new binding."""
+    room = {"cpu": "8"} if requests is not None else None
+    for cluster in ("a", "b", "c"):
+        add_cluster(hub, cluster, labels={"env": "prod"}, allocatable=room)
+    annotations = dict(ENFORCED)
+    if requests is not None:
+        annotations[names.REQUESTS_ANNOTATION] = requests
+    rig = scheduled(hub, make_activities, env, "web", pick_n(2), annotations)
+    x, y = sorted(active(hub, "web"))
+    relabel(hub, x, {"env": "retired"})
+    turn(env, rig.activities, "web", 2)
+    stale = {b.spec.target_cluster: b for b in bindings_of(hub, "web")}[x]
+    assert stale.spec.state == names.STATE_UNSCHEDULED
+    relabel(hub, x, {"env": "prod"})
+    turn(env, rig.activities, "web", 3)
+    lost = active(hub, "web")[y]
+    relabel(hub, y, {"env": "retired"})
+
+    result = turn(env, rig.activities, "web", 4)
+
+    revived = active(hub, "web").get(x)
+    assert revived is not None and revived.name == stale.name, result.moves
+    assert result.moves == [f"moved {lost.name} {y} -> {x} as {stale.name}: cluster lost env=prod"]
+    assert revived.spec.state == names.STATE_SCHEDULED
+    assert moved_from(revived) == lost.name
+    assert names.PREVIOUS_BINDING_STATE_ANNOTATION not in revived.metadata.annotations
+    assert states(hub, "web")[y] == names.STATE_UNSCHEDULED
+    assert len(active(hub, "web")) == 2
+    assert result.report is not None and result.report.fulfilled
+    assert violations(hub, {*COUNTS, invariants.RESERVATION}) == []
+    # Done once: the next turn finds nothing lost and writes nothing.
+    assert turn(env, rig.activities, "web", 5).moves == []

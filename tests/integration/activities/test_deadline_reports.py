@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 
 from temporalio.testing import ActivityEnvironment
 
-from activities.deadline import EVENT_REFRESH
+from activities.deadline import EVENT_REFRESH, EVENT_REFRESH_SLACK
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, Event
-from scheduler.deadline import DEADLINE_EXCEEDED_REASON
+from scheduler.deadline import DEADLINE_EXCEEDED_REASON, REPORT_INTERVAL, format_duration
 from tests.integration.activities.activity_helpers import (
     Rig,
     add_cluster,
@@ -160,9 +160,10 @@ def test_a_one_second_deadline_keeps_one_event_written_at_most_every_refresh(
     rig = make_activities(clock=clock)
     since = clock.now
     writes = 0
-    refresh = int(EVENT_REFRESH.total_seconds())
+    # The first write is at 1 s; the next once a refresh, less its slack, has passed.
+    due = int((EVENT_REFRESH - EVENT_REFRESH_SLACK).total_seconds()) + 1
     # A turn a second, past one refresh (a sample of them: every turn in between is the same).
-    for misses in [*range(1, 11), refresh // 2, refresh - 1, refresh, refresh + 1]:
+    for misses in [*range(1, 11), due // 2, due - 1, due, due + 1, due + 60]:
         clock.now = since + timedelta(seconds=misses)
         miss = DeadlineMiss(deadline="1s,aging", seconds=1, since=since, misses=misses)
         result = turn(env, rig, miss)
@@ -171,10 +172,10 @@ def test_a_one_second_deadline_keeps_one_event_written_at_most_every_refresh(
         assert len(deadline_events(hub)) == 1
     assert writes == 2  # the first miss, and the first one a refresh after it
     (event,) = deadline_events(hub)
-    assert event.count == refresh + 1
+    assert event.count == due
     assert event.first_timestamp == since + timedelta(seconds=1)
-    assert event.last_timestamp == since + timedelta(seconds=refresh + 1)
-    assert event.message.startswith(f"not fully scheduled for {refresh // 60}m1s (deadline 1s)")
+    assert event.last_timestamp == since + timedelta(seconds=due)
+    assert event.message.startswith(f"not fully scheduled for {format_duration(due)} (deadline 1s)")
 
     # A later stretch, after the placement was fully scheduled for a while: the same Event.
     later = clock.now + EVENT_REFRESH
@@ -183,4 +184,27 @@ def test_a_one_second_deadline_keeps_one_event_written_at_most_every_refresh(
     assert turn(env, rig, miss).report.writes.deadline_event  # type: ignore[union-attr]
     assert not turn(env, rig, miss).report.writes.deadline_event  # type: ignore[union-attr]
     (event,) = deadline_events(hub)
-    assert event.count == refresh + 1 + 3
+    assert event.count == due + 3
+
+
+def test_a_refresh_the_workflow_asks_for_is_written_though_the_last_write_ran_late(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """The workflow runs a miss's turn REPORT_INTERVAL after the last one it counted (workflow
+    time); the Event's lastTimestamp is when that turn's activity ran, later by the turn's own
+    delay. With no slack, a first write that ran 20 s late made the next refresh the workflow
+    asked for write nothing, and the Event went 10 minutes without an update."""
+    add_cluster(hub, "a")
+    add_placement(hub, "late", PICK_THREE, annotations={names.SCHEDULE_DEADLINE_ANNOTATION: "1s"})
+    clock = Clock()
+    rig = make_activities(clock=clock)
+    since = clock.now
+    clock.now = since + timedelta(seconds=21)  # the miss at 1 s, its turn 20 s late
+    first = DeadlineMiss(deadline="1s", seconds=1, since=since, misses=1)
+    assert turn(env, rig, first).report.writes.deadline_event  # type: ignore[union-attr]
+    clock.now = since + timedelta(seconds=1) + REPORT_INTERVAL  # the next turn, at once
+    misses = int(REPORT_INTERVAL.total_seconds()) + 1
+    later = DeadlineMiss(deadline="1s", seconds=1, since=since, misses=misses)
+    assert turn(env, rig, later).report.writes.deadline_event  # type: ignore[union-attr]
+    (event,) = deadline_events(hub)
+    assert event.count == misses

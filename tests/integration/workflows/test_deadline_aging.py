@@ -65,3 +65,38 @@ async def test_a_missed_deadline_lifts_a_turn_one_key_per_miss_within_its_limit(
         == names.ACTIVITY_SCHEDULE_ONCE
     ]
     assert recorded == [key for _, key in turns]
+
+
+async def test_a_short_deadline_runs_no_turn_per_period_once_its_miss_is_reported(
+    temporal_client: Client, task_queue: str, worker: PlacementWorkers
+) -> None:
+    """A `1s` deadline on a placement that cannot be scheduled ran a turn (a whole cycle, and
+    its history) every second, for ever: the Event was bounded, the turns were not. Once a miss
+    has run its turn, and aging can lift its key no further, the next miss that runs one is at
+    least MISS_TURN_FLOOR later; the misses in between are still counted, by the next turn
+    that runs for another reason."""
+    name = placement_name()
+    script = Script(deadline="1s", fulfilled=False)
+    SCRIPTS[name] = script
+    own = TurnPriority(priority_key=OWN, own_priority_key=OWN)
+    handle = await temporal_client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(placement=name, turn_execution="queue"),
+        id=names.workflow_id(name),
+        task_queue=task_queue,
+        start_signal=names.SIGNAL_PLACEMENT_CHANGED,
+        start_signal_args=[HubEvent(reason="created", priority=own)],
+    )
+    await until_async(lambda: any(script.misses), what="the first miss's turn")
+    # Absence over a stretch of time is what is asserted: five deadline periods, in which the
+    # old loop ran five more turns (fewer on a loaded machine, never none).
+    await asyncio.sleep(5)
+    turns = len(script.misses)
+    await handle.signal(PlacementWorkflow.placement_changed, HubEvent(reason="updated"))
+    await until_async(lambda: len(script.misses) > turns, what="the signalled turn")
+    script.deleted = True
+    await handle.signal(PlacementWorkflow.placement_deleting)
+    await asyncio.wait_for(handle.result(), timeout=60)
+
+    assert turns == 2, script.misses  # the first turn, then the first miss's
+    assert script.misses[2] >= 5, script.misses  # the signalled turn counts the periods passed

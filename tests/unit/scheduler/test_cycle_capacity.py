@@ -291,3 +291,16 @@ def test_annotation_problems_come_last_and_are_never_read_as_a_shortage() -> Non
     )
     assert message(plain).endswith("; " + spoof)
     assert missing_of(message(plain)) is None
+
+
+def test_a_huge_request_fails_the_cycle_in_few_words() -> None:
+    # `cpu=1e4000` (10 characters) parsed, and every line that showed it wrote its 4,001
+    # digits: a 24 KB Scheduled condition and a 200 KB cycle result for three such resources;
+    # `cpu=1e5000` failed the plugin with "ValueError: Exceeds the limit (4300 digits)".
+    fleet = [sized(name) for name in "abcdefghij"]
+    for requests in ("cpu=1e4000,memory=1e4000,nvidia.com/gpu=1e4000", "cpu=1e5000"):
+        result = run(pick_n(3), fleet, requests)
+        assert result.error is not None and "more than any cluster has" in message(result)
+        assert "ValueError" not in message(result)
+        assert len(message(result)) < 400
+        assert not selected(result)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.deadline import (
+    REPORT_INTERVAL,
     DeadlineError,
     ScheduleDeadline,
     format_duration,
@@ -144,3 +145,21 @@ def test_the_clock_reads_a_recorded_raw_value_and_keeps_it_bounded() -> None:
     assert len(state.problem) < 300 and "x" * 41 not in state.problem
     again = DeadlineClock.of(state)  # carried across continue-as-new
     assert again.state() == state
+
+
+def test_a_miss_runs_a_turn_once_per_report_interval_unless_aging_lifts_it() -> None:
+    clock = DeadlineClock()
+    clock.read("1s,aging")
+    clock.after_cycle(False, seed=None, now=T0)
+    assert clock.reported_due(3, 3) == T0 + timedelta(seconds=1)  # the first miss: when it falls
+    clock.miss(T0 + timedelta(seconds=1))
+    later = T0 + timedelta(seconds=1) + REPORT_INTERVAL
+    assert clock.reported_due(3, 3) == later  # key 3 ages no further: put off
+    assert clock.reported_due(3, 1) == T0 + timedelta(seconds=2)  # key 2 next: at once
+    clock.miss(T0 + timedelta(seconds=2))
+    assert clock.reported_due(3, 1) == T0 + timedelta(seconds=2) + REPORT_INTERVAL  # at key 1
+    assert DeadlineClock.of(clock.state()) == clock  # carried across continue-as-new
+    assert clock.miss(later) == 301  # the periods in between are counted, not lost
+    clock.after_cycle(True, seed=None, now=later)
+    clock.after_cycle(False, seed=None, now=later)
+    assert clock.reported_due(3, 3) == later + timedelta(seconds=1)  # a new stretch: at once

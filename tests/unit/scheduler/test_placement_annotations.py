@@ -13,6 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hub import names
+from scheduler.capacity import format_amount
 from scheduler.deadline import ScheduleDeadline, carried_deadline, parse_deadline
 from scheduler.placement_annotations import (
     DURING_EXECUTION,
@@ -96,6 +97,11 @@ def test_every_parser_reads_or_says_why_in_few_words(rule: Rule, value: str) -> 
         assert said is not None and said.endswith(problem)
     else:
         assert problem_of(rule.key, value) is None
+        if rule.key == names.REQUESTS_ANNOTATION:
+            # What reads is shown in every shortage line: a few characters per amount, never
+            # the 5,000 digits `cpu=999...` once parsed to (and then could not be written).
+            amounts = parse_requests(value)
+            assert all(len(format_amount(amount)) <= 20 for amount in amounts.values())
 
 
 @settings(max_examples=200, deadline=None)

@@ -50,6 +50,11 @@ def test_names_keep_the_order_they_were_written_in() -> None:
         ("cpu=two", "cpu=two", "the value is not a quantity"),
         ("memory=4GB", "memory=4GB", "memory=4GB"),
         ("cpu=-1", "cpu=-1", "cannot be negative"),
+        # Beyond an int64 no cluster reports; 10**5000 once parsed and then raised a bare
+        # ValueError (int -> str past 4300 digits) from every shortage line that showed it.
+        ("cpu=1e5000", "cpu=1e5000", "more than any cluster has"),
+        ("cpu=1" + "0" * 5000, "cpu=1" + "0" * 5000, "more than any cluster has"),
+        ("memory=9223372036854775808", "memory=9223372036854775808", "more than any cluster"),
     ],
 )
 def test_bad_annotations_name_the_entry_and_the_rule(
@@ -59,6 +64,11 @@ def test_bad_annotations_name_the_entry_and_the_rule(
         parse_requests(text)
     assert raised.value.entry == entry
     assert words in str(raised.value)
+
+
+def test_the_largest_request_is_what_an_int64_holds() -> None:
+    assert parse_requests("memory=9223372036854775807") == {"memory": Fraction(2**63 - 1)}
+    assert parse_requests("memory=8Ei") == {"memory": Fraction(2**63 - 1)}  # Go caps it there
 
 
 def test_a_long_bad_entry_is_shortened_in_the_message() -> None:
