@@ -318,6 +318,22 @@ def test_a_dead_cluster_is_no_change_from_one_run_to_the_next() -> None:
         assert again.requeue == {}, profile
 
 
+def fully_scheduled_status() -> dict[str, object]:
+    """A placement status whose Scheduled condition is True (KubeFleet's rule leaves it alone)."""
+    return {
+        "conditions": [
+            {
+                "type": names.PLACEMENT_SCHEDULED_CONDITION,
+                "status": names.TRUE,
+                "reason": "Scheduled",
+                "message": "",
+                "observedGeneration": 1,
+                "lastTransitionTime": NOW.isoformat(),
+            }
+        ]
+    }
+
+
 def test_a_cluster_change_reaches_an_enforcing_placement_only_where_it_holds_a_binding() -> None:
     """Fully scheduled PickN placements are left alone by KubeFleet's rule; one that enforces
     its affinity during execution (docs/enforcement.md) is requeued by a change to a cluster
@@ -329,18 +345,7 @@ def test_a_cluster_change_reaches_an_enforcing_placement_only_where_it_holds_a_b
         base["metadata"]["annotations"] = {
             names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"
         }
-        base["status"] = {
-            "conditions": [
-                {
-                    "type": names.PLACEMENT_SCHEDULED_CONDITION,
-                    "status": names.TRUE,
-                    "reason": "Scheduled",
-                    "message": "",
-                    "observedGeneration": 1,
-                    "lastTransitionTime": NOW.isoformat(),
-                }
-            ]
-        }
+        base["status"] = fully_scheduled_status()
         return ClusterResourcePlacement.from_wire(base)
 
     read = {"placements": [enforcing("a"), enforcing("b")]}
@@ -403,18 +408,7 @@ def test_a_cluster_that_now_passes_reaches_an_enforcing_placement_with_a_lost_bi
             base["metadata"]["annotations"] = {
                 names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"
             }
-        base["status"] = {
-            "conditions": [
-                {
-                    "type": names.PLACEMENT_SCHEDULED_CONDITION,
-                    "status": names.TRUE,
-                    "reason": "Scheduled",
-                    "message": "",
-                    "observedGeneration": 1,
-                    "lastTransitionTime": NOW.isoformat(),
-                }
-            ]
-        }
+        base["status"] = fully_scheduled_status()
         return ClusterResourcePlacement.from_wire(base)
 
     read = {
