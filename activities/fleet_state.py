@@ -39,6 +39,13 @@ T = TypeVar("T", bound=HubObject)
 LATEST: dict[str, str] = {names.IS_LATEST_SNAPSHOT_LABEL: "true"}
 
 
+# The kinds the invariants cannot do without (`_listed`).
+REQUIRED_KINDS: tuple[type[HubObject], ...] = (
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    ClusterResourceBinding,
+    MemberCluster,
+)
 # The kinds a hub may not serve or let us read (see the module doc).
 OPTIONAL_KINDS: tuple[type[HubObject], ...] = (
     CapacityLedger,
