@@ -195,7 +195,7 @@ def _move_lost(
         )
         done.lines += outcome.lines
         short = set(outcome.no_room)
-        if outcome.moved + len(short) < len(moves):
+        if outcome.moved + len(short) + len(outcome.unreadable) < len(moves):
             done.retry = True  # refused for another reason (the budget): try again later
         again = []
         for move in moves:

@@ -39,6 +39,13 @@ T = TypeVar("T", bound=HubObject)
 LATEST: dict[str, str] = {names.IS_LATEST_SNAPSHOT_LABEL: "true"}
 
 
+# The kinds the invariants cannot do without (`_listed`).
+REQUIRED_KINDS: tuple[type[HubObject], ...] = (
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    ClusterResourceBinding,
+    MemberCluster,
+)
 # The kinds a hub may not serve or let us read (see the module doc).
 OPTIONAL_KINDS: tuple[type[HubObject], ...] = (
     CapacityLedger,
@@ -61,16 +68,29 @@ def _served(
         return None
 
 
+def _listed(hub: HubClient, kind: type[T], selector: dict[str, str] | None = None) -> list[T]:
+    """Every object of a kind the invariants cannot do without; a hub that does not serve it
+    says which (its 404 names no kind)."""
+    try:
+        return list(hub.list(kind, selector).items)
+    except NotFoundError as exc:
+        raise NotFoundError(
+            status=exc.status,
+            reason=exc.reason,
+            message=f"the hub does not serve {kind.PLURAL}.{kind.GROUP} ({exc.message})",
+        ) from exc
+
+
 def read_fleet_state(hub: HubClient, *, resource_placements: bool = True) -> FleetState:
     """Everything the invariants read, listed in parallel (Temporal's workflows aside: the
     caller adds them). `resource_placements` False: ResourcePlacements are not read
     (`--no-resource-placements`)."""
 
     reads: dict[str, Callable[[], Any]] = {
-        "placements": lambda: list(hub.list(ClusterResourcePlacement).items),
-        "snapshots": lambda: list(hub.list(ClusterSchedulingPolicySnapshot, LATEST).items),
-        "bindings": lambda: list(hub.list(ClusterResourceBinding).items),
-        "clusters": lambda: list(hub.list(MemberCluster).items),
+        "placements": lambda: _listed(hub, ClusterResourcePlacement),
+        "snapshots": lambda: _listed(hub, ClusterSchedulingPolicySnapshot, LATEST),
+        "bindings": lambda: _listed(hub, ClusterResourceBinding),
+        "clusters": lambda: _listed(hub, MemberCluster),
         "ledgers": lambda: _served(hub, CapacityLedger),
         "budgets": lambda: _served(hub, ClusterResourcePlacementDisruptionBudget) or [],
     }

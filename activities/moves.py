@@ -12,7 +12,9 @@ if, now:
   `MoveCause.revives`);
 - the target passes the placement's filters (a fresh cycle of the placement, without room);
 - the budget allows one more disruption (KubeFleet's arithmetic, scheduler.rebalance);
-- the target has room: the reservation is made before the binding, as for any cycle.
+- the target has room: the reservation is made before the binding, as for any cycle. A
+  binding whose placement's requests cannot be read now carries the reservation it holds (its
+  room is what it consumes wherever it runs), and one that holds none is not moved.
 
 Then: reserve on the target, create the new binding (Scheduled, same policy snapshot, annotated
 with the binding it replaces), mark the old one Unscheduled, release its room. The budget is
@@ -28,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from fractions import Fraction
 
 from activities.bindings import BindingNameTakenError, apply_patch, create_or_adopt
 from activities.capacity import (
@@ -43,6 +46,7 @@ from hub.client import HubClient
 from hub.errors import ConflictError, NotFoundError
 from hub.kinds import kinds_for, placement_key
 from hub.types import (
+    CapacityLedger,
     ClusterDecision,
     ClusterResourceBinding,
     ClusterResourcePlacement,
@@ -61,6 +65,7 @@ from scheduler.budgets import (
     replaces,
 )
 from scheduler.naming import binding_name
+from scheduler.quantity import QuantityError, parse_quantity
 from scheduler.readable import readable_reason
 from scheduler.requests import RequestsError, parse_requests
 from scheduler.writes import mark_unscheduled, new_binding, rebind
@@ -105,6 +110,9 @@ class MoveOutcome:
     moved: int = 0
     no_room: list[str] = field(default_factory=list)
     """The bindings whose move was refused for want of room on its target."""
+    unreadable: list[str] = field(default_factory=list)
+    """The bindings whose move was refused until their placement's requests read again: a
+    change of that annotation runs a turn of its own, so nothing needs to try again before."""
 
 
 def budget_of(
@@ -161,6 +169,9 @@ def apply_moves(
     key = placement_key(namespace, placement.name)
     kinds = kinds_for(namespace)
     text = requests_of(placement)
+    # Capacity-aware: its bindings hold room on the ledgers, whether or not its requests can be
+    # read now (a typo does not free the room its bindings hold, see `_carried`).
+    aware = text is not None and not namespace
     try:
         requests = parse_requests(text) if text is not None and not namespace else None
     except RequestsError:
@@ -197,7 +208,7 @@ def apply_moves(
         if new is not None and (old is None or not is_active(old)):
             # An earlier attempt made the whole move and failed after: only the release of the
             # old binding's room may be missing (a release is harmless to repeat).
-            if old is not None and requests is not None:
+            if old is not None and aware:
                 release(client, old.spec.target_cluster, [binding_key(old)])
             outcome.moved += 1
             outcome.lines.append(
@@ -212,7 +223,7 @@ def apply_moves(
             refusal = f"the disruption budget allows {allowed} move(s) now ({_said(budget)})"
         if refusal is not None:
             if new is not None:
-                _withdraw(client, new, f"{cause.said} move withdrawn: {refusal}", requests)
+                _withdraw(client, new, f"{cause.said} move withdrawn: {refusal}", aware)
                 refusal += f"; its new binding {new.metadata.name} was withdrawn"
             outcome.lines.append(
                 f"refused {move.binding} {move.source} -> {move.target}: "
@@ -226,15 +237,26 @@ def apply_moves(
                 if stale is not None
                 else binding_name(placement.name, move.target, snapshot.name, used)
             )
+            amounts = requests
+            if aware and amounts is None:
+                amounts = _carried(client, old, key)
+            if aware and amounts is None:
+                outcome.lines.append(
+                    f"refused {move.binding} {move.source} -> {move.target}: its placement's "
+                    f"{names.REQUESTS_ANNOTATION} cannot be read and the binding holds no "
+                    "reservation to carry: nothing says what room it takes"
+                )
+                outcome.unreadable.append(move.binding)
+                continue
             try:
-                if requests is not None:
+                if amounts is not None:
                     reserve(
                         client,
                         move.target,
                         allocatable.get(move.target, {}),
                         name,
                         key,
-                        requests,
+                        amounts,
                         now,
                     )
                 if stale is not None:
@@ -242,7 +264,7 @@ def apply_moves(
                 else:
                     new = _create(client, placement, move, snapshot.name, name, old, cause)
             except (NoRoomError, BindingNameTakenError) as exc:
-                if requests is not None:
+                if aware:
                     release(client, move.target, [name])
                 outcome.lines.append(f"refused {move.binding}: {readable_reason(str(exc))}")
                 if isinstance(exc, NoRoomError):
@@ -252,7 +274,7 @@ def apply_moves(
             bindings = [b for b in bindings if b is not stale] + [new]
         budget = budget.after_move(old_was_available=available(old))
         unschedule(client, old, f"{cause.said}: {move.reason}")
-        if requests is not None:
+        if aware:
             release(client, move.source, [binding_key(old)])
         bindings = [
             _as_unscheduled(b) if b.metadata.name == old.metadata.name else b for b in bindings
@@ -376,14 +398,33 @@ def unschedule(client: HubClient, binding: ClusterResourceBinding, why: str) -> 
     apply_patch(client, mark_unscheduled(binding, why))
 
 
-def _withdraw(
-    client: HubClient, new: ClusterResourceBinding, why: str, requests: object | None
-) -> None:
+def _withdraw(client: HubClient, new: ClusterResourceBinding, why: str, aware: bool) -> None:
     """Take back the new binding of a half-done move that may not be finished: unscheduled,
-    its room released. The placement is left with the binding it had."""
+    its room released (`aware`: a capacity-aware placement's). The placement is left with the
+    binding it had."""
     unschedule(client, new, why)
-    if requests is not None:
+    if aware:
         release(client, new.spec.target_cluster, [binding_key(new)])
+
+
+def _carried(
+    client: HubClient, old: ClusterResourceBinding, placement: str
+) -> dict[str, Fraction] | None:
+    """The room the binding holds on its cluster's ledger for its placement, for a move of a
+    binding whose placement's requests cannot be read now: the move takes that room to the
+    target (and must fit there), as the binding consumes it wherever it runs. None when it holds
+    none that can be read: nothing says what room it would take."""
+    try:
+        ledger = client.get(CapacityLedger, old.spec.target_cluster)
+    except NotFoundError:
+        return None
+    held = ledger.spec.reservations.get(binding_key(old))
+    if held is None or held.placement != placement or not held.requests:
+        return None
+    try:
+        return {r: parse_quantity(q) for r, q in held.requests.items()}
+    except QuantityError:
+        return None
 
 
 def _made_by(

@@ -9,7 +9,8 @@ interleavings. One definition for all three, so they cannot drift apart.
 
 The invariants, by the name the metric and `check` give them:
 
-- `overcommit`: no cluster's active capacity-aware bindings ask for more than its allocatable.
+- `overcommit`: no cluster's active capacity-aware bindings ask for more than its allocatable;
+  one whose placement's requests cannot be read asks for the room it holds.
 - `reservation`: every such binding has its reservation, for its placement, at its placement's
   requests.
 - `stale_reservation`: no reservation outlives its binding (or its placement's requests) by
@@ -239,14 +240,19 @@ def _overcommit(state: FleetState) -> list[Violation]:
     index = state.index()
     asked: dict[str, dict[str, Fraction]] = defaultdict(dict)
     who: dict[str, list[str]] = defaultdict(list)
-    for key, requests in index.requests.items():
+    for key in sorted(index.aware):
+        readable = index.requests.get(key)
         for binding in index.bindings_of.get(key, []):
             if not is_active(binding):
                 continue
+            # Requests that cannot be read: the binding consumes the room it holds, as the
+            # capacity rules count it (its reservations stay, its moves carry them).
+            requests = readable if readable is not None else _room_held(index, key, binding)
             cluster = binding.spec.target_cluster
             for resource, amount in requests.items():
                 asked[cluster][resource] = asked[cluster].get(resource, Fraction(0)) + amount
-            who[cluster].append(f"{binding.metadata.name} ({key})")
+            said = "" if readable is not None else ", requests unreadable: counted at its room"
+            who[cluster].append(f"{binding.metadata.name} ({key}{said})")
     found = []
     for cluster, amounts in sorted(asked.items()):
         member = index.clusters.get(cluster)
@@ -272,6 +278,26 @@ def _overcommit(state: FleetState) -> list[Violation]:
             )
         )
     return found
+
+
+def _room_held(
+    index: _Index, placement: str, binding: ClusterResourceBinding
+) -> Mapping[str, Fraction]:
+    """What an active binding of a placement whose requests cannot be read consumes: the
+    reservation it holds on its cluster's ledger, or else (a binding made without one) the most
+    its placement holds for any binding: its requests when they were last read."""
+    ledger = index.ledgers.get(binding.spec.target_cluster)
+    own = ledger.spec.reservations.get(binding_key(binding)) if ledger is not None else None
+    if own is not None and own.placement == placement:
+        return _amounts_of(own)
+    most: dict[str, Fraction] = {}
+    for other in index.ledgers.values():
+        for reservation in other.spec.reservations.values():
+            if reservation.placement != placement:
+                continue
+            for resource, amount in _amounts_of(reservation).items():
+                most[resource] = max(most.get(resource, amount), amount)
+    return most
 
 
 def _reservations(state: FleetState, now: datetime, grace: timedelta) -> list[Violation]:

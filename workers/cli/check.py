@@ -9,10 +9,7 @@ import sys
 from temporalio.service import RPCError
 
 from control.check import check_fleet, render_check
-from hub.errors import (
-    HubUnavailableError,
-    UnauthorizedError,
-)
+from hub.errors import HubError
 from workers.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -48,6 +45,8 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 async def _check(args: argparse.Namespace) -> int:
+    """Exit 0 when every invariant holds, 1 when any is broken; a CliError (exit 2, one line)
+    when what they read could not be read."""
     profile = profile_from_file(args.config)
     client = None if args.hub_only else await connect(temporal_target(args))
     hub = hub_client(args.kubeconfig, args.context, local_default=True)
@@ -59,13 +58,19 @@ async def _check(args: argparse.Namespace) -> int:
             profile=profile,
             resource_placements=not args.no_resource_placements,
         )
-    except (HubUnavailableError, UnauthorizedError) as exc:
+    except HubError as exc:
+        # Unreachable, refused, a kind it does not serve, an object our model cannot read: the
+        # invariants were not checked, which is not a violation (exit 2, not 1).
         raise CliError(f"cannot read the hub at {hub.host}: {one_line(exc)}") from exc
     except RPCError as exc:
         namespace = client.namespace if client is not None else ""
         raise CliError(
             f"cannot list workflows in Temporal namespace {namespace}: {exc.message}"
         ) from exc
+    except Exception as exc:
+        # Exit 1 says "violations" and nothing else: whatever else stops the check is said
+        # as not checked (the traceback with --log-level DEBUG).
+        raise CliError(f"could not check: {type(exc).__name__}: {one_line(exc)}") from exc
     finally:
         hub.close()
     sys.stdout.write(render_check(state, violations))

@@ -293,3 +293,42 @@ async def test_stranded_shortage(
         "placement waiter says it is short of cpu=6, but its cycle would place a binding on a "
         "now (a: cpu 8 free)"
     ]
+
+
+async def test_overcommit_by_bindings_whose_requests_cannot_be_read(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """Issue 33, finding 4: a placement whose requests annotation can no longer be read still
+    holds the room it reserved, and its bindings count by it: the one a move made without a
+    reservation (as moves did before) by the room its placement holds elsewhere, one written
+    beyond the room by its own reservation."""
+    rig = make_activities()
+    for name in ("a", "b"):
+        add_cluster(hub, name, allocatable={"cpu": "8"})
+    for name, cluster in (("fill", "a"), ("web", "b")):
+        add_placement(hub, name, {"placementType": "PickFixed", "clusterNames": [cluster]},
+                      annotations={CPU: "cpu=6"})  # fmt: skip
+        turn(env, rig.activities, name)
+    assert await found(hub) == {}
+    hub.patch(ClusterResourcePlacement, "web", {"metadata": {"annotations": {CPU: "cpu=6,,"}}})
+    assert await found(hub) == {}  # unreadable, but its room is held where it is
+    # What a move of web's binding to a left before: a new binding there with no reservation,
+    # the old one Unscheduled, its reservation on b kept.
+    [old] = bindings_of(hub, "web")
+    extra_binding(hub, "web", "a", "moved")
+    hub.patch(ClusterResourceBinding, old.name, {"spec": {"state": names.STATE_UNSCHEDULED}})
+    got = await found(hub)
+    assert list(got) == ["overcommit"], got
+    [message] = got["overcommit"]
+    assert message.startswith(
+        "cluster a: active capacity-aware bindings ask for cpu=12, its allocatable is cpu=8 "
+        "(over by cpu=4)"
+    ), message
+    assert "web-a-moved (web, requests unreadable: counted at its room)" in message
+    # Its own reservation, once it holds one (written beyond the room), is what counts.
+    hub.delete(ClusterResourceBinding, old.name)
+    reserve(hub, "a", {"cpu": "8"}, "web-a-moved", "web", {"cpu": Fraction(5)},
+            lambda: datetime.now(UTC), must_fit=False)  # fmt: skip
+    hub.patch(CapacityLedger, "b", {"spec": {"reservations": {old.name: None}}})
+    [message] = (await found(hub))["overcommit"]
+    assert message.startswith("cluster a: active capacity-aware bindings ask for cpu=11"), message

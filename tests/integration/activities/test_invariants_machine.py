@@ -7,7 +7,10 @@ What may be broken, and only then:
 - `overcommit` on a cluster grows only in a step that changes supply or demand behind the
   scheduler's back (a cluster shrinks, a placement's requests change, a ledger is deleted), or
   in a step that began while a placement with a binding there owed the turn that makes its
-  reservation (docs/invariants.md, "What is not promised");
+  reservation (docs/invariants.md, "What is not promised"). The machine counts it itself, on
+  every cluster: a binding whose placement's requests cannot be read consumes the room it
+  holds (or, holding none, what its placement last asked for), and `check` must see every
+  overcommit the machine counts from reservations alone;
 - `disruption_budget` only for moves made before the budget was set or tightened;
 - `reservation` only for placements that owe a turn;
 - `stale_reservation` never right after a sweep;
@@ -76,6 +79,7 @@ from scheduler.invariants import (
     Violation,
     find_violations,
 )
+from scheduler.quantity import parse_quantity
 from scheduler.reconcile import plan_reconcile
 from scheduler.testing import member_cluster
 from tests.integration.activities.activity_helpers import Activities, add_placement
@@ -152,6 +156,12 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             self.swept = False
             self.names: set[str] = set()  # placements created and not deleted
             self.again: set[str] = set()  # placements whose last turn asked for a timer
+            # Placement -> the CPUs it last asked for in a value that reads: what its bindings
+            # consume while its annotation cannot be read.
+            self.asked: dict[str, int] = {}
+            # Placements made unreadable while each active binding held its reservation: every
+            # active binding they have keeps holding one (moves carry it) until they are fixed.
+            self.garbled: set[str] = set()
             self.seen: dict[str, dict[str, HubObject]] = self._read()
             SEEN["examples"] += 1
 
@@ -251,7 +261,15 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
                 SEEN[f"create failed: {type(exc).__name__}"] += 1
                 return
             self.names.add(name)
+            self._asked(name, asks)
             SEEN["created"] += 1
+
+        def _asked(self, name: str, asks: str | None) -> None:
+            self.garbled.discard(name)
+            if asks is None:
+                self.asked.pop(name, None)
+            elif (cpus := _cpus(asks)) is not None:
+                self.asked[name] = cpus
 
         @precondition(lambda self: bool(self.names))
         @rule(data=st.data(), asks=st.one_of(requests, st.just("cpu=two")))
@@ -265,13 +283,83 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
                 )
             except NotFoundError:
                 return
+            self._asked(name, asks)
             self.excused |= set(CLUSTERS)
+
+        @rule(pick=st.integers(0, 50))
+        def garble(self, pick: int) -> None:
+            """A placement's requests made unreadable mid-run (a typo in an edit): its bindings
+            consume what they did, so no cluster is excused; its cycles fail until it is fixed,
+            and its enforcement moves carry the room they hold."""
+            readable = sorted(
+                p.name
+                for p in hub.list(ClusterResourcePlacement).items
+                if _cpus(p.metadata.annotations.get(names.REQUESTS_ANNOTATION, "")) is not None
+                and not p.metadata.deleting
+            )
+            if readable:
+                self._garble(readable[pick % len(readable)])
+
+        @precondition(lambda self: len(self.names) < len(PLACEMENTS))
+        @rule(cpu=st.integers(1, 5))
+        def typo_then_retired(self, cpu: int) -> None:
+            """The interleaving of issue 33's finding 4: an enforcing placement scheduled, its
+            requests made unreadable, its cluster leaving env=prod, then its turn (the watcher
+            routes both changes to it), whose move must carry the room its binding holds."""
+            name = next(n for n in PLACEMENTS if n not in self.names)
+            policy = {"placementType": "PickN", "numberOfClusters": 1, **PROD_ONLY}
+            self.create(name, policy, f"cpu={cpu}", False, True)
+            if name not in self.names:
+                return
+            self._turn(name)
+            self._routed()
+            held = sorted(
+                b.spec.target_cluster
+                for b in hub.list(ClusterResourceBinding).items
+                if b.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) == name and is_active(b)
+            )
+            self._garble(name)
+            if held:
+                SEEN["typo, then its cluster retired"] += 1
+                self.relabel(held[0], "retired")
+                self._routed()
+                self._turn(name)
+
+        def _garble(self, name: str) -> None:
+            text = hub.get(ClusterResourcePlacement, name).metadata.annotations[
+                names.REQUESTS_ANNOTATION
+            ]
+            hub.patch(
+                ClusterResourcePlacement,
+                name,
+                {"metadata": {"annotations": {names.REQUESTS_ANNOTATION: f"{text},,"}}},
+            )
+            SEEN["garbled"] += 1
+            if not self._unreserved(name):
+                self.garbled.add(name)
+
+        def _unreserved(self, name: str) -> list[str]:
+            """The active bindings of `name` that hold no reservation of its own."""
+            held = {
+                (ledger.name, key)
+                for ledger in hub.list(CapacityLedger).items
+                for key, r in ledger.spec.reservations.items()
+                if r.placement == name
+            }
+            return [
+                b.name
+                for b in hub.list(ClusterResourceBinding).items
+                if b.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) == name
+                and is_active(b)
+                and (b.spec.target_cluster, b.name) not in held
+            ]
 
         @precondition(lambda self: bool(self.names))
         @rule(data=st.data())
         def delete_placement(self, data: st.DataObject) -> None:
             name = data.draw(st.sampled_from(sorted(self.names)))
             self.names.discard(name)
+            self.garbled.discard(name)
             try:
                 hub.delete(ClusterResourcePlacement, name)
             except NotFoundError:
@@ -284,6 +372,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             except NotFoundError:
                 return
             self.excused.add(cluster)
+            self.garbled.clear()  # their reservations there are gone, and nothing makes them
 
         @rule(cluster=st.sampled_from(CLUSTERS), cpu=st.integers(1, 12))
         def resize_cluster(self, cluster: str, cpu: int) -> None:
@@ -499,6 +588,11 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
                 assert STALE_RESERVATION not in by, [v.message for v in by[STALE_RESERVATION]]
             self.swept = False
             self._overcommit(state, by.get(OVERCOMMIT, []))
+            for name in sorted(self.garbled):
+                assert not self._unreserved(name), (
+                    f"placement {name}'s requests cannot be read, and these bindings of it hold "
+                    f"no room: {self._unreserved(name)}"
+                )
             self.excused.clear()
             self.owing = {
                 b.spec.target_cluster
@@ -522,10 +616,15 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
 
         def _overcommit(self, state: Any, found: list[Violation]) -> None:
             """Overcommit grows only where supply or demand moved behind the scheduler's back,
-            or while a placement with a binding there owes the turn that reserves for it."""
-            over = {v.cluster: self._over(state, v.cluster) for v in found if v.cluster}
+            or while a placement with a binding there owes the turn that reserves for it; and
+            `check` reports every overcommit counted from reservations alone."""
+            reported = {v.cluster for v in found}
             for cluster in CLUSTERS:
-                now = over.get(cluster, Fraction(0))
+                now, exact = self._over(state, cluster)
+                if now > 0 and exact:
+                    assert cluster in reported, (
+                        f"cluster {cluster} is overcommitted by {now} CPU and check says nothing"
+                    )
                 if now > self.allowed_over.get(cluster, Fraction(0)):
                     assert cluster in self.excused or cluster in self.owing, (
                         f"cluster {cluster} got more overcommitted ({now} CPU) in a step that "
@@ -534,12 +633,17 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
                     )
                 self.allowed_over[cluster] = now
 
-        @staticmethod
-        def _over(state: Any, cluster: str) -> Fraction:
+        def _over(self, state: Any, cluster: str) -> tuple[Fraction, bool]:
+            """How far the cluster's active bindings ask beyond its CPUs, and whether each
+            binding of a placement whose requests cannot be read was counted by a reservation
+            of its own (not by what its placement last asked for)."""
             member = next(c for c in state.clusters if c.name == cluster)
             supply = ClusterCapacity.of(member.status.resource_usage.allocatable)
             asked = Fraction(0)
+            exact = True
             placements = {p.name: p for p in state.placements}
+            ledger = next((x for x in state.ledgers or () if x.name == cluster), None)
+            held = ledger.spec.reservations if ledger is not None else {}
             for binding in state.bindings:
                 owner = placements.get(
                     binding.metadata.labels.get(names.PARENT_PLACEMENT_LABEL, "")
@@ -550,12 +654,29 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
                     or not is_active(binding)
                 ):
                     continue
-                text = owner.metadata.annotations.get(names.REQUESTS_ANNOTATION, "")
-                if text.startswith("cpu=") and text[4:].isdigit():
-                    asked += int(text[4:])
-            return max(asked - supply.allocatable.get("cpu", Fraction(0)), Fraction(0))
+                text = owner.metadata.annotations.get(names.REQUESTS_ANNOTATION)
+                if text is None:
+                    continue
+                cpus = _cpus(text)
+                if cpus is not None:
+                    asked += cpus
+                    continue
+                own = held.get(binding.name)
+                if own is not None and own.placement == owner.name:
+                    asked += parse_quantity(own.requests.get("cpu", "0"))
+                elif owner.name in self.asked:
+                    asked += self.asked[owner.name]
+                    exact = False
+            return max(asked - supply.allocatable.get("cpu", Fraction(0)), Fraction(0)), exact
 
     return InvariantsMachine
+
+
+def _cpus(text: str) -> int | None:
+    """The CPUs a requests value the machine writes asks for; None when it cannot be read."""
+    if text.startswith("cpu=") and text[4:].isdigit():
+        return int(text[4:])
+    return None
 
 
 def test_every_count_stays_true_in_every_order_of_events(

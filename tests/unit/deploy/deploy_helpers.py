@@ -53,6 +53,7 @@ DEV_ONLY_FUNCTIONS: Final[Mapping[str, str]] = {
 ABSTRACT_KIND_SOURCES: Final[Mapping[str, str]] = {
     "control.watcher.Watcher._watch_kind": "control.watcher:ALL_WATCHED_KINDS",
     "activities.fleet_state._served": "activities.fleet_state:OPTIONAL_KINDS",
+    "activities.fleet_state._listed": "activities.fleet_state:REQUIRED_KINDS",
     "activities.reconcile._priority_classes": "control.watcher:PRIORITY_KINDS",
     "workers.cli.dev.apply_placements": "workers.cli.dev:SAMPLE_KINDS",
     "activities.deadline.record_deadline_event": "activities.deadline:EVENT_KINDS",
