@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
+from typing import Final
 
 from activities.bindings import BindingNameTakenError, apply_patch, create_or_adopt
 from activities.capacity import (
@@ -74,6 +75,7 @@ from workflows.models import MoveRequest
 __all__ = [
     "ENFORCEMENT",
     "REBALANCE",
+    "UNREADABLE_REFUSAL",
     "MoveCause",
     "MoveOutcome",
     "apply_moves",
@@ -100,6 +102,11 @@ class MoveCause:
 
 REBALANCE = MoveCause(said="rebalanced", capacity_only=True)
 ENFORCEMENT = MoveCause(said="affinity enforced", capacity_only=False, revives=True)
+
+
+# Why a move of a binding whose placement's requests cannot be read is refused, when the
+# binding holds no reservation to carry (its placement then waits for the annotation's fix).
+UNREADABLE_REFUSAL: Final = "cannot be read and the binding holds no reservation to carry"
 
 
 @dataclass
@@ -243,8 +250,8 @@ def apply_moves(
             if aware and amounts is None:
                 outcome.lines.append(
                     f"refused {move.binding} {move.source} -> {move.target}: its placement's "
-                    f"{names.REQUESTS_ANNOTATION} cannot be read and the binding holds no "
-                    "reservation to carry: nothing says what room it takes"
+                    f"{names.REQUESTS_ANNOTATION} {UNREADABLE_REFUSAL}: nothing says what room "
+                    "it takes"
                 )
                 outcome.unreadable.append(move.binding)
                 continue

@@ -47,6 +47,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.capacity import sweep_ledgers
 from activities.fleet_state import read_fleet_state
+from activities.moves import UNREADABLE_REFUSAL
 from activities.plumbing import ActivitySettings
 from activities.rebalance import plan_rebalance
 from control.routes import Room, route_change
@@ -562,6 +563,9 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             report = result.report
             if report is not None and (report.requeue or report.requeue_after_seconds):
                 self.again.add(name)  # its workflow runs it again on a timer
+            elif any(UNREADABLE_REFUSAL in line for line in result.moves):
+                # Held until its requests read again: the fix is a turn of its own, no timer.
+                self.again.add(name)
             else:
                 self.again.discard(name)
 
