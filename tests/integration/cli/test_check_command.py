@@ -13,12 +13,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
+import pytest
+
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
 from hub.types import (
     CapacityLedger,
     ClusterResourcePlacement,
+    ClusterResourcePlacementDisruptionBudget,
     ClusterSchedulingPolicySnapshot,
 )
 from hub.types.meta import HubObject
@@ -105,6 +108,33 @@ def test_an_object_our_model_cannot_read_is_2(
     result = check(hub.write_kubeconfig(tmp_path / "kubeconfig"), "--hub-only")
     line = assert_one_line_error(result, "fleet-scheduler check: error: cannot read the hub at ")
     assert "web-0" in line and "does not match our model" in line, line
+
+
+@pytest.mark.parametrize("kind", [CapacityLedger, ClusterResourcePlacementDisruptionBudget])
+def test_a_kind_rbac_does_not_let_it_read_is_2(
+    devhub: DevHub, hub_kubeconfig: Path, kind: type[HubObject]
+) -> None:
+    """A 403 listing a kind the invariants read is "could not read": before, check went on as
+    if the hub served none of them, said all invariants hold (or, with a capacity-aware
+    binding, that each lacks its reservation "(the hub serves no CapacityLedgers)", exit 1),
+    after an INFO line per kind on stderr."""
+    fault = devhub.faults.inject(verb="list", resource=kind.PLURAL, status=403)
+    try:
+        result = check(hub_kubeconfig, "--hub-only")
+    finally:
+        fault.remove()
+    line = assert_one_line_error(result, "fleet-scheduler check: error: cannot read the hub at ")
+    assert kind.PLURAL in line and "403" in line, line
+
+
+def test_credentials_the_hub_refuses_are_2_on_one_line(
+    devhub: DevHub, hub_kubeconfig: Path
+) -> None:
+    """Before, an INFO line per optional kind (each 401) came first on stderr."""
+    hub_kubeconfig.write_text(hub_kubeconfig.read_text().replace(devhub.token, "not-the-token"))
+    result = check(hub_kubeconfig, "--hub-only")
+    line = assert_one_line_error(result, "fleet-scheduler check: error: cannot read the hub at ")
+    assert "401" in line, line
 
 
 def test_a_temporal_that_does_not_answer_is_2(hub_kubeconfig: Path) -> None:
