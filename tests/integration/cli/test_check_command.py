@@ -5,9 +5,7 @@ then with one line on stderr saying what, never a traceback (issue 33)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
-import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,6 +26,7 @@ from hub.types.meta import HubObject
 from tests.crd_files import write_crds
 from tests.integration.cli.cli_helpers import run_cli
 from tests.integration.cli.test_cli_errors import assert_one_line_error, unreachable
+from tests.support.hub import raw_create
 
 EXIT_VIOLATIONS: Final = 1
 
@@ -104,7 +103,7 @@ def test_an_object_our_model_cannot_read_is_2(
             }
         },
     }
-    _raw_create(hub, ClusterSchedulingPolicySnapshot, _snapshot("web", policy))
+    raw_create(hub, ClusterSchedulingPolicySnapshot, _snapshot("web", policy))
     result = check(hub.write_kubeconfig(tmp_path / "kubeconfig"), "--hub-only")
     line = assert_one_line_error(result, "fleet-scheduler check: error: cannot read the hub at ")
     assert "web-0" in line and "does not match our model" in line, line
@@ -158,18 +157,3 @@ def _snapshot(placement: str, policy: dict[str, Any]) -> dict[str, Any]:
         },
         "spec": {"policyHash": "", "policy": policy},
     }
-
-
-def _raw_create(devhub: DevHub, kind: type[HubObject], doc: dict[str, Any]) -> None:
-    """POST a wire document as is, past our models (what another client may store)."""
-    request = urllib.request.Request(
-        f"{devhub.url}{kind.api_path()}",
-        data=json.dumps(doc).encode(),
-        method="POST",
-        headers={
-            "Authorization": f"Bearer {devhub.token}",
-            "Content-Type": "application/json",
-        },
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 201, response.read()
