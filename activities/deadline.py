@@ -48,7 +48,7 @@ EVENT_REFRESH: Final = REPORT_INTERVAL
 # Less this: the workflow runs a miss's turn REPORT_INTERVAL after the last it counted, by its
 # own clock, and the last write is stamped when its turn ran, which may have been later.
 EVENT_REFRESH_SLACK: Final = timedelta(seconds=30)
-# On the Event: `<when the stretch began>/<misses>`, the last miss it counts.
+# On the Event: `<when the stretch began>,<deadline seconds>s/<misses>`, the last miss it counts.
 REPORTED_ANNOTATION: Final = names.OWN_PREFIX + "deadline-reported"
 # The one kind Events are written as (the RBAC scan, tests/unit/deploy, reads it: core/v1 Events
 # are no fleet kind, so hub.types.KINDS does not name them).
@@ -94,7 +94,9 @@ def record_deadline_event(
     namespace = placement.metadata.namespace or EVENT_NAMESPACE
     name = deadline_event_name(placement)
     stamp = now.replace(microsecond=0)
-    stretch = miss.since.isoformat()
+    # A stretch is counted per deadline: changed within it, the workflow counts its misses from
+    # 1 again, and they add to the Event's count rather than fall under the old deadline's.
+    stretch = f"{miss.since.isoformat()},{miss.seconds}s"
     reported = f"{stretch}/{miss.misses}"
     try:
         current = client.get(Event, name, namespace=namespace)
@@ -127,7 +129,9 @@ def record_deadline_event(
         except AlreadyExistsError:
             return False  # an earlier attempt's, or a concurrent one's: the next miss updates it
         return True
-    counted = _counted(current.metadata.annotations.get(REPORTED_ANNOTATION), stretch)
+    counted = _counted(
+        current.metadata.annotations.get(REPORTED_ANNOTATION), (stretch, miss.since.isoformat())
+    )
     last = current.last_timestamp
     if miss.misses <= counted or (
         last is not None and stamp - last < EVENT_REFRESH - EVENT_REFRESH_SLACK
@@ -152,9 +156,10 @@ def record_deadline_event(
     return True
 
 
-def _counted(annotation: str | None, stretch: str) -> int:
-    """How many misses of the stretch that began at `stretch` the Event counts already (0: none,
-    it counts an earlier stretch, or its annotation cannot be read)."""
+def _counted(annotation: str | None, stretch: tuple[str, ...]) -> int:
+    """How many misses of `stretch` (when it began and its deadline, or as an Event written
+    before the deadline was part of it said: when it began) the Event counts already (0: none,
+    it counts an earlier stretch or deadline, or its annotation cannot be read)."""
     began, _, misses = (annotation or "").rpartition("/")
     readable = misses.isascii() and misses.isdigit() and len(misses) < 10
-    return int(misses) if began == stretch and readable else 0
+    return int(misses) if began in stretch and readable else 0

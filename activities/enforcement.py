@@ -133,7 +133,7 @@ def _unschedule_lost(
 ) -> None:
     """PickAll: each lost binding Unscheduled while the budget allows, its room released."""
     budget = budget_of(client, placement, bindings)
-    capacity_aware = requests_of(placement) is not None and not placement.metadata.namespace
+    capacity_aware = requests_of(placement) is not None  # a ResourcePlacement's too
     for item in lost:
         binding = item.binding
         said = {"binding": binding.metadata.name, "cluster": item.cluster, "why": item.reason}

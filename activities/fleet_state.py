@@ -8,6 +8,7 @@ ResourceBindings as `namespaced=False`, so nothing is concluded about them."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -57,13 +58,24 @@ OPTIONAL_KINDS: tuple[type[HubObject], ...] = (
 
 
 def _served(
-    hub: HubClient, kind: type[T], selector: dict[str, str] | None = None
+    hub: HubClient, kind: type[T], selector: dict[str, str] | None = None, *, strict: bool = False
 ) -> list[T] | None:
     """Every object of `kind`; None when the hub does not serve it (404: no CRD) or does not let
-    us read it (403: a ClusterRole from before it)."""
+    us read it (403: a ClusterRole from before it). `strict`: a 401 or 403 is raised, naming the
+    kind: the objects may be there, unread, and what the invariants say without them is no
+    verdict (`check`)."""
     try:
         return list(hub.list(kind, selector).items)
-    except (NotFoundError, UnauthorizedError) as exc:
+    except UnauthorizedError as exc:
+        if strict:
+            raise UnauthorizedError(
+                status=exc.status,
+                reason=exc.reason,
+                message=f"may not list {kind.PLURAL}.{kind.GROUP} ({exc.message})",
+            ) from exc
+        log.info("invariants: %s not read: %s", kind.PLURAL, exc)
+        return None
+    except NotFoundError as exc:
         log.info("invariants: %s not read: %s", kind.PLURAL, exc)
         return None
 
@@ -81,23 +93,27 @@ def _listed(hub: HubClient, kind: type[T], selector: dict[str, str] | None = Non
         ) from exc
 
 
-def read_fleet_state(hub: HubClient, *, resource_placements: bool = True) -> FleetState:
+def read_fleet_state(
+    hub: HubClient, *, resource_placements: bool = True, strict: bool = False
+) -> FleetState:
     """Everything the invariants read, listed in parallel (Temporal's workflows aside: the
     caller adds them). `resource_placements` False: ResourcePlacements are not read
-    (`--no-resource-placements`)."""
+    (`--no-resource-placements`). `strict` (`check`): a kind the hub serves but does not let
+    us read raises (see `_served`); only a kind it does not serve is tolerated."""
+    served = functools.partial(_served, hub, strict=strict)
 
     reads: dict[str, Callable[[], Any]] = {
         "placements": lambda: _listed(hub, ClusterResourcePlacement),
         "snapshots": lambda: _listed(hub, ClusterSchedulingPolicySnapshot, LATEST),
         "bindings": lambda: _listed(hub, ClusterResourceBinding),
         "clusters": lambda: _listed(hub, MemberCluster),
-        "ledgers": lambda: _served(hub, CapacityLedger),
-        "budgets": lambda: _served(hub, ClusterResourcePlacementDisruptionBudget) or [],
+        "ledgers": lambda: served(CapacityLedger),
+        "budgets": lambda: served(ClusterResourcePlacementDisruptionBudget) or [],
     }
     if resource_placements:
-        reads["rps"] = lambda: _served(hub, ResourcePlacement)
-        reads["rp_snapshots"] = lambda: _served(hub, SchedulingPolicySnapshot, LATEST)
-        reads["rbs"] = lambda: _served(hub, ResourceBinding)
+        reads["rps"] = lambda: served(ResourcePlacement)
+        reads["rp_snapshots"] = lambda: served(SchedulingPolicySnapshot, LATEST)
+        reads["rbs"] = lambda: served(ResourceBinding)
     with ThreadPoolExecutor(max_workers=len(reads), thread_name_prefix="fleet-state") as pool:
         futures = {name: pool.submit(read) for name, read in reads.items()}
         got = {name: future.result() for name, future in futures.items()}

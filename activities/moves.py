@@ -177,13 +177,14 @@ def apply_moves(
     kinds = kinds_for(namespace)
     text = requests_of(placement)
     # Capacity-aware: its bindings hold room on the ledgers, whether or not its requests can be
-    # read now (a typo does not free the room its bindings hold, see `_carried`).
-    aware = text is not None and not namespace
+    # read now (a typo does not free the room its bindings hold, see `_carried`). A
+    # ResourcePlacement's too: its cycles reserve as a ClusterResourcePlacement's do.
+    aware = text is not None
     try:
-        requests = parse_requests(text) if text is not None and not namespace else None
+        requests = parse_requests(text) if text is not None else None
     except RequestsError:
         requests = None
-    if cause.capacity_only and requests is None:
+    if cause.capacity_only and (requests is None or namespace):
         outcome.lines = [
             f"refused {m.binding}: the placement is not a capacity-aware ClusterResourcePlacement"
             for m in moves

@@ -35,7 +35,7 @@ async def check_fleet(
     """Read the hub (and, with `temporal`, the running placement workflows on `task_queue`)
     and check every invariant; writes nothing."""
     state = await asyncio.to_thread(
-        read_fleet_state, hub, resource_placements=resource_placements
+        read_fleet_state, hub, resource_placements=resource_placements, strict=True
     )
     if temporal is not None:
         running = await running_placements(temporal, task_queue)

@@ -23,7 +23,8 @@ __all__ = ["FAULT_STATUSES", "VERBS", "Fault", "Faults", "Stats", "resource_matc
 VERBS: Final = frozenset(
     {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 )
-FAULT_STATUSES: Final = frozenset({409, 429, 500, 503})
+# 403: what RBAC answers a request its roles do not grant.
+FAULT_STATUSES: Final = frozenset({403, 409, 429, 500, 503})
 ANY: Final = "*"
 
 

@@ -471,6 +471,11 @@ class Api:
                 "the object has been modified; please apply your changes to the latest version "
                 "and try again (devhub fault injection)",
             )
+        if fault.status == 403:
+            raise errors.forbidden(
+                f'{resource} is forbidden: User "devhub" cannot {verb} resource "{resource}" '
+                "(devhub fault injection)"
+            )
         if fault.status == 503:
             raise errors.unavailable("the server is currently unable to handle the request "
                                      "(devhub fault injection)")

@@ -479,8 +479,10 @@ def _workflows(state: FleetState, now: datetime, grace: timedelta) -> list[Viola
     found = []
     for key, placement in sorted(index.placements.items()):
         created = placement.metadata.creation_timestamp
-        if created is not None and now - created < grace:
-            continue  # its start is on its way (WORKFLOW_GRACE)
+        if created is not None and -grace < now - created < grace:
+            # Its start is on its way (WORKFLOW_GRACE). A creation time further ahead of our
+            # clock than the grace is no reason to wait: a skew must not hide a missing one.
+            continue
         if wants_scheduler(placement) and key not in state.workflows:
             found.append(
                 Violation(WORKFLOW, f"placement {key} has no running workflow", placement=key)

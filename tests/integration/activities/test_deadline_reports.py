@@ -208,3 +208,33 @@ def test_a_refresh_the_workflow_asks_for_is_written_though_the_last_write_ran_la
     assert turn(env, rig, later).report.writes.deadline_event  # type: ignore[union-attr]
     (event,) = deadline_events(hub)
     assert event.count == misses
+
+
+def test_a_deadline_changed_within_a_stretch_is_reported_on_the_same_event(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    """`1s` for five minutes counts some 300 misses on the Event; changed to `10m` (the
+    workflow counts again from 1 in the same stretch), its misses were each at most the count
+    the Event held for the 1s deadline, so none was written: the Event kept saying `deadline 1s`
+    for 300 x 10 minutes. The count goes on adding the new deadline's misses."""
+    add_cluster(hub, "a")
+    add_placement(hub, "late", PICK_THREE, annotations={names.SCHEDULE_DEADLINE_ANNOTATION: "1s"})
+    clock = Clock()
+    rig = make_activities(clock=clock)
+    since = clock.now
+    fast = int(REPORT_INTERVAL.total_seconds())
+    for misses in (1, fast):
+        clock.now = since + timedelta(seconds=misses)
+        miss = DeadlineMiss(deadline="1s", seconds=1, since=since, misses=misses)
+        assert turn(env, rig, miss).report.writes.deadline_event  # type: ignore[union-attr]
+    placement = hub.get(ClusterResourcePlacement, "late")
+    marks = {names.SCHEDULE_DEADLINE_ANNOTATION: "10m"}
+    hub.update(placement.model_copy(update={"metadata": placement.metadata.model_copy(
+        update={"annotations": marks})}))  # fmt: skip
+    clock.now = since + timedelta(minutes=20)
+    slow = DeadlineMiss(deadline="10m", seconds=600, since=since, misses=2)
+    assert turn(env, rig, slow).report.writes.deadline_event  # type: ignore[union-attr]
+    (event,) = deadline_events(hub)
+    assert "(deadline 10m)" in event.message, event.message
+    assert event.count == fast + 2
+    assert event.last_timestamp == clock.now

@@ -8,14 +8,24 @@ reservation it holds."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, Final
 
+import pytest
 from temporalio.testing import ActivityEnvironment
 
+from activities.fleet_state import read_fleet_state
 from hub import names
 from hub.client import HubClient
-from hub.types import CapacityLedger, ClusterResourcePlacement
+from hub.types import (
+    CapacityLedger,
+    ClusterResourcePlacement,
+    Namespace,
+    ResourceBinding,
+    ResourcePlacement,
+)
 from scheduler import invariants
+from scheduler.invariants import find_violations
 from tests.integration.activities.activity_helpers import (
     Rig,
     add_cluster,
@@ -29,6 +39,7 @@ from tests.integration.activities.test_affinity_enforcement import (
     pick_n,
     relabel,
 )
+from workflows.models import TurnRequest, TurnResult
 
 CPU: Final = names.REQUESTS_ANNOTATION
 UNREADABLE: Final = "cpu=6,,memory"
@@ -45,9 +56,7 @@ def reserved(hub: HubClient, cluster: str) -> dict[str, str]:
 
 
 def garble(hub: HubClient, placement: str) -> None:
-    hub.patch(
-        ClusterResourcePlacement, placement, {"metadata": {"annotations": {CPU: UNREADABLE}}}
-    )
+    hub.patch(ClusterResourcePlacement, placement, {"metadata": {"annotations": {CPU: UNREADABLE}}})
 
 
 def web_on_a_then_unreadable(
@@ -116,3 +125,65 @@ def test_a_binding_with_unreadable_requests_and_no_reservation_is_not_moved(
     # Only fixing the annotation can change that, and the fix runs a turn of its own (it is a
     # decision annotation): no timer polls it meanwhile.
     assert result.report is None or result.report.requeue_after_seconds is None, result.report
+
+
+def add_resource_placement(
+    hub: HubClient, namespace: str, name: str, policy: dict[str, Any], annotations: dict[str, str]
+) -> None:
+    if namespace not in {n.metadata.name for n in hub.list(Namespace).items}:
+        hub.create(Namespace(metadata={"name": namespace}))
+    spec = {
+        "resourceSelectors": [{"group": "", "version": "v1", "kind": "ConfigMap", "name": "c"}],
+        "policy": policy,
+    }
+    wire = {"metadata": {"name": name, "namespace": namespace, "annotations": annotations}}
+    hub.create(ResourcePlacement.from_wire({**wire, "spec": spec}))
+
+
+def rp_turn(env: ActivityEnvironment, rig: Rig, name: str, number: int) -> TurnResult:
+    request = TurnRequest(placement=name, namespace="shop", cycle=number, reason="test")
+    result: TurnResult = env.run(rig.activities.schedule_once, request)
+    return result
+
+
+def rp_active(hub: HubClient, name: str) -> dict[str, str]:
+    listed = hub.list(ResourceBinding, {names.PARENT_PLACEMENT_LABEL: name}, namespace="shop").items
+    return {
+        b.spec.target_cluster: b.metadata.name
+        for b in listed
+        if b.spec.state != names.STATE_UNSCHEDULED
+    }
+
+
+@pytest.mark.parametrize("requests", ["cpu=6", UNREADABLE])
+def test_an_enforcement_move_of_a_resource_placement_carries_its_reservation(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment, requests: str
+) -> None:
+    """A ResourcePlacement reserves room as a ClusterResourcePlacement does (ledger keys
+    `namespace/name`): its affinity-enforcement moves must carry and release it too. Before,
+    a move of one reserved nothing on its target and released nothing on its source, whether
+    its requests read or not: 6 + 6 CPUs on an 8-CPU cluster."""
+    rig = make_activities()
+    add_cluster(hub, "a", labels=PROD, allocatable={"cpu": "8"})
+    add_resource_placement(hub, "shop", "web", pick_n(1), {**ENFORCED, CPU: "cpu=6"})
+    rp_turn(env, rig, "web", 1)
+    assert list(rp_active(hub, "web")) == ["a"]
+    add_cluster(hub, "b", labels=PROD, allocatable={"cpu": "8"})
+    add_placement(hub, "fill", {"placementType": "PickFixed", "clusterNames": ["b"]},
+                  annotations={CPU: "cpu=6"})  # fmt: skip
+    turn(env, rig.activities, "fill")
+    assert list(active(hub, "fill")) == ["b"]
+    rp = hub.get(ResourcePlacement, "web", namespace="shop")
+    hub.patch(
+        ResourcePlacement, "web", {"metadata": {"annotations": {CPU: requests}}}, namespace="shop"
+    )
+    assert rp.metadata.namespace == "shop"
+    relabel(hub, "a", {"env": "retired"})
+    result = rp_turn(env, rig, "web", 2)
+    assert list(rp_active(hub, "web")) == ["a"], result.moves  # b has 2 CPUs free, not 6
+    assert any("no room" in line for line in result.moves), result.moves
+    [kept] = rp_active(hub, "web").values()
+    assert reserved(hub, "a") == {f"shop/{kept}": "6"}
+    state = read_fleet_state(hub)
+    found = find_violations(state, datetime.now(UTC))
+    assert [v.message for v in found if v.invariant == invariants.OVERCOMMIT] == []

@@ -18,8 +18,6 @@ Fixtures (all real: devhub over HTTP, the Temporal dev server, the worker and th
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -35,6 +33,7 @@ from hub.types import ClusterSchedulingPolicySnapshot
 from hub.types.meta import HubObject
 from tests.crd_files import write_crds
 from tests.support.hub import TEST_TIMEOUT
+from tests.support.hub import raw_create as post_raw
 from tests.support.stacks import fleet_scheduler
 
 SNAPSHOT_CRD: Final = (
@@ -83,17 +82,7 @@ def raw_create(skewed_devhub: DevHub) -> Callable[[type[HubObject], dict[str, An
     """POST a wire document to the skewed hub as is, bypassing our models."""
 
     def create(kind: type[HubObject], doc: dict[str, Any]) -> None:
-        request = urllib.request.Request(
-            f"{skewed_devhub.url}{kind.api_path()}",
-            data=json.dumps(doc).encode(),
-            method="POST",
-            headers={
-                "Authorization": f"Bearer {skewed_devhub.token}",
-                "Content-Type": "application/json",
-            },
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:
-            assert response.status == 201, response.read()
+        post_raw(skewed_devhub, kind, doc)
 
     return create
 

@@ -5,13 +5,13 @@ then with one line on stderr saying what, never a traceback (issue 33)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
-import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
+
+import pytest
 
 from devhub import DevHub
 from hub import names
@@ -19,12 +19,14 @@ from hub.client import HubClient
 from hub.types import (
     CapacityLedger,
     ClusterResourcePlacement,
+    ClusterResourcePlacementDisruptionBudget,
     ClusterSchedulingPolicySnapshot,
 )
 from hub.types.meta import HubObject
 from tests.crd_files import write_crds
 from tests.integration.cli.cli_helpers import run_cli
 from tests.integration.cli.test_cli_errors import assert_one_line_error, unreachable
+from tests.support.hub import raw_create
 
 EXIT_VIOLATIONS: Final = 1
 
@@ -101,10 +103,37 @@ def test_an_object_our_model_cannot_read_is_2(
             }
         },
     }
-    _raw_create(hub, ClusterSchedulingPolicySnapshot, _snapshot("web", policy))
+    raw_create(hub, ClusterSchedulingPolicySnapshot, _snapshot("web", policy))
     result = check(hub.write_kubeconfig(tmp_path / "kubeconfig"), "--hub-only")
     line = assert_one_line_error(result, "fleet-scheduler check: error: cannot read the hub at ")
     assert "web-0" in line and "does not match our model" in line, line
+
+
+@pytest.mark.parametrize("kind", [CapacityLedger, ClusterResourcePlacementDisruptionBudget])
+def test_a_kind_rbac_does_not_let_it_read_is_2(
+    devhub: DevHub, hub_kubeconfig: Path, kind: type[HubObject]
+) -> None:
+    """A 403 listing a kind the invariants read is "could not read": before, check went on as
+    if the hub served none of them, said all invariants hold (or, with a capacity-aware
+    binding, that each lacks its reservation "(the hub serves no CapacityLedgers)", exit 1),
+    after an INFO line per kind on stderr."""
+    fault = devhub.faults.inject(verb="list", resource=kind.PLURAL, status=403)
+    try:
+        result = check(hub_kubeconfig, "--hub-only")
+    finally:
+        fault.remove()
+    line = assert_one_line_error(result, "fleet-scheduler check: error: cannot read the hub at ")
+    assert kind.PLURAL in line and "403" in line, line
+
+
+def test_credentials_the_hub_refuses_are_2_on_one_line(
+    devhub: DevHub, hub_kubeconfig: Path
+) -> None:
+    """Before, an INFO line per optional kind (each 401) came first on stderr."""
+    hub_kubeconfig.write_text(hub_kubeconfig.read_text().replace(devhub.token, "not-the-token"))
+    result = check(hub_kubeconfig, "--hub-only")
+    line = assert_one_line_error(result, "fleet-scheduler check: error: cannot read the hub at ")
+    assert "401" in line, line
 
 
 def test_a_temporal_that_does_not_answer_is_2(hub_kubeconfig: Path) -> None:
@@ -128,18 +157,3 @@ def _snapshot(placement: str, policy: dict[str, Any]) -> dict[str, Any]:
         },
         "spec": {"policyHash": "", "policy": policy},
     }
-
-
-def _raw_create(devhub: DevHub, kind: type[HubObject], doc: dict[str, Any]) -> None:
-    """POST a wire document as is, past our models (what another client may store)."""
-    request = urllib.request.Request(
-        f"{devhub.url}{kind.api_path()}",
-        data=json.dumps(doc).encode(),
-        method="POST",
-        headers={
-            "Authorization": f"Bearer {devhub.token}",
-            "Content-Type": "application/json",
-        },
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 201, response.read()

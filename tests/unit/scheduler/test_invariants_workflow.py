@@ -45,3 +45,13 @@ def test_a_placement_without_its_workflow_past_the_grace_is_a_violation() -> Non
         "placement late has no running workflow",
         "placement unknown-age has no running workflow",
     ]
+
+
+def test_a_creation_timestamp_in_the_future_buys_no_more_than_the_grace() -> None:
+    """A hub clock ahead of ours (or a timestamp written by hand on a hub that keeps it) must
+    not hide a missing workflow for as long as the skew: a timestamp a day ahead hid it for a
+    day. A skew within the grace still waits, as a fresh placement does."""
+    ahead = placement("ahead", NOW + timedelta(days=1))
+    skewed = placement("skewed", NOW + timedelta(seconds=5))
+    found = violations(ahead, skewed, running=set())
+    assert [v.message for v in found] == ["placement ahead has no running workflow"]
