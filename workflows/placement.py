@@ -141,7 +141,6 @@ class PlacementWorkflow:
         self._deadline = DeadlineClock.of(carried.deadline)
         self._deadlines: bool | None = True if carried.deadline is not None else None
         self._deadlines_busy: bool | None = None
-        self._deadlines_floored: bool | None = None
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
@@ -210,14 +209,16 @@ class PlacementWorkflow:
 
     def _deadline_wake(self, due: datetime) -> datetime:
         """When the next miss wakes the workflow for a turn: `due`, or later for a miss that
-        has nothing new to report (DeadlineClock.reported_due; patch DEADLINE_FLOOR_PATCH)."""
-        best = self._priority.best_aged_key() if self._priority is not None else None
-        wake = self._deadline.reported_due(self._own_key(), best)
-        if wake is None or wake <= due:
+        has nothing new to report (DeadlineClock.reported_due; patch DEADLINE_FLOOR_PATCH,
+        asked where the branch is: the SDK keeps its answer for the run)."""
+        wake = self._deadline.reported_due(self._own_key(), self._best_aged_key())
+        if wake is None or wake <= due or not workflow.patched(DEADLINE_FLOOR_PATCH):
             return due
-        if self._deadlines_floored is None:
-            self._deadlines_floored = workflow.patched(DEADLINE_FLOOR_PATCH)
-        return wake if self._deadlines_floored else due
+        return wake
+
+    def _best_aged_key(self) -> int | None:
+        """How far aging may lift this placement's turns (TurnPriority.best_aged_key)."""
+        return self._priority.best_aged_key() if self._priority is not None else None
 
     def _deadline_missed(self) -> None:
         misses = self._deadline.miss(workflow.now())
@@ -235,8 +236,7 @@ class PlacementWorkflow:
         self._turn_asked_key = self._turn_priority_key = work.priority_key
         if self._deadlines:
             key = work.priority_key if work.priority_key is not None else self._own_key()
-            best = self._priority.best_aged_key() if self._priority is not None else None
-            self._turn_priority_key = self._deadline.aged(key, best)
+            self._turn_priority_key = self._deadline.aged(key, self._best_aged_key())
         self._upsert_priority()
         turn = await self._schedule_once(number, work.fresh, work.because(), work)
         if turn is None:
