@@ -1,4 +1,6 @@
-"""The admission window's size when it sizes itself (`--admission-window auto`).
+"""The admission window: how many turns the watcher lets into Temporal at once
+(`AdmissionWindow`, docs/priority.md "Admission"), and its size when it sizes itself
+(`--admission-window auto`).
 
 A fixed window is a guess: small enough to keep an urgent turn from waiting behind a backlog, it
 also starves Temporal's pipeline when nothing better waits (a window of 16 cost a plain burst
@@ -32,6 +34,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Final
 
+from scheduler.framework.queue_sort import HIGHEST_PRIORITY_KEY, LOWEST_PRIORITY_KEY
+
 __all__ = [
     "FLOOR",
     "RATE_HORIZON_S",
@@ -39,6 +43,7 @@ __all__ = [
     "RATE_WARMUP_S",
     "START",
     "TARGET_WAIT_S",
+    "AdmissionWindow",
     "AutoSizing",
     "DrainRate",
 ]
@@ -175,3 +180,135 @@ class DrainRate:
         if self._since is None:
             return self._elapsed
         return self._elapsed + max(0.0, now - self._since)
+
+
+class AdmissionWindow:
+    """The turns sent and not yet seen done: how much work the watcher has let into Temporal.
+
+    Temporal orders tasks by priority within one task queue, but a placement's turn crosses
+    several (the workflow queue for a new run's first task, the worker's sticky queue for the
+    rest, the activity queue), and a worker runs the tasks it holds side by side, whatever their
+    key. With 5,000 placements started at once every stage is full of them, and a placement of
+    high priority waits behind their continuations (docs/priority.md, "Admission"). So the
+    watcher lets at most `size` turns of a key or better in at a time; the rest wait in the
+    outbox, in priority and fairness order, and go as turns finish. A turn counts from its send
+    until the placement's Scheduled condition shows its generation (the watcher sees it on its
+    watch: `finished`), the placement is gone or the send failed (`release`), or `timeout`
+    seconds passed (`expire`: a turn whose condition nobody writes must not hold a place forever).
+
+    `size` is a number of turns (0: no window, everything is admitted) or an `AutoSizing`: then
+    the window starts at its `start` and `adapt` sizes it from the drain rate, the turns
+    `finished` per second while turns wait for a place (control.admission). Any window on
+    measures that rate (`drain_rate`); only an automatic one follows it. A size that shrinks
+    below the turns in takes nobody's place: it admits nothing until enough have finished.
+
+    Keyed by placement: a placement holds at most one place, at the key of its latest send.
+    Pure; time is an argument."""
+
+    def __init__(self, size: int | AutoSizing, timeout: float) -> None:
+        if timeout <= 0:
+            raise ValueError(f"the admission timeout must be positive, got {timeout}")
+        self.auto: AutoSizing | None
+        if isinstance(size, AutoSizing):
+            self.auto, self.size, self._drain = size, size.start, size.drain_rate()
+        elif size < 0:
+            raise ValueError(f"the admission window must be 0 or more, got {size}")
+        else:
+            self.auto, self.size, self._drain = None, size, DrainRate()
+        self.timeout = timeout
+        # The rate as of the last `adapt` (None: not known yet), for metrics and logs.
+        self.drain_rate: float | None = None
+        # placement -> (admitted at, priority key), oldest first: expiry pops from the front.
+        self._admitted: dict[str, tuple[float, int]] = {}
+        self._by_key = [0] * (LOWEST_PRIORITY_KEY + 1)
+
+    def __len__(self) -> int:
+        return len(self._admitted)
+
+    def __contains__(self, placement: object) -> bool:
+        return placement in self._admitted
+
+    def placements(self) -> list[str]:
+        """The placements holding a place, oldest first."""
+        return list(self._admitted)
+
+    def admits(self, priority_key: int) -> bool:
+        """Whether a turn at `priority_key` may go in now: fewer than `size` turns of it or a
+        better key are in."""
+        if self.size == 0:
+            return True
+        return sum(self._by_key[HIGHEST_PRIORITY_KEY : _clamped(priority_key) + 1]) < self.size
+
+    def admit(self, placement: str, priority_key: int, now: float) -> None:
+        """Give the placement a place at `priority_key`. One that holds a place already keeps
+        it, and the time it took it (so a placement signalled again and again while its turn
+        never finishes still expires), at the new key."""
+        if self.size == 0:
+            return
+        held = self._admitted.get(placement)
+        since = now if held is None else held[0]
+        if held is not None:
+            self._by_key[held[1]] -= 1
+        priority_key = _clamped(priority_key)
+        self._admitted[placement] = (since, priority_key)  # an existing entry keeps its position
+        self._by_key[priority_key] += 1
+
+    def release(self, placement: str) -> bool:
+        """The placement's turn will not run, or is no longer ours to wait for (the placement
+        is gone): its place is free, and the drain rate does not count it. False when it held
+        none."""
+        held = self._admitted.pop(placement, None)
+        if held is None:
+            return False
+        self._by_key[held[1]] -= 1
+        return True
+
+    def finished(self, placement: str, now: float) -> bool:
+        """The placement's turn was seen done at `now`: its place is free, and while turns wait
+        for a place it counts toward the drain rate. False when it held none."""
+        if not self.release(placement):
+            return False
+        self._drain.done(now)
+        return True
+
+    def waiting(self, now: float, waiting: bool) -> None:
+        """From `now` on, turns wait for a place (the window refused one), or none do: the drain
+        rate is measured only while some do."""
+        self._drain.waiting(now, waiting)
+
+    @property
+    def is_waiting(self) -> bool:
+        return self._drain.is_waiting
+
+    def adapt(self, now: float) -> bool:
+        """Measure the drain rate at `now` and, for an automatic window, size the window from
+        it. True when the window grew (waiting turns may go in at once)."""
+        if self.size == 0:
+            return False
+        self.drain_rate = self._drain.rate(now)
+        if self.auto is None:
+            return False
+        before, self.size = self.size, self.auto.size(self.drain_rate)
+        return self.size > before
+
+    def expire(self, now: float) -> list[str]:
+        """Release and return the placements admitted `timeout` or more seconds before `now`
+        (not completions: the drain rate does not count them)."""
+        expired: list[str] = []
+        while self._admitted:
+            placement, (since, _) = next(iter(self._admitted.items()))
+            if since + self.timeout > now:
+                break
+            self.release(placement)
+            expired.append(placement)
+        return expired
+
+    def next_expiry(self) -> float | None:
+        """When the oldest place expires (None: nothing is admitted)."""
+        for since, _ in self._admitted.values():
+            return since + self.timeout
+        return None
+
+
+def _clamped(priority_key: int) -> int:
+    return min(max(priority_key, HIGHEST_PRIORITY_KEY), LOWEST_PRIORITY_KEY)

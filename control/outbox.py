@@ -28,17 +28,12 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Final
 
-from control.admission import AutoSizing, DrainRate
 from control.routes import Route
 from hub.informer import Backoff
-from scheduler.framework.queue_sort import (
-    HIGHEST_PRIORITY_KEY,
-    LOWEST_PRIORITY_KEY,
-    QueuePriority,
-)
+from scheduler.framework.queue_sort import QueuePriority
 from workflows import names
 
-__all__ = ["MAX_REASONS", "SIGNAL_PRIORITY", "AdmissionWindow", "Backoff", "Batch", "Outbox"]
+__all__ = ["MAX_REASONS", "SIGNAL_PRIORITY", "Backoff", "Batch", "Outbox"]
 
 # When a batch mixes signals, the one sent is the most telling for the history, in this order.
 SIGNAL_PRIORITY: Final = (
@@ -53,7 +48,8 @@ _RANK: Final = {signal: rank for rank, signal in enumerate(SIGNAL_PRIORITY)}
 # Distinct reasons listed in one signal; the rest are counted.
 MAX_REASONS: Final = 3
 _NO_PRIORITY: Final = QueuePriority()
-# One line of entries (placement, token), and where a placement's entry is (key, tenant, gated).
+# One line of entries (placement, token), and where a placement's entry is (priority key, tenant,
+# gated).
 _Line = deque[tuple[str, int]]
 _Place = tuple[int, str | None, bool]
 
@@ -200,8 +196,10 @@ class Outbox:
             elif self._due.get(found, 0.0) > now:
                 continue  # held back: out of line until its timer puts it back
             elif admit is not None and not admit(batch := self._batches[found]):
-                key = batch.priority.effective_key
-                closed_from = key if closed_from is None else min(closed_from, key)
+                priority_key = batch.priority.effective_key
+                closed_from = (
+                    priority_key if closed_from is None else min(closed_from, priority_key)
+                )
                 batch.gated = True
                 refused.append(found)  # not charged
             else:
@@ -222,11 +220,11 @@ class Outbox:
 
     def _enqueue(self, name: str, *, front: bool) -> None:
         batch = self._batches[name]
-        key, tenant = batch.priority.effective_key, batch.priority.fairness_key
+        priority_key, tenant = batch.priority.effective_key, batch.priority.fairness_key
         token = next(self._front_tokens) if front else next(self._tokens)
         self._token[name] = token
-        self._where[name] = (key, tenant, batch.gated)
-        tenants = self._queues.setdefault(key, {})
+        self._where[name] = (priority_key, tenant, batch.gated)
+        tenants = self._queues.setdefault(priority_key, {})
         lines = tenants.get(tenant)
         if lines is None:
             # An idle tenant starts at the current virtual time: no credit for having waited.
@@ -248,9 +246,9 @@ class Outbox:
     def _pop(self, closed_from: int | None = None) -> str | None:
         """The next placement in line, its entry removed; None when every open line is empty.
         Gated lines of keys >= `closed_from` are closed (skipped, kept)."""
-        for key in sorted(self._queues):
-            tenants = self._queues[key]
-            gated_open = closed_from is None or key < closed_from
+        for priority_key in sorted(self._queues):
+            tenants = self._queues[priority_key]
+            gated_open = closed_from is None or priority_key < closed_from
             by_pass = sorted(tenants, key=lambda t: (self._pass.get(t, 0.0), t is not None, t))
             for tenant in by_pass:
                 lines = tenants[tenant]
@@ -259,10 +257,10 @@ class Outbox:
                     del tenants[tenant]
                 if name is not None:
                     if not tenants:
-                        del self._queues[key]
+                        del self._queues[priority_key]
                     return name
             if not tenants:
-                del self._queues[key]
+                del self._queues[priority_key]
         return None
 
     def _pop_line(self, lines: tuple[_Line, _Line], gated_open: bool) -> str | None:
@@ -278,135 +276,3 @@ class Outbox:
         name, _ = line.popleft()
         del self._token[name], self._where[name]
         return name
-
-
-class AdmissionWindow:
-    """The turns sent and not yet seen done: how much work the watcher has let into Temporal.
-
-    Temporal orders tasks by priority within one task queue, but a placement's turn crosses
-    several (the workflow queue for a new run's first task, the worker's sticky queue for the
-    rest, the activity queue), and a worker runs the tasks it holds side by side, whatever their
-    key. With 5,000 placements started at once every stage is full of them, and a placement of
-    high priority waits behind their continuations (docs/priority.md, "Admission"). So the
-    watcher lets at most `size` turns of a key or better in at a time; the rest wait in the
-    outbox, in priority and fairness order, and go as turns finish. A turn counts from its send
-    until the placement's Scheduled condition shows its generation (the watcher sees it on its
-    watch: `finished`), the placement is gone or the send failed (`release`), or `timeout`
-    seconds passed (`expire`: a turn whose condition nobody writes must not hold a place forever).
-
-    `size` is a number of turns (0: no window, everything is admitted) or an `AutoSizing`: then
-    the window starts at its `start` and `adapt` sizes it from the drain rate, the turns
-    `finished` per second while turns wait for a place (control.admission). Any window on
-    measures that rate (`drain_rate`); only an automatic one follows it. A size that shrinks
-    below the turns in takes nobody's place: it admits nothing until enough have finished.
-
-    Keyed by placement: a placement holds at most one place, at the key of its latest send.
-    Pure; time is an argument."""
-
-    def __init__(self, size: int | AutoSizing, timeout: float) -> None:
-        if timeout <= 0:
-            raise ValueError(f"the admission timeout must be positive, got {timeout}")
-        self.auto: AutoSizing | None
-        if isinstance(size, AutoSizing):
-            self.auto, self.size, self._drain = size, size.start, size.drain_rate()
-        elif size < 0:
-            raise ValueError(f"the admission window must be 0 or more, got {size}")
-        else:
-            self.auto, self.size, self._drain = None, size, DrainRate()
-        self.timeout = timeout
-        # The rate as of the last `adapt` (None: not known yet), for metrics and logs.
-        self.drain_rate: float | None = None
-        # placement -> (admitted at, key), oldest first: expiry pops from the front.
-        self._admitted: dict[str, tuple[float, int]] = {}
-        self._by_key = [0] * (LOWEST_PRIORITY_KEY + 1)
-
-    def __len__(self) -> int:
-        return len(self._admitted)
-
-    def __contains__(self, placement: object) -> bool:
-        return placement in self._admitted
-
-    def placements(self) -> list[str]:
-        """The placements holding a place, oldest first."""
-        return list(self._admitted)
-
-    def admits(self, key: int) -> bool:
-        """Whether a turn at `key` may go in now: fewer than `size` turns of it or a better key
-        are in."""
-        if self.size == 0:
-            return True
-        return sum(self._by_key[HIGHEST_PRIORITY_KEY : _clamped(key) + 1]) < self.size
-
-    def admit(self, placement: str, key: int, now: float) -> None:
-        """Give the placement a place at `key`. One that holds a place already keeps it, and
-        the time it took it (so a placement signalled again and again while its turn never
-        finishes still expires), at the new key."""
-        if self.size == 0:
-            return
-        held = self._admitted.get(placement)
-        since = now if held is None else held[0]
-        if held is not None:
-            self._by_key[held[1]] -= 1
-        key = _clamped(key)
-        self._admitted[placement] = (since, key)  # an existing entry keeps its position
-        self._by_key[key] += 1
-
-    def release(self, placement: str) -> bool:
-        """The placement's turn will not run, or is no longer ours to wait for (the placement
-        is gone): its place is free, and the drain rate does not count it. False when it held
-        none."""
-        held = self._admitted.pop(placement, None)
-        if held is None:
-            return False
-        self._by_key[held[1]] -= 1
-        return True
-
-    def finished(self, placement: str, now: float) -> bool:
-        """The placement's turn was seen done at `now`: its place is free, and while turns wait
-        for a place it counts toward the drain rate. False when it held none."""
-        if not self.release(placement):
-            return False
-        self._drain.done(now)
-        return True
-
-    def waiting(self, now: float, waiting: bool) -> None:
-        """From `now` on, turns wait for a place (the window refused one), or none do: the drain
-        rate is measured only while some do."""
-        self._drain.waiting(now, waiting)
-
-    @property
-    def is_waiting(self) -> bool:
-        return self._drain.is_waiting
-
-    def adapt(self, now: float) -> bool:
-        """Measure the drain rate at `now` and, for an automatic window, size the window from
-        it. True when the window grew (waiting turns may go in at once)."""
-        if self.size == 0:
-            return False
-        self.drain_rate = self._drain.rate(now)
-        if self.auto is None:
-            return False
-        before, self.size = self.size, self.auto.size(self.drain_rate)
-        return self.size > before
-
-    def expire(self, now: float) -> list[str]:
-        """Release and return the placements admitted `timeout` or more seconds before `now`
-        (not completions: the drain rate does not count them)."""
-        expired: list[str] = []
-        while self._admitted:
-            placement, (since, _) = next(iter(self._admitted.items()))
-            if since + self.timeout > now:
-                break
-            self.release(placement)
-            expired.append(placement)
-        return expired
-
-    def next_expiry(self) -> float | None:
-        """When the oldest place expires (None: nothing is admitted)."""
-        for since, _ in self._admitted.values():
-            return since + self.timeout
-        return None
-
-
-def _clamped(key: int) -> int:
-    return min(max(key, HIGHEST_PRIORITY_KEY), LOWEST_PRIORITY_KEY)

@@ -1,4 +1,6 @@
-"""OpenTelemetry tracing for fleet-scheduler processes, configured by the standard OTEL_* variables.
+"""What fleet-scheduler processes tell about themselves: OpenTelemetry tracing, configured by the
+standard OTEL_* variables, and the watcher's counters (`WatcherStats`) and gauges (read from its
+caches at each scrape, `track_watcher`).
 
 One trace follows a placement event from the watcher's signal through the workflow into the
 activities and the cycle stages inside them: temporalio's TracingInterceptor carries the context
@@ -6,15 +8,22 @@ across Temporal in headers, and `span()` marks stages inside activities. Exporte
 the OpenTelemetry specification says (`OTEL_TRACES_EXPORTER` = `otlp`, `console` or `none`, a
 comma-separated list; OTLP endpoint and headers from `OTEL_EXPORTER_OTLP_*`), so a deployment
 configures tracing like any other service. The default is `none`: no provider, no interceptor,
-and `span()` is a bare context manager, so tracing off costs nothing."""
+and `span()` is a bare context manager, so tracing off costs nothing.
+
+The gauges are read from the watcher's caches, not from the workflows: the cache is the same in
+both modes, full right after a restart (the watcher lists before it serves), and costs no
+Temporal query per scrape. Each reads whatever an annotation says without raising: a raise
+would make the whole /metrics page answer 500."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Final
+from dataclasses import dataclass, fields
+from datetime import datetime
+from fractions import Fraction
+from typing import Final, Protocol
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -29,15 +38,27 @@ from opentelemetry.util.types import AttributeValue
 from temporalio.client import Interceptor
 from temporalio.contrib.opentelemetry import TracingInterceptor
 
+from control.views import View
+from hub.names import REQUESTS_ANNOTATION, SCHEDULE_DEADLINE_ANNOTATION, TRUE
+from hub.types import CapacityLedger, ClusterResourcePlacement, MemberCluster
+from scheduler.capacity import ClusterCapacity, held, missing_of
+from scheduler.deadline import DEADLINE_EXCEEDED_REASON, DeadlineError, misses_at, parse_deadline
+
 __all__ = [
     "DEFAULT_SERVICE_NAME",
     "TelemetryConfigError",
     "TracingSettings",
+    "WatcherMetrics",
+    "WatcherStats",
+    "deadlines_exceeded",
+    "overcommitted",
     "setup_tracing",
+    "shortages",
     "shutdown_tracing",
     "span",
     "temporal_interceptors",
     "tracing_settings",
+    "track_watcher",
 ]
 
 ENV_TRACES_EXPORTER: Final = "OTEL_TRACES_EXPORTER"
@@ -232,3 +253,131 @@ def span(name: str, **attributes: object) -> Iterator[trace.Span | None]:
     clean = {k: v for k, v in ((k, _attribute(v)) for k, v in attributes.items()) if v is not None}
     with active.tracer.start_as_current_span(name, attributes=clean) as current:
         yield current
+
+
+# --- the watcher's counters and gauges ---------------------------------------------------------
+
+
+@dataclass
+class WatcherStats:
+    """Counters of one watcher's life, for logs, tests and the CLI (not a metrics registry).
+
+    `events`: watch changes routed (synthesised ones included); `routes`: signals requested;
+    `signal_with_start`, `signalled`: Temporal calls that landed; `not_running`, `gone`: plain
+    signals that found no workflow and needed none; `retries`: failed calls put back with
+    backoff; `dropped`: calls Temporal refused for good; `resyncs`: full lists applied;
+    `watch_failures`: watches restarted after an error; `admissions_expired`: turns whose place in
+    the admission window timed out before the watcher saw them done."""
+
+    events: int = 0
+    routes: int = 0
+    signal_with_start: int = 0
+    signalled: int = 0
+    not_running: int = 0
+    gone: int = 0
+    retries: int = 0
+    dropped: int = 0
+    resyncs: int = 0
+    watch_failures: int = 0
+    admissions_expired: int = 0
+
+    @property
+    def sent(self) -> int:
+        return self.signal_with_start + self.signalled
+
+    def copy(self) -> WatcherStats:
+        return WatcherStats(**{f.name: getattr(self, f.name) for f in fields(self)})
+
+
+class WatcherMetrics(Protocol):
+    """What the watcher exports (workers.metrics.SchedulerMetrics implements it)."""
+
+    def count_watcher_event(self, kind: str, event: str, action: str) -> None: ...
+
+    def track_unschedulable(
+        self, shortages: Callable[[], Iterable[Mapping[str, Fraction]]]
+    ) -> None: ...
+
+    def track_overcommit(self, excess: Callable[[], Iterable[Mapping[str, Fraction]]]) -> None: ...
+
+    def track_admission(self, figures: Callable[[], tuple[int, float | None]]) -> None: ...
+
+    def track_deadlines(self, exceeded: Callable[[], int]) -> None: ...
+
+
+def track_watcher(
+    metrics: WatcherMetrics,
+    *,
+    placements: Mapping[str, ClusterResourcePlacement],
+    clusters: View[MemberCluster],
+    ledgers: View[CapacityLedger],
+    clock: Callable[[], datetime],
+    admission: Callable[[], tuple[int, float | None]],
+) -> None:
+    """Export the watcher's gauges, read at each scrape: unschedulable demand (`shortages`), the
+    clusters' overcommit (`overcommitted`), the admission window's size and drain rate
+    (`admission`) and the placements past their deadline (`deadlines_exceeded`). The views'
+    dicts are read anew at each scrape: a full list replaces them."""
+    metrics.track_unschedulable(lambda: shortages(placements.values()))
+    metrics.track_overcommit(lambda: overcommitted(clusters.objects, ledgers.objects))
+    metrics.track_admission(admission)
+    metrics.track_deadlines(lambda: deadlines_exceeded(placements.values(), clock()))
+
+
+def shortages(placements: Iterable[ClusterResourcePlacement]) -> Iterator[dict[str, Fraction]]:
+    """What each capacity-aware placement short of room lacks, read back from its Scheduled
+    condition (docs/capacity.md; `/metrics`' unschedulable demand)."""
+    for placement in placements:
+        if REQUESTS_ANNOTATION not in placement.metadata.annotations:
+            continue  # a placement that dropped its requests is not short of room
+        condition = placement.status.condition(placement.SCHEDULED_CONDITION)
+        missing = None if condition is None else missing_of(condition.message)
+        if missing:
+            yield missing
+
+
+def deadlines_exceeded(placements: Iterable[ClusterResourcePlacement], now: datetime) -> int:
+    """Placements past their scheduling deadline at `now` (`/metrics`).
+
+    A placement counts while its annotation reads and its Scheduled condition is not True, and
+    either carries our ScheduleDeadlineExceeded reason (standalone: the workflow's clock said so)
+    or has been not True for longer than the deadline (beside KubeFleet, whose condition is its
+    own: its SchedulePending on a policy change restarts that time, where the workflow's clock
+    does not, so there it may count a placement one deadline later than its Event)."""
+    count = 0
+    for placement in placements:
+        annotation = placement.metadata.annotations.get(SCHEDULE_DEADLINE_ANNOTATION)
+        if annotation is None:
+            continue
+        try:
+            deadline = parse_deadline(annotation)
+        except DeadlineError:
+            continue  # the workflow says what is wrong; nothing to count
+        condition = placement.status.condition(placement.SCHEDULED_CONDITION)
+        if condition is None or condition.status == TRUE:
+            continue
+        since = condition.last_transition_time
+        if condition.reason == DEADLINE_EXCEEDED_REASON or (
+            since is not None and misses_at(deadline, since, now) > 0
+        ):
+            count += 1
+    return count
+
+
+def overcommitted(
+    clusters: Mapping[str, MemberCluster], ledgers: Mapping[str, CapacityLedger]
+) -> Iterator[dict[str, Fraction]]:
+    """How far each cluster's reservations exceed its allocatable, read from the ledgers and
+    clusters by name (docs/capacity.md; `/metrics`' overcommit)."""
+    for name, ledger in ledgers.items():
+        member = clusters.get(name)
+        if member is None:
+            continue
+        supply = ClusterCapacity.of(member.status.resource_usage.allocatable)
+        over = {
+            r: amount - supply.allocatable.get(r, Fraction(0))
+            for r, amount in held(ledger).items()
+            if amount > supply.allocatable.get(r, Fraction(0))
+        }
+        if over:
+            yield over

@@ -16,57 +16,54 @@ What shaped it:
   fails is restarted with backoff and starts over with a Resync, which the kind's `View` diffs
   against what it held, so changes made while nobody watched (410 Gone, a hub restart) still
   arrive as adds, updates and deletes.
-- Temporal calls are few and bounded: routes for one placement coalesce in the `Outbox` for a
-  short window (and while a send for it is in flight), at most `max_in_flight` calls run at
-  once, and failed calls are retried per placement with backoff, never raised: a Temporal
-  outage delays signals, it does not stop the watch or lose the cache.
-- Order: batches go best priority key first, tenants by weight (`Outbox`), and in standalone
-  mode at most `admission_window` turns of unscheduled placements per key are in Temporal at
-  once (`AdmissionWindow`): a backlog of thousands waits here, in order, not in Temporal's
-  queues and the workers' slots, where a later placement of higher priority would wait behind
-  it (docs/priority.md).
+- The watcher decides which placements a change reaches, at which priority; its `Sender`
+  (control.sending) decides when each signal goes: coalesced, in priority order, a few calls at
+  a time, through the admission window, retried with backoff, never raised. Its gauges are read
+  from the caches (control.telemetry).
 - Several watchers may run at once (two replicas, a rolling update): signal-with-start on the
-  workflow id is idempotent in effect, extra signals only cause extra coalesced cycles.
-- Late events never resurrect a deleted placement: a workflow is started only for a placement
-  the cache (or, failing that, the hub) holds and that still wants the scheduler; anything else
-  gets a plain signal, which reaches a running workflow or nothing."""
+  workflow id is idempotent in effect, extra signals only cause extra coalesced cycles."""
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, ValuesView
-from dataclasses import dataclass, fields
-from datetime import UTC, datetime, timedelta
-from fractions import Fraction
-from typing import Any, Final, Literal, Protocol
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
 
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
-from control.admission import AutoSizing
+from control.admission import AdmissionWindow, AutoSizing
 from control.config import ADMISSION_AUTO, RunConfig
-from control.outbox import AdmissionWindow, Backoff, Batch, Outbox
+from control.outbox import Backoff
 from control.routes import (
     Room,
     Route,
-    may_start,
     orphan_snapshot_warning,
     route_change,
     startup_routes,
 )
 from control.schedules import trigger_reconcile
-from control.telemetry import span
+from control.sending import (
+    ADMISSION_SIZING,
+    DEFAULT_ADMISSION_TIMEOUT,
+    DEFAULT_COALESCE_SECONDS,
+    DEFAULT_MAX_IN_FLIGHT,
+    SEND_RETRY,
+    Delivery,
+    Sender,
+)
+from control.telemetry import WatcherMetrics, WatcherStats, track_watcher
 from control.views import Change, View, key_of, routing_copy
 from hub.client import HubClient, Resync, WatchEvent
 from hub.errors import MalformedObjectError, NotFoundError
 from hub.informer import watch_forever
 from hub.kinds import NAMESPACED_KINDS, kinds_for, placement_key, split_key
-from hub.names import REQUESTS_ANNOTATION, SCHEDULE_DEADLINE_ANNOTATION, TRUE
 from hub.types import (
     CapacityLedger,
     ClusterResourceBinding,
@@ -79,13 +76,6 @@ from hub.types import (
 )
 from hub.types.meta import HubObject, ObjectMeta
 from scheduler import Profile, default_profile
-from scheduler.capacity import ClusterCapacity, held, missing_of
-from scheduler.deadline import (
-    DEADLINE_EXCEEDED_REASON,
-    DeadlineError,
-    misses_at,
-    parse_deadline,
-)
 from scheduler.eligibility import EligibilityChecker
 from scheduler.framework.queue_sort import (
     PriorityClasses,
@@ -94,11 +84,9 @@ from scheduler.framework.queue_sort import (
     QueueSortPlugin,
     TurnCause,
 )
-from scheduler.watch_rules import scheduled_condition_current
 from workflows import names
-from workflows.models import HubEvent, PlacementInput, TurnExecutionMode, TurnPriority
-from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
-from workflows.starts import start_options, turn_execution_for, turn_priority
+from workflows.models import TurnExecutionMode
+from workflows.starts import turn_execution_for
 
 __all__ = [
     "DEFAULT_COALESCE_SECONDS",
@@ -108,6 +96,7 @@ __all__ = [
     "WATCHED_KINDS",
     "WATCH_RETRY",
     "Watcher",
+    "WatcherMetrics",
     "WatcherStats",
     "WatcherTiming",
 ]
@@ -140,31 +129,12 @@ CAPACITY_KINDS: Final[tuple[type[HubObject], ...]] = (CapacityLedger,)
 OPTIONAL_KINDS: Final = PRIORITY_KINDS + CAPACITY_KINDS
 ALL_WATCHED_KINDS: Final = OPTIONAL_KINDS + WATCHED_KINDS + RESOURCE_PLACEMENT_KINDS
 
-# Routes for one placement that arrive within this window go out as one signal. Short enough to
-# be invisible next to a cycle, long enough to fold a burst of watch events into one call.
-DEFAULT_COALESCE_SECONDS: Final = 0.05
-# Concurrent Temporal calls: a cluster change reaching 10,000 placements opens at most this many.
-DEFAULT_MAX_IN_FLIGHT: Final = 32
-# Placements a log line names before it counts the rest.
-MAX_NAMED: Final = 3
-# A turn whose Scheduled condition does not show up in this time (KubeFleet's controller slow or
-# absent, a workflow failing) gives its place up anyway.
-DEFAULT_ADMISSION_TIMEOUT: Final = 30.0
-# How `--admission-window auto` sizes the window (control.admission has the why of each figure).
-ADMISSION_SIZING: Final = AutoSizing()
-# An automatic window's new size is logged (at debug) when it is this many times the last one
-# logged, or that divided by it: a change of a turn or two at every completion is noise.
-ADMISSION_LOG_FACTOR: Final = 1.5
 # Server-side length of one watch stream. The thread notices a stop request at the next event,
 # bookmark or stream end, so this also bounds how long a stopped watcher's thread can linger.
 DEFAULT_WATCH_SECONDS: Final = 60
 # A failed watch (hub down, forbidden, missing CRD) is restarted after this backoff; it resets
 # once a list succeeds.
 WATCH_RETRY: Final = Backoff(initial=0.2, maximum=10.0)
-# A failed Temporal call is retried per placement after this backoff, resetting on success.
-SEND_RETRY: Final = Backoff(initial=0.2, maximum=30.0)
-# Bounds each Temporal call, so a hung frontend becomes a retried error, not a stuck slot.
-RPC_TIMEOUT: Final = timedelta(seconds=10)
 # Watch items waiting for the loop; a full queue holds the watch threads back.
 QUEUE_SIZE: Final = 1024
 # Objects per list request: the watch threads keep only `routing_copy` of each, so at most one
@@ -175,67 +145,10 @@ HANDOVER_POLL_SECONDS: Final = 0.5
 # How long stopping waits for watch threads blocked in a stream; they are daemons and exit at
 # their next event or stream end.
 THREAD_JOIN_SECONDS: Final = 2.0
-# Temporal answers that retrying the same call cannot change. UNIMPLEMENTED is not one: a
-# server that is still starting answers "unknown service ...WorkflowService" for a moment
-# (seen in a loaded test run), and dropping a signal then loses an event.
-PERMANENT_RPC_STATUSES: Final = frozenset({RPCStatusCode.INVALID_ARGUMENT})
-# ...except this INVALID_ARGUMENT: the run has had as many signals as the server allows
-# (history.maximumSignalsPerExecution, 10,000 by default). The workflow continues-as-new at the
-# end of its turn and the new run takes signals again, so the event waits and is retried.
-SIGNAL_LIMIT_MESSAGE: Final = "limit for signal events"
-
-SendOutcome = Literal["signal_with_start", "signalled", "not_running", "gone"]
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-class WatcherMetrics(Protocol):
-    """What the watcher exports (workers.metrics.SchedulerMetrics implements it)."""
-
-    def count_watcher_event(self, kind: str, event: str, action: str) -> None: ...
-
-    def track_unschedulable(
-        self, shortages: Callable[[], Iterable[Mapping[str, Fraction]]]
-    ) -> None: ...
-
-    def track_overcommit(self, excess: Callable[[], Iterable[Mapping[str, Fraction]]]) -> None: ...
-
-    def track_admission(self, figures: Callable[[], tuple[int, float | None]]) -> None: ...
-
-    def track_deadlines(self, exceeded: Callable[[], int]) -> None: ...
-
-
-@dataclass
-class WatcherStats:
-    """Counters of one watcher's life, for logs, tests and the CLI (not a metrics registry).
-
-    `events`: watch changes routed (synthesised ones included); `routes`: signals requested;
-    `signal_with_start`, `signalled`: Temporal calls that landed; `not_running`, `gone`: plain
-    signals that found no workflow and needed none; `retries`: failed calls put back with
-    backoff; `dropped`: calls Temporal refused for good; `resyncs`: full lists applied;
-    `watch_failures`: watches restarted after an error; `admissions_expired`: turns whose place in
-    the admission window timed out before the watcher saw them done."""
-
-    events: int = 0
-    routes: int = 0
-    signal_with_start: int = 0
-    signalled: int = 0
-    not_running: int = 0
-    gone: int = 0
-    retries: int = 0
-    dropped: int = 0
-    resyncs: int = 0
-    watch_failures: int = 0
-    admissions_expired: int = 0
-
-    @property
-    def sent(self) -> int:
-        return self.signal_with_start + self.signalled
-
-    def copy(self) -> WatcherStats:
-        return WatcherStats(**{f.name: getattr(self, f.name) for f in fields(self)})
 
 
 def _ignored(error: MalformedObjectError) -> None:
@@ -380,17 +293,10 @@ class Watcher:
         self.task_queue = config.task_queue
         self.snapshotter = config.snapshotter
         self._metrics = metrics
-        if metrics is not None:
-            metrics.track_unschedulable(self._shortages)
-            metrics.track_overcommit(self._overcommitted)
-            metrics.track_admission(self._admission_figures)
-            metrics.track_deadlines(self._deadlines_exceeded)
         self._checker = eligibility or EligibilityChecker()
         self._clock = clock
-        self._window = timing.coalesce_seconds
         self._watch_seconds = timing.watch_seconds
         self._watch_retry = timing.watch_retry
-        self._send_retry = timing.send_retry
         self._reconcile_at_start = config.reconciles
         self._local_cycles_up_to = config.local_cycles_up_to
 
@@ -410,7 +316,6 @@ class Watcher:
         # "/", a ClusterResourcePlacement's never, so they cannot collide.
         self._placement_views = [self._views[k] for k in PLACEMENT_KINDS if k in self._views]
         self._placements = _Placements(self._placement_views)
-        self._outbox = Outbox()
         # A turn is seen done by the Scheduled condition our activities write in standalone
         # mode. Beside KubeFleet that condition is its controller's, written on its own time:
         # no window there, automatic or not (docs/priority.md, "Admission").
@@ -418,83 +323,42 @@ class Watcher:
         if config.snapshotter:
             setting = config.admission_window
             size = timing.admission_sizing if setting == ADMISSION_AUTO else int(setting)
-        self._admission = AdmissionWindow(size, timing.admission_timeout)
-        self._refused = False  # the window refused a batch in the current take
-        self._logged_size = self._admission.size  # an automatic size, as last logged
-        self._expiry: asyncio.TimerHandle | None = None
-        self._in_flight: set[str] = set()
-        self._attempts: dict[str, int] = {}
         self._stats = WatcherStats()
+        delivery = Delivery(
+            temporal,
+            self.task_queue,
+            self._placements,
+            turn_execution=self.turn_execution,
+            queue_priority=self.queue_priority,
+            read_placement=self._read_placement,
+        )
+        self._sender = Sender(
+            delivery,
+            self._placements,
+            AdmissionWindow(size, timing.admission_timeout),
+            self._stats,
+            coalesce_seconds=timing.coalesce_seconds,
+            max_in_flight=timing.max_in_flight,
+            send_retry=timing.send_retry,
+        )
+        if metrics is not None:
+            track_watcher(
+                metrics,
+                placements=self._placements,
+                clusters=self._views[MemberCluster],
+                ledgers=self._views[CapacityLedger],
+                clock=clock,
+                admission=self._sender.admission_figures,
+            )
         self._watch_errors: dict[type[HubObject], str] = {}
         self._started = False
         # asyncio primitives bind to the loop that first waits on them: run() and wait_ready()
         # must share one loop, like everything else about a Watcher.
         self._queue: asyncio.Queue[_Item] = asyncio.Queue(maxsize=QUEUE_SIZE)
-        self._wake = asyncio.Event()
         self._ready = asyncio.Event()
-        self._free = timing.max_in_flight  # sends that may start now
-        self._stopping = False
-        self._sends: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # the start-up reconcile's trigger
 
     # --- public view ---------------------------------------------------------------------------
-
-    def _shortages(self) -> Iterator[dict[str, Fraction]]:
-        """What each capacity-aware placement short of room lacks, read back from the Scheduled
-        conditions in the cache (docs/capacity.md; `/metrics`' unschedulable demand)."""
-        for placement in self._placements.values():
-            if REQUESTS_ANNOTATION not in placement.metadata.annotations:
-                continue  # a placement that dropped its requests is not short of room
-            condition = placement.status.condition(placement.SCHEDULED_CONDITION)
-            missing = None if condition is None else missing_of(condition.message)
-            if missing:
-                yield missing
-
-    def _deadlines_exceeded(self) -> int:
-        """Placements past their scheduling deadline (`/metrics`), read from the cache.
-
-        The cache, not the workflows: it is the same in both modes, right after a restart (the
-        watcher lists before it serves), and costs no Temporal query per scrape. A placement
-        counts while its annotation reads and its Scheduled condition is not True, and either
-        carries our ScheduleDeadlineExceeded reason (standalone: the workflow's clock said so) or
-        has been not True for longer than the deadline (beside KubeFleet, whose condition is its
-        own: its SchedulePending on a policy change restarts that time, where the workflow's
-        clock does not, so there it may count a placement one deadline later than its Event)."""
-        now = self._clock()
-        count = 0
-        for placement in self._placements.values():
-            annotation = placement.metadata.annotations.get(SCHEDULE_DEADLINE_ANNOTATION)
-            if annotation is None:
-                continue
-            try:
-                deadline = parse_deadline(annotation)
-            except DeadlineError:
-                continue  # the workflow says what is wrong; nothing to count
-            condition = placement.status.condition(placement.SCHEDULED_CONDITION)
-            if condition is None or condition.status == TRUE:
-                continue
-            since = condition.last_transition_time
-            if condition.reason == DEADLINE_EXCEEDED_REASON or (
-                since is not None and misses_at(deadline, since, now) > 0
-            ):
-                count += 1
-        return count
-
-    def _overcommitted(self) -> Iterator[dict[str, Fraction]]:
-        """How far each cluster's reservations exceed its allocatable, read from the cached
-        ledgers and clusters (docs/capacity.md; `/metrics`' overcommit)."""
-        clusters = self._views[MemberCluster].objects
-        for name, ledger in self._views[CapacityLedger].objects.items():
-            member = clusters.get(name)
-            if member is None:
-                continue
-            supply = ClusterCapacity.of(member.status.resource_usage.allocatable)
-            over = {
-                r: amount - supply.allocatable.get(r, Fraction(0))
-                for r, amount in held(ledger).items()
-                if amount > supply.allocatable.get(r, Fraction(0))
-            }
-            if over:
-                yield over
 
     def _room(self) -> Room:
         """The capacity view the routes of capacity-aware placements read."""
@@ -551,18 +415,18 @@ class Watcher:
     def admission_window(self) -> int:
         """How many turns per priority key and better the admission window lets into Temporal
         now (0: no window); an automatic window's size changes with its drain rate."""
-        return self._admission.size
+        return self._sender.admission_window
 
     @property
     def drain_rate(self) -> float | None:
         """Turns seen done per second while a backlog waited for a place, as last measured
         (None: no window, or not measured yet)."""
-        return self._admission.drain_rate
+        return self._sender.drain_rate
 
     @property
     def pending(self) -> int:
         """Placements with a signal waiting or in flight."""
-        return len(self._outbox) + len(self._in_flight)
+        return self._sender.pending
 
     @property
     def idle(self) -> bool:
@@ -606,7 +470,7 @@ class Watcher:
         ]
         tasks = [
             asyncio.create_task(self._consume(self._queue), name="watcher-consume"),
-            asyncio.create_task(self._flush(self._wake), name="watcher-flush"),
+            asyncio.create_task(self._sender.run(), name="watcher-flush"),
         ]
         for thread in threads:
             thread.start()
@@ -619,10 +483,10 @@ class Watcher:
             await stop.wait()
         finally:
             halt.set()
-            self._stopping = True
-            pending = [*tasks, *self._sends]
+            pending = [*tasks, *self._tasks]
             for task in pending:
                 task.cancel()
+            await self._sender.close()
             await asyncio.gather(*pending, return_exceptions=True)
             await asyncio.to_thread(_join, threads, THREAD_JOIN_SECONDS)
             _log.info("watcher stopped: %s", self._stats)
@@ -711,20 +575,20 @@ class Watcher:
                 for change in changes:
                     self._route(change)
             if kind in PLACEMENT_KINDS:
-                self._release_done(self._admission.placements())
+                self._sender.release_done()  # every placement holding a place
             if first and self.ready and not self._ready.is_set():
                 self._ready.set()
                 _log.info("watcher ready: %d placements cached", len(self._placements))
                 if self._reconcile_at_start:
                     task = asyncio.create_task(self._reconcile_once())
-                    self._sends.add(task)
-                    task.add_done_callback(self._sends.discard)
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
             return
         event_change = view.apply_event(item)
         if event_change is not None:
             self._route(event_change)
-            if kind in PLACEMENT_KINDS and len(self._admission):
-                self._release_done([key_of(item.object)])
+            if kind in PLACEMENT_KINDS:
+                self._sender.release_done([key_of(item.object)])
 
     def _apply_priority_classes(self, view: View[Any], item: WatchEvent[Any] | Resync[Any]) -> None:
         """PriorityClasses route nothing: a change takes effect on each placement's next turn."""
@@ -794,7 +658,7 @@ class Watcher:
             "no reconcile Schedule for task queue %s; signalling every placement", self.task_queue
         )
         self._signal_every_placement()
-        self._wake_up()
+        self._sender.wake_up()
 
     def _route(self, change: Change[Any]) -> None:
         routes = route_change(
@@ -823,244 +687,11 @@ class Watcher:
     def _enqueue(self, route: Route) -> None:
         self._stats.routes += 1
         cause = TurnCause.FAN_OUT if route.fan_out else TurnCause.PLACEMENT
-        gated = self._admission.size > 0 and self._awaits_turn(route.placement)
-        self._outbox.add(route, self.queue_priority(route.placement, cause), gated=gated)
-        self._wake.set()
+        self._sender.add(route, self.queue_priority(route.placement, cause))
 
     def _count(self, kind: type[HubObject], event: str, action: str) -> None:
         if self._metrics is not None:
             self._metrics.count_watcher_event(kind.KIND, event, action)
-
-    # --- the loop: sending -----------------------------------------------------------------------
-
-    async def _flush(self, wake: asyncio.Event) -> None:
-        """Send due batches every coalescing window, at most `max_in_flight` at once. Batches
-        stay in the outbox until a send slot is free, so the best one waiting goes next: one
-        that arrives behind a backlog overtakes it (docs/priority.md)."""
-        loop = asyncio.get_running_loop()
-        while True:
-            await wake.wait()
-            await asyncio.sleep(self._window)
-            wake.clear()
-            self._start_sends()
-            due = self._outbox.next_due(loop.time(), self._in_flight)
-            if due is not None:
-                loop.call_at(due, wake.set)
-
-    def _start_sends(self) -> None:
-        """Start sending the best due batches, as many as there are free slots and the admission
-        window lets in."""
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        if expired := self._admission.expire(now):
-            self._stats.admissions_expired += len(expired)
-            _log.warning(
-                "admission: %d turns not seen done within %gs (%s%s); their places are free",
-                len(expired),
-                self._admission.timeout,
-                ", ".join(expired[:MAX_NAMED]),
-                f" and {len(expired) - MAX_NAMED} more" if len(expired) > MAX_NAMED else "",
-            )
-        admit = None
-        if self._admission.size:
-            self._adapt_window(now)
-            self._refused = False
-            admit = functools.partial(self._take_place, now)
-        free = self._free
-        batches = self._outbox.take_due(now, self._in_flight, limit=free, admit=admit)
-        if self._refused:
-            self._admission.waiting(now, True)
-        elif admit is not None and len(batches) < free:
-            # Neither the window nor the send slots held anything back: no backlog waits for
-            # a place (the drain rate is measured only while one does).
-            self._admission.waiting(now, False)
-        self._in_flight.update(batch.placement for batch in batches)
-        expiry = self._admission.next_expiry()
-        if len(self._outbox) and expiry is not None and self._expiry is None:
-            self._expiry = loop.call_at(expiry, self._expired)
-        for batch in batches:
-            self._free -= 1
-            task = asyncio.create_task(self._send(batch), name=f"signal {batch.placement}")
-            self._sends.add(task)
-            task.add_done_callback(functools.partial(self._sent, batch.placement))
-
-    def _awaits_turn(self, key: str) -> bool:
-        """The placement is live and not scheduled at its generation yet: a send starts a turn
-        whose end the watcher will see (the Scheduled condition)."""
-        placement = self._placements.get(key)
-        if placement is None or placement.metadata.deleting:
-            return False
-        return scheduled_condition_current(placement) is None
-
-    def _take_place(self, now: float, batch: Batch) -> bool:
-        """The outbox's admission check: a batch that starts a turn takes a place in the window
-        if one is free at its key; any other batch goes as it is."""
-        if not self._awaits_turn(batch.placement):
-            return True
-        key = batch.priority.effective_key
-        holds = batch.placement in self._admission
-        if not holds and not self._admission.admits(key):
-            self._refused = True
-            return False
-        self._admission.admit(batch.placement, key, now)
-        batch.admitted = not holds
-        return True
-
-    def _release_done(self, keys: list[str]) -> None:
-        """Free the places of placements whose turn is done (scheduled at their generation, or
-        gone), and let the best waiting batches in. A turn seen scheduled counts toward the
-        drain rate an automatic window is sized from; a placement that went away does not."""
-        if not keys or not self._admission.size:
-            return
-        now = asyncio.get_running_loop().time()
-        released = False
-        for key in keys:
-            if key in self._admission and not self._awaits_turn(key):
-                placement = self._placements.get(key)
-                if placement is not None and not placement.metadata.deleting:
-                    # Scheduled at its generation: a turn Temporal finished.
-                    released = self._admission.finished(key, now) or released
-                else:
-                    released = self._admission.release(key) or released
-                self._outbox.set_gated(key, False)  # what waits for it now needs no place
-        grew = self._adapt_window(now)
-        if (released or grew) and len(self._outbox):
-            self._wake_up()  # after the coalescing window, like any other send
-
-    def _adapt_window(self, now: float) -> bool:
-        """Measure the drain rate and size an automatic window from it; True when it grew.
-        A change by ADMISSION_LOG_FACTOR or more since the last one logged is logged."""
-        grew = self._admission.adapt(now)
-        size, rate = self._admission.size, self._admission.drain_rate
-        if self._admission.auto is not None and (
-            size >= self._logged_size * ADMISSION_LOG_FACTOR
-            or size * ADMISSION_LOG_FACTOR <= self._logged_size
-        ):
-            _log.debug(
-                "admission: window %d -> %d turns (drain rate %s, %d turns in, %s)",
-                self._logged_size,
-                size,
-                "not known yet" if rate is None else f"{rate:.1f} turns/s",
-                len(self._admission),
-                "a backlog waits" if self._admission.is_waiting else "nothing waits",
-            )
-            self._logged_size = size
-        return grew
-
-    def _admission_figures(self) -> tuple[int, float | None]:
-        """The admission window's size now (0: none) and its drain rate (None: not measured)."""
-        return self._admission.size, self._admission.drain_rate
-
-    def _expired(self) -> None:
-        self._expiry = None
-        if not self._stopping:
-            self._start_sends()
-
-    def _sent(self, placement: str, task: asyncio.Task[None]) -> None:
-        self._sends.discard(task)
-        self._free += 1
-        self._in_flight.discard(placement)
-        if placement in self._outbox:
-            self._wake_up()  # events arrived while it was in flight: coalesce, then send
-        elif len(self._outbox) and not self._stopping:
-            # A backlog is waiting (each batch of it older than the window): its best batch
-            # takes the freed slot at once.
-            self._start_sends()
-
-    async def _send(self, batch: Batch) -> None:
-        name = batch.placement
-        try:
-            outcome = await self._deliver(batch)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            if batch.admitted:  # the place this send took is free: it is not in Temporal
-                self._admission.release(name)
-                batch.admitted = False
-            if _permanent(exc):
-                self._stats.dropped += 1
-                self._attempts.pop(name, None)
-                _log.error("dropping %s for placement %s: %s", batch.signal, name, exc)
-                return
-            attempt = self._attempts.get(name, 0) + 1
-            self._attempts[name] = attempt
-            delay = self._send_retry.delay(attempt)
-            self._stats.retries += 1
-            _log.warning(
-                "%s for placement %s failed (attempt %d: %s); retrying in %.1fs",
-                batch.signal,
-                name,
-                attempt,
-                exc,
-                delay,
-            )
-            loop = asyncio.get_running_loop()
-            self._outbox.put_back(batch, not_before=loop.time() + delay)
-            loop.call_later(delay, self._wake_up)
-            return
-        self._attempts.pop(name, None)
-        if outcome in ("not_running", "gone"):
-            self._admission.release(name)
-        setattr(self._stats, outcome, getattr(self._stats, outcome) + 1)
-        _log.debug("%s -> %s: %s (%s)", batch.signal, name, outcome, batch.reason)
-
-    def _wake_up(self) -> None:
-        self._wake.set()
-
-    async def _deliver(self, batch: Batch) -> SendOutcome:
-        """Signal the placement's workflow, starting it when the placement wants one."""
-        key = batch.placement
-        workflow_id = names.workflow_id_for_key(key)
-        event = HubEvent(
-            reason=batch.reason,
-            turn_execution=self.turn_execution(),
-            priority=self._turn_priority(batch),
-        )
-        with span("watcher.signal", placement=key, signal=batch.signal, events=batch.events):
-            cached = self._placements.get(key)
-            if cached is not None and may_start(cached):
-                await self._signal_with_start(key, batch.signal, event)
-                return "signal_with_start"
-            try:
-                await self._temporal.get_workflow_handle(workflow_id).signal(
-                    batch.signal, event, rpc_timeout=RPC_TIMEOUT
-                )
-                return "signalled"
-            except RPCError as exc:
-                if exc.status != RPCStatusCode.NOT_FOUND:
-                    raise
-            # No workflow runs. Start one only for a placement that exists and wants the
-            # scheduler; the cache may simply not have seen it yet (its snapshot's event came
-            # first), so ask the hub before deciding it is gone.
-            if cached is not None or not batch.may_start:
-                return "not_running"
-            current = await asyncio.to_thread(self._read_placement, key)
-            if current is None or not may_start(current):
-                return "gone"
-            await self._signal_with_start(key, batch.signal, event)
-            return "signal_with_start"
-
-    async def _signal_with_start(self, key: str, signal: str, event: HubEvent) -> None:
-        namespace, name = split_key(key)
-        await self._temporal.start_workflow(
-            ResourcePlacementWorkflow.run if namespace else PlacementWorkflow.run,
-            PlacementInput(
-                placement=name, namespace=namespace, turn_execution=event.turn_execution
-            ),
-            start_signal=signal,
-            start_signal_args=[event],
-            rpc_timeout=RPC_TIMEOUT,
-            **start_options(name, self.task_queue, namespace, event.priority),
-        )
-
-    def _turn_priority(self, batch: Batch) -> TurnPriority:
-        """What the signal tells the workflow: the batch's key for the turn, the placement's own
-        key (for a person's requeue), fairness, and where the priority came from."""
-        turn = batch.priority
-        own = (
-            turn if not batch.fan_out else self.queue_priority(batch.placement, TurnCause.PLACEMENT)
-        )
-        return turn_priority(own, turn)
 
     def turn_execution(self) -> TurnExecutionMode | None:
         """What the watcher's signals say about where turns run: "auto" (the workers choose),
@@ -1098,14 +729,6 @@ def _priority_inputs_changed(change: Change[Any]) -> Route | None:
         f"placement {key}: labels or annotations changed",
         may_start=False,
     )
-
-
-def _permanent(exc: Exception) -> bool:
-    """Errors that sending the same call again cannot fix: log and drop instead of retrying."""
-    if isinstance(exc, RPCError):
-        return exc.status in PERMANENT_RPC_STATUSES and SIGNAL_LIMIT_MESSAGE not in exc.message
-    # A name the workflow id refuses, or a payload the converter cannot encode.
-    return isinstance(exc, ValueError | TypeError)
 
 
 def _join(threads: list[threading.Thread], timeout: float) -> None:

@@ -5,13 +5,11 @@ functions on a cache of placements, the way a scrape calls them; the invariants 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
-from typing import Any
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from control.watcher import Watcher
+from control.telemetry import deadlines_exceeded, shortages
 from hub import names
 from hub.types import ClusterResourcePlacement
 from scheduler.invariants import FleetState, find_violations
@@ -59,12 +57,11 @@ def placement(annotations: dict[str, str]) -> ClusterResourcePlacement:
 @example(values={names.REQUESTS_ANNOTATION: "cpu=1e" + "1" * 5000})
 def test_no_value_raises_out_of_a_gauge_or_check(values: dict[str, str]) -> None:
     crp = placement(values)
-    cache: Any = SimpleNamespace(_placements={"web": crp}, _clock=lambda: NOW)
-    exceeded = Watcher._deadlines_exceeded(cache)
+    exceeded = deadlines_exceeded([crp], NOW)
     assert exceeded in (0, 1)
     if values.get(names.SCHEDULE_DEADLINE_ANNOTATION) == "0" * 5000 + "1s":
         assert exceeded == 1  # 1s, not fully scheduled for an hour
-    list(Watcher._shortages(cache))
+    list(shortages([crp]))
 
     snapshot = policy_snapshot("web", crp.spec.policy)
     state = FleetState(

@@ -74,7 +74,7 @@ SIGNAL_LIMIT = "exceeded workflow execution limit for signal events"
     ],
 )
 async def test_only_errors_a_retry_cannot_fix_drop_a_signal(status, message, permanent) -> None:
-    from control.watcher import _permanent
+    from control.sending import _permanent
 
     assert _permanent(RPCError(message, status, b"")) is permanent
 
@@ -134,7 +134,7 @@ def _ready(watcher: Watcher, placements, classes) -> None:
             classes if kind is PriorityClass else []
         )
         watcher._apply(kind, Resync(objects, "1"))
-    watcher._outbox.take_due(1e9)  # the start-up signals
+    watcher._sender._outbox.take_due(1e9)  # the start-up signals
 
 async def test_a_turn_gets_the_priority_of_the_class_its_placement_names(
     hub: HubClient, lazy_client: Client
@@ -167,16 +167,16 @@ async def test_priority_changes_reach_the_workflows_without_a_turn(
     _ready(watcher, [_crp("web"), _crp("api")], [_pc("urgent", 5000)])
     annotated = _crp("web", {"fleet-scheduler.io/priority-class": "urgent"}, version="2")
     watcher._apply(ClusterResourcePlacement, WatchEvent("MODIFIED", annotated, "2"))
-    (batch,) = watcher._outbox.take_due(1e9)
+    (batch,) = watcher._sender._outbox.take_due(1e9)
     assert (batch.placement, batch.signal, batch.may_start) == (
         "web", "priority_changed", False,
     )  # fmt: skip
     assert batch.priority.value == 5000
     watcher._apply(PriorityClass, WatchEvent("ADDED", _pc("unused", 7, version="3"), "3"))
-    assert watcher._outbox.take_due(1e9) == []
+    assert watcher._sender._outbox.take_due(1e9) == []
     raised = _pc("urgent", 2_000_000_000, version="4")
     watcher._apply(PriorityClass, WatchEvent("MODIFIED", raised, "4"))
-    (moved,) = watcher._outbox.take_due(1e9)
+    (moved,) = watcher._sender._outbox.take_due(1e9)
     assert (moved.placement, moved.signal, moved.priority.value) == (
         "web", "priority_changed", 2_000_000_000,
     )  # fmt: skip
@@ -209,8 +209,8 @@ async def test_a_relist_frees_the_places_of_turns_that_ended_while_nobody_watche
 
     watcher = Watcher(hub, lazy_client, RunConfig(admission_window=2))
     _ready(watcher, [_crp("done"), _crp("waiting")], [])
-    watcher._admission.admit("done", 3, now=0.0)
-    watcher._admission.admit("waiting", 3, now=0.0)
+    watcher._sender._admission.admit("done", 3, now=0.0)
+    watcher._sender._admission.admit("waiting", 3, now=0.0)
     scheduled = ClusterResourcePlacement.from_wire(
         {
             **_crp("done", version="2").to_wire(),
@@ -221,7 +221,7 @@ async def test_a_relist_frees_the_places_of_turns_that_ended_while_nobody_watche
         }
     )  # fmt: skip
     watcher._apply(ClusterResourcePlacement, Resync([scheduled, _crp("waiting")], "2"))
-    assert watcher._admission.placements() == ["waiting"]
+    assert watcher._sender._admission.placements() == ["waiting"]
 
 
 async def test_metrics_sum_what_placements_short_of_room_are_missing(
@@ -307,20 +307,20 @@ async def test_an_automatic_window_that_grows_lets_the_waiting_turns_in_at_once(
     for name in placements:
         watcher._enqueue(Route(name, names.SIGNAL_PLACEMENT_CHANGED, "created"))
     now = asyncio.get_running_loop().time()
-    taken = watcher._outbox.take_due(now, admit=functools.partial(watcher._take_place, now))
-    assert [b.placement for b in taken] == ["p-0", "p-1"] and watcher._refused
+    taken = watcher._sender._outbox.take_due(now, admit=functools.partial(watcher._sender._take_place, now))
+    assert [b.placement for b in taken] == ["p-0", "p-1"] and watcher._sender._refused
     # Three seconds of backlog in which ten turns (of placements since gone) finished.
-    admission = watcher._admission
+    admission = watcher._sender._admission
     admission.waiting(now - 3.0, True)
     for index in range(10):
         admission.admit(f"earlier-{index}", 3, now - 3.0)
         admission.finished(f"earlier-{index}", now - 3.0 + index * 0.3)
-    watcher._wake.clear()
+    watcher._sender._wake.clear()
     # A look at p-1, whose turn is not done, frees no place; but the rate is known now (9 turns
     # after the first in 3 s): the window grows to 6, and that alone wakes the sends.
-    watcher._release_done(["p-1"])
-    assert watcher.admission_window == 6 and watcher._wake.is_set()
-    watcher._wake.clear()
+    watcher._sender.release_done(["p-1"])
+    assert watcher.admission_window == 6 and watcher._sender._wake.is_set()
+    watcher._sender._wake.clear()
 
     # p-0's turn is seen done: 10 turns in 3 s, so 7 places.
     watcher._apply(
@@ -328,9 +328,9 @@ async def test_an_automatic_window_that_grows_lets_the_waiting_turns_in_at_once(
         Resync([_scheduled("p-0"), *(_crp(name) for name in placements[1:])], "2"),
     )
     assert watcher.admission_window == 7 and watcher.drain_rate == pytest.approx(10 / 3, rel=0.05)
-    assert watcher._wake.is_set()
+    assert watcher._sender._wake.is_set()
     now = asyncio.get_running_loop().time()
-    taken = watcher._outbox.take_due(now, admit=functools.partial(watcher._take_place, now))
+    taken = watcher._sender._outbox.take_due(now, admit=functools.partial(watcher._sender._take_place, now))
     # p-1 holds one place; six more turns go at once
     assert [b.placement for b in taken] == [f"p-{i}" for i in range(2, 8)]
     assert sample("fleet_scheduler_admission_window", {}) == 7

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from control.admission import START, AutoSizing, DrainRate
-from control.outbox import AdmissionWindow
+from control.admission import START, AdmissionWindow, AutoSizing, DrainRate
 
 SIZING = AutoSizing(target_wait_s=2.0, floor=16, start=64, horizon_s=10.0, warmup_s=2.0)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from control.outbox import MAX_REASONS, AdmissionWindow, Backoff, Outbox
+from control.admission import AdmissionWindow
+from control.outbox import MAX_REASONS, Backoff, Outbox
 from control.routes import Route
 from workflows import names
 
