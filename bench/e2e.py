@@ -67,7 +67,7 @@ from workflows.models import HubEvent, PlacementInput
 from workflows.placement import PlacementWorkflow
 from workflows.starts import turn_execution_for
 
-# The watcher's own bound on concurrent Temporal calls (control.watcher.DEFAULT_MAX_IN_FLIGHT).
+# The watcher's own bound on concurrent Temporal calls (control.sending.DEFAULT_MAX_IN_FLIGHT).
 SIGNAL_CONCURRENCY: Final = 32
 # Each member agent heartbeats every minute; the bench refreshes every cluster every
 # HEARTBEAT_ROUND_S (well inside KubeFleet's 5-minute limit), a slice every HEARTBEAT_TICK_S.
@@ -187,7 +187,7 @@ class Bench:
         report("rss.ceiling_worker.peak_mb", child.peak_mb or float("nan"))
 
     async def _signal_with_start(self, name: str) -> None:
-        # The watcher's call (control.watcher.Watcher._signal_with_start), on the ceiling queue,
+        # The watcher's call (control.sending.Delivery._signal_with_start), on the ceiling queue,
         # with what it would say about local cycles for this fleet.
         where = turn_execution_for(self.args.clusters, self.args.local_cycles_up_to)
         await self.client.start_workflow(

@@ -1,5 +1,6 @@
-"""The processes that watch the hub and decide what to send Temporal: the watcher (its caches,
-routes and outbox), the Temporal Schedules it relies on, and `check`. Above the workflows and
+"""The processes that watch the hub and decide what to send Temporal: the watcher (its caches and
+routes) and its sender (outbox, admission window), the Temporal Schedules it relies on, and
+`check`. Above the workflows and
 activities, below the entry points (workers)."""
 
 from control.check import check_fleet, render_check

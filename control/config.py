@@ -62,7 +62,7 @@ ADMISSION_AUTO: Final = "auto"
 # `--admission-window`: auto, or a fixed number of turns (0: no window).
 AdmissionWindowSetting = int | Literal["auto"]
 # Turns of placements not yet scheduled at their generation that may be in Temporal at once, per
-# priority key and better (control.outbox.AdmissionWindow; 0: no window). Automatic by default,
+# priority key and better (control.admission.AdmissionWindow; 0: no window). Automatic by default,
 # sized from the drain rate (control.admission): measured side by side in one run of
 # bench/priority.py (bench/RESULTS.md, "Right by default"), 20 urgent placements behind 1,500
 # had a p99 of 1.9 s with it (2.3 s without), and a plain burst of 1,000 ran 11% faster with it

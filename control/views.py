@@ -25,6 +25,7 @@ from typing import Any, Final, Generic, Literal, TypeVar
 from pydantic import BaseModel
 
 from hub.client import Resync, WatchEvent
+from hub.kinds import placement_key
 from hub.names import OWN_PREFIX
 from hub.types import (
     ClusterDecision,
@@ -68,8 +69,7 @@ class Change(Generic[T]):
 def key_of(obj: HubObject) -> str:
     """How a View names an object: its name, `<namespace>/<name>` when namespaced (a
     placement's key, `hub.kinds.placement_key`)."""
-    namespace = obj.metadata.namespace
-    return f"{namespace}/{obj.metadata.name}" if namespace else obj.metadata.name
+    return placement_key(obj.metadata.namespace, obj.metadata.name)
 
 
 def _same_version(old: HubObject, new: HubObject) -> bool:

@@ -257,13 +257,14 @@ class Watcher:
               queue above (0: always; docs/operations.md, "Where turns run");
             - `admission_window`: how many turns of placements not scheduled at their
               generation may be in Temporal at once, per priority key and better
-              (control.outbox.AdmissionWindow; 0: no window); `auto`: as many as it drains in
+              (control.admission.AdmissionWindow; 0: no window); `auto`: as many as it drains in
               `timing.admission_sizing.target_wait_s` (control.admission). Standalone mode
               only: beside KubeFleet there is no window, whatever it says;
             - `resource_placements`: watch namespaced ResourcePlacements and their kinds.
         metrics: counts every routed change as `count_watcher_event(kind, event, action)`,
             action "signalled" or "ignored" (and one "RESYNC"/"listed" per full list), and
-            exports the admission window's size and drain rate (`track_admission`).
+            exports the gauges read from the caches and the admission window's size and drain
+            rate (control.telemetry.track_watcher).
         queue_sort: the profile's QueueSort plugin (default: `profile`'s).
         profile: the profile the cycles run (default: KubeFleet's default profile): its
             plugins' requeue hints decide which placements a member cluster's update reaches.

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from activities.rebalance import RebalancePlan
+from hub.kinds import placement_key
 from scheduler import Explanation, ScoreGroup
 from scheduler.deadline import AGING_DEFAULT_KEY, format_duration
 from scheduler.explanation import beyond_room_message
@@ -370,7 +371,7 @@ def render_explain(
     When the last cycle evaluated no cluster (PickN already had its clusters), `evaluating` is
     the most recent cycle that did, if the caller found one (e.g. in the workflow's history):
     its table follows, so every cluster's fate is still shown."""
-    key = f"{status.namespace}/{status.placement}" if status.namespace else status.placement
+    key = placement_key(status.namespace, status.placement)
     lines = [
         f"placement {key}: {status.cycles} cycle{'s' if status.cycles != 1 else ''}",
         f"waiting for: {status.waiting_for or NONE}",

@@ -300,6 +300,7 @@ async def test_an_automatic_window_that_grows_lets_the_waiting_turns_in_at_once(
         metrics=metrics,
         timing=WatcherTiming(admission_sizing=sizing),
     )
+    sender = watcher._sender
     placements = [f"p-{i}" for i in range(8)]
     _ready(watcher, [_crp(name) for name in placements], [])
     sample = metrics.registry.get_sample_value
@@ -307,20 +308,20 @@ async def test_an_automatic_window_that_grows_lets_the_waiting_turns_in_at_once(
     for name in placements:
         watcher._enqueue(Route(name, names.SIGNAL_PLACEMENT_CHANGED, "created"))
     now = asyncio.get_running_loop().time()
-    taken = watcher._sender._outbox.take_due(now, admit=functools.partial(watcher._sender._take_place, now))
-    assert [b.placement for b in taken] == ["p-0", "p-1"] and watcher._sender._refused
+    taken = sender._outbox.take_due(now, admit=functools.partial(sender._take_place, now))
+    assert [b.placement for b in taken] == ["p-0", "p-1"] and sender._refused
     # Three seconds of backlog in which ten turns (of placements since gone) finished.
-    admission = watcher._sender._admission
+    admission = sender._admission
     admission.waiting(now - 3.0, True)
     for index in range(10):
         admission.admit(f"earlier-{index}", 3, now - 3.0)
         admission.finished(f"earlier-{index}", now - 3.0 + index * 0.3)
-    watcher._sender._wake.clear()
+    sender._wake.clear()
     # A look at p-1, whose turn is not done, frees no place; but the rate is known now (9 turns
     # after the first in 3 s): the window grows to 6, and that alone wakes the sends.
-    watcher._sender.release_done(["p-1"])
-    assert watcher.admission_window == 6 and watcher._sender._wake.is_set()
-    watcher._sender._wake.clear()
+    sender.release_done(["p-1"])
+    assert watcher.admission_window == 6 and sender._wake.is_set()
+    sender._wake.clear()
 
     # p-0's turn is seen done: 10 turns in 3 s, so 7 places.
     watcher._apply(
@@ -328,9 +329,9 @@ async def test_an_automatic_window_that_grows_lets_the_waiting_turns_in_at_once(
         Resync([_scheduled("p-0"), *(_crp(name) for name in placements[1:])], "2"),
     )
     assert watcher.admission_window == 7 and watcher.drain_rate == pytest.approx(10 / 3, rel=0.05)
-    assert watcher._sender._wake.is_set()
+    assert sender._wake.is_set()
     now = asyncio.get_running_loop().time()
-    taken = watcher._sender._outbox.take_due(now, admit=functools.partial(watcher._sender._take_place, now))
+    taken = sender._outbox.take_due(now, admit=functools.partial(sender._take_place, now))
     # p-1 holds one place; six more turns go at once
     assert [b.placement for b in taken] == [f"p-{i}" for i in range(2, 8)]
     assert sample("fleet_scheduler_admission_window", {}) == 7
