@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, field_serializer
 from temporalio.common import Priority
 
 from scheduler.wire import WireModel
@@ -22,6 +22,7 @@ __all__ = [
     "PlacementExplanation",
     "PlacementInput",
     "PlacementPhase",
+    "PlacementState",
     "PlacementStatus",
     "RequeueRequest",
     "RequeueResult",
@@ -165,10 +166,19 @@ class TurnMoves(WireModel):
     lines: list[str] = Field(default_factory=list)
 
 
-class CarriedState(WireModel):
-    """What one run hands the next through continue-as-new: the last cycle's report without its
-    explanation, and the last cycle that evaluated clusters with its explanation (packed at
-    scale), so `explain` still shows every cluster's fate after any number of runs."""
+class PlacementState(WireModel):
+    """A placement workflow's state: what its turns, signals and queries read and change, in one
+    object, and what continue-as-new hands the next run as it is (`PlacementInput.carried`).
+    Besides its own fields, the inbox (workflows.inbox), where turns run
+    (workflows.execution) and the deadline (workflows.deadline) keep their parts here.
+
+    Only the last cycle's report goes without its explanation (what `status` shows too); the
+    last cycle that evaluated clusters keeps its own (packed at scale), so `explain` still
+    shows every cluster's fate after any number of runs. The fields are those of its first
+    name, CarriedState, on the wire as they were: a run continued by an older worker reads
+    them, and this one reads theirs."""
+
+    model_config = ConfigDict(frozen=False)
 
     cycles: int = 0
     dirty: bool = True
@@ -188,13 +198,27 @@ class CarriedState(WireModel):
     deadline: DeadlineState | None = None  # the scheduling deadline's clock, when it has one
     last_moves: TurnMoves | None = None
 
+    @field_serializer("last")
+    def _slim(self, last: CycleReport | None) -> CycleReport | None:
+        return last.slim() if last is not None else None
+
+    @property
+    def own_priority_key(self) -> int | None:
+        """The priority key of the turns the placement causes itself (TurnPriority)."""
+        return self.priority.own_priority_key if self.priority is not None else None
+
+
+# Its first name, from when the workflow kept its state in attributes and rebuilt this at
+# continue-as-new: the same fields.
+CarriedState = PlacementState
+
 
 class PlacementInput(WireModel):
     placement: str
     # A ResourcePlacement's namespace (workflow id `rp/<namespace>/<name>`); None for a
     # ClusterResourcePlacement.
     namespace: str | None = None
-    carried: CarriedState | None = None
+    carried: PlacementState | None = None  # the previous run's state, as it ended
     # Continue-as-new after this many loop turns (None: the workflow's default). A tuning knob,
     # and what lets a test watch state cross a run boundary without a hundred turns.
     turns_per_run: int | None = Field(default=None, ge=1)
@@ -232,6 +256,44 @@ class PlacementStatus(WireModel):
     last_turn_key: int | None = None  # the priority key the last turn's activity ran with
     deadline: DeadlineState | None = None  # its scheduling deadline, when it has one
     last_moves: TurnMoves | None = None  # the last turn that moved or kept bindings, and why
+
+    @classmethod
+    def of(
+        cls,
+        placement: str,
+        namespace: str | None,
+        state: PlacementState,
+        *,
+        cycles_this_run: int,
+        turns_this_run: int,
+        signals_this_run: int,
+        local_cycles: bool,
+        turn_execution: TurnExecutionMode,
+        last_turn_key: int | None,
+    ) -> PlacementStatus:
+        """What `status` answers: the workflow's state, and this run's figures."""
+        dirty = state.dirty
+        return cls(
+            placement=placement,
+            namespace=namespace,
+            cycles=state.cycles,
+            waiting_for=state.waiting_for,
+            # Queued work shows as pending whatever the loop last said it waits for.
+            phase="pending" if dirty and state.phase in ("idle", "requeue_timer") else state.phase,
+            pending_reasons=list(state.pending_reasons) if dirty else [],
+            fresh_pending=state.fresh,
+            last=state.last.slim() if state.last is not None else None,
+            last_error=state.last_error,
+            cycles_this_run=cycles_this_run,
+            turns_this_run=turns_this_run,
+            signals_this_run=signals_this_run,
+            local_cycles=local_cycles,
+            turn_execution=turn_execution,
+            priority=state.priority,
+            last_turn_key=last_turn_key,
+            deadline=state.deadline,
+            last_moves=state.last_moves,
+        )
 
 
 class PlacementExplanation(WireModel):
