@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,23 +45,22 @@ from tests.support.history import turn_places
 from tests.support.waits import until_async
 from workers.worker import PlacementWorkers, split_workers
 from workflows import names
+from workflows.deadline import (
+    DEADLINE_BUSY_PATCH,
+    DEADLINE_FLOOR_PATCH,
+    DEADLINE_PATCH,
+    DeadlineWait,
+    PlacementDeadline,
+)
 from workflows.execution import AUTO_LOCAL_PATCH, LOCAL_ATTEMPTS, QUEUE_TURN_PATCH
 from workflows.models import (
     HubEvent,
     PlacementInput,
     PlacementStatus,
-    PrepareResult,
     RequeueRequest,
     TurnPriority,
 )
-from workflows.placement import (
-    DEADLINE_BUSY_PATCH,
-    DEADLINE_FLOOR_PATCH,
-    DEADLINE_PATCH,
-    PRIORITY_PATCH,
-    PlacementWorkflow,
-    ResourcePlacementWorkflow,
-)
+from workflows.placement import PRIORITY_PATCH, PlacementWorkflow, ResourcePlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -404,16 +404,62 @@ def recorded(name: str) -> WorkflowHistory:
     return WorkflowHistory.from_json(name, (HISTORIES / name).read_text())
 
 
+class NoDeadlineCommands(PlacementDeadline):
+    """The deadline less its commands: no turn starts its clock (no timer, no miss)."""
+
+    def after_turn(self, *args: Any) -> None:
+        return None
+
+
+class NoBusyMisses(PlacementDeadline):
+    """A miss counted only when idle (before DEADLINE_BUSY_PATCH)."""
+
+    def wait(
+        self,
+        busy: bool,
+        now: datetime,
+        priority: TurnPriority | None,
+        patched: Callable[[str], bool],
+    ) -> DeadlineWait:
+        return DeadlineWait() if busy else super().wait(busy, now, priority, patched)
+
+
+class NoReportFloor(PlacementDeadline):
+    """A turn for every miss (before DEADLINE_FLOOR_PATCH)."""
+
+    def _wake(self, due: datetime, *args: Any) -> datetime:
+        return due
+
+
+class AgingWithinItsBand(PlacementDeadline):
+    """Aging that ignores the profile's limit: key 3 ages no further, so the floor holds the
+    second miss's turn off."""
+
+    def wait(
+        self,
+        busy: bool,
+        now: datetime,
+        priority: TurnPriority | None,
+        patched: Callable[[str], bool],
+    ) -> DeadlineWait:
+        return super().wait(busy, now, _no_limit(priority), patched)
+
+    def aged(self, priority_key: int | None, priority: TurnPriority | None) -> int | None:
+        return super().aged(priority_key, _no_limit(priority))
+
+
+def _no_limit(priority: TurnPriority | None) -> TurnPriority | None:
+    return priority.model_copy(update={"aging_limit": None}) if priority else None
+
+
 @workflow.defn(name=names.PLACEMENT_WORKFLOW, sandboxed=False)
 class WithoutDeadlines(PlacementWorkflow):
     """Today's workflow less the deadline: no turn starts its clock (no timer, no miss)."""
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
+        self._deadline = NoDeadlineCommands.of(self._state)
         return await super().run(input)
-
-    def _deadline_after(self, prepared: PrepareResult, report: Any) -> None:
-        return None
 
 
 @workflow.defn(name=names.PLACEMENT_WORKFLOW, sandboxed=False)
@@ -422,10 +468,8 @@ class WithoutBusyMisses(PlacementWorkflow):
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
+        self._deadline = NoBusyMisses.of(self._state)
         return await super().run(input)
-
-    def _busy_misses(self) -> bool:
-        return False
 
 
 @workflow.defn(name=names.PLACEMENT_WORKFLOW, sandboxed=False)
@@ -434,23 +478,18 @@ class WithoutReportFloor(PlacementWorkflow):
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
+        self._deadline = NoReportFloor.of(self._state)
         return await super().run(input)
-
-    def _deadline_wake(self, due: datetime) -> datetime:
-        return due
 
 
 @workflow.defn(name=names.PLACEMENT_WORKFLOW, sandboxed=False)
 class AgingOnlyWithinItsBand(PlacementWorkflow):
-    """Today's workflow ignoring the profile's aging limit: key 3 ages no further, so the
-    floor holds the second miss's turn off."""
+    """Today's workflow ignoring the profile's aging limit."""
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
+        self._deadline = AgingWithinItsBand.of(self._state)
         return await super().run(input)
-
-    def _best_aged_key(self) -> int | None:
-        return self._own_key()
 
 
 @workflow.defn(name=names.PLACEMENT_WORKFLOW, sandboxed=False)
@@ -463,7 +502,7 @@ class ForgetsFallbacks(PlacementWorkflow):
 
     async def _execute(self, *args: Any) -> Any:
         result = await super()._execute(*args)
-        self._fell_back = False
+        self._execution.fell_back = False
         return result
 
 
