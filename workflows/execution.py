@@ -41,6 +41,7 @@ __all__ = [
     "activates_patch",
     "failed_for_good",
     "failure_cause",
+    "failure_message",
     "how_local_failed",
 ]
 
@@ -217,3 +218,11 @@ def how_local_failed(err: FailureError) -> str:
     if isinstance(cause, ActivityTimeout):
         return "timed out"
     return f"failed ({cause})"
+
+
+def failure_message(what: str, err: FailureError) -> str:
+    """What a failed turn or cleanup (`what`) records as the placement's last error."""
+    cause = failure_cause(err)
+    if isinstance(cause, ApplicationError) and cause.type in failures.NON_RETRYABLE:
+        return f"{what} failed ({cause.type}): {cause.message}"
+    return f"{what} failed: {cause or err}"

@@ -8,8 +8,8 @@ snapshot (standalone, it syncs the snapshot first) and, when there is one to sch
 cycle and writes bindings and status. `cleanup_placement` runs when the placement is being
 deleted, after which the workflow completes.
 
-Signals (workflows.names), each landing in the inbox (workflows.inbox), where any number of
-them during a turn cause exactly one more:
+Signals (workflows.names); those that ask for a turn land in the inbox (workflows.inbox), where
+any number of them during a turn cause exactly one more:
 - `requeue`: a person's (or the reconcile's) request for a turn, fresh or not, at a priority;
 - the watcher's hub events: `snapshot_changed`, `cluster_changed`, `binding_deleting`,
   `placement_deleting`, `placement_changed`; they also say where turns run and the priority;
@@ -18,14 +18,14 @@ them during a turn cause exactly one more:
 The update `requeue_and_wait` is a requeue answered with the turn it caused (workflows.waiters);
 the queries `status` and `explanation` answer from the workflow's state.
 
-"Requeue now" is another turn; "requeue after" is a durable timer; a scheduling deadline is
-another (workflows.deadline). Transient hub errors are retried by the activities' RetryPolicy,
-which replaces KubeFleet's rate limiter; errors that retrying cannot fix are recorded and the
-workflow waits for the next event. The workflow's state is one object (PlacementState), which
-continue-as-new hands the next run as it is when the run's budget is spent
-(workflows.run_budget). The parts that are not Temporal calls live beside it and are tested
-alone: the inbox, the waiters, where a turn runs (workflows.execution), the deadline, the
-search attributes (workflows.visibility) and the UI's current details (workflows.details)."""
+"Requeue now" is another turn; "requeue after" is a durable timer, and so is a scheduling
+deadline (workflows.deadline). Transient hub errors are retried by the activities'
+RetryPolicy, which replaces KubeFleet's rate limiter; errors that retrying cannot fix are
+recorded and the workflow waits for the next event. Its state is one object (PlacementState):
+continue-as-new hands it to the next run as it is once the run's budget is spent
+(workflows.run_budget). The parts that are not Temporal calls live beside it, tested alone:
+the inbox, the waiters, the execution, the deadline, the search attributes
+(workflows.visibility) and the UI's current details (workflows.details)."""
 
 from __future__ import annotations
 
@@ -38,13 +38,13 @@ from temporalio.exceptions import ApplicationError, FailureError
 with workflow.unsafe.imports_passed_through():
     from hub.kinds import placement_key
     from scheduler.readable import readable_reason
-    from workflows import details, failures, names
+    from workflows import details, names
     from workflows.deadline import PlacementDeadline
     from workflows.execution import (
         TURN_FAILURES,
         TurnExecution,
         failed_for_good,
-        failure_cause,
+        failure_message,
         how_local_failed,
     )
     from workflows.inbox import Inbox, Work
@@ -96,8 +96,7 @@ class PlacementWorkflow:
         # as KubeFleet's queue names it, is what the workflow's texts say.
         self._namespace = input.namespace or None
         self._placement_key = placement_key(self._namespace, self._placement)
-        # Everything a run hands the next: the previous run's state as it ended, or a first
-        # run's. The inbox, where turns run and the deadline keep their parts in it.
+        # The previous run's state as it ended, or a first run's (models.PlacementState).
         state = self._state = input.carried or Inbox.first()
         state.waiting_for = state.waiting_for or "the first cycle"
         if state.last is not None:  # carried without its explanation: the deciding one's
@@ -107,7 +106,6 @@ class PlacementWorkflow:
             input.turn_execution, input.local_cycles, input.local_turn_seconds, state
         )
         self._deadline = PlacementDeadline.of(state)
-        # This run's: its budget, the waiters of requeue_and_wait, the search attributes set.
         self._budget = RunBudget.of(input.turns_per_run, input.signals_per_run)
         self._waiters = Waiters()
         self._visibility = Visibility.of(workflow.info().typed_search_attributes)
@@ -141,17 +139,7 @@ class PlacementWorkflow:
                     continue  # accepted updates wait for the next turn: run it here first
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 mode = self._execution.mode
-                workflow.continue_as_new(
-                    input.model_copy(
-                        update={
-                            "namespace": self._namespace,
-                            "carried": self._state,
-                            "turn_execution": mode,
-                            # For a worker from before the mode (rolled back): a forced choice.
-                            "local_cycles": True if mode == "local" else None,
-                        }
-                    )
-                )
+                workflow.continue_as_new(input.next_run(self._namespace, self._state, mode))
 
     # --- one turn ------------------------------------------------------------------------------
 
@@ -201,7 +189,9 @@ class PlacementWorkflow:
         self._upsert_priority()
         turn = await self._schedule_once(number, work.fresh, work.because(), work)
         if turn is None:
-            self._ended(number, RequeueResult(outcome="failed", error=self._state.last_error))
+            self._waiters.ended(
+                number, RequeueResult(outcome="failed", error=self._state.last_error)
+            )
             return False
         prepared, report = turn.prepared, turn.report
         if turn.moves:
@@ -212,11 +202,11 @@ class PlacementWorkflow:
         )
         if prepared.phase == "gone":
             self._set_phase("done", "nothing: the placement is gone")
-            self._ended(number, RequeueResult(outcome="gone", summary=prepared.message))
+            self._waiters.ended(number, RequeueResult(outcome="gone", summary=prepared.message))
             return not self._inbox.dirty  # an event since: it may have been created again
         if prepared.phase == "deleting":
             cleaned = await self._cleanup()
-            self._ended(
+            self._waiters.ended(
                 number,
                 RequeueResult(outcome="cleaned_up", summary=self._state.waiting_for)
                 if cleaned
@@ -228,25 +218,13 @@ class PlacementWorkflow:
             self._set_phase("idle", f"an event: {prepared.message}")
             # A snapshot sync that failed is the placement's own mistake: the requeue failed.
             failed = prepared.message if prepared.snapshot_action == "failed" else None
-            self._ended(
+            self._waiters.ended(
                 number, RequeueResult(outcome="not_ready", summary=prepared.message, error=failed)
             )
             return False
-        self._ended(
-            number,
-            RequeueResult(
-                outcome="scheduled",
-                cycle=report.cycle,
-                summary=report.summary,
-                error=report.error,
-                fulfilled=report.fulfilled,
-            ),
-        )
+        self._waiters.ended(number, RequeueResult.scheduled(report))
         await self._after_cycle(report)
         return False
-
-    def _ended(self, number: int, result: RequeueResult) -> None:
-        self._waiters.ended(number, result)
 
     async def _schedule_once(
         self, number: int, fresh: bool, because: str, work: Work
@@ -264,11 +242,8 @@ class PlacementWorkflow:
             cycle=cycle,
             fresh=fresh,
             reason=because,
-            # The digest of the explanation this workflow holds: a cycle that decides the same
-            # fates records only the digest, not the explanation again.
-            known_explanation=last.explanation_digest
-            if last is not None and last.has_explanation
-            else None,
+            # A cycle that decides the fates this workflow holds records only their digest.
+            known_explanation=last.held_digest if last is not None else None,
             moves=work.moves,
             deadline=self._deadline.request(),
         )
@@ -458,10 +433,7 @@ class PlacementWorkflow:
 
     @workflow.query(name=names.QUERY_EXPLANATION)
     def explanation(self) -> PlacementExplanation:
-        last, deciding = self._state.last, self._state.deciding
-        if deciding is not None and last is not None and deciding.cycle == last.cycle:
-            deciding = None
-        return PlacementExplanation(last=last, deciding=deciding)
+        return PlacementExplanation.of(self._state.last, self._state.deciding)
 
     # --- helpers -------------------------------------------------------------------------------
 
@@ -479,20 +451,14 @@ class PlacementWorkflow:
 
     def _upsert_priority(self) -> None:
         """FleetPriority and FleetTenant follow the priority the watcher last sent."""
-        priority = self._state.priority
-        if priority is None or not self._visibility.priority_changed(priority):
-            return
-        if not workflow.patched(PRIORITY_PATCH):
-            return
-        workflow.upsert_search_attributes(self._visibility.for_priority(priority))
+        priority, shown = self._state.priority, self._visibility
+        # The patch is asked only when there is an upsert to issue.
+        changed = priority is not None and shown.priority_changed(priority)
+        if priority is not None and changed and workflow.patched(PRIORITY_PATCH):
+            workflow.upsert_search_attributes(shown.for_priority(priority))
 
     def _record_failure(self, what: str, err: FailureError) -> None:
-        cause = failure_cause(err)
-        if isinstance(cause, ApplicationError) and cause.type in failures.NON_RETRYABLE:
-            message = f"{what} failed ({cause.type}): {cause.message}"
-        else:
-            message = f"{what} failed: {cause or err}"
-        self._state.last_error = message
+        message = self._state.last_error = failure_message(what, err)
         self._set_phase("idle", f"an event (last attempt: {message})")
         workflow.logger.warning("placement %s: %s", self._placement_key, message)
 

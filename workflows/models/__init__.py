@@ -10,7 +10,6 @@ from workflows.models.fleet import (
     ReconcileReport,
 )
 from workflows.models.placement import (
-    CarriedState,
     DeadlineState,
     HubEvent,
     MovesRequest,
@@ -42,7 +41,6 @@ from workflows.models.turn import (
 
 __all__ = [
     "INLINE_EXPLANATION_BYTES",
-    "CarriedState",
     "CleanupReport",
     "CleanupRequest",
     "CycleReport",

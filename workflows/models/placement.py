@@ -15,7 +15,6 @@ from scheduler.wire import WireModel
 from workflows.models.turn import CycleReport, MoveRequest
 
 __all__ = [
-    "CarriedState",
     "DeadlineState",
     "HubEvent",
     "MovesRequest",
@@ -132,6 +131,17 @@ class RequeueResult(WireModel):
     error: str | None = None
     fulfilled: bool | None = None
 
+    @classmethod
+    def scheduled(cls, report: CycleReport) -> RequeueResult:
+        """A turn that ran `report`'s cycle."""
+        return cls(
+            outcome="scheduled",
+            cycle=report.cycle,
+            summary=report.summary,
+            error=report.error,
+            fulfilled=report.fulfilled,
+        )
+
 
 class HubEvent(WireModel):
     """Payload of the watcher's signals: what happened in the hub, for the history's sake."""
@@ -174,9 +184,9 @@ class PlacementState(WireModel):
 
     Only the last cycle's report goes without its explanation (what `status` shows too); the
     last cycle that evaluated clusters keeps its own (packed at scale), so `explain` still
-    shows every cluster's fate after any number of runs. The fields are those of its first
-    name, CarriedState, on the wire as they were: a run continued by an older worker reads
-    them, and this one reads theirs."""
+    shows every cluster's fate after any number of runs. On the wire its fields are those of
+    CarriedState, which the workflow rebuilt from its attributes before (issue 34), with the
+    same names: a run continued by an older worker reads them, and this one reads theirs."""
 
     model_config = ConfigDict(frozen=False)
 
@@ -208,11 +218,6 @@ class PlacementState(WireModel):
         return self.priority.own_priority_key if self.priority is not None else None
 
 
-# Its first name, from when the workflow kept its state in attributes and rebuilt this at
-# continue-as-new: the same fields.
-CarriedState = PlacementState
-
-
 class PlacementInput(WireModel):
     placement: str
     # A ResourcePlacement's namespace (workflow id `rp/<namespace>/<name>`); None for a
@@ -232,6 +237,16 @@ class PlacementInput(WireModel):
     # How long a local turn may take, retries included, before it runs on the activity queue
     # instead (None: the workflow's default). A tuning knob, and what lets a test see it.
     local_turn_seconds: float | None = Field(default=None, gt=0)
+
+    def next_run(
+        self, namespace: str | None, state: PlacementState, mode: TurnExecutionMode
+    ) -> PlacementInput:
+        """The input of the run this one continues as: its state as it is, where turns run
+        now, and the same tuning."""
+        # `local_cycles` for a worker from before the mode (rolled back): a forced choice.
+        local = True if mode == "local" else None
+        update = {"namespace": namespace, "carried": state, "turn_execution": mode}
+        return self.model_copy(update=update | {"local_cycles": local})
 
 
 class PlacementStatus(WireModel):
@@ -303,3 +318,10 @@ class PlacementExplanation(WireModel):
 
     last: CycleReport | None = None
     deciding: CycleReport | None = None
+
+    @classmethod
+    def of(cls, last: CycleReport | None, deciding: CycleReport | None) -> PlacementExplanation:
+        """`deciding` only when it is an earlier cycle than `last`."""
+        if deciding is not None and last is not None and deciding.cycle == last.cycle:
+            deciding = None
+        return cls(last=last, deciding=deciding)

@@ -22,10 +22,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from temporalio import workflow
@@ -414,14 +413,8 @@ class NoDeadlineCommands(PlacementDeadline):
 class NoBusyMisses(PlacementDeadline):
     """A miss counted only when idle (before DEADLINE_BUSY_PATCH)."""
 
-    def wait(
-        self,
-        busy: bool,
-        now: datetime,
-        priority: TurnPriority | None,
-        patched: Callable[[str], bool],
-    ) -> DeadlineWait:
-        return DeadlineWait() if busy else super().wait(busy, now, priority, patched)
+    def wait(self, busy: bool, *args: Any) -> DeadlineWait:
+        return DeadlineWait() if busy else super().wait(busy, *args)
 
 
 class NoReportFloor(PlacementDeadline):
@@ -435,14 +428,8 @@ class AgingWithinItsBand(PlacementDeadline):
     """Aging that ignores the profile's limit: key 3 ages no further, so the floor holds the
     second miss's turn off."""
 
-    def wait(
-        self,
-        busy: bool,
-        now: datetime,
-        priority: TurnPriority | None,
-        patched: Callable[[str], bool],
-    ) -> DeadlineWait:
-        return super().wait(busy, now, _no_limit(priority), patched)
+    def wait(self, busy: bool, now: datetime, priority: TurnPriority | None, *args: Any) -> Any:
+        return super().wait(busy, now, _no_limit(priority), *args)
 
     def aged(self, priority_key: int | None, priority: TurnPriority | None) -> int | None:
         return super().aged(priority_key, _no_limit(priority))
@@ -453,42 +440,14 @@ def _no_limit(priority: TurnPriority | None) -> TurnPriority | None:
 
 
 @workflow.defn(name=names.PLACEMENT_WORKFLOW, sandboxed=False)
-class WithoutDeadlines(PlacementWorkflow):
-    """Today's workflow less the deadline: no turn starts its clock (no timer, no miss)."""
+class WithBrokenDeadline(PlacementWorkflow):
+    """Today's workflow with a broken deadline: `broken`, which the test that replays it sets."""
+
+    broken: ClassVar[type[PlacementDeadline]] = PlacementDeadline
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
-        self._deadline = NoDeadlineCommands.of(self._state)
-        return await super().run(input)
-
-
-@workflow.defn(name=names.PLACEMENT_WORKFLOW, sandboxed=False)
-class WithoutBusyMisses(PlacementWorkflow):
-    """Today's workflow counting a miss only when idle (before DEADLINE_BUSY_PATCH)."""
-
-    @workflow.run
-    async def run(self, input: PlacementInput) -> PlacementStatus:
-        self._deadline = NoBusyMisses.of(self._state)
-        return await super().run(input)
-
-
-@workflow.defn(name=names.PLACEMENT_WORKFLOW, sandboxed=False)
-class WithoutReportFloor(PlacementWorkflow):
-    """Today's workflow running a turn for every miss (before DEADLINE_FLOOR_PATCH)."""
-
-    @workflow.run
-    async def run(self, input: PlacementInput) -> PlacementStatus:
-        self._deadline = NoReportFloor.of(self._state)
-        return await super().run(input)
-
-
-@workflow.defn(name=names.PLACEMENT_WORKFLOW, sandboxed=False)
-class AgingOnlyWithinItsBand(PlacementWorkflow):
-    """Today's workflow ignoring the profile's aging limit."""
-
-    @workflow.run
-    async def run(self, input: PlacementInput) -> PlacementStatus:
-        self._deadline = AgingWithinItsBand.of(self._state)
+        self._deadline = self.broken.of(self._state)
         return await super().run(input)
 
 
@@ -509,19 +468,22 @@ class ForgetsFallbacks(PlacementWorkflow):
 @pytest.mark.parametrize(
     ("history", "broken"),
     [
-        ("placement-deadline-timer-0.json", WithoutDeadlines),
-        ("placement-deadline-aging-0.json", WithoutDeadlines),
-        ("placement-deadline-aging-0.json", AgingOnlyWithinItsBand),
-        ("placement-deadline-busy-0.json", WithoutDeadlines),
-        ("placement-deadline-busy-0.json", WithoutBusyMisses),
-        ("placement-deadline-timer-0.json", WithoutReportFloor),
+        ("placement-deadline-timer-0.json", NoDeadlineCommands),
+        ("placement-deadline-aging-0.json", NoDeadlineCommands),
+        ("placement-deadline-aging-0.json", AgingWithinItsBand),
+        ("placement-deadline-busy-0.json", NoDeadlineCommands),
+        ("placement-deadline-busy-0.json", NoBusyMisses),
+        ("placement-deadline-timer-0.json", NoReportFloor),
         ("placement-auto-local-fallback-0.json", ForgetsFallbacks),
     ],
     ids=lambda v: v if isinstance(v, str) else v.__name__,
 )
 async def test_a_workflow_without_a_patched_command_fails_to_replay_its_history(
-    history: str, broken: type[PlacementWorkflow]
+    history: str, broken: type[PlacementWorkflow] | type[PlacementDeadline]
 ) -> None:
+    if issubclass(broken, PlacementDeadline):
+        WithBrokenDeadline.broken = broken
+        broken = WithBrokenDeadline
     replayer = Replayer(workflows=[broken], data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(recorded(history), raise_on_replay_failure=False)
     assert result.replay_failure is not None
