@@ -16,8 +16,10 @@ without Temporal."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Final
 
 from scheduler.deadline import (
     REPORT_INTERVAL,
@@ -26,11 +28,40 @@ from scheduler.deadline import (
     aged_key,
     carried_deadline,
     misses_at,
+    missing_line,
     parse_deadline,
 )
-from workflows.models import DeadlineMiss, DeadlineState
+from workflows.models import (
+    CycleReport,
+    DeadlineMiss,
+    DeadlineState,
+    PlacementState,
+    PrepareResult,
+    TurnPriority,
+)
 
-__all__ = ["DeadlineClock"]
+__all__ = [
+    "DEADLINE_BUSY_PATCH",
+    "DEADLINE_FLOOR_PATCH",
+    "DEADLINE_PATCH",
+    "DeadlineClock",
+    "DeadlineWait",
+    "PlacementDeadline",
+]
+
+# The scheduling deadline's commands (its timer, its turns' aged priority): decided the first
+# time a turn reads the annotation, so placements without it record no marker and replay as
+# before.
+DEADLINE_PATCH: Final = "schedule-deadline"
+# A deadline that passed while the workflow was busy (a requeue-after timer, whose expiry leaves
+# work waiting, or events arriving faster than turns) is counted before the next turn; before
+# this, only an idle workflow counted misses, and a placement turned every 30 s (enforcement
+# held back) was never reported. Decided when it first matters, as the deadline's own patch.
+DEADLINE_BUSY_PATCH: Final = "schedule-deadline-busy"
+# A miss runs a turn at most once per REPORT_INTERVAL once its stretch's first miss has (unless
+# aging would lift its key): a `1s` deadline on a placement that cannot be scheduled ran a whole
+# turn every second, for ever. Decided when it first puts a miss's timer off.
+DEADLINE_FLOOR_PATCH: Final = "schedule-deadline-report-interval"
 
 
 @dataclass
@@ -113,17 +144,18 @@ class DeadlineClock:
             return None
         return self.since + timedelta(seconds=self.deadline.seconds * (self.misses + 1))
 
-    def reported_due(self, key: int | None, best: int | None) -> datetime | None:
+    def reported_due(self, priority_key: int | None, best: int | None) -> datetime | None:
         """When the next miss should run a turn (None: no deadline is running): when it falls,
         if no miss of this stretch has been reported yet or, for an aging placement, if it
-        would lift a turn at `key` (the placement's own) one key further toward `best`; else
-        not before REPORT_INTERVAL after the last report. The periods in between are counted
-        by the turn that reports them, or by any turn that runs first (`miss`)."""
+        would lift a turn at `priority_key` (the placement's own) one key further toward
+        `best`; else not before REPORT_INTERVAL after the last report. The periods in between
+        are counted by the turn that reports them, or by any turn that runs first (`miss`)."""
         due = self.due()
         if due is None or self.deadline is None or self.reported_at is None:
             return due
-        if self.deadline.aging and aged_key(key, self.misses + 1, best=best) != aged_key(
-            key, self.misses, best=best
+        aging = self.deadline.aging
+        if aging and aged_key(priority_key, self.misses + 1, best=best) != aged_key(
+            priority_key, self.misses, best=best
         ):
             return due
         return max(due, self.reported_at + REPORT_INTERVAL)
@@ -148,10 +180,142 @@ class DeadlineClock:
             misses=self.misses,
         )
 
-    def aged(self, key: int | None, best: int | None) -> int | None:
+    def aged(self, priority_key: int | None, best: int | None) -> int | None:
         """A turn's priority key: one key up per miss for an aging placement past its deadline,
-        never past `best` (TurnPriority.best_aged_key: its own band's key by default). `key` is
-        what the turn's work asked for before aging: aged once, here, when the turn starts."""
+        never past `best` (TurnPriority.best_aged_key: its own band's key by default).
+        `priority_key` is what the turn's work asked for before aging: aged once, here, when
+        the turn starts."""
         if self.deadline is None or not self.deadline.aging or self.since is None:
-            return key
-        return aged_key(key, self.misses, best=best)
+            return priority_key
+        return aged_key(priority_key, self.misses, best=best)
+
+
+@dataclass(frozen=True)
+class DeadlineWait:
+    """What the workflow does about the deadline while it waits for work
+    (PlacementDeadline.wait)."""
+
+    missed: bool = False
+    """A miss to count before waiting: it fell while the workflow was busy."""
+    due: datetime | None = None
+    """When the next miss falls (None: no timer: no deadline runs, or work is waiting)."""
+    wake: datetime | None = None
+    """When the timer wakes the workflow: `due`, or later for a miss with nothing new to
+    report (DeadlineClock.reported_due)."""
+
+    def missed_by(self, now: datetime) -> bool:
+        """Whether a wait that work ended at `now`, before a put-off timer, passed `due`: the
+        turn that runs now counts that miss, which is not lost."""
+        due, wake = self.due, self.wake
+        return due is not None and wake is not None and wake > due and now >= due
+
+
+@dataclass
+class PlacementDeadline:
+    """The scheduling deadline as the placement workflow keeps it: its clock, kept in the
+    workflow's state (PlacementState.deadline, so continue-as-new carries it), and whether
+    this run issues the deadline's commands, its patches asked where their branches are. The
+    workflow calls it where it waits (`wait`, `missed`), when a turn starts (`aged`,
+    `request`) and after a turn (`after_turn`). Pure: it is given the run's `workflow.patched`
+    and `workflow.now()`."""
+
+    state: PlacementState
+    clock: DeadlineClock = field(default_factory=DeadlineClock)
+    commands: bool | None = None
+    """Whether this run issues the deadline's commands (its timer, its turns' aged priority):
+    True from the start for a run that carried a clock over (the run before decided it, and
+    this run's history has no marker to say so), else decided by DEADLINE_PATCH the first
+    time a turn reads the annotation, so placements without it record no marker and replay
+    as before. None: not decided yet, so no commands."""
+
+    @classmethod
+    def of(cls, state: PlacementState) -> PlacementDeadline:
+        carried = state.deadline is not None
+        deadline = cls(state, DeadlineClock.of(state.deadline), True if carried else None)
+        deadline._keep()  # as the clock reads it (a value carried raw before issue 33, bounded)
+        return deadline
+
+    @property
+    def summary(self) -> str:
+        return f"schedule deadline {self.clock.annotation}"
+
+    def wait(
+        self,
+        busy: bool,
+        now: datetime,
+        priority: TurnPriority | None,
+        patched: Callable[[str], bool],
+    ) -> DeadlineWait:
+        """What to do about the deadline before waiting for work (`busy`: work is waiting
+        already). A miss that fell while the workflow was busy counts before the next turn
+        (DEADLINE_BUSY_PATCH); otherwise a timer wakes the workflow for the next miss."""
+        due = self.clock.due() if self.commands else None
+        if due is None:
+            return DeadlineWait()
+        if busy:
+            return DeadlineWait(missed=due <= now and patched(DEADLINE_BUSY_PATCH))
+        return DeadlineWait(due=due, wake=self._wake(due, priority, patched))
+
+    def _wake(
+        self, due: datetime, priority: TurnPriority | None, patched: Callable[[str], bool]
+    ) -> datetime:
+        own, best = _keys(priority)
+        wake = self.clock.reported_due(own, best)
+        if wake is None or wake <= due or not patched(DEADLINE_FLOOR_PATCH):
+            return due
+        return wake
+
+    def missed(self, now: datetime) -> str:
+        """The deadline passed at `now`: the miss is counted, and this is why the turn runs."""
+        misses = self.clock.miss(now)
+        self._keep()
+        return f"schedule deadline {self.clock.annotation} exceeded ({misses})"
+
+    def aged(self, priority_key: int | None, priority: TurnPriority | None) -> int | None:
+        """The priority key a turn runs at whose work asked for `priority_key`
+        (DeadlineClock.aged; work that asked nothing runs at the placement's own key)."""
+        if not self.commands:
+            return priority_key
+        own, best = _keys(priority)
+        return self.clock.aged(priority_key if priority_key is not None else own, best)
+
+    def request(self) -> DeadlineMiss | None:
+        """What the next turn reports (DeadlineClock.request)."""
+        return self.clock.request() if self.commands else None
+
+    def after_turn(
+        self,
+        prepared: PrepareResult,
+        report: CycleReport | None,
+        last: CycleReport | None,
+        now: datetime,
+        patched: Callable[[str], bool],
+    ) -> None:
+        """The clock after a turn that read the placement (`last`: the cycle report the
+        workflow held before it); nothing, and no marker, for placements without the
+        annotation, and nothing for a run begun before deadlines (DEADLINE_PATCH)."""
+        annotation = prepared.schedule_deadline
+        if prepared.phase != "ready" or (annotation is None and self.clock.annotation is None):
+            return
+        if self.commands is None:
+            self.commands = patched(DEADLINE_PATCH)
+        if not self.commands:
+            return
+        self.clock.read(annotation, prepared.schedule_deadline_problem)
+        if report is not None:
+            fully = report.fulfilled and not report.requeue
+            # A cycle that decided the same fates recorded only their digest: `last` has them.
+            explanation = report.filled_from(last).full_explanation()
+            missing = missing_line(report.outcome, explanation) if not fully else ""
+            self.clock.after_cycle(fully, prepared.unscheduled_since, now, missing)
+        self._keep()
+
+    def _keep(self) -> None:
+        self.state.deadline = self.clock.state()
+
+
+def _keys(priority: TurnPriority | None) -> tuple[int | None, int | None]:
+    """The placement's own priority key, and how far aging may lift its turns."""
+    if priority is None:
+        return None, None
+    return priority.own_priority_key, priority.best_aged_key()

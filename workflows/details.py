@@ -94,9 +94,7 @@ def decision(last: CycleReport | None, deciding: CycleReport | None = None) -> s
     else:
         chosen = [c for g in explanation.picked for c in g.clusters]
         chosen = list(dict.fromkeys([*chosen, *explanation.valid, *explanation.kept]))
-        lines.append(
-            f"- picked: {_listed(chosen, DETAILS_PICKS)}" if chosen else "- picked: none"
-        )
+        lines.append(f"- picked: {_listed(chosen, DETAILS_PICKS)}" if chosen else "- picked: none")
     if last.error:
         lines.append(f"- error: {_text(last.error)}")
     judged = explanation

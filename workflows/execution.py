@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Final
 
 from temporalio.common import Priority, RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from workflows import failures
-from workflows.models import TurnExecutionMode
+from workflows.models import PlacementState, TurnExecutionMode
 
 __all__ = [
     "AUTO_LOCAL_PATCH",
@@ -34,8 +36,13 @@ __all__ = [
     "LOCAL_TURN_LIMIT",
     "QUEUE_TURNS_AFTER_FALLBACK",
     "QUEUE_TURN_PATCH",
+    "TURN_FAILURES",
     "TurnExecution",
     "activates_patch",
+    "failed_for_good",
+    "failure_cause",
+    "failure_message",
+    "how_local_failed",
 ]
 
 CYCLE_HEARTBEAT: Final = timedelta(seconds=30)
@@ -54,6 +61,9 @@ HUB_RETRY: Final = RetryPolicy(
 )
 # Local turns: the same backoff, LOCAL_ATTEMPTS attempts, then the activity queue.
 LOCAL_RETRY: Final = dataclasses.replace(HUB_RETRY, maximum_attempts=LOCAL_ATTEMPTS)
+# What awaiting a turn's activity raises when it fails: an ActivityError, or for a local
+# activity its last failure itself.
+TURN_FAILURES: Final = (ActivityError, ApplicationError, ActivityTimeout)
 
 
 # After a local turn fell back to the queue (a slow hub, a worker without hub access), this many
@@ -91,13 +101,14 @@ class TurnExecution:
     """Where the placement's turns run: `mode` "auto" follows the worker's advice from the last
     turn (activities.advice; the first turn of a run, with no advice yet, runs local), "local"
     and "queue" are forced by the watcher's word (`run --local-cycles-up-to`, for experiments).
-    Carried across runs: the mode, the advice and the turns left on the queue."""
+    Carried across runs: the mode (PlacementInput.turn_execution), and in the workflow's state
+    the advice and the turns left on the queue."""
 
     mode: TurnExecutionMode = "auto"
-    advice: bool | None = None
+    state: PlacementState = field(default_factory=PlacementState)
     local_limit: timedelta = LOCAL_TURN_LIMIT
-    queue_turns: int = 0  # turns left on the queue after a fallback
     asked: int = 0  # this run's turns that asked their worker (QUEUE_TURN_PATCH)
+    fell_back: bool = False  # the last local call ran again on the activity queue
 
     @classmethod
     def of(
@@ -105,13 +116,22 @@ class TurnExecution:
         mode: TurnExecutionMode | None,
         legacy_local: bool | None,
         local_turn_seconds: float | None,
-        advice: bool | None = None,
-        queue_turns: int = 0,
+        state: PlacementState | None = None,
     ) -> TurnExecution:
         limit = timedelta(seconds=local_turn_seconds) if local_turn_seconds else LOCAL_TURN_LIMIT
-        execution = cls(local_limit=limit, advice=advice, queue_turns=queue_turns)
+        execution = cls(local_limit=limit, state=state or PlacementState())
         execution.heard(mode, legacy_local)
         return execution
+
+    @property
+    def advice(self) -> bool | None:
+        """The worker's advice from the last turn that gave one (None: none yet)."""
+        return self.state.next_local
+
+    @property
+    def queue_turns(self) -> int:
+        """Turns left on the queue after a fallback."""
+        return self.state.queue_turns
 
     def heard(self, mode: TurnExecutionMode | None, legacy_local: bool | None = None) -> None:
         """A signal's word (None: no word, keep the current choice). Senders before the mode
@@ -145,12 +165,13 @@ class TurnExecution:
     def after_turn(self, advice: bool | None, *, fell_back: bool) -> None:
         """What a turn left: the worker's advice (None: none, keep the last), and whether a
         local turn had to run again on the queue."""
+        state = self.state
         if advice is not None:
-            self.advice = advice
+            state.next_local = advice
         if fell_back:
-            self.queue_turns = QUEUE_TURNS_AFTER_FALLBACK
-        elif self.queue_turns:
-            self.queue_turns -= 1
+            state.queue_turns = QUEUE_TURNS_AFTER_FALLBACK
+        elif state.queue_turns:
+            state.queue_turns -= 1
 
     def local_options(self, timeout: timedelta, summary: str) -> dict[str, Any]:
         return {
@@ -172,3 +193,36 @@ class TurnExecution:
             "summary": summary,
             "priority": priority,
         }
+
+
+def failure_cause(err: FailureError) -> BaseException | None:
+    """What failed: an activity's error, or a local activity's own (the SDK raises a local
+    activity's last failure as it is, not wrapped in an ActivityError)."""
+    return err.cause if isinstance(err, ActivityError) else err
+
+
+def failed_for_good(err: FailureError) -> bool:
+    """A failure retrying cannot fix (kubefleet-rules 3.3), as opposed to a local turn that ran
+    out of time or attempts, or that met a hub outage (failures.RUN_ON_QUEUE)."""
+    cause = failure_cause(err)
+    return (
+        isinstance(cause, ApplicationError)
+        and cause.type != failures.RUN_ON_QUEUE
+        and (cause.non_retryable or cause.type in failures.NON_RETRYABLE)
+    )
+
+
+def how_local_failed(err: FailureError) -> str:
+    """How a local turn's attempts ended, for the summary of its run on the queue."""
+    cause = failure_cause(err)
+    if isinstance(cause, ActivityTimeout):
+        return "timed out"
+    return f"failed ({cause})"
+
+
+def failure_message(what: str, err: FailureError) -> str:
+    """What a failed turn or cleanup (`what`) records as the placement's last error."""
+    cause = failure_cause(err)
+    if isinstance(cause, ApplicationError) and cause.type in failures.NON_RETRYABLE:
+        return f"{what} failed ({cause.type}): {cause.message}"
+    return f"{what} failed: {cause or err}"

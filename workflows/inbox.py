@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-from workflows.models import CarriedState, MoveRequest, MovesRequest
+from workflows.models import MoveRequest, MovesRequest, PlacementState
 
 __all__ = ["MAX_PENDING_REASONS", "Inbox", "Work"]
 
@@ -40,37 +40,33 @@ class Work:
 
 @dataclass
 class Inbox:
-    dirty: bool = True
-    fresh: bool = False
-    reasons: list[str] = field(default_factory=lambda: [STARTED])
-    moves: list[MoveRequest] = field(default_factory=list)
-    priority_key: int | None = None
+    """The inbox's part of the workflow's state (PlacementState: `dirty`, `fresh`,
+    `pending_reasons`, `moves`, `pending_priority_key`), kept there so that continue-as-new
+    carries it with the rest."""
 
-    @classmethod
-    def of(cls, carried: CarriedState | None) -> Inbox:
-        """A new run's inbox: a first run has one turn to take; a continued one what was
-        pending when the previous run ended."""
-        if carried is None:
-            return cls()
-        return cls(
-            dirty=carried.dirty,
-            fresh=carried.fresh,
-            reasons=list(carried.pending_reasons),
-            moves=list(carried.moves),
-            priority_key=carried.pending_priority_key,
-        )
+    state: PlacementState = field(default_factory=lambda: Inbox.first())
+
+    @staticmethod
+    def first() -> PlacementState:
+        """A first run's state: one turn to take."""
+        return PlacementState(pending_reasons=[STARTED])
+
+    @property
+    def dirty(self) -> bool:
+        return self.state.dirty
 
     def mark(self, reason: str) -> None:
         """One more turn is wanted, because of `reason`."""
-        self.dirty = True
-        if len(self.reasons) < MAX_PENDING_REASONS:
-            self.reasons.append(reason)
+        self.state.dirty = True
+        if len(self.state.pending_reasons) < MAX_PENDING_REASONS:
+            self.state.pending_reasons.append(reason)
 
-    def ask(self, key: int | None) -> None:
-        """Queued work asks for priority key `key` (None: no opinion): the turn that takes it
-        runs at the best key asked for since the last one started."""
-        if key is not None and (self.priority_key is None or key < self.priority_key):
-            self.priority_key = key
+    def ask(self, priority_key: int | None) -> None:
+        """Queued work asks for `priority_key` (None: no opinion): the turn that takes it runs
+        at the best key asked for since the last one started."""
+        best = self.state.pending_priority_key
+        if priority_key is not None and (best is None or priority_key < best):
+            self.state.pending_priority_key = priority_key
 
     def propose(self, request: MovesRequest) -> bool:
         """Rebalance moves for the next turn; a newer proposal for a binding replaces an older
@@ -78,22 +74,24 @@ class Inbox:
         if not request.moves:
             return False
         proposed = {m.binding for m in request.moves}
-        self.moves = [m for m in self.moves if m.binding not in proposed] + list(request.moves)
+        kept = [m for m in self.state.moves if m.binding not in proposed]
+        self.state.moves = kept + list(request.moves)
         return True
 
     def take(self) -> Work:
         """Everything queued, for the turn starting now; the inbox is empty after."""
+        state = self.state
         work = Work(
-            reasons=self.reasons or ["requeue"],
-            fresh=self.fresh,
-            moves=self.moves,
-            priority_key=self.priority_key,
+            reasons=state.pending_reasons or ["requeue"],
+            fresh=state.fresh,
+            moves=state.moves,
+            priority_key=state.pending_priority_key,
         )
-        self.dirty, self.fresh, self.reasons, self.moves = False, False, [], []
-        self.priority_key = None
+        state.dirty, state.fresh, state.pending_reasons, state.moves = False, False, [], []
+        state.pending_priority_key = None
         return work
 
     def keep_fresh(self, fresh: bool) -> None:
         """A fresh turn asked for did not happen (the turn failed or ran no cycle): the next
         one is fresh."""
-        self.fresh = self.fresh or fresh
+        self.state.fresh = self.state.fresh or fresh

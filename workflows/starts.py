@@ -12,6 +12,7 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 
+from hub.kinds import placement_key
 from scheduler.framework.queue_sort import QueuePriority
 from workflows import names
 from workflows.models import TurnExecutionMode, TurnPriority
@@ -51,14 +52,13 @@ def start_options(
         if priority.tenant:
             pairs.append(SearchAttributePair(names.SA_TENANT, priority.tenant))
         options["priority"] = TurnPriority.temporal(priority, priority.own_priority_key)
-    key = f"{namespace}/{placement}" if namespace else placement
     return options | {
         "id": names.workflow_id(placement, namespace),
         "task_queue": task_queue,
         "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
         "id_reuse_policy": WorkflowIDReusePolicy.ALLOW_DUPLICATE,
         "search_attributes": TypedSearchAttributes(pairs),
-        "static_summary": f"placement {key}",
+        "static_summary": f"placement {placement_key(namespace, placement)}",
     }
 
 

@@ -10,13 +10,13 @@ from workflows.models.fleet import (
     ReconcileReport,
 )
 from workflows.models.placement import (
-    CarriedState,
     DeadlineState,
     HubEvent,
     MovesRequest,
     PlacementExplanation,
     PlacementInput,
     PlacementPhase,
+    PlacementState,
     PlacementStatus,
     RequeueRequest,
     RequeueResult,
@@ -41,7 +41,6 @@ from workflows.models.turn import (
 
 __all__ = [
     "INLINE_EXPLANATION_BYTES",
-    "CarriedState",
     "CleanupReport",
     "CleanupRequest",
     "CycleReport",
@@ -53,6 +52,7 @@ __all__ = [
     "PlacementExplanation",
     "PlacementInput",
     "PlacementPhase",
+    "PlacementState",
     "PlacementStatus",
     "PreparePhase",
     "PrepareResult",

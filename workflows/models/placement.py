@@ -8,20 +8,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, field_serializer
 from temporalio.common import Priority
 
 from scheduler.wire import WireModel
 from workflows.models.turn import CycleReport, MoveRequest
 
 __all__ = [
-    "CarriedState",
     "DeadlineState",
     "HubEvent",
     "MovesRequest",
     "PlacementExplanation",
     "PlacementInput",
     "PlacementPhase",
+    "PlacementState",
     "PlacementStatus",
     "RequeueRequest",
     "RequeueResult",
@@ -131,6 +131,17 @@ class RequeueResult(WireModel):
     error: str | None = None
     fulfilled: bool | None = None
 
+    @classmethod
+    def scheduled(cls, report: CycleReport) -> RequeueResult:
+        """A turn that ran `report`'s cycle."""
+        return cls(
+            outcome="scheduled",
+            cycle=report.cycle,
+            summary=report.summary,
+            error=report.error,
+            fulfilled=report.fulfilled,
+        )
+
 
 class HubEvent(WireModel):
     """Payload of the watcher's signals: what happened in the hub, for the history's sake."""
@@ -165,10 +176,19 @@ class TurnMoves(WireModel):
     lines: list[str] = Field(default_factory=list)
 
 
-class CarriedState(WireModel):
-    """What one run hands the next through continue-as-new: the last cycle's report without its
-    explanation, and the last cycle that evaluated clusters with its explanation (packed at
-    scale), so `explain` still shows every cluster's fate after any number of runs."""
+class PlacementState(WireModel):
+    """A placement workflow's state: what its turns, signals and queries read and change, in one
+    object, and what continue-as-new hands the next run as it is (`PlacementInput.carried`).
+    Besides its own fields, the inbox (workflows.inbox), where turns run
+    (workflows.execution) and the deadline (workflows.deadline) keep their parts here.
+
+    Only the last cycle's report goes without its explanation (what `status` shows too); the
+    last cycle that evaluated clusters keeps its own (packed at scale), so `explain` still
+    shows every cluster's fate after any number of runs. On the wire its fields are those of
+    CarriedState, which the workflow rebuilt from its attributes before (issue 34), with the
+    same names: a run continued by an older worker reads them, and this one reads theirs."""
+
+    model_config = ConfigDict(frozen=False)
 
     cycles: int = 0
     dirty: bool = True
@@ -188,13 +208,22 @@ class CarriedState(WireModel):
     deadline: DeadlineState | None = None  # the scheduling deadline's clock, when it has one
     last_moves: TurnMoves | None = None
 
+    @field_serializer("last")
+    def _slim(self, last: CycleReport | None) -> CycleReport | None:
+        return last.slim() if last is not None else None
+
+    @property
+    def own_priority_key(self) -> int | None:
+        """The priority key of the turns the placement causes itself (TurnPriority)."""
+        return self.priority.own_priority_key if self.priority is not None else None
+
 
 class PlacementInput(WireModel):
     placement: str
     # A ResourcePlacement's namespace (workflow id `rp/<namespace>/<name>`); None for a
     # ClusterResourcePlacement.
     namespace: str | None = None
-    carried: CarriedState | None = None
+    carried: PlacementState | None = None  # the previous run's state, as it ended
     # Continue-as-new after this many loop turns (None: the workflow's default). A tuning knob,
     # and what lets a test watch state cross a run boundary without a hundred turns.
     turns_per_run: int | None = Field(default=None, ge=1)
@@ -208,6 +237,16 @@ class PlacementInput(WireModel):
     # How long a local turn may take, retries included, before it runs on the activity queue
     # instead (None: the workflow's default). A tuning knob, and what lets a test see it.
     local_turn_seconds: float | None = Field(default=None, gt=0)
+
+    def next_run(
+        self, namespace: str | None, state: PlacementState, mode: TurnExecutionMode
+    ) -> PlacementInput:
+        """The input of the run this one continues as: its state as it is, where turns run
+        now, and the same tuning."""
+        # `local_cycles` for a worker from before the mode (rolled back): a forced choice.
+        local = True if mode == "local" else None
+        update = {"namespace": namespace, "carried": state, "turn_execution": mode}
+        return self.model_copy(update=update | {"local_cycles": local})
 
 
 class PlacementStatus(WireModel):
@@ -233,6 +272,44 @@ class PlacementStatus(WireModel):
     deadline: DeadlineState | None = None  # its scheduling deadline, when it has one
     last_moves: TurnMoves | None = None  # the last turn that moved or kept bindings, and why
 
+    @classmethod
+    def of(
+        cls,
+        placement: str,
+        namespace: str | None,
+        state: PlacementState,
+        *,
+        cycles_this_run: int,
+        turns_this_run: int,
+        signals_this_run: int,
+        local_cycles: bool,
+        turn_execution: TurnExecutionMode,
+        last_turn_key: int | None,
+    ) -> PlacementStatus:
+        """What `status` answers: the workflow's state, and this run's figures."""
+        dirty = state.dirty
+        return cls(
+            placement=placement,
+            namespace=namespace,
+            cycles=state.cycles,
+            waiting_for=state.waiting_for,
+            # Queued work shows as pending whatever the loop last said it waits for.
+            phase="pending" if dirty and state.phase in ("idle", "requeue_timer") else state.phase,
+            pending_reasons=list(state.pending_reasons) if dirty else [],
+            fresh_pending=state.fresh,
+            last=state.last.slim() if state.last is not None else None,
+            last_error=state.last_error,
+            cycles_this_run=cycles_this_run,
+            turns_this_run=turns_this_run,
+            signals_this_run=signals_this_run,
+            local_cycles=local_cycles,
+            turn_execution=turn_execution,
+            priority=state.priority,
+            last_turn_key=last_turn_key,
+            deadline=state.deadline,
+            last_moves=state.last_moves,
+        )
+
 
 class PlacementExplanation(WireModel):
     """The `explanation` query: the last cycle's report with its explanation, and the last
@@ -241,3 +318,10 @@ class PlacementExplanation(WireModel):
 
     last: CycleReport | None = None
     deciding: CycleReport | None = None
+
+    @classmethod
+    def of(cls, last: CycleReport | None, deciding: CycleReport | None) -> PlacementExplanation:
+        """`deciding` only when it is an earlier cycle than `last`."""
+        if deciding is not None and last is not None and deciding.cycle == last.cycle:
+            deciding = None
+        return cls(last=last, deciding=deciding)

@@ -121,6 +121,12 @@ class CycleReport(WireModel):
     def has_explanation(self) -> bool:
         return self.explanation is not None or self.explanation_packed is not None
 
+    @property
+    def held_digest(self) -> str | None:
+        """The digest of the explanation this report holds (None: it holds none), which a
+        turn sends as TurnRequest.known_explanation."""
+        return self.explanation_digest if self.has_explanation else None
+
     def full_explanation(self) -> Explanation | None:
         """The explanation, unpacked if it was recorded packed (None if this report has none)."""
         if self.explanation is not None:

@@ -24,9 +24,9 @@ from tests.support.stacks import fleet_scheduler
 from tests.support.waits import until_async
 from workers.cli.render import deadline_text, render_explain
 from workers.metrics import SchedulerMetrics
+from workflows.deadline import DEADLINE_PATCH
 from workflows.models import PlacementStatus
 from workflows.names import workflow_id
-from workflows.placement import DEADLINE_PATCH
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -8,6 +8,10 @@ cleanup activity) fails to replay the recorded deletion.
 
 Record with FLEET_RECORD_HISTORIES=1 (it rewrites `placement-<run>.json`). Once a release has
 run, keep its recordings and add new ones next to them after a deliberate, patched change.
+`placement-deadline-*.json` and `placement-auto-local-fallback-0.json` were recorded by the
+code that brought the deadline's patches (its timer, a busy miss, the report-interval floor,
+aging) and the automatic choice of where turns run (a local turn that fell back to the queue);
+each has a guard below that a workflow without one of those commands fails to replay it.
 `pre-decomposition-*.json` were recorded by the workflow before it was split into its small
 classes (inbox, waiters, run budget, execution, visibility): requeue_and_wait updates across a
 continue-as-new, a requeue timer, a failed turn, coalesced signals, local turns, the priority
@@ -18,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 from temporalio import workflow
@@ -26,7 +32,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from tests.integration.workflows.stand_ins import SCRIPTS, Script
+from tests.integration.workflows.stand_ins import SCRIPTS, Script, transient
 from tests.integration.workflows.workflow_helpers import (
     idle,
     placement_name,
@@ -34,11 +40,26 @@ from tests.integration.workflows.workflow_helpers import (
     start_local,
     status_when,
 )
+from tests.support.history import turn_places
+from tests.support.waits import until_async
 from workers.worker import PlacementWorkers, split_workers
 from workflows import names
-from workflows.execution import QUEUE_TURN_PATCH
-from workflows.models import HubEvent, PlacementInput, PlacementStatus, RequeueRequest
-from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
+from workflows.deadline import (
+    DEADLINE_BUSY_PATCH,
+    DEADLINE_FLOOR_PATCH,
+    DEADLINE_PATCH,
+    DeadlineWait,
+    PlacementDeadline,
+)
+from workflows.execution import AUTO_LOCAL_PATCH, LOCAL_ATTEMPTS, QUEUE_TURN_PATCH
+from workflows.models import (
+    HubEvent,
+    PlacementInput,
+    PlacementStatus,
+    RequeueRequest,
+    TurnPriority,
+)
+from workflows.placement import PRIORITY_PATCH, PlacementWorkflow, ResourcePlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -256,3 +277,214 @@ async def test_a_run_begun_before_priorities_replays_with_the_watchers_priority_
     )  # fmt: skip
     result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
+
+
+# --- the deadline's patches and the automatic local turn -----------------------------------------
+# Each scenario below records one run (FLEET_RECORD_HISTORIES=1 rewrites its file) and replays
+# it; its recording replays in test_recorded_histories_replay, and a guard further down shows a
+# workflow without one of its commands fails to replay the recording.
+
+
+async def end_with_cleanup(handle: Any, script: Script) -> None:
+    script.deleted = True
+    await handle.signal(PlacementWorkflow.placement_deleting)
+    await asyncio.wait_for(handle.result(), timeout=60)
+
+
+def next_miss(status: PlacementStatus) -> datetime:
+    """When the deadline the status shows falls next (DeadlineClock.due)."""
+    clock = status.deadline
+    assert clock is not None and clock.since is not None and clock.seconds is not None
+    return clock.since + timedelta(seconds=clock.seconds * (clock.misses + 1))
+
+
+async def test_fresh_deadline_timer_history_replays(
+    temporal_client: Client, task_queue: str, worker: PlacementWorkers
+) -> None:
+    """A `1s` deadline on a placement that stays unscheduled: the first turn starts the clock,
+    its timer fires and the miss runs a turn; then the report-interval floor puts the next
+    miss's turn off (a long timer), a signal after the next period counts that miss on its
+    own turn, and the floor holds again until the deletion."""
+    name = placement_name()
+    script = Script(deadline="1s", fulfilled=False)
+    handle = await start(temporal_client, task_queue, name, script)
+    status = await status_when(
+        handle, lambda s: s.cycles == 2 and idle(s) and s.deadline is not None
+    )
+    due = next_miss(status)
+    await until_async(lambda: datetime.now(UTC) > due, what="the next deadline period")
+    await handle.signal(PlacementWorkflow.placement_changed, HubEvent(reason="labels"))
+    await status_when(handle, lambda s: s.cycles == 3 and idle(s))
+    await end_with_cleanup(handle, script)
+
+    [history] = await replay_runs(temporal_client, handle.id, "placement-deadline-timer")
+    assert len(script.misses) == 4, script.misses  # start, the miss, the signal, the deletion
+    assert script.misses[0] == 0 and 1 <= script.misses[1] < script.misses[2]
+    assert patches(history) == [DEADLINE_PATCH, DEADLINE_FLOOR_PATCH]
+
+
+async def test_fresh_deadline_aging_history_replays(
+    temporal_client: Client, task_queue: str, worker: PlacementWorkers
+) -> None:
+    """A `1s,aging` deadline at key 3, which the profile lets age to key 1: each miss runs a
+    turn one key up until key 1, then the floor holds the next one off."""
+    name = placement_name()
+    script = Script(deadline="1s,aging", fulfilled=False)
+    SCRIPTS[name] = script
+    own = TurnPriority(priority_key=3, own_priority_key=3, aging_limit=1)
+    handle = await temporal_client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(placement=name, turn_execution="queue"),
+        id=names.workflow_id(name),
+        task_queue=task_queue,
+        start_signal=names.SIGNAL_PLACEMENT_CHANGED,
+        start_signal_args=[HubEvent(reason="created", priority=own)],
+    )
+    await until_async(
+        lambda: any(p.priority_key == 1 for p in script.priorities), what="a turn at key 1"
+    )
+    await status_when(handle, idle)
+    await end_with_cleanup(handle, script)
+
+    [history] = await replay_runs(temporal_client, handle.id, "placement-deadline-aging")
+    keys = [p.priority_key or 0 for p in script.priorities]
+    assert keys[0] == 3 and 1 in keys and keys == sorted(keys, reverse=True), keys
+    assert patches(history)[:2] == [PRIORITY_PATCH, DEADLINE_PATCH]
+    assert DEADLINE_FLOOR_PATCH in patches(history)
+
+
+async def test_fresh_busy_miss_history_replays(
+    temporal_client: Client, task_queue: str, worker: PlacementWorkers
+) -> None:
+    """A `1s` deadline that passes while the workflow waits on a 2 s requeue-after timer: the
+    miss is counted before the requeue's turn, which reports it; then the floor holds."""
+    name = placement_name()
+    script = Script(deadline="1s", fulfilled=False, requeue_after=2)
+    handle = await start(temporal_client, task_queue, name, script)
+    await status_when(handle, lambda s: s.cycles == 2 and idle(s))
+    await end_with_cleanup(handle, script)
+
+    [history] = await replay_runs(temporal_client, handle.id, "placement-deadline-busy")
+    assert len(script.misses) == 3 and script.misses[1] >= 1, script.misses
+    assert patches(history) == [DEADLINE_PATCH, DEADLINE_BUSY_PATCH, DEADLINE_FLOOR_PATCH]
+
+
+async def test_fresh_auto_local_fallback_history_replays(
+    temporal_client: Client, task_queue: str, caching_worker: PlacementWorkers
+) -> None:
+    """No word on where turns run (auto): the first turn runs local, fails LOCAL_ATTEMPTS times
+    and runs again on the activity queue; the next turn stays on the queue although the advice
+    says local, and so does the cleanup."""
+    name = placement_name()
+    script = Script(
+        failures=[transient("hub down")] * LOCAL_ATTEMPTS, advice=[True] * (LOCAL_ATTEMPTS + 3)
+    )
+    SCRIPTS[name] = script
+    handle = await temporal_client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(placement=name),
+        id=names.workflow_id(name),
+        task_queue=task_queue,
+    )
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
+    await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason="turn 2"))
+    await status_when(handle, lambda s: s.cycles == 2 and idle(s))
+    await end_with_cleanup(handle, script)
+
+    [history] = await replay_runs(temporal_client, handle.id, "placement-auto-local-fallback")
+    # The first turn's local attempts, then it, the second and the deletion's turn on the queue.
+    assert script.ran_local == [True] * LOCAL_ATTEMPTS + [False] * 3
+    # The local attempts' one marker, the three turns and the cleanup.
+    assert await turn_places(handle) == ["local"] + ["queue"] * 4
+    assert patches(history) == [AUTO_LOCAL_PATCH]
+
+
+def recorded(name: str) -> WorkflowHistory:
+    return WorkflowHistory.from_json(name, (HISTORIES / name).read_text())
+
+
+class NoDeadlineCommands(PlacementDeadline):
+    """The deadline less its commands: no turn starts its clock (no timer, no miss)."""
+
+    def after_turn(self, *args: Any) -> None:
+        return None
+
+
+class NoBusyMisses(PlacementDeadline):
+    """A miss counted only when idle (before DEADLINE_BUSY_PATCH)."""
+
+    def wait(self, busy: bool, *args: Any) -> DeadlineWait:
+        return DeadlineWait() if busy else super().wait(busy, *args)
+
+
+class NoReportFloor(PlacementDeadline):
+    """A turn for every miss (before DEADLINE_FLOOR_PATCH)."""
+
+    def _wake(self, due: datetime, *args: Any) -> datetime:
+        return due
+
+
+class AgingWithinItsBand(PlacementDeadline):
+    """Aging that ignores the profile's limit: key 3 ages no further, so the floor holds the
+    second miss's turn off."""
+
+    def wait(self, busy: bool, now: datetime, priority: TurnPriority | None, *args: Any) -> Any:
+        return super().wait(busy, now, _no_limit(priority), *args)
+
+    def aged(self, priority_key: int | None, priority: TurnPriority | None) -> int | None:
+        return super().aged(priority_key, _no_limit(priority))
+
+
+def _no_limit(priority: TurnPriority | None) -> TurnPriority | None:
+    return priority.model_copy(update={"aging_limit": None}) if priority else None
+
+
+@workflow.defn(name=names.PLACEMENT_WORKFLOW, sandboxed=False)
+class WithBrokenDeadline(PlacementWorkflow):
+    """Today's workflow with a broken deadline: `broken`, which the test that replays it sets."""
+
+    broken: ClassVar[type[PlacementDeadline]] = PlacementDeadline
+
+    @workflow.run
+    async def run(self, input: PlacementInput) -> PlacementStatus:
+        self._deadline = self.broken.of(self._state)
+        return await super().run(input)
+
+
+@workflow.defn(name=names.PLACEMENT_WORKFLOW, sandboxed=False)
+class ForgetsFallbacks(PlacementWorkflow):
+    """Today's workflow forgetting that a local turn fell back: the next turn runs local."""
+
+    @workflow.run
+    async def run(self, input: PlacementInput) -> PlacementStatus:
+        return await super().run(input)
+
+    async def _execute(self, *args: Any) -> Any:
+        result = await super()._execute(*args)
+        self._execution.fell_back = False
+        return result
+
+
+@pytest.mark.parametrize(
+    ("history", "broken"),
+    [
+        ("placement-deadline-timer-0.json", NoDeadlineCommands),
+        ("placement-deadline-aging-0.json", NoDeadlineCommands),
+        ("placement-deadline-aging-0.json", AgingWithinItsBand),
+        ("placement-deadline-busy-0.json", NoDeadlineCommands),
+        ("placement-deadline-busy-0.json", NoBusyMisses),
+        ("placement-deadline-timer-0.json", NoReportFloor),
+        ("placement-auto-local-fallback-0.json", ForgetsFallbacks),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v.__name__,
+)
+async def test_a_workflow_without_a_patched_command_fails_to_replay_its_history(
+    history: str, broken: type[PlacementWorkflow] | type[PlacementDeadline]
+) -> None:
+    if issubclass(broken, PlacementDeadline):
+        WithBrokenDeadline.broken = broken
+        broken = WithBrokenDeadline
+    replayer = Replayer(workflows=[broken], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(recorded(history), raise_on_replay_failure=False)
+    assert result.replay_failure is not None
+    assert "nondetermin" in str(result.replay_failure).lower()

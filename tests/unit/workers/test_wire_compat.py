@@ -20,12 +20,12 @@ from scheduler import CycleInput, schedule
 from scheduler.framework.profile import default_profile
 from scheduler.testing import member_cluster, policy_snapshot
 from workflows.models import (
-    CarriedState,
     CleanupReport,
     CleanupRequest,
     CycleReport,
     HubEvent,
     PlacementInput,
+    PlacementState,
     PlacementStatus,
     PrepareResult,
     ReconcileInput,
@@ -79,7 +79,10 @@ def _report() -> CycleReport:
 def _models() -> list[BaseModel]:
     report = _report()
     prepared = PrepareResult(phase="ready", snapshot=report.snapshot, placement_type="PickN")
-    carried = CarriedState(cycles=3, pending_reasons=["requeue"], last=report, phase="idle")
+    # The last report travels without its explanation (PlacementState), the deciding one with.
+    carried = PlacementState(
+        cycles=3, pending_reasons=["requeue"], last=report.slim(), deciding=report, phase="idle"
+    )
     return [
         TurnRequest(placement="web", cycle=4, reason="requeue"),
         TurnResult(prepared=prepared, report=report),

@@ -1,0 +1,245 @@
+"""The placement workflow's state as one object (workflows.models.PlacementState): the inbox, the
+turn execution and the deadline keep their parts in it, continue-as-new carries it as it is,
+`status` is built from it; and the deadline's patches, asked only where their branches are
+(workflows.deadline.PlacementDeadline). No Temporal: `workflow.patched` is a recording stand-in."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from scheduler import Outcome
+from scheduler.deadline import REPORT_INTERVAL
+from workflows.deadline import (
+    DEADLINE_BUSY_PATCH,
+    DEADLINE_FLOOR_PATCH,
+    DEADLINE_PATCH,
+    PlacementDeadline,
+)
+from workflows.execution import TurnExecution
+from workflows.inbox import STARTED, Inbox
+from workflows.models import (
+    CycleReport,
+    DeadlineState,
+    MoveRequest,
+    MovesRequest,
+    PlacementInput,
+    PlacementState,
+    PlacementStatus,
+    PrepareResult,
+    TurnPriority,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+CONVERTER = pydantic_data_converter.payload_converter
+
+# A continue-as-new input as the workflow wrote it before its state was one object (its
+# `carried` was CarriedState, rebuilt field by field at the end of the run).
+OLD_CARRIED: dict[str, Any] = {
+    "cycles": 7,
+    "dirty": True,
+    "fresh": True,
+    "pendingReasons": ["cluster_changed: c1 joined"],
+    "last": {
+        "cycle": 7,
+        "placement": "web",
+        "snapshot": "web-1",
+        "outcome": {"placementType": "PickN", "wanted": 2, "picked": 1},
+        "summary": "cycle 7: PickN 1/2",
+    },
+    "deciding": None,
+    "lastError": None,
+    "waitingFor": "an event",
+    "phase": "idle",
+    "priority": {"priorityKey": 2, "placementKey": 3, "value": 100},
+    "pendingKey": 2,
+    "moves": [{"binding": "web-c1", "source": "c1", "target": "c2"}],
+    "nextLocal": False,
+    "queueTurns": 4,
+    "deadline": {
+        "annotation": "1m,aging",
+        "seconds": 60,
+        "aging": True,
+        "since": "2026-01-01T00:00:00Z",
+        "misses": 2,
+        "missing": "1 of 2 clusters picked",
+    },
+    "lastMoves": {"cycle": 6, "lines": ["moved web-c1 to c2"]},
+}
+OLD_INPUT: dict[str, Any] = {
+    "placement": "web",
+    "namespace": "team-a",
+    "carried": OLD_CARRIED,
+    "turnsPerRun": 5,
+    "turnExecution": "auto",
+}
+
+
+def _round_trip(value: PlacementInput) -> PlacementInput:
+    (payload,) = CONVERTER.to_payloads([value])
+    (decoded,) = CONVERTER.from_payloads([payload], [PlacementInput])
+    assert isinstance(decoded, PlacementInput)
+    return decoded
+
+
+def _decoded(document: dict[str, object]) -> PlacementInput:
+    (payload,) = CONVERTER.to_payloads([document])
+    (decoded,) = CONVERTER.from_payloads([payload], [PlacementInput])
+    assert isinstance(decoded, PlacementInput)
+    return decoded
+
+
+def test_an_old_continue_as_new_input_reads_into_the_state_and_is_written_back_the_same() -> None:
+    state = _decoded(OLD_INPUT).carried
+    assert state is not None
+    assert (state.cycles, state.pending_priority_key, state.queue_turns) == (7, 2, 4)
+    assert state.moves == [MoveRequest(binding="web-c1", source="c1", target="c2")]
+    assert state.deadline is not None and state.deadline.misses == 2
+    # Written again (a run of this version continuing as new), an older worker reads the same
+    # names: the document is the old one, with the defaults it left out filled in.
+    (payload,) = CONVERTER.to_payloads([PlacementInput.model_validate(OLD_INPUT)])
+    written = json.loads(payload.data)["carried"]
+    assert set(OLD_CARRIED) == set(written)
+
+
+def test_the_state_is_the_continue_as_new_input_with_the_last_report_slim() -> None:
+    explained = _unscheduled(2).model_copy(
+        update={"explanation_packed": "abc", "explanation_digest": "d"}
+    )
+    state = Inbox.first()
+    state.last, state.deciding = explained, explained
+    carried = _round_trip(PlacementInput(placement="web", carried=state)).carried
+    assert carried is not None
+    assert carried.last == explained.slim() and not carried.last.has_explanation
+    assert carried.deciding == explained  # the deciding one keeps its explanation
+    assert state.last is explained  # the run's own object is not changed by writing it
+
+
+def test_the_inbox_and_the_execution_keep_their_parts_in_the_state() -> None:
+    state = Inbox.first()
+    inbox, execution = Inbox(state), TurnExecution.of("auto", None, None, state)
+    assert state.pending_reasons == [STARTED]
+    inbox.take()
+    inbox.mark("requeue")
+    inbox.ask(4)
+    inbox.ask(2)
+    inbox.ask(None)
+    inbox.propose(MovesRequest(moves=[MoveRequest(binding="b", source="c1", target="c2")]))
+    inbox.keep_fresh(True)
+    execution.after_turn(False, fell_back=True)
+    assert (state.dirty, state.fresh, state.pending_reasons) == (True, True, ["requeue"])
+    assert (state.pending_priority_key, len(state.moves)) == (2, 1)
+    assert (state.next_local, state.queue_turns) == (False, 20)
+    work = inbox.take()
+    assert (work.priority_key, work.fresh, len(work.moves)) == (2, True, 1)
+    assert (state.dirty, state.pending_priority_key, state.moves) == (False, None, [])
+
+
+def test_status_is_built_from_the_state() -> None:
+    state = PlacementState.model_validate(OLD_CARRIED)
+    status = PlacementStatus.of(
+        "web",
+        "team-a",
+        state,
+        cycles_this_run=1,
+        turns_this_run=2,
+        signals_this_run=3,
+        local_cycles=False,
+        turn_execution="auto",
+        last_turn_key=1,
+    )
+    assert status.phase == "pending"  # work is queued: not idle whatever the loop said
+    assert status.pending_reasons == state.pending_reasons and status.fresh_pending
+    assert (status.cycles, status.deadline, status.last_moves) == (
+        7,
+        state.deadline,
+        state.last_moves,
+    )
+    state.dirty = False
+    idle = PlacementStatus.of(
+        "web",
+        None,
+        state,
+        cycles_this_run=0,
+        turns_this_run=0,
+        signals_this_run=0,
+        local_cycles=False,
+        turn_execution="auto",
+        last_turn_key=None,
+    )
+    assert (idle.phase, idle.pending_reasons) == ("idle", [])
+
+
+class Patches:
+    """`workflow.patched` on a worker that is not replaying: every patch on, each ask kept."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def __call__(self, patch_id: str) -> bool:
+        self.asked.append(patch_id)
+        return True
+
+
+def _ready(annotation: str | None) -> PrepareResult:
+    return PrepareResult(phase="ready", schedule_deadline=annotation)
+
+
+def _unscheduled(cycle: int) -> CycleReport:
+    outcome = Outcome(placement_type="PickN", wanted=2, picked=1)
+    return CycleReport(cycle=cycle, placement="web", snapshot="web-1", outcome=outcome)
+
+
+def test_a_placement_without_the_annotation_asks_no_deadline_patch() -> None:
+    patched, deadline = Patches(), PlacementDeadline.of(Inbox.first())
+    deadline.after_turn(_ready(None), _unscheduled(1), None, T0, patched)
+    assert deadline.wait(True, T0, None, patched).missed is False
+    assert deadline.wait(False, T0, None, patched).wake is None
+    assert deadline.aged(None, None) is None and deadline.request() is None
+    assert patched.asked == [] and deadline.state.deadline is None
+
+
+def test_a_carried_clock_runs_without_asking_and_a_new_one_asks_once() -> None:
+    carried = PlacementState(
+        deadline=DeadlineState(annotation="10s", seconds=10, since=T0, misses=0)
+    )
+    patched = Patches()
+    deadline = PlacementDeadline.of(carried)
+    assert deadline.wait(False, T0, None, patched).due == T0 + timedelta(seconds=10)
+    deadline.after_turn(_ready("10s"), _unscheduled(2), None, T0, patched)
+    assert patched.asked == []  # the run before decided it
+    fresh = PlacementDeadline.of(Inbox.first())
+    fresh.after_turn(_ready("10s"), _unscheduled(1), None, T0, patched)
+    fresh.after_turn(_ready("10s"), _unscheduled(2), None, T0, patched)
+    assert patched.asked == [DEADLINE_PATCH]
+    assert fresh.state.deadline is not None and fresh.state.deadline.since == T0
+
+
+def test_a_busy_miss_asks_its_patch_only_once_the_deadline_passed() -> None:
+    patched, deadline = Patches(), PlacementDeadline.of(Inbox.first())
+    deadline.after_turn(_ready("10s"), _unscheduled(1), None, T0, patched)
+    assert not deadline.wait(True, T0 + timedelta(seconds=9), None, patched).missed
+    assert patched.asked == [DEADLINE_PATCH]
+    assert deadline.wait(True, T0 + timedelta(seconds=10), None, patched).missed
+    assert patched.asked == [DEADLINE_PATCH, DEADLINE_BUSY_PATCH]
+
+
+def test_a_miss_with_nothing_new_puts_its_timer_off_through_the_floor_patch() -> None:
+    patched, state = Patches(), Inbox.first()
+    deadline = PlacementDeadline.of(state)
+    own = TurnPriority(own_priority_key=3)
+    deadline.after_turn(_ready("1s,aging"), _unscheduled(1), None, T0, patched)
+    first = deadline.wait(False, T0, own, patched)
+    assert first.wake == first.due == T0 + timedelta(seconds=1)  # the first miss: at once
+    assert deadline.missed(T0 + timedelta(seconds=1)) == "schedule deadline 1s,aging exceeded (1)"
+    assert state.deadline is not None and state.deadline.misses == 1  # kept in the state
+    assert deadline.aged(None, own) == 3  # key 3 ages no further
+    assert patched.asked == [DEADLINE_PATCH]
+    later = deadline.wait(False, T0 + timedelta(seconds=1), own, patched)
+    assert later.wake == T0 + timedelta(seconds=1) + REPORT_INTERVAL
+    assert patched.asked == [DEADLINE_PATCH, DEADLINE_FLOOR_PATCH]
+    assert later.due is not None and later.missed_by(later.due)  # work came after it fell
+    assert not later.missed_by(later.due - timedelta(seconds=1))
