@@ -37,7 +37,7 @@ from scheduler.framework.profile import Profile
 from scheduler.requeue_hints import ClusterChange, change_between_records, may_change_decision
 from scheduler.watch_rules import is_fully_scheduled, wants_scheduler
 
-__all__ = ["Bindings", "ClusterEvent", "Reached", "Why", "reach"]
+__all__ = ["Bindings", "ClusterEvent", "Reached", "Why", "owner_key", "reach"]
 
 
 class Why(enum.Enum):
