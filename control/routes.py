@@ -1,7 +1,7 @@
 """Which placement workflows a hub change reaches, with which signal and why.
 
 The decisions are KubeFleet's watcher filters (kubefleet-rules section 7, in
-`scheduler.watch_rules`);
+`scheduler.watch_rules`; whom a member cluster's change reaches, in `scheduler.reach`);
 this module only names the signal and writes the reason a user reads in the placement's history
 ("cluster member-3: labels changed"). Two additions, both because each placement is a long-lived
 workflow here rather than a key in an in-memory queue:
@@ -29,7 +29,6 @@ decides at send time against its placement cache (`may_start`)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -58,11 +57,10 @@ from scheduler.capacity import (
     shown_requests,
 )
 from scheduler.eligibility import EligibilityChecker
-from scheduler.enforcement import enforces, gives_somewhere_to_go
 from scheduler.explanation import BEYOND_ROOM_MARKER
 from scheduler.framework.profile import Profile
+from scheduler.reach import Bindings, ClusterEvent, owner_key, reach
 from scheduler.requests import RequestsError, parse_requests
-from scheduler.requeue_hints import ClusterChange, may_change_decision
 from scheduler.watch_rules import (
     CLUSTER_CHANGE_TAINT_ADDED,
     binding_deletion_started,
@@ -71,7 +69,6 @@ from scheduler.watch_rules import (
     parse_bool_label,
     placement_deletion_started,
     placement_spec_changed,
-    placements_for_cluster_event,
     scheduled_condition_current,
     snapshot_event_placement,
     taint_added,
@@ -90,8 +87,6 @@ __all__ = [
 ]
 
 T = TypeVar("T", bound=HubObject)
-
-REQUESTS: Final = hub_names.REQUESTS_ANNOTATION
 
 # Reason templates: the text after the signal name in the workflow's pending reasons.
 REASON_STARTED: Final = "watcher started: placement {name} exists"
@@ -237,11 +232,12 @@ def route_change(
     """The routes one change of any watched kind produces (often none).
 
     `placements` is the watcher's current placement cache, already updated with `change` when
-    it is a placement change; member-cluster changes fan out over it. `room`: the capacity
-    view, for the routes of capacity-aware placements (None: none of those). `profile`: the
-    profile the cycles run, whose plugins' requeue hints narrow a member cluster's update to
-    the placements whose decision it may change (scheduler.requeue_hints; None: KubeFleet's
-    rule alone)."""
+    it is a placement change; member-cluster changes fan out over it, to the placements
+    scheduler.reach answers (the reconcile asks it too). `room`: the capacity view, for the
+    routes of capacity-aware placements (None: none of those), whose bindings also say where
+    an enforcing placement is bound. `profile`: the profile the cycles run, whose plugins'
+    requeue hints narrow a member cluster's update to the placements whose decision it may
+    change (scheduler.requeue_hints; None: KubeFleet's rule alone)."""
     new, old = change.new, change.old
     if isinstance(new, ClusterResourcePlacement):
         routes = _placement(change.type, _as(old, ClusterResourcePlacement), new, standalone)
@@ -418,10 +414,11 @@ def _cluster(
     profile: Profile | None,
     room: Room | None = None,
 ) -> list[Route]:
+    """Whom a member cluster's change reaches is scheduler.reach's answer; here only whether the
+    event is a change at all, and the reason the placements read."""
     name = new.metadata.name
-    enforcing_only = False
     if event == "DELETED":
-        left, reason = True, REASON_CLUSTER_GONE.format(name=name)
+        change, reason = ClusterEvent.gone(name, now), REASON_CLUSTER_GONE.format(name=name)
     elif old is None:
         return []  # KubeFleet ignores new clusters until an update makes them matter
     else:
@@ -433,40 +430,17 @@ def _cluster(
             reasons = [CLUSTER_CHANGE_TAINT_ADDED]
         if not reasons:
             return []
-        left, reason = False, REASON_CLUSTER_CHANGED.format(name=name, changes=", ".join(reasons))
-    candidates = [p for p in placements.values() if may_start(p)]
-    if not left and enforcing_only:
-        candidates = [p for p in candidates if enforces(p)]
-    if room is None:
-        chosen = placements_for_cluster_event(left, candidates)
-    else:
-        cache = _BindingsByPlacement(room.bindings)
-        chosen = placements_for_cluster_event(
-            left,
-            candidates,
-            lambda: cache.bound_on(name),
-            lambda placement: gives_somewhere_to_go(
-                placement, cache.of(placement), room.clusters, new, profile, now
-            ),
-        )
-    if not left and old is not None and profile is not None:
-        # A cluster gone reaches every placement; an update only those it may change.
-        change = ClusterChange.between(old, new, profile.ineligibility, now)
-        plugins = profile.cycle_plugins()
-        chosen = [
-            key
-            for key in chosen
-            if may_change_decision(
-                plugins,
-                placements[key].spec.policy,
-                change,
-                # Its cycle reads room itself (an unreadable annotation counts too).
-                capacity_aware=REQUESTS in placements[key].metadata.annotations,
-            )
-        ]
+        change = ClusterEvent.updated(old, new, profile, now, enforcing_only=enforcing_only)
+        reason = REASON_CLUSTER_CHANGED.format(name=name, changes=", ".join(reasons))
+    reached = reach(
+        change,
+        placements.values(),
+        profile,
+        bindings=None if room is None else Bindings(room.bindings),
+        clusters=None if room is None else room.clusters,
+    )
     return [
-        Route(placement, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
-        for placement in chosen
+        Route(r.placement, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True) for r in reached
     ]
 
 
@@ -495,10 +469,10 @@ def _ledger(
             if b.spec.target_cluster == cluster
             and b.spec.state != hub_names.STATE_UNSCHEDULED
             and not b.metadata.deleting
-            and _capacity_aware(placements.get(_key_of_parent(b)))
+            and _capacity_aware(placements.get(owner_key(b)))
         }
         after = held(new, without=[k for k in new.spec.reservations if k not in active])
-        holders = {_key_of_parent(b) for b in active.values()}
+        holders = {owner_key(b) for b in active.values()}
         reason = REASON_LEDGER_GONE.format(cluster=cluster)
         for key in sorted(holders):
             routes[key] = Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
@@ -535,7 +509,7 @@ def _ledger(
         # may be there now, and their condition should say so.
         beyond = {key for key, placement in placements.items() if _beyond_room(placement)}
         for binding in room.bindings if beyond else ():
-            key = _key_of_parent(binding)
+            key = owner_key(binding)
             if key in beyond and binding.spec.target_cluster == cluster:
                 routes.setdefault(
                     key, Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
@@ -578,7 +552,7 @@ def _requests_dropped(
     clusters = {
         b.spec.target_cluster
         for b in room.bindings
-        if _key_of_parent(b) == key and is_active(b) and b.spec.target_cluster not in room.ledgers
+        if owner_key(b) == key and is_active(b) and b.spec.target_cluster not in room.ledgers
     }
     what = f"placement {key} dropped its requests"
     routes: dict[str, Route] = {}
@@ -603,7 +577,7 @@ def _binding_gone_unreserved(
         return []
     if event != "DELETED" and is_active(new):
         return []
-    owner = placements.get(_key_of_parent(new))
+    owner = placements.get(owner_key(new))
     if owner is not None and not _capacity_aware(owner):
         return []  # its room was never counted; a gone owner's may have been (cleanup)
     what = f"binding {new.metadata.name} gave its room up"
@@ -659,36 +633,3 @@ def _short_while_room(
             fan_out=True,
         )
     ]
-
-
-class _BindingsByPlacement:
-    """The watcher's binding cache as one cluster's change asks it: read once (a scan of every
-    binding), and only if asked."""
-
-    def __init__(self, bindings: Iterable[ClusterResourceBinding]) -> None:
-        self._bindings = bindings
-        self._by_parent: dict[str, list[ClusterResourceBinding]] | None = None
-
-    def _grouped(self) -> dict[str, list[ClusterResourceBinding]]:
-        if self._by_parent is None:
-            self._by_parent = defaultdict(list)
-            for binding in self._bindings:
-                self._by_parent[_key_of_parent(binding)].append(binding)
-        return self._by_parent
-
-    def bound_on(self, cluster: str) -> set[str]:
-        """The keys of placements with an active binding on `cluster`."""
-        return {
-            key
-            for key, bindings in self._grouped().items()
-            if any(b.spec.target_cluster == cluster and is_active(b) for b in bindings)
-        }
-
-    def of(self, placement: ClusterResourcePlacement) -> list[ClusterResourceBinding]:
-        """The placement's bindings."""
-        return self._grouped().get(_key(placement), [])
-
-
-def _key_of_parent(binding: ClusterResourceBinding) -> str:
-    parent = binding.metadata.labels.get(hub_names.PARENT_PLACEMENT_LABEL, "")
-    return placement_key(binding.metadata.namespace, parent)

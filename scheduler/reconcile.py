@@ -13,11 +13,10 @@ visibility alone:
   no binding of it is being deleted or targets a cluster that does not exist; if not, requeue;
 - member clusters: each run records what scheduling reads of every cluster (labels, taints,
   properties, namespaces, resource usage, eligibility), hashed part by part
-  (`scheduler.requeue_hints.record_of`); a cluster that is gone reaches the placements
-  KubeFleet's cluster watcher would requeue for it (`placements_for_cluster_event`), and one
-  whose record changed reaches those of them whose decision the change may alter, as the
-  watcher's precise requeue judges it (`may_change_decision`; every one of them when a record
-  is from before records);
+  (`scheduler.requeue_hints.record_of`); a cluster that is gone, or whose record changed,
+  reaches the placements the watcher's route would reach for it (`scheduler.reach`, the one
+  answer of both: KubeFleet's rule, enforcement's, then the profile's requeue hints judging
+  the change from the two records; not narrowed when a record is from before records);
 - the decision annotations and the priority of every placement, by digest, against the
   previous run's: a change no event brought runs a turn, or tells the workflow its priority;
 - the invariants (scheduler.invariants): a placement whose next turn repairs what was found is
@@ -27,10 +26,9 @@ Pure: hub types in, a plan out."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -46,7 +44,6 @@ from hub.types import (
 )
 from hub.types.meta import HubObject, ObjectMeta
 from scheduler.eligibility import EligibilityChecker
-from scheduler.enforcement import gives_somewhere_to_go
 from scheduler.framework.profile import Profile
 from scheduler.framework.queue_sort import (
     PriorityClasses,
@@ -64,9 +61,10 @@ from scheduler.invariants import (
     WORKFLOW,
     Violation,
 )
-from scheduler.requeue_hints import change_between_records, may_change_decision, record_of
+from scheduler.reach import Bindings, ClusterEvent, reach
+from scheduler.requeue_hints import record_of
 from scheduler.snapshots import placement_scheduled_condition
-from scheduler.watch_rules import placements_for_cluster_event, wants_scheduler
+from scheduler.watch_rules import wants_scheduler
 
 __all__ = [
     "DEFAULT_PRIORITY_KEY",
@@ -265,13 +263,9 @@ def plan_reconcile(
         plan.clusters[cluster.metadata.name] = (
             "deleting" if cluster.metadata.deleting else cluster_digest(cluster, ineligible, now)
         )
-    bound: defaultdict[str, set[str]] = defaultdict(set)  # cluster -> placements bound there
-    owned: defaultdict[str, list[ClusterResourceBinding]] = defaultdict(list)
+    bindings = list(bindings)
     for binding in bindings:
         owner = _owner(binding)
-        owned[owner].append(binding)
-        if not binding.metadata.deleting and binding.spec.state != hub_names.STATE_UNSCHEDULED:
-            bound[binding.spec.target_cluster].add(owner)
         if binding.metadata.deleting:
             requeue(owner, f"binding {binding.metadata.name} is being deleted")
         elif binding.spec.target_cluster not in cluster_names:
@@ -287,75 +281,21 @@ def plan_reconcile(
         if violation.invariant in REPAIRED_BY_A_TURN and violation.placement is not None:
             requeue(violation.placement, violation.message)
     if previous_clusters is not None:
-        live = [p for p in by_name.values() if not p.metadata.deleting]
+        held = Bindings(bindings)
         for cluster_name in sorted(set(previous_clusters) | set(plan.clusters)):
             current = plan.clusters.get(cluster_name)
-            if previous_clusters.get(cluster_name) == current:
-                continue
-            left = current is None or current == "deleting"
-            what = "left the fleet" if left else "changed"
-            held = functools.partial(bound.__getitem__, cluster_name)
-            somewhere_to_go = (
-                None
-                if left
-                else functools.partial(
-                    _gives_somewhere_to_go,
-                    owned,
-                    by_cluster,
-                    by_cluster[cluster_name],
-                    profile,
-                    now,
-                )
-            )
-            reached = placements_for_cluster_event(left, live, held, somewhere_to_go)
             before = previous_clusters.get(cluster_name)
-            if not left and before is not None and current is not None and profile is not None:
-                reached = _hinted(reached, by_name, profile, cluster_name, before, current, now)
-            for name in reached:
-                requeue(name, f"cluster {cluster_name} {what} since the last reconcile")
+            if before == current:
+                continue
+            if current is None or current == "deleting":
+                event, what = ClusterEvent.gone(cluster_name, now), "left the fleet"
+            else:
+                event = ClusterEvent.from_records(by_cluster[cluster_name], before, current, now)
+                what = "changed"
+            reached = reach(event, by_name.values(), profile, bindings=held, clusters=by_cluster)
+            for found in reached:
+                requeue(found.placement, f"cluster {cluster_name} {what} since the last reconcile")
     return plan
-
-
-def _hinted(
-    reached: list[str],
-    by_name: Mapping[str, ClusterResourcePlacement],
-    profile: Profile,
-    cluster: str,
-    before: str,
-    after: str,
-    now: datetime,
-) -> list[str]:
-    """Of the placements a cluster's change reaches by KubeFleet's rule, those whose decision
-    it may change (the watcher's precise requeue, control.routes), judged from the two records;
-    all of them when a record is not one (a digest from before records)."""
-    change = change_between_records(cluster, before, after, now)
-    if change is None:
-        return reached
-    plugins = profile.cycle_plugins()
-    return [
-        name
-        for name in reached
-        if may_change_decision(
-            plugins,
-            by_name[name].spec.policy,
-            change,
-            capacity_aware=hub_names.REQUESTS_ANNOTATION in by_name[name].metadata.annotations,
-        )
-    ]
-
-
-def _gives_somewhere_to_go(
-    owned: Mapping[str, list[ClusterResourceBinding]],
-    clusters: Mapping[str, MemberCluster],
-    changed: MemberCluster,
-    profile: Profile | None,
-    now: datetime,
-    placement: ClusterResourcePlacement,
-) -> bool:
-    """The watcher's question (control.routes), asked of what the reconcile read."""
-    return gives_somewhere_to_go(
-        placement, owned.get(_key(placement), []), clusters, changed, profile, now
-    )
 
 
 def _owner(obj: HubObject) -> str:

@@ -11,10 +11,10 @@ any plugin says it could, or when any plugin has no hint at all: an out-of-tree 
 does not know about hints is always asked again, as KubeFleet asks every plugin.
 
 What is never filtered here: a cluster that leaves or is deleted reaches every placement bound
-there (`placements_for_cluster_event`), and placements KubeFleet would not requeue stay
-unrequeued. A hint may only skip a cycle that would decide the same; the property test
-tests/property/test_requeue_hint_properties.py holds every in-tree hint to that, over generated
-fleets, policies and cluster changes.
+there, and placements KubeFleet would not requeue stay unrequeued (`scheduler.reach`, which
+asks these hints for the watcher and the reconcile alike). A hint may only skip a cycle that
+would decide the same; the property test tests/property/test_requeue_hint_properties.py holds
+every in-tree hint to that, over generated fleets, policies and cluster changes.
 
 A plugin's hint is a method
 
@@ -236,7 +236,7 @@ def _digest(value: object, length: int) -> str:
 
 
 def may_change_decision(
-    plugins: Iterable[object],
+    hints: Iterable[Callable[[PlacementPolicy | None, ClusterChange], bool] | None],
     policy: PlacementPolicy | None,
     change: ClusterChange,
     *,
@@ -244,22 +244,18 @@ def may_change_decision(
 ) -> bool:
     """Whether a cycle of a placement with `policy` could decide otherwise after `change`.
 
-    A capacity-aware placement's cycle reads the clusters' resources itself, whatever the
-    profile (room for PickFixed targets, "kept beyond the room" in the condition;
-    docs/capacity.md): any resource change may change it. PickFixed runs no plugin: otherwise
-    only its named clusters' eligibility decides. Else any plugin that may change its answer,
-    or that gives no hint, makes it True."""
+    `hints`: the profile's, one per cycle plugin as `Profile.requeue_hints` resolved them when
+    it was built (None: a plugin without one). A capacity-aware placement's cycle reads the
+    clusters' resources itself, whatever the profile (room for PickFixed targets, "kept beyond
+    the room" in the condition; docs/capacity.md): any resource change may change it. PickFixed
+    runs no plugin: otherwise only its named clusters' eligibility decides. Else any plugin
+    that may change its answer, or that gives no hint, makes it True."""
     if capacity_aware and change.resources:
         return True
     if policy is not None and policy.effective_type == names.PICK_FIXED:
         return change.eligibility and change.name in policy.cluster_names
-    for plugin in plugins:
-        # A plugin without the method has no hint (see the module docstring); this runs for
-        # every placement of a fleet on every cluster update, so no costlier check.
-        hint = getattr(plugin, "requeue_hint", None)
-        if hint is None or hint(policy, change):
-            return True
-    return False
+    # A plugin without a hint (see the module docstring) may change anything.
+    return any(hint is None or hint(policy, change) for hint in hints)
 
 
 def _label_keys(selectors: Iterable[LabelSelector | None]) -> set[str]:

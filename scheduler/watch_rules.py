@@ -9,7 +9,7 @@ turns into snapshot events), the extra rules are marked as such."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 
 from hub import names
@@ -23,7 +23,6 @@ from hub.types import (
 )
 from hub.types.meta import HubObject
 from scheduler.eligibility import EligibilityChecker
-from scheduler.enforcement import enforces
 from scheduler.quantity import QuantityError, parse_quantity
 
 __all__ = [
@@ -42,7 +41,6 @@ __all__ = [
     "parse_bool_label",
     "placement_deletion_started",
     "placement_spec_changed",
-    "placements_for_cluster_event",
     "scheduled_condition_current",
     "snapshot_event_placement",
     "taint_added",
@@ -258,39 +256,3 @@ def is_fully_scheduled(placement: ClusterResourcePlacement) -> bool:
     """The placement's Scheduled condition is True for its current generation."""
     condition = scheduled_condition_current(placement)
     return condition is not None and condition.status == names.TRUE
-
-
-def placements_for_cluster_event(
-    cluster_left: bool,
-    placements: Iterable[ClusterResourcePlacement],
-    bound_here: Callable[[], Container[str]] | None = None,
-    somewhere_to_go: Callable[[ClusterResourcePlacement], bool] | None = None,
-) -> list[str]:
-    """The placements a member-cluster event reaches, by key (`hub.kinds.placement_key`: the
-    name of a ClusterResourcePlacement, `<namespace>/<name>` of a ResourcePlacement).
-
-    A cluster that is gone (deleted or leaving) reaches every placement: their bindings there are
-    now dangling. Otherwise PickAll and nil-policy placements always, and PickN / PickFixed
-    placements only while not fully scheduled. Beyond KubeFleet's rule, a placement that
-    enforces its affinity during execution (scheduler.enforcement) whenever it holds a binding on
-    the cluster, since the change may take that binding away, or give a lost binding of its
-    somewhere to go. `bound_here` answers the keys of placements with an active binding there,
-    asked at most once and only for such a placement (a scan of every binding); None when not
-    known: every enforcing placement. `somewhere_to_go` answers, for an enforcing placement
-    not bound there, whether the change may give a binding it lost somewhere to go
-    (scheduler.enforcement.gives_somewhere_to_go)."""
-    chosen: list[str] = []
-    holding: Container[str] | None = None
-    for placement in placements:
-        policy = placement.spec.policy
-        key = placement_key(placement.metadata.namespace, placement.metadata.name)
-        always = cluster_left or policy is None or policy.effective_type == names.PICK_ALL
-        if always or not is_fully_scheduled(placement):
-            chosen.append(key)
-        elif enforces(placement):
-            if holding is None and bound_here is not None:
-                holding = bound_here()
-            here = holding is None or key in holding
-            if here or (somewhere_to_go is not None and somewhere_to_go(placement)):
-                chosen.append(key)
-    return chosen

@@ -20,8 +20,9 @@ Codes each point may return, and what the runner then does:
   component-wise to the cluster's total. Anything else aborts.
 
 Requeue hint (optional, any plugin): `requeue_hint(policy, change)` says whether the plugin's
-verdict or score for a member cluster may change with `change` (scheduler.requeue_hints); the
-watcher skips a placement only when every plugin of the profile answers False.
+verdict or score for a member cluster may change with `change` (scheduler.requeue_hints); a
+cluster's change skips a placement (scheduler.reach) only when every plugin of the profile
+answers False. A profile looks the method up once, when it is built (`RequeueHint`).
 
 "Aborts" means the cycle ends with a `PluginError` naming the plugin; a plugin that raises is
 treated the same way. Neither ends the process.
@@ -37,8 +38,8 @@ stage runs again per cluster, so failures are reported exactly as without batche
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.facts import ClusterFacts
@@ -54,8 +55,15 @@ __all__ = [
     "PostBatchPlugin",
     "PreFilterPlugin",
     "PreScorePlugin",
+    "RequeueHint",
     "ScorePlugin",
 ]
+
+RequeueHint = Callable[[Any, Any], bool]
+"""A plugin's `requeue_hint(policy, change)`, as a profile resolves it once when built
+(`Profile.requeue_hints`): its arguments are a PlacementPolicy or None and a
+scheduler.requeue_hints.ClusterChange, typed loosely so the framework imports nothing of the
+requeue hints."""
 
 
 @runtime_checkable

@@ -48,6 +48,7 @@ from scheduler.framework.interfaces import (
     PostBatchPlugin,
     PreFilterPlugin,
     PreScorePlugin,
+    RequeueHint,
     ScorePlugin,
 )
 from scheduler.framework.queue_sort import QueueSortPlugin
@@ -153,6 +154,12 @@ class Profile:
     eligibility: Callable[[MemberCluster, datetime], str | None] | None = None
     """PickFixed's eligibility check (None = scheduler.eligibility with the 5-minute defaults),
     as KubeFleet's framework option WithClusterEligibilityChecker."""
+    requeue_hints: tuple[RequeueHint | None, ...] = field(init=False, repr=False, compare=False)
+    """Each cycle plugin's requeue hint, in profile order (None: the plugin has none, so every
+    change may change its answer), resolved once when the profile is built, as kube-scheduler
+    registers each plugin's events once (EventsToRegister): what
+    scheduler.requeue_hints.may_change_decision asks, for every placement a cluster's change
+    reaches (scheduler.reach)."""
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -192,6 +199,8 @@ class Profile:
             raise ProfileError(
                 "percentageOfClustersToScore", f"must be an integer in [1, 99] or None, got {pct!r}"
             )
+        hints = tuple(getattr(p, "requeue_hint", None) for p in self.cycle_plugins())
+        object.__setattr__(self, "requeue_hints", hints)
 
     def ineligibility(self, cluster: MemberCluster, now: datetime) -> str | None:
         """Why `cluster` is not eligible for placement at `now` (None = eligible)."""

@@ -20,9 +20,19 @@ from typing import Final
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from control.routes import Room, route_change
+from control.views import Change
 from hub import names
-from hub.types import ClusterResourceBinding, ClusterSchedulingPolicySnapshot, MemberCluster
+from hub.types import (
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterSchedulingPolicySnapshot,
+    MemberCluster,
+)
 from scheduler import CapacityInput, CycleInput, Profile, default_profile, load_profile, schedule
+from scheduler.eligibility import EligibilityChecker
+from scheduler.reach import Bindings, ClusterEvent, reach
+from scheduler.reconcile import plan_reconcile
 from scheduler.requeue_hints import (
     ClusterChange,
     change_between_records,
@@ -31,6 +41,7 @@ from scheduler.requeue_hints import (
 )
 from scheduler.testing import apply_plan, binding, member_cluster, policy_snapshot
 from tests.property.test_cycle_properties import NOW, PLACEMENT, POOL, bindings, policies
+from workflows.names import SIGNAL_CLUSTER_CHANGED
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("HINT_PROPERTY_EXAMPLES", "300")),
@@ -185,7 +196,7 @@ def test_a_placement_the_hint_skips_would_decide_the_same(data: st.DataObject) -
     after_spec = data.draw(changed(fleet[index]))
     after = [*clusters[:index], after_spec.build(), *clusters[index + 1 :]]
     change = ClusterChange.between(clusters[index], after[index], PROFILE.ineligibility, NOW)
-    plugins = PROFILE.cycle_plugins()
+    plugins = PROFILE.requeue_hints
     if may_change_decision(plugins, steady[1].spec.policy, change):
         event("requeued")
         return
@@ -403,7 +414,7 @@ def test_wider_changes_skipped_by_the_hint_decide_the_same(data: st.DataObject) 
              *clusters[index + 1 :]]  # fmt: skip
     change = ClusterChange.between(clusters[index], after[index], profile.ineligibility, NOW)
     if may_change_decision(
-        profile.cycle_plugins(), steady[1].spec.policy, change, capacity_aware=capacity is not None
+        profile.requeue_hints, steady[1].spec.policy, change, capacity_aware=capacity is not None
     ):
         event("requeued")
         return
@@ -436,7 +447,7 @@ def test_the_reconciles_records_reach_every_placement_the_watcher_would(
         NOW,
     )
     assert rough is not None
-    plugins = profile.cycle_plugins()
+    plugins = profile.requeue_hints
     policy_ = snapshot.spec.policy
     if may_change_decision(plugins, policy_, precise, capacity_aware=capacity_aware):
         event("requeued by the watcher")
@@ -551,3 +562,86 @@ def test_a_change_that_gives_a_lost_binding_a_target_reaches_it_by_watcher_and_r
     requeued = plan_reconcile(clusters=after, previous_clusters=records, **read).requeue  # type: ignore[arg-type]
     event("reached" if reached else "not reached")
     assert reached <= set(requeued), (reached, requeued)
+
+
+@st.composite
+def watched_placement(draw: st.DrawFn, index: int) -> ClusterResourcePlacement:
+    """A placement of any type, enforcing its affinity or not, capacity-aware or not (an
+    unreadable annotation too), fully scheduled, short, stale or never scheduled."""
+    annotations: dict[str, str] = {}
+    if draw(st.booleans()):
+        annotations[names.AFFINITY_ENFORCEMENT_ANNOTATION] = "DuringExecution"
+    requests = draw(st.sampled_from([None, None, "cpu=2", "cpu=oops"]))
+    if requests is not None:
+        annotations[names.REQUESTS_ANNOTATION] = requests
+    conditions = []
+    scheduled = draw(st.sampled_from([names.TRUE, names.TRUE, "False", None]))
+    if scheduled is not None:
+        conditions.append(
+            {"type": names.PLACEMENT_SCHEDULED_CONDITION, "status": scheduled,
+             "reason": "Scheduled", "message": "", "lastTransitionTime": NOW.isoformat(),
+             "observedGeneration": draw(st.sampled_from([1, 1, 0]))}
+        )  # fmt: skip
+    return ClusterResourcePlacement.from_wire(
+        {
+            "metadata": {"name": f"p{index}", "generation": 1, "annotations": annotations,
+                         "finalizers": [names.SCHEDULER_CLEANUP_FINALIZER]},
+            "spec": {"resourceSelectors": [], "policy": draw(wide_policy())},
+            "status": {"conditions": conditions},
+        }
+    )  # fmt: skip
+
+
+@SETTINGS
+@given(st.data())
+def test_the_watcher_and_the_reconcile_reach_placements_by_one_answer(data: st.DataObject) -> None:
+    """Whom a member cluster's change reaches has one home (scheduler.reach), which the watcher's
+    routes and the reconcile both ask, over fleets of placements of every kind (KubeFleet's
+    rule, enforcement's additions, capacity-aware ones) and bindings in every state:
+
+    - the watcher's routes name exactly the placements `reach` answers for the change seen
+      before and after, in its order;
+    - the reconcile, which knows the change only from two records, requeues every one of them
+      (it may requeue more: a record cannot tell an added taint from a removed one)."""
+    chosen = WIDE_POOL[:3]
+    fleet = [data.draw(wide_spec(name)) for name in chosen]
+    profile = PROFILES[data.draw(st.sampled_from(sorted(PROFILES)))]
+    placements = [data.draw(watched_placement(i)) for i in range(data.draw(st.integers(1, 4)))]
+    existing = [
+        binding(p.metadata.name, target, f"{p.metadata.name}-1", name=f"{p.metadata.name}-{target}",
+                state=data.draw(st.sampled_from(
+                    [names.STATE_SCHEDULED, names.STATE_BOUND, names.STATE_UNSCHEDULED])))
+        for p in placements
+        for target in data.draw(st.lists(st.sampled_from(chosen), max_size=3, unique=True))
+    ]  # fmt: skip
+    before = [spec.build() for spec in fleet]
+    deleted = data.draw(st.integers(0, 9)) == 0
+    after = before[1:] if deleted else [data.draw(wide_change(fleet[0])).build(), *before[1:]]
+    changed = Change("DELETED", before[0], before[0]) if deleted else Change(
+        "MODIFIED", before[0], after[0]
+    )
+    room = Room(clusters={c.metadata.name: c for c in after}, ledgers={}, bindings=existing)
+    routed = [
+        r.placement
+        for r in route_change(
+            changed, placements={p.metadata.name: p for p in placements}, standalone=True,
+            checker=EligibilityChecker(), now=NOW, room=room, profile=profile,
+        )
+        if r.signal == SIGNAL_CLUSTER_CHANGED
+    ]  # fmt: skip
+    if routed:
+        seen = ClusterEvent.gone("c0", NOW) if deleted else ClusterEvent.updated(
+            before[0], after[0], profile, NOW
+        )
+        answer = reach(seen, placements, profile, bindings=Bindings(existing),
+                       clusters=room.clusters)  # fmt: skip
+        assert routed == [r.placement for r in answer]
+    read = {
+        "placements": placements, "latest_snapshots": [], "bindings": existing,
+        "running": {p.metadata.name for p in placements}, "standalone": False, "now": NOW,
+        "profile": profile,
+    }  # fmt: skip
+    records = plan_reconcile(clusters=before, previous_clusters=None, **read).clusters  # type: ignore[arg-type]
+    requeued = plan_reconcile(clusters=after, previous_clusters=records, **read).requeue  # type: ignore[arg-type]
+    event("reached" if routed else "not reached")
+    assert set(routed) <= set(requeued), (routed, requeued)

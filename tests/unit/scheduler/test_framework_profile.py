@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from importlib import metadata
 from pathlib import Path
@@ -338,3 +338,58 @@ def test_the_readme_profile_example_loads(installed_plugins: None) -> None:
     for block in blocks:
         profile = load_profile(block)
         assert profile.name
+
+
+class HintLookups:
+    """A filter plugin that counts how often its requeue hint is looked up; its hint says no
+    change matters to it."""
+
+    name = "HintLookups"
+    lookups = 0
+
+    def filter(self, state: object, snapshot: object, cluster: object) -> None:
+        raise AssertionError("no cycle runs here")
+
+    @property
+    def requeue_hint(self) -> Callable[[object, object], bool]:
+        self.lookups += 1
+        return lambda policy, change: False
+
+
+def test_each_plugins_requeue_hint_is_resolved_once_when_the_profile_is_built() -> None:
+    """kube-scheduler registers each plugin's events once (EventsToRegister): a profile looks
+    its plugins' hints up when it is built, not for every placement a cluster's change reaches;
+    a plugin without one is None (every change may matter to it)."""
+    from hub.types import ClusterResourcePlacement
+    from scheduler.reach import ClusterEvent, reach
+
+    plugin = HintLookups()
+    profile = Profile(name="counted", filter=(plugin,), score=default_profile().score[:1])
+    assert plugin.lookups == 1
+    assert profile.requeue_hints[0] is not None and profile.requeue_hints[1] is not None
+    assert Profile(name="plain", filter=(plugin,)) == Profile(name="plain", filter=(plugin,))
+    fleet = [
+        ClusterResourcePlacement.from_wire(
+            {"metadata": {"name": f"p{i}"}, "spec": {"resourceSelectors": []}}
+        )
+        for i in range(20)
+    ]
+    old = member_cluster("c0", NOW, labels={"unread": "1"})
+    new = member_cluster("c0", NOW, labels={"unread": "2"})
+    # Every placement is PickAll (KubeFleet's rule reaches it); no hint says the label matters.
+    assert reach(ClusterEvent.updated(old, new, profile, NOW), fleet, profile) == []
+    assert plugin.lookups == 3  # the two equal profiles above, then no lookup per placement
+
+    hintless = Profile(name="hintless", filter=(plugin,), score=(HintlessScore(),))
+    assert hintless.requeue_hints[1] is None
+    reached = reach(ClusterEvent.updated(old, new, hintless, NOW), fleet, hintless)
+    assert [r.placement for r in reached] == [p.metadata.name for p in fleet]
+
+
+class HintlessScore:
+    """A score plugin with no requeue hint (an out-of-tree plugin that knows nothing of them)."""
+
+    name = "HintlessScore"
+
+    def score(self, state: object, snapshot: object, cluster: object) -> None:
+        raise AssertionError("no cycle runs here")

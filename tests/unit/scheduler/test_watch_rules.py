@@ -27,7 +27,9 @@ from hub.types import (
     SchedulingPolicySnapshotSpec,
     Taint,
 )
+from scheduler import testing
 from scheduler.eligibility import EligibilityChecker
+from scheduler.reach import Bindings, ClusterEvent, Reached, Why, reach
 from scheduler.watch_rules import (
     CLUSTER_CHANGE_ELIGIBLE,
     CLUSTER_CHANGE_LABELS,
@@ -41,7 +43,6 @@ from scheduler.watch_rules import (
     parse_bool_label,
     placement_deletion_started,
     placement_spec_changed,
-    placements_for_cluster_event,
     snapshot_event_placement,
 )
 
@@ -297,6 +298,10 @@ def test_cluster_update_reasons_name_every_rule_that_fired(old, new, expected) -
     assert bool(reasons) is cluster_update_matters(old, new, EligibilityChecker(), NOW)
 
 
+UPDATED = ClusterEvent("member-1", NOW)
+LEFT = ClusterEvent.gone("member-1", NOW)
+
+
 def test_cluster_events_reach_unfulfilled_and_pick_all_placements() -> None:
     pick_n = PlacementPolicy(placement_type="PickN", number_of_clusters=2)
     fixed = PlacementPolicy(placement_type="PickFixed", cluster_names=["a"])
@@ -308,8 +313,20 @@ def test_cluster_events_reach_unfulfilled_and_pick_all_placements() -> None:
         placement("n-short", pick_n, scheduled=("False", 1)),
         placement("fixed-done", fixed, scheduled=("True", 1)),
     ]
-    assert placements_for_cluster_event(False, fleet) == ["all", "nil", "n-stale", "n-short"]
-    assert placements_for_cluster_event(True, fleet) == [p.metadata.name for p in fleet]
+    assert reach(UPDATED, fleet, None) == [
+        Reached(key, Why.RULE) for key in ("all", "nil", "n-stale", "n-short")
+    ]
+    assert reach(LEFT, fleet, None) == [Reached(p.metadata.name, Why.GONE) for p in fleet]
+
+
+class CountedScans(list[ClusterResourceBinding]):
+    """Bindings that count how often they are read through."""
+
+    scans = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        self.scans += 1
+        return super().__iter__()
 
 
 def test_cluster_events_reach_placements_that_enforce_affinity_even_when_fully_scheduled() -> None:
@@ -331,18 +348,48 @@ def test_cluster_events_reach_placements_that_enforce_affinity_even_when_fully_s
         annotated(placement("n-ignored", pick_n, scheduled=("True", 1)), ignoring),
         placement("n-plain", pick_n, scheduled=("True", 1)),
     ]
-    assert placements_for_cluster_event(False, fleet) == ["n-enforced", "fixed-enforced"]
-    # With the watcher's bindings known: only those holding a binding on the cluster.
-    asked: list[int] = []
-
-    def holding() -> set[str]:
-        asked.append(1)
-        return {"fixed-enforced", "n-plain"}
-
-    assert placements_for_cluster_event(False, fleet, holding) == ["fixed-enforced"]
-    assert len(asked) == 1  # the scan of every binding runs once, not per placement
-    assert placements_for_cluster_event(True, fleet, holding) == [p.metadata.name for p in fleet]
-    assert len(asked) == 1  # a cluster that left reaches everyone: no scan at all
+    # Bindings not known: every enforcing placement may be bound there.
+    assert reach(UPDATED, fleet, None) == [
+        Reached("n-enforced", Why.BOUND_HERE),
+        Reached("fixed-enforced", Why.BOUND_HERE),
+    ]
+    # With the watcher's bindings known: only those holding an active binding on the cluster.
+    on = CountedScans(
+        [
+            testing.binding("fixed-enforced", "member-1", "fixed-enforced-1"),
+            testing.binding("n-plain", "member-1", "n-plain-1"),
+            testing.binding("n-enforced", "member-1", "n-enforced-1", deleting=NOW),
+            testing.binding(
+                "n-enforced", "member-1", "n-enforced-1", state=names.STATE_UNSCHEDULED
+            ),
+        ]
+    )
+    held = Bindings(on)
+    assert reach(UPDATED, fleet, None, bindings=held) == [
+        Reached("fixed-enforced", Why.BOUND_HERE)
+    ]
+    assert reach(UPDATED, fleet, None, bindings=held) == [
+        Reached("fixed-enforced", Why.BOUND_HERE)
+    ]
+    assert on.scans == 1  # the scan of every binding runs once, kept for every later question
+    on = CountedScans(on)
+    assert reach(LEFT, fleet, None, bindings=Bindings(on)) == [
+        Reached(p.metadata.name, Why.GONE) for p in fleet
+    ]
+    assert on.scans == 0  # a cluster that left reaches everyone: no scan at all
     plain = [p for p in fleet if not p.metadata.annotations]
-    assert placements_for_cluster_event(False, plain, holding) == []
-    assert len(asked) == 1  # no enforcing placement: no scan
+    assert reach(UPDATED, plain, None, bindings=Bindings(on)) == []
+    assert on.scans == 0  # no enforcing placement: no scan
+    # A taint added reaches the enforcing placements alone (KubeFleet's rule ignores it).
+    added = ClusterEvent("member-1", NOW, enforcing_only=True)
+    everyone = [*fleet, placement("all", None)]
+    assert [r.placement for r in reach(added, everyone, None)] == ["n-enforced", "fixed-enforced"]
+
+
+def test_a_cluster_change_reaches_no_placement_that_wants_no_scheduler() -> None:
+    """A placement being deleted without our finalizer needs nothing of the scheduler: no cluster
+    change reaches it; one still waiting for our cleanup is reached like any other."""
+    gone = placement("gone", None, deleting=True, finalizer=False)
+    cleaning = placement("cleaning", None, deleting=True)
+    assert reach(LEFT, [gone, cleaning], None) == [Reached("cleaning", Why.GONE)]
+    assert reach(UPDATED, [gone, cleaning], None) == [Reached("cleaning", Why.RULE)]
