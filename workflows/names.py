@@ -34,6 +34,7 @@ __all__ = [
     "RP_PLACEMENT_WORKFLOW",
     "RP_WORKFLOW_ID_PREFIX",
     "SA_FULLY_SCHEDULED",
+    "SA_PATCH_GENERATION",
     "SA_PLACEMENT_KIND",
     "SA_PLACEMENT_NAME",
     "SA_PLACEMENT_NAMESPACE",
@@ -47,6 +48,7 @@ __all__ = [
     "SIGNAL_PLACEMENT_CHANGED",
     "SIGNAL_PLACEMENT_DELETING",
     "SIGNAL_PRIORITY_CHANGED",
+    "SIGNAL_RENEW_RUN",
     "SIGNAL_REQUEUE",
     "SIGNAL_SNAPSHOT_CHANGED",
     "UPDATE_REQUEUE_AND_WAIT",
@@ -124,6 +126,9 @@ SIGNAL_PRIORITY_CHANGED: Final = "priority_changed"
 # Rebalance moves proposed for the placement (`fleet-scheduler rebalance`, the fleet-rebalance
 # Schedule; docs/capacity.md): its next turn makes those that still hold.
 SIGNAL_MOVE: Final = "move"
+# Continue as new at the next idle point, state carried: the reconcile asks it of runs an older
+# patch generation began, so that old patches can be retired (workflows.renewal).
+SIGNAL_RENEW_RUN: Final = "renew_run"
 WATCHER_SIGNALS: Final = (
     SIGNAL_SNAPSHOT_CHANGED,
     SIGNAL_CLUSTER_CHANGED,
@@ -153,6 +158,9 @@ SA_PLACEMENT_NAMESPACE: Final = SearchAttributeKey.for_keyword("FleetPlacementNa
 # set at start and upserted when a signal brings new ones (docs/priority.md).
 SA_PRIORITY: Final = SearchAttributeKey.for_int("FleetPriority")
 SA_TENANT: Final = SearchAttributeKey.for_keyword("FleetTenant")
+# The patch generation of the worker that began the run (workflows.renewal), set by the run
+# itself at its start; none on a run begun before generations.
+SA_PATCH_GENERATION: Final = SearchAttributeKey.for_int("FleetPatchGeneration")
 # The values of SA_PLACEMENT_KIND: the hub kinds' names.
 KIND_CLUSTER_RESOURCE_PLACEMENT: Final = "ClusterResourcePlacement"
 KIND_RESOURCE_PLACEMENT: Final = "ResourcePlacement"
@@ -164,6 +172,7 @@ SEARCH_ATTRIBUTES: Final = (
     SA_PLACEMENT_NAMESPACE,
     SA_PRIORITY,
     SA_TENANT,
+    SA_PATCH_GENERATION,
 )
 
 

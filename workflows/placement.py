@@ -30,7 +30,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 with workflow.unsafe.imports_passed_through():
     from scheduler.deadline import missing_line
     from scheduler.readable import readable_reason
-    from workflows import details, failures, names
+    from workflows import details, failures, names, renewal
     from workflows.deadline import DeadlineClock
     from workflows.execution import TurnExecution
     from workflows.inbox import Inbox, Work
@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         PlacementPhase,
         PlacementStatus,
         PrepareResult,
+        RenewRequest,
         RequeueRequest,
         RequeueResult,
         TurnMoves,
@@ -141,12 +142,16 @@ class PlacementWorkflow:
         self._deadline = DeadlineClock.of(carried.deadline)
         self._deadlines: bool | None = True if carried.deadline is not None else None
         self._deadlines_busy: bool | None = None
+        self._renewal = renewal.Renewal()  # asked to continue as new (workflows.renewal)
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
         found = workflow.info().typed_search_attributes
         if identity := Visibility.identity(found, self._placement, self._namespace):
             workflow.upsert_search_attributes(identity)
+        generation = renewal.generation_update(found)
+        if generation and workflow.patched(renewal.GENERATION_PATCH):
+            workflow.upsert_search_attributes(generation)
         while True:
             await self._wait_for_work()
             if self._inbox.dirty and await self._turn():
@@ -154,7 +159,7 @@ class PlacementWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 return self._status()
             info = workflow.info()
-            if self._budget.spent(
+            if self._renewal.asked or self._budget.spent(
                 info.get_current_history_length(), info.is_continue_as_new_suggested()
             ):
                 self._closing = True
@@ -183,7 +188,8 @@ class PlacementWorkflow:
         # Signals that run no turn (priority_changed) still count: a run they fill up
         # continues-as-new without waiting for a turn.
         def wanted() -> bool:
-            return self._inbox.dirty or (self._prioritised is True and self._budget.signals_full)
+            full = self._prioritised is True and self._budget.signals_full
+            return self._renewal.asked or self._inbox.dirty or full
 
         due = self._deadline.due() if self._deadlines else None
         if due is None:
@@ -471,6 +477,11 @@ class PlacementWorkflow:
             return
         because = f" ({request.reason})" if request.reason else ""
         self._signalled(f"rebalance: {len(request.moves)} move(s){because}")
+
+    @workflow.signal(name=names.SIGNAL_RENEW_RUN)
+    def renew_run(self, request: RenewRequest | None = None) -> None:
+        """Continue as new at the next idle point, state carried (workflows.renewal)."""
+        self._renewal.ask(request)
 
     @workflow.update(name=names.UPDATE_REQUEUE_AND_WAIT)
     async def requeue_and_wait(self, request: RequeueRequest | None = None) -> RequeueResult:
