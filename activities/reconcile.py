@@ -14,7 +14,7 @@ import functools
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 from typing import Final
 
@@ -49,12 +49,14 @@ from workflows.models import (
     PlacementInput,
     ReconcileInput,
     ReconcileReport,
+    RenewRequest,
     RequeueRequest,
     TurnPriority,
 )
+from workflows.renewal import PATCH_GENERATION, RENEWALS_PER_PASS, stale_runs_query
 from workflows.starts import start_options, turn_execution_for, turn_priority
 
-__all__ = ["ReconcileFleet", "running_placements"]
+__all__ = ["ReconcileFleet", "renew_old_runs", "running_placements"]
 
 log = logging.getLogger("fleet_scheduler.reconcile")
 
@@ -142,6 +144,9 @@ class ReconcileFleet:
             if key in running and key in priorities_of and key not in plan.start
         }
         await self._act(plan, request, priorities_of, reprioritise)
+        # Not those this pass starts or finishes, nor those the last pass asked.
+        skip = plan.start.keys() | plan.finish.keys() | set(request.previous_renewed or ())
+        renewed = await renew_old_runs(self._client, request.task_queue, now, skip=skip)
         aware = {
             placement_key(p.metadata.namespace, p.name)
             for p in state.placements
@@ -165,13 +170,15 @@ class ReconcileFleet:
         )
         if released:
             summary += f"; released {released} stale capacity reservation(s)"
+        if renewed:
+            summary += f"; renewed {len(renewed)}{_named(renewed)} (older patch generation)"
         if violations:
             summary += "; invariants broken: " + ", ".join(
                 f"{name} {count}" for name, count in sorted(counts.items())
             )
             for violation in violations[:MAX_LOGGED_VIOLATIONS]:
                 log.warning("reconcile: invariant %s: %s", violation.invariant, violation.message)
-        if plan.start or plan.finish or plan.requeue or violations:
+        if plan.start or plan.finish or plan.requeue or renewed or violations:
             log.info("reconcile: %s", summary)
         return ReconcileReport(
             placements=len(state.placements),
@@ -184,6 +191,7 @@ class ReconcileFleet:
             annotations=plan.annotations,
             priorities=digests,
             reprioritised=sorted(reprioritise),
+            renewed=renewed,
             summary=summary,
             reservations_released=released,
             violations=dict(sorted(counts.items())),
@@ -279,6 +287,43 @@ def _priority_classes(hub: HubClient) -> PriorityClasses:
     except (NotFoundError, UnauthorizedError) as exc:
         log.info("reconcile: PriorityClasses not read: %s", exc)
         return PriorityClasses()
+
+
+async def renew_old_runs(
+    client: Client,
+    task_queue: str,
+    now: datetime,
+    *,
+    skip: Collection[str] = (),
+    limit: int = RENEWALS_PER_PASS,
+) -> list[str]:
+    """Ask at most `limit` running placement workflows on `task_queue` that an older patch
+    generation began to continue as new at their next idle point (workflows.renewal), each by
+    its run id (a run that ended meanwhile is skipped), except the placements in `skip`; the
+    keys of those asked."""
+    request = RenewRequest(
+        reason=f"reconcile: begun before patch generation {PATCH_GENERATION}",
+        generation=PATCH_GENERATION,
+    )
+    asked: list[str] = []
+    async for execution in client.list_workflows(stale_runs_query(task_queue, now)):
+        if len(asked) >= limit:
+            break
+        try:
+            key = placement_key(*names.placement_of(execution.id))
+        except ValueError:
+            continue
+        if key in skip:
+            continue
+        handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        try:
+            await handle.signal(names.SIGNAL_RENEW_RUN, request)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:  # it ended meanwhile: fine
+                raise
+            continue
+        asked.append(key)
+    return sorted(asked)
 
 
 async def running_placements(client: Client, task_queue: str) -> set[str]:

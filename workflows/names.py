@@ -34,6 +34,7 @@ __all__ = [
     "RP_PLACEMENT_WORKFLOW",
     "RP_WORKFLOW_ID_PREFIX",
     "SA_FULLY_SCHEDULED",
+    "SA_PATCH_GENERATION",
     "SA_PLACEMENT_KIND",
     "SA_PLACEMENT_NAME",
     "SA_PLACEMENT_NAMESPACE",
@@ -47,17 +48,20 @@ __all__ = [
     "SIGNAL_PLACEMENT_CHANGED",
     "SIGNAL_PLACEMENT_DELETING",
     "SIGNAL_PRIORITY_CHANGED",
+    "SIGNAL_RENEW_RUN",
     "SIGNAL_REQUEUE",
     "SIGNAL_SNAPSHOT_CHANGED",
     "UPDATE_REQUEUE_AND_WAIT",
     "WATCHER_SIGNALS",
     "WORKFLOW_ID_PREFIX",
     "activity_task_queue",
+    "cleanup_activity",
     "placement_name",
     "placement_of",
     "placement_workflow",
     "rebalance_schedule_id",
     "reconcile_schedule_id",
+    "schedule_once_activity",
     "workflow_id",
     "workflow_id_for_key",
 ]
@@ -82,6 +86,17 @@ ACTIVITY_SCHEDULE_ONCE: Final = "schedule_once"
 ACTIVITY_CLEANUP_PLACEMENT: Final = "cleanup_placement"
 ACTIVITY_SCHEDULE_ONCE_RP: Final = "schedule_once_rp"
 ACTIVITY_CLEANUP_PLACEMENT_RP: Final = "cleanup_placement_rp"
+
+
+def schedule_once_activity(namespace: str | None) -> str:
+    """The turn's activity for a placement: a ResourcePlacement's (namespaced) or a CRP's."""
+    return ACTIVITY_SCHEDULE_ONCE_RP if namespace else ACTIVITY_SCHEDULE_ONCE
+
+
+def cleanup_activity(namespace: str | None) -> str:
+    """The cleanup activity for a placement: a ResourcePlacement's or a CRP's."""
+    return ACTIVITY_CLEANUP_PLACEMENT_RP if namespace else ACTIVITY_CLEANUP_PLACEMENT
+
 
 # The reconcile safety net (workers/reconcile.py): a Schedule starts this workflow every few
 # minutes; it runs one activity. Its name is ours, so declared here rather than beside it.
@@ -124,6 +139,9 @@ SIGNAL_PRIORITY_CHANGED: Final = "priority_changed"
 # Rebalance moves proposed for the placement (`fleet-scheduler rebalance`, the fleet-rebalance
 # Schedule; docs/capacity.md): its next turn makes those that still hold.
 SIGNAL_MOVE: Final = "move"
+# Continue as new at the next idle point, state carried: the reconcile asks it of runs an older
+# patch generation began, so that old patches can be retired (workflows.renewal).
+SIGNAL_RENEW_RUN: Final = "renew_run"
 WATCHER_SIGNALS: Final = (
     SIGNAL_SNAPSHOT_CHANGED,
     SIGNAL_CLUSTER_CHANGED,
@@ -153,6 +171,9 @@ SA_PLACEMENT_NAMESPACE: Final = SearchAttributeKey.for_keyword("FleetPlacementNa
 # set at start and upserted when a signal brings new ones (docs/priority.md).
 SA_PRIORITY: Final = SearchAttributeKey.for_int("FleetPriority")
 SA_TENANT: Final = SearchAttributeKey.for_keyword("FleetTenant")
+# The patch generation of the worker that began the run (workflows.renewal), set by the run
+# itself at its start; none on a run begun before generations.
+SA_PATCH_GENERATION: Final = SearchAttributeKey.for_int("FleetPatchGeneration")
 # The values of SA_PLACEMENT_KIND: the hub kinds' names.
 KIND_CLUSTER_RESOURCE_PLACEMENT: Final = "ClusterResourcePlacement"
 KIND_RESOURCE_PLACEMENT: Final = "ResourcePlacement"
@@ -164,6 +185,7 @@ SEARCH_ATTRIBUTES: Final = (
     SA_PLACEMENT_NAMESPACE,
     SA_PRIORITY,
     SA_TENANT,
+    SA_PATCH_GENERATION,
 )
 
 

@@ -14,7 +14,9 @@ any number of them during a turn cause exactly one more:
 - the watcher's hub events: `snapshot_changed`, `cluster_changed`, `binding_deleting`,
   `placement_deleting`, `placement_changed`; they also say where turns run and the priority;
 - `priority_changed`: the placement's priority, kept for its next turn and shown; no turn;
-- `move`: rebalance moves for the next turn (docs/capacity.md).
+- `move`: rebalance moves for the next turn (docs/capacity.md);
+- `renew_run`: the reconcile's ask to continue as new at the next idle point, so that old
+  patches can be retired (workflows.renewal, docs/operations.md "Retiring patches").
 The update `requeue_and_wait` is a requeue answered with the turn it caused (workflows.waiters);
 the queries `status` and `explanation` answer from the workflow's state.
 
@@ -38,7 +40,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 with workflow.unsafe.imports_passed_through():
     from hub.kinds import placement_key
     from scheduler.readable import readable_reason
-    from workflows import details, names
+    from workflows import details, names, renewal
     from workflows.deadline import PlacementDeadline
     from workflows.execution import (
         TURN_FAILURES,
@@ -58,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         PlacementInput,
         PlacementPhase,
         PlacementStatus,
+        RenewRequest,
         RequeueRequest,
         RequeueResult,
         TurnMoves,
@@ -118,12 +121,14 @@ class PlacementWorkflow:
         # asked for before aging, which a requeue of the same work asks again.
         self._turn_priority_key: int | None = None
         self._turn_asked_key: int | None = None
+        self._renewal = renewal.Renewal()  # asked to continue as new (workflows.renewal)
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
         found = workflow.info().typed_search_attributes
         if identity := Visibility.identity(found, self._placement, self._namespace):
             workflow.upsert_search_attributes(identity)
+        renewal.record_generation(found, workflow.patched, workflow.upsert_search_attributes)
         while True:
             await self._wait_for_work()
             if self._inbox.dirty and await self._turn():
@@ -131,7 +136,7 @@ class PlacementWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 return self._status()
             info = workflow.info()
-            if self._budget.spent(
+            if self._renewal.asked or self._budget.spent(
                 info.get_current_history_length(), info.is_continue_as_new_suggested()
             ):
                 self._closing = True
@@ -151,7 +156,7 @@ class PlacementWorkflow:
         # waiting for a turn. Every other signal queues work, so only priority_changed fills
         # a run without it, and only in runs with the priority commands (PRIORITY_PATCH).
         def wanted() -> bool:
-            return self._inbox.dirty or self._budget.signals_full
+            return self._renewal.asked or self._inbox.dirty or self._budget.signals_full
 
         wait = self._deadline.wait(wanted(), workflow.now(), self._state.priority, workflow.patched)
         if wait.missed:
@@ -189,9 +194,7 @@ class PlacementWorkflow:
         self._upsert_priority()
         turn = await self._schedule_once(number, work.fresh, work.because(), work)
         if turn is None:
-            self._waiters.ended(
-                number, RequeueResult(outcome="failed", error=self._state.last_error)
-            )
+            self._waiters.ended(number, RequeueResult.failed(self._state.last_error))
             return False
         prepared, report = turn.prepared, turn.report
         if turn.moves:
@@ -210,7 +213,7 @@ class PlacementWorkflow:
                 number,
                 RequeueResult(outcome="cleaned_up", summary=self._state.waiting_for)
                 if cleaned
-                else RequeueResult(outcome="failed", error=self._state.last_error),
+                else RequeueResult.failed(self._state.last_error),
             )
             return cleaned and not self._inbox.dirty
         if prepared.phase != "ready" or report is None:
@@ -251,9 +254,7 @@ class PlacementWorkflow:
             f"turn {number}: {'fresh ' if fresh else ''}{kind}placement {self._placement_key} "
             f"({readable_reason(because)})"
         )
-        activity = (
-            names.ACTIVITY_SCHEDULE_ONCE_RP if self._namespace else names.ACTIVITY_SCHEDULE_ONCE
-        )
+        activity = names.schedule_once_activity(self._namespace)
         execution = self._execution
         try:
             turn: TurnResult = await self._execute(
@@ -293,9 +294,7 @@ class PlacementWorkflow:
                 summary = f"{summary}; on the activity queue: the local attempts "
                 summary += how_local_failed(err)
                 execution.fell_back = True
-        # The activities' own task queue (workflows.names says why). A history written when
-        # they shared the workflow's queue replays the same: an activity is matched by its type
-        # and id, not its queue.
+        # The activities' own task queue (workflows.names says why; histories replay the same).
         queue = names.activity_task_queue(workflow.info().task_queue)
         priority = TurnPriority.temporal(self._state.priority, self._turn_priority_key)
         return await workflow.execute_activity(
@@ -343,11 +342,7 @@ class PlacementWorkflow:
     async def _cleanup(self) -> bool:
         self._set_phase("cleaning_up", "cleanup")
         request = CleanupRequest(placement=self._placement, namespace=self._namespace)
-        activity = (
-            names.ACTIVITY_CLEANUP_PLACEMENT_RP
-            if self._namespace
-            else names.ACTIVITY_CLEANUP_PLACEMENT
-        )
+        activity = names.cleanup_activity(self._namespace)
         summary = f"placement {self._placement_key} is being deleted: clean up"
         try:
             report: CleanupReport = await self._execute(
@@ -410,6 +405,11 @@ class PlacementWorkflow:
             return
         because = f" ({request.reason})" if request.reason else ""
         self._signalled(f"rebalance: {len(request.moves)} move(s){because}")
+
+    @workflow.signal(name=names.SIGNAL_RENEW_RUN)
+    def renew_run(self, request: RenewRequest | None = None) -> None:
+        """Continue as new at the next idle point, state carried (workflows.renewal)."""
+        self._renewal.ask(request)
 
     @workflow.update(name=names.UPDATE_REQUEUE_AND_WAIT)
     async def requeue_and_wait(self, request: RequeueRequest | None = None) -> RequeueResult:

@@ -42,6 +42,7 @@ class ReconcileWorkflow:
                 previous_clusters=previous.clusters if previous is not None else None,
                 previous_annotations=previous.annotations if previous is not None else None,
                 previous_priorities=previous.priorities if previous is not None else None,
+                previous_renewed=previous.renewed if previous is not None else None,
             ),
             result_type=ReconcileReport,
             start_to_close_timeout=RECONCILE_TIMEOUT,

@@ -30,6 +30,8 @@ class ReconcileInput(WireModel):
     # ... and its digests of the placements' decision annotations and priorities.
     previous_annotations: dict[str, str] | None = None
     previous_priorities: dict[str, str] | None = None
+    # ... and the placements it asked to renew (not asked again: they renew when next idle).
+    previous_renewed: list[str] | None = None
 
 
 class ReconcileReport(WireModel):
@@ -54,6 +56,8 @@ class ReconcileReport(WireModel):
     # and the placements told their new priority (priority_changed, no turn).
     priorities: dict[str, str] = Field(default_factory=dict)
     reprioritised: list[str] = Field(default_factory=list)
+    # Placements whose run an older patch generation began, asked to renew (workflows.renewal).
+    renewed: list[str] = Field(default_factory=list)
     # Broken invariants (scheduler.invariants): how many of each, and the first ones in words.
     violations: dict[str, int] = Field(default_factory=dict)
     violation_messages: list[str] = Field(default_factory=list)

@@ -112,6 +112,13 @@ class RequeueRequest(WireModel):
     priority: int | None = Field(default=None, ge=1, le=5)
 
 
+class RenewRequest(WireModel):
+    """Payload of the `renew_run` signal (workflows.renewal); every field optional."""
+
+    reason: str = ""
+    generation: int | None = None  # the sender's patch generation, for the history's reader
+
+
 TurnOutcome = Literal["scheduled", "not_ready", "failed", "gone", "cleaned_up"]
 """How a loop turn ended: scheduled: a cycle ran (its summary says what it decided); not_ready:
 there was nothing to schedule yet (e.g. no policy snapshot); failed: the turn failed in a way
@@ -130,6 +137,11 @@ class RequeueResult(WireModel):
     summary: str = ""
     error: str | None = None
     fulfilled: bool | None = None
+
+    @classmethod
+    def failed(cls, error: str | None) -> RequeueResult:
+        """A turn whose activity failed (`error`: what the workflow recorded)."""
+        return cls(outcome="failed", error=error)
 
     @classmethod
     def scheduled(cls, report: CycleReport) -> RequeueResult:

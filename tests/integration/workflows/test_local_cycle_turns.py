@@ -46,7 +46,8 @@ async def test_local_turns_run_in_the_workflow_task_and_a_signal_moves_them_back
     assert status.local_cycles
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
-    assert events["EVENT_TYPE_MARKER_RECORDED"] == 1  # the turn, recorded as a local activity
+    # The turn, recorded as a local activity, and the run's patch generation (workflows.renewal).
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 2
 
     # A signal without a word about it leaves the choice as it is; one with it changes it.
     await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason="labels"))
@@ -59,7 +60,7 @@ async def test_local_turns_run_in_the_workflow_task_and_a_signal_moves_them_back
     assert not status.local_cycles
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 1
-    assert events["EVENT_TYPE_MARKER_RECORDED"] == 2
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 3
     assert [c.cycle for c in SCRIPTS[name].cycles] == [1, 2, 3]
 
 
@@ -97,7 +98,7 @@ async def test_a_local_cleanup_completes_the_workflow(temporal_client, task_queu
     assert result.phase == "done" and SCRIPTS[name].cleanups == 1
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
-    assert events["EVENT_TYPE_MARKER_RECORDED"] == 3  # two turns and the cleanup
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 4  # two turns, the cleanup, the generation
 
 
 async def test_a_local_turn_that_keeps_failing_runs_again_on_the_activity_queue(
@@ -112,7 +113,7 @@ async def test_a_local_turn_that_keeps_failing_runs_again_on_the_activity_queue(
     assert status.last_error is None and script.cycle_attempts == LOCAL_ATTEMPTS + 2
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 1
-    assert events["EVENT_TYPE_MARKER_RECORDED"] == 1  # the local attempts, given up
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 2  # the local attempts, given up; generation
     assert status.local_cycles  # the next turn tries locally again
 
 

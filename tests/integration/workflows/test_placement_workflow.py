@@ -317,7 +317,7 @@ async def test_search_attributes_are_upserted_only_when_they_change(
 ) -> None:
     """The watcher starts workflows with the name set, so the workflow does not upsert it
     again; cycles with the same outcome upsert type and fully-scheduled once (each upsert is a
-    visibility write)."""
+    visibility write); the run's patch generation is set once, at its start."""
     name = placement_name()
     SCRIPTS[name] = Script(requeues=[False, False, False])
     handle = await temporal_client.start_workflow(
@@ -342,7 +342,11 @@ async def test_search_attributes_are_upserted_only_when_they_change(
             ours = sorted(k for k in attributes.search_attributes.indexed_fields if "Fleet" in k)
             if ours:
                 upserted.append(ours)
-    assert upserted == [sorted([names.SA_PLACEMENT_TYPE.name, names.SA_FULLY_SCHEDULED.name])]
+    # The run's patch generation at its start (workflows.renewal), then the first cycle's.
+    assert upserted == [
+        [names.SA_PATCH_GENERATION.name],
+        sorted([names.SA_PLACEMENT_TYPE.name, names.SA_FULLY_SCHEDULED.name]),
+    ]
     description = await handle.describe()
     assert description.typed_search_attributes.get(names.SA_PLACEMENT_NAME) == name
     assert description.typed_search_attributes.get(names.SA_FULLY_SCHEDULED) is True
@@ -436,9 +440,7 @@ async def test_a_resource_placement_workflow_keeps_its_namespace_to_the_end(
     handle = await temporal_client.start_workflow(
         ResourcePlacementWorkflow.run,
         # On the activity queue, where the activity types show in the history.
-        PlacementInput(
-            placement=name, namespace="team-a", turns_per_run=2, turn_execution="queue"
-        ),
+        PlacementInput(placement=name, namespace="team-a", turns_per_run=2, turn_execution="queue"),
         id=names.workflow_id(name, "team-a"),
         task_queue=task_queue,
     )

@@ -12,6 +12,8 @@ run, keep its recordings and add new ones next to them after a deliberate, patch
 code that brought the deadline's patches (its timer, a busy miss, the report-interval floor,
 aging) and the automatic choice of where turns run (a local turn that fell back to the queue);
 each has a guard below that a workflow without one of those commands fails to replay it.
+`placement-renewal-*.json`: a run begun before patch generations, renewed by `renew_run`
+(workflows.renewal), and the run that followed, which records its generation.
 `pre-decomposition-*.json` were recorded by the workflow before it was split into its small
 classes (inbox, waiters, run budget, execution, visibility): requeue_and_wait updates across a
 continue-as-new, a requeue timer, a failed turn, coalesced signals, local turns, the priority
@@ -56,10 +58,12 @@ from workflows.models import (
     HubEvent,
     PlacementInput,
     PlacementStatus,
+    RenewRequest,
     RequeueRequest,
     TurnPriority,
 )
 from workflows.placement import PRIORITY_PATCH, PlacementWorkflow, ResourcePlacementWorkflow
+from workflows.renewal import GENERATION_PATCH
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -155,6 +159,11 @@ def patches(history: WorkflowHistory) -> list[str]:
         if marker.marker_name == PATCH_MARKER:
             found.append(json.loads(marker.details["patch-data"].payloads[0].data)["id"])
     return found
+
+
+def turn_patches(history: WorkflowHistory) -> list[str]:
+    """The same less the one every fresh run records at its start (GENERATION_PATCH)."""
+    return [p for p in patches(history) if p != GENERATION_PATCH]
 
 
 async def replay_runs(client: Client, workflow_id: str, record_as: str) -> list[WorkflowHistory]:
@@ -320,7 +329,7 @@ async def test_fresh_deadline_timer_history_replays(
     [history] = await replay_runs(temporal_client, handle.id, "placement-deadline-timer")
     assert len(script.misses) == 4, script.misses  # start, the miss, the signal, the deletion
     assert script.misses[0] == 0 and 1 <= script.misses[1] < script.misses[2]
-    assert patches(history) == [DEADLINE_PATCH, DEADLINE_FLOOR_PATCH]
+    assert turn_patches(history) == [DEADLINE_PATCH, DEADLINE_FLOOR_PATCH]
 
 
 async def test_fresh_deadline_aging_history_replays(
@@ -349,8 +358,8 @@ async def test_fresh_deadline_aging_history_replays(
     [history] = await replay_runs(temporal_client, handle.id, "placement-deadline-aging")
     keys = [p.priority_key or 0 for p in script.priorities]
     assert keys[0] == 3 and 1 in keys and keys == sorted(keys, reverse=True), keys
-    assert patches(history)[:2] == [PRIORITY_PATCH, DEADLINE_PATCH]
-    assert DEADLINE_FLOOR_PATCH in patches(history)
+    assert turn_patches(history)[:2] == [PRIORITY_PATCH, DEADLINE_PATCH]
+    assert DEADLINE_FLOOR_PATCH in turn_patches(history)
 
 
 async def test_fresh_busy_miss_history_replays(
@@ -366,7 +375,7 @@ async def test_fresh_busy_miss_history_replays(
 
     [history] = await replay_runs(temporal_client, handle.id, "placement-deadline-busy")
     assert len(script.misses) == 3 and script.misses[1] >= 1, script.misses
-    assert patches(history) == [DEADLINE_PATCH, DEADLINE_BUSY_PATCH, DEADLINE_FLOOR_PATCH]
+    assert turn_patches(history) == [DEADLINE_PATCH, DEADLINE_BUSY_PATCH, DEADLINE_FLOOR_PATCH]
 
 
 async def test_fresh_auto_local_fallback_history_replays(
@@ -396,7 +405,50 @@ async def test_fresh_auto_local_fallback_history_replays(
     assert script.ran_local == [True] * LOCAL_ATTEMPTS + [False] * 3
     # The local attempts' one marker, the three turns and the cleanup.
     assert await turn_places(handle) == ["local"] + ["queue"] * 4
-    assert patches(history) == [AUTO_LOCAL_PATCH]
+    assert turn_patches(history) == [AUTO_LOCAL_PATCH]
+
+
+async def test_fresh_renewal_histories_replay(temporal_client: Client, task_queue: str) -> None:
+    """A run begun by a worker from before patch generations (one that declines
+    GENERATION_PATCH), asked to renew by today's worker: it continues as new, and its next run
+    records its generation."""
+    from temporalio.worker import PatchActivationInput
+
+    from tests.integration.workflows.stand_ins import STAND_INS
+
+    def before_generations(found: PatchActivationInput) -> bool:
+        return found.patch_id != GENERATION_PATCH
+
+    name = placement_name()
+    script = Script()
+    for old in (True, False):
+        async with split_workers(
+            temporal_client,
+            task_queue,
+            workflows=[PlacementWorkflow],
+            activities=STAND_INS,
+            max_cached_workflows=0,
+            patch_activation_callback=before_generations if old else None,
+        ):
+            if old:
+                handle = await start(temporal_client, task_queue, name, script)
+                await status_when(handle, lambda s: s.cycles == 1 and idle(s))
+                continue
+            await handle.signal(names.SIGNAL_RENEW_RUN, RenewRequest(reason="recorded"))
+            latest = temporal_client.get_workflow_handle(handle.id)
+            await status_when(latest, lambda s: s.cycles_this_run == 0 and s.turns_this_run == 0)
+            await latest.signal(PlacementWorkflow.requeue, RequeueRequest(reason="turn 2"))
+            await status_when(latest, lambda s: s.cycles == 2 and idle(s))
+            await end_with_cleanup(latest, script)
+
+    histories = await replay_runs(temporal_client, handle.id, "placement-renewal")
+    # The old run has the signal and no generation; the next run its generation.
+    signalled = [names.SIGNAL_RENEW_RUN in h.to_json() for h in histories]
+    generations = [GENERATION_PATCH in patches(h) for h in histories]
+    assert sorted(zip(signalled, generations, strict=True)) == [
+        (False, True),
+        (True, False),
+    ]
 
 
 def recorded(name: str) -> WorkflowHistory:
@@ -465,6 +517,19 @@ class ForgetsFallbacks(PlacementWorkflow):
         return result
 
 
+@workflow.defn(name=names.PLACEMENT_WORKFLOW, sandboxed=False)
+class DeafToRenewal(PlacementWorkflow):
+    """Today's workflow ignoring `renew_run`."""
+
+    @workflow.run
+    async def run(self, input: PlacementInput) -> PlacementStatus:
+        return await super().run(input)
+
+    @workflow.signal(name=names.SIGNAL_RENEW_RUN)
+    def renew_run(self, request: RenewRequest | None = None) -> None:
+        return None
+
+
 @pytest.mark.parametrize(
     ("history", "broken"),
     [
@@ -486,5 +551,16 @@ async def test_a_workflow_without_a_patched_command_fails_to_replay_its_history(
         broken = WithBrokenDeadline
     replayer = Replayer(workflows=[broken], data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(recorded(history), raise_on_replay_failure=False)
+    assert result.replay_failure is not None
+    assert "nondetermin" in str(result.replay_failure).lower()
+
+
+async def test_a_workflow_deaf_to_renewal_fails_to_replay_a_renewed_run() -> None:
+    renewals = sorted(HISTORIES.glob("placement-renewal-*.json"))
+    signalled = [p for p in renewals if f'"{names.SIGNAL_RENEW_RUN}"' in p.read_text()]
+    assert len(signalled) == 1, renewals
+    history = WorkflowHistory.from_json("recorded", signalled[0].read_text())
+    replayer = Replayer(workflows=[DeafToRenewal], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is not None
     assert "nondetermin" in str(result.replay_failure).lower()

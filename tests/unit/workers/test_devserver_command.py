@@ -68,6 +68,7 @@ def test_search_attributes_are_registered_with_cli_type_names() -> None:
         "FleetPlacementNamespace=Keyword",
         "FleetPriority=Int",
         "FleetTenant=Keyword",
+        "FleetPatchGeneration=Int",
     ]
     assert search_attribute_flags(names.SEARCH_ATTRIBUTES) == cmd[cmd.index("--search-attribute") :]
 

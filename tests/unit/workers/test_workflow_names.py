@@ -54,6 +54,7 @@ def test_search_attributes_have_the_documented_types() -> None:
         "FleetPlacementNamespace": SearchAttributeIndexedValueType.KEYWORD,
         "FleetPriority": SearchAttributeIndexedValueType.INT,
         "FleetTenant": SearchAttributeIndexedValueType.KEYWORD,
+        "FleetPatchGeneration": SearchAttributeIndexedValueType.INT,
     }
 
 
@@ -62,7 +63,9 @@ def test_every_signal_name_has_exactly_one_workflow_handler() -> None:
 
     from workflows.placement import PlacementWorkflow
 
-    signals = (names.SIGNAL_REQUEUE, names.SIGNAL_MOVE, *names.WATCHER_SIGNALS)
+    signals = (
+        names.SIGNAL_REQUEUE, names.SIGNAL_MOVE, names.SIGNAL_RENEW_RUN, *names.WATCHER_SIGNALS
+    )
     handlers = workflow._Definition.must_from_class(PlacementWorkflow).signals
     assert len(set(signals)) == len(signals)
     assert set(handlers) == set(signals)
