@@ -1,7 +1,7 @@
 """The requeue hint never skips a placement whose cycle would decide otherwise.
 
 Each example: a fleet, a policy of any type and bindings in every state (the worlds of
-test_cycle_properties), run to its fixpoint; then one cluster changes (a label read or not read
+tests/property/worlds.py), run to its fixpoint; then one cluster changes (a label read or not read
 by the policy, a taint, a property, its health or namespaces). Where `may_change_decision` says
 the placement's decision cannot change, running its cycles on the changed fleet must end where
 it already is: bindings and policy-snapshot status alike. Where it says it may, nothing is
@@ -30,7 +30,7 @@ from scheduler.requeue_hints import (
     record_of,
 )
 from scheduler.testing import apply_plan, binding, member_cluster, policy_snapshot
-from tests.property.test_cycle_properties import NOW, PLACEMENT, POOL, bindings, policies
+from tests.property.worlds import NOW, PLACEMENT, POOL, bindings, policies
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("HINT_PROPERTY_EXAMPLES", "300")),

@@ -419,7 +419,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             binding = sorted(active, key=lambda b: (b.spec.target_cluster, b.name))[
                 pick % len(active)
             ]
-            from tests.integration.activities.test_capacity_reservations import make_available
+            from tests.integration.activities.activity_helpers import make_available
 
             make_available(hub, binding)
 

@@ -26,7 +26,7 @@ from hub.types import (
     Condition,
 )
 from scheduler.framework.status import Status
-from tests.integration.e2e.fleet import WAIT_SECONDS, latest_snapshot, status
+from tests.support.fleet import WAIT_SECONDS, latest_snapshot, status
 from tests.support.history import LOCAL_ACTIVITY_MARKER
 from tests.support.waits import until_async
 from workflows.models import PlacementStatus

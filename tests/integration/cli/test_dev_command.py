@@ -31,7 +31,7 @@ from control.config import LOOPBACK
 from devhub.sample import read_fleet
 from hub import names as hub_names
 from hub.types import CapacityLedger, ClusterResourcePlacement
-from tests.integration.cli.cli_helpers import (
+from tests.support.cli import (
     DevProcess,
     beside_make_run,
     bindings_of,

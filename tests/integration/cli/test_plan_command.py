@@ -28,7 +28,7 @@ from hub.types import (
 )
 from scheduler import CycleInput, schedule
 from scheduler.snapshots import plan_snapshot_sync
-from tests.integration.cli.cli_helpers import beside_make_run, run_cli
+from tests.support.cli import beside_make_run, run_cli
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 PROD = "fleet.example.com/environment"

@@ -33,7 +33,7 @@ from hub.types import (
 from scheduler import CycleInput, Profile, load_profile, schedule
 from scheduler.snapshots import plan_snapshot_sync
 from scheduler.testing import member_cluster
-from tests.integration.cli.cli_helpers import run_cli
+from tests.support.cli import run_cli
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 TIER = "fleet.example.com/tier"

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from temporalio.testing import WorkflowEnvironment
 
-from tests.integration.cli.cli_helpers import fleet_scheduler
+from tests.support.cli import fleet_scheduler
 from workers.devserver import free_port
 
 LOOPBACK = "127.0.0.1"

@@ -16,17 +16,15 @@ from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster, Namespace, ResourcePlacement
 from scheduler.budgets import moved_from
-from tests.integration.e2e.fleet import (
+from tests.support.fleet import (
     add_cluster,
     bindings,
     live_targets,
+    rb_targets,
+    report_namespaces,
     settled,
     status,
     unique,
-)
-from tests.integration.e2e.test_resource_placement_standalone import (
-    rb_targets,
-    report_namespaces,
 )
 from tests.support.waits import consistently_async, until_async
 from workers.cli.render import render_explain

@@ -27,7 +27,7 @@ from control.watcher import Watcher
 from hub.client import HubClient
 from hub.names import PRIORITY_CLASS_ANNOTATION
 from hub.types import ClusterResourcePlacement, PriorityClass
-from tests.integration.e2e.fleet import add_cluster, status, unique
+from tests.support.fleet import add_cluster, status, unique
 from tests.support.temporal import start_temporal
 from tests.support.waits import until_async
 from workers.worker import build_worker

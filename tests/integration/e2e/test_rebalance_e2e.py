@@ -19,7 +19,7 @@ from hub.types import (
     ClusterResourcePlacementDisruptionBudget,
 )
 from scheduler.rebalance import Move
-from tests.integration.e2e.fleet import add_cluster, live_targets, unique
+from tests.support.fleet import add_cluster, live_targets, unique
 from tests.support.history import completed_activities
 from tests.support.waits import until_async
 from workers.cli.render import render_rebalance

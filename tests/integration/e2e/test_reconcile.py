@@ -18,7 +18,7 @@ from control.schedules import ensure_reconcile_schedule
 from control.watcher import Watcher
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster
-from tests.integration.e2e.fleet import (
+from tests.support.fleet import (
     add_cluster,
     add_placement,
     live_targets,

@@ -19,7 +19,7 @@ from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, Event
 from scheduler.deadline import DEADLINE_EXCEEDED_REASON
-from tests.integration.e2e.fleet import add_cluster, settled, status, unique
+from tests.support.fleet import add_cluster, settled, status, unique
 from tests.support.stacks import fleet_scheduler
 from tests.support.waits import until_async
 from workers.cli.render import deadline_text, render_explain

@@ -19,14 +19,13 @@ from tests.integration.workflows.stand_ins import (
     unexpected,
 )
 from tests.integration.workflows.workflow_helpers import (
-    event_types,
     idle,
     placement_name,
     replays,
     start_local,
     status_when,
 )
-from tests.support.history import turn_places
+from tests.support.history import event_types, turn_places
 from tests.support.waits import consistently_async, until_async
 from workers.worker import split_workers
 from workflows import names

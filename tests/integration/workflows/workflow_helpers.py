@@ -1,14 +1,12 @@
 """What the workflow tests share: a placement name, a workflow started with a stand-in script
-(on the activity queue, or with local turns), its status once a condition holds, its
-history's event counts, and a replay of every run (for tests whose worker caches workflows)."""
+(on the activity queue, or with local turns), its status once a condition holds, and a
+replay of every run (for tests whose worker caches workflows)."""
 
 from __future__ import annotations
 
 import uuid
-from collections import Counter
 from collections.abc import Callable
 
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
@@ -78,18 +76,6 @@ async def start_local(
         id=names.workflow_id(name),
         task_queue=queue,
     )
-
-
-async def event_types(
-    client: Client, handle: WorkflowHandle, run_id: str | None = None
-) -> Counter[str]:
-    """How many events of each type one run's history has (the handle's run by default; the
-    latest with `handle.result_run_id` None)."""
-    counts: Counter[str] = Counter()
-    run = client.get_workflow_handle(handle.id, run_id=run_id or handle.result_run_id)
-    async for event in run.fetch_history_events():
-        counts[EventType.Name(event.event_type)] += 1
-    return counts
 
 
 async def replays(client: Client, workflow_id: str) -> int:

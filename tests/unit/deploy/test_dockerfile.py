@@ -15,7 +15,7 @@ from typing import Final
 import pytest
 import yaml
 
-from tests.unit.deploy.deploy_helpers import DEPLOY, REPO
+from tests.support.deploy import DEPLOY, REPO
 
 DOCKERFILE: Final = DEPLOY / "Dockerfile"
 DOCKERIGNORE: Final = REPO / ".dockerignore"

@@ -21,7 +21,7 @@ import yaml
 from control.config import LOOPBACK
 from hub import crds
 from hub.types import KINDS
-from tests.unit.deploy.deploy_helpers import (
+from tests.support.deploy import (
     BESIDE_KUBEFLEET,
     DEPLOY,
     REPO,

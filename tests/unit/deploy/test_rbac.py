@@ -1,8 +1,9 @@
 """The ClusterRoles grant exactly what the code asks the hub for: no 403 in production, no spare
 verb an attacker holding the pod's token could use.
 
-The code side comes from `deploy_helpers.hub_calls()` (every HubClient call in activities/ and
-workers/, typed by mypy); the manifest side from `kubectl kustomize` of each overlay."""
+The code side comes from `tests.support.deploy.hub_calls()` (every HubClient call in
+activities/ and workers/, typed by mypy); the manifest side from `kubectl kustomize` of each
+overlay."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from hub.types import (
     MemberCluster,
     PriorityClass,
 )
-from tests.unit.deploy.deploy_helpers import (
+from tests.support.deploy import (
     ABSTRACT_KIND_SOURCES,
     BESIDE_KUBEFLEET,
     DEV_ONLY_FUNCTIONS,

@@ -5,7 +5,14 @@ requeue on a batch limit, fresh, and percentageOfClustersToScore."""
 from __future__ import annotations
 
 import pytest
-from cycle_builders import (
+
+from hub import names
+from scheduler import ScoreMode
+from scheduler.cycles.crossref import WHY_DUPLICATE, WHY_OBSOLETE, WHY_REPOINT, WHY_REVIVE
+from scheduler.cycles.decisions import NOT_PICKED, SELECTED
+from scheduler.cycles.pick_n import WHY_DOWNSCALE, WHY_DOWNSCALE_OBSOLETE
+from scheduler.testing import apply_plan, binding, member_cluster, policy_snapshot
+from tests.unit.scheduler.cycle_builders import (
     NOW,
     OLD,
     SNAP,
@@ -18,14 +25,7 @@ from cycle_builders import (
     selected,
     unscheduled,
 )
-from fake_plugins import REASON_NOT_READY, fake_profile
-
-from hub import names
-from scheduler import ScoreMode
-from scheduler.cycles.crossref import WHY_DUPLICATE, WHY_OBSOLETE, WHY_REPOINT, WHY_REVIVE
-from scheduler.cycles.decisions import NOT_PICKED, SELECTED
-from scheduler.cycles.pick_n import WHY_DOWNSCALE, WHY_DOWNSCALE_OBSOLETE
-from scheduler.testing import apply_plan, binding, member_cluster, policy_snapshot
+from tests.unit.scheduler.fake_plugins import REASON_NOT_READY, fake_profile
 
 PREV = names.PREVIOUS_BINDING_STATE_ANNOTATION
 

@@ -5,16 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from cycle_builders import (
-    NOW,
-    PLACEMENT,
-    SNAP,
-    cluster,
-    pick_all,
-    pick_n,
-    scheduled,
-    unscheduled,
-)
 
 from hub.types import ClusterResourceBinding, MemberCluster
 from scheduler import CycleInput, Profile, default_profile, load_profile, schedule
@@ -30,6 +20,16 @@ from scheduler.whatif import (
     compare_profiles,
     selected_after,
     summarize,
+)
+from tests.unit.scheduler.cycle_builders import (
+    NOW,
+    PLACEMENT,
+    SNAP,
+    cluster,
+    pick_all,
+    pick_n,
+    scheduled,
+    unscheduled,
 )
 
 TIER = "tier"

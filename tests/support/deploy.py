@@ -26,7 +26,7 @@ import yaml
 
 from hub.types import KINDS
 
-REPO: Final = Path(__file__).resolve().parents[3]
+REPO: Final = Path(__file__).resolve().parents[2]
 DEPLOY: Final = REPO / "deploy"
 OVERLAYS: Final = DEPLOY / "overlays"
 STANDALONE: Final = "standalone"
