@@ -221,7 +221,7 @@ class DevProcess:
                 process.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 process.kill()
-                process.wait()
+                process.wait(timeout=STOP_TIMEOUT_S)
                 raise AssertionError(
                     f"fleet-scheduler dev ignored {sig.name} for {STOP_TIMEOUT_S:g}s\n"
                     f"stderr:\n{self.stderr()[-4000:]}"

@@ -91,3 +91,103 @@ def test_the_checks_see_what_they_forbid() -> None:
     assert "tests.property.test_cycle_properties" in caught
     assert "cycle_builders" in helper_names()
     assert "hub" not in helper_names()
+
+
+# Every wait in the tests is bounded (tests/README.md): a loop that waits says its deadline, a
+# blocking call gets a timeout or runs inside one, or the line says what bounds it.
+BOUNDED_BY: Final = "# bounded by:"
+DEADLINE_WORDS: Final = ("deadline", "timeout", "monotonic", "remaining")
+# Calls that block when given no argument: Event/Barrier/Popen.wait, Thread.join, a future's
+# or a workflow handle's result, Queue.get, Popen.communicate, Lock.acquire.
+BLOCKING: Final = frozenset({"wait", "join", "result", "get", "communicate", "acquire"})
+# What a loop calls when it waits.
+WAITING: Final = BLOCKING | {"sleep", "next", "readline", "poll", "read", "recv"}
+# Calls that bound what they are given.
+BOUNDING: Final = frozenset({"wait_for", "within"})
+
+
+def called(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def unbounded_waits(source: str, name: str, tree: ast.Module | None = None) -> list[str]:
+    """Where `source` waits without a bound: a `while` loop that waits and names no deadline, a
+    blocking call with no argument outside `wait_for`/`within`; a line that says
+    `# bounded by: ...` is taken at its word."""
+    tree = tree or ast.parse(source, name)
+    lines = source.splitlines()
+    said = {number for number, line in enumerate(lines, 1) if BOUNDED_BY in line}
+    inside_bounds = {
+        id(arg)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and called(node) in BOUNDING
+        for arg in node.args
+    }
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.While) and node.lineno not in said:
+            inner = list(ast.walk(node))
+            waits = any(
+                isinstance(sub, ast.Await) or (isinstance(sub, ast.Call) and called(sub) in WAITING)
+                for sub in inner
+            )
+            words = [sub.id for sub in inner if isinstance(sub, ast.Name)] + [
+                sub.attr for sub in inner if isinstance(sub, ast.Attribute)
+            ]
+            if waits and not any(w in word.lower() for word in words for w in DEADLINE_WORDS):
+                found.append(f"{name}:{node.lineno}: a loop that waits with no deadline")
+        elif (
+            isinstance(node, ast.Call)
+            and called(node) in BLOCKING
+            and isinstance(node.func, ast.Attribute)
+            and not node.args
+            and not node.keywords
+            and id(node) not in inside_bounds
+            and node.lineno not in said
+        ):
+            found.append(f"{name}:{node.lineno}: {ast.unparse(node)} with no timeout")
+    return sorted(found, key=lambda line: int(line.split(":")[1]))
+
+
+def test_every_wait_is_bounded() -> None:
+    found = [
+        line
+        for path, (text, tree) in python_files().items()
+        for line in unbounded_waits(text, str(path.relative_to(REPO)), tree)
+    ]
+    assert not found, (
+        "bound each wait (tests/support/waits.py: until, until_async, within; a timeout=), or "
+        f"say what bounds it with a `{BOUNDED_BY} ...` comment on its line:\n" + "\n".join(found)
+    )
+
+
+def test_the_wait_check_sees_what_it_forbids() -> None:
+    unbounded = (
+        "async def f(handle, event, thread, q):\n"
+        "    while True:\n"
+        "        await asyncio.sleep(0.1)\n"
+        "    while not await ready():\n"
+        "        pass\n"
+        "    await handle.result()\n"
+        "    await event.wait()\n"
+        "    thread.join()\n"
+        "    q.get()\n"
+    )
+    lines = [int(found.split(":")[1]) for found in unbounded_waits(unbounded, "f")]
+    assert lines == [2, 4, 6, 7, 8, 9]
+    bounded = (
+        "async def f(handle, event, thread, q):\n"
+        "    deadline = time.monotonic() + 5\n"
+        "    while time.monotonic() < deadline:\n"
+        "        await asyncio.sleep(0.1)\n"
+        "    await asyncio.wait_for(handle.result(), 60)\n"
+        "    await within(event.wait(), what='the gate')\n"
+        "    thread.join(timeout=5)\n"
+        "    q.get(timeout=1)\n"
+        "    while data := await src.read(1):  # bounded by: the connection's end\n"
+        "        pass\n"
+        "    while n < 3:\n"
+        "        n += 1\n"
+    )
+    assert unbounded_waits(bounded, "f") == []

@@ -35,7 +35,7 @@ from tests.integration.activities.activity_helpers import (
     targets,
     turn,
 )
-from tests.support.waits import until
+from tests.support.waits import WAIT_S, until
 from workflows.models import CleanupRequest
 
 CPU4 = {names.REQUESTS_ANNOTATION: "cpu=4"}
@@ -163,7 +163,7 @@ def test_concurrent_reservations_on_one_cluster_never_exceed_its_allocatable(
     def one(index: int) -> None:
         client = HubClient.from_kubeconfig(hub_kubeconfig, timeout=(2.0, 10.0))  # type: ignore[arg-type]
         try:
-            start.wait()
+            start.wait(timeout=WAIT_S)
             reserve(
                 client,
                 "busy",

@@ -32,6 +32,7 @@ from devhub.sample import read_fleet
 from hub import names as hub_names
 from hub.types import CapacityLedger, ClusterResourcePlacement
 from tests.support.cli import (
+    STOP_TIMEOUT_S,
     DevProcess,
     beside_make_run,
     bindings_of,
@@ -561,7 +562,7 @@ def test_a_killed_dev_takes_its_temporal_server_along(tmp_path: Path) -> None:
     assert processes_mentioning(f"--port {dev.ports.temporal}") != []
     assert dev.process is not None
     dev.process.kill()  # SIGKILL: no handler runs, only the kernel can stop the child
-    dev.process.wait()
+    dev.process.wait(timeout=STOP_TIMEOUT_S)
     until(
         lambda: processes_mentioning(f"--port {dev.ports.temporal}") == [],
         what="the dev server to die with its parent",

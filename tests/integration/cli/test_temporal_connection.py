@@ -138,7 +138,7 @@ class TlsProxy:
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             with contextlib.suppress(OSError, ssl.SSLError, asyncio.IncompleteReadError):
-                while data := await src.read(65536):
+                while data := await src.read(65536):  # bounded by: the connection's end
                     dst.write(data)
                     await dst.drain()
             with contextlib.suppress(OSError, RuntimeError):

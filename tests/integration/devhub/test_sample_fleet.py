@@ -83,7 +83,7 @@ def test_reloading_the_sample_fleet_keeps_existing_clusters(
 
 def _wait_for(path: Path, process: subprocess.Popen[str]) -> None:
     def written() -> bool:
-        assert process.poll() is None, process.communicate()
+        assert process.poll() is None, process.communicate(timeout=10)
         return path.exists()
 
     until(written, what="devhub's kubeconfig", timeout=STARTUP_TIMEOUT)

@@ -14,6 +14,7 @@ server's priority order, not that luck; the bound is the same as with four."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from datetime import datetime
 
@@ -119,14 +120,20 @@ async def test_a_high_priority_placement_overtakes_a_backlog(
                 current = await status(temporal_client, name)
                 return current is not None and current.phase == "running"
 
+            async def turned(name: str) -> bool:
+                current = await status(temporal_client, name)
+                return current is not None and current.cycles >= 1
+
             for name in backlog:
                 hub.create(placement(name, low))
             for name in backlog:  # every first turn is on the activity queue
-                while not await waiting(name):
-                    await asyncio.sleep(0.1)
+                await until_async(
+                    functools.partial(waiting, name), what=f"{name}'s first turn queued"
+                )
             hub.create(placement(urgent, high))
-            while not await waiting(urgent):
-                await asyncio.sleep(0.1)
+            await until_async(
+                functools.partial(waiting, urgent), what=f"{urgent}'s first turn queued"
+            )
 
             activities = build_worker(
                 temporal_client,
@@ -138,11 +145,7 @@ async def test_a_high_priority_placement_overtakes_a_backlog(
             )
             async with activities:
                 for name in [*backlog, urgent]:
-                    while True:
-                        current = await status(temporal_client, name)
-                        if current is not None and current.cycles >= 1:
-                            break
-                        await asyncio.sleep(0.1)
+                    await until_async(functools.partial(turned, name), what=f"{name}'s first cycle")
                 # It was told its priority, and shows it (a query needs a running worker).
                 told = await status(temporal_client, urgent)
         finally:
