@@ -12,6 +12,7 @@
   (`run_cli`), a failure as a user sees it (`assert_one_line_error`);
 - `fleet`: the end-to-end tests' fleet in devhub, and readers of what happened;
 - `history`: a placement's history, whichever way its turns ran;
+- `policies`: placement policies many tests write (`prod_only`);
 - `procs`: child processes a test can SIGKILL, reaped whatever happens;
 - `deploy`: the deploy/ manifests rendered, and the hub calls the code makes.
 

@@ -33,6 +33,7 @@ from hub.types import (
 from scheduler.eligibility import EligibilityChecker
 from scheduler.invariants import find_violations
 from scheduler.testing import member_cluster, policy_snapshot
+from tests.support.policies import prod_only
 from workers.metrics import SchedulerMetrics
 from workflows.models import CycleReport, PrepareResult, TurnRequest, TurnResult
 
@@ -270,15 +271,7 @@ def new_binding_for_move(
 
 # Placements that ask for affinity enforcement (docs/enforcement.md), and their rule: env=prod.
 ENFORCED: Final = {names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"}
-PROD: Final = {
-    "affinity": {
-        "clusterAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]
-            }
-        }
-    }
-}
+PROD: Final = prod_only()
 
 
 def relabel(hub: HubClient, cluster: str, labels: Mapping[str, str]) -> None:

@@ -18,6 +18,7 @@ from control.schedules import ensure_reconcile_schedule
 from control.watcher import Watcher
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster
+from tests.support import policies
 from tests.support.fleet import (
     add_cluster,
     add_placement,
@@ -35,12 +36,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 PLACEMENTS = 8
 # The Schedule the tests make; the watcher is told of it, so its start triggers a reconcile run.
 RECONCILE_EVERY = timedelta(hours=1)
-PROD_ONLY = {
-    "placementType": "PickAll",
-    "affinity": {"clusterAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]
-    }}},
-}  # fmt: skip
+PROD_ONLY = policies.prod_only(placementType="PickAll")
 
 
 @asynccontextmanager

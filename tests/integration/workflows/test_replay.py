@@ -15,7 +15,6 @@ patch and a ResourcePlacement's deletion."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
@@ -28,16 +27,19 @@ from temporalio.worker import Replayer
 
 from tests.integration.workflows.stand_ins import SCRIPTS, Script
 from tests.integration.workflows.workflow_helpers import (
+    delete_and_complete,
     idle,
     placement_name,
+    requeued_turns,
     start,
     start_local,
+    start_placement,
     status_when,
 )
 from workers.worker import PlacementWorkers, split_workers
 from workflows import names
 from workflows.execution import QUEUE_TURN_PATCH
-from workflows.models import HubEvent, PlacementInput, PlacementStatus, RequeueRequest
+from workflows.models import HubEvent, PlacementInput, PlacementStatus
 from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -66,9 +68,7 @@ async def test_fresh_histories_replay(
         await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason=reason))
     # Under load the three signals may take one or two more turns.
     await status_when(handle, lambda s: s.cycles >= 3 and idle(s))
-    script.deleted = True
-    await handle.signal(PlacementWorkflow.placement_deleting)
-    await asyncio.wait_for(handle.result(), timeout=60)
+    await delete_and_complete(handle, script)
 
     histories = await replay_runs(temporal_client, handle.id, "placement")
     assert len(histories) >= 2  # at least one continue-as-new (runs of two cycles)
@@ -87,9 +87,7 @@ async def test_fresh_local_cycle_histories_replay(
         event = HubEvent(reason=f"turn {cycle}", turn_execution=where)
         await handle.signal(PlacementWorkflow.cluster_changed, event)
         await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
-    script.deleted = True
-    await handle.signal(PlacementWorkflow.placement_deleting)
-    await asyncio.wait_for(handle.result(), timeout=60)
+    await delete_and_complete(handle, script)
     histories = await replay_runs(temporal_client, handle.id, "placement-local")
     assert len(histories) == 2
     assert all(LOCAL_MARKER in h.to_json() for h in histories)
@@ -103,20 +101,10 @@ async def test_fresh_histories_of_a_worker_that_caches_nothing_replay(
     and the cleanup."""
     name = placement_name()
     script = Script(advice=[True] * 4)
-    SCRIPTS[name] = script
-    handle = await temporal_client.start_workflow(
-        PlacementWorkflow.run,
-        PlacementInput(placement=name, turns_per_run=2),
-        id=names.workflow_id(name),
-        task_queue=task_queue,
-    )
+    handle = await start_placement(temporal_client, task_queue, name, script, turns_per_run=2)
     await status_when(handle, lambda s: s.cycles == 1 and idle(s))
-    for cycle in (2, 3):
-        await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason=f"turn {cycle}"))
-        await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
-    script.deleted = True
-    await handle.signal(PlacementWorkflow.placement_deleting)
-    await asyncio.wait_for(handle.result(), timeout=60)
+    await requeued_turns(handle, (2, 3))
+    await delete_and_complete(handle, script)
     histories = await replay_runs(temporal_client, handle.id, "placement-queue-turns")
     assert len(histories) == 2
     for history in histories:
@@ -185,25 +173,27 @@ class AlwaysRemote(PlacementWorkflow):
         self._execution.mode = "queue"
 
 
-async def test_a_local_history_fails_to_replay_with_remote_turns() -> None:
-    recorded = [p for p in sorted(HISTORIES.glob("*.json")) if LOCAL_MARKER in p.read_text()]
-    assert recorded, "no recorded history has a local activity"
-    history = WorkflowHistory.from_json("recorded", recorded[0].read_text())
-    broken = Replayer(workflows=[AlwaysRemote], data_converter=pydantic_data_converter)
+async def assert_nondeterministic(workflow: type, recorded: Path) -> None:
+    """`workflow`, a broken copy of ours, fails to replay the `recorded` history as
+    nondeterministic."""
+    history = WorkflowHistory.from_json("recorded", recorded.read_text())
+    broken = Replayer(workflows=[workflow], data_converter=pydantic_data_converter)
     result = await broken.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is not None
     assert "nondetermin" in str(result.replay_failure).lower()
+
+
+async def test_a_local_history_fails_to_replay_with_remote_turns() -> None:
+    recorded = [p for p in sorted(HISTORIES.glob("*.json")) if LOCAL_MARKER in p.read_text()]
+    assert recorded, "no recorded history has a local activity"
+    await assert_nondeterministic(AlwaysRemote, recorded[0])
 
 
 async def test_a_workflow_missing_a_command_fails_to_replay() -> None:
     recorded = sorted(HISTORIES.glob("*.json"))
     with_cleanup = [p for p in recorded if f'"{names.ACTIVITY_CLEANUP_PLACEMENT}"' in p.read_text()]
     assert with_cleanup, "no recorded history runs the cleanup activity"
-    history = WorkflowHistory.from_json("recorded", with_cleanup[0].read_text())
-    broken = Replayer(workflows=[WithoutCleanup], data_converter=pydantic_data_converter)
-    result = await broken.replay_workflow(history, raise_on_replay_failure=False)
-    assert result.replay_failure is not None
-    assert "nondetermin" in str(result.replay_failure).lower()
+    await assert_nondeterministic(WithoutCleanup, with_cleanup[0])
 
 
 async def test_a_run_begun_before_priorities_replays_with_the_watchers_priority_signals(
@@ -215,7 +205,7 @@ async def test_a_run_begun_before_priorities_replays_with_the_watchers_priority_
     code must replay that run as it is (no upsert it never made), and a fresh run makes them."""
     from temporalio.worker import PatchActivationInput
 
-    from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS
+    from tests.integration.workflows.stand_ins import STAND_INS
     from workflows.models import TurnPriority
     from workflows.placement import PRIORITY_PATCH
 

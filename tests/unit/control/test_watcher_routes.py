@@ -33,6 +33,7 @@ from hub.types import (
 )
 from hub.types.meta import HubObject
 from scheduler.eligibility import EligibilityChecker
+from tests.support.policies import prod_only
 from workflows import names
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -395,14 +396,7 @@ def test_may_start(obj, expected) -> None:
 
 # --- precise requeue: the profile's requeue hints (scheduler.requeue_hints) -------------------
 
-ENV_PROD = PlacementPolicy.model_validate(
-    {
-        "placementType": "PickAll",
-        "affinity": {"clusterAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]
-        }}},
-    }
-)  # fmt: skip
+ENV_PROD = PlacementPolicy.model_validate(prod_only(placementType="PickAll"))
 HINTED = {
     p.metadata.name: p
     for p in (
@@ -524,19 +518,7 @@ def test_a_taint_added_reaches_only_placements_that_enforce_their_affinity() -> 
     ]
 
 
-PROD_ONLY = PlacementPolicy.model_validate(
-    {
-        "placementType": "PickN",
-        "numberOfClusters": 2,
-        "affinity": {
-            "clusterAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]
-                }
-            }
-        },
-    }
-)
+PROD_ONLY = PlacementPolicy.model_validate(prod_only(placementType="PickN", numberOfClusters=2))
 
 
 def _member(name: str, env: str, *taints: Taint) -> MemberCluster:

@@ -14,6 +14,7 @@ from hub.types import (
 from scheduler import default_profile
 from scheduler.reconcile import GONE_REASON, START_REASON, plan_reconcile
 from scheduler.testing import binding, member_cluster, policy_snapshot
+from tests.support.policies import prod_only
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -389,17 +390,7 @@ def test_a_cluster_that_now_passes_reaches_an_enforcing_placement_with_a_lost_bi
     placement kept its binding on c0 (it lost env=prod, and no other cluster passed); a cluster
     it holds nothing on that now passes its filters requeues it. A placement without the
     annotation is left alone, as KubeFleet leaves it."""
-    policy = {
-        "placementType": "PickN",
-        "numberOfClusters": 2,
-        "affinity": {
-            "clusterAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]
-                }
-            }
-        },
-    }
+    policy = prod_only(placementType="PickN", numberOfClusters=2)
 
     def fulfilled(name: str, enforced: bool) -> ClusterResourcePlacement:
         base = placement(name, policy="PickN").to_wire()
