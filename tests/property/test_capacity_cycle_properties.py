@@ -13,7 +13,6 @@ from fractions import Fraction
 
 from hypothesis import given
 from hypothesis import strategies as st
-from test_cycle_properties import NOW, SETTINGS, World, _per_cluster, worlds
 
 from hub import names
 from hub.types import MemberCluster
@@ -21,6 +20,7 @@ from scheduler import CapacityInput, CycleInput, Profile, default_profile, sched
 from scheduler.capacity import format_amount
 from scheduler.quantity import parse_quantity
 from scheduler.testing import apply_plan, member_cluster, policy_snapshot
+from tests.property.worlds import NOW, SETTINGS, World, per_cluster, worlds
 
 
 def kubefleet_only() -> Profile:
@@ -106,7 +106,7 @@ def test_batched_capacity_plugins_decide_exactly_as_per_cluster_ones(
         capacity=capacity,
     )
     batched = default_profile()
-    assert schedule(cycle, batched) == schedule(cycle, _per_cluster(batched))
+    assert schedule(cycle, batched) == schedule(cycle, per_cluster(batched))
 
 
 @SETTINGS

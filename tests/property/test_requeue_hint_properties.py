@@ -1,7 +1,7 @@
 """The requeue hint never skips a placement whose cycle would decide otherwise.
 
 Each example: a fleet, a policy of any type and bindings in every state (the worlds of
-test_cycle_properties), run to its fixpoint; then one cluster changes (a label read or not read
+tests/property/worlds.py), run to its fixpoint; then one cluster changes (a label read or not read
 by the policy, a taint, a property, its health or namespaces). Where `may_change_decision` says
 the placement's decision cannot change, running its cycles on the changed fleet must end where
 it already is: bindings and policy-snapshot status alike. Where it says it may, nothing is
@@ -40,7 +40,8 @@ from scheduler.requeue_hints import (
     record_of,
 )
 from scheduler.testing import apply_plan, binding, member_cluster, policy_snapshot
-from tests.property.test_cycle_properties import NOW, PLACEMENT, POOL, bindings, policies
+from scheduler.watch_rules import cluster_update_reasons, taint_added
+from tests.property.worlds import NOW, PLACEMENT, POOL, bindings, policies
 from workflows.names import SIGNAL_CLUSTER_CHANGED
 
 SETTINGS = settings(
@@ -151,8 +152,14 @@ def fixpoint(
     """The fixpoint, or None when the cycle fails (an unparsable property: nothing to compare)."""
     for _ in range(20):
         result = schedule(
-            CycleInput(snapshot=snapshot, clusters=clusters, bindings=found, now=NOW,
-                       fresh=fresh, capacity=capacity),
+            CycleInput(
+                snapshot=snapshot,
+                clusters=clusters,
+                bindings=found,
+                now=NOW,
+                fresh=fresh,
+                capacity=capacity,
+            ),
             profile,
         )
         if result.error is not None:
@@ -264,14 +271,20 @@ class WideSpec:
             wire["status"]["namespaces"] = {n: "" for n in self.namespaces}
         if self.collected:
             wire["status"]["conditions"] = [
-                {"type": names.NAMESPACE_COLLECTION_CONDITION, "status": "True", "reason": "r",
-                 "message": "", "lastTransitionTime": NOW.isoformat()}
+                {
+                    "type": names.NAMESPACE_COLLECTION_CONDITION,
+                    "status": "True",
+                    "reason": "r",
+                    "message": "",
+                    "lastTransitionTime": NOW.isoformat(),
+                }
             ]
         return MemberCluster.model_validate(wire)
 
 
 LABELS = st.dictionaries(
-    st.sampled_from(["env", "zone", "team", "tier"]), st.sampled_from(["a", "b", "prod"]),
+    st.sampled_from(["env", "zone", "team", "tier"]),
+    st.sampled_from(["a", "b", "prod"]),
     max_size=3,
 ).map(lambda d: tuple(sorted(d.items())))
 TAINTS = st.sampled_from([(), (("gpu", "true"),), (("gpu", "false"),), (("gpu", None),)])
@@ -297,8 +310,22 @@ def wide_spec(name: str) -> st.SearchStrategy[WideSpec]:
 
 @st.composite
 def wide_change(draw: st.DrawFn, spec: WideSpec) -> WideSpec:
-    kind = draw(st.sampled_from(["labels", "taints", "cost", "cpu", "available", "namespaces",
-                                 "collected", "heartbeat", "joined", "healthy"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "labels",
+                "taints",
+                "cost",
+                "cpu",
+                "available",
+                "namespaces",
+                "collected",
+                "heartbeat",
+                "joined",
+                "healthy",
+            ]
+        )
+    )
     replace = dataclasses.replace
     if kind == "labels":
         labels = dict(spec.labels)
@@ -340,14 +367,23 @@ def wide_policy(draw: st.DrawFn) -> dict[str, object] | None:
     if draw(st.booleans()):
         operator = draw(st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist"]))
         expression: dict[str, object] = {
-            "key": draw(st.sampled_from(["env", "team"])), "operator": operator
+            "key": draw(st.sampled_from(["env", "team"])),
+            "operator": operator,
         }
         if operator in ("In", "NotIn"):
             expression["values"] = ["a", "prod"]
         term["labelSelector"] = {"matchExpressions": [expression]}
     if draw(st.booleans()):
-        name = draw(st.sampled_from(["cost", f"{RESOURCE}allocatable-cpu",
-                                     f"{RESOURCE}available-cpu", f"{RESOURCE}total-cpu"]))
+        name = draw(
+            st.sampled_from(
+                [
+                    "cost",
+                    f"{RESOURCE}allocatable-cpu",
+                    f"{RESOURCE}available-cpu",
+                    f"{RESOURCE}total-cpu",
+                ]
+            )
+        )
         term["propertySelector"] = {"matchExpressions": [
             {"name": name, "operator": draw(st.sampled_from(names.PROPERTY_OPERATORS)),
              "values": ["4"]}
@@ -403,8 +439,8 @@ def test_wider_changes_skipped_by_the_hint_decide_the_same(data: st.DataObject) 
         for target in targets
     ]  # fmt: skip
     clusters = [spec.build() for spec in fleet]
-    fresh = policy is not None and policy["placementType"] == names.PICK_N and data.draw(
-        st.booleans()
+    fresh = (
+        policy is not None and policy["placementType"] == names.PICK_N and data.draw(st.booleans())
     )
     steady = fixpoint(snapshot, clusters, existing, profile, capacity, fresh)
     if steady is None:
@@ -617,8 +653,10 @@ def test_the_watcher_and_the_reconcile_reach_placements_by_one_answer(data: st.D
     before = [spec.build() for spec in fleet]
     deleted = data.draw(st.integers(0, 9)) == 0
     after = before[1:] if deleted else [data.draw(wide_change(fleet[0])).build(), *before[1:]]
-    changed = Change("DELETED", before[0], before[0]) if deleted else Change(
-        "MODIFIED", before[0], after[0]
+    changed = (
+        Change("DELETED", before[0], before[0])
+        if deleted
+        else Change("MODIFIED", before[0], after[0])
     )
     room = Room(clusters={c.metadata.name: c for c in after}, ledgers={}, bindings=existing)
     routed = [
@@ -630,8 +668,19 @@ def test_the_watcher_and_the_reconcile_reach_placements_by_one_answer(data: st.D
         if r.signal == SIGNAL_CLUSTER_CHANGED
     ]  # fmt: skip
     if routed:
-        seen = ClusterEvent.gone("c0", NOW) if deleted else ClusterEvent.updated(
-            before[0], after[0], profile, NOW
+        # KubeFleet's rules ignore a taint added alone: such a change reaches the placements
+        # that enforce their affinity during execution only (control.routes says when).
+        enforcing_only = (
+            not deleted
+            and not cluster_update_reasons(before[0], after[0], EligibilityChecker(), NOW)
+            and taint_added(before[0], after[0])
+        )
+        seen = (
+            ClusterEvent.gone("c0", NOW)
+            if deleted
+            else ClusterEvent.updated(
+                before[0], after[0], profile, NOW, enforcing_only=enforcing_only
+            )
         )
         answer = reach(seen, placements, profile, bindings=Bindings(existing),
                        clusters=room.clusters)  # fmt: skip

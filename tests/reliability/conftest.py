@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.procs import Processes
 from tests.reliability.system import System
+from tests.support.procs import Processes
 
 
 @pytest.fixture

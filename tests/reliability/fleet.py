@@ -364,4 +364,4 @@ class Fleet:
     def _parallel(self, items: Iterable[Any], write: Callable[[Any], None]) -> None:
         with ThreadPoolExecutor(max_workers=WRITE_PARALLELISM) as pool:
             for future in [pool.submit(write, item) for item in items]:
-                future.result()
+                future.result()  # bounded by: each write's own deadline (`retrying`)

@@ -29,7 +29,7 @@ from typing import Any, Final, Literal
 from temporalio.client import Client
 
 from hub.client import HubClient
-from tests.reliability.procs import Proc, Processes, children_of
+from tests.support.procs import Proc, Processes, children_of
 from workers.devserver import DevServer, find_temporal_binary, free_port
 from workers.temporal_client import TemporalTarget, connect
 from workflows import names

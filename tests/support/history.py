@@ -5,12 +5,20 @@ run")."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any, Final
 
 from temporalio.api.common.v1 import Payload
-from temporalio.client import WorkflowHandle
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
 
-__all__ = ["LOCAL_ACTIVITY_MARKER", "activity_attempts", "completed_activities", "turn_places"]
+__all__ = [
+    "LOCAL_ACTIVITY_MARKER",
+    "activity_attempts",
+    "completed_activities",
+    "event_types",
+    "turn_places",
+]
 
 # The marker the SDK records for a local activity.
 LOCAL_ACTIVITY_MARKER: Final = "core_local_activity"
@@ -58,3 +66,15 @@ async def turn_places(handle: WorkflowHandle[Any, Any]) -> list[str]:
         elif event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER:
             places.append("local")
     return places
+
+
+async def event_types(
+    client: Client, handle: WorkflowHandle[Any, Any], run_id: str | None = None
+) -> Counter[str]:
+    """How many events of each type one run's history has (the handle's run by default; the
+    latest with `handle.result_run_id` None)."""
+    counts: Counter[str] = Counter()
+    run = client.get_workflow_handle(handle.id, run_id=run_id or handle.result_run_id)
+    async for event in run.fetch_history_events():
+        counts[EventType.Name(event.event_type)] += 1
+    return counts

@@ -6,6 +6,8 @@ seen last. Every test waits through these, never a fixed sleep where an event ca
 - `await until_async(check)`: the same in a test's event loop; `check` may be a coroutine
   function (a Temporal query), or a plain function, which runs in a thread when `blocking`
   (a hub read must not stall the loop the watcher and the worker run on).
+- `await within(awaitable, what=...)`: one awaitable (a workflow's result, a gate) given at
+  most `timeout` seconds, failing with what was awaited.
 - `passes(check)`: a check written with asserts, retried until it stops raising
   AssertionError; `consistently(check)` holds it true for a while, and
   `await consistently_async(check)` does so in an event loop. A test that asserts nothing
@@ -21,7 +23,15 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
 
-__all__ = ["WAIT_S", "consistently", "consistently_async", "passes", "until", "until_async"]
+__all__ = [
+    "WAIT_S",
+    "consistently",
+    "consistently_async",
+    "passes",
+    "until",
+    "until_async",
+    "within",
+]
 
 T = TypeVar("T")
 
@@ -53,8 +63,9 @@ def until(check: Callable[[], T | None], *, what: str = "", timeout: float = WAI
         if last:
             return last
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what or 'condition'} not reached within {timeout:g}s; "
-                                 f"last: {last!r}")
+            raise AssertionError(
+                f"{what or 'condition'} not reached within {timeout:g}s; last: {last!r}"
+            )
         time.sleep(delay())
 
 
@@ -79,9 +90,23 @@ async def until_async(
         if last:
             return last  # type: ignore[return-value]
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what or 'condition'} not reached within {timeout:g}s; "
-                                 f"last: {last!r}")
+            raise AssertionError(
+                f"{what or 'condition'} not reached within {timeout:g}s; last: {last!r}"
+            )
         await asyncio.sleep(delay())
+
+
+async def within(awaitable: Awaitable[T], *, what: str, timeout: float = WAIT_S) -> T:
+    """`awaitable`'s result; AssertionError naming `what` if it is not done within `timeout`
+    seconds (a TimeoutError raised by the awaitable itself passes through as it is)."""
+    scope = asyncio.timeout(timeout)
+    try:
+        async with scope:
+            return await awaitable
+    except TimeoutError:
+        if scope.expired():
+            raise AssertionError(f"{what} not done within {timeout:g}s") from None
+        raise
 
 
 def passes(check: Callable[[], T], *, timeout: float = WAIT_S) -> T:

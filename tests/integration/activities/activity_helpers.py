@@ -1,10 +1,12 @@
-"""Builders for hub objects the activity tests start from, and small readers of the result."""
+"""Builders for hub objects the activity tests start from, what KubeFleet's other controllers
+write (a binding made Available, a move's new binding), and small readers of the result."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from fractions import Fraction
 from typing import Any, Final
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -31,6 +33,7 @@ from hub.types import (
 from scheduler.eligibility import EligibilityChecker
 from scheduler.invariants import find_violations
 from scheduler.testing import member_cluster, policy_snapshot
+from tests.support.policies import prod_only
 from workers.metrics import SchedulerMetrics
 from workflows.models import CycleReport, PrepareResult, TurnRequest, TurnResult
 
@@ -223,3 +226,70 @@ def add_budget(hub: HubClient, placement: str, **spec: Any) -> None:
         )
     )
 
+
+def make_available(hub: HubClient, binding: ClusterResourceBinding) -> ClusterResourceBinding:
+    """What KubeFleet's rollout writes once the binding's resources run on the member: its
+    Available condition, True at the binding's generation."""
+    condition = {
+        "type": names.BINDING_AVAILABLE_CONDITION,
+        "status": names.TRUE,
+        "reason": "Available",
+        "message": "",
+        "observedGeneration": binding.metadata.generation or 0,
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    return hub.update_status(
+        binding.model_copy(update={"status": {**binding.status, "conditions": [condition]}})
+    )
+
+
+def new_binding_for_move(
+    hub: HubClient, placement: str, target: str, move: object
+) -> ClusterResourceBinding:
+    """The binding `activities.moves` creates for `move` (its name, decision and reservation)."""
+    from activities.capacity import reserve
+    from activities.moves import REBALANCE, _decided
+    from hub.types import ClusterDecision, ClusterSchedulingPolicySnapshot
+    from scheduler.naming import binding_name
+    from scheduler.writes import new_binding
+
+    [snapshot] = hub.list(
+        ClusterSchedulingPolicySnapshot, {names.PARENT_PLACEMENT_LABEL: placement}
+    ).items
+    used = {b.name for b in bindings_of(hub, placement)}
+    name = binding_name(placement, target, snapshot.name, used)
+    reserve(
+        hub, target, {"cpu": "8"}, name, placement, {"cpu": Fraction(4)}, lambda: datetime.now(UTC)
+    )
+    decision = ClusterDecision(
+        cluster_name=target,
+        selected=True,
+        reason=_decided(move, REBALANCE),  # type: ignore[arg-type]
+    )
+    return new_binding(name, placement, target, snapshot.name, decision)
+
+
+# Placements that ask for affinity enforcement (docs/enforcement.md), and their rule: env=prod.
+ENFORCED: Final = {names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"}
+PROD: Final = prod_only()
+
+
+def relabel(hub: HubClient, cluster: str, labels: Mapping[str, str]) -> None:
+    """The member cluster's labels become `labels`, as its owner relabels it."""
+    found = hub.get(MemberCluster, cluster)
+    meta = found.metadata.model_copy(update={"labels": dict(labels)})
+    hub.update(found.model_copy(update={"metadata": meta}))
+
+
+def active(hub: HubClient, placement: str) -> dict[str, ClusterResourceBinding]:
+    """The placement's bindings that are not Unscheduled, by target cluster."""
+    return {
+        b.spec.target_cluster: b
+        for b in bindings_of(hub, placement)
+        if b.spec.state != names.STATE_UNSCHEDULED
+    }
+
+
+def pick_n(count: int, **extra: Any) -> dict[str, Any]:
+    """A PickN policy of `count` clusters that requires env=prod."""
+    return {"placementType": "PickN", "numberOfClusters": count, **PROD, **extra}

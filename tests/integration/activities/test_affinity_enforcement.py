@@ -28,25 +28,20 @@ from hub.types import (
 from scheduler import invariants
 from scheduler.budgets import moved_from
 from tests.integration.activities.activity_helpers import (
+    ENFORCED,
+    PROD,
     Rig,
+    active,
     add_cluster,
     add_placement,
     bindings_of,
+    make_available,
+    pick_n,
+    relabel,
     turn,
     violations,
 )
-from tests.integration.activities.test_capacity_reservations import make_available
 
-ENFORCED: Final = {names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"}
-PROD: Final = {
-    "affinity": {
-        "clusterAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]
-            }
-        }
-    }
-}
 COUNTS: Final = {
     invariants.BINDING_COUNT,
     invariants.DUPLICATE_BINDING,
@@ -54,25 +49,11 @@ COUNTS: Final = {
 }
 
 
-def relabel(hub: HubClient, cluster: str, labels: Mapping[str, str]) -> None:
-    found = hub.get(MemberCluster, cluster)
-    meta = found.metadata.model_copy(update={"labels": dict(labels)})
-    hub.update(found.model_copy(update={"metadata": meta}))
-
-
 def taint(hub: HubClient, cluster: str, key: str, value: str) -> None:
     found = hub.get(MemberCluster, cluster)
     added = Taint(key=key, value=value, effect="NoSchedule")
     spec = found.spec.model_copy(update={"taints": [*found.spec.taints, added]})
     hub.update(found.model_copy(update={"spec": spec}))
-
-
-def active(hub: HubClient, placement: str) -> dict[str, ClusterResourceBinding]:
-    return {
-        b.spec.target_cluster: b
-        for b in bindings_of(hub, placement)
-        if b.spec.state != names.STATE_UNSCHEDULED
-    }
 
 
 def states(hub: HubClient, placement: str) -> dict[str, str]:
@@ -113,10 +94,6 @@ def scheduled(
     rig = make_activities()
     turn(env, rig.activities, name)
     return rig
-
-
-def pick_n(count: int, **extra: Any) -> dict[str, Any]:
-    return {"placementType": "PickN", "numberOfClusters": count, **PROD, **extra}
 
 
 @pytest.fixture

@@ -32,12 +32,12 @@ from tests.integration.activities.activity_helpers import (
     add_cluster,
     add_placement,
     bindings_of,
+    make_available,
     placement_condition,
     routes_for,
     turn,
     violations,
 )
-from tests.integration.activities.test_capacity_reservations import make_available
 from workflows.models import MoveRequest, TurnRequest
 
 CLUSTERS = ("a", "b", "c", "d", "e", "f")

@@ -41,11 +41,12 @@ from tests.integration.activities.activity_helpers import (
     add_cluster,
     add_placement,
     bindings_of,
+    make_available,
+    new_binding_for_move,
     placement_condition,
     turn,
     violations,
 )
-from tests.integration.activities.test_capacity_reservations import make_available
 from workflows.models import MoveRequest, TurnRequest
 
 PICK_ONE = {"placementType": "PickN", "numberOfClusters": 1}
@@ -201,7 +202,6 @@ def test_finishing_a_half_done_move_respects_a_min_available_budget(
     attempt made move 1's new binding and failed; the retried turn carries both moves. Move 1
     is weighed on the state from before it began and finished; move 2 is then refused, so one
     original binding stays."""
-    from tests.integration.activities.test_capacity_reservations import new_binding_for_move
 
     for name in ("a", "b", "c", "d"):
         add_cluster(hub, name, allocatable={"cpu": "8"})
@@ -239,7 +239,6 @@ def test_a_half_done_move_the_budget_no_longer_allows_is_withdrawn(
 ) -> None:
     """The new binding of a half-done move whose budget is spent meanwhile is taken back, so
     the placement is left with as many bindings as it asks for, not one more."""
-    from tests.integration.activities.test_capacity_reservations import new_binding_for_move
 
     for name in ("a", "b"):
         add_cluster(hub, name, allocatable={"cpu": "8"})

@@ -29,11 +29,13 @@ from tests.integration.activities.activity_helpers import (
     add_cluster,
     add_placement,
     bindings_of,
+    make_available,
+    new_binding_for_move,
     placement_condition,
     targets,
     turn,
 )
-from tests.support.waits import until
+from tests.support.waits import WAIT_S, until
 from workflows.models import CleanupRequest
 
 CPU4 = {names.REQUESTS_ANNOTATION: "cpu=4"}
@@ -161,7 +163,7 @@ def test_concurrent_reservations_on_one_cluster_never_exceed_its_allocatable(
     def one(index: int) -> None:
         client = HubClient.from_kubeconfig(hub_kubeconfig, timeout=(2.0, 10.0))  # type: ignore[arg-type]
         try:
-            start.wait()
+            start.wait(timeout=WAIT_S)
             reserve(
                 client,
                 "busy",
@@ -391,48 +393,6 @@ def test_a_move_onto_a_cluster_the_placement_still_holds_is_refused(
         f"binding on {gone} (Unscheduled)"
     ]
     assert len(bindings_of(hub, "web")) == 2
-
-
-def make_available(hub: HubClient, binding: ClusterResourceBinding) -> ClusterResourceBinding:
-    """What KubeFleet's rollout writes once the binding's resources run on the member: its
-    Available condition, True at the binding's generation."""
-    condition = {
-        "type": names.BINDING_AVAILABLE_CONDITION,
-        "status": names.TRUE,
-        "reason": "Available",
-        "message": "",
-        "observedGeneration": binding.metadata.generation or 0,
-        "lastTransitionTime": "2026-01-01T00:00:00Z",
-    }
-    return hub.update_status(
-        binding.model_copy(update={"status": {**binding.status, "conditions": [condition]}})
-    )
-
-
-def new_binding_for_move(
-    hub: HubClient, placement: str, target: str, move: object
-) -> ClusterResourceBinding:
-    """The binding `activities.moves` creates for `move` (its name, decision and reservation)."""
-    from activities.capacity import reserve
-    from activities.moves import REBALANCE, _decided
-    from hub.types import ClusterDecision, ClusterSchedulingPolicySnapshot
-    from scheduler.naming import binding_name
-    from scheduler.writes import new_binding
-
-    [snapshot] = hub.list(
-        ClusterSchedulingPolicySnapshot, {names.PARENT_PLACEMENT_LABEL: placement}
-    ).items
-    used = {b.name for b in bindings_of(hub, placement)}
-    name = binding_name(placement, target, snapshot.name, used)
-    reserve(
-        hub, target, {"cpu": "8"}, name, placement, {"cpu": Fraction(4)}, lambda: datetime.now(UTC)
-    )
-    decision = ClusterDecision(
-        cluster_name=target,
-        selected=True,
-        reason=_decided(move, REBALANCE),  # type: ignore[arg-type]
-    )
-    return new_binding(name, placement, target, snapshot.name, decision)
 
 
 def test_endless_conflicts_on_a_ledger_end_in_a_retryable_conflict(

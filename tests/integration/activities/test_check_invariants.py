@@ -34,9 +34,9 @@ from tests.integration.activities.activity_helpers import (
     add_cluster,
     add_placement,
     bindings_of,
+    make_available,
     turn,
 )
-from tests.integration.activities.test_capacity_reservations import make_available
 from workflows import names as wf_names
 from workflows.models import MoveRequest, PlacementInput, TurnRequest
 

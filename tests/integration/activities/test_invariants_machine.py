@@ -84,6 +84,7 @@ from scheduler.quantity import parse_quantity
 from scheduler.reconcile import plan_reconcile
 from scheduler.testing import member_cluster
 from tests.integration.activities.activity_helpers import Activities, add_placement
+from tests.support.policies import prod_only
 from workflows.models import CleanupRequest, MoveRequest, TurnRequest
 
 EXAMPLES = int(os.environ.get("FLEET_INVARIANT_EXAMPLES", "12"))
@@ -96,15 +97,7 @@ SEEN: Counter[str] = Counter()
 
 # Affinity enforced during execution (docs/enforcement.md): clusters are relabelled and tainted,
 # and enforcing placements move (PickN) or drop (PickAll) the bindings there.
-PROD_ONLY: dict[str, Any] = {
-    "affinity": {
-        "clusterAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]
-            }
-        }
-    }
-}
+PROD_ONLY: dict[str, Any] = prod_only()
 enforced = st.booleans()
 ENFORCED = ": cluster "  # in every enforcement line ("...: cluster lost env=prod")
 
@@ -419,7 +412,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             binding = sorted(active, key=lambda b: (b.spec.target_cluster, b.name))[
                 pick % len(active)
             ]
-            from tests.integration.activities.test_capacity_reservations import make_available
+            from tests.integration.activities.activity_helpers import make_available
 
             make_available(hub, binding)
 

@@ -27,17 +27,15 @@ from hub.types import (
 from scheduler import invariants
 from scheduler.invariants import find_violations
 from tests.integration.activities.activity_helpers import (
+    ENFORCED,
     Rig,
+    active,
     add_cluster,
     add_placement,
-    turn,
-    violations,
-)
-from tests.integration.activities.test_affinity_enforcement import (
-    ENFORCED,
-    active,
     pick_n,
     relabel,
+    turn,
+    violations,
 )
 from workflows.models import TurnRequest, TurnResult
 

@@ -30,7 +30,7 @@ from tests.integration.bad_input.outcome import (
     finished,
     refused,
 )
-from tests.integration.e2e.fleet import (
+from tests.support.fleet import (
     add_cluster,
     add_placement,
     live_targets,

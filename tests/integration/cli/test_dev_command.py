@@ -31,7 +31,8 @@ from control.config import LOOPBACK
 from devhub.sample import read_fleet
 from hub import names as hub_names
 from hub.types import CapacityLedger, ClusterResourcePlacement
-from tests.integration.cli.cli_helpers import (
+from tests.support.cli import (
+    STOP_TIMEOUT_S,
     DevProcess,
     beside_make_run,
     bindings_of,
@@ -487,8 +488,11 @@ def test_sample_placements_are_scheduled_and_sigterm_stops_everything(tmp_path: 
             "devhub", "kubeconfig", "Temporal", "Temporal UI", "reconcile", "metrics",
             "sample fleet", "placements",
         ]  # fmt: skip
-        summary = re.compile(r"^\S+ \S+ (?P<level>[A-Z]+) fleet_scheduler\.reconcile: "
-                             r"reconcile: 7 placements, 0 workflows: started 7 .*$", re.MULTILINE)
+        summary = re.compile(
+            r"^\S+ \S+ (?P<level>[A-Z]+) fleet_scheduler\.reconcile: "
+            r"reconcile: 7 placements, 0 workflows: started 7 .*$",
+            re.MULTILINE,
+        )
         found = until(lambda: summary.search(dev.stdout()), what="the first reconcile's line")
         assert found["level"] == "INFO", found[0]
         assert "invariants broken" not in dev.stdout()
@@ -561,7 +565,7 @@ def test_a_killed_dev_takes_its_temporal_server_along(tmp_path: Path) -> None:
     assert processes_mentioning(f"--port {dev.ports.temporal}") != []
     assert dev.process is not None
     dev.process.kill()  # SIGKILL: no handler runs, only the kernel can stop the child
-    dev.process.wait()
+    dev.process.wait(timeout=STOP_TIMEOUT_S)
     until(
         lambda: processes_mentioning(f"--port {dev.ports.temporal}") == [],
         what="the dev server to die with its parent",

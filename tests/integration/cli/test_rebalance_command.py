@@ -24,7 +24,7 @@ from hub.types import (
 )
 from scheduler.testing import member_cluster
 from scheduler.writes import new_binding
-from tests.integration.cli.cli_helpers import beside_make_run, run_cli
+from tests.support.cli import beside_make_run, run_cli
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 

@@ -19,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 from devhub import DevHub
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement
-from tests.integration.cli.cli_helpers import RunProcess, bindings_of, run_cli
+from tests.support.cli import RunProcess, bindings_of, run_cli
 from tests.support.waits import until_async
 from workers.cli.dev import read_placements
 from workers.devserver import find_temporal_binary

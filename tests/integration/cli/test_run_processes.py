@@ -22,8 +22,8 @@ from temporalio.testing import WorkflowEnvironment
 from devhub import DevHub
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster
-from tests.integration.cli.cli_helpers import RunProcess, bindings_of
-from tests.reliability.procs import children_of, is_live
+from tests.support.cli import RunProcess, bindings_of
+from tests.support.procs import children_of, is_live
 from tests.support.waits import until_async
 from workers.devserver import find_temporal_binary
 from workers.processes import PROCESS_LABEL

@@ -36,14 +36,14 @@ from hub.types import (
 )
 from scheduler.snapshots import plan_snapshot_sync
 from scheduler.testing import member_cluster
-from tests.support.waits import until_async
-from tests.unit.deploy.deploy_helpers import (
+from tests.support.deploy import (
     BESIDE_KUBEFLEET,
     STANDALONE,
     granted_permissions,
     kubectl,
     render,
 )
+from tests.support.waits import until_async
 from workers.worker import Serving, serve
 from workflows.names import workflow_id
 

@@ -11,7 +11,7 @@ from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement
-from tests.integration.e2e.fleet import add_cluster, live_targets, unique
+from tests.support.fleet import add_cluster, live_targets, unique
 from tests.support.waits import until_async
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

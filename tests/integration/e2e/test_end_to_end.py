@@ -15,7 +15,7 @@ from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourceBinding, ClusterResourcePlacement, MemberCluster
-from tests.integration.e2e.fleet import (
+from tests.support.fleet import (
     add_cluster,
     add_placement,
     bindings,

@@ -12,7 +12,7 @@ import pytest
 from temporalio.client import Client
 
 from hub.client import HubClient
-from tests.integration.e2e.fleet import (
+from tests.support.fleet import (
     add_cluster,
     add_placement,
     live_targets,
@@ -20,7 +20,7 @@ from tests.integration.e2e.fleet import (
     status,
     unique,
 )
-from tests.integration.workflows.workflow_helpers import event_types
+from tests.support.history import event_types
 from tests.support.stacks import fleet_scheduler
 from tests.support.waits import until_async
 from workflows.models import PlacementStatus
@@ -45,8 +45,9 @@ async def test_by_default_a_small_fleets_turns_run_local_on_the_workers_advice(
     async with fleet_scheduler(temporal_client, hub, task_queue):
         add_placement(hub, everywhere, {"placementType": "PickAll"})
         await until_async(
-            lambda: live_targets(hub, everywhere)
-            == {"member-a": "Scheduled", "member-b": "Scheduled"},
+            lambda: (
+                live_targets(hub, everywhere) == {"member-a": "Scheduled", "member-b": "Scheduled"}
+            ),
             blocking=True,
         )
         first = await settled(temporal_client, everywhere)

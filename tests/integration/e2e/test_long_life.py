@@ -23,7 +23,7 @@ from control.config import RunConfig
 from control.watcher import Watcher, WatcherTiming
 from hub.client import HubClient
 from hub.types import MemberCluster
-from tests.integration.e2e.fleet import add_cluster, add_placement, live_targets, unique
+from tests.support.fleet import add_cluster, add_placement, live_targets, unique
 from tests.support.waits import until_async
 from workers.devserver import DevServer, free_port
 from workers.worker import build_worker

@@ -14,6 +14,7 @@ server's priority order, not that luck; the bound is the same as with four."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from datetime import datetime
 
@@ -27,7 +28,7 @@ from control.watcher import Watcher
 from hub.client import HubClient
 from hub.names import PRIORITY_CLASS_ANNOTATION
 from hub.types import ClusterResourcePlacement, PriorityClass
-from tests.integration.e2e.fleet import add_cluster, status, unique
+from tests.support.fleet import add_cluster, status, unique
 from tests.support.temporal import start_temporal
 from tests.support.waits import until_async
 from workers.worker import build_worker
@@ -102,9 +103,7 @@ async def test_a_high_priority_placement_overtakes_a_backlog(
         max_cached_workflows=0,
     )
     # Turns on the activity queue, whose order the activity worker's slots show.
-    watcher = Watcher(
-        hub, temporal_client, RunConfig(task_queue=task_queue, local_cycles_up_to=0)
-    )
+    watcher = Watcher(hub, temporal_client, RunConfig(task_queue=task_queue, local_cycles_up_to=0))
     stop = asyncio.Event()
     async with workflows:
         watching = asyncio.create_task(watcher.run(stop))
@@ -119,14 +118,20 @@ async def test_a_high_priority_placement_overtakes_a_backlog(
                 current = await status(temporal_client, name)
                 return current is not None and current.phase == "running"
 
+            async def turned(name: str) -> bool:
+                current = await status(temporal_client, name)
+                return current is not None and current.cycles >= 1
+
             for name in backlog:
                 hub.create(placement(name, low))
             for name in backlog:  # every first turn is on the activity queue
-                while not await waiting(name):
-                    await asyncio.sleep(0.1)
+                await until_async(
+                    functools.partial(waiting, name), what=f"{name}'s first turn queued"
+                )
             hub.create(placement(urgent, high))
-            while not await waiting(urgent):
-                await asyncio.sleep(0.1)
+            await until_async(
+                functools.partial(waiting, urgent), what=f"{urgent}'s first turn queued"
+            )
 
             activities = build_worker(
                 temporal_client,
@@ -138,11 +143,7 @@ async def test_a_high_priority_placement_overtakes_a_backlog(
             )
             async with activities:
                 for name in [*backlog, urgent]:
-                    while True:
-                        current = await status(temporal_client, name)
-                        if current is not None and current.cycles >= 1:
-                            break
-                        await asyncio.sleep(0.1)
+                    await until_async(functools.partial(turned, name), what=f"{name}'s first cycle")
                 # It was told its priority, and shows it (a query needs a running worker).
                 told = await status(temporal_client, urgent)
         finally:

@@ -19,9 +19,9 @@ from hub.types import (
     ClusterResourcePlacementDisruptionBudget,
 )
 from scheduler.rebalance import Move
-from tests.integration.e2e.fleet import add_cluster, live_targets, unique
+from tests.support.fleet import add_cluster, live_targets, unique
 from tests.support.history import completed_activities
-from tests.support.waits import until_async
+from tests.support.waits import until_async, within
 from workers.cli.render import render_rebalance
 from workflows.models import MoveRequest, MovesRequest
 from workflows.names import SIGNAL_MOVE, workflow_id
@@ -185,7 +185,9 @@ async def test_the_rebalance_schedule_proposes_and_the_placements_move(
                 handle_ = temporal_client.get_workflow_handle(
                     run.id, run_id=run.run_id, result_type=RebalanceReport
                 )
-                done: RebalanceReport = await handle_.result()
+                done: RebalanceReport = await within(
+                    handle_.result(), what=f"the result of completed run {run.run_id}"
+                )
                 return done
             return None
 

@@ -18,7 +18,8 @@ from control.schedules import ensure_reconcile_schedule
 from control.watcher import Watcher
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster
-from tests.integration.e2e.fleet import (
+from tests.support import policies
+from tests.support.fleet import (
     add_cluster,
     add_placement,
     live_targets,
@@ -35,12 +36,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 PLACEMENTS = 8
 # The Schedule the tests make; the watcher is told of it, so its start triggers a reconcile run.
 RECONCILE_EVERY = timedelta(hours=1)
-PROD_ONLY = {
-    "placementType": "PickAll",
-    "affinity": {"clusterAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]
-    }}},
-}  # fmt: skip
+PROD_ONLY = policies.prod_only(placementType="PickAll")
 
 
 @asynccontextmanager
@@ -322,9 +318,7 @@ async def test_a_reconcile_whose_temporal_went_away_fails_benign_and_retryable(
     await env.shutdown()
     activity = ReconcileFleet(hub, client, ActivitySettings())
     with pytest.raises(ApplicationError) as raised:
-        await ActivityEnvironment().run(
-            activity.reconcile_fleet, ReconcileInput(task_queue="gone")
-        )
+        await ActivityEnvironment().run(activity.reconcile_fleet, ReconcileInput(task_queue="gone"))
     assert raised.value.type == failures.TEMPORAL_UNAVAILABLE
     assert raised.value.type in failures.RETRYABLE and not raised.value.non_retryable
     assert raised.value.category == ApplicationErrorCategory.BENIGN

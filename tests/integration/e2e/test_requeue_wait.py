@@ -15,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from control.watcher import Watcher
 from hub.client import HubClient
-from tests.integration.e2e.fleet import add_cluster, add_placement, live_targets, unique
+from tests.support.fleet import add_cluster, add_placement, live_targets, unique
 from tests.support.waits import until_async
 from workflows.names import workflow_id
 

@@ -21,31 +21,16 @@ from hub.errors import NotFoundError
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
-    Condition,
-    MemberCluster,
     Namespace,
-    ResourceBinding,
     ResourcePlacement,
     SchedulingPolicySnapshot,
 )
-from tests.integration.e2e.fleet import add_cluster, add_placement, unique
+from tests.support.fleet import add_cluster, add_placement, rb_targets, report_namespaces, unique
 from tests.support.waits import until_async
 from workflows.models import PlacementStatus
 from workflows.names import workflow_id
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-COLLECTED = Condition(type=names.NAMESPACE_COLLECTION_CONDITION, status=names.TRUE, reason="OK")
-
-
-def report_namespaces(hub: HubClient, cluster: str, namespaces: dict[str, str]) -> None:
-    """What KubeFleet's member agent writes with namespace collection on."""
-    current = hub.get(MemberCluster, cluster)
-    conditions = [c for c in current.status.conditions if c.type != COLLECTED.type]
-    status = current.status.model_copy(
-        update={"conditions": [*conditions, COLLECTED], "namespaces": namespaces}
-    )
-    hub.update_status(current.model_copy(update={"status": status}))
 
 
 def add_rp(hub: HubClient, namespace: str, name: str, policy: dict[str, Any]) -> ResourcePlacement:
@@ -58,13 +43,6 @@ def add_rp(hub: HubClient, namespace: str, name: str, policy: dict[str, Any]) ->
             {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
         )
     )
-
-
-def rb_targets(hub: HubClient, namespace: str, name: str) -> dict[str, str]:
-    listed = hub.list(
-        ResourceBinding, {names.PARENT_PLACEMENT_LABEL: name}, namespace=namespace
-    ).items
-    return {b.spec.target_cluster: b.spec.state for b in listed if not b.metadata.deleting}
 
 
 def latest_sps(hub: HubClient, namespace: str, name: str) -> SchedulingPolicySnapshot | None:

@@ -18,7 +18,7 @@ import pytest
 
 from hub import names
 from hub.types import ClusterResourceBinding, ClusterResourcePlacement
-from tests.integration.cli.cli_helpers import DevProcess
+from tests.support.cli import DevProcess
 from tests.support.waits import until
 
 REPO = Path(__file__).resolve().parents[3]

@@ -59,7 +59,7 @@ from hub.types import (
     SchedulingPolicySnapshotSpec,
 )
 from hub.types.meta import HubObject
-from tests.integration.cli.cli_helpers import DevProcess
+from tests.support.cli import DevProcess
 from tests.support.waits import consistently, passes
 
 T = TypeVar("T")

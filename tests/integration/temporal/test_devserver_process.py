@@ -170,7 +170,7 @@ async def test_the_server_dies_with_its_parent_even_by_sigkill(tmp_path: Path) -
     assert _alive(child)
 
     parent.kill()
-    parent.wait()
+    parent.wait(timeout=30)
     await until_async(
         lambda: not _alive(child),
         what=f"the Temporal dev server (PID {child}) gone with its parent",

@@ -6,11 +6,11 @@ from __future__ import annotations
 import uuid
 
 import aiohttp
-from temporal_test_workflows import GreetingWorkflow, greet
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from tests.integration.temporal.temporal_test_workflows import GreetingWorkflow, greet
 from workers.health import HealthServer
 from workers.metrics import SchedulerMetrics, sdk_metrics_runtime
 

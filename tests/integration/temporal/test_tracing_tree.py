@@ -9,12 +9,12 @@ from collections.abc import Iterator
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from temporal_test_workflows import STAGE_SPAN, GreetingWorkflow, greet
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from control import telemetry
+from tests.integration.temporal.temporal_test_workflows import STAGE_SPAN, GreetingWorkflow, greet
 
 
 @pytest.fixture

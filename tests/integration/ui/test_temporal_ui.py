@@ -28,7 +28,7 @@ from temporalio.service import RPCError
 
 from hub.errors import NotFoundError
 from hub.types import ClusterResourcePlacement
-from tests.integration.cli.cli_helpers import DevProcess, bindings_of
+from tests.support.cli import DevProcess, bindings_of
 from tests.support.waits import until, until_async
 from workers.cli.dev import read_placements
 from workers.devserver import find_temporal_binary

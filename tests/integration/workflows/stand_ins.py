@@ -15,6 +15,7 @@ from temporalio.common import Priority
 from temporalio.exceptions import ApplicationError
 
 from scheduler import Explanation, Outcome
+from tests.support.waits import within
 from workflows import failures
 from workflows.models import (
     CleanupReport,
@@ -92,7 +93,8 @@ async def _prepare(request: TurnRequest) -> PrepareResult:
         phase = "deleting"
     script.prepares += 1
     if script.prepare_gate is not None:
-        await script.prepare_gate.wait()
+        opened = f"the test to open {request.placement}'s prepare gate"
+        await within(script.prepare_gate.wait(), what=opened)
     return PrepareResult(
         phase=phase,  # type: ignore[arg-type]
         message=f"scripted {phase}",
@@ -106,7 +108,8 @@ async def _cycle(request: TurnRequest, snapshot: str) -> CycleReport:
     script = SCRIPTS[request.placement]
     script.cycle_attempts += 1
     if script.gate is not None:
-        await script.gate.wait()
+        opened = f"the test to open {request.placement}'s cycle gate"
+        await within(script.gate.wait(), what=opened)
     if script.failures:
         raise script.failures.pop(0)
     index = len(script.cycles)
@@ -138,7 +141,8 @@ async def cleanup_placement(request: CleanupRequest) -> CleanupReport:
     script.cleanups += 1
     script.cleanup_requests.append(request)
     if script.cleanup_gate is not None:
-        await script.cleanup_gate.wait()
+        opened = f"the test to open {request.placement}'s cleanup gate"
+        await within(script.cleanup_gate.wait(), what=opened)
     if script.cleanup_failures:
         raise script.cleanup_failures.pop(0)
     return CleanupReport(bindings_deleted=2, finalizer_removed=True, summary="2 bindings deleted")

@@ -9,12 +9,16 @@ import asyncio
 import pytest
 from temporalio.client import Client
 
-from tests.integration.workflows.stand_ins import SCRIPTS, Script
-from tests.integration.workflows.workflow_helpers import placement_name
+from tests.integration.workflows.stand_ins import Script
+from tests.integration.workflows.workflow_helpers import (
+    delete_and_complete,
+    placement_name,
+    start_placement,
+)
 from tests.support.waits import until_async
 from workers.worker import PlacementWorkers
 from workflows import names
-from workflows.models import HubEvent, PlacementInput, TurnPriority
+from workflows.models import HubEvent, TurnPriority
 from workflows.placement import PlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -35,22 +39,19 @@ async def test_a_missed_deadline_lifts_a_turn_one_key_per_miss_within_its_limit(
     name = placement_name()
     # Turn 1 starts the clock; the miss's turn (2) asks to requeue now, and so does turn 3.
     script = Script(deadline="3s,aging", fulfilled=False, requeues=[False, True, True])
-    SCRIPTS[name] = script
     own = TurnPriority(priority_key=OWN, own_priority_key=OWN, aging_limit=aging_limit)
-    handle = await temporal_client.start_workflow(
-        PlacementWorkflow.run,
-        PlacementInput(placement=name, turn_execution="queue"),  # keys order queued tasks
-        id=names.workflow_id(name),
-        task_queue=task_queue,
-        start_signal=names.SIGNAL_PLACEMENT_CHANGED,
-        start_signal_args=[HubEvent(reason="created", priority=own)],
+    handle = await start_placement(
+        temporal_client,
+        task_queue,
+        name,
+        script,
+        turn_execution="queue",  # keys order queued tasks
+        first=(names.SIGNAL_PLACEMENT_CHANGED, HubEvent(reason="created", priority=own)),
     )
     await until_async(
         lambda: len(script.misses) >= 4 and script.misses[1] >= 1, what="the miss and requeues"
     )
-    script.deleted = True
-    await handle.signal(PlacementWorkflow.placement_deleting)
-    await asyncio.wait_for(handle.result(), timeout=60)
+    await delete_and_complete(handle, script)
 
     best = aging_limit if aging_limit is not None else OWN
     turns = list(zip(script.misses, [p.priority_key for p in script.priorities], strict=True))
@@ -77,15 +78,14 @@ async def test_a_short_deadline_runs_no_turn_per_period_once_its_miss_is_reporte
     that runs for another reason."""
     name = placement_name()
     script = Script(deadline="1s", fulfilled=False)
-    SCRIPTS[name] = script
     own = TurnPriority(priority_key=OWN, own_priority_key=OWN)
-    handle = await temporal_client.start_workflow(
-        PlacementWorkflow.run,
-        PlacementInput(placement=name, turn_execution="queue"),
-        id=names.workflow_id(name),
-        task_queue=task_queue,
-        start_signal=names.SIGNAL_PLACEMENT_CHANGED,
-        start_signal_args=[HubEvent(reason="created", priority=own)],
+    handle = await start_placement(
+        temporal_client,
+        task_queue,
+        name,
+        script,
+        turn_execution="queue",
+        first=(names.SIGNAL_PLACEMENT_CHANGED, HubEvent(reason="created", priority=own)),
     )
     await until_async(lambda: any(script.misses), what="the first miss's turn")
     # Absence over a stretch of time is what is asserted: five deadline periods, in which the
@@ -94,9 +94,7 @@ async def test_a_short_deadline_runs_no_turn_per_period_once_its_miss_is_reporte
     turns = len(script.misses)
     await handle.signal(PlacementWorkflow.placement_changed, HubEvent(reason="updated"))
     await until_async(lambda: len(script.misses) > turns, what="the signalled turn")
-    script.deleted = True
-    await handle.signal(PlacementWorkflow.placement_deleting)
-    await asyncio.wait_for(handle.result(), timeout=60)
+    await delete_and_complete(handle, script)
 
     assert turns == 2, script.misses  # the first turn, then the first miss's
     assert script.misses[2] >= 5, script.misses  # the signalled turn counts the periods passed

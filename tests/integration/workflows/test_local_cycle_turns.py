@@ -19,14 +19,15 @@ from tests.integration.workflows.stand_ins import (
     unexpected,
 )
 from tests.integration.workflows.workflow_helpers import (
-    event_types,
     idle,
     placement_name,
     replays,
+    requeued_turns,
     start_local,
+    start_placement,
     status_when,
 )
-from tests.support.history import turn_places
+from tests.support.history import event_types, turn_places
 from tests.support.waits import consistently_async, until_async
 from workers.worker import split_workers
 from workflows import names
@@ -160,17 +161,9 @@ async def test_by_default_each_turn_runs_where_the_last_one_advised(
     Continue-as-new carries the advice, and every run replays."""
     name = placement_name()
     script = Script(advice=[False, True, None, False])
-    SCRIPTS[name] = script
-    handle = await temporal_client.start_workflow(
-        PlacementWorkflow.run,
-        PlacementInput(placement=name, turns_per_run=4),
-        id=names.workflow_id(name),
-        task_queue=task_queue,
-    )
-    for cycle in range(1, 6):
-        if cycle > 1:
-            await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason=f"turn {cycle}"))
-        status = await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
+    handle = await start_placement(temporal_client, task_queue, name, script, turns_per_run=4)
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
+    status = await requeued_turns(handle, range(2, 6))
     # local (first), queue (advised False), local (True), local (no advice: keeps True), and,
     # in the next run, queue (the carried False).
     assert script.ran_local == [True, False, True, True, False]
@@ -189,18 +182,10 @@ async def test_a_turn_that_fell_back_keeps_the_next_ones_on_the_queue(
     script = Script(
         failures=[transient("hub down")] * LOCAL_ATTEMPTS, advice=[True] * (LOCAL_ATTEMPTS + 3)
     )
-    SCRIPTS[name] = script
-    handle = await temporal_client.start_workflow(
-        PlacementWorkflow.run,
-        PlacementInput(placement=name, turns_per_run=2),
-        id=names.workflow_id(name),
-        task_queue=task_queue,
-    )
+    handle = await start_placement(temporal_client, task_queue, name, script, turns_per_run=2)
     await status_when(handle, lambda s: s.cycles == 1 and idle(s), timeout=60)
     assert script.ran_local == [True] * LOCAL_ATTEMPTS + [False]
-    for cycle in (2, 3):
-        await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason=f"turn {cycle}"))
-        await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
+    await requeued_turns(handle, (2, 3))
     assert script.ran_local[-2:] == [False, False]
     assert QUEUE_TURNS_AFTER_FALLBACK > 2
     assert await replays(temporal_client, handle.id) == 2
@@ -215,17 +200,9 @@ async def test_a_worker_that_caches_no_workflow_runs_no_local_turn_of_its_own_ch
     out (issue 26). The history says so by a patch marker per turn, so it replays the same."""
     name = placement_name()
     script = Script(advice=[True] * 3)
-    SCRIPTS[name] = script
-    handle = await temporal_client.start_workflow(
-        PlacementWorkflow.run,
-        PlacementInput(placement=name),
-        id=names.workflow_id(name),
-        task_queue=task_queue,
-    )
-    for cycle in range(1, 4):
-        if cycle > 1:
-            await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason=f"turn {cycle}"))
-        status = await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
+    handle = await start_placement(temporal_client, task_queue, name, script)
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
+    status = await requeued_turns(handle, (2, 3))
     assert script.ran_local == [False] * 3
     assert await turn_places(handle) == ["queue"] * 3  # no local activity's marker
     assert status.turn_execution == "auto"

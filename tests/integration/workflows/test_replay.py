@@ -21,7 +21,6 @@ patch and a ResourcePlacement's deletion."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from datetime import UTC, datetime, timedelta
@@ -36,10 +35,13 @@ from temporalio.worker import Replayer
 
 from tests.integration.workflows.stand_ins import SCRIPTS, Script, transient
 from tests.integration.workflows.workflow_helpers import (
+    delete_and_complete,
     idle,
     placement_name,
+    requeued_turns,
     start,
     start_local,
+    start_placement,
     status_when,
 )
 from tests.support.history import turn_places
@@ -91,9 +93,7 @@ async def test_fresh_histories_replay(
         await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason=reason))
     # Under load the three signals may take one or two more turns.
     await status_when(handle, lambda s: s.cycles >= 3 and idle(s))
-    script.deleted = True
-    await handle.signal(PlacementWorkflow.placement_deleting)
-    await asyncio.wait_for(handle.result(), timeout=60)
+    await delete_and_complete(handle, script)
 
     histories = await replay_runs(temporal_client, handle.id, "placement")
     assert len(histories) >= 2  # at least one continue-as-new (runs of two cycles)
@@ -112,9 +112,7 @@ async def test_fresh_local_cycle_histories_replay(
         event = HubEvent(reason=f"turn {cycle}", turn_execution=where)
         await handle.signal(PlacementWorkflow.cluster_changed, event)
         await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
-    script.deleted = True
-    await handle.signal(PlacementWorkflow.placement_deleting)
-    await asyncio.wait_for(handle.result(), timeout=60)
+    await delete_and_complete(handle, script)
     histories = await replay_runs(temporal_client, handle.id, "placement-local")
     assert len(histories) == 2
     assert all(LOCAL_MARKER in h.to_json() for h in histories)
@@ -128,20 +126,10 @@ async def test_fresh_histories_of_a_worker_that_caches_nothing_replay(
     and the cleanup."""
     name = placement_name()
     script = Script(advice=[True] * 4)
-    SCRIPTS[name] = script
-    handle = await temporal_client.start_workflow(
-        PlacementWorkflow.run,
-        PlacementInput(placement=name, turns_per_run=2),
-        id=names.workflow_id(name),
-        task_queue=task_queue,
-    )
+    handle = await start_placement(temporal_client, task_queue, name, script, turns_per_run=2)
     await status_when(handle, lambda s: s.cycles == 1 and idle(s))
-    for cycle in (2, 3):
-        await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason=f"turn {cycle}"))
-        await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
-    script.deleted = True
-    await handle.signal(PlacementWorkflow.placement_deleting)
-    await asyncio.wait_for(handle.result(), timeout=60)
+    await requeued_turns(handle, (2, 3))
+    await delete_and_complete(handle, script)
     histories = await replay_runs(temporal_client, handle.id, "placement-queue-turns")
     assert len(histories) == 2
     for history in histories:
@@ -215,25 +203,27 @@ class AlwaysRemote(PlacementWorkflow):
         self._execution.mode = "queue"
 
 
-async def test_a_local_history_fails_to_replay_with_remote_turns() -> None:
-    recorded = [p for p in sorted(HISTORIES.glob("*.json")) if LOCAL_MARKER in p.read_text()]
-    assert recorded, "no recorded history has a local activity"
-    history = WorkflowHistory.from_json("recorded", recorded[0].read_text())
-    broken = Replayer(workflows=[AlwaysRemote], data_converter=pydantic_data_converter)
+async def assert_nondeterministic(workflow: type, recorded: Path) -> None:
+    """`workflow`, a broken copy of ours, fails to replay the `recorded` history as
+    nondeterministic."""
+    history = WorkflowHistory.from_json("recorded", recorded.read_text())
+    broken = Replayer(workflows=[workflow], data_converter=pydantic_data_converter)
     result = await broken.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is not None
     assert "nondetermin" in str(result.replay_failure).lower()
+
+
+async def test_a_local_history_fails_to_replay_with_remote_turns() -> None:
+    recorded = [p for p in sorted(HISTORIES.glob("*.json")) if LOCAL_MARKER in p.read_text()]
+    assert recorded, "no recorded history has a local activity"
+    await assert_nondeterministic(AlwaysRemote, recorded[0])
 
 
 async def test_a_workflow_missing_a_command_fails_to_replay() -> None:
     recorded = sorted(HISTORIES.glob("*.json"))
     with_cleanup = [p for p in recorded if f'"{names.ACTIVITY_CLEANUP_PLACEMENT}"' in p.read_text()]
     assert with_cleanup, "no recorded history runs the cleanup activity"
-    history = WorkflowHistory.from_json("recorded", with_cleanup[0].read_text())
-    broken = Replayer(workflows=[WithoutCleanup], data_converter=pydantic_data_converter)
-    result = await broken.replay_workflow(history, raise_on_replay_failure=False)
-    assert result.replay_failure is not None
-    assert "nondetermin" in str(result.replay_failure).lower()
+    await assert_nondeterministic(WithoutCleanup, with_cleanup[0])
 
 
 async def test_a_run_begun_before_priorities_replays_with_the_watchers_priority_signals(
@@ -245,7 +235,7 @@ async def test_a_run_begun_before_priorities_replays_with_the_watchers_priority_
     code must replay that run as it is (no upsert it never made), and a fresh run makes them."""
     from temporalio.worker import PatchActivationInput
 
-    from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS
+    from tests.integration.workflows.stand_ins import STAND_INS
     from workflows.models import TurnPriority
     from workflows.placement import PRIORITY_PATCH
 
@@ -294,12 +284,6 @@ async def test_a_run_begun_before_priorities_replays_with_the_watchers_priority_
 # workflow without one of its commands fails to replay the recording.
 
 
-async def end_with_cleanup(handle: Any, script: Script) -> None:
-    script.deleted = True
-    await handle.signal(PlacementWorkflow.placement_deleting)
-    await asyncio.wait_for(handle.result(), timeout=60)
-
-
 def next_miss(status: PlacementStatus) -> datetime:
     """When the deadline the status shows falls next (DeadlineClock.due)."""
     clock = status.deadline
@@ -324,7 +308,7 @@ async def test_fresh_deadline_timer_history_replays(
     await until_async(lambda: datetime.now(UTC) > due, what="the next deadline period")
     await handle.signal(PlacementWorkflow.placement_changed, HubEvent(reason="labels"))
     await status_when(handle, lambda s: s.cycles == 3 and idle(s))
-    await end_with_cleanup(handle, script)
+    await delete_and_complete(handle, script)
 
     [history] = await replay_runs(temporal_client, handle.id, "placement-deadline-timer")
     assert len(script.misses) == 4, script.misses  # start, the miss, the signal, the deletion
@@ -353,7 +337,7 @@ async def test_fresh_deadline_aging_history_replays(
         lambda: any(p.priority_key == 1 for p in script.priorities), what="a turn at key 1"
     )
     await status_when(handle, idle)
-    await end_with_cleanup(handle, script)
+    await delete_and_complete(handle, script)
 
     [history] = await replay_runs(temporal_client, handle.id, "placement-deadline-aging")
     keys = [p.priority_key or 0 for p in script.priorities]
@@ -371,7 +355,7 @@ async def test_fresh_busy_miss_history_replays(
     script = Script(deadline="1s", fulfilled=False, requeue_after=2)
     handle = await start(temporal_client, task_queue, name, script)
     await status_when(handle, lambda s: s.cycles == 2 and idle(s))
-    await end_with_cleanup(handle, script)
+    await delete_and_complete(handle, script)
 
     [history] = await replay_runs(temporal_client, handle.id, "placement-deadline-busy")
     assert len(script.misses) == 3 and script.misses[1] >= 1, script.misses
@@ -398,7 +382,7 @@ async def test_fresh_auto_local_fallback_history_replays(
     await status_when(handle, lambda s: s.cycles == 1 and idle(s))
     await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason="turn 2"))
     await status_when(handle, lambda s: s.cycles == 2 and idle(s))
-    await end_with_cleanup(handle, script)
+    await delete_and_complete(handle, script)
 
     [history] = await replay_runs(temporal_client, handle.id, "placement-auto-local-fallback")
     # The first turn's local attempts, then it, the second and the deletion's turn on the queue.
@@ -439,7 +423,7 @@ async def test_fresh_renewal_histories_replay(temporal_client: Client, task_queu
             await status_when(latest, lambda s: s.cycles_this_run == 0 and s.turns_this_run == 0)
             await latest.signal(PlacementWorkflow.requeue, RequeueRequest(reason="turn 2"))
             await status_when(latest, lambda s: s.cycles == 2 and idle(s))
-            await end_with_cleanup(latest, script)
+            await delete_and_complete(latest, script)
 
     histories = await replay_runs(temporal_client, handle.id, "placement-renewal")
     # The old run has the signal and no generation; the next run its generation.

@@ -1,27 +1,62 @@
 """What the workflow tests share: a placement name, a workflow started with a stand-in script
-(on the activity queue, or with local turns), its status once a condition holds, its
-history's event counts, and a replay of every run (for tests whose worker caches workflows)."""
+(on the activity queue, with local turns, or as the workers choose), its status once a
+condition holds, turns asked one after another, the placement's deletion to the workflow's end,
+and a replay of every run (for tests whose worker caches workflows)."""
 
 from __future__ import annotations
 
 import uuid
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tests.integration.workflows.stand_ins import SCRIPTS, Script
-from tests.support.waits import WAIT_S, until_async
+from tests.support.waits import WAIT_S, until_async, within
 from workflows import names
-from workflows.models import PlacementInput, PlacementStatus
+from workflows.models import (
+    HubEvent,
+    PlacementInput,
+    PlacementStatus,
+    RequeueRequest,
+    TurnExecutionMode,
+)
 from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
 
 
 def placement_name() -> str:
     return f"p-{uuid.uuid4().hex[:10]}"
+
+
+async def start_placement(
+    client: Client,
+    queue: str,
+    name: str,
+    script: Script,
+    *,
+    turn_execution: TurnExecutionMode | None = None,
+    turns_per_run: int | None = None,
+    local_turn_seconds: float | None = None,
+    first: tuple[str, HubEvent] | None = None,
+) -> WorkflowHandle[PlacementWorkflow, PlacementStatus]:
+    """Start the placement's workflow on `script`'s stand-ins: its turns where `turn_execution`
+    says (None: the workers choose), and `first`, a (signal, event), as its start signal."""
+    SCRIPTS[name] = script
+    signal, event = first if first is not None else (None, None)
+    return await client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(
+            placement=name,
+            turn_execution=turn_execution,
+            turns_per_run=turns_per_run,
+            local_turn_seconds=local_turn_seconds,
+        ),
+        id=names.workflow_id(name),
+        task_queue=queue,
+        start_signal=signal,
+        start_signal_args=[] if event is None else [event],
+    )
 
 
 async def start(
@@ -31,12 +66,8 @@ async def start(
     about the loop, and their worker caches no workflow, where a local turn still in flight
     when a signal lands can hold its workflow task until it times out (10 s). Local turns have
     their own tests (test_local_cycle_turns.py, `start_local`)."""
-    SCRIPTS[name] = script
-    return await client.start_workflow(
-        PlacementWorkflow.run,
-        PlacementInput(placement=name, turns_per_run=turns_per_run, turn_execution="queue"),
-        id=names.workflow_id(name),
-        task_queue=queue,
+    return await start_placement(
+        client, queue, name, script, turn_execution="queue", turns_per_run=turns_per_run
     )
 
 
@@ -66,30 +97,38 @@ async def start_local(
     turns_per_run: int | None = None,
     local_turn_seconds: float | None = None,
 ) -> WorkflowHandle[PlacementWorkflow, PlacementStatus]:
-    SCRIPTS[name] = script
-    return await client.start_workflow(
-        PlacementWorkflow.run,
-        PlacementInput(
-            placement=name,
-            turn_execution="local",
-            turns_per_run=turns_per_run,
-            local_turn_seconds=local_turn_seconds,
-        ),
-        id=names.workflow_id(name),
-        task_queue=queue,
+    return await start_placement(
+        client,
+        queue,
+        name,
+        script,
+        turn_execution="local",
+        turns_per_run=turns_per_run,
+        local_turn_seconds=local_turn_seconds,
     )
 
 
-async def event_types(
-    client: Client, handle: WorkflowHandle, run_id: str | None = None
-) -> Counter[str]:
-    """How many events of each type one run's history has (the handle's run by default; the
-    latest with `handle.result_run_id` None)."""
-    counts: Counter[str] = Counter()
-    run = client.get_workflow_handle(handle.id, run_id=run_id or handle.result_run_id)
-    async for event in run.fetch_history_events():
-        counts[EventType.Name(event.event_type)] += 1
-    return counts
+async def requeued_turns(
+    handle: WorkflowHandle[PlacementWorkflow, PlacementStatus], cycles: Iterable[int]
+) -> PlacementStatus:
+    """One requeue for each cycle number in `cycles`, each once the turn before it has run and
+    the workflow is idle; the status after the last."""
+    status: PlacementStatus | None = None
+    for cycle in cycles:
+        await handle.signal(PlacementWorkflow.requeue, RequeueRequest(reason=f"turn {cycle}"))
+        status = await status_when(handle, lambda s, c=cycle: s.cycles == c and idle(s))
+    assert status is not None, "no cycle to requeue"
+    return status
+
+
+async def delete_and_complete(
+    handle: WorkflowHandle[PlacementWorkflow, PlacementStatus], script: Script
+) -> PlacementStatus:
+    """The placement is deleted (its stand-ins read it deleting, the watcher's signal says so):
+    the workflow cleans up and completes; its result."""
+    script.deleted = True
+    await handle.signal(PlacementWorkflow.placement_deleting)
+    return await within(handle.result(), what=f"{handle.id} to complete once deleted", timeout=60)
 
 
 async def replays(client: Client, workflow_id: str) -> int:

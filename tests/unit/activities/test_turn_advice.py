@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from activities.advice import LOCAL_FLEET_LIMIT, LOCAL_TURN_BUDGET_S, TurnAdvisor
+from tests.support.waits import WAIT_S
 from workflows.execution import (
     AUTO_LOCAL_PATCH,
     QUEUE_TURN_PATCH,
@@ -73,17 +74,18 @@ def test_slots_are_counted_across_threads() -> None:
 
     def turn() -> None:
         with advisor.local_turn():
-            entered.wait()
-            release.wait()
+            entered.wait(timeout=WAIT_S)
+            assert release.wait(timeout=WAIT_S), "the test never released the turns"
 
     threads = [threading.Thread(target=turn) for _ in range(8)]
     for t in threads:
         t.start()
-    entered.wait()
+    entered.wait(timeout=WAIT_S)  # BrokenBarrierError if the eight turns do not all enter
     assert advisor._local_now == 8
     release.set()
     for t in threads:
-        t.join()
+        t.join(timeout=WAIT_S)
+    assert not any(t.is_alive() for t in threads), "a turn did not end once released"
     assert advisor._local_now == 0
 
 

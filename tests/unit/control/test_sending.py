@@ -50,7 +50,7 @@ class Calls:
         self.running += 1
         self.most = max(self.most, self.running)
         try:
-            await self.gate.wait()
+            await self.gate.wait()  # bounded by: each test sets the gate, or close() cancels
             if errors := self.errors.get(batch.placement):
                 raise errors.pop(0)
             self.delivered.append(batch)

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from tests.unit.deploy.deploy_helpers import DEPLOY, REPO
+from tests.support.deploy import DEPLOY, REPO
 from workers.cli import build_parser
 from workers.devserver import search_attribute_flags
 from workflows import names

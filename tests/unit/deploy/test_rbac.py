@@ -1,8 +1,9 @@
 """The ClusterRoles grant exactly what the code asks the hub for: no 403 in production, no spare
 verb an attacker holding the pod's token could use.
 
-The code side comes from `deploy_helpers.hub_calls()` (every HubClient call in activities/ and
-workers/, typed by mypy); the manifest side from `kubectl kustomize` of each overlay."""
+The code side comes from `tests.support.deploy.hub_calls()` (every HubClient call in
+activities/ and workers/, typed by mypy); the manifest side from `kubectl kustomize` of each
+overlay."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from hub.types import (
     MemberCluster,
     PriorityClass,
 )
-from tests.unit.deploy.deploy_helpers import (
+from tests.support.deploy import (
     ABSTRACT_KIND_SOURCES,
     BESIDE_KUBEFLEET,
     DEV_ONLY_FUNCTIONS,
@@ -82,8 +83,12 @@ def test_the_scan_finds_the_calls_the_design_requires(scan: CallScan) -> None:
     binding = ClusterResourceBinding.PLURAL
     assert ("create", binding) in seen  # run_cycle creates bindings
     assert ("update_status", f"{SNAPSHOTS}/status") in seen  # ... and writes the snapshot status
-    for kind in (MemberCluster, ClusterResourcePlacement, ClusterSchedulingPolicySnapshot,
-                 ClusterResourceBinding):
+    for kind in (
+        MemberCluster,
+        ClusterResourcePlacement,
+        ClusterSchedulingPolicySnapshot,
+        ClusterResourceBinding,
+    ):
         assert ("list_then_watch", kind.PLURAL) in seen, f"the watcher watches {kind.PLURAL}"
     standalone = {(c.method, c.resource) for c in scan.calls if standalone_only(c)}
     assert ("create", SNAPSHOTS) in standalone  # the snapshotter, only when it is on
@@ -120,7 +125,8 @@ def test_the_standalone_role_holds_exactly_the_standalone_only_needs(
 
     def allowed(role: str) -> set[Permission]:
         only = [
-            o for o in objects
+            o
+            for o in objects
             if (o["kind"] != "ClusterRole" or o["metadata"]["name"] == role)
             and (o["kind"] != "ClusterRoleBinding" or o["roleRef"]["name"] == role)
         ]

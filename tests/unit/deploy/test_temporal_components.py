@@ -15,7 +15,7 @@ import yaml
 from temporalio.service import TLSConfig
 
 from devhub import tls
-from tests.unit.deploy.deploy_helpers import DEPLOY, by_kind, container, kubectl, render_directory
+from tests.support.deploy import DEPLOY, by_kind, container, kubectl, render_directory
 from workers.temporal_client import load_target
 
 COMPONENTS = DEPLOY / "components"

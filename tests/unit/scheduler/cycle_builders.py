@@ -6,8 +6,6 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from fake_plugins import fake_profile
-
 from hub import names
 from hub.types import (
     ClusterDecision,
@@ -17,6 +15,7 @@ from hub.types import (
 )
 from scheduler import CycleInput, CycleResult, Profile, schedule
 from scheduler.testing import apply_plan, binding, member_cluster, policy_snapshot
+from tests.unit.scheduler.fake_plugins import fake_profile
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 PLACEMENT = "web"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from cycle_builders import NOW, PLACEMENT, bound, pick_all, pick_fixed, pick_n, scheduled, selected
 
 from hub import names
 from hub.types import MemberCluster
@@ -19,6 +18,16 @@ from scheduler import (
     schedule,
 )
 from scheduler.testing import member_cluster
+from tests.unit.scheduler.cycle_builders import (
+    NOW,
+    PLACEMENT,
+    bound,
+    pick_all,
+    pick_fixed,
+    pick_n,
+    scheduled,
+    selected,
+)
 
 
 def sized(name: str, cpu: str = "8", memory: str = "32Gi", **labels: str) -> MemberCluster:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from cycle_builders import NOW, converge, run
-
 from hub import names
 from scheduler import default_profile
 from scheduler.testing import apply_plan, member_cluster, policy_snapshot
+from tests.unit.scheduler.cycle_builders import NOW, converge, run
 
 EXAMPLE_POLICY = {
     "placementType": "PickN",

@@ -3,15 +3,23 @@ binding, condition always True."""
 
 from __future__ import annotations
 
-from cycle_builders import OLD, SNAP, bound, cluster, pick_all, run, scheduled, selected
-from fake_plugins import REASON_NOT_READY
-
 from hub import names
 from hub.types import PlacementPolicy
 from scheduler.cycles.crossref import WHY_OBSOLETE
 from scheduler.cycles.decisions import SELECTED
 from scheduler.naming import BINDING_NAME_CHECK
 from scheduler.testing import apply_plan, policy_snapshot
+from tests.unit.scheduler.cycle_builders import (
+    OLD,
+    SNAP,
+    bound,
+    cluster,
+    pick_all,
+    run,
+    scheduled,
+    selected,
+)
+from tests.unit.scheduler.fake_plugins import REASON_NOT_READY
 
 
 def test_every_feasible_cluster_gets_a_binding_in_name_order() -> None:

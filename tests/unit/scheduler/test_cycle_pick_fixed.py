@@ -3,12 +3,21 @@ choices for empty and duplicate lists."""
 
 from __future__ import annotations
 
-from cycle_builders import NOW, OLD, SNAP, bound, cluster, pick_fixed, run, scheduled, unscheduled
-
 from hub import names
 from scheduler.cycles.crossref import WHY_DUPLICATE, WHY_OBSOLETE
 from scheduler.cycles.pick_fixed import NOTE_DUPLICATES, NOTE_EMPTY
 from scheduler.testing import apply_plan, member_cluster
+from tests.unit.scheduler.cycle_builders import (
+    NOW,
+    OLD,
+    SNAP,
+    bound,
+    cluster,
+    pick_fixed,
+    run,
+    scheduled,
+    unscheduled,
+)
 
 
 def decisions(result: object) -> list[tuple[str, bool, str]]:

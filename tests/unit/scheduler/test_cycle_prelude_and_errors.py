@@ -4,8 +4,6 @@ that cannot act ends: a clear error, no binding writes, and a False condition wh
 from __future__ import annotations
 
 import pytest
-from cycle_builders import NOW, OLD, SNAP, bound, cluster, pick_all, pick_n, run, scheduled
-from fake_plugins import fake_profile
 
 from hub import names
 from hub.types import ClusterResourceBinding
@@ -14,6 +12,18 @@ from scheduler.cycles.classify import classify
 from scheduler.cycles.schedule import WHY_DANGLING, WHY_DELETING
 from scheduler.framework.status import Status
 from scheduler.testing import binding, member_cluster, policy_snapshot
+from tests.unit.scheduler.cycle_builders import (
+    NOW,
+    OLD,
+    SNAP,
+    bound,
+    cluster,
+    pick_all,
+    pick_n,
+    run,
+    scheduled,
+)
+from tests.unit.scheduler.fake_plugins import fake_profile
 
 
 def _b(name: str, cluster_: str, snapshot: str, state: str, **kw: object) -> ClusterResourceBinding:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from cycle_builders import NOW, SNAP, bound, pick_n
 
 from hub.types import ClusterDecision, Condition
 from scheduler.cycles.decisions import (
@@ -16,6 +15,7 @@ from scheduler.cycles.decisions import (
     status_write,
 )
 from scheduler.framework.score import ClusterScore
+from tests.unit.scheduler.cycle_builders import NOW, SNAP, bound, pick_n
 
 
 def bindings(prefix: str, count: int) -> list[object]:

@@ -12,11 +12,11 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from cycle_builders import NOW, cluster, pick_fixed, pick_n, run
 
 from scheduler import Profile, ProfileError, ScoreMode, default_profile, load_profile
 from scheduler.framework.registry import ENTRY_POINT_GROUP
 from scheduler.testing import member_cluster
+from tests.unit.scheduler.cycle_builders import NOW, cluster, pick_fixed, pick_n, run
 
 README = Path(__file__).parents[3] / "scheduler" / "README.md"
 

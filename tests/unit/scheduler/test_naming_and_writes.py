@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from cycle_builders import cluster, pick_n, run
 
 from hub.validation import is_dns1123_label
 from scheduler.naming import binding_name, name_problem
 from scheduler.testing import apply_merge_patch
 from scheduler.writes import merge_diff
+from tests.unit.scheduler.cycle_builders import cluster, pick_n, run
 
 LONG_PLACEMENT = "p" * 40
 LONG_CLUSTER = "c" * 40
@@ -38,7 +38,7 @@ def test_replanning_after_a_lost_create_response_gives_the_same_names() -> None:
 
 
 def test_a_new_binding_never_reuses_a_listed_binding_name() -> None:
-    from cycle_builders import OLD, unscheduled
+    from tests.unit.scheduler.cycle_builders import OLD, unscheduled
 
     taken = binding_name("web", "a", "web-1", set())
     # an unrelated binding (another cluster's, by a previous scheduler) already has the name

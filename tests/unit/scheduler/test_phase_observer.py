@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from cycle_builders import NOW, cluster, pick_all, pick_fixed, pick_n
 
 from scheduler import CycleInput, default_profile, schedule
+from tests.unit.scheduler.cycle_builders import NOW, cluster, pick_all, pick_fixed, pick_n
 
 
 class Recorder:

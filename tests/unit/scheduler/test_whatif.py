@@ -5,16 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from cycle_builders import (
-    NOW,
-    PLACEMENT,
-    SNAP,
-    cluster,
-    pick_all,
-    pick_n,
-    scheduled,
-    unscheduled,
-)
 
 from hub.types import ClusterResourceBinding, MemberCluster
 from scheduler import CycleInput, Profile, default_profile, load_profile, schedule
@@ -30,6 +20,16 @@ from scheduler.whatif import (
     compare_profiles,
     selected_after,
     summarize,
+)
+from tests.unit.scheduler.cycle_builders import (
+    NOW,
+    PLACEMENT,
+    SNAP,
+    cluster,
+    pick_all,
+    pick_n,
+    scheduled,
+    unscheduled,
 )
 
 TIER = "tier"
@@ -187,9 +187,7 @@ def test_an_enforcing_pick_all_drops_a_cluster_its_candidate_filters_at_its_next
     candidate that filters more drops it, and plan says so and why."""
     tainted = member_cluster("gpu-1", NOW, taints=[("gpu", "true")])
     held = [scheduled("gpu-1"), scheduled("z-gold"), scheduled("a-silver")]
-    input = CycleInput(
-        snapshot=pick_all(), clusters=[*CLUSTERS, tainted], bindings=held, now=NOW
-    )
+    input = CycleInput(snapshot=pick_all(), clusters=[*CLUSTERS, tainted], bindings=held, now=NOW)
     kubefleet = compare_profiles(PLACEMENT, input, NO_TAINTS, default_profile())
     assert not kubefleet.changed
     enforcing = compare_profiles(PLACEMENT, input, NO_TAINTS, default_profile(), enforcing=True)

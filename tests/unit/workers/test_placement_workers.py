@@ -19,13 +19,13 @@ class StuckWorker:
 
     async def run(self) -> None:
         try:
-            await asyncio.Event().wait()
+            await asyncio.Event().wait()  # bounded by: the test's cancel
         except asyncio.CancelledError:
             self.cancelled = True
             raise
 
     async def shutdown(self) -> None:
-        await asyncio.Event().wait()
+        await asyncio.Event().wait()  # bounded by: the test's cancel
 
 
 class EndingWorker:
@@ -60,7 +60,7 @@ async def test_one_worker_failing_stops_the_other_and_raises() -> None:
             self.stopped = asyncio.Event()
 
         async def run(self) -> None:
-            await self.stopped.wait()
+            await self.stopped.wait()  # bounded by: the test's wait_for
 
         async def shutdown(self) -> None:
             self.stopped.set()

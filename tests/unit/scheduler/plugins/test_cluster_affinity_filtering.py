@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from plugin_builders import affinity_policy, cluster, expr, labels, prop, snapshot, state, term
 
 from hub.types import (
     Affinity,
@@ -23,6 +22,16 @@ from scheduler.plugins.cluster_affinity import (
     REASON_NO_MATCH,
     SKIP_NO_REQUIRED_TERMS,
     ClusterAffinity,
+)
+from tests.unit.scheduler.plugins.plugin_builders import (
+    affinity_policy,
+    cluster,
+    expr,
+    labels,
+    prop,
+    snapshot,
+    state,
+    term,
 )
 
 NODES = "kubernetes-fleet.io/node-count"

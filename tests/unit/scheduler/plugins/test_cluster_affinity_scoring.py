@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-from plugin_builders import affinity_policy, cluster, expr, labels, snapshot, state, term
 
 from hub.types import (
     Affinity,
@@ -18,6 +17,15 @@ from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Code, Status
 from scheduler.plugins.cluster_affinity import SKIP_NO_PREFERRED_TERMS, ClusterAffinity
 from scheduler.plugins.cluster_affinity.scoring import round_half_away_from_zero
+from tests.unit.scheduler.plugins.plugin_builders import (
+    affinity_policy,
+    cluster,
+    expr,
+    labels,
+    snapshot,
+    state,
+    term,
+)
 
 NODES = "kubernetes-fleet.io/node-count"
 MEMORY = "resources.kubernetes-fleet.io/available-memory"

@@ -6,11 +6,17 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from plugin_builders import NOW, cluster, healthy_agent, snapshot, state
 
 from scheduler.eligibility import REASON_LEFT_FLEET, REASON_NO_RECENT_HEARTBEAT
 from scheduler.framework.status import Code
 from scheduler.plugins.cluster_eligibility import NAME, ClusterEligibility
+from tests.unit.scheduler.plugins.plugin_builders import (
+    NOW,
+    cluster,
+    healthy_agent,
+    snapshot,
+    state,
+)
 
 
 def test_eligible_cluster_passes() -> None:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-from plugin_builders import cluster, snapshot, state
 
 from hub.types import Condition, MemberCluster
 from scheduler.framework.status import Code, Status
@@ -15,6 +14,7 @@ from scheduler.plugins.namespace_affinity import (
     SKIP_CLUSTER_SCOPED,
     NamespaceAffinity,
 )
+from tests.unit.scheduler.plugins.plugin_builders import cluster, snapshot, state
 
 COLLECTING = Condition(type="NamespaceCollectionSucceeded", status="True", reason="Collected")
 DEGRADED = Condition(type="NamespaceCollectionSucceeded", status="False", reason="LimitReached")

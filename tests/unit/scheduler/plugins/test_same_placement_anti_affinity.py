@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from plugin_builders import cluster, snapshot, state
-
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Code, Status
 from scheduler.plugins.same_placement_anti_affinity import (
@@ -12,6 +10,7 @@ from scheduler.plugins.same_placement_anti_affinity import (
     REASON_ALREADY_SELECTED,
     SamePlacementAntiAffinity,
 )
+from tests.unit.scheduler.plugins.plugin_builders import cluster, snapshot, state
 
 A, B, C = cluster("a"), cluster("b"), cluster("c")
 

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import pytest
-from plugin_builders import cluster, snapshot, state
 
 from hub.types import PlacementPolicy, Taint, Toleration
 from scheduler.framework.status import Code, Status
 from scheduler.plugins.taint_toleration import NAME, REASON_UNTOLERATED, TaintToleration
+from tests.unit.scheduler.plugins.plugin_builders import cluster, snapshot, state
 
 GPU = Taint(key="key1", value="value1", effect="NoSchedule")
 NO_VALUE = Taint(key="key2", effect="NoSchedule")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from plugin_builders import cluster, snapshot, state
 
 from hub.types import (
     ClusterSchedulingPolicySnapshot,
@@ -31,6 +30,7 @@ from scheduler.plugins.topology_spread_constraints.state import (
     go_quote,
     will_violate,
 )
+from tests.unit.scheduler.plugins.plugin_builders import cluster, snapshot, state
 
 ZONE_VIOLATION = 'violated doNotSchedule topology spread constraint "zone" (max skew 1)'
 

@@ -1,4 +1,5 @@
-"""Tiny builders and waits for end-to-end tests: put a fleet in devhub, read what happened."""
+"""Tiny builders and waits for end-to-end tests: put a fleet in devhub (and what a member agent
+reports), read what happened."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
+    Condition,
     MemberCluster,
     ObjectMeta,
+    ResourceBinding,
 )
 from scheduler.testing import member_cluster
 from tests.support.waits import until_async
@@ -99,3 +102,25 @@ async def settled(client: Client, placement: str, timeout: float = WAIT_SECONDS)
         return current if current and current.cycles > 0 and current.phase == "idle" else None
 
     return await until_async(idle, what=f"{placement} settled", timeout=timeout)
+
+
+# The member agent's condition that its namespaces were collected.
+COLLECTED = Condition(type=names.NAMESPACE_COLLECTION_CONDITION, status=names.TRUE, reason="OK")
+
+
+def report_namespaces(hub: HubClient, cluster: str, namespaces: dict[str, str]) -> None:
+    """What KubeFleet's member agent writes with namespace collection on."""
+    current = hub.get(MemberCluster, cluster)
+    conditions = [c for c in current.status.conditions if c.type != COLLECTED.type]
+    status = current.status.model_copy(
+        update={"conditions": [*conditions, COLLECTED], "namespaces": namespaces}
+    )
+    hub.update_status(current.model_copy(update={"status": status}))
+
+
+def rb_targets(hub: HubClient, namespace: str, name: str) -> dict[str, str]:
+    """The ResourcePlacement's live bindings: their state by target cluster."""
+    listed = hub.list(
+        ResourceBinding, {names.PARENT_PLACEMENT_LABEL: name}, namespace=namespace
+    ).items
+    return {b.spec.target_cluster: b.spec.state for b in listed if not b.metadata.deleting}

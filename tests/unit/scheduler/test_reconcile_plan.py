@@ -14,6 +14,7 @@ from hub.types import (
 from scheduler import default_profile
 from scheduler.reconcile import GONE_REASON, START_REASON, plan_reconcile
 from scheduler.testing import binding, member_cluster, policy_snapshot
+from tests.support.policies import prod_only
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -289,9 +290,7 @@ def test_a_record_tells_which_label_and_property_changed_whatever_their_names_ho
 
     odd = {"a|b": "1", "c,d=e": "2", '"quoted"': "3"}
     before = member_cluster("c0", NOW, labels={"env": "prod"}, properties=odd)
-    after = member_cluster(
-        "c0", NOW, labels={"env": "dev"}, properties={**odd, "c,d=e": "20"}
-    )
+    after = member_cluster("c0", NOW, labels={"env": "dev"}, properties={**odd, "c,d=e": "20"})
     records = record_of(before, None), record_of(after, None)
     assert all(len(r) < 120 for r in records)  # a few dozen bytes, whatever the cluster holds
     change = change_between_records("c0", *records, NOW)
@@ -342,9 +341,7 @@ def test_a_cluster_change_reaches_an_enforcing_placement_only_where_it_holds_a_b
 
     def enforcing(name: str) -> ClusterResourcePlacement:
         base = placement(name, policy="PickN").to_wire()
-        base["metadata"]["annotations"] = {
-            names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"
-        }
+        base["metadata"]["annotations"] = {names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"}
         base["status"] = fully_scheduled_status()
         return ClusterResourcePlacement.from_wire(base)
 
@@ -361,7 +358,7 @@ def test_a_cluster_change_reaches_an_enforcing_placement_only_where_it_holds_a_b
 
 
 def test_an_eligibility_reason_whose_figures_alone_changed_is_no_change_anywhere() -> None:
-    """"Last received 10.00 minutes ago" and "3.00 minutes ago" are one verdict: neither the
+    """ "Last received 10.00 minutes ago" and "3.00 minutes ago" are one verdict: neither the
     watcher's precise change nor the reconcile's records call it an eligibility change (the
     property in tests/property/test_requeue_hint_properties.py found them disagreeing)."""
     from scheduler import load_profile
@@ -389,17 +386,7 @@ def test_a_cluster_that_now_passes_reaches_an_enforcing_placement_with_a_lost_bi
     placement kept its binding on c0 (it lost env=prod, and no other cluster passed); a cluster
     it holds nothing on that now passes its filters requeues it. A placement without the
     annotation is left alone, as KubeFleet leaves it."""
-    policy = {
-        "placementType": "PickN",
-        "numberOfClusters": 2,
-        "affinity": {
-            "clusterAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]
-                }
-            }
-        },
-    }
+    policy = prod_only(placementType="PickN", numberOfClusters=2)
 
     def fulfilled(name: str, enforced: bool) -> ClusterResourcePlacement:
         base = placement(name, policy="PickN").to_wire()

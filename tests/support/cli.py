@@ -2,7 +2,8 @@
 output, the hub and Temporal.
 
 `DevProcess` runs `fleet-scheduler dev` with a throwaway data dir and waits for its "ready"
-line; `cli()` runs one short command (requeue, explain, status) against it. Output goes to files,
+line; `cli()` runs one short command (requeue, explain, status) against it;
+`assert_one_line_error` checks a failure as a user sees it. Output goes to files,
 not pipes, so a chatty process can never block on a full pipe while a test waits for it."""
 
 from __future__ import annotations
@@ -220,7 +221,7 @@ class DevProcess:
                 process.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 process.kill()
-                process.wait()
+                process.wait(timeout=STOP_TIMEOUT_S)
                 raise AssertionError(
                     f"fleet-scheduler dev ignored {sig.name} for {STOP_TIMEOUT_S:g}s\n"
                     f"stderr:\n{self.stderr()[-4000:]}"
@@ -293,3 +294,24 @@ class RunProcess:
             self.process.send_signal(signal.SIGTERM)
             self.process.wait(timeout=60)
         return self.process.returncode
+
+
+# What every command exits with on bad input or a missing service (workers/cli/common.py).
+EXIT_USAGE: Final = 2
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *expected: str) -> str:
+    """The command failed as a user should see it: exit 2 and one line on stderr naming each of
+    `expected`, no traceback. Returns the line."""
+    assert result.returncode == EXIT_USAGE, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for text in expected:
+        assert text in lines[0]
+    return lines[0]
+
+
+def unreachable() -> str:
+    """A local address where nothing listens."""
+    return f"127.0.0.1:{free_port()}"
