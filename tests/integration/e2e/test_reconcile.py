@@ -318,7 +318,9 @@ async def test_a_reconcile_whose_temporal_went_away_fails_benign_and_retryable(
     await env.shutdown()
     activity = ReconcileFleet(hub, client, ActivitySettings())
     with pytest.raises(ApplicationError) as raised:
-        await ActivityEnvironment().run(activity.reconcile_fleet, ReconcileInput(task_queue="gone"))
+        await ActivityEnvironment().run(
+            activity.reconcile_fleet, ReconcileInput(task_queue="gone")
+        )
     assert raised.value.type == failures.TEMPORAL_UNAVAILABLE
     assert raised.value.type in failures.RETRYABLE and not raised.value.non_retryable
     assert raised.value.category == ApplicationErrorCategory.BENIGN

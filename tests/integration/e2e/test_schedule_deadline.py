@@ -96,7 +96,9 @@ async def test_a_placement_past_its_deadline_is_reported_until_a_cluster_joins(
     )
     await until_async(lambda: gauge(observed) >= before + 1)
 
-    current = await until_async(lambda: _exceeded(temporal_client, name), what="the status says it")
+    current = await until_async(
+        lambda: _exceeded(temporal_client, name), what="the status says it"
+    )
     assert current.deadline is not None
     text = deadline_text(current.deadline, datetime.now(UTC))
     assert text.startswith("2s, exceeded")
@@ -189,7 +191,9 @@ async def test_a_zero_padded_deadline_is_its_value_and_the_gauge_keeps_counting(
     events = await until_async(lambda: deadline_events(hub, name) or None, blocking=True)
     assert "(deadline 1s)" in events[0].message
     await until_async(lambda: gauge(observed) >= before + 1)
-    current = await until_async(lambda: _exceeded(temporal_client, name), what="the status says it")
+    current = await until_async(
+        lambda: _exceeded(temporal_client, name), what="the status says it"
+    )
     assert current.deadline is not None and current.deadline.annotation == "1s"
     hub.delete(ClusterResourcePlacement, name)
 
@@ -216,3 +220,5 @@ async def test_placements_without_the_annotation_record_nothing_new(
     assert markers == []
     assert deadline_events(hub, name) == []
     hub.delete(ClusterResourcePlacement, name)
+
+

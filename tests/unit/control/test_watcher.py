@@ -102,7 +102,9 @@ async def test_a_forced_turn_execution_is_decided_only_once_the_clusters_are_lis
 # --- priority (docs/priority.md) ----------------------------------------------------------
 
 
-def _crp(name: str, annotations: dict[str, str] | None = None, labels=None, version: str = "1"):
+def _crp(
+    name: str, annotations: dict[str, str] | None = None, labels=None, version: str = "1"
+):
     from hub.types import ClusterResourcePlacement
 
     return ClusterResourcePlacement.from_wire(
@@ -128,14 +130,11 @@ def _ready(watcher: Watcher, placements, classes) -> None:
     from hub.client import Resync
 
     for kind in watcher.kinds:
-        objects = (
-            placements
-            if kind.KIND == "ClusterResourcePlacement"
-            else (classes if kind is PriorityClass else [])
+        objects = placements if kind.KIND == "ClusterResourcePlacement" else (
+            classes if kind is PriorityClass else []
         )
         watcher._apply(kind, Resync(objects, "1"))
     watcher._sender._outbox.take_due(1e9)  # the start-up signals
-
 
 async def test_a_turn_gets_the_priority_of_the_class_its_placement_names(
     hub: HubClient, lazy_client: Client
