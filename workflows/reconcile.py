@@ -18,10 +18,15 @@ __all__ = ["ReconcileWorkflow"]
 # Reading a large hub and signalling thousands of workflows takes a while; it heartbeats.
 RECONCILE_TIMEOUT = timedelta(minutes=4)
 RECONCILE_HEARTBEAT = timedelta(seconds=60)
-# A failed run is retried a few times; the next scheduled run is the real retry.
+# A failed run is retried until RECONCILE_RETRY_WINDOW has passed since it was scheduled. The
+# run a watcher start triggers stands in for signalling every placement, so a hub outage must
+# not use it up: with three attempts (about 6 s) a restarted watcher's run could meet an outage
+# (or a share of failing requests), and what no watcher had seen waited for the next scheduled
+# run, up to 5 minutes later. The window is inside the Schedule's default 5 minutes: a run that
+# retries through it does not make the next scheduled one skip.
+RECONCILE_RETRY_WINDOW = timedelta(minutes=4)
 RECONCILE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=30),
-    maximum_attempts=3,
 )  # fmt: skip
 
 
@@ -46,6 +51,7 @@ class ReconcileWorkflow:
             ),
             result_type=ReconcileReport,
             start_to_close_timeout=RECONCILE_TIMEOUT,
+            schedule_to_close_timeout=RECONCILE_RETRY_WINDOW,
             heartbeat_timeout=RECONCILE_HEARTBEAT,
             retry_policy=RECONCILE_RETRY,
             summary="reconcile: every placement has a workflow, every workflow a placement",

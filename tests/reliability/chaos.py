@@ -8,8 +8,11 @@ fleet changes: placements are created, re-policied (numberOfClusters, affinity, 
 and deleted, and cluster labels change, some while the victim is down, so the restarted watcher
 must resync and the restarted worker must pick up what the dead one held.
 
-Then the faults stop and `invariants.converge` waits until the system is right again. Every
-step is logged with its time since the start, which is what a failure or the soak prints."""
+Then the faults stop, the Schedules are paused (their next runs would come on the wall clock's
+5-minute marks, not the test's), and `invariants.converge` waits until the system is right
+again and no Schedule's run is still going. Then the hub must stay quiet: nothing left cycles
+or retries. Every step is logged with its time since the start, which is what a failure or the
+soak prints."""
 
 from __future__ import annotations
 
@@ -21,12 +24,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
 from control.check import check_fleet, render_check
 from tests.reliability.fleet import Fleet
 from tests.reliability.invariants import Convergence, converge, hub_violations
 from tests.reliability.system import System
+from workflows import names as wf_names
 
-__all__ = ["FAULTS", "ChaosConfig", "ChaosLog", "run_chaos"]
+__all__ = ["FAULTS", "ChaosConfig", "ChaosLog", "pause_schedules", "run_chaos"]
 
 # Shares are small: the system must keep making progress through them, as it would against a
 # flaky API server, and a share on `*` also hits the test's own writes (which retry).
@@ -47,7 +54,10 @@ IN_FLIGHT_PAUSE_S: Final = 1.0
 # After the last churn the faults stay on this long, so its work meets them too.
 FAULT_DWELL_S: Final = 5.0
 # Once converged, nobody may read or write a placement's objects for this long: a workflow
-# cycling forever, or an activity retrying, would.
+# cycling forever, or an activity retrying, would. The reconcile Schedule's runs would too, by
+# design (docs/operations.md, "Reconcile safety net": each requeues the placements a cluster
+# change since the previous run reaches, one read of each in its turn); one landing in the
+# window made it fail once, so the Schedules are paused before convergence is awaited.
 QUIET_WINDOW_S: Final = 5.0
 # Member agents heartbeat every minute or so; eligibility allows five.
 HEARTBEAT_EVERY_S: Final = 60.0
@@ -247,15 +257,36 @@ async def _chaos(system: System, config: ChaosConfig, fleet: Fleet, log: ChaosLo
         f"{len(fleet.placements)} live, {len(fleet.deleted)} deleted placements"
     )
     client = await system.client()
+    schedules = await pause_schedules(client, system.task_queue)
+    log.note(f"paused {', '.join(schedules) or 'no'} Schedule(s): no run starts from here on")
     result = await converge(
         system.hub_client,
         client,
         fleet.expectations(),
         fleet.deleted,
         timeout_s=config.converge_s,
+        schedules=schedules,
     )
     log.note(f"converged {result.seconds:.1f}s after the faults stopped ({result.polls} polls)")
     return result
+
+
+async def pause_schedules(client: Client, task_queue: str) -> list[str]:
+    """Pause the reconcile and rebalance Schedules of `task_queue` that exist; their ids. A
+    paused Schedule starts no run; one already running goes on (`converge` waits for it)."""
+    paused = []
+    for schedule_id in (
+        wf_names.reconcile_schedule_id(task_queue),
+        wf_names.rebalance_schedule_id(task_queue),
+    ):
+        try:
+            await client.get_schedule_handle(schedule_id).pause(note="chaos: converging")
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            continue
+        paused.append(schedule_id)
+    return paused
 
 
 async def quiet(system: System, seconds: float) -> dict[str, int]:

@@ -13,7 +13,9 @@ Temporal side (`temporal_violations`):
 - every live placement has a running workflow `crp/<name>` that is idle (no activity or
   workflow task pending; an activity past `max_attempt` attempts is reported as stuck
   retrying), and its FleetFullyScheduled search attribute is true;
-- every deleted placement's workflow has completed (or never started).
+- every deleted placement's workflow has completed (or never started);
+- no run a Schedule started (the reconcile's, the rebalance's: `schedules`) is still running:
+  its requeues would still be on their way.
 
 `converge` polls both until they hold or a deadline passes, then fails listing what did not."""
 
@@ -40,7 +42,13 @@ from hub.types import (
 from tests.reliability.fleet import Expectation
 from workflows import names as wf_names
 
-__all__ = ["Convergence", "converge", "hub_violations", "temporal_violations"]
+__all__ = [
+    "Convergence",
+    "converge",
+    "hub_violations",
+    "schedule_violations",
+    "temporal_violations",
+]
 
 # An activity still failing after this many attempts once faults have stopped is stuck.
 MAX_ATTEMPT: Final = 3
@@ -183,6 +191,19 @@ async def temporal_violations(
     return found
 
 
+async def schedule_violations(client: Client, schedules: Iterable[str]) -> list[str]:
+    """The runs the Schedules `schedules` started that still run (the Schedule's own record,
+    not the eventually consistent visibility store)."""
+    found = []
+    for schedule_id in schedules:
+        described = await client.get_schedule_handle(schedule_id).describe()
+        found += [
+            f"{schedule_id}: its run {action.workflow_id} is still running"
+            for action in described.info.running_actions
+        ]
+    return found
+
+
 @dataclass
 class Convergence:
     seconds: float
@@ -196,8 +217,11 @@ async def converge(
     deleted: Iterable[str],
     *,
     timeout_s: float,
+    schedules: Iterable[str] = (),
 ) -> Convergence:
-    """Poll until both sides hold; AssertionError listing the violations after `timeout_s`."""
+    """Poll until both sides hold (and no run of `schedules` is running); AssertionError
+    listing the violations after `timeout_s`."""
+    schedules = list(schedules)
     deleted = sorted(deleted)
     started = time.monotonic()
     polls = 0
@@ -208,6 +232,10 @@ async def converge(
         checking = time.monotonic()
         try:
             violations = await asyncio.to_thread(hub_violations, hub, expectations, deleted)
+            # A Schedule's run first: once none runs, its requeues have reached the workflows,
+            # where the next check sees them.
+            if not violations:
+                violations = await schedule_violations(client, schedules)
             if not violations:
                 violations = await temporal_violations(client, expectations, deleted)
         except Exception as exc:  # a read that failed is not convergence

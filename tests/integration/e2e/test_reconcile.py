@@ -16,6 +16,7 @@ from activities.plumbing import ActivitySettings
 from control.config import RunConfig
 from control.schedules import ensure_reconcile_schedule
 from control.watcher import Watcher
+from devhub import DevHub
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster
 from tests.support import policies
@@ -325,3 +326,49 @@ async def test_a_reconcile_whose_temporal_went_away_fails_benign_and_retryable(
     assert raised.value.type in failures.RETRYABLE and not raised.value.non_retryable
     assert raised.value.category == ApplicationErrorCategory.BENIGN
     assert "Temporal is unavailable" in str(raised.value)
+
+
+async def test_a_reconcile_run_outlasts_a_hub_outage_longer_than_its_first_attempts(
+    hub: HubClient, devhub: DevHub, temporal_client: Client, task_queue: str
+) -> None:
+    """The run a watcher start triggers stands in for signalling every placement, so a hub
+    outage must not use it up: it keeps retrying and starts the workflow a placement lacks
+    once the hub answers again. Before, it gave up after three attempts (about 6 s), and what
+    the restarted watcher had missed waited for the next scheduled run, up to 5 minutes later
+    (the chaos test under load: the run met the injected faults and devhub's restart, and the
+    fleet had not converged 150 s later)."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    from workflows.models import ReconcileInput, ReconcileReport
+
+    add_cluster(hub, "member-a")
+    missed = unique("missed")
+    add_placement(hub, missed, {"placementType": "PickAll"})
+    outage = devhub.faults.inject(verb="list", status=500)
+    worker = build_worker(
+        temporal_client, hub, task_queue=task_queue, settings=ActivitySettings(),
+        max_cached_workflows=0,
+    )  # fmt: skip
+    async with worker:
+        handle = await temporal_client.start_workflow(
+            names.RECONCILE_WORKFLOW,
+            ReconcileInput(task_queue=task_queue),
+            id=unique("reconcile"),
+            task_queue=task_queue,
+            result_type=ReconcileReport,
+        )
+
+        async def past_three_attempts() -> str | None:
+            described = await handle.describe()
+            if described.status != WorkflowExecutionStatus.RUNNING:
+                return f"gave up: {described.status.name}"
+            pending = described.raw_description.pending_activities
+            return "still trying" if any(p.attempt > 3 for p in pending) else None
+
+        outcome = await until_async(past_three_attempts, what="a fourth attempt, or the end")
+        assert outage.hits >= 3
+        devhub.faults.clear()
+        assert outcome == "still trying", f"the reconcile run {outcome} during the outage"
+        report = await handle.result()
+    assert missed in report.started
+    await temporal_client.get_workflow_handle(names.workflow_id(missed)).terminate("test over")
