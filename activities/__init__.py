@@ -3,7 +3,8 @@ scheduler. Their names and payloads are wire contracts declared in workflows (na
 
 turn/           ScheduleOnce.schedule_once: one loop turn (prepare; the cycle in turn/cycle.py)
 cleanup.py      CleanupPlacement.cleanup_placement: a deleted placement's bindings and finalizer
-reconcile.py    ReconcileFleet.reconcile_fleet: the safety net (scheduler/reconcile.py decides)
+reconcile.py    ReconcileFleet.reconcile_fleet: the safety net (scheduler/requeue/reconcile.py
+                decides)
 rebalance.py    RebalanceFleet.rebalance_fleet: plan moves from the hub and propose them
 moves.py        the moves a placement's turn makes (within its disruption budget)
 capacity.py     reservations on the CapacityLedgers around binding writes, and the sweeps

@@ -7,7 +7,7 @@ reads, which is safe because:
 - every existing-binding write is a merge patch carrying the resourceVersion the cycle read, so
   a binding that moved on meanwhile (the rollout controller Bound it) is a Conflict, never a
   lost update, and a re-run plans against what is really there;
-- new bindings have deterministic names (`scheduler.naming`), so a create that meets
+- new bindings have deterministic names (`scheduler.bindings.naming`), so a create that meets
   AlreadyExists found what an earlier attempt of the same decision made and adopts it, provided
   it is the same placement's binding to the same cluster; anything else holding the name is an
   invariant broken, reported as such rather than retried forever;

@@ -35,7 +35,7 @@ from hub.types import (
     Reservation,
 )
 from scheduler import BindingPlan, CapacityInput
-from scheduler.capacity import (
+from scheduler.room.capacity import (
     RESERVATION_GRACE,
     ClusterCapacity,
     allocated_beside,
@@ -47,7 +47,7 @@ from scheduler.capacity import (
     no_room_reason,
     shortfalls,
 )
-from scheduler.requests import RequestsError, parse_requests
+from scheduler.room.requests import RequestsError, parse_requests
 
 __all__ = [
     "CAS_ATTEMPTS",
@@ -76,7 +76,7 @@ __all__ = [
 # it from fresh reads). At ~50 writers per ledger in a burst, conflicts come in runs.
 CAS_ATTEMPTS: Final = 50
 # Longer than a cycle activity may run: a sweep never releases a reservation a live cycle has
-# just made (scheduler.capacity says why this number).
+# just made (scheduler.room.capacity says why this number).
 SWEEP_GRACE: Final = RESERVATION_GRACE
 
 
@@ -128,7 +128,7 @@ def capacity_input(
     text: str, ledgers: Ledgers, bindings: Iterable[ClusterResourceBinding]
 ) -> CapacityInput:
     """The cycle's capacity view: the placement's requests and what reservations hold on each
-    cluster, leaving out those of the placement's own active bindings (scheduler.capacity's
+    cluster, leaving out those of the placement's own active bindings (scheduler.room.capacity's
     `allocated_beside`)."""
     return CapacityInput(requests=text, allocated=allocated_beside(ledgers.by_cluster, bindings))
 

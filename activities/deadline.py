@@ -22,7 +22,7 @@ from hub.client import HubClient
 from hub.errors import AlreadyExistsError, ConflictError, NotFoundError
 from hub.types import ClusterResourcePlacement, Condition, Event, ObjectMeta
 from hub.types.core_v1 import EventSource, ObjectReference
-from scheduler.deadline import DEADLINE_EXCEEDED_REASON, REPORT_INTERVAL
+from scheduler.opt_in.deadline import DEADLINE_EXCEEDED_REASON, REPORT_INTERVAL
 from workflows.models import DeadlineMiss
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 For a placement annotated `fleet-scheduler.io/affinity-enforcement: DuringExecution`, each turn
 first judges the clusters its active bindings sit on by the placement's required filters
-(scheduler.enforcement). For each binding whose cluster no longer passes:
+(scheduler.moves.enforcement). For each binding whose cluster no longer passes:
 
 - PickN: a move (activities.moves, the rebalance moves' machinery): a new binding on the best
   cluster that passes, then the old one Unscheduled, within the disruption budget;
@@ -14,7 +14,8 @@ says what happened and why ("cluster lost env=prod"). What the budget holds back
 after `RETRY_AFTER_SECONDS` (the turn asks for a timer: no event says the budget has room
 again); a move whose target has no room tries the next target, a few a turn. A binding with
 nowhere to go waits for a cluster event: a change that makes a cluster pass the placement's
-filters reaches it (scheduler.enforcement.gives_somewhere_to_go, scheduler.watch_rules).
+filters reaches it (scheduler.moves.enforcement.gives_somewhere_to_go,
+scheduler.requeue.watch_rules).
 
 Safe to repeat: a retried turn finds a finished move's old binding Unscheduled (no longer
 judged), a half-done move by its new binding's moved-from annotation (the same target again,
@@ -39,9 +40,9 @@ from hub.types import (
     MemberCluster,
 )
 from scheduler import Profile
-from scheduler.budgets import available, moved_bindings
 from scheduler.cycles.schedule import placement_type_of
-from scheduler.enforcement import Lost, enforcement_of, lost_bindings, replacement_order
+from scheduler.moves.budgets import available, moved_bindings
+from scheduler.moves.enforcement import Lost, enforcement_of, lost_bindings, replacement_order
 from workflows.models import MoveRequest
 
 __all__ = ["RETRY_AFTER_SECONDS", "Enforcement", "enforce"]

@@ -11,7 +11,7 @@ if, now:
   target (an affinity-enforcement move may hold Unscheduled bindings there: it revives one,
   `MoveCause.revives`);
 - the target passes the placement's filters (a fresh cycle of the placement, without room);
-- the budget allows one more disruption (KubeFleet's arithmetic, scheduler.rebalance);
+- the budget allows one more disruption (KubeFleet's arithmetic, scheduler.moves.rebalance);
 - the target has room: the reservation is made before the binding, as for any cycle. A
   binding whose placement's requests cannot be read now carries the reservation it holds (its
   room is what it consumes wherever it runs), and one that holds none is not moved.
@@ -19,7 +19,7 @@ if, now:
 Then: reserve on the target, create the new binding (Scheduled, same policy snapshot, annotated
 with the binding it replaces), mark the old one Unscheduled, release its room. The budget is
 KubeFleet's arithmetic on the placement's bindings as the earlier moves of the turn left them
-(scheduler.budgets). A retried activity finds a move half done (its new binding there, the old
+(scheduler.moves.budgets). A retried activity finds a move half done (its new binding there, the old
 one still active) and weighs it on the state from before it began, like any other move: it is
 finished if the budget allows it now, and withdrawn otherwise (its new binding unscheduled, its
 room released), so a placement never keeps a binding more than it asks for. Refused moves are
@@ -56,7 +56,10 @@ from hub.types import (
     MemberCluster,
 )
 from scheduler import CycleInput, Profile, schedule
-from scheduler.budgets import (
+from scheduler.bindings.naming import binding_name
+from scheduler.bindings.writes import mark_unscheduled, new_binding, rebind
+from scheduler.explain.readable import readable_reason
+from scheduler.moves.budgets import (
     MOVED_FROM_ANNOTATION,
     MOVED_FROM_UID_ANNOTATION,
     BudgetState,
@@ -65,11 +68,8 @@ from scheduler.budgets import (
     moved_from,
     replaces,
 )
-from scheduler.naming import binding_name
-from scheduler.quantity import QuantityError, parse_quantity
-from scheduler.readable import readable_reason
-from scheduler.requests import RequestsError, parse_requests
-from scheduler.writes import mark_unscheduled, new_binding, rebind
+from scheduler.room.quantity import QuantityError, parse_quantity
+from scheduler.room.requests import RequestsError, parse_requests
 from workflows.models import MoveRequest
 
 __all__ = [
@@ -344,8 +344,8 @@ def _revive(
 ) -> ClusterResourceBinding:
     """The move's new binding made of the placement's Unscheduled one on the target: Scheduled
     at the latest snapshot with the move's decision, annotated as a created one is (a retried
-    turn finds it so), its previous-binding-state gone (scheduler.writes.rebind). A Conflict
-    (it changed since read) fails the attempt; the retry reads it again."""
+    turn finds it so), its previous-binding-state gone (scheduler.bindings.writes.rebind). A
+    Conflict (it changed since read) fails the attempt; the retry reads it again."""
     decision = ClusterDecision(
         cluster_name=move.target, selected=True, reason=_decided(move, cause)
     )

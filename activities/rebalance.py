@@ -1,6 +1,6 @@
 """Rebalancing (docs/capacity.md, "Compaction and rebalancing"): `fleet-scheduler rebalance`
 and the `fleet-rebalance` Schedule's activity (here) read the hub, plan moves
-(scheduler.rebalance) and propose them to the placements' workflows with the `move` signal;
+(scheduler.moves.rebalance) and propose them to the placements' workflows with the `move` signal;
 each workflow's next turn makes those that still hold (activities.moves), so every move is in
 its placement's history with its reason.
 
@@ -11,7 +11,7 @@ where it is, its requests counted all the same). Every other active binding pins
 it is in use whatever moves. Where a binding may go: the clusters its placement's filters pass
 (a fresh cycle of the placement, room aside: the planner counts room itself), and within its
 placement's ClusterResourcePlacementDisruptionBudget: as many moves in a row as KubeFleet's
-arithmetic allows (scheduler.budgets)."""
+arithmetic allows (scheduler.moves.budgets)."""
 
 from __future__ import annotations
 
@@ -43,12 +43,12 @@ from hub.types import (
     MemberCluster,
 )
 from scheduler import Profile
-from scheduler.budgets import budget_state
-from scheduler.capacity import ClusterCapacity
-from scheduler.placement_annotations import RebalanceError, parse_rebalance
-from scheduler.quantity import QuantityError, parse_quantity
-from scheduler.rebalance import Fleet, Movable, Move, Strategy, in_use, plan_moves
-from scheduler.requests import RequestsError, parse_requests
+from scheduler.moves.budgets import budget_state
+from scheduler.moves.rebalance import Fleet, Movable, Move, Strategy, in_use, plan_moves
+from scheduler.opt_in.placement_annotations import RebalanceError, parse_rebalance
+from scheduler.room.capacity import ClusterCapacity
+from scheduler.room.quantity import QuantityError, parse_quantity
+from scheduler.room.requests import RequestsError, parse_requests
 from workflows import names
 from workflows.models import MoveRequest, MovesRequest, RebalanceInput, RebalanceReport
 

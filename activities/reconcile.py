@@ -1,5 +1,5 @@
-"""The reconcile safety net's activity (scheduler/reconcile.py says what one run decides): it
-reads the hub and Temporal's visibility, checks the invariants, acts (starts, signals,
+"""The reconcile safety net's activity (scheduler/requeue/reconcile.py says what one run decides):
+it reads the hub and Temporal's visibility, checks the invariants, acts (starts, signals,
 requeues), sweeps stale capacity reservations and reports what it did for the next run.
 
 Started by the `fleet-reconcile` Schedule (control/schedules.py) every 5 minutes, and once at
@@ -33,7 +33,7 @@ from hub.types import PriorityClass
 from scheduler import default_profile
 from scheduler.framework.queue_sort import PriorityClasses
 from scheduler.invariants import find_violations
-from scheduler.reconcile import (
+from scheduler.requeue.reconcile import (
     DEFAULT_PRIORITY_KEY,
     ReconcilePlan,
     placement_priorities,

@@ -28,8 +28,8 @@ well the scoring strategies pack.
   largest first) as the reference a packer is measured against, and the lower bound (fewest
   clusters whose combined size could hold the demand, per resource).
 - compaction (with packing): after each strategy's placing, a random half of the placements is
-  deleted and a pack rebalance planned over the rest (scheduler.rebalance, what `rebalance` and
-  the Schedule run; applying moves is tested end to end), a third of the placements without a
+  deleted and a pack rebalance planned over the rest (scheduler.moves.rebalance, what `rebalance`
+  and the Schedule run; applying moves is tested end to end), a third of the placements without a
   disruption budget, a third allowed one disruption, a third none (and again without budgets).
   Figures: clusters in use before and after against the lower bound, moves, budget violations
   (goal: 0).
@@ -64,9 +64,9 @@ from priority import heartbeats, trouble
 from hub import names
 from hub.types import CapacityLedger, ClusterResourceBinding, ClusterResourcePlacement
 from scheduler import CapacityInput, CycleInput, load_profile, schedule
-from scheduler.capacity import format_amount
-from scheduler.quantity import parse_quantity
-from scheduler.rebalance import Fleet, Movable, plan_moves
+from scheduler.moves.rebalance import Fleet, Movable, plan_moves
+from scheduler.room.capacity import format_amount
+from scheduler.room.quantity import parse_quantity
 from scheduler.testing import apply_plan, member_cluster, policy_snapshot
 
 TASK_QUEUE: Final = "bench-capacity"

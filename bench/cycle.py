@@ -6,8 +6,8 @@ constraint and a toleration. The fleet has zones, taints, a few ineligible clust
 existing bindings (current, obsolete, unscheduled). Prints `name value` lines:
 
     cycle.ms.<clusters>           median wall time of `scheduler.schedule`, milliseconds, with
-                                  the clusters' facts cached (scheduler/facts.py), as in a worker
-                                  whose cluster cache has not changed since the last cycle
+                                  the clusters' facts cached (scheduler/clusters/facts.py), as in a
+                                  worker whose cluster cache has not changed since the last cycle
     cycle.ms.cold.<clusters>      the same with the facts cache emptied before each cycle, as
                                   for the first cycle after every cluster changed
     explanation.bytes.<clusters>  JSON size of the cycle's Explanation
@@ -28,7 +28,8 @@ from datetime import UTC, datetime, timedelta
 
 from hub import names
 from hub.types import ClusterResourceBinding, MemberCluster
-from scheduler import CycleInput, default_profile, facts, schedule
+from scheduler import CycleInput, default_profile, schedule
+from scheduler.clusters import facts
 from scheduler.testing import binding, member_cluster, policy_snapshot
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)

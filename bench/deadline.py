@@ -30,7 +30,7 @@ from devhub import DevHub
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, Event
-from scheduler.deadline import DEADLINE_EXCEEDED_REASON, parse_deadline
+from scheduler.opt_in.deadline import DEADLINE_EXCEEDED_REASON, parse_deadline
 from workers.devserver import DevServer, free_port
 from workers.temporal_client import TemporalTarget, connect
 from workers.worker import build_worker

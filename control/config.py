@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Literal
 
-from scheduler.rebalance import PACK, Strategy
+from scheduler.moves.rebalance import PACK, Strategy
 from workflows import names
 
 __all__ = [

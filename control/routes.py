@@ -1,10 +1,10 @@
 """Which placement workflows a hub change reaches, with which signal and why.
 
 The decisions are KubeFleet's watcher filters (kubefleet-rules section 7, in
-`scheduler.watch_rules`; whom a member cluster's change reaches, in `scheduler.reach`);
-this module only names the signal and writes the reason a user reads in the placement's history
-("cluster member-3: labels changed"). Two additions, both because each placement is a long-lived
-workflow here rather than a key in an in-memory queue:
+`scheduler.requeue.watch_rules`; whom a member cluster's change reaches, in
+`scheduler.requeue.reach`); this module only names the signal and writes the reason a user reads in
+the placement's history ("cluster member-3: labels changed"). Two additions, both because each
+placement is a long-lived workflow here rather than a key in an in-memory queue:
 
 - At start-up every existing placement is signalled (with signal-with-start), not only those
   whose latest policy snapshot happens to be replayed: KubeFleet's start-up gap (kubefleet-rules
@@ -47,21 +47,11 @@ from hub.types import (
     MemberCluster,
 )
 from hub.types.meta import HubObject
-from scheduler.capacity import (
-    ClusterCapacity,
-    binding_key,
-    held,
-    is_active,
-    missing_of,
-    shortfalls,
-    shown_requests,
-)
-from scheduler.eligibility import EligibilityChecker
-from scheduler.explanation import BEYOND_ROOM_MARKER
+from scheduler.clusters.eligibility import EligibilityChecker
+from scheduler.explain.explanation import BEYOND_ROOM_MARKER
 from scheduler.framework.profile import Profile
-from scheduler.reach import Bindings, ClusterEvent, owner_key, reach
-from scheduler.requests import RequestsError, parse_requests
-from scheduler.watch_rules import (
+from scheduler.requeue.reach import Bindings, ClusterEvent, owner_key, reach
+from scheduler.requeue.watch_rules import (
     CLUSTER_CHANGE_TAINT_ADDED,
     binding_deletion_started,
     cluster_update_reasons,
@@ -74,6 +64,16 @@ from scheduler.watch_rules import (
     taint_added,
     wants_scheduler,
 )
+from scheduler.room.capacity import (
+    ClusterCapacity,
+    binding_key,
+    held,
+    is_active,
+    missing_of,
+    shortfalls,
+    shown_requests,
+)
+from scheduler.room.requests import RequestsError, parse_requests
 from workflows import names
 
 __all__ = [
@@ -187,7 +187,8 @@ def waiting_for_room(placement: ClusterResourcePlacement) -> Mapping[str, Fracti
 
 
 def may_start(placement: ClusterResourcePlacement) -> bool:
-    """A workflow may be started for this placement (scheduler.watch_rules' `wants_scheduler`)."""
+    """A workflow may be started for this placement (scheduler.requeue.watch_rules'
+    `wants_scheduler`)."""
     return wants_scheduler(placement)
 
 
@@ -233,11 +234,11 @@ def route_change(
 
     `placements` is the watcher's current placement cache, already updated with `change` when
     it is a placement change; member-cluster changes fan out over it, to the placements
-    scheduler.reach answers (the reconcile asks it too). `room`: the capacity view, for the
+    scheduler.requeue.reach answers (the reconcile asks it too). `room`: the capacity view, for the
     routes of capacity-aware placements (None: none of those), whose bindings also say where
     an enforcing placement is bound. `profile`: the profile the cycles run, whose plugins'
     requeue hints narrow a member cluster's update to the placements whose decision it may
-    change (scheduler.requeue_hints; None: KubeFleet's rule alone)."""
+    change (scheduler.requeue.requeue_hints; None: KubeFleet's rule alone)."""
     new, old = change.new, change.old
     if isinstance(new, ClusterResourcePlacement):
         routes = _placement(change.type, _as(old, ClusterResourcePlacement), new, standalone)
@@ -414,8 +415,8 @@ def _cluster(
     profile: Profile | None,
     room: Room | None = None,
 ) -> list[Route]:
-    """Whom a member cluster's change reaches is scheduler.reach's answer; here only whether the
-    event is a change at all, and the reason the placements read."""
+    """Whom a member cluster's change reaches is scheduler.requeue.reach's answer; here only whether
+    the event is a change at all, and the reason the placements read."""
     name = new.metadata.name
     if event == "DELETED":
         change, reason = ClusterEvent.gone(name, now), REASON_CLUSTER_GONE.format(name=name)

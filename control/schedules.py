@@ -21,7 +21,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from scheduler.rebalance import Strategy
+from scheduler.moves.rebalance import Strategy
 from workflows import names
 from workflows.models import RebalanceInput, ReconcileInput
 

@@ -39,7 +39,7 @@ from control.telemetry import WatcherStats, span
 from hub.kinds import split_key
 from hub.types import ClusterResourcePlacement
 from scheduler.framework.queue_sort import QueuePriority, TurnCause
-from scheduler.watch_rules import scheduled_condition_current
+from scheduler.requeue.watch_rules import scheduled_condition_current
 from workflows import names
 from workflows.models import HubEvent, PlacementInput, TurnExecutionMode, TurnPriority
 from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow

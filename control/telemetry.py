@@ -41,8 +41,13 @@ from temporalio.contrib.opentelemetry import TracingInterceptor
 from control.views import View
 from hub.names import REQUESTS_ANNOTATION, SCHEDULE_DEADLINE_ANNOTATION, TRUE
 from hub.types import CapacityLedger, ClusterResourcePlacement, MemberCluster
-from scheduler.capacity import ClusterCapacity, held, missing_of
-from scheduler.deadline import DEADLINE_EXCEEDED_REASON, DeadlineError, misses_at, parse_deadline
+from scheduler.opt_in.deadline import (
+    DEADLINE_EXCEEDED_REASON,
+    DeadlineError,
+    misses_at,
+    parse_deadline,
+)
+from scheduler.room.capacity import ClusterCapacity, held, missing_of
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",

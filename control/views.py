@@ -203,8 +203,8 @@ def _meta(
 
 def _placement(obj: ClusterResourcePlacement) -> ClusterResourcePlacement:
     # Routes read the generation, deletion and finalizers, the policy (its type for KubeFleet's
-    # rule, scheduler.reach; all of it for the plugins' requeue hints,
-    # scheduler.requeue_hints, kept whole and shared) and the Scheduled condition; the
+    # rule, scheduler.requeue.reach; all of it for the plugins' requeue hints,
+    # scheduler.requeue.requeue_hints, kept whole and shared) and the Scheduled condition; the
     # QueueSort plugin the labels and our own annotations (fleet-scheduler.io/...: never
     # kubectl's last-applied copy of the whole object); the rest (resource selectors, the
     # per-cluster statuses KubeFleet writes) nothing reads.

@@ -6,8 +6,8 @@ their policy snapshots and bindings, MemberClusters, and, unless turned off, Res
 with theirs; and, without waiting for them to be ready, PriorityClasses (turn order) and
 CapacityLedgers (freed room). It keeps an in-memory view of each so an update can be compared
 with the object it replaced, routes every change through KubeFleet's filters and ours
-(`control.routes` over `scheduler.watch_rules`) and signals the placement workflows they name
-with signal-with-start, so a workflow exists whenever it has work.
+(`control.routes` over `scheduler.requeue.watch_rules`) and signals the placement workflows they
+name with signal-with-start, so a workflow exists whenever it has work.
 
 What shaped it:
 
@@ -76,7 +76,7 @@ from hub.types import (
 )
 from hub.types.meta import HubObject, ObjectMeta
 from scheduler import Profile, default_profile
-from scheduler.eligibility import EligibilityChecker
+from scheduler.clusters.eligibility import EligibilityChecker
 from scheduler.framework.queue_sort import (
     PriorityClasses,
     QueueItem,
@@ -307,7 +307,8 @@ class Watcher:
             + (RESOURCE_PLACEMENT_KINDS if config.resource_placements else ())
         )
         # The cycles' profile: its QueueSort orders turns, its plugins' requeue hints narrow
-        # member-cluster updates to the placements they may change (scheduler.requeue_hints).
+        # member-cluster updates to the placements they may change
+        # (scheduler.requeue.requeue_hints).
         self._profile = profile or default_profile()
         self._sorter = queue_sort or self._profile.queue_sorter
         self._classes = PriorityClasses()

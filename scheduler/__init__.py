@@ -12,7 +12,7 @@ from scheduler.errors import (
     InvalidInputError,
     InvalidSnapshotError,
 )
-from scheduler.explanation import (
+from scheduler.explain.explanation import (
     BindingGroup,
     Explanation,
     FilterGroup,

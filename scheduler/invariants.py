@@ -14,14 +14,14 @@ The invariants, by the name the metric and `check` give them:
 - `reservation`: every such binding has its reservation, for its placement, at its placement's
   requests.
 - `stale_reservation`: no reservation outlives its binding (or its placement's requests) by
-  more than the grace (`scheduler.capacity.RESERVATION_GRACE`).
+  more than the grace (`scheduler.room.capacity.RESERVATION_GRACE`).
 - `duplicate_binding`: no placement has two active bindings on one cluster.
 - `binding_count`: no PickN placement has more active bindings than it asks for, outside a move
   in progress (a move's new binding beside the old one it replaces), once its latest policy
   snapshot is scheduled.
 - `disruption_budget`: while rebalance moves are in flight (old binding Unscheduled and still
   there, new one not yet available), the placement's bindings keep its budget's bound, the old
-  ones counted as KubeFleet's eviction leaves them: gone (scheduler.budgets).
+  ones counted as KubeFleet's eviction leaves them: gone (scheduler.moves.budgets).
 - `workflow`: every placement that wants the scheduler has its workflow, every workflow its
   placement. A placement younger than `WORKFLOW_GRACE` may still be without one: its start is
   on its way (the watcher's signal-with-start, which the admission window may hold back, or,
@@ -53,9 +53,13 @@ from hub.types import (
     MemberCluster,
     Reservation,
 )
-from scheduler.annotations import number_of_clusters
-from scheduler.budgets import available, budget_state, moved_bindings
-from scheduler.capacity import (
+from scheduler.cycles.models import CapacityInput, CycleInput
+from scheduler.cycles.schedule import placement_type_of, schedule
+from scheduler.framework.errors import SchedulerError
+from scheduler.framework.profile import Profile
+from scheduler.moves.budgets import available, budget_state, moved_bindings
+from scheduler.requeue.watch_rules import wants_scheduler
+from scheduler.room.capacity import (
     RESERVATION_GRACE,
     ClusterCapacity,
     allocated_beside,
@@ -67,14 +71,10 @@ from scheduler.capacity import (
     missing_of,
     shown_requests,
 )
-from scheduler.cycles.models import CapacityInput, CycleInput
-from scheduler.cycles.schedule import placement_type_of, schedule
-from scheduler.framework.errors import SchedulerError
-from scheduler.framework.profile import Profile
-from scheduler.quantity import QuantityError, parse_quantity
-from scheduler.requests import RequestsError, parse_requests
+from scheduler.room.quantity import QuantityError, parse_quantity
+from scheduler.room.requests import RequestsError, parse_requests
 from scheduler.snapshots import placement_scheduled_condition
-from scheduler.watch_rules import wants_scheduler
+from scheduler.snapshots.annotations import number_of_clusters
 
 __all__ = [
     "BINDING_COUNT",
@@ -428,7 +428,7 @@ def _budgets(state: FleetState) -> list[Violation]:
     """With rebalance moves in flight (old binding Unscheduled, not yet removed; new one not yet
     Available), the budget's bound holds on the bindings, counting the old ones as KubeFleet's
     eviction would leave them: gone. Before each move the turn allowed it only while one more
-    disruption kept that bound (scheduler.budgets), so this holds unless the budget was set or
+    disruption kept that bound (scheduler.moves.budgets), so this holds unless the budget was set or
     tightened, or other bindings became unavailable, while they were in flight."""
     index = state.index()
     found = []

@@ -185,8 +185,8 @@ class SchedulerMetrics:
 
     def set_invariant_violations(self, counts: Mapping[str, int]) -> None:
         """What the last reconcile found broken and could not repair on the spot, by invariant
-        (scheduler.invariants; scheduler.reconcile.unrepaired); every invariant has its series, 0
-        when it holds."""
+        (scheduler.invariants; scheduler.requeue.reconcile.unrepaired); every invariant has its
+        series, 0 when it holds."""
         for invariant in INVARIANTS:
             self.invariant_violations.labels(invariant=invariant).set(counts.get(invariant, 0))
 

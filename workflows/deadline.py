@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
-from scheduler.deadline import (
+from scheduler.opt_in.deadline import (
     REPORT_INTERVAL,
     DeadlineError,
     ScheduleDeadline,
@@ -104,7 +104,7 @@ class DeadlineClock:
         """The annotation as the last turn read it: removed, the clock stops; changed, the
         count of misses starts again from when the placement became not fully scheduled.
 
-        `annotation` is what the turn carried (scheduler.deadline.carried_deadline) with its
+        `annotation` is what the turn carried (scheduler.opt_in.deadline.carried_deadline) with its
         `problem`; a result recorded before issue 33 carried the raw value, which is read into
         the same form here, so a value that once failed every workflow task (a zero-padded
         `000...01s`) now reads on replay, and what the clock keeps is bounded either way."""

@@ -7,7 +7,7 @@ The decision is written once per cycle (`decision`, which may unpack an explanat
 for an event or a timer, cleaning up), so what the last cycle decided stays on show while the
 placement waits, while a turn runs, after a failed turn and in the next run after
 continue-as-new. Filter reasons are collapsed as `explain` collapses them, in the same words
-(scheduler.readable): one line per shared reason with its count, the reasons most clusters
+(scheduler.explain.readable): one line per shared reason with its count, the reasons most clusters
 share first, a few at most. Everything has a bound, so the details stay within a few KB however
 large the fleet; they are workflow metadata, not history. Pure and deterministic."""
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from scheduler.readable import (
+from scheduler.explain.readable import (
     filter_reason_line,
     filtered_count,
     main_filter_reasons,

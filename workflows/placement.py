@@ -39,7 +39,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from hub.kinds import placement_key
-    from scheduler.readable import readable_reason
+    from scheduler.explain.readable import readable_reason
     from workflows import details, names, renewal
     from workflows.deadline import PlacementDeadline
     from workflows.execution import (

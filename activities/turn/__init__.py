@@ -37,7 +37,7 @@ from hub.errors import HubError, NotFoundError
 from hub.kinds import kinds_for, placement_key
 from hub.types import ClusterResourcePlacement, ClusterSchedulingPolicySnapshot
 from scheduler.cycles.schedule import placement_type_of
-from scheduler.deadline import carried_deadline
+from scheduler.opt_in.deadline import carried_deadline
 from scheduler.snapshots import (
     InvalidPlacementError,
     MultipleLatestSnapshotsError,

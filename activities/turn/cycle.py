@@ -39,14 +39,14 @@ from hub.types import (
 )
 from scheduler import CapacityInput, CycleInput, CycleResult, Explanation, schedule
 from scheduler.cycles.schedule import placement_type_of
-from scheduler.deadline import (
+from scheduler.explain.readable import main_filter_reasons, readable_reason
+from scheduler.opt_in.deadline import (
     ScheduleDeadline,
     carried_deadline,
     exceeded_message,
     missing_line,
 )
-from scheduler.placement_annotations import annotation_problems
-from scheduler.readable import main_filter_reasons, readable_reason
+from scheduler.opt_in.placement_annotations import annotation_problems
 from scheduler.snapshots import placement_scheduled_condition
 from workflows.models import CycleReport, TurnRequest, WriteCounts
 
@@ -321,7 +321,7 @@ def cycle_summary(cycle: int, result: CycleResult, writes: WriteCounts) -> str:
 
     The only summary of a cycle: it names what was picked, what was actually written (an
     adopted binding is an earlier attempt's create, not a new write) and which plugins filtered
-    how many clusters. Reasons read as `explain` prints them (scheduler.readable)."""
+    how many clusters. Reasons read as `explain` prints them (scheduler.explain.readable)."""
     outcome = result.outcome
     wanted = "" if outcome.wanted is None else f"/{outcome.wanted}"
     head = f"cycle {cycle}: {outcome.placement_type} {outcome.picked}{wanted}"

@@ -15,12 +15,13 @@ from hub.types import (
     Condition,
     MemberCluster,
 )
-from scheduler.capacity import Demand, no_room_reason, shortage
+from scheduler.bindings.naming import binding_name, can_name_cluster_part, name_problem
+from scheduler.clusters.facts import facts_of
 from scheduler.cycles.classify import Classified
 from scheduler.cycles.decisions import scheduled_condition, status_write
 from scheduler.cycles.models import Outcome
 from scheduler.cycles.plan import BindingPatch, SnapshotStatusWrite
-from scheduler.explanation import (
+from scheduler.explain.explanation import (
     BEYOND_ROOM_MARKER,
     SHORTAGE_MARKER,
     BeyondRoom,
@@ -32,12 +33,11 @@ from scheduler.explanation import (
     Shortage,
     beyond_room_message,
 )
-from scheduler.facts import facts_of
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.profile import CLUSTER_RESOURCES_FIT, Profile
 from scheduler.framework.runner import Filtered, FinalCheck, Runner, ScoredCluster
 from scheduler.framework.status import Status
-from scheduler.naming import binding_name, can_name_cluster_part, name_problem
+from scheduler.room.capacity import Demand, no_room_reason, shortage
 
 __all__ = [
     "BindingLog",
@@ -144,7 +144,8 @@ class Context:
         self.beyond_room = self._beyond_room(decisions)
         if self.beyond_room:
             notes.append(beyond_room_message(self.beyond_room))
-        notes += self.annotation_problems  # last: scheduler.explanation.ANNOTATION_NOTES_MARKER
+        # last: scheduler.explain.explanation.ANNOTATION_NOTES_MARKER
+        notes += self.annotation_problems
         if notes:
             condition = condition.model_copy(
                 update={"message": "; ".join([condition.message, *notes])}

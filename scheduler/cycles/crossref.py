@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 from hub import names
 from hub.types import ClusterDecision, ClusterResourceBinding
+from scheduler.bindings.writes import mark_unscheduled, new_binding, rebind
 from scheduler.cycles.common import Context
 from scheduler.cycles.plan import BindingPatch
 from scheduler.errors import InvalidBindingError
-from scheduler.writes import mark_unscheduled, new_binding, rebind
 
 __all__ = [
     "WHY_DUPLICATE",

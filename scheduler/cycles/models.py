@@ -11,7 +11,7 @@ from pydantic import AwareDatetime, Field
 
 from hub.types import ClusterResourceBinding, ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.cycles.plan import BindingPlan
-from scheduler.explanation import Explanation
+from scheduler.explain.explanation import Explanation
 from scheduler.wire import WireModel
 
 __all__ = ["CapacityInput", "CycleInput", "CycleResult", "Outcome"]
@@ -51,9 +51,9 @@ class CycleInput(WireModel):
     """Set only for a placement that declares requests; None leaves the cycle KubeFleet's."""
     annotation_problems: list[str] = Field(default_factory=list)
     """What is wrong with the placement's own annotations whose problem does not fail the
-    cycle (scheduler.placement_annotations.annotation_problems: deadline, enforcement, priority
-    class, rebalance), each quoting at most 40 characters of its value: added to the Scheduled
-    condition's message. Empty, as for every placement without our annotations, leaves the
+    cycle (scheduler.opt_in.placement_annotations.annotation_problems: deadline, enforcement,
+    priority class, rebalance), each quoting at most 40 characters of its value: added to the
+    Scheduled condition's message. Empty, as for every placement without our annotations, leaves the
     condition KubeFleet's."""
 
 

@@ -6,6 +6,7 @@ Scheduled and Bound bindings of the current snapshot are never removed (the poli
 
 from __future__ import annotations
 
+from scheduler.bindings.naming import BINDING_NAME_CHECK
 from scheduler.cycles.common import (
     Context,
     CycleOutput,
@@ -18,7 +19,6 @@ from scheduler.cycles.decisions import decisions_from_bindings, selected_decisio
 from scheduler.cycles.models import Outcome
 from scheduler.framework.runner import ScoredCluster
 from scheduler.framework.score import ZERO
-from scheduler.naming import BINDING_NAME_CHECK
 
 __all__ = ["run"]
 

@@ -16,12 +16,12 @@ Deliberate differences from KubeFleet:
 
 from __future__ import annotations
 
+from scheduler.bindings.naming import name_problem
 from scheduler.cycles.common import Context, CycleOutput
 from scheduler.cycles.crossref import cross_reference_fixed
 from scheduler.cycles.decisions import fixed_decisions, selected_fixed_decision
 from scheduler.cycles.models import Outcome
-from scheduler.explanation import InvalidTarget
-from scheduler.naming import name_problem
+from scheduler.explain.explanation import InvalidTarget
 
 __all__ = ["NOTE_DUPLICATES", "NOTE_EMPTY", "run"]
 

@@ -19,6 +19,9 @@ import zlib
 from collections.abc import Sequence
 
 from hub.types import ClusterResourceBinding, MemberCluster
+from scheduler.bindings.naming import BINDING_NAME_CHECK
+from scheduler.bindings.writes import mark_unscheduled
+from scheduler.clusters.facts import facts_of
 from scheduler.cycles.common import (
     Context,
     CycleOutput,
@@ -32,10 +35,7 @@ from scheduler.cycles.decisions import (
     selected_decision,
 )
 from scheduler.cycles.models import Outcome
-from scheduler.facts import facts_of
 from scheduler.framework.profile import ScoreMode
-from scheduler.naming import BINDING_NAME_CHECK
-from scheduler.writes import mark_unscheduled
 
 __all__ = [
     "MIN_FEASIBLE_CLUSTERS",

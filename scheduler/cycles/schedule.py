@@ -18,8 +18,8 @@ from fractions import Fraction
 
 from hub import names
 from hub.types import ClusterSchedulingPolicySnapshot, Condition, MemberCluster
-from scheduler.annotations import crp_generation, number_of_clusters
-from scheduler.capacity import Demand, room_rows, shown_requests
+from scheduler.bindings.writes import mark_unscheduled, remove_finalizer
+from scheduler.clusters.facts import prepare
 from scheduler.cycles import pick_all, pick_fixed, pick_n
 from scheduler.cycles.classify import classify
 from scheduler.cycles.common import Context, CycleOutput
@@ -27,14 +27,14 @@ from scheduler.cycles.decisions import status_write
 from scheduler.cycles.models import CapacityInput, CycleInput, CycleResult, Outcome
 from scheduler.cycles.plan import BindingPlan, SnapshotStatusWrite
 from scheduler.errors import CycleError, InvalidInputError, InvalidSnapshotError
-from scheduler.explanation import Explanation
-from scheduler.facts import prepare
+from scheduler.explain.explanation import Explanation
 from scheduler.framework.errors import PluginError
 from scheduler.framework.profile import Profile, default_profile
 from scheduler.framework.runner import PhaseObserver, Runner
-from scheduler.quantity import QuantityError, parse_quantity
-from scheduler.requests import RequestsError, parse_requests
-from scheduler.writes import mark_unscheduled, remove_finalizer
+from scheduler.room.capacity import Demand, room_rows, shown_requests
+from scheduler.room.quantity import QuantityError, parse_quantity
+from scheduler.room.requests import RequestsError, parse_requests
+from scheduler.snapshots.annotations import crp_generation, number_of_clusters
 
 __all__ = [
     "ERROR_CONDITION_MESSAGE",

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
 
 from hub.types import MemberCluster
-from scheduler.capacity import Demand
+from scheduler.room.capacity import Demand
 
 __all__ = ["CycleState", "StateKey"]
 

@@ -20,8 +20,8 @@ Codes each point may return, and what the runner then does:
   component-wise to the cluster's total. Anything else aborts.
 
 Requeue hint (optional, any plugin): `requeue_hint(policy, change)` says whether the plugin's
-verdict or score for a member cluster may change with `change` (scheduler.requeue_hints); a
-cluster's change skips a placement (scheduler.reach) only when every plugin of the profile
+verdict or score for a member cluster may change with `change` (scheduler.requeue.requeue_hints); a
+cluster's change skips a placement (scheduler.requeue.reach) only when every plugin of the profile
 answers False. A profile looks the method up once, when it is built (`RequeueHint`).
 
 "Aborts" means the cycle ends with a `PluginError` naming the plugin; a plugin that raises is
@@ -30,8 +30,8 @@ treated the same way. Neither ends the process.
 Batch forms (optional, for speed at thousands of clusters): a filter plugin may also define
 `filter_all(state, snapshot, facts)`, returning one Status (or None for SUCCESS) per cluster,
 and a score plugin `score_all(state, snapshot, facts)`, one ClusterScore (or None) per cluster;
-`facts` are the clusters' `scheduler.facts.ClusterFacts` (compact, cached across cycles; the
-model is `.cluster`). They must answer exactly what the per-cluster methods answer for every
+`facts` are the clusters' `scheduler.clusters.facts.ClusterFacts` (compact, cached across cycles;
+the model is `.cluster`). They must answer exactly what the per-cluster methods answer for every
 cluster. The runner uses them when every plugin of the stage has one; if a batch method raises
 or returns a code other than SUCCESS, CLUSTER_UNSCHEDULABLE or CLUSTER_ALREADY_SELECTED, the
 stage runs again per cluster, so failures are reported exactly as without batches."""
@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
-from scheduler.facts import ClusterFacts
+from scheduler.clusters.facts import ClusterFacts
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status
@@ -62,7 +62,7 @@ __all__ = [
 RequeueHint = Callable[[Any, Any], bool]
 """A plugin's `requeue_hint(policy, change)`, as a profile resolves it once when built
 (`Profile.requeue_hints`): its arguments are a PlacementPolicy or None and a
-scheduler.requeue_hints.ClusterChange, typed loosely so the framework imports nothing of the
+scheduler.requeue.requeue_hints.ClusterChange, typed loosely so the framework imports nothing of the
 requeue hints."""
 
 

@@ -152,14 +152,14 @@ class Profile:
     weights: Mapping[str, int] = field(default_factory=dict)
     percentage_of_clusters_to_score: int | None = None
     eligibility: Callable[[MemberCluster, datetime], str | None] | None = None
-    """PickFixed's eligibility check (None = scheduler.eligibility with the 5-minute defaults),
-    as KubeFleet's framework option WithClusterEligibilityChecker."""
+    """PickFixed's eligibility check (None = scheduler.clusters.eligibility with the 5-minute
+    defaults), as KubeFleet's framework option WithClusterEligibilityChecker."""
     requeue_hints: tuple[RequeueHint | None, ...] = field(init=False, repr=False, compare=False)
     """Each cycle plugin's requeue hint, in profile order (None: the plugin has none, so every
     change may change its answer), resolved once when the profile is built, as kube-scheduler
     registers each plugin's events once (EventsToRegister): what
-    scheduler.requeue_hints.may_change_decision asks, for every placement a cluster's change
-    reaches (scheduler.reach)."""
+    scheduler.requeue.requeue_hints.may_change_decision asks, for every placement a cluster's change
+    reaches (scheduler.requeue.reach)."""
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -217,7 +217,7 @@ class Profile:
 
     def cycle_plugins(self) -> tuple[Plugin, ...]:
         """Every plugin a cycle may call (QueueSort is not one), each once, in profile order:
-        what the requeue hints ask (scheduler.requeue_hints)."""
+        what the requeue hints ask (scheduler.requeue.requeue_hints)."""
         seen: dict[int, Plugin] = {}
         for point in (self.post_batch, self.pre_filter, self.filter, self.pre_score, self.score):
             for plugin in point:
@@ -232,7 +232,7 @@ class Profile:
 
 @functools.cache
 def _default_eligibility() -> Callable[[MemberCluster, datetime], str | None]:
-    from scheduler.eligibility import EligibilityChecker
+    from scheduler.clusters.eligibility import EligibilityChecker
 
     return EligibilityChecker().check
 

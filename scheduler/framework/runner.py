@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
-from scheduler.facts import facts_of
+from scheduler.clusters.facts import facts_of
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.errors import PluginError
 from scheduler.framework.interfaces import BatchFilterPlugin, BatchScorePlugin

@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementPolicy
-from scheduler.eligibility import EligibilityChecker
-from scheduler.facts import ClusterFacts, facts_of
+from scheduler.clusters.eligibility import EligibilityChecker
+from scheduler.clusters.facts import ClusterFacts, facts_of
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import BatchFilterPlugin
 from scheduler.framework.status import Status
-from scheduler.requeue_hints import ClusterChange, verdict
+from scheduler.requeue.requeue_hints import ClusterChange, verdict
 
 __all__ = ["DEFAULT_TIMEOUT_MINUTES", "NAME", "ClusterEligibility"]
 

@@ -32,7 +32,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementPolicy
-from scheduler.capacity import (
+from scheduler.clusters.facts import ClusterFacts
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.score import ClusterScore
+from scheduler.framework.status import Status
+from scheduler.requeue.requeue_hints import ClusterChange
+from scheduler.room.capacity import (
     Demand,
     check_shape,
     least_allocated,
@@ -40,11 +45,6 @@ from scheduler.capacity import (
     no_room_reason,
     requested_to_capacity_ratio,
 )
-from scheduler.facts import ClusterFacts
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.score import ClusterScore
-from scheduler.framework.status import Status
-from scheduler.requeue_hints import ClusterChange
 
 __all__ = ["LEAST_ALLOCATED", "MOST_ALLOCATED", "NAME", "RATIO", "ClusterResourcesFit"]
 

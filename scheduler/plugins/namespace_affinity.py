@@ -11,11 +11,11 @@ from collections.abc import Sequence
 
 from hub import names
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementPolicy
-from scheduler.facts import ClusterFacts
+from scheduler.clusters.facts import ClusterFacts
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import BatchFilterPlugin, PreFilterPlugin
 from scheduler.framework.status import Status
-from scheduler.requeue_hints import ClusterChange
+from scheduler.requeue.requeue_hints import ClusterChange
 
 __all__ = [
     "NAME",

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hub.names import DEFAULT_TENANT_LABEL, PRIORITY_CLASS_ANNOTATION
+from scheduler.clusters.labels import key_problem
 from scheduler.framework.queue_sort import (
     HIGHEST_PRIORITY_KEY,
     LOWEST_PRIORITY_KEY,
@@ -46,9 +47,8 @@ from scheduler.framework.queue_sort import (
     TurnCause,
     checked_priority_key,
 )
-from scheduler.labels import key_problem
-from scheduler.placement_annotations import PriorityClassError, parse_priority_class
-from scheduler.values import shown
+from scheduler.opt_in.placement_annotations import PriorityClassError, parse_priority_class
+from scheduler.opt_in.values import shown
 
 __all__ = ["DEFAULT_BANDS", "NAME", "Band", "PrioritySort"]
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementPolicy
-from scheduler.facts import ClusterFacts
+from scheduler.clusters.facts import ClusterFacts
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import BatchFilterPlugin, BatchScorePlugin
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status
-from scheduler.requeue_hints import ClusterChange
+from scheduler.requeue.requeue_hints import ClusterChange
 
 __all__ = ["NAME", "REASON_ALREADY_SELECTED", "SamePlacementAntiAffinity"]
 

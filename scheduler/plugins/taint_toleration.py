@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementPolicy, Taint
-from scheduler.facts import ClusterFacts, facts_of
+from scheduler.clusters.facts import ClusterFacts, facts_of
 from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.interfaces import BatchFilterPlugin
 from scheduler.framework.status import Status
-from scheduler.requeue_hints import ClusterChange
+from scheduler.requeue.requeue_hints import ClusterChange
 
 __all__ = ["NAME", "REASON_UNTOLERATED", "TaintToleration", "render_taint", "untolerated"]
 

@@ -10,10 +10,10 @@ from hub.types import (
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
 )
-from scheduler.annotations import snapshot_number
 from scheduler.errors import (
     InvalidPlacementError,
 )
+from scheduler.snapshots.annotations import snapshot_number
 
 SNAPSHOT_NAME_FORMAT: Final = "{placement}-{index}"  # KubeFleet's PolicySnapshotNameFmt "%s-%d"
 TRUE_LABEL: Final = "true"  # strconv.FormatBool

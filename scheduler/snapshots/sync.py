@@ -20,11 +20,11 @@ from hub.types import (
     OwnerReference,
     SchedulingPolicySnapshotSpec,
 )
-from scheduler.annotations import snapshot_number
 from scheduler.errors import (
     InvalidPlacementError,
     MultipleLatestSnapshotsError,
 )
+from scheduler.snapshots.annotations import snapshot_number
 from scheduler.snapshots.hashing import decode_policy_hash, encode_policy_hash, policy_hash
 from scheduler.snapshots.naming import (
     FALSE_LABEL,

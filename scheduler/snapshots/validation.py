@@ -12,7 +12,7 @@ from hub.types import (
     ClusterSelectorTerm,
     PlacementPolicy,
 )
-from scheduler import labels
+from scheduler.clusters import labels
 from scheduler.errors import (
     InvalidPlacementError,
 )

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from hub import names
 from hub.types import MemberCluster
 from scheduler import CapacityInput, CycleInput, Profile, default_profile, schedule
-from scheduler.capacity import format_amount
-from scheduler.quantity import parse_quantity
+from scheduler.room.capacity import format_amount
+from scheduler.room.quantity import parse_quantity
 from scheduler.testing import apply_plan, member_cluster, policy_snapshot
 from tests.property.worlds import NOW, SETTINGS, World, per_cluster, worlds
 

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from hub import names
 from hub.types import ClusterResourceBinding, ClusterSchedulingPolicySnapshot
-from scheduler import CycleInput, default_profile, facts, schedule
-from scheduler.eligibility import EligibilityChecker
+from scheduler import CycleInput, default_profile, schedule
+from scheduler.clusters import facts
+from scheduler.clusters.eligibility import EligibilityChecker
 from scheduler.testing import apply_plan
 from tests.property.worlds import LATEST, NOW, SETTINGS, World, per_cluster, worlds
 

@@ -30,17 +30,17 @@ from hub.types import (
     MemberCluster,
 )
 from scheduler import CapacityInput, CycleInput, Profile, default_profile, load_profile, schedule
-from scheduler.eligibility import EligibilityChecker
-from scheduler.reach import Bindings, ClusterEvent, reach
-from scheduler.reconcile import plan_reconcile
-from scheduler.requeue_hints import (
+from scheduler.clusters.eligibility import EligibilityChecker
+from scheduler.requeue.reach import Bindings, ClusterEvent, reach
+from scheduler.requeue.reconcile import plan_reconcile
+from scheduler.requeue.requeue_hints import (
     ClusterChange,
     change_between_records,
     may_change_decision,
     record_of,
 )
+from scheduler.requeue.watch_rules import cluster_update_reasons, taint_added
 from scheduler.testing import apply_plan, binding, member_cluster, policy_snapshot
-from scheduler.watch_rules import cluster_update_reasons, taint_added
 from tests.property.worlds import NOW, PLACEMENT, POOL, bindings, policies
 from workflows.names import SIGNAL_CLUSTER_CHANGED
 
@@ -531,9 +531,9 @@ def test_a_change_that_gives_a_lost_binding_a_target_reaches_it_by_watcher_and_r
     from control.routes import Room, route_change
     from control.views import Change
     from hub.types import ClusterResourcePlacement
-    from scheduler.eligibility import EligibilityChecker
-    from scheduler.enforcement import lost_bindings, replacement_order
-    from scheduler.reconcile import plan_reconcile
+    from scheduler.clusters.eligibility import EligibilityChecker
+    from scheduler.moves.enforcement import lost_bindings, replacement_order
+    from scheduler.requeue.reconcile import plan_reconcile
 
     chosen = WIDE_POOL[:4]
     fleet = [data.draw(wide_spec(name)) for name in chosen]
@@ -631,9 +631,9 @@ def watched_placement(draw: st.DrawFn, index: int) -> ClusterResourcePlacement:
 @SETTINGS
 @given(st.data())
 def test_the_watcher_and_the_reconcile_reach_placements_by_one_answer(data: st.DataObject) -> None:
-    """Whom a member cluster's change reaches has one home (scheduler.reach), which the watcher's
-    routes and the reconcile both ask, over fleets of placements of every kind (KubeFleet's
-    rule, enforcement's additions, capacity-aware ones) and bindings in every state:
+    """Whom a member cluster's change reaches has one home (scheduler.requeue.reach), which the
+    watcher's routes and the reconcile both ask, over fleets of placements of every kind
+    (KubeFleet's rule, enforcement's additions, capacity-aware ones) and bindings in every state:
 
     - the watcher's routes name exactly the placements `reach` answers for the change seen
       before and after, in its order;

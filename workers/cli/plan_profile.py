@@ -3,8 +3,8 @@ what a candidate scheduler profile would change across the fleet, writing nothin
 
 Every placement (ClusterResourcePlacements and ResourcePlacements) is scheduled twice on the
 same live reads: with the candidate profile and with the current one (`--current-config`,
-default KubeFleet's default profile), and the decisions are compared (scheduler.whatif says what
-"the decision" is per placement type, and when a change would take effect). The hub is read
+default KubeFleet's default profile), and the decisions are compared (scheduler.explain.whatif says
+what "the decision" is per placement type, and when a change would take effect). The hub is read
 with a handful of list calls, whatever the fleet's size (every member cluster, every latest
 policy snapshot, every binding, every placement, the capacity ledgers), grouped in memory;
 the cycles are pure and, for a large fleet, run in child processes. Nothing is created,
@@ -39,9 +39,8 @@ from hub.types import (
 )
 from hub.types.meta import HubObject
 from scheduler import CapacityInput, CycleInput, Profile, default_profile
-from scheduler.enforcement import enforces
-from scheduler.readable import readable_reason
-from scheduler.whatif import (
+from scheduler.explain.readable import readable_reason
+from scheduler.explain.whatif import (
     ClusterChange,
     Fate,
     FleetWhatIf,
@@ -49,6 +48,7 @@ from scheduler.whatif import (
     compare_profiles,
     summarize,
 )
+from scheduler.moves.enforcement import enforces
 from workers.cli.common import CliError, hub_client, one_line, profile_from_file
 
 __all__ = ["FleetReads", "compare_fleet", "read_fleet_once", "render_profile_plan"]

@@ -13,7 +13,7 @@ from hub.errors import (
     HubUnavailableError,
     UnauthorizedError,
 )
-from scheduler.rebalance import PACK, STRATEGIES
+from scheduler.moves.rebalance import PACK, STRATEGIES
 from workers.cli.common import (
     EXIT_FAILED,
     EXIT_OK,

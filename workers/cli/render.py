@@ -16,15 +16,15 @@ from typing import Final
 from activities.rebalance import RebalancePlan
 from hub.kinds import placement_key
 from scheduler import Explanation, ScoreGroup
-from scheduler.deadline import AGING_DEFAULT_KEY, format_duration
-from scheduler.explanation import beyond_room_message
-from scheduler.readable import (
+from scheduler.explain.explanation import beyond_room_message
+from scheduler.explain.readable import (
     filter_reason_line,
     readable_reason,
     shared_filter_groups,
     shorten,
 )
-from scheduler.rebalance import percent
+from scheduler.moves.rebalance import percent
+from scheduler.opt_in.deadline import AGING_DEFAULT_KEY, format_duration
 from workflows.models import (
     CycleReport,
     DeadlineState,

@@ -30,7 +30,7 @@ from control.config import (
 )
 from control.schedules import ensure_rebalance_schedule, ensure_reconcile_schedule
 from control.telemetry import setup_tracing
-from scheduler.rebalance import PACK, STRATEGIES
+from scheduler.moves.rebalance import PACK, STRATEGIES
 from workers.cli.common import (
     BUILD_ID_ENV,
     EXIT_OK,

@@ -36,7 +36,7 @@ class ReconcileInput(WireModel):
 
 class ReconcileReport(WireModel):
     """What one reconcile run did. `clusters` maps each member cluster to a record of what
-    scheduling reads of it, hashed part by part (scheduler.requeue_hints.record_of), for the
+    scheduling reads of it, hashed part by part (scheduler.requeue.requeue_hints.record_of), for the
     next run to compare: about 130 bytes a cluster with its name, whatever the cluster holds."""
 
     placements: int = 0

@@ -3,8 +3,8 @@ readable in the Temporal UI.
 
 They are recorded in every placement's event history, so they name placements and snapshots
 rather than carry objects, and a cycle's report stays compact at 5,000 member clusters: its
-explanation of every cluster's fate is packed (scheduler.packing), or left out when the workflow
-already holds the same one."""
+explanation of every cluster's fate is packed (scheduler.explain.packing), or left out when the
+workflow already holds the same one."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Final, Literal
 from pydantic import Field
 
 from scheduler import Explanation, Outcome
-from scheduler.packing import pack_explanation, unpack_explanation
+from scheduler.explain.packing import pack_explanation, unpack_explanation
 from scheduler.wire import WireModel
 
 __all__ = [
@@ -52,7 +52,7 @@ class PrepareResult(WireModel):
     # condition says it became not fully scheduled (the condition's lastTransitionTime while it
     # is not True, its creation while it has none; None when True): what a workflow that has
     # no clock yet starts it from (workflows.deadline). The annotation as carried, never raw
-    # (scheduler.deadline.carried_deadline): the deadline as written back, or a stand-in with
+    # (scheduler.opt_in.deadline.carried_deadline): the deadline as written back, or a stand-in with
     # the problem beside it. Results recorded before issue 33 hold the raw value (and no
     # problem): the workflow reads those with carried_deadline too.
     schedule_deadline: str | None = None
@@ -84,8 +84,8 @@ class CycleReport(WireModel):
     """What one scheduling cycle read, decided and wrote: the `status` query and `explain` show it.
 
     Every cluster's fate is in the scheduler's `Explanation`: recorded as it is when small
-    (`explanation`), packed otherwise (`explanation_packed`, scheduler.packing: about 11 KB at
-    5,000 clusters with patterned names instead of over 200 KB), and left out when it is the
+    (`explanation`), packed otherwise (`explanation_packed`, scheduler.explain.packing: about 11 KB
+    at 5,000 clusters with patterned names instead of over 200 KB), and left out when it is the
     same as the one the workflow already holds (`explanation_digest` says which it is). The
     workflow's `status` query and continue-as-new input carry reports without it (`slim`)."""
 
@@ -194,7 +194,7 @@ class DeadlineMiss(WireModel):
     """The placement is past its scheduling deadline (docs/operations.md, "Scheduling
     deadlines"): a turn that still finds it not fully scheduled reports it, once per miss."""
 
-    deadline: str  # the annotation as carried (scheduler.deadline.carried_deadline)
+    deadline: str  # the annotation as carried (scheduler.opt_in.deadline.carried_deadline)
     seconds: int
     since: datetime  # when it became not fully scheduled
     misses: int  # deadline periods passed since: the Event's identity with `since`

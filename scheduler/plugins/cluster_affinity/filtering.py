@@ -19,9 +19,9 @@ from hub.types import (
     PlacementPolicy,
     PropertySelectorRequirement,
 )
-from scheduler.facts import ClusterFacts
+from scheduler.clusters.facts import ClusterFacts
+from scheduler.clusters.labels import LabelPredicate, SelectorError, compile_selector
 from scheduler.framework.status import Status
-from scheduler.labels import LabelPredicate, SelectorError, compile_selector
 from scheduler.plugins.cluster_affinity.properties import (
     PropertyValueError,
     QuantityCache,
@@ -29,7 +29,7 @@ from scheduler.plugins.cluster_affinity.properties import (
     lookup,
 )
 from scheduler.plugins.cluster_affinity.state import PropertyCheck, RequiredTerm
-from scheduler.quantity import QuantityError, parse
+from scheduler.room.quantity import QuantityError, parse
 
 __all__ = [
     "OPERATORS",
@@ -51,7 +51,7 @@ _NO_MATCH = Status.unschedulable(REASON_NO_MATCH)  # shared: thousands of cluste
 REASON_INVALID_TERM = "invalid required cluster affinity term {index}: {problem}"
 REASON_CANNOT_EVALUATE = "cannot evaluate required cluster affinity term {index}: {problem}"
 
-# Compared in nanos: every quantity is a whole number of them (see scheduler.quantity).
+# Compared in nanos: every quantity is a whole number of them (see scheduler.room.quantity).
 OPERATORS: dict[str, Callable[[int, int], bool]] = {
     "Eq": operator.eq,
     "Ne": operator.ne,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementPolicy
-from scheduler.facts import ClusterFacts, facts_of
+from scheduler.clusters.facts import ClusterFacts, facts_of
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
     BatchFilterPlugin,
@@ -42,7 +42,7 @@ from scheduler.plugins.cluster_affinity.state import (
     PreferredTerm,
     RequiredTerm,
 )
-from scheduler.requeue_hints import ClusterChange, affinity_may_change
+from scheduler.requeue.requeue_hints import ClusterChange, affinity_may_change
 
 __all__ = ["ClusterAffinity"]
 

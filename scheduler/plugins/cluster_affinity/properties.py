@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hub import names
-from scheduler.facts import ClusterFacts
+from scheduler.clusters.facts import ClusterFacts
 from scheduler.framework.errors import SchedulerError
-from scheduler.quantity import Quantity, QuantityError, parse
+from scheduler.room.quantity import Quantity, QuantityError, parse
 
 __all__ = [
     "CAPACITY_TYPES",

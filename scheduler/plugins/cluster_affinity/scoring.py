@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from hub.names import SORT_ASCENDING, SORT_DESCENDING
 from hub.types import MemberCluster, PlacementPolicy, PreferredClusterSelector
-from scheduler.facts import ClusterFacts, facts_of
+from scheduler.clusters.facts import ClusterFacts, facts_of
 from scheduler.framework.errors import SchedulerError
 from scheduler.plugins.cluster_affinity.filtering import compile_label_selector
 from scheduler.plugins.cluster_affinity.properties import (
@@ -36,7 +36,7 @@ from scheduler.plugins.cluster_affinity.properties import (
     lookup,
 )
 from scheduler.plugins.cluster_affinity.state import Extremes, PreferredTerm, Sorter
-from scheduler.quantity import Quantity
+from scheduler.room.quantity import Quantity
 
 __all__ = [
     "SKIP_NO_PREFERRED_TERMS",

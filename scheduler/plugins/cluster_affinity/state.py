@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from scheduler.clusters.labels import LabelPredicate
 from scheduler.framework.cycle_state import StateKey
-from scheduler.labels import LabelPredicate
 from scheduler.plugins.cluster_affinity.properties import PropertyRef, QuantityCache
-from scheduler.quantity import Quantity
+from scheduler.room.quantity import Quantity
 
 __all__ = [
     "NAME",

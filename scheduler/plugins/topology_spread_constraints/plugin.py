@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementPolicy
-from scheduler.facts import ClusterFacts
+from scheduler.clusters.facts import ClusterFacts
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
     BatchFilterPlugin,
@@ -28,7 +28,7 @@ from scheduler.plugins.topology_spread_constraints.state import (
     TopologyState,
     evaluate,
 )
-from scheduler.requeue_hints import ClusterChange
+from scheduler.requeue.requeue_hints import ClusterChange
 
 __all__ = [
     "BATCH_LIMIT",

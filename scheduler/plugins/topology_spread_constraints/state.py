@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from hub import names
 from hub.types import MemberCluster, TopologySpreadConstraint
-from scheduler.facts import ClusterFacts, facts_of
+from scheduler.clusters.facts import ClusterFacts, facts_of
 from scheduler.framework.cycle_state import StateKey
 from scheduler.framework.errors import SchedulerError
 

@@ -30,7 +30,7 @@ from hub.types import (
     Condition,
     MemberCluster,
 )
-from scheduler.eligibility import EligibilityChecker
+from scheduler.clusters.eligibility import EligibilityChecker
 from scheduler.invariants import find_violations
 from scheduler.testing import member_cluster, policy_snapshot
 from tests.support.policies import prod_only
@@ -250,8 +250,8 @@ def new_binding_for_move(
     from activities.capacity import reserve
     from activities.moves import REBALANCE, _decided
     from hub.types import ClusterDecision, ClusterSchedulingPolicySnapshot
-    from scheduler.naming import binding_name
-    from scheduler.writes import new_binding
+    from scheduler.bindings.naming import binding_name
+    from scheduler.bindings.writes import new_binding
 
     [snapshot] = hub.list(
         ClusterSchedulingPolicySnapshot, {names.PARENT_PLACEMENT_LABEL: placement}

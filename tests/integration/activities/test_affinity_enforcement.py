@@ -26,7 +26,7 @@ from hub.types import (
     Taint,
 )
 from scheduler import invariants
-from scheduler.budgets import moved_from
+from scheduler.moves.budgets import moved_from
 from tests.integration.activities.activity_helpers import (
     ENFORCED,
     PROD,
@@ -274,7 +274,7 @@ def routed(hub: HubClient, old: MemberCluster, new: MemberCluster) -> list[str]:
     from control.routes import Room, route_change
     from control.views import Change
     from scheduler import default_profile
-    from scheduler.eligibility import EligibilityChecker
+    from scheduler.clusters.eligibility import EligibilityChecker
 
     placements = {p.name: p for p in hub.list(ClusterResourcePlacement).items}
     room = Room(
@@ -493,7 +493,7 @@ def test_a_rebalance_move_of_a_binding_enforcement_is_moving_is_refused(
 def test_a_capacity_aware_move_tries_the_next_target_when_the_first_has_no_room(
     hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
 ) -> None:
-    """The targets are ranked without room (scheduler.enforcement.replacement_order): c, the
+    """The targets are ranked without room (scheduler.moves.enforcement.replacement_order): c, the
     larger name, comes first but has 2 CPUs for a binding asking 4. The turn tries the next
     target, a, instead of trying c again every 30 s (docs/enforcement.md)."""
     for name, cpu in (("a", "8"), ("b", "8"), ("c", "2")):

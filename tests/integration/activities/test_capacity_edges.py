@@ -24,8 +24,8 @@ from hub.types import (
     ClusterResourcePlacement,
     Reservation,
 )
-from scheduler.budgets import moved_bindings, moved_from
 from scheduler.invariants import DISRUPTION_BUDGET, OVERCOMMIT, RESERVATION, STRANDED_SHORTAGE
+from scheduler.moves.budgets import moved_bindings, moved_from
 from tests.integration.activities.activity_helpers import (
     Rig,
     add_budget,

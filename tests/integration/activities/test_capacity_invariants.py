@@ -32,8 +32,8 @@ from hub.types import (
     ObjectMeta,
     Reservation,
 )
-from scheduler.capacity import held
 from scheduler.invariants import OVERCOMMIT, RESERVATION
+from scheduler.room.capacity import held
 from tests.crd_files import write_crds
 from tests.integration.activities.activity_helpers import (
     Rig,

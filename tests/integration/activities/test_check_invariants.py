@@ -27,8 +27,8 @@ from hub.types import (
     ObjectMeta,
     Reservation,
 )
+from scheduler.bindings.writes import new_binding
 from scheduler.invariants import INVARIANTS, WORKFLOW_GRACE
-from scheduler.writes import new_binding
 from tests.integration.activities.activity_helpers import (
     Rig,
     add_cluster,

@@ -15,7 +15,7 @@ from devhub import DevHub
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster
-from scheduler.naming import binding_name
+from scheduler.bindings.naming import binding_name
 from scheduler.testing import binding
 from tests.integration.activities.activity_helpers import (
     Rig,

@@ -14,7 +14,7 @@ from activities.deadline import EVENT_REFRESH, EVENT_REFRESH_SLACK
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, Event
-from scheduler.deadline import DEADLINE_EXCEEDED_REASON, REPORT_INTERVAL, format_duration
+from scheduler.opt_in.deadline import DEADLINE_EXCEEDED_REASON, REPORT_INTERVAL, format_duration
 from tests.integration.activities.activity_helpers import (
     Rig,
     add_cluster,

@@ -64,11 +64,8 @@ from hub.types import (
     MemberCluster,
 )
 from hub.types.meta import HubObject
-from scheduler.budgets import moved_from
-from scheduler.capacity import ClusterCapacity, is_active
+from scheduler.clusters.eligibility import EligibilityChecker
 from scheduler.cycles.schedule import placement_type_of
-from scheduler.eligibility import EligibilityChecker
-from scheduler.enforcement import enforces, lost_bindings, replacement_order
 from scheduler.invariants import (
     BINDING_COUNT,
     DISRUPTION_BUDGET,
@@ -80,8 +77,11 @@ from scheduler.invariants import (
     Violation,
     find_violations,
 )
-from scheduler.quantity import parse_quantity
-from scheduler.reconcile import plan_reconcile
+from scheduler.moves.budgets import moved_from
+from scheduler.moves.enforcement import enforces, lost_bindings, replacement_order
+from scheduler.requeue.reconcile import plan_reconcile
+from scheduler.room.capacity import ClusterCapacity, is_active
+from scheduler.room.quantity import parse_quantity
 from scheduler.testing import member_cluster
 from tests.integration.activities.activity_helpers import Activities, add_placement
 from tests.support.policies import prod_only

@@ -20,9 +20,9 @@ from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.types import MemberCluster, Taint
+from scheduler.clusters.eligibility import REASON_AGENT_NOT_JOINED
 from scheduler.cycles.decisions import FIXED_INVALID, FIXED_NOT_FOUND, SELECTED_FIXED
 from scheduler.cycles.pick_fixed import NOTE_DUPLICATES
-from scheduler.eligibility import REASON_AGENT_NOT_JOINED
 from scheduler.plugins.taint_toleration import REASON_UNTOLERATED, render_taint
 from scheduler.testing import member_cluster
 from tests.integration.bad_input.outcome import (

@@ -22,8 +22,8 @@ from hub.types import (
     ObjectMeta,
     Reservation,
 )
+from scheduler.bindings.writes import new_binding
 from scheduler.testing import member_cluster
-from scheduler.writes import new_binding
 from tests.support.cli import beside_make_run, run_cli
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")

@@ -73,8 +73,8 @@ def cluster(name: str, **labels: str) -> MemberCluster:
 
 
 # The placements here read the `env` label (a preference of weight 0: it scores nothing), so a
-# relabelled `env` may change their decision and is routed to them (scheduler.requeue_hints);
-# a label no placement reads reaches nobody.
+# relabelled `env` may change their decision and is routed to them
+# (scheduler.requeue.requeue_hints); a label no placement reads reaches nobody.
 READS_ENV: Final = {"clusterAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
     {"weight": 0, "preference": {"labelSelector": {"matchExpressions": [
         {"key": "env", "operator": "Exists"}]}}}

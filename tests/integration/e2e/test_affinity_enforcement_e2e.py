@@ -15,7 +15,7 @@ from control.watcher import Watcher
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster, Namespace, ResourcePlacement
-from scheduler.budgets import moved_from
+from scheduler.moves.budgets import moved_from
 from tests.support.fleet import (
     add_cluster,
     bindings,

@@ -105,7 +105,8 @@ async def test_cluster_changes_reschedule_only_the_placements_they_affect(
     add_cluster(hub, "member-b", labels={"zone": "2"})
     everywhere, one = unique("all"), unique("one")
     # It reads the zone label (a preference of weight 0, which scores nothing): a changed zone
-    # may change its decision, a changed label nobody reads may not (scheduler.requeue_hints).
+    # may change its decision, a changed label nobody reads may not
+    # (scheduler.requeue.requeue_hints).
     reads_zone = {"clusterAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 0, "preference": {"labelSelector": {"matchExpressions": [
             {"key": "zone", "operator": "Exists"}]}}}

@@ -18,7 +18,7 @@ from hub.types import (
     ClusterResourcePlacement,
     ClusterResourcePlacementDisruptionBudget,
 )
-from scheduler.rebalance import Move
+from scheduler.moves.rebalance import Move
 from tests.support.fleet import add_cluster, live_targets, unique
 from tests.support.history import completed_activities
 from tests.support.waits import until_async, within

@@ -18,7 +18,7 @@ from temporalio.client import Client
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, Event
-from scheduler.deadline import DEADLINE_EXCEEDED_REASON
+from scheduler.opt_in.deadline import DEADLINE_EXCEEDED_REASON
 from tests.support.fleet import add_cluster, settled, status, unique
 from tests.support.stacks import fleet_scheduler
 from tests.support.waits import until_async

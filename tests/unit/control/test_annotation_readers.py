@@ -13,7 +13,7 @@ from control.telemetry import deadlines_exceeded, shortages
 from hub import names
 from hub.types import ClusterResourcePlacement
 from scheduler.invariants import FleetState, find_violations
-from scheduler.placement_annotations import RULES
+from scheduler.opt_in.placement_annotations import RULES
 from scheduler.testing import binding, member_cluster, policy_snapshot
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

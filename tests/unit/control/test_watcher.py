@@ -230,7 +230,7 @@ async def test_metrics_sum_what_placements_short_of_room_are_missing(
     """docs/capacity.md: /metrics exports unschedulable demand per resource, read back from the
     Scheduled conditions the watcher caches (placements without a shortage count nothing)."""
     from hub import names
-    from scheduler.explanation import ResourceShortage, Shortage
+    from scheduler.explain.explanation import ResourceShortage, Shortage
     from workers.metrics import SchedulerMetrics
 
     def short(name: str, unplaced: int, cpu: str, memory: str | None) -> object:

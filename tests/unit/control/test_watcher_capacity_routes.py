@@ -30,7 +30,7 @@ from hub.types import (
     Reservation,
 )
 from hub.types.meta import HubObject
-from scheduler.eligibility import EligibilityChecker
+from scheduler.clusters.eligibility import EligibilityChecker
 from scheduler.testing import member_cluster
 from workflows import names
 

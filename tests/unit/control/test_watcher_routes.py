@@ -32,7 +32,7 @@ from hub.types import (
     Taint,
 )
 from hub.types.meta import HubObject
-from scheduler.eligibility import EligibilityChecker
+from scheduler.clusters.eligibility import EligibilityChecker
 from tests.support.policies import prod_only
 from workflows import names
 
@@ -394,7 +394,7 @@ def test_may_start(obj, expected) -> None:
     assert may_start(obj) is expected
 
 
-# --- precise requeue: the profile's requeue hints (scheduler.requeue_hints) -------------------
+# --- precise requeue: the profile's requeue hints (scheduler.requeue.requeue_hints) ---------------
 
 ENV_PROD = PlacementPolicy.model_validate(prod_only(placementType="PickAll"))
 HINTED = {

@@ -23,7 +23,7 @@ from hub.types import (
     SchedulingPolicySnapshot,
     SchedulingPolicySnapshotSpec,
 )
-from scheduler.eligibility import EligibilityChecker
+from scheduler.clusters.eligibility import EligibilityChecker
 from scheduler.testing import binding, member_cluster
 from workflows import names
 

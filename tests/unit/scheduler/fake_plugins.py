@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
-from scheduler.eligibility import EligibilityChecker
+from scheduler.clusters.eligibility import EligibilityChecker
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.profile import Profile, ScoreMode
 from scheduler.framework.score import ClusterScore

@@ -10,8 +10,8 @@ import pytest
 
 from hub.types import ObjectMeta
 from scheduler import ProfileError, load_profile
-from scheduler.deadline import aged_key
 from scheduler.framework.queue_sort import PriorityClasses, QueueItem, TurnCause
+from scheduler.opt_in.deadline import aged_key
 from scheduler.plugins.priority_sort import PrioritySort
 from workflows.deadline import DeadlineClock
 from workflows.starts import turn_priority

@@ -1,4 +1,4 @@
-"""KubeFleet's disruption-budget arithmetic, move by move (scheduler.budgets): the same rule
+"""KubeFleet's disruption-budget arithmetic, move by move (scheduler.moves.budgets): the same rule
 for the planner, the turn that makes the moves and `fleet-scheduler check`."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.budgets import BudgetState
+from scheduler.moves.budgets import BudgetState
 
 
 @pytest.mark.parametrize(

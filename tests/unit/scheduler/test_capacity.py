@@ -1,4 +1,5 @@
-"""Capacity arithmetic (scheduler.capacity): fit, shortfalls and the three scoring strategies."""
+"""Capacity arithmetic (scheduler.room.capacity): fit, shortfalls and the three scoring
+strategies."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.capacity import (
+from scheduler.room.capacity import (
     MAX_SCORE,
     ClusterCapacity,
     Shortfall,
@@ -18,7 +19,7 @@ from scheduler.capacity import (
     requested_to_capacity_ratio,
     shortfalls,
 )
-from scheduler.requests import parse_requests
+from scheduler.room.requests import parse_requests
 
 GI = 2**30
 

@@ -106,7 +106,7 @@ def test_an_unfulfilled_placement_says_which_resource_and_how_much_is_missing() 
     # /metrics reads the amounts back from the condition (workers.metrics)
     from fractions import Fraction
 
-    from scheduler.capacity import missing_of
+    from scheduler.room.capacity import missing_of
 
     assert missing_of(message(result)) == {"cpu": Fraction(8)}
     assert missing_of("could not find all the clusters needed") is None
@@ -262,7 +262,7 @@ def test_without_requests_nothing_changes() -> None:
 
 
 def test_the_shortage_survives_packing_for_the_history() -> None:
-    from scheduler.packing import pack_explanation, unpack_explanation
+    from scheduler.explain.packing import pack_explanation, unpack_explanation
 
     fleet = [sized("a"), sized("b")]
     result = run(pick_n(2), fleet, "cpu=4", {"b": {"cpu": "5"}})
@@ -275,8 +275,8 @@ def test_annotation_problems_come_last_and_are_never_read_as_a_shortage() -> Non
     KubeFleet's words and ours; they quote the author's text, which could spell a shortage."""
     from fractions import Fraction
 
-    from scheduler.capacity import missing_of
-    from scheduler.placement_annotations import problem_of
+    from scheduler.opt_in.placement_annotations import problem_of
+    from scheduler.room.capacity import missing_of
 
     spoof = problem_of("fleet-scheduler.io/rebalance", "not enough room for 1; missing cpu=99")
     assert spoof is not None

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from hub import names
 from hub.types import PlacementPolicy
+from scheduler.bindings.naming import BINDING_NAME_CHECK
 from scheduler.cycles.crossref import WHY_OBSOLETE
 from scheduler.cycles.decisions import SELECTED
-from scheduler.naming import BINDING_NAME_CHECK
 from scheduler.testing import apply_plan, policy_snapshot
 from tests.unit.scheduler.cycle_builders import (
     OLD,

@@ -1,5 +1,5 @@
-"""scheduler.deadline, the annotation's reading, and workflows.deadline, the clock the workflow
-keeps: tables, no Temporal."""
+"""scheduler.opt_in.deadline, the annotation's reading, and workflows.deadline, the clock the
+workflow keeps: tables, no Temporal."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler.deadline import (
+from scheduler.opt_in.deadline import (
     REPORT_INTERVAL,
     DeadlineError,
     ScheduleDeadline,

@@ -13,7 +13,7 @@ from hub.types import (
     MemberClusterStatus,
     ObjectMeta,
 )
-from scheduler.eligibility import (
+from scheduler.clusters.eligibility import (
     REASON_AGENT_NOT_JOINED,
     REASON_AGENT_NOT_ONLINE,
     REASON_HEALTH_UNKNOWN,

@@ -1,11 +1,11 @@
-"""scheduler.facts: compact per-cluster facts, cached by object identity across cycles."""
+"""scheduler.clusters.facts: compact per-cluster facts, cached by object identity across cycles."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 from hub import names
-from scheduler import facts
+from scheduler.clusters import facts
 from scheduler.testing import member_cluster
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)

@@ -361,7 +361,7 @@ def test_each_plugins_requeue_hint_is_resolved_once_when_the_profile_is_built() 
     its plugins' hints up when it is built, not for every placement a cluster's change reaches;
     a plugin without one is None (every change may matter to it)."""
     from hub.types import ClusterResourcePlacement
-    from scheduler.reach import ClusterEvent, reach
+    from scheduler.requeue.reach import ClusterEvent, reach
 
     plugin = HintLookups()
     profile = Profile(name="counted", filter=(plugin,), score=default_profile().score[:1])

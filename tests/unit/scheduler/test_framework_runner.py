@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
-from scheduler.facts import ClusterFacts
+from scheduler.clusters.facts import ClusterFacts
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.errors import PluginError
 from scheduler.framework.profile import Profile, ScoreMode

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hub.types import LabelSelector, LabelSelectorRequirement
-from scheduler.labels import SelectorError, compile_selector, matches, validate
+from scheduler.clusters.labels import SelectorError, compile_selector, matches, validate
 
 
 def selector(

@@ -18,7 +18,7 @@ from scheduler import (
     InvalidTarget,
     ScoreGroup,
 )
-from scheduler.packing import PACKED_VERSION, pack_explanation, unpack_explanation
+from scheduler.explain.packing import PACKED_VERSION, pack_explanation, unpack_explanation
 
 # Cluster names as hubs have them, numbered ones sharing stems (zero-padded or not, of
 # different widths), and arbitrary text (PickFixed's not-found targets are whatever the user

@@ -1,6 +1,6 @@
-"""scheduler.placement_annotations: one parser per annotation value, each fed arbitrary strings
-(issue 33): it returns a value or raises its own error, never anything else; its problem quotes
-at most 40 characters of the value and stays short; a valid value reads back as written."""
+"""scheduler.opt_in.placement_annotations: one parser per annotation value, each fed arbitrary
+strings (issue 33): it returns a value or raises its own error, never anything else; its problem
+quotes at most 40 characters of the value and stays short; a valid value reads back as written."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hub import names
-from scheduler.capacity import format_amount
-from scheduler.deadline import ScheduleDeadline, carried_deadline, parse_deadline
-from scheduler.placement_annotations import (
+from scheduler.opt_in.deadline import ScheduleDeadline, carried_deadline, parse_deadline
+from scheduler.opt_in.placement_annotations import (
     DURING_EXECUTION,
     IGNORED_DURING_EXECUTION,
     RULES,
@@ -26,8 +25,9 @@ from scheduler.placement_annotations import (
     parse_rebalance,
     problem_of,
 )
-from scheduler.requests import format_requests, parse_requests
-from scheduler.values import SHOWN_VALUE
+from scheduler.opt_in.values import SHOWN_VALUE
+from scheduler.room.capacity import format_amount
+from scheduler.room.requests import format_requests, parse_requests
 
 # A problem's whole length: its words, a 40-character quote or two, the hint.
 MAX_PROBLEM = 400

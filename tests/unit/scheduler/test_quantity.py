@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.quantity import MAX_EXPONENT, QuantityError, parse, parse_quantity
+from scheduler.room.quantity import MAX_EXPONENT, QuantityError, parse, parse_quantity
 
 F = Fraction
 MAX_INT64 = 2**63 - 1

@@ -6,8 +6,7 @@ import pytest
 
 from hub.types import Taint
 from scheduler import Explanation, FilterGroup
-from scheduler.plugins.taint_toleration import REASON_UNTOLERATED, render_taint
-from scheduler.readable import (
+from scheduler.explain.readable import (
     filter_reason_line,
     filtered_count,
     main_filter_reasons,
@@ -15,6 +14,7 @@ from scheduler.readable import (
     shared_filter_groups,
     shorten,
 )
+from scheduler.plugins.taint_toleration import REASON_UNTOLERATED, render_taint
 
 MAINTENANCE = Taint(key="fleet.example.com/maintenance", value="true", effect="NoSchedule")
 

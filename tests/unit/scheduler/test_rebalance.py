@@ -1,4 +1,4 @@
-"""The rebalance planner (scheduler.rebalance): pack frees whole clusters, spread evens out
+"""The rebalance planner (scheduler.moves.rebalance): pack frees whole clusters, spread evens out
 utilisation, both within room, each placement's own filters and its disruption budget."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.budgets import disruptions_allowed
-from scheduler.rebalance import Fleet, Movable, in_use, plan_moves
+from scheduler.moves.budgets import disruptions_allowed
+from scheduler.moves.rebalance import Fleet, Movable, in_use, plan_moves
 
 
 def fleet(sizes: Mapping[str, int], pinned: Mapping[str, int] | None = None) -> Fleet:

@@ -12,7 +12,7 @@ from hub.types import (
     ResourcePlacement,
 )
 from scheduler import default_profile
-from scheduler.reconcile import GONE_REASON, START_REASON, plan_reconcile
+from scheduler.requeue.reconcile import GONE_REASON, START_REASON, plan_reconcile
 from scheduler.testing import binding, member_cluster, policy_snapshot
 from tests.support.policies import prod_only
 
@@ -253,7 +253,7 @@ def test_invariants_a_turn_repairs_requeue_their_placement() -> None:
 
 def test_the_metric_counts_what_the_reconcile_could_not_repair_on_the_spot() -> None:
     from scheduler.invariants import OVERCOMMIT, STALE_RESERVATION, WORKFLOW, Violation
-    from scheduler.reconcile import unrepaired
+    from scheduler.requeue.reconcile import unrepaired
 
     found = [
         Violation(WORKFLOW, "placement b has no running workflow", "b"),
@@ -273,8 +273,8 @@ def test_the_metric_counts_what_the_reconcile_could_not_repair_on_the_spot() -> 
 def test_a_priority_change_is_told_to_its_placement_only_and_a_default_change_to_all_others() -> (
     None
 ):
-    from scheduler.reconcile import DEFAULT_PRIORITY_KEY as DEFAULT
-    from scheduler.reconcile import priority_changed
+    from scheduler.requeue.reconcile import DEFAULT_PRIORITY_KEY as DEFAULT
+    from scheduler.requeue.reconcile import priority_changed
 
     previous = {DEFAULT: "d1", "vip": "v1"}
     assert priority_changed({DEFAULT: "d1", "vip": "v2"}, previous, ["a", "vip"]) == {"vip"}
@@ -286,7 +286,7 @@ def test_a_priority_change_is_told_to_its_placement_only_and_a_default_change_to
 def test_a_record_tells_which_label_and_property_changed_whatever_their_names_hold() -> None:
     """Property names are free-form (KubeFleet sets none of their characters apart): names
     with the characters a record's own syntax might use still come back as themselves."""
-    from scheduler.requeue_hints import _bucket, change_between_records, record_of
+    from scheduler.requeue.requeue_hints import _bucket, change_between_records, record_of
 
     odd = {"a|b": "1", "c,d=e": "2", '"quoted"': "3"}
     before = member_cluster("c0", NOW, labels={"env": "prod"}, properties=odd)
@@ -366,7 +366,7 @@ def test_an_eligibility_reason_whose_figures_alone_changed_is_no_change_anywhere
     watcher's precise change nor the reconcile's records call it an eligibility change (the
     property in tests/property/test_requeue_hint_properties.py found them disagreeing)."""
     from scheduler import load_profile
-    from scheduler.requeue_hints import ClusterChange, change_between_records, record_of
+    from scheduler.requeue.requeue_hints import ClusterChange, change_between_records, record_of
 
     profile = load_profile(
         "name: e\npluginConfig:\n  - {name: ClusterEligibility, args: "

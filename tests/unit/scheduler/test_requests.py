@@ -1,4 +1,5 @@
-"""The requests annotation (scheduler.requests): what it accepts, and how it says what is wrong."""
+"""The requests annotation (scheduler.room.requests): what it accepts, and how it says what is
+wrong."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.requests import RequestsError, format_requests, parse_requests
+from scheduler.room.requests import RequestsError, format_requests, parse_requests
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from hub.types import (
 )
 from scheduler import CycleInput, schedule
 from scheduler.errors import InvalidSnapshotError
+from scheduler.requeue.watch_rules import is_fully_scheduled, scheduled_condition_current
 from scheduler.snapshots import (
     PICK_N_WITHOUT_NUMBER,
     InvalidPlacementError,
@@ -33,7 +34,6 @@ from scheduler.snapshots import (
     policy_hash,
     policy_index,
 )
-from scheduler.watch_rules import is_fully_scheduled, scheduled_condition_current
 
 NOW = datetime(2025, 5, 1, 12, 0, tzinfo=UTC)
 EARLIER = NOW - timedelta(hours=1)

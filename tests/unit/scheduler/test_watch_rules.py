@@ -28,9 +28,9 @@ from hub.types import (
     Taint,
 )
 from scheduler import testing
-from scheduler.eligibility import EligibilityChecker
-from scheduler.reach import Bindings, ClusterEvent, Reached, Why, reach
-from scheduler.watch_rules import (
+from scheduler.clusters.eligibility import EligibilityChecker
+from scheduler.requeue.reach import Bindings, ClusterEvent, Reached, Why, reach
+from scheduler.requeue.watch_rules import (
     CLUSTER_CHANGE_ELIGIBLE,
     CLUSTER_CHANGE_LABELS,
     CLUSTER_CHANGE_NAMESPACES,

@@ -1,4 +1,4 @@
-"""scheduler.whatif: two profiles' decisions on the same reads, compared (`plan --all`)."""
+"""scheduler.explain.whatif: two profiles' decisions on the same reads, compared (`plan --all`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 from hub.types import ClusterResourceBinding, MemberCluster
 from scheduler import CycleInput, Profile, default_profile, load_profile, schedule
 from scheduler.cycles.plan import BindingPatch, BindingPlan
-from scheduler.testing import member_cluster
-from scheduler.whatif import (
+from scheduler.explain.whatif import (
     DETAIL_HOLDS,
     DETAIL_KEPT,
     FATE_LOST,
@@ -21,6 +20,7 @@ from scheduler.whatif import (
     selected_after,
     summarize,
 )
+from scheduler.testing import member_cluster
 from tests.unit.scheduler.cycle_builders import (
     NOW,
     PLACEMENT,

@@ -20,8 +20,8 @@ from scheduler import (
     default_profile,
     schedule,
 )
+from scheduler.explain.readable import readable_reason
 from scheduler.plugins.taint_toleration import REASON_UNTOLERATED, render_taint
-from scheduler.readable import readable_reason
 from scheduler.testing import member_cluster, policy_snapshot
 from workers.cli.render import (
     ALL_TIED,
@@ -496,7 +496,7 @@ def test_taints_read_as_kubectl_shows_them(taint: Taint, shown: str) -> None:
 
 def test_explain_of_a_capacity_aware_cycle_shows_each_clusters_room_and_what_is_short() -> None:
     """docs/capacity.md: ALLOCATABLE / ALLOCATED / REQUESTED per judged cluster, then `short:`."""
-    from scheduler.explanation import ClusterRoom, ResourceShortage, Shortage
+    from scheduler.explain.explanation import ClusterRoom, ResourceShortage, Shortage
 
     exp = explanation(
         wanted=2,

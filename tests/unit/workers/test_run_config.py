@@ -22,7 +22,7 @@ from control.config import (
     TemporalFlags,
     VersionFlags,
 )
-from scheduler.rebalance import STRATEGIES
+from scheduler.moves.rebalance import STRATEGIES
 from workers.cli import build_parser
 from workers.cli.common import BUILD_ID_ENV, MAX_INTERVAL_S, CliError
 from workers.cli.run import run_argv, run_config

@@ -12,7 +12,7 @@ from typing import Any
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from scheduler import Outcome
-from scheduler.deadline import REPORT_INTERVAL
+from scheduler.opt_in.deadline import REPORT_INTERVAL
 from workflows.deadline import (
     DEADLINE_BUSY_PATCH,
     DEADLINE_FLOOR_PATCH,

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.eligibility import REASON_LEFT_FLEET, REASON_NO_RECENT_HEARTBEAT
+from scheduler.clusters.eligibility import REASON_LEFT_FLEET, REASON_NO_RECENT_HEARTBEAT
 from scheduler.framework.status import Code
 from scheduler.plugins.cluster_eligibility import NAME, ClusterEligibility
 from tests.unit.scheduler.plugins.plugin_builders import (

@@ -22,8 +22,8 @@ from hub.types import (
     MemberCluster,
 )
 from hub.types.meta import HubObject
-from scheduler.eligibility import EligibilityChecker
-from scheduler.quantity import QuantityError, parse_quantity
+from scheduler.clusters.eligibility import EligibilityChecker
+from scheduler.room.quantity import QuantityError, parse_quantity
 
 __all__ = [
     "CLUSTER_CHANGE_ELIGIBLE",
@@ -152,7 +152,8 @@ def _taint_removed_or_changed(old: MemberCluster, new: MemberCluster) -> bool:
 def taint_added(old: MemberCluster, new: MemberCluster) -> bool:
     """A taint the cluster did not have before. KubeFleet's rules ignore it (an added taint
     never lets a cluster in, and its affinity is ignored during execution); a placement that
-    enforces its affinity during execution (scheduler.enforcement) may lose a binding to it."""
+    enforces its affinity during execution (scheduler.moves.enforcement) may lose a binding to
+    it."""
     before = {(t.key, t.value or "", t.effect) for t in old.spec.taints}
     return any((t.key, t.value or "", t.effect) not in before for t in new.spec.taints)
 

@@ -148,7 +148,7 @@ def beyond_room_message(items: Sequence[BeyondRoom], shown: int = 3) -> str:
 
 
 # How a Scheduled condition's message says what is short (`Shortage.message`); `/metrics`
-# reads the amounts back from placements' conditions (scheduler.capacity.missing_of).
+# reads the amounts back from placements' conditions (scheduler.room.capacity.missing_of).
 SHORTAGE_MARKER: Final = "not enough room for "
 MISSING_MARKER: Final = "; missing "
 BEYOND_ROOM_MARKER: Final = "kept beyond the room of "

@@ -1,20 +1,20 @@
 """Which placements a member cluster's change reaches, and why: the one home of that answer, for
-the watcher's routes (control.routes) and the reconcile's plan (scheduler.reconcile) alike, as
-kube-scheduler registers each plugin's hints once (EventsToRegister) and one caller runs them.
+the watcher's routes (control.routes) and the reconcile's plan (scheduler.requeue.reconcile) alike,
+as kube-scheduler registers each plugin's hints once (EventsToRegister) and one caller runs them.
 
 A change reaches the placements that want the scheduler (`wants_scheduler`):
 
 - every one, when the cluster is gone (deleted or leaving): their bindings there now dangle;
 - by KubeFleet's rule (kubefleet-rules section 7): PickAll and nil-policy placements always,
   PickN and PickFixed ones while not fully scheduled;
-- beyond it, a placement that enforces its affinity during execution (scheduler.enforcement)
+- beyond it, a placement that enforces its affinity during execution (scheduler.moves.enforcement)
   when it holds an active binding on the cluster, since the change may take that binding away,
   or when the change may give a binding it lost somewhere to go (`gives_somewhere_to_go`).
 
 Then an update (never a departure) is narrowed to the placements whose decision it may change:
 the profile's requeue hints, resolved once when the profile was built (`Profile.requeue_hints`),
-judge it (scheduler.requeue_hints.may_change_decision). Without a profile, or when what changed
-cannot be told (two records whose difference is unknown), nothing is narrowed.
+judge it (scheduler.requeue.requeue_hints.may_change_decision). Without a profile, or when what
+changed cannot be told (two records whose difference is unknown), nothing is narrowed.
 
 The callers differ only in how they know the change: the watcher sees the cluster before and
 after (`ClusterEvent.updated`), the reconcile two records of it (`ClusterEvent.from_records`).
@@ -31,11 +31,15 @@ from datetime import datetime
 from hub import names
 from hub.kinds import placement_key
 from hub.types import ClusterResourceBinding, ClusterResourcePlacement, MemberCluster
-from scheduler.capacity import is_active
-from scheduler.enforcement import enforces, gives_somewhere_to_go
 from scheduler.framework.profile import Profile
-from scheduler.requeue_hints import ClusterChange, change_between_records, may_change_decision
-from scheduler.watch_rules import is_fully_scheduled, wants_scheduler
+from scheduler.moves.enforcement import enforces, gives_somewhere_to_go
+from scheduler.requeue.requeue_hints import (
+    ClusterChange,
+    change_between_records,
+    may_change_decision,
+)
+from scheduler.requeue.watch_rules import is_fully_scheduled, wants_scheduler
+from scheduler.room.capacity import is_active
 
 __all__ = ["Bindings", "ClusterEvent", "Reached", "Why", "owner_key", "reach"]
 
@@ -103,7 +107,8 @@ class ClusterEvent:
         cls, cluster: MemberCluster, before: str | None, after: str, now: datetime
     ) -> ClusterEvent:
         """An update known from two records of the cluster (the reconcile's,
-        scheduler.requeue_hints.record_of); `before` None: no record before (not narrowed)."""
+        scheduler.requeue.requeue_hints.record_of); `before` None: no record before (not
+        narrowed)."""
         name = cluster.metadata.name
         change = None if before is None else change_between_records(name, before, after, now)
         return cls(name, now, cluster=cluster, change=change)

@@ -38,12 +38,12 @@ from hub.types import (
     PropertySelectorRequirement,
     SchedulingPolicySnapshotSpec,
 )
+from scheduler.clusters.facts import ClusterFacts, facts_of
+from scheduler.clusters.labels import SelectorError, compile_selector
 from scheduler.cycles.models import CycleInput
 from scheduler.cycles.schedule import schedule
-from scheduler.facts import ClusterFacts, facts_of
 from scheduler.framework.profile import Profile
-from scheduler.labels import SelectorError, compile_selector
-from scheduler.placement_annotations import (
+from scheduler.opt_in.placement_annotations import (
     DURING_EXECUTION,
     IGNORED_DURING_EXECUTION,
     EnforcementError,
@@ -85,7 +85,7 @@ REASON_NAMESPACE: Final = "namespace {namespace} is gone from the cluster"
 def enforcement_of(placement: ClusterResourcePlacement) -> tuple[bool, str | None]:
     """(enforced, problem): is affinity enforced during execution for this placement, and what
     is wrong with its annotation if it has a value we do not know (then: not enforced). The
-    problem quotes at most 40 characters of the value (scheduler.placement_annotations)."""
+    problem quotes at most 40 characters of the value (scheduler.opt_in.placement_annotations)."""
     key = names.AFFINITY_ENFORCEMENT_ANNOTATION
     value = placement.metadata.annotations.get(key)
     if value is None:
@@ -203,7 +203,7 @@ def gives_somewhere_to_go(
     that fails one of its required filters (a binding its turn kept for want of a target, or
     held back), holds none on `changed`, and `changed` passes every filter of its policy now
     (room aside). The watcher and the reconcile ask it of the placements KubeFleet's rule
-    leaves alone (scheduler.watch_rules), from their caches of the placement's bindings (any
+    leaves alone (scheduler.requeue.watch_rules), from their caches of the placement's bindings (any
     snapshot: the caches do not keep which) and of the clusters (`clusters`, by name)."""
     policy = placement.spec.policy
     if policy is None or policy.effective_type != names.PICK_N or not enforces(placement):

@@ -1,5 +1,5 @@
 """How a problem with one of our annotation values is said: the error every parser of
-`scheduler.placement_annotations` raises, and the bounded quote of the value it carries.
+`scheduler.opt_in.placement_annotations` raises, and the bounded quote of the value it carries.
 
 An annotation may hold 256 KiB, and a problem travels far: into a turn's result, the workflow's
 carried state, its details, the Scheduled condition and the log. So a problem quotes at most

@@ -2,7 +2,7 @@
 
 Capacity-aware placement is opt-in per placement (issue 15): a placement declares its demand in
 the annotation `fleet-scheduler.io/requests`, e.g. `cpu=2,memory=4Gi,nvidia.com/gpu=1`. Each
-entry is a resource name and a Kubernetes quantity, read by `scheduler.quantity` exactly as for
+entry is a resource name and a Kubernetes quantity, read by `scheduler.room.quantity` exactly as for
 KubeFleet's property values; entries are separated by commas, and blanks around names, values
 and commas are ignored.
 
@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Final
 
-from scheduler.quantity import QuantityError, parse_quantity
-from scheduler.values import AnnotationError, shown
+from scheduler.opt_in.values import AnnotationError, shown
+from scheduler.room.quantity import QuantityError, parse_quantity
 
 __all__ = ["RequestsError", "decimal_text", "format_requests", "parse_requests"]
 
@@ -42,7 +42,7 @@ MAX_REQUEST: Final = (1 << 63) - 1
 
 class RequestsError(AnnotationError):
     """The requests annotation cannot be read; the message names the entry and the rule, and
-    quotes at most 40 characters of it (scheduler.values)."""
+    quotes at most 40 characters of it (scheduler.opt_in.values)."""
 
     def __init__(self, message: str, entry: str | None = None) -> None:
         super().__init__(message)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from scheduler.explanation import Explanation, FilterGroup
+from scheduler.explain.explanation import Explanation, FilterGroup
 
 __all__ = [
     "COLLAPSE_AT",

@@ -20,7 +20,7 @@ strategies:
 
 Utilisation is the dominant share: the largest allocated/allocatable over the resources the
 cluster reports. Each move costs its placement one disruption: KubeFleet's
-ClusterResourcePlacementDisruptionBudget arithmetic (scheduler.budgets) says how many moves it
+ClusterResourcePlacementDisruptionBudget arithmetic (scheduler.moves.budgets) says how many moves it
 may make in a row (`budgets`); the activity that applies a move checks it again on fresh reads."""
 
 from __future__ import annotations

@@ -12,11 +12,11 @@ the same thing when it is wrong (docs/validation.md, "Our annotations"):
 | `fleet-scheduler.io/affinity-enforcement` | `parse_enforcement` | enforced during execution? |
 | `fleet-scheduler.io/rebalance`         | `parse_rebalance`      | opted in (only `allowed`) |
 
-The requests and deadline parsers live beside what they feed (scheduler.requests,
-scheduler.deadline); the other three are small and live here. Each returns the parsed value or
-raises its own `AnnotationError` (scheduler.values), never anything else whatever the string
-(tests/unit/scheduler/test_placement_annotations.py feeds them arbitrary ones); the message says
-what is wrong and what to write, and quotes at most 40 characters of the value. Blanks around a
+The requests and deadline parsers live beside what they feed (scheduler.room.requests,
+scheduler.opt_in.deadline); the other three are small and live here. Each returns the parsed value
+or raises its own `AnnotationError` (scheduler.opt_in.values), never anything else whatever the
+string (tests/unit/scheduler/test_placement_annotations.py feeds them arbitrary ones); the message
+says what is wrong and what to write, and quotes at most 40 characters of the value. Blanks around a
 value are ignored. `annotation_problems` says what is wrong with all of a placement's values at
 once, for the Scheduled condition and `explain`. Pure: no I/O, no clock."""
 
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from hub import names
-from scheduler.deadline import DeadlineError, parse_deadline
-from scheduler.requests import RequestsError, parse_requests
-from scheduler.values import AnnotationError, shown
+from scheduler.opt_in.deadline import DeadlineError, parse_deadline
+from scheduler.opt_in.values import AnnotationError, shown
+from scheduler.room.requests import RequestsError, parse_requests
 
 __all__ = [
     "DURING_EXECUTION",

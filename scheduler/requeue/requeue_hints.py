@@ -3,7 +3,7 @@ QueueingHint, after kube-scheduler's).
 
 KubeFleet requeues every PickAll placement, and every PickN and PickFixed one that is not fully
 scheduled, on any change of a cluster's labels, taints, properties, namespaces or resources
-(kubefleet-rules section 7; `scheduler.watch_rules`). Most of those cycles decide what was
+(kubefleet-rules section 7; `scheduler.requeue.watch_rules`). Most of those cycles decide what was
 decided before: a label no placement selects, a taint nobody tolerates being renamed. Here each
 plugin of the profile may say, for one placement's policy and one cluster's (before, after),
 whether its verdict or its score for that cluster could change. The placement is requeued when
@@ -11,7 +11,7 @@ any plugin says it could, or when any plugin has no hint at all: an out-of-tree 
 does not know about hints is always asked again, as KubeFleet asks every plugin.
 
 What is never filtered here: a cluster that leaves or is deleted reaches every placement bound
-there, and placements KubeFleet would not requeue stay unrequeued (`scheduler.reach`, which
+there, and placements KubeFleet would not requeue stay unrequeued (`scheduler.requeue.reach`, which
 asks these hints for the watcher and the reconcile alike). A hint may only skip a cycle that
 would decide the same; the property test tests/property/test_requeue_hint_properties.py holds
 every in-tree hint to that, over generated fleets, policies and cluster changes.
@@ -35,7 +35,7 @@ from typing import Final
 
 from hub import names
 from hub.types import ClusterSelectorTerm, LabelSelector, MemberCluster, PlacementPolicy
-from scheduler.facts import ClusterFacts, build
+from scheduler.clusters.facts import ClusterFacts, build
 
 __all__ = [
     "ClusterChange",

@@ -42,9 +42,9 @@ from hub.types import ClusterResourceBinding
 from scheduler.cycles.models import CycleInput, CycleResult
 from scheduler.cycles.plan import BindingPlan
 from scheduler.cycles.schedule import placement_type_of, schedule
-from scheduler.enforcement import lost_bindings
-from scheduler.explanation import Explanation, ScoreGroup
+from scheduler.explain.explanation import Explanation, ScoreGroup
 from scheduler.framework.profile import Profile
+from scheduler.moves.enforcement import lost_bindings
 
 __all__ = [
     "FATE_LOST",

@@ -32,7 +32,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from scheduler.framework.errors import SchedulerError
-from scheduler.values import SHOWN_VALUE
+from scheduler.opt_in.values import SHOWN_VALUE
 
 __all__ = [
     "BINARY_SI",
@@ -53,7 +53,7 @@ _MAX_INT64 = (1 << 63) - 1
 _INT64_DIGITS = 18  # apimachinery's maxInt64Factors: digits that always fit an int64
 _CHUNK_DIGITS = 4000  # below Python's int(str) digit limit (sys.int_max_str_digits)
 
-_SHOWN_CHARS = SHOWN_VALUE  # scheduler.values: a problem quotes at most 40 characters
+_SHOWN_CHARS = SHOWN_VALUE  # scheduler.opt_in.values: a problem quotes at most 40 characters
 _DIGITS = frozenset("0123456789")
 _SUFFIX_LETTERS = frozenset("eEinumkKMGTP")
 _EXPONENT = re.compile(r"[+-]?[0-9]+")

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from scheduler.errors import InvalidInputError
-from scheduler.explanation import Explanation
+from scheduler.explain.explanation import Explanation
 
 __all__ = ["PACKED_VERSION", "pack_explanation", "unpack_explanation"]
 

@@ -16,9 +16,9 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from scheduler.cycles.models import Outcome
-from scheduler.explanation import Explanation
-from scheduler.readable import readable_reason
-from scheduler.values import AnnotationError, shown
+from scheduler.explain.explanation import Explanation
+from scheduler.explain.readable import readable_reason
+from scheduler.opt_in.values import AnnotationError, shown
 
 __all__ = [
     "AGING",
@@ -50,7 +50,7 @@ MAX_DEADLINE: Final = timedelta(days=365)
 # How many filter reasons the missing line names before "+N more".
 SHOWN_REASONS: Final = 3
 # How many digits a unit may have, leading zeros aside, before it is too long (a bad value is
-# quoted with at most SHOWN_VALUE characters: scheduler.values).
+# quoted with at most SHOWN_VALUE characters: scheduler.opt_in.values).
 MAX_DIGITS: Final = 12
 # How often a placement past its deadline is reported at most, once its first miss has been:
 # the Event's refresh (activities.deadline) and the turn a miss runs (workflows.deadline). A

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from hub import names
 from hub.types import MemberCluster
-from scheduler.facts import ClusterFacts, aware, build
+from scheduler.clusters.facts import ClusterFacts, aware, build
 
 __all__ = [
     "DEFAULT_HEALTH_TIMEOUT",
@@ -69,7 +69,8 @@ class EligibilityChecker:
         return self.check_facts(build(cluster), now)
 
     def check_facts(self, facts: ClusterFacts, now: datetime) -> str | None:
-        """`check` on a cluster's facts (a cycle reads them from `scheduler.facts`'s cache)."""
+        """`check` on a cluster's facts (a cycle reads them from `scheduler.clusters.facts`'s
+        cache)."""
         if facts.deleting:
             return REASON_LEFT_FLEET
         if not facts.has_agent:

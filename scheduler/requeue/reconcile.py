@@ -13,8 +13,8 @@ visibility alone:
   no binding of it is being deleted or targets a cluster that does not exist; if not, requeue;
 - member clusters: each run records what scheduling reads of every cluster (labels, taints,
   properties, namespaces, resource usage, eligibility), hashed part by part
-  (`scheduler.requeue_hints.record_of`); a cluster that is gone, or whose record changed,
-  reaches the placements the watcher's route would reach for it (`scheduler.reach`, the one
+  (`scheduler.requeue.requeue_hints.record_of`); a cluster that is gone, or whose record changed,
+  reaches the placements the watcher's route would reach for it (`scheduler.requeue.reach`, the one
   answer of both: KubeFleet's rule, enforcement's, then the profile's requeue hints judging
   the change from the two records; not narrowed when a record is from before records);
 - the decision annotations and the priority of every placement, by digest, against the
@@ -43,7 +43,7 @@ from hub.types import (
     MemberCluster,
 )
 from hub.types.meta import HubObject, ObjectMeta
-from scheduler.eligibility import EligibilityChecker
+from scheduler.clusters.eligibility import EligibilityChecker
 from scheduler.framework.profile import Profile
 from scheduler.framework.queue_sort import (
     PriorityClasses,
@@ -61,10 +61,10 @@ from scheduler.invariants import (
     WORKFLOW,
     Violation,
 )
-from scheduler.reach import Bindings, ClusterEvent, reach
-from scheduler.requeue_hints import record_of
+from scheduler.requeue.reach import Bindings, ClusterEvent, reach
+from scheduler.requeue.requeue_hints import record_of
+from scheduler.requeue.watch_rules import wants_scheduler
 from scheduler.snapshots import placement_scheduled_condition
-from scheduler.watch_rules import wants_scheduler
 
 __all__ = [
     "DEFAULT_PRIORITY_KEY",

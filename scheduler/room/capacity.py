@@ -28,7 +28,7 @@ from typing import Final
 from hub import names
 from hub.kinds import placement_key
 from hub.types import CapacityLedger, ClusterResourceBinding, Reservation
-from scheduler.explanation import (
+from scheduler.explain.explanation import (
     ANNOTATION_NOTES_MARKER,
     MISSING_MARKER,
     SHORTAGE_MARKER,
@@ -36,8 +36,8 @@ from scheduler.explanation import (
     ResourceShortage,
     Shortage,
 )
-from scheduler.quantity import BINARY_SI, QuantityError, parse_quantity
-from scheduler.requests import RequestsError, decimal_text, parse_requests
+from scheduler.room.quantity import BINARY_SI, QuantityError, parse_quantity
+from scheduler.room.requests import RequestsError, decimal_text, parse_requests
 
 __all__ = [
     "MAX_SCORE",

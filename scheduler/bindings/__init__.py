@@ -1,0 +1,1 @@
+"""How a binding write looks: deterministic names and merge patches."""

@@ -1,0 +1,1 @@
+"""What a cycle reads of a member cluster: facts, label selectors, eligibility."""

@@ -1,0 +1,1 @@
+"""What people and histories are told of a cycle."""

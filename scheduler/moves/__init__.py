@@ -1,0 +1,1 @@
+"""Moves of bound placements: rebalance, enforcement, disruption budgets."""

@@ -1,0 +1,1 @@
+"""What a placement asks with fleet-scheduler.io annotations."""

@@ -1,0 +1,1 @@
+"""Which placements an event or a reconcile run sends another turn."""

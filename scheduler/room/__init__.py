@@ -1,0 +1,1 @@
+"""Capacity-aware placement: quantities, requests, fit and allocation scores."""
