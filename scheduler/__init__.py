@@ -1,7 +1,9 @@
 """The scheduling framework: pure, deterministic, no I/O.
 
 `schedule(CycleInput, profile)` runs one cycle and returns a `CycleResult`: the `BindingPlan`
-activities apply, whether to requeue, and the `Explanation` of every cluster's fate."""
+activities apply, whether to requeue, and the `Explanation` of every cluster's fate. Its
+packages, one concept each (the cycle, the framework, room, moves, requeue, ...), are mapped in
+scheduler/README.md."""
 
 from scheduler.cycles.models import CapacityInput, CycleInput, CycleResult, Outcome
 from scheduler.cycles.plan import BindingPatch, BindingPlan, SnapshotStatusWrite

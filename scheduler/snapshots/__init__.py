@@ -5,7 +5,9 @@ into policy snapshots and report its Scheduled condition (kubefleet-rules sectio
 package decides *what* to write; the snapshotter activity does the reads and writes. By job:
 `hashing` (KubeFleet's policy hash, byte for byte), `naming` (names, labels, annotations),
 `validation` (what KubeFleet's webhook refuses), `sync` (the plan), `conditions` (the
-placement's Scheduled condition). Pure: no I/O, no clock."""
+placement's Scheduled condition), `annotations` (a snapshot's integer labels and annotations,
+read the way KubeFleet reads them, by the snapshotter and the cycle alike). Pure: no I/O, no
+clock."""
 
 from scheduler.errors import (
     InvalidPlacementError,
