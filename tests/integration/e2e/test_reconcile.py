@@ -28,7 +28,7 @@ from tests.support.fleet import (
     status,
     unique,
 )
-from tests.support.waits import consistently_async, until_async
+from tests.support.waits import consistently_async, until_async, within
 from workers.worker import build_worker
 from workflows import names
 
@@ -369,6 +369,6 @@ async def test_a_reconcile_run_outlasts_a_hub_outage_longer_than_its_first_attem
         assert outage.hits >= 3
         devhub.faults.clear()
         assert outcome == "still trying", f"the reconcile run {outcome} during the outage"
-        report = await handle.result()
+        report = await within(handle.result(), what="the reconcile run to finish", timeout=120)
     assert missed in report.started
     await temporal_client.get_workflow_handle(names.workflow_id(missed)).terminate("test over")
