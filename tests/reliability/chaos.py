@@ -24,16 +24,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
-
 from control.check import check_fleet, render_check
 from tests.reliability.fleet import Fleet
 from tests.reliability.invariants import Convergence, converge, hub_violations
 from tests.reliability.system import System
-from workflows import names as wf_names
+from tests.support.schedules import pause_schedules
 
-__all__ = ["FAULTS", "ChaosConfig", "ChaosLog", "pause_schedules", "run_chaos"]
+__all__ = ["FAULTS", "ChaosConfig", "ChaosLog", "run_chaos"]
 
 # Shares are small: the system must keep making progress through them, as it would against a
 # flaky API server, and a share on `*` also hits the test's own writes (which retry).
@@ -257,7 +254,7 @@ async def _chaos(system: System, config: ChaosConfig, fleet: Fleet, log: ChaosLo
         f"{len(fleet.placements)} live, {len(fleet.deleted)} deleted placements"
     )
     client = await system.client()
-    schedules = await pause_schedules(client, system.task_queue)
+    schedules = await pause_schedules(client, system.task_queue, "chaos: converging")
     log.note(f"paused {', '.join(schedules) or 'no'} Schedule(s): no run starts from here on")
     result = await converge(
         system.hub_client,
@@ -269,24 +266,6 @@ async def _chaos(system: System, config: ChaosConfig, fleet: Fleet, log: ChaosLo
     )
     log.note(f"converged {result.seconds:.1f}s after the faults stopped ({result.polls} polls)")
     return result
-
-
-async def pause_schedules(client: Client, task_queue: str) -> list[str]:
-    """Pause the reconcile and rebalance Schedules of `task_queue` that exist; their ids. A
-    paused Schedule starts no run; one already running goes on (`converge` waits for it)."""
-    paused = []
-    for schedule_id in (
-        wf_names.reconcile_schedule_id(task_queue),
-        wf_names.rebalance_schedule_id(task_queue),
-    ):
-        try:
-            await client.get_schedule_handle(schedule_id).pause(note="chaos: converging")
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise
-            continue
-        paused.append(schedule_id)
-    return paused
 
 
 async def quiet(system: System, seconds: float) -> dict[str, int]:

