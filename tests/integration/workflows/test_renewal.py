@@ -8,20 +8,22 @@ middle of a turn ends the turn first."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.worker import PatchActivationInput
 
 from activities.reconcile import renew_old_runs
-from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS, Script
-from tests.integration.workflows.workflow_helpers import idle, placement_name, replays, status_when
+from tests.integration.workflows.stand_ins import SCRIPTS, Script
+from tests.integration.workflows.workflow_helpers import (
+    idle,
+    placement_name,
+    replays,
+    serving,
+    status_when,
+)
 from tests.support.waits import consistently_async, until_async
-from workers.worker import split_workers
 from workflows import names
 from workflows.models import (
     HubEvent,
@@ -31,31 +33,12 @@ from workflows.models import (
     RequeueRequest,
     TurnPriority,
 )
-from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
-from workflows.renewal import GENERATION_PATCH, PATCH_GENERATION, RENEWAL_MIN_AGE
+from workflows.placement import PlacementWorkflow
+from workflows.renewal import PATCH_GENERATION, RENEWAL_MIN_AGE
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 PRIORITY = TurnPriority(priority_key=2, own_priority_key=2, value=1000, priority_class="high")
-
-
-def before_generations(found: PatchActivationInput) -> bool:
-    return found.patch_id != GENERATION_PATCH
-
-
-@asynccontextmanager
-async def serving(client: Client, queue: str, *, old: bool = False) -> AsyncIterator[None]:
-    """A workflow worker on `queue` with the stand-ins: today's, or one from before patch
-    generations (`old`)."""
-    async with split_workers(
-        client,
-        queue,
-        workflows=[PlacementWorkflow, ResourcePlacementWorkflow],
-        activities=STAND_INS,
-        max_cached_workflows=0,
-        patch_activation_callback=before_generations if old else None,
-    ):
-        yield
 
 
 async def begin(client: Client, queue: str, script: Script) -> WorkflowHandle[Any, Any]:

@@ -39,6 +39,7 @@ from tests.integration.workflows.workflow_helpers import (
     idle,
     placement_name,
     requeued_turns,
+    serving,
     start,
     start_local,
     start_placement,
@@ -396,24 +397,10 @@ async def test_fresh_renewal_histories_replay(temporal_client: Client, task_queu
     """A run begun by a worker from before patch generations (one that declines
     GENERATION_PATCH), asked to renew by today's worker: it continues as new, and its next run
     records its generation."""
-    from temporalio.worker import PatchActivationInput
-
-    from tests.integration.workflows.stand_ins import STAND_INS
-
-    def before_generations(found: PatchActivationInput) -> bool:
-        return found.patch_id != GENERATION_PATCH
-
     name = placement_name()
     script = Script()
     for old in (True, False):
-        async with split_workers(
-            temporal_client,
-            task_queue,
-            workflows=[PlacementWorkflow],
-            activities=STAND_INS,
-            max_cached_workflows=0,
-            patch_activation_callback=before_generations if old else None,
-        ):
+        async with serving(temporal_client, task_queue, old=old):
             if old:
                 handle = await start(temporal_client, task_queue, name, script)
                 await status_when(handle, lambda s: s.cycles == 1 and idle(s))

@@ -6,14 +6,16 @@ and a replay of every run (for tests whose worker caches workflows)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer
+from temporalio.worker import PatchActivationInput, Replayer
 
-from tests.integration.workflows.stand_ins import SCRIPTS, Script
+from tests.integration.workflows.stand_ins import SCRIPTS, STAND_INS, Script
 from tests.support.waits import WAIT_S, until_async, within
+from workers.worker import split_workers
 from workflows import names
 from workflows.models import (
     HubEvent,
@@ -23,6 +25,7 @@ from workflows.models import (
     TurnExecutionMode,
 )
 from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
+from workflows.renewal import GENERATION_PATCH
 
 
 def placement_name() -> str:
@@ -144,3 +147,22 @@ async def replays(client: Client, workflow_id: str) -> int:
         await replayer.replay_workflow(await run.fetch_history())
         runs += 1
     return runs
+
+
+def before_generations(found: PatchActivationInput) -> bool:
+    return found.patch_id != GENERATION_PATCH
+
+
+@asynccontextmanager
+async def serving(client: Client, queue: str, *, old: bool = False) -> AsyncIterator[None]:
+    """A workflow worker on `queue` with the stand-ins: today's, or one from before patch
+    generations (`old`)."""
+    async with split_workers(
+        client,
+        queue,
+        workflows=[PlacementWorkflow, ResourcePlacementWorkflow],
+        activities=STAND_INS,
+        max_cached_workflows=0,
+        patch_activation_callback=before_generations if old else None,
+    ):
+        yield
