@@ -300,29 +300,41 @@ async def renew_old_runs(
     """Ask at most `limit` running placement workflows on `task_queue` that an older patch
     generation began to continue as new at their next idle point (workflows.renewal), each by
     its run id (a run that ended meanwhile is skipped), except the placements in `skip`; the
-    keys of those asked."""
+    keys of those asked.
+
+    Renewals are never urgent, so Temporal refusing them (a visibility query it rejects, e.g.
+    in a namespace that lacks FleetPatchGeneration; a signal it refuses) ends this pass's
+    renewals with a warning, not the reconcile: its real work goes on, and the next pass asks
+    again."""
     request = RenewRequest(
         reason=f"reconcile: begun before patch generation {PATCH_GENERATION}",
         generation=PATCH_GENERATION,
     )
     asked: list[str] = []
-    async for execution in client.list_workflows(stale_runs_query(task_queue, now)):
-        if len(asked) >= limit:
-            break
-        try:
-            key = placement_key(*names.placement_of(execution.id))
-        except ValueError:
-            continue
-        if key in skip:
-            continue
-        handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
-        try:
-            await handle.signal(names.SIGNAL_RENEW_RUN, request)
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:  # it ended meanwhile: fine
-                raise
-            continue
-        asked.append(key)
+    try:
+        async for execution in client.list_workflows(stale_runs_query(task_queue, now)):
+            if len(asked) >= limit:
+                break
+            try:
+                key = placement_key(*names.placement_of(execution.id))
+            except ValueError:
+                continue
+            if key in skip:
+                continue
+            handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+            try:
+                await handle.signal(names.SIGNAL_RENEW_RUN, request)
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:  # it ended meanwhile: fine
+                    raise
+                continue
+            asked.append(key)
+    except RPCError as exc:
+        log.warning(
+            "reconcile: renewals of older patch generations stopped after %d: %s",
+            len(asked),
+            exc.message,
+        )
     return sorted(asked)
 
 

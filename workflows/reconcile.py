@@ -22,8 +22,10 @@ RECONCILE_HEARTBEAT = timedelta(seconds=60)
 # run a watcher start triggers stands in for signalling every placement, so a hub outage must
 # not use it up: with three attempts (about 6 s) a restarted watcher's run could meet an outage
 # (or a share of failing requests), and what no watcher had seen waited for the next scheduled
-# run, up to 5 minutes later. The window is inside the Schedule's default 5 minutes: a run that
-# retries through it does not make the next scheduled one skip.
+# run, up to 5 minutes later. The window is inside the Schedule's default 5 minutes, so at the
+# default a run that retries through it does not make the next scheduled one skip; with a shorter
+# `--reconcile-every` it does (the Schedule's overlap policy skips), and the retrying run, which
+# reads the hub afresh at each attempt, does that run's work.
 RECONCILE_RETRY_WINDOW = timedelta(minutes=4)
 RECONCILE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=30),

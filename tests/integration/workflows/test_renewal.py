@@ -8,10 +8,14 @@ middle of a turn ends the turn first."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from google.protobuf.duration_pb2 import Duration
+from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from activities.reconcile import renew_old_runs
@@ -24,6 +28,7 @@ from tests.integration.workflows.workflow_helpers import (
     status_when,
 )
 from tests.support.waits import consistently_async, until_async
+from workers.devserver import ensure_search_attributes
 from workflows import names
 from workflows.models import (
     HubEvent,
@@ -162,3 +167,29 @@ async def test_a_run_asked_to_renew_in_the_middle_of_a_turn_ends_the_turn_first(
         renewed = temporal_client.get_workflow_handle(handle.id)
         status = await status_when(renewed, lambda s: s.cycles == 1 and idle(s))
         assert status.cycles_this_run == 0 and len(script.cycles) == 1
+
+
+async def test_a_namespace_without_the_generation_attribute_skips_renewals_not_the_reconcile(
+    temporal_client: Client, task_queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Renewals are never urgent: where the visibility query is refused (here a namespace that
+    lacks FleetPatchGeneration, as one an activity worker of the new release reaches before
+    `run` registered it), the reconcile's pass renews none and says why, instead of failing
+    and retrying its whole pass."""
+    namespace = f"fleet-{uuid.uuid4().hex[:8]}"
+    await temporal_client.workflow_service.register_namespace(
+        RegisterNamespaceRequest(
+            namespace=namespace, workflow_execution_retention_period=Duration(seconds=86400)
+        )
+    )
+    present = [k for k in names.SEARCH_ATTRIBUTES if k is not names.SA_PATCH_GENERATION]
+    await ensure_search_attributes(temporal_client, namespace, present)
+    client = Client(
+        temporal_client.service_client,
+        namespace=namespace,
+        data_converter=temporal_client.data_converter,
+    )
+    with caplog.at_level(logging.WARNING, logger="fleet_scheduler.reconcile"):
+        assert await renew_old_runs(client, task_queue, later()) == []
+    warned = [r.getMessage() for r in caplog.records if "renew" in r.getMessage()]
+    assert warned and "FleetPatchGeneration" in warned[0]
