@@ -43,7 +43,7 @@ from fractions import Fraction
 from typing import Final
 
 from hub import names
-from hub.kinds import placement_key
+from hub.kinds import parent_key, placement_key
 from hub.types import (
     CapacityLedger,
     ClusterResourceBinding,
@@ -174,9 +174,8 @@ class _Index:
         placements = {_key(p): p for p in state.placements}
         snapshots = {}
         for snapshot in state.snapshots:
-            parent = snapshot.metadata.labels.get(names.PARENT_PLACEMENT_LABEL)
-            if parent:
-                snapshots[placement_key(snapshot.metadata.namespace, parent)] = snapshot
+            if parent := parent_key(snapshot):
+                snapshots[parent] = snapshot
         bindings_of: dict[str, list[ClusterResourceBinding]] = defaultdict(list)
         for binding in state.bindings:
             bindings_of[_owner(binding)].append(binding)
