@@ -55,6 +55,7 @@ from hub.types import (
 )
 from scheduler.cycles.models import CapacityInput, CycleInput
 from scheduler.cycles.schedule import placement_type_of, schedule
+from scheduler.explain.readable import first_few
 from scheduler.framework.errors import SchedulerError
 from scheduler.framework.profile import Profile
 from scheduler.moves.budgets import available, budget_state, moved_bindings
@@ -658,9 +659,7 @@ def _owner(binding: ClusterResourceBinding) -> str:
 
 
 def _listed(items: Iterable[str]) -> str:
-    listed = list(items)
-    head = ", ".join(listed[:NAMED])
-    return head + (f" and {len(listed) - NAMED} more" if len(listed) > NAMED else "")
+    return first_few(items, NAMED)
 
 
 def _amounts(requests: Mapping[str, str]) -> str:
