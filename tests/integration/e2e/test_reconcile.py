@@ -28,6 +28,7 @@ from tests.support.fleet import (
     status,
     unique,
 )
+from tests.support.history import signal_names
 from tests.support.waits import consistently_async, until_async, within
 from workers.worker import build_worker
 from workflows import names
@@ -288,13 +289,7 @@ async def test_the_reconcile_tells_a_workflow_its_new_priority_without_a_turn(
     assert second.reasons.get(name) == "reconcile: the placement has no latest policy snapshot"
     handle = temporal_client.get_workflow_handle(names.workflow_id(name))
     # No worker runs here: the signal waits in the workflow's history.
-    history = await handle.fetch_history()
-    signals = [
-        e.workflow_execution_signaled_event_attributes.signal_name
-        for e in history.events
-        if e.HasField("workflow_execution_signaled_event_attributes")
-    ]
-    assert names.SIGNAL_PRIORITY_CHANGED in signals
+    assert names.SIGNAL_PRIORITY_CHANGED in await signal_names(handle)
     await handle.terminate("test over")
 
 
@@ -411,13 +406,7 @@ async def test_the_reconcile_asks_a_run_of_an_older_patch_generation_to_renew_on
         first = await env.run(activity.reconcile_fleet, ReconcileInput(task_queue=task_queue))
         assert first.renewed == [name], first.summary
         assert f"renewed 1 ({name})" in first.summary
-        history = await handle.fetch_history()
-        signals = [
-            e.workflow_execution_signaled_event_attributes.signal_name
-            for e in history.events
-            if e.HasField("workflow_execution_signaled_event_attributes")
-        ]
-        assert names.SIGNAL_RENEW_RUN in signals
+        assert names.SIGNAL_RENEW_RUN in await signal_names(handle)
         second = await env.run(
             activity.reconcile_fleet,
             ReconcileInput(task_queue=task_queue, previous_renewed=first.renewed),
