@@ -11,8 +11,8 @@ from typing import Literal
 from pydantic import ConfigDict, Field, field_serializer
 from temporalio.common import Priority
 
-from scheduler.wire import WireModel
 from workflows.models.turn import CycleReport, MoveRequest
+from workflows.models.wire import CompactWire
 
 __all__ = [
     "DeadlineState",
@@ -43,7 +43,7 @@ cleaning_up: the placement is being deleted and its cleanup runs; done: the work
 (placement gone or cleaned up)."""
 
 
-class TurnPriority(WireModel):
+class TurnPriority(CompactWire):
     """Where a placement's turns go in Temporal's task queues: the QueueSort plugin's answer
     (scheduler.framework.queue_sort.QueuePriority) on the wire, and what it came from, for
     `status`, `explain` and the search attributes (docs/priority.md)."""
@@ -82,7 +82,7 @@ class TurnPriority(WireModel):
         )
 
 
-class DeadlineState(WireModel):
+class DeadlineState(CompactWire):
     """A placement's scheduling deadline as its workflow keeps it (workflows.deadline;
     docs/operations.md, "Scheduling deadlines"): carried across continue-as-new and shown by
     `status` and `explain`. Only placements with the annotation have one."""
@@ -102,7 +102,7 @@ class DeadlineState(WireModel):
     reported_at: datetime | None = None
 
 
-class RequeueRequest(WireModel):
+class RequeueRequest(CompactWire):
     """Payload of the `requeue` signal; every field optional (`{}` or no payload at all)."""
 
     fresh: bool = False  # reschedule a PickN placement from scratch instead of keeping its picks
@@ -112,7 +112,7 @@ class RequeueRequest(WireModel):
     priority: int | None = Field(default=None, ge=1, le=5)
 
 
-class RenewRequest(WireModel):
+class RenewRequest(CompactWire):
     """Payload of the `renew_run` signal (workflows.renewal); every field optional."""
 
     reason: str = ""
@@ -126,7 +126,7 @@ retrying cannot fix (see `error`); gone: the placement does not exist; cleaned_u
 deleted and its cleanup ran."""
 
 
-class RequeueResult(WireModel):
+class RequeueResult(CompactWire):
     """The answer of the `requeue_and_wait` update: the turn that the requeue caused.
 
     Kept to a few hundred bytes, since every answer is recorded in the history: the cycle's
@@ -155,7 +155,7 @@ class RequeueResult(WireModel):
         )
 
 
-class HubEvent(WireModel):
+class HubEvent(CompactWire):
     """Payload of the watcher's signals: what happened in the hub, for the history's sake."""
 
     reason: str = ""
@@ -171,14 +171,14 @@ class HubEvent(WireModel):
     priority: TurnPriority | None = None
 
 
-class MovesRequest(WireModel):
+class MovesRequest(CompactWire):
     """The `move` signal: rebalance moves for the placement's next turn, and who asked."""
 
     moves: list[MoveRequest] = Field(default_factory=list)
     reason: str = ""
 
 
-class TurnMoves(WireModel):
+class TurnMoves(CompactWire):
     """What the last turn that moved, unscheduled or kept bindings for a reason of its own
     (rebalance moves, affinity enforcement: docs/enforcement.md) said of them, one line each,
     as its result holds them; `explain` and the UI's current details show it."""
@@ -188,7 +188,7 @@ class TurnMoves(WireModel):
     lines: list[str] = Field(default_factory=list)
 
 
-class PlacementState(WireModel):
+class PlacementState(CompactWire):
     """A placement workflow's state: what its turns, signals and queries read and change, in one
     object, and what continue-as-new hands the next run as it is (`PlacementInput.carried`).
     Besides its own fields, the inbox (workflows.inbox), where turns run
@@ -230,7 +230,7 @@ class PlacementState(WireModel):
         return self.priority.own_priority_key if self.priority is not None else None
 
 
-class PlacementInput(WireModel):
+class PlacementInput(CompactWire):
     placement: str
     # A ResourcePlacement's namespace (workflow id `rp/<namespace>/<name>`); None for a
     # ClusterResourcePlacement.
@@ -261,7 +261,7 @@ class PlacementInput(WireModel):
         return self.model_copy(update=update | {"local_cycles": local})
 
 
-class PlacementStatus(WireModel):
+class PlacementStatus(CompactWire):
     """The `status` query: the last cycle (without its explanation: see `explanation`) and what
     the workflow is waiting for now."""
 
@@ -323,7 +323,7 @@ class PlacementStatus(WireModel):
         )
 
 
-class PlacementExplanation(WireModel):
+class PlacementExplanation(CompactWire):
     """The `explanation` query: the last cycle's report with its explanation, and the last
     cycle that evaluated clusters when that is an earlier one (a PickN cycle that only kept its
     picks), with its explanation. Queries are not recorded in history."""

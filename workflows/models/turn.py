@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from scheduler import Explanation, Outcome
 from scheduler.explain.packing import pack_explanation, unpack_explanation
-from scheduler.wire import WireModel
+from workflows.models.wire import CompactWire
 
 __all__ = [
     "INLINE_EXPLANATION_BYTES",
@@ -41,7 +41,7 @@ PreparePhase = Literal[
 ]
 
 
-class PrepareResult(WireModel):
+class PrepareResult(CompactWire):
     phase: PreparePhase
     message: str = ""
     snapshot: str | None = None
@@ -60,7 +60,7 @@ class PrepareResult(WireModel):
     unscheduled_since: datetime | None = None
 
 
-class WriteCounts(WireModel):
+class WriteCounts(CompactWire):
     created: int = 0
     adopted: int = 0  # creates that found an earlier attempt's binding (not a write)
     patched: int = 0
@@ -80,7 +80,7 @@ class WriteCounts(WireModel):
 INLINE_EXPLANATION_BYTES: Final = 4096
 
 
-class CycleReport(WireModel):
+class CycleReport(CompactWire):
     """What one scheduling cycle read, decided and wrote: the `status` query and `explain` show it.
 
     Every cluster's fate is in the scheduler's `Explanation`: recorded as it is when small
@@ -180,7 +180,7 @@ class CycleReport(WireModel):
         )
 
 
-class MoveRequest(WireModel):
+class MoveRequest(CompactWire):
     """A rebalance move proposed for the placement (activities.moves): its binding from
     `source` to `target`, and why."""
 
@@ -190,7 +190,7 @@ class MoveRequest(WireModel):
     reason: str = ""
 
 
-class DeadlineMiss(WireModel):
+class DeadlineMiss(CompactWire):
     """The placement is past its scheduling deadline (docs/operations.md, "Scheduling
     deadlines"): a turn that still finds it not fully scheduled reports it, once per miss."""
 
@@ -200,7 +200,7 @@ class DeadlineMiss(WireModel):
     misses: int  # deadline periods passed since: the Event's identity with `since`
 
 
-class TurnRequest(WireModel):
+class TurnRequest(CompactWire):
     """One loop turn (`schedule_once`): prepare, then the cycle numbered `cycle` if ready.
 
     `known_explanation` is the digest of the explanation the workflow holds: a cycle that
@@ -219,13 +219,18 @@ class TurnRequest(WireModel):
     """Set while the placement is past its scheduling deadline (workflows.deadline)."""
 
 
-class TurnResult(WireModel):
-    """What one turn found and, when it ran one, what its cycle decided. `summary` comes first,
-    so the Temporal UI's view of the result starts with the line that says it."""
+class TurnResult(CompactWire):
+    """What one turn found and, when it ran one, what its cycle decided.
+
+    It is recorded in the history every turn, so it says things once: with a cycle, `summary`
+    is its report's and is written there only (`report` comes first, so the Temporal UI's view
+    of the result starts with the line that says what the turn did); a reader puts it back. A
+    turn without a cycle ("no cycle: ...") or with moves (the summary names them) writes its
+    own. Workflows of every version read the report's summary, never this one."""
 
     summary: str = ""
-    prepared: PrepareResult
     report: CycleReport | None = None  # set when prepared.phase == "ready"
+    prepared: PrepareResult
     moves: list[str] = Field(default_factory=list)
     """What became of each rebalance move the turn carried: moved (with its reason) or refused
     (with why), one line each."""
@@ -233,6 +238,23 @@ class TurnResult(WireModel):
     """The worker's advice for the placement's next turn (activities.advice): True to run it as
     a local activity, False on the activity queue, None from workers before the advice. Made
     where the turn ran, from what that process measures; recorded here, so a replay follows it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _summary_of_report(cls, data: Any) -> Any:
+        """A result written without its summary has its report's."""
+        if not isinstance(data, dict) or data.get("summary"):
+            return data
+        report = data.get("report")
+        summary = report.summary if isinstance(report, CycleReport) else None
+        if isinstance(report, dict):
+            summary = report.get("summary")
+        return {**data, "summary": summary} if summary else data
+
+    def _said_once(self, data: dict[str, Any]) -> dict[str, Any]:
+        if self.report is not None and self.summary == self.report.summary:
+            data.pop("summary", None)
+        return data
 
     @classmethod
     def of(
@@ -247,12 +269,12 @@ class TurnResult(WireModel):
         return cls(summary=summary, prepared=prepared, report=report, moves=moves or [])
 
 
-class CleanupRequest(WireModel):
+class CleanupRequest(CompactWire):
     placement: str
     namespace: str | None = None  # a ResourcePlacement's; None for a ClusterResourcePlacement
 
 
-class CleanupReport(WireModel):
+class CleanupReport(CompactWire):
     bindings_deleted: int = 0
     snapshots_deleted: int = 0
     finalizer_removed: bool = False
