@@ -39,9 +39,7 @@ class CompactWire(WireModel):
             if field.is_required():
                 continue
             key = (field.serialization_alias or field.alias or name) if info.by_alias else name
-            if key in data and getattr(self, name) == field.get_default(
-                call_default_factory=True
-            ):
+            if key in data and getattr(self, name) == field.get_default(call_default_factory=True):
                 del data[key]
         return self._said_once(data)
 

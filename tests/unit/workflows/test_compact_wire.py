@@ -19,7 +19,6 @@ from pydantic import BaseModel
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from scheduler import Outcome
-from workflows.models.wire import WHOLE
 from workflows.models import (
     CycleReport,
     HubEvent,
@@ -32,6 +31,7 @@ from workflows.models import (
     TurnResult,
     WriteCounts,
 )
+from workflows.models.wire import WHOLE
 
 CONVERTER = pydantic_data_converter.payload_converter
 
@@ -135,10 +135,12 @@ def test_a_turns_result_leaves_out_its_defaults_and_the_copy_of_its_summary() ->
     document = json.loads(written)
     assert None not in leaves(document) and [] not in leaves(document)
     assert "summary" not in document  # the report's is the result's
-    assert list(document)[0] == "report"  # the UI's view starts with the report's summary
+    assert next(iter(document)) == "report"  # the UI's view starts with the report's summary
     assert document["report"]["summary"] == SUMMARY
     assert document["report"]["writes"] == {
-        "created": 1, "statusWritten": True, "placementConditionWritten": True
+        "created": 1,
+        "statusWritten": True,
+        "placementConditionWritten": True,
     }
     assert len(written) < len(RECORDED_RESULT) * 0.7
 
@@ -200,7 +202,11 @@ def _models() -> list[BaseModel]:
     report = decoded(RECORDED_RESULT, TurnResult).report
     assert isinstance(report, CycleReport)
     state = PlacementState(
-        cycles=2, dirty=False, last=report.slim(), deciding=report, phase="idle",
+        cycles=2,
+        dirty=False,
+        last=report.slim(),
+        deciding=report,
+        phase="idle",
         priority=TurnPriority(priority_key=2, own_priority_key=3, tenant="a"),
     )
     return [
@@ -210,9 +216,12 @@ def _models() -> list[BaseModel]:
         PlacementInput(placement="web", carried=state, turn_execution="auto"),
         state,
         CycleReport(
-            cycle=1, placement="p", snapshot="s",
+            cycle=1,
+            placement="p",
+            snapshot="s",
             outcome=Outcome(placement_type="PickAll", picked=0, fulfilled=False),
-            writes=WriteCounts(), error="boom",
+            writes=WriteCounts(),
+            error="boom",
         ),
     ]
 
@@ -228,8 +237,9 @@ def test_every_field_left_out_is_at_the_default_an_older_reader_fills_in(
     full = json.loads(model.model_dump_json(context={WHOLE: True}))
 
     def check(kind: type[BaseModel], written: dict[str, Any], whole: dict[str, Any]) -> None:
-        by_alias = {(f.serialization_alias or f.alias or n): (n, f)
-                    for n, f in kind.model_fields.items()}
+        by_alias = {
+            (f.serialization_alias or f.alias or n): (n, f) for n, f in kind.model_fields.items()
+        }
         for key, value in whole.items():
             name, field = by_alias[key]
             if key in written:
@@ -241,8 +251,11 @@ def test_every_field_left_out_is_at_the_default_an_older_reader_fills_in(
                 assert value == whole["report"]["summary"]
                 continue
             default = field.get_default(call_default_factory=True)
-            default = json.loads(json.dumps(default, default=lambda m: m.model_dump(
-                mode="json", context={WHOLE: True})))
+            default = json.loads(
+                json.dumps(
+                    default, default=lambda m: m.model_dump(mode="json", context={WHOLE: True})
+                )
+            )
             assert value == default, f"{kind.__name__}.{name} left out but not at its default"
 
     check(type(model), document, full)
