@@ -1,7 +1,8 @@
 """What crosses Temporal: workflow inputs, signals, updates and query results
 (`placement`), activity inputs and results (`turn`), the fleet-wide workflows' (`fleet`). One
 base, scheduler.wire.WireModel: camelCase on the wire, unknown fields ignored, fields only ever
-added with defaults."""
+added with defaults; the placement workflow's are written compact (`wire.CompactWire`: a field
+at its default is left out)."""
 
 from workflows.models.fleet import (
     RebalanceInput,
