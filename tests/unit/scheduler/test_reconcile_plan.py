@@ -425,3 +425,55 @@ def test_a_cluster_that_now_passes_reaches_an_enforcing_placement_with_a_lost_bi
             profile=profile,
         )
         assert still.requeue == {}
+
+
+def versioned(cluster: MemberCluster, version: int) -> MemberCluster:
+    meta = cluster.metadata.model_copy(update={"resource_version": str(version)})
+    return cluster.model_copy(update={"metadata": meta})
+
+
+def test_a_cluster_change_a_placement_already_decided_on_is_not_requeued_again() -> None:
+    """The restart after a storm: the watcher ran `a` on the fleet as it is now (its last cycle
+    read the clusters at hub version 40, the relabelled cluster's is 30), so the reconcile does
+    not run it again; `b` decided before the change (20), and `c` has no known version (a
+    workflow that has not recorded one, or a turn that failed): both are requeued."""
+    before = plan(clusters=[versioned(c, 10) for c in clusters("prod", "dev")]).clusters
+    fleet = [versioned(c, 30) for c in clusters("staging", "dev")]
+    read = {
+        "placements": [placement("a"), placement("b"), placement("c")],
+        "latest_snapshots": [scheduled("a"), scheduled("b"), scheduled("c")],
+        "running": {"a", "b", "c"},
+        "clusters": fleet,
+        "previous_clusters": before,
+    }
+    result = plan(**read, decided_at={"a": 40, "b": 20})
+    assert set(result.requeue) == {"b", "c"}
+    assert result.already_decided == {"a"}
+    # Exactly at the cluster's version counts as having read it; one below does not.
+    assert set(plan(**read, decided_at={"a": 30, "b": 29, "c": 30}).requeue) == {"b"}
+
+
+def test_a_placement_is_requeued_for_a_cluster_it_may_have_judged_otherwise() -> None:
+    """Whatever version a placement's last cycle read: a cluster that left, a cluster whose
+    version is not a number, and a cluster that is ineligible now (or close enough to the
+    heartbeat timeout that another worker's clock may have judged it so) requeue as before."""
+    before = plan(clusters=[versioned(c, 10) for c in clusters("prod", "dev")]).clusters
+    seen = {"a": 10_000, "b": 10_000}
+
+    def requeued(fleet: list[MemberCluster], now: datetime = NOW) -> set[str]:
+        return set(plan(now, clusters=fleet, previous_clusters=before, decided_at=seen).requeue)
+
+    relabelled = clusters("staging", "dev")
+    assert requeued([versioned(c, 30) for c in relabelled]) == set()
+    assert requeued([versioned(clusters("prod", "dev")[1], 30)]) == {"a", "b"}  # c0 left
+    not_a_number = relabelled[0].metadata.model_copy(update={"resource_version": "x7"})
+    assert requeued(
+        [relabelled[0].model_copy(update={"metadata": not_a_number}), relabelled[1]]
+    ) == {"a", "b"}
+    # The heartbeat (NOW) is fresh for a few minutes; shortly before it goes stale, and after,
+    # the change requeues.
+    assert requeued([versioned(c, 30) for c in relabelled], NOW + timedelta(minutes=1)) == set()
+    assert requeued([versioned(c, 30) for c in relabelled], NOW + timedelta(minutes=30)) == {
+        "a",
+        "b",
+    }
