@@ -106,6 +106,8 @@ class CycleReport(WireModel):
     requeue_after_seconds: float | None = None
     error: str | None = None
     clusters_seen: int = 0
+    clusters_version: int | None = None
+    """The largest resourceVersion among the clusters the cycle read (scheduler.requeue.decided)."""
     bindings_seen: int = 0
     duration_ms: float = 0.0
 
