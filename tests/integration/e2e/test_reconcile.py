@@ -13,6 +13,7 @@ import pytest
 from temporalio.client import Client
 
 from activities.plumbing import ActivitySettings
+from activities.reconcile import decided_versions
 from control.config import RunConfig
 from control.schedules import ensure_reconcile_schedule
 from control.watcher import Watcher
@@ -414,3 +415,73 @@ async def test_the_reconcile_asks_a_run_of_an_older_patch_generation_to_renew_on
         assert second.renewed == [], second.summary
     finally:
         await handle.terminate("test over")
+
+
+async def test_a_restart_reruns_no_placement_the_watcher_ran_and_every_one_it_did_not(
+    hub: HubClient, temporal_client: Client, task_queue: str
+) -> None:
+    """A cluster change the watcher delivered (its placements ran a turn on it) brings no
+    second cycle from the reconcile a watcher restart triggers, though that reconcile sees the
+    change since its previous run; a change made while no watcher ran still requeues everyone
+    it reaches."""
+    client = temporal_client
+    await ensure_reconcile_schedule(client, task_queue, RECONCILE_EVERY, standalone=True)
+    add_cluster(hub, "member-a", labels={"env": "prod"})
+    add_cluster(hub, "member-b", labels={"env": "dev"})
+    add_cluster(hub, "member-d", labels={"env": "dev"})
+    everywhere = [unique("all") for _ in range(3)]
+    prod_only = unique("prod")
+    placements = [*everywhere, prod_only]
+    worker = build_worker(
+        client, hub, task_queue=task_queue, settings=ActivitySettings(), max_cached_workflows=0
+    )
+    async with worker:
+        runs = await reconciles(client, task_queue)
+        async with watching(client, hub, task_queue):
+            # The reconcile this start triggers records the fleet before the change below.
+            await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+            for name in everywhere:
+                add_placement(hub, name, {"placementType": "PickAll"})
+            add_placement(hub, prod_only, PROD_ONLY)
+            await until_async(lambda: len(live_targets(hub, prod_only)) == 1, blocking=True)
+            for name in placements:
+                await settled(client, name)
+            # Delivered: the watcher sends it, and prod_only gains member-b.
+            hub.patch(MemberCluster, "member-b", {"metadata": {"labels": {"env": "prod"}}})
+            await until_async(
+                lambda: set(live_targets(hub, prod_only)) == {"member-a", "member-b"},
+                blocking=True,
+            )
+            for name in placements:
+                await settled(client, name)
+            changed = int(hub.get(MemberCluster, "member-b").metadata.resource_version or 0)
+
+            async def recorded() -> bool:
+                versions = await decided_versions(client, task_queue)
+                return (versions.get(prod_only) or 0) >= changed
+
+            await until_async(recorded, what="prod_only's version after the change")
+        before = await cycles(client, placements)
+        runs = await reconciles(client, task_queue)
+
+        async with watching(client, hub, task_queue):
+            await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+
+            async def no_cycle() -> None:
+                assert await cycles(client, placements) == before
+
+            await consistently_async(no_cycle, duration=1.0)
+
+        # Not delivered: member-d joins prod while no watcher runs.
+        hub.patch(MemberCluster, "member-d", {"metadata": {"labels": {"env": "prod"}}})
+        runs = await reconciles(client, task_queue)
+        async with watching(client, hub, task_queue):
+            await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+            await until_async(
+                lambda: set(live_targets(hub, prod_only)) == {"member-a", "member-b", "member-d"},
+                blocking=True,
+            )
+        after = await cycles(client, placements)
+        # Only prod_only reads `env`: the requeue hints leave the others alone, as the watcher.
+        assert after == {**before, prod_only: after[prod_only]}
+        assert after[prod_only] > before[prod_only]
