@@ -186,7 +186,8 @@ class ReconcileFleet:
             )
             for violation in violations[:MAX_LOGGED_VIOLATIONS]:
                 log.warning("reconcile: invariant %s: %s", violation.invariant, violation.message)
-        if plan.start or plan.finish or plan.requeue or plan.already_decided or renewed or violations:
+        acted = plan.start or plan.finish or plan.requeue or plan.already_decided
+        if acted or renewed or violations:
             log.info("reconcile: %s", summary)
         return ReconcileReport(
             placements=len(state.placements),
