@@ -34,6 +34,7 @@ from scheduler import default_profile
 from scheduler.explain.readable import first_few
 from scheduler.framework.queue_sort import PriorityClasses
 from scheduler.invariants import find_violations
+from scheduler.requeue.decided import ClusterView, reconcile_versions
 from scheduler.requeue.reconcile import (
     DEFAULT_PRIORITY_KEY,
     ReconcilePlan,
@@ -107,6 +108,12 @@ class ReconcileFleet:
         )
         activity.heartbeat("read the hub")
         versions = await decided_versions(self._client, request.task_queue)
+        # Read after the list, so a cache that holds a cluster at or past the listed version
+        # has applied every write up to it (scheduler.requeue.decided).
+        cached = self._settings.clusters() if self._settings.clusters is not None else None
+        content_versions = reconcile_versions(
+            state.clusters, cached if isinstance(cached, ClusterView) else None
+        )
         running = set(versions)
         state = dataclasses.replace(state, workflows=frozenset(running))
         now = self._settings.clock()
@@ -132,6 +139,7 @@ class ReconcileFleet:
             violations=violations,
             profile=profile,
             decided_at={k: v for k, v in versions.items() if v is not None},
+            content_versions=content_versions,
         )  # fmt: skip
         classes = await asyncio.to_thread(_priority_classes, hub)
         priorities = placement_priorities(state.placements, profile.queue_sorter, classes)
@@ -351,7 +359,8 @@ async def running_placements(client: Client, task_queue: str) -> set[str]:
 
 async def decided_versions(client: Client, task_queue: str) -> dict[str, int | None]:
     """The placements whose workflow runs on `task_queue`, each with the hub version of the
-    clusters its last completed cycle read (FleetClustersVersion; None: not recorded), from the
+    clusters its last completed cycle read (FleetClustersVersion: the largest content version
+    among them, scheduler.requeue.decided; None: not recorded), from the
     visibility list the reconcile reads anyway. Visibility may lag a workflow's upsert: an older
     version only makes the reconcile requeue (scheduler.requeue.decided)."""
     query = (

@@ -61,7 +61,7 @@ from scheduler.invariants import (
     WORKFLOW,
     Violation,
 )
-from scheduler.requeue.decided import decided_on
+from scheduler.requeue.decided import decided_on, version_of
 from scheduler.requeue.reach import Bindings, ClusterEvent, reach
 from scheduler.requeue.requeue_hints import record_of
 from scheduler.requeue.watch_rules import wants_scheduler
@@ -217,6 +217,7 @@ def plan_reconcile(
     violations: Iterable[Violation] = (),
     profile: Profile | None = None,
     decided_at: Mapping[str, int] | None = None,
+    content_versions: Mapping[str, int] | None = None,
 ) -> ReconcilePlan:
     """The actions of one reconcile run (a pure function of what it read). Placements of both
     kinds are named by key (`hub.kinds.placement_key`), in `running` too. Without
@@ -230,7 +231,9 @@ def plan_reconcile(
     KubeFleet's rule, every placement it would requeue). `decided_at`: placement -> the hub
     version of the clusters its last completed cycle read (scheduler.requeue.decided); a
     placement a cluster's change reaches is not requeued for it when that cycle read the cluster
-    as it is now (absent: requeued)."""
+    as it is now (absent: requeued). `content_versions`: cluster -> its content version as the
+    reconcile knows it (`scheduler.requeue.decided.reconcile_versions`; None: each cluster's
+    own resourceVersion, which every heartbeat moves)."""
     checker = checker or EligibilityChecker()
     # The verdict the records keep: the profile's, whose hints judge their changes.
     ineligible = profile.ineligibility if profile is not None else checker.check
@@ -306,7 +309,13 @@ def plan_reconcile(
                     current not in (None, "deleting")
                     and decided_at is not None
                     and decided_on(
-                        decided_at.get(found.placement), by_cluster[cluster_name], ineligible, now
+                        decided_at.get(found.placement),
+                        by_cluster[cluster_name],
+                        ineligible,
+                        now,
+                        version_of(by_cluster[cluster_name])
+                        if content_versions is None
+                        else content_versions.get(cluster_name),
                     )
                 ):
                     plan.already_decided.add(found.placement)

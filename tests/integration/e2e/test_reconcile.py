@@ -12,12 +12,13 @@ from datetime import timedelta
 import pytest
 from temporalio.client import Client
 
+from activities.clusters import ClusterCache
 from activities.plumbing import ActivitySettings
 from activities.reconcile import decided_versions
 from control.config import RunConfig
 from control.schedules import ensure_reconcile_schedule
 from control.watcher import Watcher
-from devhub import DevHub
+from devhub import DevHub, sample
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster
 from tests.support import policies
@@ -29,7 +30,7 @@ from tests.support.fleet import (
     status,
     unique,
 )
-from tests.support.history import signal_names
+from tests.support.history import event_types, signal_names
 from tests.support.waits import consistently_async, until_async, within
 from workers.worker import build_worker
 from workflows import names
@@ -485,3 +486,97 @@ async def test_a_restart_reruns_no_placement_the_watcher_ran_and_every_one_it_di
         # Only prod_only reads `env`: the requeue hints leave the others alone, as the watcher.
         assert after == {**before, prod_only: after[prod_only]}
         assert after[prod_only] > before[prod_only]
+
+
+def beat_every_cluster(devhub: DevHub, names_: list[str]) -> None:
+    """Each member agent's heartbeat: a status write that changes nothing scheduling reads."""
+    devhub.call(lambda store: [sample.refresh_heartbeat(store, name) for name in names_])
+
+
+def cache_holds(cache: ClusterCache, hub: HubClient) -> bool:
+    """The cache has applied every MemberCluster write the hub has now."""
+    view = cache.clusters()
+    listed = hub.list(MemberCluster).items
+    held = {c.metadata.name: c.metadata.resource_version for c in view or ()}
+    return view is not None and all(
+        held.get(c.metadata.name) == c.metadata.resource_version for c in listed
+    )
+
+
+async def test_heartbeats_after_a_delivered_change_requeue_none_of_the_placements_that_read_it(
+    hub: HubClient, devhub: DevHub, temporal_client: Client, task_queue: str
+) -> None:
+    """Cycles read clusters from the worker's cache, which follows content versions: after the
+    watcher delivered a relabel, every cluster's heartbeat moves its resourceVersion past what
+    the placements recorded, and still the restart's reconcile runs no cycle; a relabel made
+    while no watcher ran still requeues the placement it reaches."""
+    client = temporal_client
+    await ensure_reconcile_schedule(client, task_queue, RECONCILE_EVERY, standalone=True)
+    fleet = [unique("hb-a"), unique("hb-b"), unique("hb-d")]
+    add_cluster(hub, fleet[0], labels={"env": "prod"})
+    add_cluster(hub, fleet[1], labels={"env": "dev"})
+    add_cluster(hub, fleet[2], labels={"env": "dev"})
+    everywhere = [unique("all") for _ in range(3)]
+    prod_only = unique("prod")
+    placements = [*everywhere, prod_only]
+    cache = ClusterCache(hub, watch_seconds=5).start()
+    try:
+        assert cache.wait_synced(30)
+        settings = ActivitySettings(clusters=cache.clusters, fleet_size=cache.size)
+        worker = build_worker(
+            client, hub, task_queue=task_queue, settings=settings, max_cached_workflows=0
+        )
+        async with worker:
+            runs = await reconciles(client, task_queue)
+            async with watching(client, hub, task_queue):
+                await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+                for name in everywhere:
+                    add_placement(hub, name, {"placementType": "PickAll"})
+                add_placement(hub, prod_only, PROD_ONLY)
+                await until_async(lambda: set(live_targets(hub, prod_only)) >= {fleet[0]})
+                for name in placements:
+                    await settled(client, name)
+                hub.patch(MemberCluster, fleet[1], {"metadata": {"labels": {"env": "prod"}}})
+                await until_async(
+                    lambda: set(live_targets(hub, prod_only)) >= {fleet[0], fleet[1]},
+                    blocking=True,
+                )
+                for name in placements:
+                    await settled(client, name)
+                changed = int(hub.get(MemberCluster, fleet[1]).metadata.resource_version or 0)
+
+                async def recorded() -> bool:
+                    versions = await decided_versions(client, task_queue)
+                    return (versions.get(prod_only) or 0) >= changed
+
+                await until_async(recorded, what="prod_only's version after the change")
+            # Every member agent beats: each cluster's resourceVersion moves past the record.
+            beat_every_cluster(devhub, fleet)
+            beaten = int(hub.get(MemberCluster, fleet[1]).metadata.resource_version or 0)
+            assert ((await decided_versions(client, task_queue))[prod_only] or 0) < beaten
+            await until_async(lambda: cache_holds(cache, hub), what="the cache's heartbeats")
+            before = await cycles(client, placements)
+            runs = await reconciles(client, task_queue)
+            async with watching(client, hub, task_queue):
+                await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+
+                async def no_cycle() -> None:
+                    assert await cycles(client, placements) == before
+
+                await consistently_async(no_cycle, duration=1.0)
+
+            # Not delivered: the third cluster joins prod while no watcher runs.
+            hub.patch(MemberCluster, fleet[2], {"metadata": {"labels": {"env": "prod"}}})
+            beat_every_cluster(devhub, fleet)
+            await until_async(lambda: cache_holds(cache, hub), what="the cache's change")
+            runs = await reconciles(client, task_queue)
+            async with watching(client, hub, task_queue):
+                await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+                await until_async(
+                    lambda: set(live_targets(hub, prod_only)) >= set(fleet), blocking=True
+                )
+            after = await cycles(client, placements)
+            assert after == {**before, prod_only: after[prod_only]}
+            assert after[prod_only] > before[prod_only]
+    finally:
+        cache.stop()

@@ -477,3 +477,25 @@ def test_a_placement_is_requeued_for_a_cluster_it_may_have_judged_otherwise() ->
         "a",
         "b",
     }
+
+
+def test_heartbeats_after_the_turns_that_read_a_change_requeue_none_of_them() -> None:
+    """The storm relabelled c0 at hub version 30 and `a`'s turn read it (its clusters' content
+    version 30); then every cluster's heartbeat moved its resourceVersion (to 100+). Judged by
+    the clusters' content versions (when what scheduling reads last changed), `a` read c0 as it
+    is now and is left alone; `b`, whose turn was before the change, is requeued."""
+    before = plan(clusters=[versioned(c, 10) for c in clusters("prod", "dev")]).clusters
+    fleet = [versioned(c, 100 + i) for i, c in enumerate(clusters("staging", "dev"))]
+    read = {
+        "placements": [placement("a"), placement("b")],
+        "latest_snapshots": [scheduled("a"), scheduled("b")],
+        "running": {"a", "b"},
+        "clusters": fleet,
+        "previous_clusters": before,
+        "decided_at": {"a": 30, "b": 20},
+    }
+    result = plan(**read, content_versions={"c0": 30, "c1": 5})
+    assert set(result.requeue) == {"b"}
+    assert result.already_decided == {"a"}
+    # Without them, each cluster's own resourceVersion: the heartbeat requeues `a` too.
+    assert set(plan(**read).requeue) == {"a", "b"}
