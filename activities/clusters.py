@@ -149,4 +149,3 @@ class ClusterCache:
                 log.info("MemberCluster cache: %d clusters listed", len(item.objects))
                 self._synced.set()
         return True
-

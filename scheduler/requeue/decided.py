@@ -54,7 +54,6 @@ A cycle that judged the cluster eligible and a cluster eligible now agree (KubeF
 picks on a cluster that turns ineligible, and the reconcile requeues for one that is deleted or
 gone). Pure: `now` is passed in."""
 
-
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
@@ -130,8 +129,9 @@ class ContentVersions:
         known = self._seen.get(name)
         if known is not None and known[1] == content:
             judged = now + CLOCK_MARGIN
-            before, after = self._ineligibility(known[0], judged), self._ineligibility(
-                cluster, judged
+            before, after = (
+                self._ineligibility(known[0], judged),
+                self._ineligibility(cluster, judged),
             )
             if verdict(before) == verdict(after):
                 self._seen[name] = (cluster, content, known[2])
@@ -158,9 +158,7 @@ def view_version(clusters: Iterable[MemberCluster]) -> int | None:
     versions = clusters.versions if isinstance(clusters, ClusterView) else None
     found: int | None = None
     for cluster in clusters:
-        version = (
-            version_of(cluster) if versions is None else versions.get(cluster.metadata.name)
-        )
+        version = version_of(cluster) if versions is None else versions.get(cluster.metadata.name)
         if version is None:
             return None
         found = version if found is None or version > found else found

@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from temporalio.client import Client
@@ -21,6 +22,7 @@ from control.watcher import Watcher
 from devhub import DevHub, sample
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster
+from scheduler.testing import member_cluster
 from tests.support import policies
 from tests.support.fleet import (
     add_cluster,
@@ -31,9 +33,11 @@ from tests.support.fleet import (
     unique,
 )
 from tests.support.history import event_types, signal_names
+from tests.support.hub import TEST_TIMEOUT
 from tests.support.waits import consistently_async, until_async, within
 from workers.worker import build_worker
 from workflows import names
+from workflows.models import RequeueRequest
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -316,9 +320,7 @@ async def test_a_reconcile_whose_temporal_went_away_fails_benign_and_retryable(
     await env.shutdown()
     activity = ReconcileFleet(hub, client, ActivitySettings())
     with pytest.raises(ApplicationError) as raised:
-        await ActivityEnvironment().run(
-            activity.reconcile_fleet, ReconcileInput(task_queue="gone")
-        )
+        await ActivityEnvironment().run(activity.reconcile_fleet, ReconcileInput(task_queue="gone"))
     assert raised.value.type == failures.TEMPORAL_UNAVAILABLE
     assert raised.value.type in failures.RETRYABLE and not raised.value.non_retryable
     assert raised.value.category == ApplicationErrorCategory.BENIGN
@@ -580,3 +582,54 @@ async def test_heartbeats_after_a_delivered_change_requeue_none_of_the_placement
             assert after[prod_only] > before[prod_only]
     finally:
         cache.stop()
+
+
+async def test_a_turn_after_heartbeats_alone_at_1000_clusters_upserts_no_search_attribute(
+    devhub_factory: Callable[..., DevHub], tmp_path: Path, temporal_client: Client, task_queue: str
+) -> None:
+    """FleetClustersVersion moves only when what scheduling reads of some cluster changed: a
+    turn after every one of 1,000 member agents beat records what the turn before recorded,
+    so its workflow task upserts nothing (each upsert is a command, an event and a visibility
+    write)."""
+    devhub = devhub_factory()
+    now = datetime.now(UTC)
+    fleet = [f"member-{i:04d}" for i in range(1000)]
+    documents = [
+        member_cluster(name, now, heartbeat_age=timedelta(0)).model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
+        for name in fleet
+    ]
+    devhub.call(lambda store: sample.apply_fleet(store, documents), timeout=120)
+    client = temporal_client
+    with HubClient.from_kubeconfig(
+        devhub.write_kubeconfig(tmp_path / "kubeconfig"), timeout=TEST_TIMEOUT
+    ) as hub:
+        cache = ClusterCache(hub, watch_seconds=5).start()
+        try:
+            assert cache.wait_synced(60)
+            settings = ActivitySettings(clusters=cache.clusters, fleet_size=cache.size)
+            worker = build_worker(client, hub, task_queue=task_queue, settings=settings)
+            name = unique("one")
+            async with worker, watching(client, hub, task_queue):
+                add_placement(hub, name, {"placementType": "PickN", "numberOfClusters": 1})
+                await until_async(lambda: len(live_targets(hub, name)) == 1, blocking=True)
+                first = await settled(client, name)
+                handle = client.get_workflow_handle(names.workflow_id(name))
+                upserts = (await event_types(client, handle))[
+                    "EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES"
+                ]
+                beat_every_cluster(devhub, fleet)
+                await until_async(lambda: cache_holds(cache, hub), what="the heartbeats")
+                await handle.signal(names.SIGNAL_REQUEUE, RequeueRequest(reason="test: a turn"))
+
+                async def turned() -> bool:
+                    current = await status(client, name)
+                    return current is not None and current.cycles > first.cycles
+
+                await until_async(turned, what="the turn after the heartbeats")
+                await settled(client, name)
+                after = await event_types(client, handle)
+            assert after["EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES"] == upserts
+        finally:
+            cache.stop()
