@@ -175,9 +175,9 @@ SA_TENANT: Final = SearchAttributeKey.for_keyword("FleetTenant")
 # The patch generation of the worker that began the run (workflows.renewal), set by the run
 # itself at its start; none on a run begun before generations.
 SA_PATCH_GENERATION: Final = SearchAttributeKey.for_int("FleetPatchGeneration")
-# The hub version of the member clusters the last completed cycle read (its largest
-# resourceVersion, scheduler.requeue.decided): the reconcile leaves a placement alone for a
-# cluster change that cycle already read.
+# The largest content version of the member clusters the last completed cycle read (where what
+# scheduling reads of one last changed; heartbeats do not move it; scheduler.requeue.decided):
+# the reconcile leaves a placement alone for a cluster change that cycle already read.
 SA_CLUSTERS_VERSION: Final = SearchAttributeKey.for_int("FleetClustersVersion")
 # The values of SA_PLACEMENT_KIND: the hub kinds' names.
 KIND_CLUSTER_RESOURCE_PLACEMENT: Final = "ClusterResourcePlacement"

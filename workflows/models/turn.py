@@ -107,7 +107,8 @@ class CycleReport(WireModel):
     error: str | None = None
     clusters_seen: int = 0
     clusters_version: int | None = None
-    """The largest resourceVersion among the clusters the cycle read (scheduler.requeue.decided)."""
+    """The largest content version among the clusters the cycle read (a list's: the largest
+    resourceVersion; scheduler.requeue.decided)."""
     bindings_seen: int = 0
     duration_ms: float = 0.0
 
