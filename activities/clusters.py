@@ -17,18 +17,27 @@ the activity lists from the hub itself, as before.
 Like KubeFleet's, this cache can be a moment behind the hub. Unlike KubeFleet's, it is not the
 same informer as the watcher's, which may run in another process; a cluster change the watcher
 signals reaches this cache through its own watch, over a far shorter path (one watch event)
-than the signal's (coalescing, Temporal, a workflow task, a turn)."""
+than the signal's (coalescing, Temporal, a workflow task, a turn).
+
+It also follows each cluster's content version (`scheduler.requeue.decided.ContentVersions`:
+the hub version at which what scheduling reads of it last changed, which heartbeats do not
+move): `clusters()` is a `ClusterView` carrying them, so a cycle records the largest (its
+FleetClustersVersion) and the reconcile judges a cluster's change by it."""
 
 from __future__ import annotations
 
 import gc
 import logging
 import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Final
 
 from hub.client import HubClient, Resync, WatchEvent
 from hub.informer import Backoff, watch_forever
 from hub.types import MemberCluster
+from scheduler import default_profile
+from scheduler.requeue.decided import ClusterView, ContentVersions, Ineligibility
 
 __all__ = ["ClusterCache"]
 
@@ -43,12 +52,23 @@ RETRY: Final = Backoff(initial=0.5, maximum=10.0)
 class ClusterCache:
     """MemberClusters as last seen by a list+watch; thread-safe, started once."""
 
-    def __init__(self, client: HubClient, *, watch_seconds: int = WATCH_SECONDS) -> None:
+    def __init__(
+        self,
+        client: HubClient,
+        *,
+        watch_seconds: int = WATCH_SECONDS,
+        ineligibility: Ineligibility | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        """`ineligibility`: the profile's verdict, which content versions judge a heartbeat
+        by (None: the default profile's)."""
         self._client = client
         self._watch_seconds = watch_seconds
+        self._clock = clock
         self._lock = threading.Lock()
         self._objects: dict[str, MemberCluster] = {}
-        self._ordered: list[MemberCluster] | None = None  # None: rebuild on the next read
+        self._versions = ContentVersions(ineligibility or default_profile().ineligibility)
+        self._ordered: ClusterView | None = None  # None: rebuild on the next read
         self._live = False  # listed, and the watch has not failed since
         self._synced = threading.Event()
         self._halt = threading.Event()
@@ -71,14 +91,18 @@ class ClusterCache:
         """True once the first list has been applied (False after `timeout` seconds)."""
         return self._synced.wait(timeout)
 
-    def clusters(self) -> list[MemberCluster] | None:
-        """Every MemberCluster in name order, or None while the cache cannot be trusted."""
+    def clusters(self) -> ClusterView | None:
+        """Every MemberCluster in name order with their content versions, or None while the
+        cache cannot be trusted."""
         with self._lock:
             if not self._live:
                 return None
             if self._ordered is None:
-                self._ordered = [self._objects[name] for name in sorted(self._objects)]
-            return list(self._ordered)
+                self._ordered = ClusterView(
+                    (self._objects[name] for name in sorted(self._objects)),
+                    self._versions.versions(),
+                )
+            return ClusterView(self._ordered, self._ordered.versions)
 
     def size(self) -> int | None:
         """How many MemberClusters the cache holds (None while it cannot be trusted): what
@@ -103,14 +127,18 @@ class ClusterCache:
         return True
 
     def _apply(self, item: WatchEvent[MemberCluster] | Resync[MemberCluster]) -> bool:
+        now = self._clock()
         with self._lock:
             if isinstance(item, Resync):
                 self._objects = {c.metadata.name: c for c in item.objects}
+                self._versions.resync(item.objects)
                 self._live = True
             elif item.type == "DELETED":
                 self._objects.pop(item.object.metadata.name, None)
+                self._versions.deleted(item.object.metadata.name)
             else:
                 self._objects[item.object.metadata.name] = item.object
+                self._versions.updated(item.object, now)
             self._ordered = None
         if isinstance(item, Resync):
             # The listed models live until their cluster changes. Moved out of the collector's
@@ -121,4 +149,3 @@ class ClusterCache:
                 log.info("MemberCluster cache: %d clusters listed", len(item.objects))
                 self._synced.set()
         return True
-

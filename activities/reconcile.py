@@ -34,6 +34,7 @@ from scheduler import default_profile
 from scheduler.explain.readable import first_few
 from scheduler.framework.queue_sort import PriorityClasses
 from scheduler.invariants import find_violations
+from scheduler.requeue.decided import ClusterView, reconcile_versions
 from scheduler.requeue.reconcile import (
     DEFAULT_PRIORITY_KEY,
     ReconcilePlan,
@@ -57,7 +58,7 @@ from workflows.models import (
 from workflows.renewal import PATCH_GENERATION, RENEWALS_PER_PASS, stale_runs_query
 from workflows.starts import start_options, turn_execution_for, turn_priority
 
-__all__ = ["ReconcileFleet", "renew_old_runs", "running_placements"]
+__all__ = ["ReconcileFleet", "decided_versions", "renew_old_runs", "running_placements"]
 
 log = logging.getLogger("fleet_scheduler.reconcile")
 
@@ -106,7 +107,14 @@ class ReconcileFleet:
             read_fleet_state, hub, resource_placements=request.resource_placements
         )
         activity.heartbeat("read the hub")
-        running = await running_placements(self._client, request.task_queue)
+        versions = await decided_versions(self._client, request.task_queue)
+        # Read after the list, so a cache that holds a cluster at or past the listed version
+        # has applied every write up to it (scheduler.requeue.decided).
+        cached = self._settings.clusters() if self._settings.clusters is not None else None
+        content_versions = reconcile_versions(
+            state.clusters, cached if isinstance(cached, ClusterView) else None
+        )
+        running = set(versions)
         state = dataclasses.replace(state, workflows=frozenset(running))
         now = self._settings.clock()
         deadline = time.monotonic() + CHECK_BUDGET_S
@@ -130,6 +138,8 @@ class ReconcileFleet:
             previous_annotations=request.previous_annotations,
             violations=violations,
             profile=profile,
+            decided_at={k: v for k, v in versions.items() if v is not None},
+            content_versions=content_versions,
         )  # fmt: skip
         classes = await asyncio.to_thread(_priority_classes, hub)
         priorities = placement_priorities(state.placements, profile.queue_sorter, classes)
@@ -169,6 +179,11 @@ class ReconcileFleet:
             f"{len(plan.start)}{_named(plan.start)}, finished {len(plan.finish)}"
             f"{_named(plan.finish)}, requeued {len(plan.requeue)}{_named(plan.requeue)}"
         )
+        if plan.already_decided:
+            summary += (
+                f"; left {len(plan.already_decided)}{_named(plan.already_decided)} alone: "
+                "their last cycle read the changed clusters as they are now"
+            )
         if released:
             summary += f"; released {released} stale capacity reservation(s)"
         if renewed:
@@ -179,7 +194,8 @@ class ReconcileFleet:
             )
             for violation in violations[:MAX_LOGGED_VIOLATIONS]:
                 log.warning("reconcile: invariant %s: %s", violation.invariant, violation.message)
-        if plan.start or plan.finish or plan.requeue or renewed or violations:
+        acted = plan.start or plan.finish or plan.requeue or plan.already_decided
+        if acted or renewed or violations:
             log.info("reconcile: %s", summary)
         return ReconcileReport(
             placements=len(state.placements),
@@ -338,16 +354,26 @@ async def renew_old_runs(
 
 async def running_placements(client: Client, task_queue: str) -> set[str]:
     """The keys of the placements whose workflow runs on `task_queue` (Temporal's visibility)."""
+    return set(await decided_versions(client, task_queue))
+
+
+async def decided_versions(client: Client, task_queue: str) -> dict[str, int | None]:
+    """The placements whose workflow runs on `task_queue`, each with the hub version of the
+    clusters its last completed cycle read (FleetClustersVersion: the largest content version
+    among them, scheduler.requeue.decided; None: not recorded), from the
+    visibility list the reconcile reads anyway. Visibility may lag a workflow's upsert: an older
+    version only makes the reconcile requeue (scheduler.requeue.decided)."""
     query = (
         f"{names.PLACEMENT_WORKFLOWS_QUERY} AND ExecutionStatus = 'Running' "
         f"AND TaskQueue = '{task_queue}'"
     )
-    found: set[str] = set()
+    found: dict[str, int | None] = {}
     async for execution in client.list_workflows(query):
         try:
-            found.add(placement_key(*names.placement_of(execution.id)))
+            key = placement_key(*names.placement_of(execution.id))
         except ValueError:
             continue
+        found[key] = execution.typed_search_attributes.get(names.SA_CLUSTERS_VERSION)
     return found
 
 

@@ -520,7 +520,10 @@ async def serve(
     if in_process and settings.clusters is None:
         # KubeFleet's cycles read clusters from an informer (activities.clusters says why);
         # until its first list lands, cycles list them from the hub.
-        cache = ClusterCache(hub).start()
+        profile = settings.profile
+        cache = ClusterCache(
+            hub, ineligibility=profile.ineligibility if profile is not None else None
+        ).start()
         settings = dataclasses.replace(settings, clusters=cache.clusters, fleet_size=cache.size)
     tasks: dict[str, asyncio.Task[None]] = {}
     helpers: list[asyncio.Task[None]] = []

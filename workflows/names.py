@@ -33,6 +33,7 @@ __all__ = [
     "RECONCILE_WORKFLOW",
     "RP_PLACEMENT_WORKFLOW",
     "RP_WORKFLOW_ID_PREFIX",
+    "SA_CLUSTERS_VERSION",
     "SA_FULLY_SCHEDULED",
     "SA_PATCH_GENERATION",
     "SA_PLACEMENT_KIND",
@@ -174,6 +175,10 @@ SA_TENANT: Final = SearchAttributeKey.for_keyword("FleetTenant")
 # The patch generation of the worker that began the run (workflows.renewal), set by the run
 # itself at its start; none on a run begun before generations.
 SA_PATCH_GENERATION: Final = SearchAttributeKey.for_int("FleetPatchGeneration")
+# The largest content version of the member clusters the last completed cycle read (where what
+# scheduling reads of one last changed; heartbeats do not move it; scheduler.requeue.decided):
+# the reconcile leaves a placement alone for a cluster change that cycle already read.
+SA_CLUSTERS_VERSION: Final = SearchAttributeKey.for_int("FleetClustersVersion")
 # The values of SA_PLACEMENT_KIND: the hub kinds' names.
 KIND_CLUSTER_RESOURCE_PLACEMENT: Final = "ClusterResourcePlacement"
 KIND_RESOURCE_PLACEMENT: Final = "ResourcePlacement"
@@ -186,6 +191,7 @@ SEARCH_ATTRIBUTES: Final = (
     SA_PRIORITY,
     SA_TENANT,
     SA_PATCH_GENERATION,
+    SA_CLUSTERS_VERSION,
 )
 
 

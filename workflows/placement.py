@@ -86,6 +86,9 @@ CLOSING_MESSAGE = "this run is ending (continue-as-new or completion); retry the
 # Asked the first time a run would issue one (the SDK keeps the answer for the run), so runs
 # that never need one record no marker.
 PRIORITY_PATCH = "priority"
+# FleetClustersVersion after a cycle (the reconcile reads it, scheduler.requeue.decided): a new
+# upsert, asked as the priority one is.
+CLUSTERS_VERSION_PATCH = "clusters-version"
 
 
 # Auto-upgrade, set as a versioned worker's default (workers.versioning says why not pinned):
@@ -316,6 +319,14 @@ class PlacementWorkflow:
         fully = report.fulfilled and not report.requeue
         if attributes := self._visibility.after_cycle(report.placement_type, fully):
             workflow.upsert_search_attributes(attributes)
+        version = report.clusters_version if report.error is None else None
+        shown = self._visibility
+        if (
+            version is not None
+            and shown.version_changed(version)
+            and workflow.patched(CLUSTERS_VERSION_PATCH)
+        ):
+            workflow.upsert_search_attributes(shown.for_version(version))
         if report.requeue:
             self._inbox.ask(self._turn_asked_key)  # the next batch is the same work
             self._inbox.mark(f"cycle {cycle} asked to requeue now")

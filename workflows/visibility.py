@@ -2,7 +2,8 @@
 
 The name (and, for a ResourcePlacement, its kind and namespace) is set once per run if the
 start did not set it; FleetPlacementType and FleetFullyScheduled follow each cycle;
-FleetPriority and FleetTenant follow the priority the watcher last sent. An upsert that would
+FleetPriority and FleetTenant follow the priority the watcher last sent; FleetClustersVersion
+the clusters a cycle that did not fail read (scheduler.requeue.decided). An upsert that would
 change nothing is skipped: each one is a visibility write. Pure: it says what to upsert."""
 
 from __future__ import annotations
@@ -24,10 +25,15 @@ class Visibility:
     """(type, fully scheduled) as this run last upserted them."""
     priority: tuple[int | None, str | None] = (None, None)
     """(FleetPriority, FleetTenant) as this run last set them, or found them at its start."""
+    clusters_version: int | None = None
+    """FleetClustersVersion as this run last set it, or found it at its start."""
 
     @classmethod
     def of(cls, found: TypedSearchAttributes) -> Visibility:
-        return cls(priority=(found.get(names.SA_PRIORITY), found.get(names.SA_TENANT)))
+        return cls(
+            priority=(found.get(names.SA_PRIORITY), found.get(names.SA_TENANT)),
+            clusters_version=found.get(names.SA_CLUSTERS_VERSION),
+        )
 
     @staticmethod
     def identity(
@@ -55,6 +61,15 @@ class Visibility:
             names.SA_PLACEMENT_TYPE.value_set(placement_type),
             names.SA_FULLY_SCHEDULED.value_set(fully),
         ]
+
+    def version_changed(self, version: int) -> bool:
+        """Whether a cycle that read the clusters at `version` moves FleetClustersVersion."""
+        return version != self.clusters_version
+
+    def for_version(self, version: int) -> list[SearchAttributeUpdate[Any]]:
+        """FleetClustersVersion for `version` (the caller checked `version_changed`)."""
+        self.clusters_version = version
+        return [names.SA_CLUSTERS_VERSION.value_set(version)]
 
     def priority_changed(self, priority: TurnPriority) -> bool:
         return (priority.value, priority.tenant) != self.priority

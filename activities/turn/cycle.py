@@ -47,6 +47,7 @@ from scheduler.opt_in.deadline import (
     missing_line,
 )
 from scheduler.opt_in.placement_annotations import annotation_problems
+from scheduler.requeue.decided import view_version
 from scheduler.snapshots import placement_scheduled_condition
 from workflows.models import CycleReport, TurnRequest, WriteCounts
 
@@ -263,6 +264,7 @@ def _run_cycle(
         requeue_after_seconds=result.requeue_after_seconds,
         error=result.error,
         clusters_seen=len(fleet.clusters),
+        clusters_version=view_version(fleet.clusters),
         bindings_seen=len(fleet.bindings),
         duration_ms=run.duration_ms,
         summary=cycle_summary(request.cycle, result, writes),

@@ -61,6 +61,7 @@ from scheduler.invariants import (
     WORKFLOW,
     Violation,
 )
+from scheduler.requeue.decided import decided_on, version_of
 from scheduler.requeue.reach import Bindings, ClusterEvent, reach
 from scheduler.requeue.requeue_hints import record_of
 from scheduler.requeue.watch_rules import wants_scheduler
@@ -99,6 +100,9 @@ class ReconcilePlan:
     clusters: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     """Placement -> digest of its decision annotations (only placements that have any)."""
+    already_decided: set[str] = field(default_factory=set)
+    """Placements a cluster's change reached that are not requeued for it: their last cycle
+    read every changed cluster as it is now (scheduler.requeue.decided)."""
 
 
 def cluster_digest(
@@ -212,6 +216,8 @@ def plan_reconcile(
     previous_annotations: Mapping[str, str] | None = None,
     violations: Iterable[Violation] = (),
     profile: Profile | None = None,
+    decided_at: Mapping[str, int] | None = None,
+    content_versions: Mapping[str, int] | None = None,
 ) -> ReconcilePlan:
     """The actions of one reconcile run (a pure function of what it read). Placements of both
     kinds are named by key (`hub.kinds.placement_key`), in `running` too. Without
@@ -222,7 +228,12 @@ def plan_reconcile(
     whose digest changed, or that lost them all, are requeued: an event missed). `violations`:
     the invariants broken now (scheduler.invariants); a placement whose next turn repairs what
     was found is requeued. `profile`: whose plugins' hints judge a cluster's change (None:
-    KubeFleet's rule, every placement it would requeue)."""
+    KubeFleet's rule, every placement it would requeue). `decided_at`: placement -> the hub
+    version of the clusters its last completed cycle read (scheduler.requeue.decided); a
+    placement a cluster's change reaches is not requeued for it when that cycle read the cluster
+    as it is now (absent: requeued). `content_versions`: cluster -> its content version as the
+    reconcile knows it (`scheduler.requeue.decided.reconcile_versions`; None: each cluster's
+    own resourceVersion, which every heartbeat moves)."""
     checker = checker or EligibilityChecker()
     # The verdict the records keep: the profile's, whose hints judge their changes.
     ineligible = profile.ineligibility if profile is not None else checker.check
@@ -294,7 +305,23 @@ def plan_reconcile(
                 what = "changed"
             reached = reach(event, by_name.values(), profile, bindings=held, clusters=by_cluster)
             for found in reached:
+                if (
+                    current not in (None, "deleting")
+                    and decided_at is not None
+                    and decided_on(
+                        decided_at.get(found.placement),
+                        by_cluster[cluster_name],
+                        ineligible,
+                        now,
+                        version_of(by_cluster[cluster_name])
+                        if content_versions is None
+                        else content_versions.get(cluster_name),
+                    )
+                ):
+                    plan.already_decided.add(found.placement)
+                    continue
                 requeue(found.placement, f"cluster {cluster_name} {what} since the last reconcile")
+        plan.already_decided -= plan.requeue.keys()
     return plan
 
 

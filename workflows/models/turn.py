@@ -106,6 +106,9 @@ class CycleReport(CompactWire):
     requeue_after_seconds: float | None = None
     error: str | None = None
     clusters_seen: int = 0
+    clusters_version: int | None = None
+    """The largest content version among the clusters the cycle read (a list's: the largest
+    resourceVersion; scheduler.requeue.decided)."""
     bindings_seen: int = 0
     duration_ms: float = 0.0
 

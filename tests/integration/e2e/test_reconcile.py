@@ -7,18 +7,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 
+from activities.clusters import ClusterCache
 from activities.plumbing import ActivitySettings
+from activities.reconcile import decided_versions
 from control.config import RunConfig
 from control.schedules import ensure_reconcile_schedule
 from control.watcher import Watcher
-from devhub import DevHub
+from devhub import DevHub, sample
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, MemberCluster
+from scheduler.testing import member_cluster
 from tests.support import policies
 from tests.support.fleet import (
     add_cluster,
@@ -28,10 +32,12 @@ from tests.support.fleet import (
     status,
     unique,
 )
-from tests.support.history import signal_names
+from tests.support.history import event_types, signal_names
+from tests.support.hub import TEST_TIMEOUT
 from tests.support.waits import consistently_async, until_async, within
 from workers.worker import build_worker
 from workflows import names
+from workflows.models import RequeueRequest
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -314,9 +320,7 @@ async def test_a_reconcile_whose_temporal_went_away_fails_benign_and_retryable(
     await env.shutdown()
     activity = ReconcileFleet(hub, client, ActivitySettings())
     with pytest.raises(ApplicationError) as raised:
-        await ActivityEnvironment().run(
-            activity.reconcile_fleet, ReconcileInput(task_queue="gone")
-        )
+        await ActivityEnvironment().run(activity.reconcile_fleet, ReconcileInput(task_queue="gone"))
     assert raised.value.type == failures.TEMPORAL_UNAVAILABLE
     assert raised.value.type in failures.RETRYABLE and not raised.value.non_retryable
     assert raised.value.category == ApplicationErrorCategory.BENIGN
@@ -414,3 +418,218 @@ async def test_the_reconcile_asks_a_run_of_an_older_patch_generation_to_renew_on
         assert second.renewed == [], second.summary
     finally:
         await handle.terminate("test over")
+
+
+async def test_a_restart_reruns_no_placement_the_watcher_ran_and_every_one_it_did_not(
+    hub: HubClient, temporal_client: Client, task_queue: str
+) -> None:
+    """A cluster change the watcher delivered (its placements ran a turn on it) brings no
+    second cycle from the reconcile a watcher restart triggers, though that reconcile sees the
+    change since its previous run; a change made while no watcher ran still requeues everyone
+    it reaches."""
+    client = temporal_client
+    await ensure_reconcile_schedule(client, task_queue, RECONCILE_EVERY, standalone=True)
+    add_cluster(hub, "member-a", labels={"env": "prod"})
+    add_cluster(hub, "member-b", labels={"env": "dev"})
+    add_cluster(hub, "member-d", labels={"env": "dev"})
+    everywhere = [unique("all") for _ in range(3)]
+    prod_only = unique("prod")
+    placements = [*everywhere, prod_only]
+    worker = build_worker(
+        client, hub, task_queue=task_queue, settings=ActivitySettings(), max_cached_workflows=0
+    )
+    async with worker:
+        runs = await reconciles(client, task_queue)
+        async with watching(client, hub, task_queue):
+            # The reconcile this start triggers records the fleet before the change below.
+            await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+            for name in everywhere:
+                add_placement(hub, name, {"placementType": "PickAll"})
+            add_placement(hub, prod_only, PROD_ONLY)
+            await until_async(lambda: len(live_targets(hub, prod_only)) == 1, blocking=True)
+            for name in placements:
+                await settled(client, name)
+            # Delivered: the watcher sends it, and prod_only gains member-b.
+            hub.patch(MemberCluster, "member-b", {"metadata": {"labels": {"env": "prod"}}})
+            await until_async(
+                lambda: set(live_targets(hub, prod_only)) == {"member-a", "member-b"},
+                blocking=True,
+            )
+            for name in placements:
+                await settled(client, name)
+            changed = int(hub.get(MemberCluster, "member-b").metadata.resource_version or 0)
+
+            async def recorded() -> bool:
+                versions = await decided_versions(client, task_queue)
+                return (versions.get(prod_only) or 0) >= changed
+
+            await until_async(recorded, what="prod_only's version after the change")
+        before = await cycles(client, placements)
+        runs = await reconciles(client, task_queue)
+
+        async with watching(client, hub, task_queue):
+            await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+
+            async def no_cycle() -> None:
+                assert await cycles(client, placements) == before
+
+            await consistently_async(no_cycle, duration=1.0)
+
+        # Not delivered: member-d joins prod while no watcher runs.
+        hub.patch(MemberCluster, "member-d", {"metadata": {"labels": {"env": "prod"}}})
+        runs = await reconciles(client, task_queue)
+        async with watching(client, hub, task_queue):
+            await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+            await until_async(
+                lambda: set(live_targets(hub, prod_only)) == {"member-a", "member-b", "member-d"},
+                blocking=True,
+            )
+        after = await cycles(client, placements)
+        # Only prod_only reads `env`: the requeue hints leave the others alone, as the watcher.
+        assert after == {**before, prod_only: after[prod_only]}
+        assert after[prod_only] > before[prod_only]
+
+
+def beat_every_cluster(devhub: DevHub, names_: list[str]) -> None:
+    """Each member agent's heartbeat: a status write that changes nothing scheduling reads."""
+    devhub.call(lambda store: [sample.refresh_heartbeat(store, name) for name in names_])
+
+
+def cache_holds(cache: ClusterCache, hub: HubClient) -> bool:
+    """The cache has applied every MemberCluster write the hub has now."""
+    view = cache.clusters()
+    listed = hub.list(MemberCluster).items
+    held = {c.metadata.name: c.metadata.resource_version for c in view or ()}
+    return view is not None and all(
+        held.get(c.metadata.name) == c.metadata.resource_version for c in listed
+    )
+
+
+async def test_heartbeats_after_a_delivered_change_requeue_none_of_the_placements_that_read_it(
+    hub: HubClient, devhub: DevHub, temporal_client: Client, task_queue: str
+) -> None:
+    """Cycles read clusters from the worker's cache, which follows content versions: after the
+    watcher delivered a relabel, every cluster's heartbeat moves its resourceVersion past what
+    the placements recorded, and still the restart's reconcile runs no cycle; a relabel made
+    while no watcher ran still requeues the placement it reaches."""
+    client = temporal_client
+    await ensure_reconcile_schedule(client, task_queue, RECONCILE_EVERY, standalone=True)
+    fleet = [unique("hb-a"), unique("hb-b"), unique("hb-d")]
+    add_cluster(hub, fleet[0], labels={"env": "prod"})
+    add_cluster(hub, fleet[1], labels={"env": "dev"})
+    add_cluster(hub, fleet[2], labels={"env": "dev"})
+    everywhere = [unique("all") for _ in range(3)]
+    prod_only = unique("prod")
+    placements = [*everywhere, prod_only]
+    cache = ClusterCache(hub, watch_seconds=5).start()
+    try:
+        assert cache.wait_synced(30)
+        settings = ActivitySettings(clusters=cache.clusters, fleet_size=cache.size)
+        worker = build_worker(
+            client, hub, task_queue=task_queue, settings=settings, max_cached_workflows=0
+        )
+        async with worker:
+            runs = await reconciles(client, task_queue)
+            async with watching(client, hub, task_queue):
+                await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+                for name in everywhere:
+                    add_placement(hub, name, {"placementType": "PickAll"})
+                add_placement(hub, prod_only, PROD_ONLY)
+                await until_async(lambda: set(live_targets(hub, prod_only)) >= {fleet[0]})
+                for name in placements:
+                    await settled(client, name)
+                hub.patch(MemberCluster, fleet[1], {"metadata": {"labels": {"env": "prod"}}})
+                await until_async(
+                    lambda: set(live_targets(hub, prod_only)) >= {fleet[0], fleet[1]},
+                    blocking=True,
+                )
+                for name in placements:
+                    await settled(client, name)
+                changed = int(hub.get(MemberCluster, fleet[1]).metadata.resource_version or 0)
+
+                async def recorded() -> bool:
+                    versions = await decided_versions(client, task_queue)
+                    return (versions.get(prod_only) or 0) >= changed
+
+                await until_async(recorded, what="prod_only's version after the change")
+            # Every member agent beats: each cluster's resourceVersion moves past the record.
+            beat_every_cluster(devhub, fleet)
+            beaten = int(hub.get(MemberCluster, fleet[1]).metadata.resource_version or 0)
+            assert ((await decided_versions(client, task_queue))[prod_only] or 0) < beaten
+            await until_async(lambda: cache_holds(cache, hub), what="the cache's heartbeats")
+            before = await cycles(client, placements)
+            runs = await reconciles(client, task_queue)
+            async with watching(client, hub, task_queue):
+                await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+
+                async def no_cycle() -> None:
+                    assert await cycles(client, placements) == before
+
+                await consistently_async(no_cycle, duration=1.0)
+
+            # Not delivered: the third cluster joins prod while no watcher runs.
+            hub.patch(MemberCluster, fleet[2], {"metadata": {"labels": {"env": "prod"}}})
+            beat_every_cluster(devhub, fleet)
+            await until_async(lambda: cache_holds(cache, hub), what="the cache's change")
+            runs = await reconciles(client, task_queue)
+            async with watching(client, hub, task_queue):
+                await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+                await until_async(
+                    lambda: set(live_targets(hub, prod_only)) >= set(fleet), blocking=True
+                )
+            after = await cycles(client, placements)
+            assert after == {**before, prod_only: after[prod_only]}
+            assert after[prod_only] > before[prod_only]
+    finally:
+        cache.stop()
+
+
+async def test_a_turn_after_heartbeats_alone_at_1000_clusters_upserts_no_search_attribute(
+    devhub_factory: Callable[..., DevHub], tmp_path: Path, temporal_client: Client, task_queue: str
+) -> None:
+    """FleetClustersVersion moves only when what scheduling reads of some cluster changed: a
+    turn after every one of 1,000 member agents beat records what the turn before recorded,
+    so its workflow task upserts nothing (each upsert is a command, an event and a visibility
+    write)."""
+    devhub = devhub_factory()
+    now = datetime.now(UTC)
+    fleet = [f"member-{i:04d}" for i in range(1000)]
+    documents = [
+        member_cluster(name, now, heartbeat_age=timedelta(0)).model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
+        for name in fleet
+    ]
+    devhub.call(lambda store: sample.apply_fleet(store, documents), timeout=120)
+    client = temporal_client
+    with HubClient.from_kubeconfig(
+        devhub.write_kubeconfig(tmp_path / "kubeconfig"), timeout=TEST_TIMEOUT
+    ) as hub:
+        cache = ClusterCache(hub, watch_seconds=5).start()
+        try:
+            assert cache.wait_synced(60)
+            settings = ActivitySettings(clusters=cache.clusters, fleet_size=cache.size)
+            worker = build_worker(client, hub, task_queue=task_queue, settings=settings)
+            name = unique("one")
+            async with worker, watching(client, hub, task_queue):
+                add_placement(hub, name, {"placementType": "PickN", "numberOfClusters": 1})
+                await until_async(lambda: len(live_targets(hub, name)) == 1, blocking=True)
+                first = await settled(client, name)
+                handle = client.get_workflow_handle(names.workflow_id(name))
+                upserts = (await event_types(client, handle))[
+                    "EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES"
+                ]
+                beat_every_cluster(devhub, fleet)
+                await until_async(lambda: cache_holds(cache, hub), what="the heartbeats")
+                await handle.signal(names.SIGNAL_REQUEUE, RequeueRequest(reason="test: a turn"))
+
+                async def turned() -> bool:
+                    current = await status(client, name)
+                    return current is not None and current.cycles > first.cycles
+
+                await until_async(turned, what="the turn after the heartbeats")
+                await settled(client, name)
+                after = await event_types(client, handle)
+            assert after["EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES"] == upserts
+        finally:
+            cache.stop()

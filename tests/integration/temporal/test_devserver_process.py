@@ -51,6 +51,7 @@ async def test_dev_server_serves_ui_and_search_attributes_and_keeps_state(tmp_pa
             "FleetPriority": IndexedValueType.INDEXED_VALUE_TYPE_INT,
             "FleetTenant": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
             "FleetPatchGeneration": IndexedValueType.INDEXED_VALUE_TYPE_INT,
+            "FleetClustersVersion": IndexedValueType.INDEXED_VALUE_TYPE_INT,
         }
         # No worker: the workflow just stays open, which is what must survive the restart.
         await client.start_workflow(names.PLACEMENT_WORKFLOW, id=workflow_id, task_queue="nobody")

@@ -425,3 +425,77 @@ def test_a_cluster_that_now_passes_reaches_an_enforcing_placement_with_a_lost_bi
             profile=profile,
         )
         assert still.requeue == {}
+
+
+def versioned(cluster: MemberCluster, version: int) -> MemberCluster:
+    meta = cluster.metadata.model_copy(update={"resource_version": str(version)})
+    return cluster.model_copy(update={"metadata": meta})
+
+
+def test_a_cluster_change_a_placement_already_decided_on_is_not_requeued_again() -> None:
+    """The restart after a storm: the watcher ran `a` on the fleet as it is now (its last cycle
+    read the clusters at hub version 40, the relabelled cluster's is 30), so the reconcile does
+    not run it again; `b` decided before the change (20), and `c` has no known version (a
+    workflow that has not recorded one, or a turn that failed): both are requeued."""
+    before = plan(clusters=[versioned(c, 10) for c in clusters("prod", "dev")]).clusters
+    fleet = [versioned(c, 30) for c in clusters("staging", "dev")]
+    read = {
+        "placements": [placement("a"), placement("b"), placement("c")],
+        "latest_snapshots": [scheduled("a"), scheduled("b"), scheduled("c")],
+        "running": {"a", "b", "c"},
+        "clusters": fleet,
+        "previous_clusters": before,
+    }
+    result = plan(**read, decided_at={"a": 40, "b": 20})
+    assert set(result.requeue) == {"b", "c"}
+    assert result.already_decided == {"a"}
+    # Exactly at the cluster's version counts as having read it; one below does not.
+    assert set(plan(**read, decided_at={"a": 30, "b": 29, "c": 30}).requeue) == {"b"}
+
+
+def test_a_placement_is_requeued_for_a_cluster_it_may_have_judged_otherwise() -> None:
+    """Whatever version a placement's last cycle read: a cluster that left, a cluster whose
+    version is not a number, and a cluster that is ineligible now (or close enough to the
+    heartbeat timeout that another worker's clock may have judged it so) requeue as before."""
+    before = plan(clusters=[versioned(c, 10) for c in clusters("prod", "dev")]).clusters
+    seen = {"a": 10_000, "b": 10_000}
+
+    def requeued(fleet: list[MemberCluster], now: datetime = NOW) -> set[str]:
+        return set(plan(now, clusters=fleet, previous_clusters=before, decided_at=seen).requeue)
+
+    relabelled = clusters("staging", "dev")
+    assert requeued([versioned(c, 30) for c in relabelled]) == set()
+    assert requeued([versioned(clusters("prod", "dev")[1], 30)]) == {"a", "b"}  # c0 left
+    not_a_number = relabelled[0].metadata.model_copy(update={"resource_version": "x7"})
+    assert requeued(
+        [relabelled[0].model_copy(update={"metadata": not_a_number}), relabelled[1]]
+    ) == {"a", "b"}
+    # The heartbeat (NOW) is fresh for a few minutes; shortly before it goes stale, and after,
+    # the change requeues.
+    assert requeued([versioned(c, 30) for c in relabelled], NOW + timedelta(minutes=1)) == set()
+    assert requeued([versioned(c, 30) for c in relabelled], NOW + timedelta(minutes=30)) == {
+        "a",
+        "b",
+    }
+
+
+def test_heartbeats_after_the_turns_that_read_a_change_requeue_none_of_them() -> None:
+    """The storm relabelled c0 at hub version 30 and `a`'s turn read it (its clusters' content
+    version 30); then every cluster's heartbeat moved its resourceVersion (to 100+). Judged by
+    the clusters' content versions (when what scheduling reads last changed), `a` read c0 as it
+    is now and is left alone; `b`, whose turn was before the change, is requeued."""
+    before = plan(clusters=[versioned(c, 10) for c in clusters("prod", "dev")]).clusters
+    fleet = [versioned(c, 100 + i) for i, c in enumerate(clusters("staging", "dev"))]
+    read = {
+        "placements": [placement("a"), placement("b")],
+        "latest_snapshots": [scheduled("a"), scheduled("b")],
+        "running": {"a", "b"},
+        "clusters": fleet,
+        "previous_clusters": before,
+        "decided_at": {"a": 30, "b": 20},
+    }
+    result = plan(**read, content_versions={"c0": 30, "c1": 5})
+    assert set(result.requeue) == {"b"}
+    assert result.already_decided == {"a"}
+    # Without them, each cluster's own resourceVersion: the heartbeat requeues `a` too.
+    assert set(plan(**read).requeue) == {"a", "b"}

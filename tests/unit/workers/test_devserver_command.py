@@ -69,6 +69,7 @@ def test_search_attributes_are_registered_with_cli_type_names() -> None:
         "FleetPriority=Int",
         "FleetTenant=Keyword",
         "FleetPatchGeneration=Int",
+        "FleetClustersVersion=Int",
     ]
     assert search_attribute_flags(names.SEARCH_ATTRIBUTES) == cmd[cmd.index("--search-attribute") :]
 

@@ -55,6 +55,7 @@ def test_search_attributes_have_the_documented_types() -> None:
         "FleetPriority": SearchAttributeIndexedValueType.INT,
         "FleetTenant": SearchAttributeIndexedValueType.KEYWORD,
         "FleetPatchGeneration": SearchAttributeIndexedValueType.INT,
+        "FleetClustersVersion": SearchAttributeIndexedValueType.INT,
     }
 
 
