@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Final
 
 import e2e_load as load
-from e2e import compile_bytecode, report
+from e2e import _metrics_url, compile_bytecode, report
 from e2e_stack import Child, Stack, run_bench
 from kubefleet_report import (
     Deployment,
@@ -57,6 +57,7 @@ from priority import heartbeats
 
 # Processes whose CPU counts towards a turn; the bench's own does not.
 OWN: Final = "bench"
+BINDING_WRITES_METRIC: Final = "fleet_scheduler_binding_writes_total"
 PROFILE_RATE: Final = "100"
 
 
@@ -95,6 +96,19 @@ def per_unit(
         report(f"{prefix}.{name}_{suffix}", value)
     report(f"{prefix}.total_{suffix}", sum(figures.values()))
     return figures
+
+
+async def binding_writes(d: Deployment) -> dict[str, float]:
+    """The worker's binding writes so far, by operation (its /metrics, children included)."""
+    async with d.session.get(_metrics_url(d.worker.ready_line)) as response:
+        response.raise_for_status()
+        text = await response.text()
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(BINDING_WRITES_METRIC + "{"):
+            operation = line.split('operation="', 1)[1].split('"', 1)[0]
+            found[operation] = found.get(operation, 0.0) + float(line.rsplit(" ", 1)[1])
+    return found
 
 
 async def idle(d: Deployment, seconds: float) -> dict[str, float]:
@@ -141,12 +155,14 @@ async def drive(d: Deployment, setup_names: list[str], idle_rates: dict[str, flo
     await d.cycles.quiet()
     profilers = start_profiles(d, args.profile) if args.profile is not None else []
     before_cycles = await d.cycles.count()
+    writes_before = await binding_writes(d)
     before, began = cpu(d), time.monotonic()
     try:
         await asyncio.gather(*(editor(n) for n in chosen))
         await d.cycles.quiet()
         after, elapsed = cpu(d), time.monotonic() - began
         cycles = await d.cycles.count() - before_cycles
+        writes_after = await binding_writes(d)
     finally:
         for profiler in profilers:
             profiler.stop(grace=60, sig=signal.SIGINT)  # py-spy writes its file on SIGINT
@@ -156,6 +172,9 @@ async def drive(d: Deployment, setup_names: list[str], idle_rates: dict[str, flo
     report("turn.cycles_per_s", cycles / elapsed)
     if cycles == 0:
         raise RuntimeError("turns: the worker counted no cycle")
+    for operation in sorted(writes_after):
+        written = writes_after[operation] - writes_before.get(operation, 0.0)
+        report(f"turn.binding_writes.{operation}_per_turn", written / cycles)
     figures = per_unit("turn", before, after, cycles, "ms")
     net = {
         name: value - idle_rates.get(name, 0.0) * elapsed / cycles
