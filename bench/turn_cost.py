@@ -88,10 +88,7 @@ def per_unit(
     prefix: str, before: dict[str, float], after: dict[str, float], units: float, suffix: str
 ) -> dict[str, float]:
     """Each process's CPU milliseconds between the two readings, per unit, and the total."""
-    figures = {
-        name: 1000 * (after[name] - before.get(name, 0.0)) / units
-        for name in sorted(after)
-    }
+    figures = {name: 1000 * (after[name] - before.get(name, 0.0)) / units for name in sorted(after)}
     for name, value in figures.items():
         report(f"{prefix}.{name}_{suffix}", value)
     report(f"{prefix}.total_{suffix}", sum(figures.values()))
@@ -216,22 +213,52 @@ async def run(args: argparse.Namespace, workdir: Path) -> bool:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clusters", type=int, default=1000, metavar="K")
-    parser.add_argument("--placements", type=int, default=300, metavar="P",
-                        help="placements of the mix set up first (default 300; the report's "
-                             "figure is 1000)")
-    parser.add_argument("--turns", type=int, default=400, metavar="N",
-                        help="edits to make in the measured window (default 400)")
-    parser.add_argument("--seconds", type=float, default=None, metavar="S",
-                        help="edit for S seconds instead of --turns edits")
-    parser.add_argument("--editors", type=int, default=50, metavar="E",
-                        help="placements edited at once, each again once scheduled (default 50)")
-    parser.add_argument("--idle-s", type=float, default=10.0, metavar="S",
-                        help="seconds the idle stack is measured before the turns (default 10)")
+    parser.add_argument(
+        "--placements",
+        type=int,
+        default=300,
+        metavar="P",
+        help="placements of the mix set up first (default 300; the report's figure is 1000)",
+    )
+    parser.add_argument(
+        "--turns",
+        type=int,
+        default=400,
+        metavar="N",
+        help="edits to make in the measured window (default 400)",
+    )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="edit for S seconds instead of --turns edits",
+    )
+    parser.add_argument(
+        "--editors",
+        type=int,
+        default=50,
+        metavar="E",
+        help="placements edited at once, each again once scheduled (default 50)",
+    )
+    parser.add_argument(
+        "--idle-s",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds the idle stack is measured before the turns (default 10)",
+    )
     parser.add_argument("--pick-n", type=int, default=10, metavar="N")
-    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
-                        help="py-spy record each Python process over the turns, into DIR")
-    parser.add_argument("--timeout", type=float, default=1800.0,
-                        help="seconds any one wait may take (default 1800)")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="py-spy record each Python process over the turns, into DIR",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=1800.0, help="seconds any one wait may take (default 1800)"
+    )
     parser.add_argument("--temporal-db", choices=("sqlite", "memory"), default="sqlite")
     parser.add_argument("--scheduler-flag", action="append", default=[], metavar="FLAG")
     parser.add_argument("--worker-flag", action="append", default=[], metavar="FLAG")

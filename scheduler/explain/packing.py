@@ -59,6 +59,7 @@ def encoder_filters(size: int) -> list[dict[str, int]]:
     dictionary = min(_DICTIONARY_MAX, max(_DICTIONARY_MIN, 1 << max(0, size - 1).bit_length()))
     return [{**_FILTERS[0], "dict_size": dictionary}]
 
+
 # Where the explanation holds names (by its JSON aliases): lists of names inside each item of
 # a list of groups, lists of names at the top level, and one name inside each item.
 _GROUP_LISTS: Final = ("picked", "notPicked", "filtered", "bindings")
