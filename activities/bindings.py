@@ -198,9 +198,10 @@ def _each(items: Sequence[T], write: Callable[[T], R]) -> Iterator[R]:
 
 def apply_patch(client: HubClient, patch: BindingPatch) -> None:
     """One binding's merge patch (carrying the resourceVersion it was planned on)."""
-    # The merge patch already carries metadata.resourceVersion (scheduler.cycles.plan).
+    # The merge patch already carries metadata.resourceVersion (scheduler.cycles.plan); the
+    # patched binding is not read back (nothing here uses it).
     kind = kinds_for(patch.namespace).binding
-    client.patch(kind, patch.name, patch.merge_patch, namespace=patch.namespace)
+    client.patch_unread(kind, patch.name, patch.merge_patch, namespace=patch.namespace)
 
 
 def _remove_finalizer(client: HubClient, patch: BindingPatch) -> bool:

@@ -11,7 +11,11 @@ finalizer update never fails on a rule the stored spec predates.
 The evaluator is cel-python (`celpy`), a maintained implementation of the CEL specification, whose
 tree-walking interpreter takes a few hundred microseconds per rule. A rule is a pure function of
 `self` and `oldSelf`, so outcomes are memoised by (rule, the values' canonical JSON): objects
-written in bulk (a bench's placements) share policies, and their rules are evaluated once."""
+written in bulk (a bench's placements) share policies, and their rules are evaluated once. Only
+the parts of an object a rule can read are its inputs (`_reads`): a rule that reads `self` only
+through field selections (`self.metadata.name`, `has(self.a.b)`, `self.list.all(...)`) is
+evaluated, and memoised, on an object holding just those fields. The root's name rule thus costs
+nothing on a status update, where the whole object (its status too) would be a new input."""
 
 from __future__ import annotations
 
@@ -33,6 +37,10 @@ from hub.crds import VALIDATIONS
 __all__ = ["VALIDATIONS", "check_rules"]
 
 _OLD_SELF: Final = re.compile(r"\boldSelf\b")
+# A use of `self` or `oldSelf` with the field selections that follow it, and whether the last
+# selection is a call (a macro or method: `self.items.all(...)` reads `items` whole).
+_USE: Final = re.compile(r"\b(self|oldSelf)\b((?:\s*\.\s*[A-Za-z_][A-Za-z0-9_]*)*)(\s*\()?")
+_IDENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ENVIRONMENT: Final = celpy.Environment()
 
 
@@ -61,6 +69,43 @@ def _outcome(rule: str, value: str, old: str | None) -> bool | str:
     if isinstance(result, celtypes.BoolType):
         return bool(result)
     return str(result)
+
+
+# Field path tree: name -> the tree below it, or None when the field is read whole.
+Reads = dict[str, "Reads | None"]
+
+
+@functools.lru_cache(maxsize=256)
+def _reads(rule: str, variable: str) -> Reads | None:
+    """The fields of `variable` (self or oldSelf) that `rule` can read, or None when it may read
+    the value whole (`self == ...`, `size(self)`, `self[...]`, `self.all(...)`, an escaped field
+    name). Over-reading is harmless; a field left out must be one the rule cannot reach."""
+    tree: Reads = {}
+    for use in _USE.finditer(rule):
+        if use[1] != variable:
+            continue
+        path = _IDENT.findall(use[2])
+        if use[3] is not None:
+            path = path[:-1]  # the last name is a call on what precedes it
+        if not path or any("__" in name for name in path):
+            return None  # CEL escapes names with "__": the JSON key is another
+        node = tree
+        for depth, name in enumerate(path):
+            last = depth == len(path) - 1
+            if name in node and node[name] is None:
+                break  # already read whole
+            if last:
+                node[name] = None
+            else:
+                node = node.setdefault(name, {})  # type: ignore[assignment]
+    return tree
+
+
+def _project(value: Any, reads: Reads | None) -> Any:
+    """`value` with only the fields in `reads` (all of it for None, or when it is no object)."""
+    if reads is None or not isinstance(value, dict):
+        return value
+    return {name: _project(value[name], below) for name, below in reads.items() if name in value}
 
 
 def _canonical(value: Any) -> str:
@@ -131,7 +176,9 @@ def _evaluate(
         return None
     field = path or "<root>"
     shown = schema.get("type", "object")
-    outcome = _outcome(text, _canonical(value), _canonical(old) if transition else None)
+    shown_value = _project(value, _reads(text, "self"))
+    shown_old = _canonical(_project(old, _reads(text, "oldSelf"))) if transition else None
+    outcome = _outcome(text, _canonical(shown_value), shown_old)
     if outcome is True:
         return None
     if outcome is False:

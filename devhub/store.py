@@ -648,8 +648,10 @@ class Store:
     def _commit(
         self, res: Resource, name: str, obj: dict[str, Any], event_type: str,
         old: Entry | None,
+        old_obj: Mapping[str, Any] | None = None,
     ) -> Entry:
-        """Store (or remove) `obj` under key `name` (see `_object_key`) as one write."""
+        """Store (or remove) `obj` under key `name` (see `_object_key`) as one write; `old_obj`
+        is `old` parsed, if the caller has it."""
         rv = self.rv + 1
         obj["metadata"]["resourceVersion"] = str(rv)
         raw = dumps(obj)
@@ -668,7 +670,8 @@ class Store:
         objects = self._objects[key]
         previous = objects.get(name)
         if previous is not None:
-            self._unindex(key, name, previous.obj)
+            parsed = old_obj if old_obj is not None and previous is old else previous.obj
+            self._unindex(key, name, parsed)
         if event_type == DELETED:
             del objects[name]
             self._sorted[key] = None
@@ -857,6 +860,17 @@ class Store:
     ) -> tuple[Entry, list[str], bool]:
         """Returns (entry, warnings, created); only apply patches may create."""
         current = self._objects[res.group_resource].get(_object_key(res, name, namespace))
+        # The stored object, parsed once for the whole patch: merge and apply patches build new
+        # dicts wherever they change something, and decoding builds the object anew, so a
+        # custom resource's stored dict is never modified and serves as `_update`'s old object.
+        # Built-in kinds' strategies and the other patch formats modify what they are given.
+        stored = current.obj if current is not None else None
+        shared = not res.built_in and content_type in (MERGE_PATCH, APPLY_PATCH)
+
+        def target() -> dict[str, Any]:
+            assert current is not None and stored is not None
+            return stored if shared else current.fresh()
+
         if content_type == APPLY_PATCH:
             if not field_manager:
                 raise errors.bad_request("PATCH /apply requires fieldManager to be set")
@@ -879,7 +893,7 @@ class Store:
                     field_validation=field_validation,
                 )
                 return entry, warnings, True
-            patched = apply_merge(current.fresh(), patch)
+            patched = apply_merge(target(), patch)
         else:
             if current is None:
                 raise errors.not_found(res.plural, res.group, name)
@@ -887,7 +901,7 @@ class Store:
                 if content_type == MERGE_PATCH:
                     if not isinstance(patch, dict):
                         raise PatchError("a merge patch must be a JSON object", malformed=True)
-                    patched = merge_patch(current.fresh(), patch)
+                    patched = merge_patch(target(), patch)
                 elif content_type == STRATEGIC_PATCH and res.merge_lists is not None:
                     patched = strategic_merge_patch(current.fresh(), patch, res.merge_lists)
                 else:
@@ -915,7 +929,8 @@ class Store:
                 _check_patched_namespace(meta.get("namespace"), namespace)
         obj, causes, warnings = self._decode(res, patched, field_validation)
         obj["metadata"]["name"] = name
-        return self._update(res, current, obj, subresource, dry_run, causes), warnings, False
+        old = stored if shared else None
+        return self._update(res, current, obj, subresource, dry_run, causes, old), warnings, False
 
     def _update(
         self,
@@ -925,8 +940,11 @@ class Store:
         subresource: str | None,
         dry_run: bool,
         causes: list[Cause],
+        old: dict[str, Any] | None = None,
     ) -> Entry:
-        old = current.obj
+        """`old`: `current` already parsed, if the caller has it (and has not modified it)."""
+        if old is None:
+            old = current.obj
         name = old["metadata"]["name"]
         key = _object_key(res, name, old["metadata"].get("namespace"))
         if subresource == "status":
@@ -968,12 +986,12 @@ class Store:
             return Entry(dumps(result), current.rv)
         if res is NAMESPACES:
             # Its last finalizer gone, a terminating namespace still waits for its content.
-            entry = self._commit(res, key, result, MODIFIED, current)
+            entry = self._commit(res, key, result, MODIFIED, current, old)
             self._reap_namespace(name)
             return entry
         if result["metadata"].get("deletionTimestamp") and not result["metadata"].get("finalizers"):
-            return self._commit(res, key, result, DELETED, current)
-        return self._commit(res, key, result, MODIFIED, current)
+            return self._commit(res, key, result, DELETED, current, old)
+        return self._commit(res, key, result, MODIFIED, current, old)
 
     @staticmethod
     def _carry_system_fields(old: Mapping[str, Any], meta: dict[str, Any]) -> list[Cause]:

@@ -612,6 +612,22 @@ class HubClient:
         path = _object_path(kind, name, subresource, namespace)
         return _load(kind, self._json("PATCH", path, body=body, content_type=MERGE_PATCH))
 
+    def patch_unread(
+        self,
+        kind: type[T],
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        subresource: str | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        """`patch`, for a caller that does not use the patched object: the response decides
+        success as for `patch` (the same errors raise), but its body is not read into a model.
+        A cycle's binding repoints are tens per turn, and reading each reply back was a fifth of
+        what a patch cost the activity process (issue 35)."""
+        path = _object_path(kind, name, subresource, namespace)
+        self._bytes("PATCH", path, body=dict(patch), content_type=MERGE_PATCH)
+
     def json_patch(
         self,
         kind: type[T],

@@ -418,3 +418,14 @@ def test_delete_collection_removes_only_matching_objects(hub: HubClient) -> None
 def test_a_missing_name_is_refused_before_sending(hub: HubClient, name: Any) -> None:
     with pytest.raises(ValueError, match="name is required"):
         hub.get(MemberCluster, name)
+
+
+def test_an_unread_merge_patch_applies_and_fails_as_a_patch_does(hub: HubClient) -> None:
+    read = hub.create(cluster("member-1", labels={"keep": "me"}))
+    hub.patch_unread(MemberCluster, "member-1", {"metadata": {"labels": {"new": "yes"}}})
+    assert hub.get(MemberCluster, "member-1").metadata.labels == {"keep": "me", "new": "yes"}
+    stale = {"metadata": {"resourceVersion": read.metadata.resource_version}}
+    with pytest.raises(ConflictError):
+        hub.patch_unread(MemberCluster, "member-1", stale)
+    with pytest.raises(NotFoundError):
+        hub.patch_unread(MemberCluster, "nowhere", {"metadata": {"labels": {"a": "b"}}})

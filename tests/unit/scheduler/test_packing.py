@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import lzma
 
 import pytest
 from hypothesis import given, settings
@@ -18,7 +19,12 @@ from scheduler import (
     InvalidTarget,
     ScoreGroup,
 )
-from scheduler.explain.packing import PACKED_VERSION, pack_explanation, unpack_explanation
+from scheduler.explain.packing import (
+    PACKED_VERSION,
+    encoder_filters,
+    pack_explanation,
+    unpack_explanation,
+)
 
 # Cluster names as hubs have them, numbered ones sharing stems (zero-padded or not, of
 # different widths), and arbitrary text (PickFixed's not-found targets are whatever the user
@@ -135,3 +141,32 @@ def test_a_truncated_packed_explanation_is_refused() -> None:
     raw = base64.b85decode(packed)
     with pytest.raises(InvalidInputError):
         unpack_explanation(base64.b85encode(raw[: len(raw) // 2]).decode())
+
+
+# The reference encoder: the one every packed explanation in a history was written with.
+REFERENCE_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 6, "lc": 4, "lp": 0, "pb": 0}]
+
+
+@pytest.mark.parametrize(
+    ("size", "dictionary"),
+    [(0, 4096), (1, 4096), (4096, 4096), (4097, 8192), (40_000, 65536),
+     (8 << 20, 8 << 20), (9 << 20, 8 << 20)],
+)  # fmt: skip
+def test_the_encoder_dictionary_covers_the_input_and_no_more(size: int, dictionary: int) -> None:
+    # Preset 6's 8 MiB dictionary for a few kilobytes had every turn zero and fault in tens of
+    # megabytes of match-finder tables, holding the GIL (issue 35: a sixth of an activity
+    # process's CPU); a dictionary the size of the input finds the same matches.
+    (chosen,) = encoder_filters(size)
+    assert chosen["dict_size"] == dictionary
+    assert {k: v for k, v in chosen.items() if k != "dict_size"} == REFERENCE_FILTERS[0]
+
+
+BODIES = st.binary(max_size=20_000) | st.text(alphabet="ab-0123", max_size=20_000).map(str.encode)
+
+
+@given(BODIES)
+@settings(max_examples=60, deadline=None)
+def test_a_sized_dictionary_writes_the_same_bytes_as_preset_6(body: bytes) -> None:
+    # The history holds the same bytes as before the cut: only the encoder's memory changed.
+    sized = lzma.compress(body, format=lzma.FORMAT_RAW, filters=encoder_filters(len(body)))
+    assert sized == lzma.compress(body, format=lzma.FORMAT_RAW, filters=REFERENCE_FILTERS)
