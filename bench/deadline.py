@@ -6,7 +6,12 @@ ScheduleDeadlineExceeded Event is first seen, less the moment its deadline fell 
 workflow's clock started, as its status says, plus the deadline): the delay of the timer, the
 turn and the Event's write, plus how long the bench takes to see it. Prints p50, p99 and max,
 and what the misses cost (`name value` lines): hub requests by verb and kind, workflow tasks,
-turns and history events after each placement's deadline fell, and CPU seconds per process.
+turns and history events after each placement's deadline fell, and CPU seconds per process;
+and where the lateness goes: when, after the deadline, its timer fired and the workflow task it
+scheduled started and completed (a miss reported alone, or a local turn, runs inside that task).
+The counts and CPU are those from the first deadline's fall: with a deadline shorter than the
+first turns of N placements take, they include first turns (hub creates of snapshots show it);
+a longer one (`--deadline 30s`) counts the misses alone.
 
 The stack, by default, as users run it: devhub in the bench's process (standing in for the
 hub's API server, which is never the scheduler's process), the Temporal dev server, and
@@ -120,20 +125,43 @@ class Sightings:
             await asyncio.sleep(POLL_S)
 
 
+# Where the lateness goes, from each history: the timer's fire after the deadline, the wait
+# for the workflow task it schedules, and that task (a local report or turn runs inside it).
+STAGES = {
+    EventType.EVENT_TYPE_TIMER_FIRED: "timer_fired",
+    EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED: "task_started",
+    EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED: "task_completed",
+}
+
+
 async def history_counts(
-    client: Client, seen: Iterable[str], since: dict[str, datetime], seconds: float
+    client: Client,
+    seen: Iterable[str],
+    since: dict[str, datetime],
+    seconds: float,
+    stages: dict[str, list[float]],
 ) -> collections.Counter[str]:
-    """What the placements' histories hold after each one's deadline fell."""
+    """What the placements' histories hold after each one's deadline fell; the time from the
+    deadline to each stage of the first workflow task after it, into `stages`."""
     counts: collections.Counter[str] = collections.Counter()
     for name in seen:
         due = since[name] + timedelta(seconds=seconds)
         history = await client.get_workflow_handle(workflow_id(name)).fetch_history()
+        reached: dict[str, float] = {}
         for event in history.events:
-            if event.event_time.ToDatetime(UTC) < due - timedelta(milliseconds=5):
+            at = event.event_time.ToDatetime(UTC)
+            if at < due - timedelta(milliseconds=5):
                 continue
             counts["history_events"] += 1
             if (what := COUNTED_EVENTS.get(event.event_type)) is not None:
                 counts[what] += 1
+            stage = STAGES.get(event.event_type)
+            order = list(STAGES.values())
+            wanted_next = [step for step in order if step not in reached][:1]
+            if stage is not None and wanted_next == [stage]:
+                reached[stage] = (at - due).total_seconds()
+        for stage, after in reached.items():
+            stages.setdefault(stage, []).append(after)
     return counts
 
 
@@ -233,8 +261,12 @@ async def measure(
     cpu = {part: cpu_after[part] - cpu_before.get(part, 0.0) for part in cpu_after}
     since = await statuses(client, sightings.seen)
     seen = {name: at for name, at in sightings.seen.items() if name in since}
-    counts = await history_counts(client, seen, since, seconds)
+    stages: dict[str, list[float]] = {}
+    counts = await history_counts(client, seen, since, seconds, stages)
     report(count, deadline, seconds, seen, since, requests, counts, cpu)
+    for stage, values in stages.items():
+        print(f"{stage}_after_deadline_p50_s {statistics.median(values):.3f}")
+        print(f"{stage}_after_deadline_p99_s {percentile(values, 0.99):.3f}")
 
 
 async def run_in_process(count: int, deadline: str) -> None:
