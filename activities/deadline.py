@@ -118,9 +118,16 @@ def record_deadline_event(
     # 1 again, and they add to the Event's count rather than fall under the old deadline's.
     stretch = f"{miss.since.isoformat()},{miss.seconds}s"
     reported = f"{stretch}/{miss.misses}"
+
+    def read() -> Event | None:
+        try:
+            return client.get(Event, name, namespace=namespace)
+        except NotFoundError:
+            return None
+
     # A stretch's first miss is most often the placement's first: created in one request, and
     # read only when it exists already (a retry, an earlier stretch's Event).
-    current = None if miss.misses == 1 else _current_event(client, name, namespace)
+    current = None if miss.misses == 1 else read()
     if current is None:
         event = Event(
             metadata=ObjectMeta(
@@ -147,7 +154,7 @@ def record_deadline_event(
             client.create(event)
             return True
         except AlreadyExistsError:
-            current = _current_event(client, name, namespace) if miss.misses == 1 else None
+            current = read() if miss.misses == 1 else None
             if current is None:
                 return False  # a concurrent attempt's, or gone again: the next miss updates it
     counted = _counted(
@@ -175,13 +182,6 @@ def record_deadline_event(
     except (ConflictError, NotFoundError):
         return False  # changed or removed meanwhile: the next miss reports again
     return True
-
-
-def _current_event(client: HubClient, name: str, namespace: str) -> Event | None:
-    try:
-        return client.get(Event, name, namespace=namespace)
-    except NotFoundError:
-        return None
 
 
 class ReportDeadlineMiss:
