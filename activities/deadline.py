@@ -9,7 +9,13 @@ recorder aggregates repeats: created at its first miss, then patched with the co
 periods, the latest message and lastTimestamp, at most once per EVENT_REFRESH (a `1s` deadline
 would otherwise write every second, for ever). Its name is derived from the placement's uid,
 and an annotation says up to which miss of which stretch it counts, so a retried activity, or a
-turn that runs again within the same miss, changes nothing."""
+turn that runs again within the same miss, changes nothing.
+
+A miss that falls while the workflow is idle is reported alone (`ReportDeadlineMiss`): nothing
+has changed since its last cycle, or an event would have brought a turn, so the decision
+stands and the report is the placement read once, the condition patched and the Event written,
+one request each, and no cycle. What it cannot speak for (the placement gone, being deleted,
+fully scheduled by now, or asking for another deadline) it leaves to a turn."""
 
 from __future__ import annotations
 
@@ -17,13 +23,26 @@ import hashlib
 from datetime import datetime, timedelta
 from typing import Final
 
+from temporalio import activity
+
+from activities.conditions import write_scheduled_condition
+from activities.plumbing import ActivitySettings
+from activities.translate import hub_failures
 from hub import names
 from hub.client import HubClient
 from hub.errors import AlreadyExistsError, ConflictError, NotFoundError
+from hub.kinds import kinds_for, placement_key
 from hub.types import ClusterResourcePlacement, Condition, Event, ObjectMeta
 from hub.types.core_v1 import EventSource, ObjectReference
-from scheduler.opt_in.deadline import DEADLINE_EXCEEDED_REASON, REPORT_INTERVAL
-from workflows.models import DeadlineMiss
+from scheduler.opt_in.deadline import (
+    DEADLINE_EXCEEDED_REASON,
+    REPORT_INTERVAL,
+    ScheduleDeadline,
+    carried_deadline,
+    exceeded_message,
+)
+from workflows.models import DeadlineMiss, DeadlineReport, DeadlineReported
+from workflows.names import ACTIVITY_REPORT_DEADLINE_MISS
 
 __all__ = [
     "COMPONENT",
@@ -31,6 +50,7 @@ __all__ = [
     "EVENT_REFRESH",
     "EVENT_REFRESH_SLACK",
     "REPORTED_ANNOTATION",
+    "ReportDeadlineMiss",
     "deadline_condition",
     "deadline_event_name",
     "record_deadline_event",
@@ -98,10 +118,16 @@ def record_deadline_event(
     # 1 again, and they add to the Event's count rather than fall under the old deadline's.
     stretch = f"{miss.since.isoformat()},{miss.seconds}s"
     reported = f"{stretch}/{miss.misses}"
-    try:
-        current = client.get(Event, name, namespace=namespace)
-    except NotFoundError:
-        current = None
+
+    def read() -> Event | None:
+        try:
+            return client.get(Event, name, namespace=namespace)
+        except NotFoundError:
+            return None
+
+    # A stretch's first miss is most often the placement's first: created in one request, and
+    # read only when it exists already (a retry, an earlier stretch's Event).
+    current = None if miss.misses == 1 else read()
     if current is None:
         event = Event(
             metadata=ObjectMeta(
@@ -126,9 +152,11 @@ def record_deadline_event(
         )
         try:
             client.create(event)
+            return True
         except AlreadyExistsError:
-            return False  # an earlier attempt's, or a concurrent one's: the next miss updates it
-        return True
+            current = read() if miss.misses == 1 else None
+            if current is None:
+                return False  # a concurrent attempt's, or gone again: the next miss updates it
     counted = _counted(
         current.metadata.annotations.get(REPORTED_ANNOTATION), (stretch, miss.since.isoformat())
     )
@@ -154,6 +182,59 @@ def record_deadline_event(
     except (ConflictError, NotFoundError):
         return False  # changed or removed meanwhile: the next miss reports again
     return True
+
+
+class ReportDeadlineMiss:
+    """The activity that reports a miss without a cycle, one instance per worker process (like
+    activities.turn.ScheduleOnce, whose HubClient and settings it shares)."""
+
+    def __init__(self, client: HubClient, settings: ActivitySettings | None = None) -> None:
+        self._client = client
+        self._settings = settings or ActivitySettings()
+
+    @activity.defn(name=ACTIVITY_REPORT_DEADLINE_MISS)
+    def report_deadline_miss(self, request: DeadlineReport) -> DeadlineReported:
+        key = placement_key(request.namespace, request.placement)
+        with hub_failures(f"the deadline miss of placement {key!r}"):
+            return self._report(request)
+
+    def _report(self, request: DeadlineReport) -> DeadlineReported:
+        client, miss = self._client, request.miss
+        kind = kinds_for(request.namespace).placement
+        try:
+            placement = client.get(kind, request.placement, namespace=request.namespace)
+        except NotFoundError:
+            return DeadlineReported(summary="the placement is gone: a turn decides")
+        if placement.metadata.deletion_timestamp is not None:
+            return DeadlineReported(summary="the placement is being deleted: a turn decides")
+        annotation = placement.metadata.annotations.get(names.SCHEDULE_DEADLINE_ANNOTATION)
+        # Both as carried, as the cycle's report compares them (activities.turn.cycle).
+        if annotation is None or carried_deadline(annotation) != carried_deadline(miss.deadline):
+            return DeadlineReported(summary="the deadline changed: a turn decides")
+        condition = placement.status.condition(placement.SCHEDULED_CONDITION)
+        if condition is not None and condition.status == names.TRUE:
+            return DeadlineReported(summary="fully scheduled since: a turn decides")
+        deadline = ScheduleDeadline(seconds=miss.seconds)
+        message = exceeded_message(deadline, miss.misses, request.missing)
+        written = False
+        if self._settings.snapshotter:
+            if condition is None:  # no cycle has written ours yet
+                return DeadlineReported(summary="no Scheduled condition yet: a turn decides")
+            last = condition
+
+            def ours(current: ClusterResourcePlacement) -> Condition:
+                found = current.status.condition(current.SCHEDULED_CONDITION) or last
+                return deadline_condition(found, message)
+
+            written = write_scheduled_condition(client, placement, ours)
+        now = self._settings.now()
+        event = record_deadline_event(client, placement, miss, message, now)
+        return DeadlineReported(
+            summary=f"deadline miss {miss.misses} reported: {message}",
+            reported=True,
+            event_written=event,
+            condition_written=written,
+        )
 
 
 def _counted(annotation: str | None, stretch: tuple[str, ...]) -> int:

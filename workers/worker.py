@@ -36,6 +36,7 @@ from temporalio.worker import PatchActivationInput, Worker
 from activities.advice import TurnAdvisor
 from activities.cleanup import CleanupPlacement
 from activities.clusters import ClusterCache
+from activities.deadline import ReportDeadlineMiss
 from activities.outage import HubGate
 from activities.plumbing import ActivitySettings
 from activities.rebalance import RebalanceFleet
@@ -116,6 +117,7 @@ def worker_activities(hub: HubClient, settings: ActivitySettings) -> list[Callab
         cleanup.cleanup_placement,
         turn.schedule_once_rp,
         cleanup.cleanup_placement_rp,
+        ReportDeadlineMiss(hub, settings).report_deadline_miss,
     ]
 
 

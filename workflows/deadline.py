@@ -34,6 +34,7 @@ from scheduler.opt_in.deadline import (
 from workflows.models import (
     CycleReport,
     DeadlineMiss,
+    DeadlineReport,
     DeadlineState,
     PlacementState,
     PrepareResult,
@@ -41,6 +42,7 @@ from workflows.models import (
 )
 
 __all__ = [
+    "DEADLINE_ALONE_PATCH",
     "DEADLINE_BUSY_PATCH",
     "DEADLINE_FLOOR_PATCH",
     "DEADLINE_PATCH",
@@ -62,6 +64,11 @@ DEADLINE_BUSY_PATCH: Final = "schedule-deadline-busy"
 # aging would lift its key): a `1s` deadline on a placement that cannot be scheduled ran a whole
 # turn every second, for ever. Decided when it first puts a miss's timer off.
 DEADLINE_FLOOR_PATCH: Final = "schedule-deadline-report-interval"
+# A miss that falls while the workflow is idle is reported by the report activity alone (the
+# Event and the condition, activities.deadline.ReportDeadlineMiss), not by a whole turn: nothing
+# has changed since the last cycle, or an event would have brought a turn, so the decision
+# stands. 200 misses in one second were 200 cycles. Decided at an idle miss, as the others.
+DEADLINE_ALONE_PATCH: Final = "schedule-deadline-report-alone"
 
 
 @dataclass
@@ -270,6 +277,24 @@ class PlacementDeadline:
         misses = self.clock.miss(now)
         self._keep()
         return f"schedule deadline {self.clock.annotation} exceeded ({misses})"
+
+    def alone(
+        self,
+        placement: str,
+        namespace: str | None,
+        lifted: bool,
+        patched: Callable[[str], bool],
+    ) -> DeadlineReport | None:
+        """After `missed`, for a miss that fell while the workflow was idle: the report that
+        says it without a turn (DEADLINE_ALONE_PATCH), with what the last cycle found missing;
+        None when a turn reports it, as before: an aging placement's miss that `lifted` its
+        key (its turn runs at the new key), or a run begun before the patch."""
+        miss = self.request()
+        if miss is None or lifted or not patched(DEADLINE_ALONE_PATCH):
+            return None
+        return DeadlineReport(
+            placement=placement, namespace=namespace, miss=miss, missing=self.clock.missing
+        )
 
     def aged(self, priority_key: int | None, priority: TurnPriority | None) -> int | None:
         """The priority key a turn runs at whose work asked for `priority_key`

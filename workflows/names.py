@@ -16,6 +16,7 @@ __all__ = [
     "ACTIVITY_CLEANUP_PLACEMENT_RP",
     "ACTIVITY_REBALANCE_FLEET",
     "ACTIVITY_RECONCILE_FLEET",
+    "ACTIVITY_REPORT_DEADLINE_MISS",
     "ACTIVITY_SCHEDULE_ONCE",
     "ACTIVITY_SCHEDULE_ONCE_RP",
     "ACTIVITY_TASK_QUEUE_SUFFIX",
@@ -87,6 +88,9 @@ ACTIVITY_SCHEDULE_ONCE: Final = "schedule_once"
 ACTIVITY_CLEANUP_PLACEMENT: Final = "cleanup_placement"
 ACTIVITY_SCHEDULE_ONCE_RP: Final = "schedule_once_rp"
 ACTIVITY_CLEANUP_PLACEMENT_RP: Final = "cleanup_placement_rp"
+# A scheduling deadline's miss reported without a cycle (workflows.deadline); new, so one name
+# serves both kinds: a worker from before it refuses the task rather than misreads it.
+ACTIVITY_REPORT_DEADLINE_MISS: Final = "report_deadline_miss"
 
 
 def schedule_once_activity(namespace: str | None) -> str:

@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         CleanupReport,
         CleanupRequest,
         CycleReport,
+        DeadlineReported,
         HubEvent,
         MovesRequest,
         PlacementExplanation,
@@ -78,6 +79,7 @@ __all__ = ["RUN_EVENTS_BOUND", "PlacementWorkflow", "ResourcePlacementWorkflow"]
 # start-to-close alone (workflows.execution).
 CYCLE_TIMEOUT = timedelta(minutes=10)
 CLEANUP_TIMEOUT = timedelta(minutes=10)
+REPORT_TIMEOUT = timedelta(minutes=1)  # a deadline miss reported alone: a read and two writes
 # How requeue_and_wait refuses an update while the run continues-as-new or completes.
 CLOSING_ERROR = "RunClosing"
 CLOSING_MESSAGE = "this run is ending (continue-as-new or completion); retry the update"
@@ -177,13 +179,38 @@ class PlacementWorkflow:
                 return
         except TimeoutError:
             pass
-        self._deadline_missed()
+        await self._deadline_missed_idle()
 
-    def _deadline_missed(self) -> None:
-        reason = self._deadline.missed(workflow.now())
+    def _deadline_missed(self, reason: str | None = None) -> None:
+        reason = reason or self._deadline.missed(workflow.now())
         # At the placement's own key: the turn ages it when it starts, once (docs/priority.md).
         self._inbox.ask(self._state.own_priority_key)
         self._inbox.mark(reason)
+
+    async def _deadline_missed_idle(self) -> None:
+        """A miss while idle: reported alone, without a turn, where it can be
+        (PlacementDeadline.alone); else, or if the report cannot speak for the placement or
+        fails, by a turn, as before."""
+        priority = self._state.priority
+        before = self._deadline.aged(None, priority)
+        reason = self._deadline.missed(workflow.now())
+        lifted = self._deadline.aged(None, priority) != before
+        report = self._deadline.alone(self._placement, self._namespace, lifted, workflow.patched)
+        if report is not None:
+            summary = f"{reason}: report for placement {self._placement_key}"
+            try:
+                done: DeadlineReported = await self._execute(
+                    names.ACTIVITY_REPORT_DEADLINE_MISS,
+                    report,
+                    DeadlineReported,
+                    REPORT_TIMEOUT,
+                    summary,
+                )
+                if done.reported:
+                    return
+            except TURN_FAILURES:
+                pass
+        self._deadline_missed(reason)
 
     async def _turn(self) -> bool:
         """One loop turn; True when the workflow is done (placement gone or cleaned up, with

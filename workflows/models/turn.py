@@ -203,6 +203,26 @@ class DeadlineMiss(CompactWire):
     misses: int  # deadline periods passed since: the Event's identity with `since`
 
 
+class DeadlineReport(CompactWire):
+    """A miss reported alone, without a cycle (`report_deadline_miss`, workflows.deadline): the
+    workflow was idle, so the last cycle's decision stands and `missing` is what it said."""
+
+    placement: str
+    miss: DeadlineMiss
+    missing: str = ""
+    namespace: str | None = None  # a ResourcePlacement's; None for a ClusterResourcePlacement
+
+
+class DeadlineReported(CompactWire):
+    """What a miss reported alone wrote. Not `reported`: the placement is gone, being deleted,
+    fully scheduled or asks for another deadline, and a turn decides (as before the report)."""
+
+    summary: str = ""
+    reported: bool = False
+    event_written: bool = False
+    condition_written: bool = False
+
+
 class TurnRequest(CompactWire):
     """One loop turn (`schedule_once`): prepare, then the cycle numbered `cycle` if ready.
 

@@ -45,6 +45,7 @@ class Activities:
     """Both activities of a worker, bound to one HubClient and one ActivitySettings."""
 
     def __init__(self, hub: HubClient, settings: ActivitySettings) -> None:
+        self.settings = settings
         self.schedule_once = ScheduleOnce(hub, settings).schedule_once
         self.cleanup_placement = CleanupPlacement(hub, settings).cleanup_placement
 

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 from temporalio.testing import ActivityEnvironment
 
-from activities.deadline import EVENT_REFRESH, EVENT_REFRESH_SLACK
+from activities.deadline import EVENT_REFRESH, EVENT_REFRESH_SLACK, ReportDeadlineMiss
+from devhub import DevHub
 from hub import names
 from hub.client import HubClient
 from hub.types import ClusterResourcePlacement, Event
@@ -21,7 +22,13 @@ from tests.integration.activities.activity_helpers import (
     add_placement,
     placement_condition,
 )
-from workflows.models import DeadlineMiss, TurnRequest, TurnResult
+from workflows.models import (
+    DeadlineMiss,
+    DeadlineReport,
+    DeadlineReported,
+    TurnRequest,
+    TurnResult,
+)
 
 PICK_THREE = {"placementType": "PickN", "numberOfClusters": 3}
 MISSING = (
@@ -238,3 +245,81 @@ def test_a_deadline_changed_within_a_stretch_is_reported_on_the_same_event(
     assert "(deadline 10m)" in event.message, event.message
     assert event.count == fast + 2
     assert event.last_timestamp == clock.now
+
+
+def test_a_miss_reported_alone_reads_once_and_writes_the_condition_and_event_once_each(
+    hub: HubClient,
+    devhub: DevHub,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+) -> None:
+    """A miss while the workflow is idle (workflows.deadline, DEADLINE_ALONE_PATCH): no cycle,
+    no list of bindings or snapshots; the placement read once, the condition patched once, the
+    Event created in one request; a retry writes nothing."""
+    for name in ("a", "b"):
+        add_cluster(hub, name)
+    add_cluster(hub, "d", taints=[("gpu", "true")])
+    add_placement(hub, "late", PICK_THREE, annotations={names.SCHEDULE_DEADLINE_ANNOTATION: "10m"})
+    clock = Clock()
+    rig = make_activities(clock=clock)
+    turn(env, rig, None)  # the cycle before the deadline: it says what is missing
+    missing = MISSING.split(": ", 1)[1]
+    since = clock.now - timedelta(minutes=10)
+    miss = DeadlineMiss(deadline="10m", seconds=600, since=since, misses=1)
+    request = DeadlineReport(placement="late", miss=miss, missing=missing)
+    report = ReportDeadlineMiss(hub, rig.activities.settings).report_deadline_miss
+
+    devhub.stats.clear()
+    reported: DeadlineReported = env.run(report, request)
+    assert (reported.reported, reported.event_written, reported.condition_written) == (
+        True,
+        True,
+        True,
+    )
+    assert devhub.stats.snapshot() == {
+        ("get", "clusterresourceplacements"): 1,
+        ("patch", "clusterresourceplacements/status"): 1,
+        ("create", "events"): 1,
+    }
+    (event,) = deadline_events(hub)
+    assert (event.type, event.message, event.count) == ("Warning", MISSING, 1)
+    condition = placement_condition(hub, "late")
+    assert condition is not None
+    assert (condition.status, condition.reason, condition.message) == (
+        names.FALSE,
+        DEADLINE_EXCEEDED_REASON,
+        MISSING,
+    )
+
+    again: DeadlineReported = env.run(report, request)  # a retry: nothing new to write
+    assert again.reported and not again.event_written and not again.condition_written
+    assert len(deadline_events(hub)) == 1
+
+    # A placement the report cannot speak for is left to a turn: fully scheduled meanwhile,
+    # or its deadline changed.
+    add_cluster(hub, "c")
+    turn(env, rig, None)
+    devhub.stats.clear()
+    fulfilled: DeadlineReported = env.run(
+        report, request.model_copy(update={"miss": miss.model_copy(update={"misses": 2})})
+    )
+    assert not fulfilled.reported
+    assert devhub.stats.count("patch") == devhub.stats.count("create") == 0
+
+
+def test_a_miss_reported_alone_beside_kubefleet_writes_only_the_event(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    add_placement(hub, "late", PICK_THREE, annotations={names.SCHEDULE_DEADLINE_ANNOTATION: "10m"})
+    rig = make_activities(snapshotter=False)
+    miss = DeadlineMiss(
+        deadline="10m", seconds=600, since=datetime.now(UTC) - timedelta(minutes=10), misses=1
+    )
+    request = DeadlineReport(placement="late", miss=miss, missing="0 of 3 clusters picked")
+    reported: DeadlineReported = env.run(
+        ReportDeadlineMiss(hub, rig.activities.settings).report_deadline_miss, request
+    )
+    assert reported.reported and reported.event_written and not reported.condition_written
+    assert placement_condition(hub, "late") is None  # KubeFleet's to write
+    (event,) = deadline_events(hub)
+    assert event.message == "not fully scheduled for 10m (deadline 10m): 0 of 3 clusters picked"

@@ -24,7 +24,7 @@ from tests.support.stacks import fleet_scheduler
 from tests.support.waits import until_async
 from workers.cli.render import deadline_text, render_explain
 from workers.metrics import SchedulerMetrics
-from workflows.deadline import DEADLINE_PATCH
+from workflows.deadline import DEADLINE_ALONE_PATCH, DEADLINE_PATCH
 from workflows.models import PlacementStatus
 from workflows.names import workflow_id
 
@@ -96,9 +96,7 @@ async def test_a_placement_past_its_deadline_is_reported_until_a_cluster_joins(
     )
     await until_async(lambda: gauge(observed) >= before + 1)
 
-    current = await until_async(
-        lambda: _exceeded(temporal_client, name), what="the status says it"
-    )
+    current = await until_async(lambda: _exceeded(temporal_client, name), what="the status says it")
     assert current.deadline is not None
     text = deadline_text(current.deadline, datetime.now(UTC))
     assert text.startswith("2s, exceeded")
@@ -191,9 +189,7 @@ async def test_a_zero_padded_deadline_is_its_value_and_the_gauge_keeps_counting(
     events = await until_async(lambda: deadline_events(hub, name) or None, blocking=True)
     assert "(deadline 1s)" in events[0].message
     await until_async(lambda: gauge(observed) >= before + 1)
-    current = await until_async(
-        lambda: _exceeded(temporal_client, name), what="the status says it"
-    )
+    current = await until_async(lambda: _exceeded(temporal_client, name), what="the status says it")
     assert current.deadline is not None and current.deadline.annotation == "1s"
     hub.delete(ClusterResourcePlacement, name)
 
@@ -222,3 +218,27 @@ async def test_placements_without_the_annotation_record_nothing_new(
     hub.delete(ClusterResourcePlacement, name)
 
 
+async def test_a_miss_while_idle_is_reported_without_a_cycle(
+    hub: HubClient, observed: SchedulerMetrics, temporal_client: Client
+) -> None:
+    """The miss of an idle workflow is reported by the report activity alone (patch
+    DEADLINE_ALONE_PATCH): the Event and the condition, and no second cycle; the decision is
+    the first cycle's."""
+    prefix = unique("alone")
+    name = f"{prefix}-p"
+    hub.create(fixed_placement(name, f"{prefix}-c", "2s"))
+    await until_async(lambda: deadline_events(hub, name) or None, blocking=True)
+    await until_async(
+        lambda: scheduled(hub, name) == ("False", DEADLINE_EXCEEDED_REASON), blocking=True
+    )
+    current = await until_async(lambda: _exceeded(temporal_client, name), what="the miss")
+    assert current.cycles == 1
+    history = await temporal_client.get_workflow_handle(workflow_id(name)).fetch_history()
+    alone = [
+        e
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and DEADLINE_ALONE_PATCH.encode() in e.marker_recorded_event_attributes.SerializeToString()
+    ]
+    assert alone
+    hub.delete(ClusterResourcePlacement, name)

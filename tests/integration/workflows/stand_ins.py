@@ -21,6 +21,8 @@ from workflows.models import (
     CleanupReport,
     CleanupRequest,
     CycleReport,
+    DeadlineReport,
+    DeadlineReported,
     PrepareResult,
     TurnRequest,
     TurnResult,
@@ -28,6 +30,7 @@ from workflows.models import (
 from workflows.names import (
     ACTIVITY_CLEANUP_PLACEMENT,
     ACTIVITY_CLEANUP_PLACEMENT_RP,
+    ACTIVITY_REPORT_DEADLINE_MISS,
     ACTIVITY_SCHEDULE_ONCE,
     ACTIVITY_SCHEDULE_ONCE_RP,
 )
@@ -65,6 +68,10 @@ class Script:
     deadline: str | None = None
     fulfilled: bool = True
     misses: list[int] = field(default_factory=list)
+    # The misses reported alone, without a turn (report_deadline_miss), and whether the
+    # report speaks for the placement (False: a turn decides).
+    reports: list[int] = field(default_factory=list)
+    report_speaks: bool = True
 
 
 SCRIPTS: dict[str, Script] = defaultdict(Script)
@@ -167,4 +174,17 @@ async def cleanup_placement_rp(request: CleanupRequest) -> CleanupReport:
     return await cleanup_placement(request)
 
 
-STAND_INS = [schedule_once, cleanup_placement, schedule_once_rp, cleanup_placement_rp]
+@activity.defn(name=ACTIVITY_REPORT_DEADLINE_MISS)
+async def report_deadline_miss(request: DeadlineReport) -> DeadlineReported:
+    script = SCRIPTS[request.placement]
+    script.reports.append(request.miss.misses)
+    return DeadlineReported(reported=script.report_speaks, event_written=script.report_speaks)
+
+
+STAND_INS = [
+    schedule_once,
+    cleanup_placement,
+    schedule_once_rp,
+    cleanup_placement_rp,
+    report_deadline_miss,
+]

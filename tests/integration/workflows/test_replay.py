@@ -50,6 +50,7 @@ from tests.support.waits import until_async
 from workers.worker import PlacementWorkers, split_workers
 from workflows import names
 from workflows.deadline import (
+    DEADLINE_ALONE_PATCH,
     DEADLINE_BUSY_PATCH,
     DEADLINE_FLOOR_PATCH,
     DEADLINE_PATCH,
@@ -296,25 +297,41 @@ async def test_fresh_deadline_timer_history_replays(
     temporal_client: Client, task_queue: str, worker: PlacementWorkers
 ) -> None:
     """A `1s` deadline on a placement that stays unscheduled: the first turn starts the clock,
-    its timer fires and the miss runs a turn; then the report-interval floor puts the next
-    miss's turn off (a long timer), a signal after the next period counts that miss on its
-    own turn, and the floor holds again until the deletion."""
+    its timer fires and the miss, the workflow idle, is reported alone (no turn,
+    DEADLINE_ALONE_PATCH); then the report-interval floor puts the next miss off (a long
+    timer), a signal after the next period counts that miss on its own turn, and the floor
+    holds again until the deletion. (`placement-deadline-timer-0.json`, recorded before the
+    report alone, ran a turn for the first miss: it replays too.)"""
     name = placement_name()
     script = Script(deadline="1s", fulfilled=False)
     handle = await start(temporal_client, task_queue, name, script)
-    status = await status_when(
-        handle, lambda s: s.cycles == 2 and idle(s) and s.deadline is not None
-    )
+    await until_async(lambda: script.reports == [1], what="the miss reported alone")
+    status = await status_when(handle, lambda s: idle(s) and s.deadline is not None)
+    assert status.cycles == 1 and status.deadline is not None and status.deadline.misses == 1
     due = next_miss(status)
     await until_async(lambda: datetime.now(UTC) > due, what="the next deadline period")
     await handle.signal(PlacementWorkflow.placement_changed, HubEvent(reason="labels"))
-    await status_when(handle, lambda s: s.cycles == 3 and idle(s))
+    await status_when(handle, lambda s: s.cycles == 2 and idle(s))
     await delete_and_complete(handle, script)
 
-    [history] = await replay_runs(temporal_client, handle.id, "placement-deadline-timer")
-    assert len(script.misses) == 4, script.misses  # start, the miss, the signal, the deletion
-    assert script.misses[0] == 0 and 1 <= script.misses[1] < script.misses[2]
-    assert turn_patches(history) == [DEADLINE_PATCH, DEADLINE_FLOOR_PATCH]
+    [history] = await replay_runs(temporal_client, handle.id, "placement-deadline-alone")
+    assert len(script.misses) == 3, script.misses  # start, the signal, the deletion
+    assert script.misses[0] == 0 and script.misses[1] >= 2 and script.reports == [1]
+    assert turn_patches(history)[:3] == [DEADLINE_PATCH, DEADLINE_ALONE_PATCH, DEADLINE_FLOOR_PATCH]
+
+
+async def test_a_miss_the_report_cannot_speak_for_runs_a_turn(
+    temporal_client: Client, task_queue: str, worker: PlacementWorkers
+) -> None:
+    """The report finds the placement fully scheduled, gone or asking another deadline: the
+    miss runs a turn, which decides and reports it, as before the report alone."""
+    name = placement_name()
+    script = Script(deadline="1s", fulfilled=False, report_speaks=False)
+    handle = await start(temporal_client, task_queue, name, script)
+    await status_when(handle, lambda s: s.cycles == 2 and idle(s))
+    assert script.reports == [1] and script.misses[:2] == [0, 1]
+    await delete_and_complete(handle, script)
+    await replay_runs(temporal_client, handle.id, "placement-deadline-alone-refused")
 
 
 async def test_fresh_deadline_aging_history_replays(
@@ -447,6 +464,13 @@ class NoReportFloor(PlacementDeadline):
         return due
 
 
+class NoReportAlone(PlacementDeadline):
+    """A turn for an idle miss (before DEADLINE_ALONE_PATCH)."""
+
+    def alone(self, *args: Any) -> None:
+        return None
+
+
 class AgingWithinItsBand(PlacementDeadline):
     """Aging that ignores the profile's limit: key 3 ages no further, so the floor holds the
     second miss's turn off."""
@@ -510,6 +534,7 @@ class DeafToRenewal(PlacementWorkflow):
         ("placement-deadline-busy-0.json", NoDeadlineCommands),
         ("placement-deadline-busy-0.json", NoBusyMisses),
         ("placement-deadline-timer-0.json", NoReportFloor),
+        ("placement-deadline-alone-0.json", NoReportAlone),
         ("placement-auto-local-fallback-0.json", ForgetsFallbacks),
     ],
     ids=lambda v: v if isinstance(v, str) else v.__name__,
