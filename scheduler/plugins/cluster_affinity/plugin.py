@@ -33,6 +33,7 @@ from scheduler.plugins.cluster_affinity.scoring import (
     compile_preferred,
     preferred_terms,
     score_cluster,
+    score_clusters,
 )
 from scheduler.plugins.cluster_affinity.state import (
     NAME,
@@ -119,8 +120,10 @@ class ClusterAffinity:
     ) -> list[ClusterScore | None]:
         # A ScoringError propagates: the per-cluster path reports it as KubeFleet does.
         terms = self._preferred(state, snapshot)
-        cache = _quantities(state)
-        return [ClusterScore(affinity_score=score_cluster(terms, f, cache)) for f in facts]
+        totals = score_clusters(terms, facts, _quantities(state))
+        # One ClusterScore per distinct total (frozen, compared by value).
+        made = {total: ClusterScore(affinity_score=total) for total in set(totals)}
+        return [made[total] for total in totals]
 
     def _required(
         self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
