@@ -16,7 +16,7 @@ from hub.types import (
     MemberCluster,
 )
 from scheduler.bindings.naming import binding_name, can_name_cluster_part, name_problem
-from scheduler.clusters.facts import facts_of
+from scheduler.clusters.facts import ClusterFacts, facts_of
 from scheduler.cycles.classify import Classified
 from scheduler.cycles.decisions import scheduled_condition, status_write
 from scheduler.cycles.models import Outcome
@@ -80,6 +80,8 @@ class Context:
     runner: Runner
     placement_type: str
     used_names: set[str]
+    facts: Sequence[ClusterFacts] | None = None
+    """The facts of `clusters`, in their order, when the caller has them (it prepared them)."""
     log: BindingLog = field(default_factory=BindingLog)
     demand: Demand | None = None
     """Capacity-aware placements only (docs/capacity.md)."""
@@ -101,6 +103,7 @@ class Context:
             obsolete=frozenset(b.spec.target_cluster for b in c.obsolete),
             demand=self.demand,
             _by_name=self.by_name,
+            _facts=self.facts,
         )
 
     def no_room(self, cluster: MemberCluster) -> str | None:

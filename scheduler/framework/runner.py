@@ -475,7 +475,18 @@ class Runner:
                 obsolete[index] += o
                 if weighted:
                     total[index] += weight * (t + a + o)
-        return [
-            _scored(c, f.name, topology[i], affinity[i], obsolete[i], total[i], weighted)
-            for i, (c, f) in enumerate(zip(clusters, facts, strict=True))
-        ]
+        if weighted:
+            return [
+                _scored(f.cluster, f.name, topology[i], affinity[i], obsolete[i], total[i], True)
+                for i, f in enumerate(facts)
+            ]
+        # _scored inlined: this runs once per passed cluster.
+        memo = _SCORES
+        out = []
+        for f, t, a, o in zip(facts, topology, affinity, obsolete, strict=True):
+            score = memo.get((t, a, o))
+            if score is None:
+                score = memo[(t, a, o)] = ClusterScore(t, a, o)
+            name = f.name
+            out.append(ScoredCluster(f.cluster, score, None, name, (t, a, o, name)))
+        return out

@@ -93,7 +93,7 @@ class ClusterAffinity:
         if not terms:
             return Status.skip(SKIP_NO_PREFERRED_TERMS)
         try:
-            compiled = compile_preferred(terms, state.clusters, _quantities(state))
+            compiled = compile_preferred(terms, state.cluster_facts(), _quantities(state))
         except ScoringError as exc:
             return Status.internal_error(str(exc))
         state.write(PREFERRED, compiled)
@@ -140,7 +140,7 @@ class ClusterAffinity:
         terms = state.read(PREFERRED)
         if terms is None:  # called without PreScore: compile now, once
             preferred = preferred_terms(snapshot.spec.policy)
-            terms = compile_preferred(preferred, state.clusters, _quantities(state))
+            terms = compile_preferred(preferred, state.cluster_facts(), _quantities(state))
             state.write(PREFERRED, terms)
         return terms
 

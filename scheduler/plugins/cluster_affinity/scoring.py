@@ -64,7 +64,7 @@ def preferred_terms(policy: PlacementPolicy | None) -> Sequence[PreferredCluster
 
 def compile_preferred(
     terms: Sequence[PreferredClusterSelector],
-    clusters: Sequence[MemberCluster],
+    clusters: Sequence[MemberCluster] | Sequence[ClusterFacts],
     cache: QuantityCache,
 ) -> tuple[PreferredTerm, ...]:
     """Compile the terms and find each sorted property's extremes (KubeFleet's PreScore).
@@ -102,7 +102,9 @@ def compile_preferred(
 
 
 def _extremes(
-    ref: PropertyRef, clusters: Sequence[MemberCluster], cache: QuantityCache
+    ref: PropertyRef,
+    clusters: Sequence[MemberCluster] | Sequence[ClusterFacts],
+    cache: QuantityCache,
 ) -> Extremes:
     smallest: Quantity | None = None
     largest: Quantity | None = None
@@ -111,7 +113,7 @@ def _extremes(
     values: dict[str, Quantity | None] = {}
     memo_key = _READABLE + ref.name
     for cluster in clusters:
-        facts = facts_of(cluster)
+        facts = cluster if isinstance(cluster, ClusterFacts) else facts_of(cluster)
         derived = facts.derived
         if memo_key in derived:
             value = cast("Quantity | None", derived[memo_key])

@@ -183,7 +183,7 @@ class TopologySpreadConstraints:
     ) -> TopologyState:
         policy = snapshot.spec.policy
         constraints = policy.topology_spread_constraints if policy else []
-        verdict = evaluate(constraints, state.clusters, state.has_scheduled_or_bound_binding)
+        verdict = evaluate(constraints, state.cluster_facts(), state.has_scheduled_or_bound_binding)
         state.write(STATE, verdict)
         return verdict
 

@@ -96,12 +96,13 @@ def count_domains(
     has_binding: Callable[[str], bool],
 ) -> DomainCounts:
     counts: dict[str, int] = {}
+    get = counts.get
     for cluster in clusters:
         facts = cluster if isinstance(cluster, ClusterFacts) else facts_of(cluster)
         domain = facts.labels.get(key)
         if domain is None:
             continue  # not part of the spread
-        counts[domain] = counts.get(domain, 0) + (1 if has_binding(facts.name) else 0)
+        counts[domain] = get(domain, 0) + (1 if has_binding(facts.name) else 0)
     ordered = sorted(counts.values())
     if not ordered:
         return DomainCounts(counts)
@@ -137,7 +138,7 @@ def will_violate(counts: DomainCounts, domain: str, max_skew: int) -> tuple[bool
 
 def evaluate(
     constraints: Sequence[TopologySpreadConstraint],
-    clusters: Sequence[MemberCluster],
+    clusters: Sequence[MemberCluster] | Sequence[ClusterFacts],
     has_binding: Callable[[str], bool],
 ) -> TopologyState:
     """KubeFleet's evaluateAllConstraints: DoNotSchedule constraints first, then ScheduleAnyway.
@@ -151,7 +152,7 @@ def evaluate(
         schedule_anyway=tuple(c for c in parsed if not c.do_not_schedule),
     )
     violations, scores = result.violations, result.scores
-    fleet = [facts_of(cluster) for cluster in clusters]
+    fleet = [c if isinstance(c, ClusterFacts) else facts_of(c) for c in clusters]
     for constraint in result.do_not_schedule + result.schedule_anyway:
         key = constraint.topology_key
         counts = count_domains(fleet, key, has_binding)
