@@ -12,6 +12,7 @@ the stage. A plugin returning `None` counts as SUCCESS, as a nil status does in 
 from __future__ import annotations
 
 import functools
+from itertools import repeat
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -84,7 +85,9 @@ def _observed(
 
 
 FinalCheck = Callable[[MemberCluster], Status | None]
-"""A framework check run after every filter plugin passed a cluster (None = pass)."""
+"""A framework check run after every filter plugin passed a cluster (None = pass). It may also
+have an `on_facts(ClusterFacts)` method, the same check on the cluster's facts, which the
+batched filter calls instead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +377,8 @@ class Runner:
         result = FilterResult()
         passed, filtered, selected = result.passed, result.filtered, result.already_selected
         get = rejected.get
+        # A final check may also take the facts (`on_facts`), saving a lookup per cluster.
+        on_facts = getattr(final_check, "on_facts", None)
         for index, f in enumerate(facts):
             fate = get(index)
             if fate is not None:
@@ -384,7 +389,10 @@ class Runner:
                     selected.append(f.name)
                 continue
             cluster = f.cluster
-            problem = final_check(cluster) if final_check is not None else None
+            if on_facts is not None:
+                problem = on_facts(f)
+            else:
+                problem = final_check(cluster) if final_check is not None else None
             if problem is None:
                 passed.append(cluster)
             else:
@@ -452,41 +460,45 @@ class Runner:
         facts = [facts_of(c) for c in clusters]
         if len(_SCORES) > _MAX_SCORES:
             _SCORES.clear()
-        topology = [0] * count
-        affinity = [0] * count
-        obsolete = [0] * count
-        total = [0] * count
+        answers: list[Sequence[ClusterScore | None]] = []
+        weights: list[int] = []
         for plugin in plugins:
-            weight = profile.weight(plugin.name)
             try:
                 scores = plugin.score_all(state, snapshot, facts)
             except Exception:  # the per-cluster run names the failure
                 return None
             if len(scores) != count:
                 return None
-            for index, score in enumerate(scores):
-                if score is None:
-                    continue
-                t = score.topology_spread_score
-                a = score.affinity_score
-                o = score.obsolete_placement_affinity_score
-                topology[index] += t
-                affinity[index] += a
-                obsolete[index] += o
-                if weighted:
-                    total[index] += weight * (t + a + o)
-        if weighted:
-            return [
-                _scored(f.cluster, f.name, topology[i], affinity[i], obsolete[i], total[i], True)
-                for i, f in enumerate(facts)
-            ]
-        # _scored inlined: this runs once per passed cluster.
+            answers.append(scores)
+            weights.append(profile.weight(plugin.name))
+        # Plugins answer with few distinct score objects (a fleet has few distinct scores), so
+        # the sum is worked out once per combination of the plugins' answers (by identity:
+        # every answer stays alive in `answers` meanwhile), not once per cluster.
+        combos = zip(*[list(map(id, scores)) for scores in answers]) if answers else repeat(())
+        sums: dict[tuple[int, ...], tuple[ClusterScore, int, int, int, int | None]] = {}
         memo = _SCORES
         out = []
-        for f, t, a, o in zip(facts, topology, affinity, obsolete, strict=True):
-            score = memo.get((t, a, o))
-            if score is None:
-                score = memo[(t, a, o)] = ClusterScore(t, a, o)
+        for index, (f, combo) in enumerate(zip(facts, combos)):
+            found = sums.get(combo)
+            if found is None:
+                t = a = o = total = 0
+                for scores, weight in zip(answers, weights, strict=True):
+                    score = scores[index]
+                    if score is None:
+                        continue
+                    st = score.topology_spread_score
+                    sa = score.affinity_score
+                    so = score.obsolete_placement_affinity_score
+                    t += st
+                    a += sa
+                    o += so
+                    total += weight * (st + sa + so)
+                summed = memo.get((t, a, o))
+                if summed is None:
+                    summed = memo[(t, a, o)] = ClusterScore(t, a, o)
+                found = sums[combo] = (summed, t, a, o, total if weighted else None)
+            summed, t, a, o, kept = found
             name = f.name
-            out.append(ScoredCluster(f.cluster, score, None, name, (t, a, o, name)))
+            key = (kept, name) if kept is not None else (t, a, o, name)
+            out.append(ScoredCluster(f.cluster, summed, kept, name, key))
         return out

@@ -21,6 +21,7 @@ with a message that names the term: the API server's validation keeps them out o
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import cast
 
@@ -106,28 +107,28 @@ def _extremes(
     clusters: Sequence[MemberCluster] | Sequence[ClusterFacts],
     cache: QuantityCache,
 ) -> Extremes:
-    smallest: Quantity | None = None
-    largest: Quantity | None = None
     if ref.error is not None:
         return Extremes(None, None)
     values: dict[str, Quantity | None] = {}
+    readable: list[Quantity] = []
     memo_key = _READABLE + ref.name
     for cluster in clusters:
         facts = cluster if isinstance(cluster, ClusterFacts) else facts_of(cluster)
         derived = facts.derived
-        if memo_key in derived:
-            value = cast("Quantity | None", derived[memo_key])
-        else:
+        value = derived.get(memo_key, _UNREAD)
+        if value is _UNREAD:
             value = derived[memo_key] = _readable(ref, facts, cache)
-        values[facts.name] = value
-        if value is None:
-            continue
-        # Strict comparisons: among equal values the first cluster's spelling wins, as in Go.
-        if smallest is None or value.nanos < smallest.nanos:
-            smallest = value
-        if largest is None or value.nanos > largest.nanos:
-            largest = value
-    return Extremes(smallest, largest, values)
+        values[facts.name] = cast("Quantity | None", value)
+        if value is not None:
+            readable.append(cast("Quantity", value))
+    if not readable:
+        return Extremes(None, None, values)
+    # min and max keep the first of equal values: the first cluster's spelling wins, as in Go.
+    return Extremes(min(readable, key=_NANOS), max(readable, key=_NANOS), values)
+
+
+_UNREAD = object()
+_NANOS = operator.attrgetter("nanos")
 
 
 _READABLE = "ClusterAffinity/readable:"

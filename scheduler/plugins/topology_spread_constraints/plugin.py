@@ -183,7 +183,10 @@ class TopologySpreadConstraints:
     ) -> TopologyState:
         policy = snapshot.spec.policy
         constraints = policy.topology_spread_constraints if policy else []
-        verdict = evaluate(constraints, state.cluster_facts(), state.has_scheduled_or_bound_binding)
+        # The set's own membership test: the same answer as has_scheduled_or_bound_binding,
+        # asked once per cluster without a Python call.
+        has_binding = state.scheduled_or_bound.__contains__
+        verdict = evaluate(constraints, state.cluster_facts(), has_binding)
         state.write(STATE, verdict)
         return verdict
 

@@ -167,6 +167,11 @@ def evaluate(
             else:
                 change[domain] = skew_change * SKEW_CHANGE_SCORE_FACTOR
         violation = (constraint.violation,)
+        if not violations and not scores:  # the first constraint: every cluster is open
+            changes = [(f.name, change[f.labels.get(key)]) for f in fleet]
+            violations.update((name, violation) for name, delta in changes if delta is None)
+            scores.update((name, delta) for name, delta in changes if delta is not None)
+            continue
         for facts in fleet:
             name = facts.name
             if name in violations:
