@@ -12,10 +12,10 @@ the stage. A plugin returning `None` counts as SUCCESS, as a nil status does in 
 from __future__ import annotations
 
 import functools
-from itertools import repeat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
@@ -474,11 +474,15 @@ class Runner:
         # Plugins answer with few distinct score objects (a fleet has few distinct scores), so
         # the sum is worked out once per combination of the plugins' answers (by identity:
         # every answer stays alive in `answers` meanwhile), not once per cluster.
-        combos = zip(*[list(map(id, scores)) for scores in answers]) if answers else repeat(())
+        combos: Iterable[tuple[int, ...]] = (
+            zip(*[list(map(id, scores)) for scores in answers], strict=True)
+            if answers
+            else repeat((), count)
+        )
         sums: dict[tuple[int, ...], tuple[ClusterScore, int, int, int, int | None]] = {}
         memo = _SCORES
         out = []
-        for index, (f, combo) in enumerate(zip(facts, combos)):
+        for index, (f, combo) in enumerate(zip(facts, combos, strict=True)):
             found = sums.get(combo)
             if found is None:
                 t = a = o = total = 0
