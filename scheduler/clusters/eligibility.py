@@ -11,6 +11,7 @@ reproduce both so the minutes in a reason are the same figures KubeFleet would w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from hub import names
@@ -88,6 +89,28 @@ class EligibilityChecker:
             if unhealthy is not None:
                 return REASON_UNHEALTHY.format(minutes=_go_minutes(unhealthy))
         return None
+
+
+    def check_all(self, facts: Sequence[ClusterFacts], now: datetime) -> list[str | None]:
+        """`check_facts` of each cluster. A cluster that is plainly eligible (an agent that
+        joined, is healthy and beat within the timeout) is told apart with one comparison of
+        its heartbeat against `now - timeout`, computed once; any other asks `check_facts`."""
+        now = aware(now)
+        recent = now - self._heartbeat_timeout
+        check, true = self.check_facts, names.TRUE
+        return [
+            None
+            if (
+                f.healthy == true
+                and f.joined
+                and f.heartbeat is not None
+                and f.heartbeat >= recent
+                and not f.deleting
+                and f.has_agent
+            )
+            else check(f, now)
+            for f in facts
+        ]
 
 
 def _elapsed_beyond(moment: datetime | None, now: datetime, timeout: timedelta) -> int | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from hub import names
@@ -52,6 +52,11 @@ class ClusterFacts:
     capacity: Mapping[str, str]
     allocatable: Mapping[str, str]
     available: Mapping[str, str]
+    derived: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+    """What plugins derive from these facts alone (a property's parsed value, say), kept for
+    the next cycle that meets the same cluster object. A key names its owner and what it holds
+    (`"<plugin>/<what>:<argument>"`); a value must depend on nothing but the facts, so it can
+    never go stale."""
 
 
 _CACHE: dict[int, ClusterFacts] = {}

@@ -16,7 +16,7 @@ from hub.types import (
     MemberCluster,
 )
 from scheduler.bindings.naming import binding_name, can_name_cluster_part, name_problem
-from scheduler.clusters.facts import facts_of
+from scheduler.clusters.facts import ClusterFacts, facts_of
 from scheduler.cycles.classify import Classified
 from scheduler.cycles.decisions import scheduled_condition, status_write
 from scheduler.cycles.models import Outcome
@@ -80,6 +80,8 @@ class Context:
     runner: Runner
     placement_type: str
     used_names: set[str]
+    facts: Sequence[ClusterFacts] | None = None
+    """The facts of `clusters`, in their order, when the caller has them (it prepared them)."""
     log: BindingLog = field(default_factory=BindingLog)
     demand: Demand | None = None
     """Capacity-aware placements only (docs/capacity.md)."""
@@ -101,6 +103,7 @@ class Context:
             obsolete=frozenset(b.spec.target_cluster for b in c.obsolete),
             demand=self.demand,
             _by_name=self.by_name,
+            _facts=self.facts,
         )
 
     def no_room(self, cluster: MemberCluster) -> str | None:
@@ -202,18 +205,7 @@ class Context:
 
     def name_check(self) -> FinalCheck:
         """Filters clusters that would need a new binding whose name cannot be valid."""
-        reusable = self.reusable()
-        placement = self.placement
-        nameable = can_name_cluster_part if name_problem(placement, "") is None else None
-
-        def check(cluster: MemberCluster) -> Status | None:
-            name = facts_of(cluster).name
-            if (nameable is not None and nameable(name)) or name in reusable:
-                return None
-            problem = name_problem(placement, name)
-            return None if problem is None else Status.unschedulable(problem)
-
-        return check
+        return _NameCheck(self.placement, self.reusable())
 
     def new_binding_name(self, cluster: str) -> str:
         name = binding_name(self.placement, cluster, self.snapshot_name, self.used_names)
@@ -228,6 +220,38 @@ class Context:
             bindings=self.log.groups(),
             **fields,
         )
+
+
+_NAMEABLE = "BindingName/nameable"
+"""`ClusterFacts.derived` key: whether the cluster's name can be a binding name's cluster part
+(a function of the name alone)."""
+
+
+class _NameCheck:
+    """The binding-name check of one cycle; `on_facts` is the same check on a cluster's facts,
+    which the runner's batched filter has at hand."""
+
+    def __init__(self, placement: str, reusable: frozenset[str]) -> None:
+        self.placement = placement
+        self.reusable = reusable
+        self.placement_ok = name_problem(placement, "") is None
+
+    def __call__(self, cluster: MemberCluster) -> Status | None:
+        return self.on_facts(facts_of(cluster))
+
+    def on_facts(self, facts: ClusterFacts) -> Status | None:
+        name = facts.name
+        if self.placement_ok:
+            derived = facts.derived
+            nameable = derived.get(_NAMEABLE)
+            if nameable is None:
+                nameable = derived[_NAMEABLE] = can_name_cluster_part(name)
+            if nameable:
+                return None
+        if name in self.reusable:
+            return None
+        problem = name_problem(self.placement, name)
+        return None if problem is None else Status.unschedulable(problem)
 
 
 @dataclass

@@ -15,6 +15,7 @@ for N = 0). The optional percentageOfClustersToScore stops filtering early in C.
 from __future__ import annotations
 
 import math
+import operator
 import zlib
 from collections.abc import Sequence
 
@@ -173,6 +174,9 @@ def _evaluation_order(
     return sorted(clusters, key=key), enough
 
 
+_RANK = operator.attrgetter("key")
+
+
 def _schedule(ctx: Context, n: int, desired: int) -> CycleOutput:
     c = ctx.classified
     runner, snapshot = ctx.runner, ctx.snapshot
@@ -191,7 +195,7 @@ def _schedule(ctx: Context, n: int, desired: int) -> CycleOutput:
     )
     skipped_scores = runner.pre_score(state, snapshot)
     scored = runner.score(state, snapshot, result.passed, skipped_scores)
-    scored.sort(key=lambda s: s.key, reverse=True)
+    scored.sort(key=_RANK, reverse=True)
     k = min(desired, limit, len(scored))
     picked, not_picked = scored[:k], scored[k:]
     by_name = {s.name: s for s in picked}

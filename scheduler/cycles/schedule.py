@@ -75,7 +75,8 @@ def _run(
     input: CycleInput, profile: Profile, placement_type: str, observer: PhaseObserver | None
 ) -> CycleResult:
     snapshot = input.snapshot
-    by_name = {facts.name: facts.cluster for facts in prepare(input.clusters)}
+    fleet = prepare(input.clusters)
+    by_name = {facts.name: facts.cluster for facts in fleet}
     if len(by_name) != len(input.clusters):
         counts = Counter(c.metadata.name for c in input.clusters)
         twice = sorted(n for n, k in counts.items() if k > 1)
@@ -105,6 +106,7 @@ def _run(
         runner=Runner(profile, observer),
         placement_type=placement_type,
         used_names={b.metadata.name for b in input.bindings},
+        facts=fleet,
         demand=_demand(input.capacity),
         annotation_problems=list(input.annotation_problems),
     )

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
 
 from hub.types import MemberCluster
+from scheduler.clusters.facts import ClusterFacts, facts_of
 from scheduler.room.capacity import Demand
 
 __all__ = ["CycleState", "StateKey"]
@@ -43,6 +44,14 @@ class CycleState:
     other placements hold per cluster; None for every other placement."""
     _store: dict[str, Any] = field(default_factory=dict)
     _by_name: Mapping[str, MemberCluster] | None = None
+    _facts: Sequence[ClusterFacts] | None = None
+
+    def cluster_facts(self) -> Sequence[ClusterFacts]:
+        """The facts of `clusters`, in their order (scheduler.clusters.facts), listed once per
+        cycle for the plugins that read every cluster."""
+        if self._facts is None:
+            self._facts = [facts_of(c) for c in self.clusters]
+        return self._facts
 
     def read(self, key: StateKey[T]) -> T | None:
         return cast("T | None", self._store.get(key.name))

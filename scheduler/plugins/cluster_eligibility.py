@@ -71,11 +71,17 @@ class ClusterEligibility:
         snapshot: ClusterSchedulingPolicySnapshot,
         facts: Sequence[ClusterFacts],
     ) -> list[Status | None]:
-        check, now = self.checker.check_facts, state.now
-        return [
-            None if (reason := check(f, now)) is None else Status.unschedulable(reason)
-            for f in facts
-        ]
+        statuses: dict[str, Status] = {}  # one Status per reason (compared by value)
+        out: list[Status | None] = []
+        for reason in self.checker.check_all(facts, state.now):
+            if reason is None:
+                out.append(None)
+                continue
+            status = statuses.get(reason)
+            if status is None:
+                status = statuses[reason] = Status.unschedulable(reason)
+            out.append(status)
+        return out
 
 
 def _minutes(argument: str, value: object) -> timedelta:

@@ -33,6 +33,7 @@ from scheduler.plugins.cluster_affinity.scoring import (
     compile_preferred,
     preferred_terms,
     score_cluster,
+    score_clusters,
 )
 from scheduler.plugins.cluster_affinity.state import (
     NAME,
@@ -92,7 +93,7 @@ class ClusterAffinity:
         if not terms:
             return Status.skip(SKIP_NO_PREFERRED_TERMS)
         try:
-            compiled = compile_preferred(terms, state.clusters, _quantities(state))
+            compiled = compile_preferred(terms, state.cluster_facts(), _quantities(state))
         except ScoringError as exc:
             return Status.internal_error(str(exc))
         state.write(PREFERRED, compiled)
@@ -119,8 +120,10 @@ class ClusterAffinity:
     ) -> list[ClusterScore | None]:
         # A ScoringError propagates: the per-cluster path reports it as KubeFleet does.
         terms = self._preferred(state, snapshot)
-        cache = _quantities(state)
-        return [ClusterScore(affinity_score=score_cluster(terms, f, cache)) for f in facts]
+        totals = score_clusters(terms, facts, _quantities(state))
+        # One ClusterScore per distinct total (frozen, compared by value).
+        made = {total: ClusterScore(affinity_score=total) for total in set(totals)}
+        return [made[total] for total in totals]
 
     def _required(
         self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
@@ -137,7 +140,7 @@ class ClusterAffinity:
         terms = state.read(PREFERRED)
         if terms is None:  # called without PreScore: compile now, once
             preferred = preferred_terms(snapshot.spec.policy)
-            terms = compile_preferred(preferred, state.clusters, _quantities(state))
+            terms = compile_preferred(preferred, state.cluster_facts(), _quantities(state))
             state.write(PREFERRED, terms)
         return terms
 

@@ -21,7 +21,9 @@ with a message that names the term: the API server's validation keeps them out o
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
+from typing import cast
 
 from hub.names import SORT_ASCENDING, SORT_DESCENDING
 from hub.types import MemberCluster, PlacementPolicy, PreferredClusterSelector
@@ -45,6 +47,7 @@ __all__ = [
     "preferred_terms",
     "round_half_away_from_zero",
     "score_cluster",
+    "score_clusters",
 ]
 
 SKIP_NO_PREFERRED_TERMS = "no preferred cluster affinity terms specified"
@@ -62,7 +65,7 @@ def preferred_terms(policy: PlacementPolicy | None) -> Sequence[PreferredCluster
 
 def compile_preferred(
     terms: Sequence[PreferredClusterSelector],
-    clusters: Sequence[MemberCluster],
+    clusters: Sequence[MemberCluster] | Sequence[ClusterFacts],
     cache: QuantityCache,
 ) -> tuple[PreferredTerm, ...]:
     """Compile the terms and find each sorted property's extremes (KubeFleet's PreScore).
@@ -100,24 +103,37 @@ def compile_preferred(
 
 
 def _extremes(
-    ref: PropertyRef, clusters: Sequence[MemberCluster], cache: QuantityCache
+    ref: PropertyRef,
+    clusters: Sequence[MemberCluster] | Sequence[ClusterFacts],
+    cache: QuantityCache,
 ) -> Extremes:
-    smallest: Quantity | None = None
-    largest: Quantity | None = None
     if ref.error is not None:
         return Extremes(None, None)
     values: dict[str, Quantity | None] = {}
+    readable: list[Quantity] = []
+    memo_key = _READABLE + ref.name
     for cluster in clusters:
-        facts = facts_of(cluster)
-        value = values[facts.name] = _readable(ref, facts, cache)
-        if value is None:
-            continue
-        # Strict comparisons: among equal values the first cluster's spelling wins, as in Go.
-        if smallest is None or value.nanos < smallest.nanos:
-            smallest = value
-        if largest is None or value.nanos > largest.nanos:
-            largest = value
-    return Extremes(smallest, largest, values)
+        facts = cluster if isinstance(cluster, ClusterFacts) else facts_of(cluster)
+        derived = facts.derived
+        value = derived.get(memo_key, _UNREAD)
+        if value is _UNREAD:
+            value = derived[memo_key] = _readable(ref, facts, cache)
+        values[facts.name] = cast("Quantity | None", value)
+        if value is not None:
+            readable.append(cast("Quantity", value))
+    if not readable:
+        return Extremes(None, None, values)
+    # min and max keep the first of equal values: the first cluster's spelling wins, as in Go.
+    return Extremes(min(readable, key=_NANOS), max(readable, key=_NANOS), values)
+
+
+_UNREAD = object()
+_NANOS = operator.attrgetter("nanos")
+
+
+_READABLE = "ClusterAffinity/readable:"
+"""`ClusterFacts.derived` key prefix (then the property name): the property's readable value,
+a function of the facts alone, so a cluster's value is parsed once while its object lives."""
 
 
 def _readable(ref: PropertyRef, facts: ClusterFacts, cache: QuantityCache) -> Quantity | None:
@@ -149,6 +165,41 @@ def score_cluster(
     return total
 
 
+def score_clusters(
+    terms: Sequence[PreferredTerm], facts: Sequence[ClusterFacts], cache: QuantityCache
+) -> list[int]:
+    """`score_cluster` of each cluster, with each distinct property value interpolated once
+    per term (the same value gives the same weight). Raises ScoringError where any cluster's
+    `score_cluster` would; the caller then asks cluster by cluster to say which."""
+    if not terms or not facts:
+        return [0] * len(facts)
+    for term in terms:
+        if term.label_problem is not None:  # score_cluster raises it for every cluster
+            raise ScoringError(term.label_problem)
+    totals = [0] * len(facts)
+    for term in terms:
+        labels, weight, sorter = term.labels, term.weight, term.sorter
+        known = sorter.extremes.values if sorter is not None else {}
+        weights: dict[int, int] = {}  # id(value) -> weight; values live as long as `known`
+        for index, f in enumerate(facts):
+            if labels is not None and not labels(f.labels):
+                continue
+            if sorter is None:
+                totals[index] += weight
+                continue
+            name = f.name
+            value = known[name] if name in known else _readable(sorter.ref, f, cache)
+            if value is None:
+                continue
+            earned = weights.get(id(value))
+            if earned is None:
+                earned = _weight_at(term, sorter, value, name)
+                if name in known:  # a value held by `known` keeps its id for this call
+                    weights[id(value)] = earned
+            totals[index] += earned
+    return totals
+
+
 def _interpolate(
     term: PreferredTerm, sorter: Sorter, facts: ClusterFacts, cache: QuantityCache
 ) -> int:
@@ -156,16 +207,21 @@ def _interpolate(
     value = known[facts.name] if facts.name in known else _readable(sorter.ref, facts, cache)
     if value is None:
         return 0
+    return _weight_at(term, sorter, value, facts.name)
+
+
+def _weight_at(term: PreferredTerm, sorter: Sorter, value: Quantity, cluster: str) -> int:
+    """The term's weight interpolated at `value`, the property's value on `cluster`."""
     smallest, largest = sorter.extremes.smallest, sorter.extremes.largest
     if smallest is None or largest is None:
         raise ScoringError(
             f'extremes of property "{sorter.ref.name}" are not available, yet cluster '
-            f"{facts.name} reports a value (is it missing from the cycle's clusters?)"
+            f"{cluster} reports a value (is it missing from the cycle's clusters?)"
         )
     if not smallest.nanos <= value.nanos <= largest.nanos:
         raise ScoringError(
             f'cannot interpolate the weight of property "{sorter.ref.name}" for cluster '
-            f"{facts.name}: its value is outside the values of the cycle's clusters"
+            f"{cluster}: its value is outside the values of the cycle's clusters"
         )
     low, high = smallest.approximate, largest.approximate
     if low >= high:

@@ -114,12 +114,21 @@ class TopologySpreadConstraints:
         if verdict is None:  # the per-cluster path evaluates, or says why it cannot
             return [self.filter(state, snapshot, f.cluster) for f in facts]
         violations = verdict.violations
-        return [
-            Status.unschedulable(*reasons)
-            if (reasons := violations.get(f.name))
-            else None
-            for f in facts
-        ]
+        if not violations:
+            return [None] * len(facts)
+        # One Status per distinct reason (statuses are compared by value).
+        statuses: dict[tuple[str, ...], Status] = {}
+        out: list[Status | None] = []
+        for f in facts:
+            reasons = violations.get(f.name)
+            if not reasons:
+                out.append(None)
+                continue
+            status = statuses.get(reasons)
+            if status is None:
+                status = statuses[reasons] = Status.unschedulable(*reasons)
+            out.append(status)
+        return out
 
     def pre_score(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status:
         policy = snapshot.spec.policy
@@ -163,15 +172,21 @@ class TopologySpreadConstraints:
         if verdict is None:
             raise LookupError("no topology state: the per-cluster path reports it")
         scores = verdict.scores
+        # One ClusterScore per distinct value (frozen, compared by value): a fleet's topology
+        # scores take a handful of values.
+        made = {value: ClusterScore(topology_spread_score=value) for value in set(scores.values())}
         # A cluster without a score raises KeyError: the per-cluster path reports it.
-        return [ClusterScore(topology_spread_score=scores[f.name]) for f in facts]
+        return [made[scores[f.name]] for f in facts]
 
     def _evaluate(
         self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
     ) -> TopologyState:
         policy = snapshot.spec.policy
         constraints = policy.topology_spread_constraints if policy else []
-        verdict = evaluate(constraints, state.clusters, state.has_scheduled_or_bound_binding)
+        # The set's own membership test: the same answer as has_scheduled_or_bound_binding,
+        # asked once per cluster without a Python call.
+        has_binding = state.scheduled_or_bound.__contains__
+        verdict = evaluate(constraints, state.cluster_facts(), has_binding)
         state.write(STATE, verdict)
         return verdict
 

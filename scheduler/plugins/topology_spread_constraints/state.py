@@ -96,12 +96,13 @@ def count_domains(
     has_binding: Callable[[str], bool],
 ) -> DomainCounts:
     counts: dict[str, int] = {}
+    get = counts.get
     for cluster in clusters:
         facts = cluster if isinstance(cluster, ClusterFacts) else facts_of(cluster)
         domain = facts.labels.get(key)
         if domain is None:
             continue  # not part of the spread
-        counts[domain] = counts.get(domain, 0) + (1 if has_binding(facts.name) else 0)
+        counts[domain] = get(domain, 0) + (1 if has_binding(facts.name) else 0)
     ordered = sorted(counts.values())
     if not ordered:
         return DomainCounts(counts)
@@ -137,35 +138,50 @@ def will_violate(counts: DomainCounts, domain: str, max_skew: int) -> tuple[bool
 
 def evaluate(
     constraints: Sequence[TopologySpreadConstraint],
-    clusters: Sequence[MemberCluster],
+    clusters: Sequence[MemberCluster] | Sequence[ClusterFacts],
     has_binding: Callable[[str], bool],
 ) -> TopologyState:
-    """KubeFleet's evaluateAllConstraints: DoNotSchedule constraints first, then ScheduleAnyway."""
+    """KubeFleet's evaluateAllConstraints: DoNotSchedule constraints first, then ScheduleAnyway.
+
+    A cluster's verdict under one constraint depends only on its domain, so `will_violate` is
+    asked once per domain, not once per cluster (the same answers, as KubeFleet's per-cluster
+    loop gives them)."""
     parsed = [Constraint.of(c) for c in constraints]
     result = TopologyState(
         do_not_schedule=tuple(c for c in parsed if c.do_not_schedule),
         schedule_anyway=tuple(c for c in parsed if not c.do_not_schedule),
     )
     violations, scores = result.violations, result.scores
-    fleet = [facts_of(cluster) for cluster in clusters]
+    fleet = [c if isinstance(c, ClusterFacts) else facts_of(c) for c in clusters]
     for constraint in result.do_not_schedule + result.schedule_anyway:
-        counts = count_domains(fleet, constraint.topology_key, has_binding)
+        key = constraint.topology_key
+        counts = count_domains(fleet, key, has_binding)
+        # Per domain: the score change, or None for a DoNotSchedule violation.
+        change: dict[str | None, int | None] = {None: 0}  # outside the spread: still scored
+        for domain in counts.counts:
+            violated, skew_change = will_violate(counts, domain, constraint.max_skew)
+            if violated and constraint.do_not_schedule:
+                change[domain] = None
+            elif violated:
+                change[domain] = -SCHEDULE_ANYWAY_PENALTY
+            else:
+                change[domain] = skew_change * SKEW_CHANGE_SCORE_FACTOR
+        violation = (constraint.violation,)
+        if not violations and not scores:  # the first constraint: every cluster is open
+            changes = [(f.name, change[f.labels.get(key)]) for f in fleet]
+            violations.update((name, violation) for name, delta in changes if delta is None)
+            scores.update((name, delta) for name, delta in changes if delta is not None)
+            continue
         for facts in fleet:
             name = facts.name
             if name in violations:
                 continue  # only the first DoNotSchedule violation is recorded
-            domain = facts.labels.get(constraint.topology_key)
-            if domain is None:
-                scores[name] = scores.get(name, 0)  # outside the spread, but still scored
-                continue
-            violated, skew_change = will_violate(counts, domain, constraint.max_skew)
-            if violated and constraint.do_not_schedule:
-                violations[name] = (constraint.violation,)
+            delta = change[facts.labels.get(key)]
+            if delta is None:
+                violations[name] = violation
                 scores.pop(name, None)
-            elif violated:
-                scores[name] = scores.get(name, 0) - SCHEDULE_ANYWAY_PENALTY
             else:
-                scores[name] = scores.get(name, 0) + skew_change * SKEW_CHANGE_SCORE_FACTOR
+                scores[name] = scores.get(name, 0) + delta
     return result
 
 
