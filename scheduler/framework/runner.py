@@ -348,7 +348,7 @@ class Runner:
             if not remaining:
                 break
             try:
-                statuses = None
+                statuses: Sequence[Status | None] | None = None
                 if shared is not None:
                     statuses = shared.filter_all(plugin, state, snapshot, clusters, remaining)
                 if statuses is None:
@@ -456,7 +456,7 @@ class Runner:
         for plugin in plugins:
             weight = profile.weight(plugin.name)
             try:
-                scores = None
+                scores: Sequence[ClusterScore | None] | None = None
                 if self.shared is not None:
                     scores = self.shared.score_all(plugin, state, snapshot, clusters, facts)
                 if scores is None:

@@ -335,7 +335,9 @@ class SharedResults:
             answers[i] = answer
         entry = _Entry(fleet, answers)
         self._put(key, entry)
-        self._count(hit=len(ask) < len(clusters), computed=len(ask), reused=len(clusters) - len(ask))
+        self._count(
+            hit=len(ask) < len(clusters), computed=len(ask), reused=len(clusters) - len(ask)
+        )
         return entry
 
     # -- PreScore and Score ---------------------------------------------------------------

@@ -187,7 +187,10 @@ def test_shared_answers_decide_exactly_as_without(
         k = step[1]
         now += timedelta(seconds=40)  # the clock moves: eligibility is never shared
         data = CycleInput(
-            snapshot=world.snapshots[k], clusters=world.clusters, bindings=world.bindings[k], now=now
+            snapshot=world.snapshots[k],
+            clusters=world.clusters,
+            bindings=world.bindings[k],
+            now=now,
         )
         plain = schedule(data, PROFILE)
         with_shared = schedule(data, PROFILE, shared=shared)
@@ -268,7 +271,10 @@ def test_plugins_reading_more_than_policy_and_cluster_are_not_shared() -> None:
 def test_the_store_keeps_within_its_budget_least_recently_used_first_out() -> None:
     shared, clusters = SharedResults(max_cells=30), _fleet(10)
     for region in REGIONS:
-        policy = {"placementType": "PickAll", "affinity": {"clusterAffinity": _required("region", [region])}}
+        policy = {
+            "placementType": "PickAll",
+            "affinity": {"clusterAffinity": _required("region", [region])},
+        }
         _cycle(shared, clusters, region, policy)
     assert shared.cells <= 30
     assert shared.counters.evictions > 0
