@@ -27,6 +27,7 @@ from activities.capacity import (
 from activities.conditions import write_scheduled_condition
 from activities.deadline import deadline_condition, record_deadline_event
 from activities.plumbing import ActivitySettings, CycleOutcome, CycleRun, PhaseSpans, heartbeat
+from activities.shared_results import shared_for
 from hub import names
 from hub.client import HubClient
 from hub.errors import NotFoundError, UnauthorizedError
@@ -192,6 +193,7 @@ def _run_cycle(
             ),
             settings.profile,
             PhaseSpans(tracer),
+            shared_for(settings.profile),
         )
         explanation = result.explanation
         span.set_attribute("placement_type", result.outcome.placement_type)

@@ -31,6 +31,7 @@ from scheduler.explain.explanation import Explanation
 from scheduler.framework.errors import PluginError
 from scheduler.framework.profile import Profile, default_profile
 from scheduler.framework.runner import PhaseObserver, Runner
+from scheduler.framework.sharing import SharedResults
 from scheduler.room.capacity import Demand, room_rows, shown_requests
 from scheduler.room.quantity import QuantityError, parse_quantity
 from scheduler.room.requests import RequestsError, parse_requests
@@ -58,21 +59,30 @@ def placement_type_of(snapshot: ClusterSchedulingPolicySnapshot) -> str:
 
 
 def schedule(
-    input: CycleInput, profile: Profile | None = None, observer: PhaseObserver | None = None
+    input: CycleInput,
+    profile: Profile | None = None,
+    observer: PhaseObserver | None = None,
+    shared: SharedResults | None = None,
 ) -> CycleResult:
     """Runs one cycle. Never raises for bad input or failing plugins: see the module doc.
 
-    `observer`, when given, is told when each extension point starts and ends (tracing)."""
+    `observer`, when given, is told when each extension point starts and ends (tracing).
+    `shared` (for `profile` only) reuses other placements' answers of plugins that declare them
+    shareable (scheduler.framework.sharing): the result is the same without it."""
     profile = profile if profile is not None else default_profile()
     placement_type = placement_type_of(input.snapshot)
     try:
-        return _run(input, profile, placement_type, observer)
+        return _run(input, profile, placement_type, observer, shared)
     except (CycleError, PluginError) as exc:
         return _failed(input, placement_type, exc)
 
 
 def _run(
-    input: CycleInput, profile: Profile, placement_type: str, observer: PhaseObserver | None
+    input: CycleInput,
+    profile: Profile,
+    placement_type: str,
+    observer: PhaseObserver | None,
+    shared: SharedResults | None = None,
 ) -> CycleResult:
     snapshot = input.snapshot
     fleet = prepare(input.clusters)
@@ -103,7 +113,7 @@ def _run(
         crp_generation=generation,
         now=input.now,
         profile=profile,
-        runner=Runner(profile, observer),
+        runner=Runner(profile, observer, shared),
         placement_type=placement_type,
         used_names={b.metadata.name for b in input.bindings},
         facts=fleet,

@@ -25,6 +25,7 @@ from scheduler.framework.errors import PluginError
 from scheduler.framework.interfaces import BatchFilterPlugin, BatchScorePlugin
 from scheduler.framework.profile import Profile, ScoreMode
 from scheduler.framework.score import ClusterScore
+from scheduler.framework.sharing import SharedResults
 from scheduler.framework.status import Code, Status
 
 __all__ = [
@@ -191,11 +192,20 @@ def _code(status: Status | None) -> Code:
 
 
 class Runner:
-    """Executes one profile. Stateless between cycles; build one per profile and reuse it."""
+    """Executes one profile. Stateless between cycles; build one per profile and reuse it.
 
-    def __init__(self, profile: Profile, observer: PhaseObserver | None = None) -> None:
+    `shared`, when given, answers the plugins that declare shareable results from answers they
+    gave other placements of the same policy (scheduler.framework.sharing); same results."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        observer: PhaseObserver | None = None,
+        shared: SharedResults | None = None,
+    ) -> None:
         self.profile = profile
         self.observer = observer
+        self.shared = shared
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -252,7 +262,11 @@ class Runner:
         self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
     ) -> frozenset[str]:
         """Runs PreScore; returns the names of plugins whose Score is skipped this cycle."""
-        calls = [(p.name, p.pre_score) for p in self.profile.pre_score]
+        shared = self.shared
+        calls = [
+            (p.name, p.pre_score if shared is None else shared.pre_score(p))
+            for p in self.profile.pre_score
+        ]
         return self._prepare(PRE_SCORE, calls, state, snapshot)
 
     def _prepare(
@@ -300,7 +314,7 @@ class Runner:
         batch = [p for p in plugins if isinstance(p, BatchFilterPlugin)]
         if enough is None and len(batch) == len(plugins):
             facts = [facts_of(c) for c in clusters]
-            batched = self._filter_batched(state, snapshot, facts, batch)
+            batched = self._filter_batched(state, snapshot, facts, batch, self.shared)
             if batched is not None:
                 return self._finish_filter(facts, batched, final_check, final_check_name)
         chain = [(p.name, p.filter) for p in plugins]
@@ -337,18 +351,26 @@ class Runner:
         snapshot: ClusterSchedulingPolicySnapshot,
         facts: Sequence[ClusterFacts],
         plugins: Sequence[BatchFilterPlugin],
+        shared: SharedResults | None = None,
     ) -> dict[int, tuple[str, Status]] | None:
         """Each plugin over the clusters the earlier ones passed: the same fates as cluster by
         cluster. Returns the rejected clusters by position (plugin, status), or None when a
         plugin fails, so the caller runs per cluster and reports the failure as it would."""
         rejected: dict[int, tuple[str, Status]] = {}
         remaining = list(range(len(facts)))
+        clusters = [f.cluster for f in facts] if shared is not None else []
         for plugin in plugins:
             if not remaining:
                 break
             try:
-                subset = facts if len(remaining) == len(facts) else [facts[i] for i in remaining]
-                statuses = plugin.filter_all(state, snapshot, subset)
+                statuses: Sequence[Status | None] | None = None
+                if shared is not None:
+                    statuses = shared.filter_all(plugin, state, snapshot, clusters, remaining)
+                if statuses is None:
+                    subset = (
+                        facts if len(remaining) == len(facts) else [facts[i] for i in remaining]
+                    )
+                    statuses = plugin.filter_all(state, snapshot, subset)
             except Exception:  # the per-cluster run names the failure
                 return None
             if len(statuses) != len(remaining):
@@ -464,7 +486,11 @@ class Runner:
         weights: list[int] = []
         for plugin in plugins:
             try:
-                scores = plugin.score_all(state, snapshot, facts)
+                scores: Sequence[ClusterScore | None] | None = None
+                if self.shared is not None:
+                    scores = self.shared.score_all(plugin, state, snapshot, clusters, facts)
+                if scores is None:
+                    scores = plugin.score_all(state, snapshot, facts)
             except Exception:  # the per-cluster run names the failure
                 return None
             if len(scores) != count:

@@ -15,6 +15,7 @@ from scheduler.clusters.eligibility import EligibilityChecker
 from scheduler.clusters.facts import ClusterFacts, facts_of
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import BatchFilterPlugin
+from scheduler.framework.sharing import NOT_SHARED
 from scheduler.framework.status import Status
 from scheduler.requeue.requeue_hints import ClusterChange, verdict
 
@@ -31,6 +32,7 @@ class ClusterEligibility:
     numbers, KubeFleet's defaults 5."""
 
     name = NAME
+    sharing = NOT_SHARED  # reads the cycle's clock (scheduler.framework.sharing)
 
     def __init__(
         self,

@@ -35,6 +35,7 @@ from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementP
 from scheduler.clusters.facts import ClusterFacts
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.score import ClusterScore
+from scheduler.framework.sharing import NOT_SHARED
 from scheduler.framework.status import Status
 from scheduler.requeue.requeue_hints import ClusterChange
 from scheduler.room.capacity import (
@@ -60,6 +61,7 @@ class ClusterResourcesFit:
     """PreFilter, Filter (batched), PreScore and Score (batched). Stateless across cycles."""
 
     name = NAME
+    sharing = NOT_SHARED  # reads other placements' reservations (scheduler.framework.sharing)
 
     def __init__(self, **args: Any) -> None:
         unknown = sorted(set(args) - {"scoringStrategy"})

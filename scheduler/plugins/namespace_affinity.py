@@ -14,6 +14,7 @@ from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementP
 from scheduler.clusters.facts import ClusterFacts
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import BatchFilterPlugin, PreFilterPlugin
+from scheduler.framework.sharing import CLUSTER, FILTER
 from scheduler.framework.status import Status
 from scheduler.requeue.requeue_hints import ClusterChange
 
@@ -35,6 +36,10 @@ class NamespaceAffinity:
     """PreFilter and Filter plugin. Stateless, so one instance serves every cycle."""
 
     name = NAME
+    sharing = {FILTER: CLUSTER}  # the snapshot's namespace and the cluster's namespaces
+
+    def signature(self, stage: str, snapshot: ClusterSchedulingPolicySnapshot) -> str:
+        return snapshot.metadata.namespace or ""
 
     def pre_filter(self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot) -> Status:
         if not snapshot.metadata.namespace:

@@ -15,6 +15,7 @@ from scheduler.clusters.facts import ClusterFacts
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import BatchFilterPlugin, BatchScorePlugin
 from scheduler.framework.score import ClusterScore
+from scheduler.framework.sharing import NOT_SHARED
 from scheduler.framework.status import Status
 from scheduler.requeue.requeue_hints import ClusterChange
 
@@ -32,6 +33,7 @@ class SamePlacementAntiAffinity:
     """Filter and Score plugin. Stateless, so one instance serves every cycle."""
 
     name = NAME
+    sharing = NOT_SHARED  # reads the placement's bindings (scheduler.framework.sharing)
 
     def requeue_hint(self, policy: PlacementPolicy | None, change: ClusterChange) -> bool:
         """The placement's own bindings decide here, never the cluster's fields."""

@@ -17,6 +17,7 @@ from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster, PlacementP
 from scheduler.clusters.facts import ClusterFacts, facts_of
 from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.interfaces import BatchFilterPlugin
+from scheduler.framework.sharing import CLUSTER, FILTER, canonical
 from scheduler.framework.status import Status
 from scheduler.requeue.requeue_hints import ClusterChange
 
@@ -60,6 +61,11 @@ class TaintToleration:
     """Filter plugin. Stateless across cycles; the policy's tolerations are read once per cycle."""
 
     name = NAME
+    sharing = {FILTER: CLUSTER}  # the policy's tolerations and the cluster's taints
+
+    def signature(self, stage: str, snapshot: ClusterSchedulingPolicySnapshot) -> str:
+        policy = snapshot.spec.policy
+        return canonical(policy.tolerations if policy is not None else [])
 
     def requeue_hint(self, policy: PlacementPolicy | None, change: ClusterChange) -> bool:
         """Only the cluster's taints decide here."""

@@ -18,6 +18,7 @@ from scheduler.framework.interfaces import (
     PreScorePlugin,
 )
 from scheduler.framework.score import ClusterScore
+from scheduler.framework.sharing import CLUSTER, FILTER, FLEET, SCORE, canonical
 from scheduler.framework.status import Status
 from scheduler.plugins.cluster_affinity.filtering import (
     SKIP_NO_REQUIRED_TERMS,
@@ -54,6 +55,13 @@ class ClusterAffinity:
     """PreFilter, Filter, PreScore and Score plugin. Stateless across cycles."""
 
     name = NAME
+    # Filter reads the required terms and the cluster; Score the preferred terms, the cluster
+    # and every cluster's value of a sorted property (scheduler.framework.sharing).
+    sharing = {FILTER: CLUSTER, SCORE: FLEET}
+
+    def signature(self, stage: str, snapshot: ClusterSchedulingPolicySnapshot) -> str:
+        policy = snapshot.spec.policy
+        return canonical(required_terms(policy) if stage == FILTER else preferred_terms(policy))
 
     def requeue_hint(self, policy: PlacementPolicy | None, change: ClusterChange) -> bool:
         """A label or property the policy's affinity terms read changed."""

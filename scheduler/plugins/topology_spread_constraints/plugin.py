@@ -20,6 +20,7 @@ from scheduler.framework.interfaces import (
     PreScorePlugin,
 )
 from scheduler.framework.score import ClusterScore
+from scheduler.framework.sharing import NOT_SHARED
 from scheduler.framework.status import Status
 from scheduler.plugins.topology_spread_constraints.state import (
     NAME,
@@ -54,6 +55,7 @@ class TopologySpreadConstraints:
     """PostBatch, PreFilter, Filter, PreScore and Score plugin. Stateless across cycles."""
 
     name = NAME
+    sharing = NOT_SHARED  # reads the placement's bindings (scheduler.framework.sharing)
 
     def post_batch(
         self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot
