@@ -78,6 +78,10 @@ CONNECT_TIMEOUT: Final = 5.0
 READ_TIMEOUT: Final = 20.0
 # Connections kept per hub: enough for a worker's activity slots times their write fan-out.
 CONNECTION_POOL_SIZE: Final = 64
+# The kubeconfig loader's token refresh (an exec plugin's or OIDC token near its expiry, the
+# in-cluster token file re-read each minute) is asked at most this often, and after a 401. The
+# loader refreshes five minutes before expiry, so a token is never sent stale for want of asking.
+TOKEN_CHECK_SECONDS = 10.0
 # How long the server keeps one watch stream open before ending it cleanly.
 DEFAULT_WATCH_SECONDS: Final = 300
 # Extra read time beyond the server's watch timeout before a silent stream counts as hung.
@@ -376,6 +380,40 @@ def _parse_page_by_item(kind: type[T], data: bytes, on_malformed: OnMalformed) -
 _PLAIN_FROM_WIRE: Final = FleetModel.__dict__["from_wire"].__func__
 
 
+class _AuthRefresh:
+    """The loader's `refresh_api_key_hook`, asked when a token can have changed, not per request.
+
+    The official hook runs on every request: it re-checks expiry, re-assigns the host (which
+    reads the proxy environment) and re-sets the token, about a sixth of a binding patch's CPU.
+    The loader alone knows when its token expires (exec plugin, OIDC, GCP) or when to re-read
+    its file (in-cluster); this asks it every TOKEN_CHECK_SECONDS and on the request after a
+    401, and lets it decide as before."""
+
+    def __init__(self, configuration: kubernetes.client.Configuration) -> None:
+        self._hook: Callable[[kubernetes.client.Configuration], None] | None = (
+            configuration.refresh_api_key_hook
+        )
+        self._lock = threading.Lock()
+        self._asked = time.monotonic()  # the loader has just run
+        if self._hook is not None:
+            configuration.refresh_api_key_hook = self
+
+    def __call__(self, configuration: kubernetes.client.Configuration) -> None:
+        if time.monotonic() - self._asked < TOKEN_CHECK_SECONDS or self._hook is None:
+            return
+        with self._lock:
+            if time.monotonic() - self._asked < TOKEN_CHECK_SECONDS:
+                return
+            self._hook(configuration)
+            # The loader re-installs its own hook each time it runs; keep ours in front.
+            self._hook = configuration.refresh_api_key_hook
+            configuration.refresh_api_key_hook = self  # type: ignore[assignment]
+            self._asked = time.monotonic()
+
+    def expire(self) -> None:
+        self._asked = float("-inf")
+
+
 class HubClient:
     """A blocking client of one hub API server, safe to share between threads.
 
@@ -397,6 +435,10 @@ class HubClient:
         configuration.connection_pool_maxsize = max(
             configuration.connection_pool_maxsize or 0, CONNECTION_POOL_SIZE
         )
+        # The environment's proxy, looked up once: the pool below is built with it, and a host
+        # re-assigned by a token refresh would otherwise read the whole environment again.
+        configuration.proxy = configuration.proxy
+        self._auth = _AuthRefresh(configuration)
         self._api = kubernetes.client.ApiClient(configuration)
         self._api.user_agent = USER_AGENT
         self._host: str = configuration.host
@@ -878,6 +920,8 @@ class HubClient:
             )
             response = self._api.call_api(method, url, headers, body, _request_timeout=timeout)
         raw: urllib3.BaseHTTPResponse = response.response
+        if raw.status == 401:
+            self._auth.expire()
         return raw
 
     def _bytes(

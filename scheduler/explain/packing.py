@@ -166,20 +166,25 @@ def _roster_bytes(roster: tuple[str, ...]) -> bytes:
 def _roster_from(reader: _Reader) -> list[str]:
     roster: list[str] = []
     previous = b""
+    # The previous name split as `_numbered` splits it, found only when a successor needs it:
+    # a successor's own split is its predecessor's stem and its new digits, no search needed.
+    numbered: tuple[bytes, bytes] | None = (b"", b"")
     for _ in range(reader.varint()):
         mode = reader.varint()
         if mode == 0:
-            stem, digits = _numbered(previous)
+            stem, digits = numbered if numbered is not None else _numbered(previous)
             if not digits:
                 raise InvalidInputError("packed explanation has a malformed roster")
-            number = int(digits) + reader.varint() + 1
-            current = stem + str(number).zfill(len(digits)).encode()
-            if len(current) != len(previous):
+            following = str(int(digits) + reader.varint() + 1).zfill(len(digits)).encode()
+            if len(following) != len(digits):
                 raise InvalidInputError("packed explanation has a malformed roster")
+            current = stem + following
+            numbered = (stem, following)
         else:
             if mode - 1 > len(previous):
                 raise InvalidInputError("packed explanation has a malformed roster")
             current = previous[: mode - 1] + reader.take(reader.varint())
+            numbered = None
         try:
             roster.append(current.decode())
         except UnicodeDecodeError as exc:
