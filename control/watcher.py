@@ -84,6 +84,7 @@ from scheduler.framework.queue_sort import (
     QueueSortPlugin,
     TurnCause,
 )
+from scheduler.requeue.watch_rules import is_fully_scheduled
 from workflows import names
 from workflows.models import TurnExecutionMode
 from workflows.starts import turn_execution_for
@@ -614,7 +615,8 @@ class Watcher:
         self, key: str, cause: TurnCause, classes: PriorityClasses | None = None
     ) -> QueuePriority:
         """The profile's QueueSort answer for a turn of placement `key` caused by `cause`, with
-        the PriorityClasses known now (or `classes`). A plugin that fails gives the default
+        the PriorityClasses known now (or `classes`), and whether the placement has what it
+        asks for as the watcher last saw it. A plugin that fails gives the default
         priority (and a log line), never a lost signal."""
         cached = self._placements.get(key)
         if cached is not None:
@@ -622,9 +624,12 @@ class Watcher:
         else:
             namespace, name = split_key(key)
             meta = ObjectMeta(name=name, namespace=namespace)
+        # Has less than it asks for (PrioritySort's unsatisfied first): not seen yet, new, below
+        # its N, or changed since it was scheduled (Scheduled not True at its generation).
+        unsatisfied = cached is None or not is_fully_scheduled(cached)
         try:
             known = self._classes if classes is None else classes
-            return self._sorter.queue_sort(QueueItem(meta, cause, known))
+            return self._sorter.queue_sort(QueueItem(meta, cause, known, unsatisfied))
         except Exception:  # a third-party plugin may fail in any way
             self._sort_failures += 1
             if self._sort_failures == 1 or self._sort_failures % 1000 == 0:
