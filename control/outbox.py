@@ -10,9 +10,10 @@ A placement with a send in flight or a retry pending keeps collecting here until
 Order (docs/priority.md): a batch carries the QueuePriority the profile's QueueSort plugin gave
 its routes (the best of them when they merge). Batches are taken by priority key, 1 first, and
 within a key by the plugin's `within_key` (PrioritySort: turns of placements that have less than
-they ask for before re-decisions of satisfied ones); then by fairness key in proportion to the keys' weights (start-time fair queuing: each tenant's
-virtual time advances by 1/weight per batch taken, and a tenant that was idle starts at the
-current virtual time, so it neither starves nor floods); within a tenant, first in, first out.
+they ask for before re-decisions of satisfied ones); then by fairness key in proportion to the
+keys' weights (start-time fair queuing: each tenant's virtual time advances by 1/weight per
+batch taken, and a tenant that was idle starts at the current virtual time, so it neither
+starves nor floods); within a tenant, first in, first out.
 Without priorities and tenants that is the first-in, first-out order it always was, but 50 new
 placements of high priority no longer wait behind 5,000 signal-with-starts.
 

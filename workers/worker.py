@@ -36,6 +36,7 @@ from temporalio.worker import PatchActivationInput, Worker
 from activities.advice import TurnAdvisor
 from activities.cleanup import CleanupPlacement
 from activities.clusters import ClusterCache
+from activities.local_slots import LocalSlots
 from activities.outage import HubGate
 from activities.plumbing import ActivitySettings
 from activities.rebalance import RebalanceFleet
@@ -241,6 +242,13 @@ def build_worker(
                 local_turns=runs_local_turns(worker_options),
             ),
         )
+    if workflows and settings.local_slots is None:
+        settings = dataclasses.replace(
+            settings,
+            local_slots=LocalSlots(
+                slots=max_concurrent_activities, waiting=max_concurrent_activities
+            ),
+        )
     deployment = version.deployment_config() if version is not None else None
     placement_activities = worker_activities(hub, settings)
     built = []
@@ -262,7 +270,7 @@ def build_worker(
                 ],
                 activity_executor=executor,
                 max_concurrent_activities=WORKFLOW_WORKER_ACTIVITY_SLOTS,
-                max_concurrent_local_activities=max_concurrent_activities,
+                max_concurrent_local_activities=local_activity_slots(max_concurrent_activities),
                 deployment_config=deployment,
                 patch_activation_callback=turn_patches(worker_options),
                 **{"nonsticky_to_sticky_poll_ratio": WORKFLOW_TASK_POLL_RATIO, **worker_options},
@@ -339,6 +347,14 @@ def turn_patches(worker_options: dict[str, Any]) -> Callable[[PatchActivationInp
     return activates
 
 
+def local_activity_slots(max_concurrent_activities: int) -> int:
+    """The SDK's local activity slots of a workflow worker whose turns run
+    `max_concurrent_activities` at once: as many again wait for one of those, best key first,
+    and as many again arrive to be shed to the activity queue when that room is full
+    (activities.local_slots), so the SDK's own first-in-first-out line keeps moving."""
+    return 3 * max_concurrent_activities
+
+
 def activity_threads(
     max_concurrent_activities: int,
     *,
@@ -347,7 +363,9 @@ def activity_threads(
 ) -> int:
     """Threads for the activity slots of `build_worker`'s workers: one per slot, local ones
     included."""
-    workflow_worker = WORKFLOW_WORKER_ACTIVITY_SLOTS + max_concurrent_activities
+    workflow_worker = WORKFLOW_WORKER_ACTIVITY_SLOTS + local_activity_slots(
+        max_concurrent_activities
+    )
     return (max_concurrent_activities if activities else 0) + (workflow_worker if workflows else 0)
 
 

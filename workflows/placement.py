@@ -249,6 +249,8 @@ class PlacementWorkflow:
             known_explanation=last.held_digest if last is not None else None,
             moves=work.moves,
             deadline=self._deadline.request(),
+            priority_key=self._turn_priority_key,
+            within_key=self._turn_within_key(),
         )
         summary = (
             f"turn {number}: {'fresh ' if fresh else ''}{kind}placement {self._placement_key} "
@@ -270,6 +272,17 @@ class PlacementWorkflow:
             # Nothing was scheduled: any fresh request was for a cycle that did not happen.
             self._inbox.keep_fresh(fresh)
         return turn
+
+    def _turn_within_key(self) -> int | None:
+        """The turn's order within its key, for the worker's local slots: the watcher's word
+        (QueueSort's within_key), unless the last cycle says the placement has less than it
+        asks for (none yet, or not fulfilled): then first, as PrioritySort would put it."""
+        priority, last = self._state.priority, self._state.last
+        if priority is None or not priority.within_key:
+            return None
+        if last is None or not last.fulfilled:
+            return None
+        return priority.within_key
 
     async def _execute(
         self, activity: str, request: Any, result: type[Any], timeout: timedelta, summary: str

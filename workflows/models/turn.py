@@ -16,6 +16,7 @@ from pydantic import Field
 
 from scheduler import Explanation, Outcome
 from scheduler.explain.packing import pack_explanation, unpack_explanation
+from scheduler.framework.queue_sort import DEFAULT_PRIORITY_KEY
 from scheduler.wire import WireModel
 
 __all__ = [
@@ -217,6 +218,16 @@ class TurnRequest(WireModel):
     ignores the field, and the next rebalance proposes them again."""
     deadline: DeadlineMiss | None = None
     """Set while the placement is past its scheduling deadline (workflows.deadline)."""
+    priority_key: int | None = None
+    """The turn's priority key (None: Temporal's default, 3) and its order within the key
+    (None: first): the order in which a worker's local slots take local turns
+    (activities.local_slots). A worker from before them takes turns in arrival order."""
+    within_key: int | None = None
+
+    def order(self) -> tuple[int, int]:
+        """Where the turn goes in a worker's local slots: by key, then within it."""
+        key = DEFAULT_PRIORITY_KEY if self.priority_key is None else self.priority_key
+        return (key, self.within_key or 0)
 
 
 class TurnResult(WireModel):

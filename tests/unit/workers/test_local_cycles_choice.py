@@ -9,7 +9,12 @@ import pytest
 from temporalio import workflow
 from temporalio.worker import PatchActivationInput
 
-from workers.worker import WORKFLOW_WORKER_ACTIVITY_SLOTS, activity_threads, turn_patches
+from workers.worker import (
+    WORKFLOW_WORKER_ACTIVITY_SLOTS,
+    activity_threads,
+    local_activity_slots,
+    turn_patches,
+)
 from workflows.execution import QUEUE_TURN_PATCH
 from workflows.starts import turn_execution_for
 
@@ -40,11 +45,14 @@ def test_a_negative_bound_is_refused() -> None:
 
 
 def test_a_workflow_worker_has_a_thread_per_local_slot() -> None:
+    """16 turns run local at once; 16 more wait for them, best key first, and 16 more may
+    arrive to be shed to the activity queue (activities.local_slots): each holds a thread."""
+    assert local_activity_slots(16) == 48
     assert activity_threads(16, workflows=True, activities=False) == (
-        WORKFLOW_WORKER_ACTIVITY_SLOTS + 16
+        WORKFLOW_WORKER_ACTIVITY_SLOTS + 48
     )
     assert activity_threads(16, workflows=True, activities=True) == (
-        WORKFLOW_WORKER_ACTIVITY_SLOTS + 32
+        WORKFLOW_WORKER_ACTIVITY_SLOTS + 48 + 16
     )
     # An activity-only process runs no local activities.
     assert activity_threads(16, workflows=False, activities=True) == 16
