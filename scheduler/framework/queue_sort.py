@@ -131,10 +131,12 @@ class QueuePriority:
     tenant: str | None = None
     problem: str | None = None
     aging_limit: int | None = field(default=None, repr=False)
-    within_key: int = field(default=0, repr=False)
+    within_key: int = field(default=0, repr=False, compare=False)
     """Order among turns of the same priority key, 0 first: honoured where the scheduler owns
     the queue (the watcher's outbox, the workflow worker's local slots), not by Temporal, whose
-    priority keys are whole numbers. Left out of `repr` for the same reason as `aging_limit`."""
+    priority keys are whole numbers. It says how a turn waits, not what the placement's priority
+    is: left out of `repr` and equality, so the reconcile's priority digests, and the watcher's
+    look for placements whose priority a PriorityClass change moved, stay what they were."""
 
     def __post_init__(self) -> None:
         if self.priority_key is not None:

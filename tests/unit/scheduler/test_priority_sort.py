@@ -313,5 +313,11 @@ def test_unsatisfied_first_can_be_turned_off_in_the_profile() -> None:
 
 def test_the_within_key_order_stays_out_of_the_reconciles_digests() -> None:
     """The reconcile's priority digests use repr: a fleet's digests stay what they were."""
+    from scheduler.requeue.reconcile import DEFAULT_PRIORITY_KEY, priority_digests
+
     plugin = PrioritySort()
-    assert repr(plugin.queue_sort(item("zero"))) == repr(plugin.queue_sort(unsatisfied("zero")))
+    settled, wanting = plugin.queue_sort(item("zero")), plugin.queue_sort(unsatisfied("zero"))
+    assert repr(settled) == repr(wanting) and settled == wanting
+    assert settled.order != wanting.order
+    digests = priority_digests({DEFAULT_PRIORITY_KEY: settled, "web": wanting})
+    assert list(digests) == [DEFAULT_PRIORITY_KEY]
