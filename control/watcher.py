@@ -612,7 +612,12 @@ class Watcher:
                 )
 
     def queue_priority(
-        self, key: str, cause: TurnCause, classes: PriorityClasses | None = None
+        self,
+        key: str,
+        cause: TurnCause,
+        classes: PriorityClasses | None = None,
+        *,
+        wanting: bool = False,
     ) -> QueuePriority:
         """The profile's QueueSort answer for a turn of placement `key` caused by `cause`, with
         the PriorityClasses known now (or `classes`), and whether the placement has what it
@@ -625,8 +630,14 @@ class Watcher:
             namespace, name = split_key(key)
             meta = ObjectMeta(name=name, namespace=namespace)
         # Has less than it asks for (PrioritySort's unsatisfied first): not seen yet, new, below
-        # its N, or changed since it was scheduled (Scheduled not True at its generation).
-        unsatisfied = cached is None or not is_fully_scheduled(cached)
+        # its N, or changed since it was scheduled (Scheduled not True at its generation); or
+        # `wanting`, a change its condition does not show yet (a binding or itself deleting).
+        unsatisfied = (
+            wanting
+            or cached is None
+            or cached.metadata.deleting
+            or not is_fully_scheduled(cached)
+        )
         try:
             known = self._classes if classes is None else classes
             return self._sorter.queue_sort(QueueItem(meta, cause, known, unsatisfied))
@@ -694,7 +705,8 @@ class Watcher:
     def _enqueue(self, route: Route) -> None:
         self._stats.routes += 1
         cause = TurnCause.FAN_OUT if route.fan_out else TurnCause.PLACEMENT
-        self._sender.add(route, self.queue_priority(route.placement, cause))
+        wanting = route.signal in UNSATISFYING_SIGNALS
+        self._sender.add(route, self.queue_priority(route.placement, cause, wanting=wanting))
 
     def _count(self, kind: type[HubObject], event: str, action: str) -> None:
         if self._metrics is not None:
@@ -715,6 +727,13 @@ class Watcher:
             return self._hub.get(kinds_for(namespace).placement, name, namespace=namespace)
         except NotFoundError:
             return None
+
+
+# Signals whose turn finds the placement short of what it asks for before its Scheduled
+# condition can say so: one of its bindings is going away, or the placement itself.
+UNSATISFYING_SIGNALS: Final = frozenset(
+    {names.SIGNAL_BINDING_DELETING, names.SIGNAL_PLACEMENT_DELETING}
+)
 
 
 def _priority_inputs_changed(change: Change[Any]) -> Route | None:

@@ -199,6 +199,12 @@ async def test_unsatisfied_placements_go_before_re_decisions_of_their_class(
     watcher._apply(ClusterResourcePlacement, WatchEvent("ADDED", _crp("new", version="9"), "9"))
     taken = [b.placement for b in watcher._sender._outbox.take_due(1e9, limit=2)]
     assert taken == ["new", "settled-0"]
+    watcher._sender._outbox.take_due(1e9)
+    # A binding going away leaves the placement short before its condition can say so.
+    watcher._enqueue(Route("settled-1", names.SIGNAL_PLACEMENT_CHANGED, "x"))
+    watcher._enqueue(Route("settled-2", names.SIGNAL_BINDING_DELETING, "binding b deleting"))
+    taken = [b.placement for b in watcher._sender._outbox.take_due(1e9)]
+    assert taken == ["settled-2", "settled-1"]
 
 
 async def test_unsatisfied_first_off_keeps_arrival_order(
