@@ -43,6 +43,7 @@ __all__ = [
     "failure_cause",
     "failure_message",
     "how_local_failed",
+    "no_local_slot",
 ]
 
 CYCLE_HEARTBEAT: Final = timedelta(seconds=30)
@@ -209,6 +210,17 @@ def failed_for_good(err: FailureError) -> bool:
         isinstance(cause, ApplicationError)
         and cause.type != failures.RUN_ON_QUEUE
         and (cause.non_retryable or cause.type in failures.NON_RETRYABLE)
+    )
+
+
+def no_local_slot(err: FailureError) -> bool:
+    """A local turn the workflow worker's local slots shed (failures.NO_LOCAL_SLOT): it runs on
+    the queue, but it is no reason for the placement's next turns to."""
+    cause = failure_cause(err)
+    return (
+        isinstance(cause, ApplicationError)
+        and cause.type == failures.RUN_ON_QUEUE
+        and failures.NO_LOCAL_SLOT in cause.details
     )
 
 

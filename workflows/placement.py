@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         failed_for_good,
         failure_message,
         how_local_failed,
+        no_local_slot,
     )
     from workflows.inbox import Inbox, Work
     from workflows.models import (
@@ -306,7 +307,8 @@ class PlacementWorkflow:
                     raise
                 summary = f"{summary}; on the activity queue: the local attempts "
                 summary += how_local_failed(err)
-                execution.fell_back = True
+                # A shed turn (the local slots busy with better ones) says nothing of the hub.
+                execution.fell_back = not no_local_slot(err)
         # The activities' own task queue (workflows.names says why; histories replay the same).
         queue = names.activity_task_queue(workflow.info().task_queue)
         priority = TurnPriority.temporal(self._state.priority, self._turn_priority_key)

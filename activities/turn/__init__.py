@@ -118,6 +118,7 @@ class ScheduleOnce:
         except Shed as shed:
             raise ApplicationError(
                 f"no local slot ({shed}): the turn runs on the activity queue at its key",
+                failures.NO_LOCAL_SLOT,
                 type=failures.RUN_ON_QUEUE,
                 non_retryable=True,
             ) from None

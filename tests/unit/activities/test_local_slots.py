@@ -136,6 +136,7 @@ def test_a_shed_local_turn_tells_its_workflow_to_run_it_on_the_activity_queue() 
     from activities.plumbing import ActivitySettings
     from activities.turn import ScheduleOnce
     from workflows import failures
+    from workflows.execution import failed_for_good, no_local_slot
     from workflows.models import TurnRequest
 
     slots = LocalSlots(slots=1, waiting=0)
@@ -149,3 +150,8 @@ def test_a_shed_local_turn_tells_its_workflow_to_run_it_on_the_activity_queue() 
     assert raised.value.type == failures.RUN_ON_QUEUE
     assert raised.value.non_retryable
     assert "no local slot" in str(raised.value)
+    # The workflow runs that one turn on the queue, and its next turns where advised: a busy
+    # worker is no lasting cause (a hub outage is: QUEUE_TURNS_AFTER_FALLBACK).
+    assert no_local_slot(raised.value) and not failed_for_good(raised.value)
+    outage = ApplicationError("the hub is down", type=failures.RUN_ON_QUEUE, non_retryable=True)
+    assert not no_local_slot(outage) and not failed_for_good(outage)
