@@ -174,10 +174,11 @@ async def test_in_local_slots_a_new_placement_overtakes_re_decisions_of_its_key(
     add_cluster(hub, unique("member"))
     settled = [unique("settled") for _ in range(BACKLOG)]
     new = unique("new")
+    # One turn runs at a time; the SDK starts enough local turns for all to reach the room.
     slots = RecordingSlots(slots=1, waiting=BACKLOG + 2, max_wait_s=20.0)
     worker = build_worker(
         client, hub, task_queue=task_queue, settings=ActivitySettings(profile=profile,
-        local_slots=slots), max_concurrent_activities=1,
+        local_slots=slots), max_concurrent_activities=BACKLOG + 2,
     )  # fmt: skip
     config = RunConfig(task_queue=task_queue, local_cycles_up_to=10_000)
     watcher = Watcher(hub, client, config, queue_sort=profile.queue_sorter)
