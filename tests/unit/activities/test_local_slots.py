@@ -44,7 +44,8 @@ class _Turns:
             what=f"{name} waits or is shed",
         )
 
-    def join(self) -> None:
+    def finish(self) -> None:
+        """Every turn thread has ended (each join bounded by WAIT_S)."""
         for thread in self._threads:
             thread.join(WAIT_S)
             assert not thread.is_alive()
@@ -61,7 +62,7 @@ def test_a_freed_slot_goes_to_the_best_key_then_the_unsatisfied_then_the_first()
         turns.start("new", (3, 0))
         turns.start("short", (3, 0))
         turns.start("urgent", (2, 1))
-    turns.join()
+    turns.finish()
     assert turns.ran == [
         "urgent",
         "new",
@@ -80,7 +81,7 @@ def test_arrival_order_without_keys_is_kept() -> None:
     with slots.slot((3, 0)):
         for index in range(5):
             turns.start(f"t{index}", (3, 0))
-    turns.join()
+    turns.finish()
     assert turns.ran == [f"t{i}" for i in range(5)]
 
 
@@ -94,7 +95,7 @@ def test_a_full_room_sheds_the_worst_turn_to_the_activity_queue() -> None:
         until(lambda: turns.shed == ["resync-2"], what="resync-2 shed")
         turns.start("new", (3, 0))  # better: the worst waiting (the last resync) makes room
         until(lambda: turns.shed == ["resync-2", "resync-1"], what="resync-1 shed")
-    turns.join()
+    turns.finish()
     assert turns.ran == ["new", "resync-0"]
     assert slots.shed_count == 2
 
