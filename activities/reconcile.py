@@ -31,6 +31,7 @@ from hub.errors import NotFoundError, UnauthorizedError
 from hub.kinds import placement_key, split_key
 from hub.types import PriorityClass
 from scheduler import default_profile
+from scheduler.explain.readable import first_few
 from scheduler.framework.queue_sort import PriorityClasses
 from scheduler.invariants import find_violations
 from scheduler.requeue.reconcile import (
@@ -273,10 +274,7 @@ class ReconcileFleet:
 def _named(keys: Iterable[str]) -> str:
     """` (a, b, c +4 more)`: the first placements acted on, for the summary; "" for none."""
     listed = sorted(keys)
-    if not listed:
-        return ""
-    more = len(listed) - MAX_NAMED
-    return f" ({', '.join(listed[:MAX_NAMED])}{f' +{more} more' if more > 0 else ''})"
+    return f" ({first_few(listed, MAX_NAMED, more=' +{} more')})" if listed else ""
 
 
 def _priority_classes(hub: HubClient) -> PriorityClasses:

@@ -37,7 +37,7 @@ from typing import Final, TypeVar
 
 from control.views import Change
 from hub import names as hub_names
-from hub.kinds import placement_key
+from hub.kinds import parent_key, placement_key
 from hub.types import (
     CapacityLedger,
     CapacityLedgerSpec,
@@ -50,7 +50,7 @@ from hub.types.meta import HubObject
 from scheduler.clusters.eligibility import EligibilityChecker
 from scheduler.explain.explanation import BEYOND_ROOM_MARKER
 from scheduler.framework.profile import Profile
-from scheduler.requeue.reach import Bindings, ClusterEvent, owner_key, reach
+from scheduler.requeue.reach import Bindings, ClusterEvent, reach
 from scheduler.requeue.watch_rules import (
     CLUSTER_CHANGE_TAINT_ADDED,
     binding_deletion_started,
@@ -440,9 +440,7 @@ def _cluster(
         bindings=None if room is None else Bindings(room.bindings),
         clusters=None if room is None else room.clusters,
     )
-    return [
-        Route(r.placement, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True) for r in reached
-    ]
+    return [Route(r.placement, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True) for r in reached]
 
 
 def _ledger(
@@ -470,10 +468,10 @@ def _ledger(
             if b.spec.target_cluster == cluster
             and b.spec.state != hub_names.STATE_UNSCHEDULED
             and not b.metadata.deleting
-            and _capacity_aware(placements.get(owner_key(b)))
+            and _capacity_aware(placements.get(parent_key(b)))
         }
         after = held(new, without=[k for k in new.spec.reservations if k not in active])
-        holders = {owner_key(b) for b in active.values()}
+        holders = {parent_key(b) for b in active.values()}
         reason = REASON_LEDGER_GONE.format(cluster=cluster)
         for key in sorted(holders):
             routes[key] = Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
@@ -510,7 +508,7 @@ def _ledger(
         # may be there now, and their condition should say so.
         beyond = {key for key, placement in placements.items() if _beyond_room(placement)}
         for binding in room.bindings if beyond else ():
-            key = owner_key(binding)
+            key = parent_key(binding)
             if key in beyond and binding.spec.target_cluster == cluster:
                 routes.setdefault(
                     key, Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
@@ -553,7 +551,7 @@ def _requests_dropped(
     clusters = {
         b.spec.target_cluster
         for b in room.bindings
-        if owner_key(b) == key and is_active(b) and b.spec.target_cluster not in room.ledgers
+        if parent_key(b) == key and is_active(b) and b.spec.target_cluster not in room.ledgers
     }
     what = f"placement {key} dropped its requests"
     routes: dict[str, Route] = {}
@@ -578,7 +576,7 @@ def _binding_gone_unreserved(
         return []
     if event != "DELETED" and is_active(new):
         return []
-    owner = placements.get(owner_key(new))
+    owner = placements.get(parent_key(new))
     if owner is not None and not _capacity_aware(owner):
         return []  # its room was never counted; a gone owner's may have been (cleanup)
     what = f"binding {new.metadata.name} gave its room up"

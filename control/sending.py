@@ -38,6 +38,7 @@ from control.routes import Route, may_start
 from control.telemetry import WatcherStats, span
 from hub.kinds import split_key
 from hub.types import ClusterResourcePlacement
+from scheduler.explain.readable import first_few
 from scheduler.framework.queue_sort import QueuePriority, TurnCause
 from scheduler.requeue.watch_rules import scheduled_condition_current
 from workflows import names
@@ -229,11 +230,10 @@ class Sender:
         if expired := self._admission.expire(now):
             self._stats.admissions_expired += len(expired)
             _log.warning(
-                "admission: %d turns not seen done within %gs (%s%s); their places are free",
+                "admission: %d turns not seen done within %gs (%s); their places are free",
                 len(expired),
                 self._admission.timeout,
-                ", ".join(expired[:MAX_NAMED]),
-                f" and {len(expired) - MAX_NAMED} more" if len(expired) > MAX_NAMED else "",
+                first_few(expired, MAX_NAMED),
             )
         admit = None
         if self._admission.size:

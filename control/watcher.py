@@ -90,15 +90,10 @@ from workflows.models import TurnExecutionMode
 from workflows.starts import turn_execution_for
 
 __all__ = [
-    "DEFAULT_COALESCE_SECONDS",
-    "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_WATCH_SECONDS",
-    "SEND_RETRY",
     "WATCHED_KINDS",
     "WATCH_RETRY",
     "Watcher",
-    "WatcherMetrics",
-    "WatcherStats",
     "WatcherTiming",
 ]
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from hub import names
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
+    HubObject,
     ResourceBinding,
     ResourcePlacement,
     SchedulingPolicySnapshot,
@@ -26,6 +28,7 @@ __all__ = [
     "NAMESPACED_KINDS",
     "PlacementKinds",
     "kinds_for",
+    "parent_key",
     "placement_key",
     "split_key",
 ]
@@ -63,6 +66,13 @@ def kinds_for(namespace: str | None) -> PlacementKinds:
 def placement_key(namespace: str | None, name: str) -> str:
     """`<namespace>/<name>`, or `<name>` for a cluster-scoped placement."""
     return f"{namespace}/{name}" if namespace else name
+
+
+def parent_key(obj: HubObject) -> str:
+    """The key of the placement a snapshot or binding belongs to: its parent-CRP label, in its
+    own namespace ("" without the label: no placement's key)."""
+    parent = obj.metadata.labels.get(names.PARENT_PLACEMENT_LABEL)
+    return placement_key(obj.metadata.namespace, parent) if parent else ""
 
 
 def split_key(key: str) -> tuple[str | None, str]:

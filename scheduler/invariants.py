@@ -43,7 +43,7 @@ from fractions import Fraction
 from typing import Final
 
 from hub import names
-from hub.kinds import placement_key
+from hub.kinds import parent_key, placement_key
 from hub.types import (
     CapacityLedger,
     ClusterResourceBinding,
@@ -55,6 +55,7 @@ from hub.types import (
 )
 from scheduler.cycles.models import CapacityInput, CycleInput
 from scheduler.cycles.schedule import placement_type_of, schedule
+from scheduler.explain.readable import first_few
 from scheduler.framework.errors import SchedulerError
 from scheduler.framework.profile import Profile
 from scheduler.moves.budgets import available, budget_state, moved_bindings
@@ -174,9 +175,8 @@ class _Index:
         placements = {_key(p): p for p in state.placements}
         snapshots = {}
         for snapshot in state.snapshots:
-            parent = snapshot.metadata.labels.get(names.PARENT_PLACEMENT_LABEL)
-            if parent:
-                snapshots[placement_key(snapshot.metadata.namespace, parent)] = snapshot
+            if parent := parent_key(snapshot):
+                snapshots[parent] = snapshot
         bindings_of: dict[str, list[ClusterResourceBinding]] = defaultdict(list)
         for binding in state.bindings:
             bindings_of[_owner(binding)].append(binding)
@@ -659,9 +659,7 @@ def _owner(binding: ClusterResourceBinding) -> str:
 
 
 def _listed(items: Iterable[str]) -> str:
-    listed = list(items)
-    head = ", ".join(listed[:NAMED])
-    return head + (f" and {len(listed) - NAMED} more" if len(listed) > NAMED else "")
+    return first_few(items, NAMED)
 
 
 def _amounts(requests: Mapping[str, str]) -> str:

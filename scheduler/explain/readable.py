@@ -10,6 +10,7 @@ text, which tools compare."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Final
 
 from scheduler.explain.explanation import Explanation, FilterGroup
@@ -18,6 +19,7 @@ __all__ = [
     "COLLAPSE_AT",
     "filter_reason_line",
     "filtered_count",
+    "first_few",
     "main_filter_reasons",
     "readable_reason",
     "shared_filter_groups",
@@ -50,6 +52,14 @@ def readable_reason(reason: str) -> str:
         return f"{found['key']}{value}:{found['effect']}"
 
     return _TAINT.sub(kubectl_style, _UNSCHEDULABLE.sub("", reason))
+
+
+def first_few(items: Iterable[str], limit: int, more: str = " and {} more") -> str:
+    """The first `limit` of `items`, comma-separated, then `more` with how many were left out
+    (e.g. "a, b, c and 4 more"): a log line or a summary names a few, and counts the rest."""
+    listed = list(items)
+    left = len(listed) - limit
+    return ", ".join(listed[:limit]) + (more.format(left) if left > 0 else "")
 
 
 def shorten(text: str, limit: int) -> str:

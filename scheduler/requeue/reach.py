@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from hub import names
-from hub.kinds import placement_key
+from hub.kinds import parent_key, placement_key
 from hub.types import ClusterResourceBinding, ClusterResourcePlacement, MemberCluster
 from scheduler.framework.profile import Profile
 from scheduler.moves.enforcement import enforces, gives_somewhere_to_go
@@ -41,7 +41,7 @@ from scheduler.requeue.requeue_hints import (
 from scheduler.requeue.watch_rules import is_fully_scheduled, wants_scheduler
 from scheduler.room.capacity import is_active
 
-__all__ = ["Bindings", "ClusterEvent", "Reached", "Why", "owner_key", "reach"]
+__all__ = ["Bindings", "ClusterEvent", "Reached", "Why", "reach"]
 
 
 class Why(enum.Enum):
@@ -95,9 +95,7 @@ class ClusterEvent:
         """An update seen before and after (the watcher's), judged by the profile's verdict of
         eligibility (no profile: not narrowed)."""
         change = (
-            None
-            if profile is None
-            else ClusterChange.between(old, new, profile.ineligibility, now)
+            None if profile is None else ClusterChange.between(old, new, profile.ineligibility, now)
         )
         name = new.metadata.name
         return cls(name, now, cluster=new, change=change, enforcing_only=enforcing_only)
@@ -128,7 +126,7 @@ class Bindings:
             by_placement: defaultdict[str, list[ClusterResourceBinding]] = defaultdict(list)
             bound: defaultdict[str, set[str]] = defaultdict(set)
             for binding in self._bindings:
-                key = owner_key(binding)
+                key = parent_key(binding)
                 by_placement[key].append(binding)
                 if is_active(binding):
                     bound[binding.spec.target_cluster].add(key)
@@ -142,12 +140,6 @@ class Bindings:
     def of(self, placement: str) -> list[ClusterResourceBinding]:
         """The bindings of the placement with key `placement`."""
         return self._grouped()[0].get(placement, [])
-
-
-def owner_key(binding: ClusterResourceBinding) -> str:
-    """The key of the placement a binding is labelled with (parent-CRP, in its namespace)."""
-    parent = binding.metadata.labels.get(names.PARENT_PLACEMENT_LABEL, "")
-    return placement_key(binding.metadata.namespace, parent)
 
 
 def reach(

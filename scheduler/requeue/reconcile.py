@@ -35,7 +35,7 @@ from datetime import datetime
 from typing import Final
 
 from hub import names as hub_names
-from hub.kinds import placement_key, split_key
+from hub.kinds import parent_key, placement_key, split_key
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
@@ -229,7 +229,7 @@ def plan_reconcile(
     if not resource_placements:
         running = {key for key in running if split_key(key)[0] is None}
     by_name = {_key(p): p for p in placements}
-    snapshots = {_owner(s): s for s in latest_snapshots}
+    snapshots = {parent_key(s): s for s in latest_snapshots}
     plan = ReconcilePlan()
     for name, placement in sorted(by_name.items()):
         if wants_scheduler(placement) and name not in running:
@@ -265,7 +265,7 @@ def plan_reconcile(
         )
     bindings = list(bindings)
     for binding in bindings:
-        owner = _owner(binding)
+        owner = parent_key(binding)
         if binding.metadata.deleting:
             requeue(owner, f"binding {binding.metadata.name} is being deleted")
         elif binding.spec.target_cluster not in cluster_names:
@@ -296,12 +296,6 @@ def plan_reconcile(
             for found in reached:
                 requeue(found.placement, f"cluster {cluster_name} {what} since the last reconcile")
     return plan
-
-
-def _owner(obj: HubObject) -> str:
-    """The key of the placement `obj` (a snapshot or binding) is labelled with ("" if none)."""
-    parent = obj.metadata.labels.get(hub_names.PARENT_PLACEMENT_LABEL, "")
-    return placement_key(obj.metadata.namespace, parent) if parent else ""
 
 
 def _key(obj: HubObject) -> str:

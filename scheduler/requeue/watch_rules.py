@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from hub import names
-from hub.kinds import placement_key
+from hub.kinds import parent_key
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
@@ -21,7 +21,6 @@ from hub.types import (
     Condition,
     MemberCluster,
 )
-from hub.types.meta import HubObject
 from scheduler.clusters.eligibility import EligibilityChecker
 from scheduler.room.quantity import QuantityError, parse_quantity
 
@@ -81,13 +80,7 @@ def snapshot_event_placement(
         return None
     if parse_bool_label(new.metadata.labels.get(names.IS_LATEST_SNAPSHOT_LABEL)) is not True:
         return None
-    return _parent_key(new)
-
-
-def _parent_key(obj: HubObject) -> str | None:
-    """The key of the placement named by `obj`'s parent-CRP label, in `obj`'s namespace."""
-    parent = obj.metadata.labels.get(names.PARENT_PLACEMENT_LABEL)
-    return placement_key(obj.metadata.namespace, parent) if parent else None
+    return parent_key(new) or None
 
 
 def wants_scheduler(placement: ClusterResourcePlacement) -> bool:
@@ -141,7 +134,7 @@ def binding_deletion_started(
         return None
     if names.SCHEDULER_BINDING_CLEANUP_FINALIZER not in new.metadata.finalizers:
         return None
-    return _parent_key(new)
+    return parent_key(new) or None
 
 
 def _taint_removed_or_changed(old: MemberCluster, new: MemberCluster) -> bool:

@@ -17,6 +17,7 @@ __all__ = [
     "activity_attempts",
     "completed_activities",
     "event_types",
+    "signal_names",
     "turn_places",
 ]
 
@@ -54,6 +55,15 @@ async def activity_attempts(handle: WorkflowHandle[Any, Any]) -> list[int]:
             data = event.marker_recorded_event_attributes.details["data"].payloads[0].data
             attempts.append(int(json.loads(data)["attempt"]))
     return attempts
+
+
+async def signal_names(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    """The signals the run's history holds, in order, by name."""
+    return [
+        event.workflow_execution_signaled_event_attributes.signal_name
+        async for event in handle.fetch_history_events()
+        if event.HasField("workflow_execution_signaled_event_attributes")
+    ]
 
 
 async def turn_places(handle: WorkflowHandle[Any, Any]) -> list[str]:

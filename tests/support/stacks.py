@@ -13,7 +13,8 @@ from temporalio.client import Client
 
 from activities.plumbing import ActivitySettings
 from control.config import RunConfig
-from control.watcher import Watcher, WatcherMetrics
+from control.telemetry import WatcherMetrics
+from control.watcher import Watcher
 from hub.client import HubClient
 from workers.worker import build_worker
 

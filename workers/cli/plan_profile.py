@@ -27,7 +27,7 @@ from activities.capacity import Ledgers, capacity_input, ledgers_problem, reques
 from hub import names
 from hub.client import HubClient
 from hub.errors import HubUnavailableError, NotFoundError, UnauthorizedError
-from hub.kinds import kinds_for, placement_key
+from hub.kinds import kinds_for, parent_key, placement_key
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
@@ -95,11 +95,6 @@ def _key(obj: HubObject) -> str:
     return placement_key(obj.metadata.namespace, obj.name)
 
 
-def _owner_key(obj: HubObject) -> str:
-    label = obj.metadata.labels.get(names.PARENT_PLACEMENT_LABEL, "")
-    return placement_key(obj.metadata.namespace, label)
-
-
 def _served(read: Callable[[], list[T]]) -> list[T]:
     """A namespaced kind a hub may not serve (no CRD) or let us read: none, as `run
     --no-resource-placements` schedules none."""
@@ -150,12 +145,12 @@ def read_fleet_once(hub: HubClient) -> FleetReads:
         got = {name: future.result() for name, future in futures.items()}
     bindings: dict[str, list[ClusterResourceBinding]] = defaultdict(list)
     for binding in (*got["bindings"], *got["rbs"]):
-        bindings[_owner_key(binding)].append(binding)
+        bindings[parent_key(binding)].append(binding)
     ledgers, problem = got["ledgers"]
     return FleetReads(
         clusters=got["clusters"],
         placements={_key(p): p for p in (*got["crps"], *got["rps"])},
-        snapshots={_owner_key(s): s for s in (*got["snapshots"], *got["rp_snapshots"])},
+        snapshots={parent_key(s): s for s in (*got["snapshots"], *got["rp_snapshots"])},
         bindings=dict(bindings),
         ledgers=ledgers,
         ledgers_problem=problem,

@@ -23,7 +23,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from control.config import RunConfig
-from control.watcher import Watcher, WatcherMetrics, WatcherTiming
+from control.telemetry import WatcherMetrics
+from control.watcher import Watcher, WatcherTiming
 from hub import names as hub_names
 from hub.client import HubClient
 from hub.errors import NotFoundError

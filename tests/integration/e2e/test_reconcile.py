@@ -28,6 +28,7 @@ from tests.support.fleet import (
     status,
     unique,
 )
+from tests.support.history import signal_names
 from tests.support.waits import consistently_async, until_async, within
 from workers.worker import build_worker
 from workflows import names
@@ -288,13 +289,7 @@ async def test_the_reconcile_tells_a_workflow_its_new_priority_without_a_turn(
     assert second.reasons.get(name) == "reconcile: the placement has no latest policy snapshot"
     handle = temporal_client.get_workflow_handle(names.workflow_id(name))
     # No worker runs here: the signal waits in the workflow's history.
-    history = await handle.fetch_history()
-    signals = [
-        e.workflow_execution_signaled_event_attributes.signal_name
-        for e in history.events
-        if e.HasField("workflow_execution_signaled_event_attributes")
-    ]
-    assert names.SIGNAL_PRIORITY_CHANGED in signals
+    assert names.SIGNAL_PRIORITY_CHANGED in await signal_names(handle)
     await handle.terminate("test over")
 
 
@@ -372,3 +367,50 @@ async def test_a_reconcile_run_outlasts_a_hub_outage_longer_than_its_first_attem
         report = await within(handle.result(), what="the reconcile run to finish", timeout=120)
     assert missed in report.started
     await temporal_client.get_workflow_handle(names.workflow_id(missed)).terminate("test over")
+
+
+async def test_the_reconcile_asks_a_run_of_an_older_patch_generation_to_renew_once(
+    hub: HubClient, temporal_client: Client, task_queue: str
+) -> None:
+    """Retiring patches (docs/operations.md): a placement workflow begun by an older generation
+    (FleetPatchGeneration 0 here; no worker runs, so nothing sets it anew) is asked by the
+    reconcile pass to continue as new (`renew_run` in its history, `renewed` in the report and
+    its summary), and not again by the pass right after."""
+    from temporalio.common import SearchAttributePair, TypedSearchAttributes
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.reconcile import ReconcileFleet
+    from workflows.models import PlacementInput, ReconcileInput
+    from workflows.placement import PlacementWorkflow
+
+    add_cluster(hub, "member-a")
+    old = names.SA_PATCH_GENERATION
+    name = unique("old-run")
+    add_placement(hub, name, {"placementType": "PickAll"})
+    handle = await temporal_client.start_workflow(
+        PlacementWorkflow.run,
+        PlacementInput(placement=name),
+        id=names.workflow_id(name),
+        task_queue=task_queue,
+        search_attributes=TypedSearchAttributes([SearchAttributePair(old, 0)]),
+    )
+    query = f"WorkflowId = '{handle.id}' AND {old.name} = 0"
+
+    async def listed() -> bool:
+        return [e.id async for e in temporal_client.list_workflows(query)] == [handle.id]
+
+    await until_async(listed, what=f"{name}'s run in visibility at generation 0")
+    activity = ReconcileFleet(hub, temporal_client, ActivitySettings())
+    env = ActivityEnvironment()
+    try:
+        first = await env.run(activity.reconcile_fleet, ReconcileInput(task_queue=task_queue))
+        assert first.renewed == [name], first.summary
+        assert f"renewed 1 ({name})" in first.summary
+        assert names.SIGNAL_RENEW_RUN in await signal_names(handle)
+        second = await env.run(
+            activity.reconcile_fleet,
+            ReconcileInput(task_queue=task_queue, previous_renewed=first.renewed),
+        )
+        assert second.renewed == [], second.summary
+    finally:
+        await handle.terminate("test over")

@@ -9,6 +9,7 @@ from scheduler import Explanation, FilterGroup
 from scheduler.explain.readable import (
     filter_reason_line,
     filtered_count,
+    first_few,
     main_filter_reasons,
     readable_reason,
     shared_filter_groups,
@@ -110,3 +111,11 @@ def test_the_reasons_most_clusters_share_come_first_whatever_the_order() -> None
 def test_shorten_keeps_short_text_and_marks_a_cut() -> None:
     assert shorten("abc", 3) == "abc"
     assert shorten("abcdef", 4) == "abc…"
+
+
+def test_first_few_names_some_and_counts_the_rest() -> None:
+    assert first_few([], 3) == ""
+    assert first_few(["a", "b"], 3) == "a, b"
+    assert first_few(["a", "b", "c"], 3) == "a, b, c"
+    assert first_few(["a", "b", "c", "d", "e"], 3) == "a, b, c and 2 more"
+    assert first_few(iter("abcd"), 2, more=" +{} more") == "a, b +2 more"
