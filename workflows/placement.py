@@ -48,7 +48,6 @@ with workflow.unsafe.imports_passed_through():
         failed_for_good,
         failure_message,
         how_local_failed,
-        no_local_slot,
     )
     from workflows.inbox import Inbox, Work
     from workflows.models import (
@@ -264,11 +263,11 @@ class PlacementWorkflow:
                 activity, request, TurnResult, CYCLE_TIMEOUT, summary
             )
         except TURN_FAILURES as err:
-            execution.after_turn(None, fell_back=execution.fell_back)
+            execution.after_turn(None, fell_back=execution.falls_back(workflow.patched))
             self._inbox.keep_fresh(fresh)  # the fresh cycle asked for has not happened
             self._record_failure(f"cycle {cycle}", err)
             return None
-        execution.after_turn(turn.next_local, fell_back=execution.fell_back)
+        execution.after_turn(turn.next_local, fell_back=execution.falls_back(workflow.patched))
         if turn.report is None:
             # Nothing was scheduled: any fresh request was for a cycle that did not happen.
             self._inbox.keep_fresh(fresh)
@@ -293,7 +292,7 @@ class PlacementWorkflow:
         A local one that has not succeeded within the local limit runs again on the queue (a
         turn is idempotent); one that failed for good fails the turn, as on the queue."""
         execution = self._execution
-        execution.fell_back = False
+        execution.fell_back = execution.shed = False
         if execution.wants_local(workflow.patched):
             try:
                 return await workflow.execute_local_activity(
@@ -307,8 +306,7 @@ class PlacementWorkflow:
                     raise
                 summary = f"{summary}; on the activity queue: the local attempts "
                 summary += how_local_failed(err)
-                # A shed turn (the local slots busy with better ones) says nothing of the hub.
-                execution.fell_back = not no_local_slot(err)
+                execution.local_failed(err)
         # The activities' own task queue (workflows.names says why; histories replay the same).
         queue = names.activity_task_queue(workflow.info().task_queue)
         priority = TurnPriority.temporal(self._state.priority, self._turn_priority_key)

@@ -156,6 +156,13 @@ def transient(message: str) -> ApplicationError:
     return ApplicationError(message, type=failures.HUB_UNAVAILABLE)
 
 
+def shed(message: str = "the local slots are taken") -> ApplicationError:
+    """What the worker's local slots raise for a local turn they shed (activities.turn)."""
+    return ApplicationError(
+        message, failures.NO_LOCAL_SLOT, type=failures.RUN_ON_QUEUE, non_retryable=True
+    )
+
+
 @activity.defn(name=ACTIVITY_SCHEDULE_ONCE_RP)
 async def schedule_once_rp(request: TurnRequest) -> TurnResult:
     """A ResourcePlacement's turn: scripted by its name, like the others."""
