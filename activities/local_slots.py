@@ -30,7 +30,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["LOCAL_SLOT_WAIT_S", "LocalSlots", "Shed", "TurnOrder"]
+from temporalio.exceptions import ApplicationError
+
+from workflows import failures
+
+__all__ = ["LOCAL_SLOT_WAIT_S", "LocalSlots", "Shed", "TurnOrder", "local_slot"]
 
 # A local turn that has waited this long for a slot runs on the activity queue instead: well
 # within the local limit (workflows.execution.LOCAL_TURN_LIMIT), so the turn's own time is left.
@@ -131,3 +135,24 @@ class LocalSlots:
         waiter.shed = why
         self.shed_count += 1
         waiter.event.set()
+
+
+@contextmanager
+def local_slot(slots: LocalSlots | None, order: TurnOrder, what: str) -> Iterator[None]:
+    """Run the body of a local activity (`what`: "the turn", "the cleanup") in one of `slots`
+    (None: at once), taken in `order`; one that is shed fails with failures.RUN_ON_QUEUE and
+    the details failures.NO_LOCAL_SLOT, so that its workflow runs it on the activity queue at
+    its key, that call only (workflows.execution)."""
+    if slots is None:
+        yield
+        return
+    try:
+        with slots.slot(order):
+            yield
+    except Shed as shed:
+        raise ApplicationError(
+            f"no local slot ({shed}): {what} runs on the activity queue at its key",
+            failures.NO_LOCAL_SLOT,
+            type=failures.RUN_ON_QUEUE,
+            non_retryable=True,
+        ) from None

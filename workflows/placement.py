@@ -354,7 +354,11 @@ class PlacementWorkflow:
 
     async def _cleanup(self) -> bool:
         self._set_phase("cleaning_up", "cleanup")
-        request = CleanupRequest(placement=self._placement, namespace=self._namespace)
+        request = CleanupRequest(
+            placement=self._placement,
+            namespace=self._namespace,
+            priority_key=self._turn_priority_key,
+        )
         activity = names.cleanup_activity(self._namespace)
         summary = f"placement {self._placement_key} is being deleted: clean up"
         try:

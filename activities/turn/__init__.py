@@ -26,7 +26,7 @@ from temporalio.exceptions import ApplicationError
 from activities.conditions import sync_failed_condition, write_scheduled_condition
 from activities.deadline import unscheduled_since
 from activities.enforcement import RETRY_AFTER_SECONDS, enforce
-from activities.local_slots import Shed
+from activities.local_slots import local_slot
 from activities.moves import apply_moves
 from activities.outage import is_outage, through_outages
 from activities.plumbing import ActivitySettings, heartbeat, in_local_activity, meter, metered
@@ -111,17 +111,8 @@ class ScheduleOnce:
             call = functools.partial(self._local_turn, request)
         else:
             call = functools.partial(through_outages, gate, heartbeat, lambda: self._turn(request))
-        try:
-            slot = slots.slot(request.order()) if slots is not None else nullcontext()
-            with slot:
-                return self._advised(call, local)
-        except Shed as shed:
-            raise ApplicationError(
-                f"no local slot ({shed}): the turn runs on the activity queue at its key",
-                failures.NO_LOCAL_SLOT,
-                type=failures.RUN_ON_QUEUE,
-                non_retryable=True,
-            ) from None
+        with local_slot(slots, request.order(), "the turn"):
+            return self._advised(call, local)
 
     def _advised(self, call: Callable[[], TurnResult], local: bool) -> TurnResult:
         """Run the turn, and advise where the placement's next one runs."""

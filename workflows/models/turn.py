@@ -261,6 +261,12 @@ class TurnResult(WireModel):
 class CleanupRequest(WireModel):
     placement: str
     namespace: str | None = None  # a ResourcePlacement's; None for a ClusterResourcePlacement
+    # The priority key of the placement's last turn (None: Temporal's default, 3): where a local
+    # cleanup waits in the worker's local slots (activities.local_slots), first within the key.
+    priority_key: int | None = None
+
+    def order(self) -> tuple[int, int]:
+        return (DEFAULT_PRIORITY_KEY if self.priority_key is None else self.priority_key, 0)
 
 
 class CleanupReport(WireModel):

@@ -156,3 +156,30 @@ def test_a_shed_local_turn_tells_its_workflow_to_run_it_on_the_activity_queue() 
     assert no_local_slot(raised.value) and not failed_for_good(raised.value)
     outage = ApplicationError("the hub is down", type=failures.RUN_ON_QUEUE, non_retryable=True)
     assert not no_local_slot(outage) and not failed_for_good(outage)
+
+
+def test_a_local_cleanup_takes_a_local_slot_like_a_turn() -> None:
+    """A placement's cleanup run as a local activity waits for a local slot at its turn's key,
+    first within it, and is shed to the activity queue like a turn: it neither runs beside
+    `slots` turns nor jumps the SDK's line ahead of them. The hub is never reached."""
+    import dataclasses
+
+    from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.cleanup import CleanupPlacement
+    from activities.plumbing import ActivitySettings
+    from workflows import failures
+    from workflows.execution import no_local_slot
+    from workflows.models import CleanupRequest
+
+    slots = LocalSlots(slots=1, waiting=0)
+    cleanup = CleanupPlacement(None, ActivitySettings(local_slots=slots))  # type: ignore[arg-type]
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, is_local=True)
+    request = CleanupRequest(placement="web", priority_key=2)
+    assert request.order() == (2, 0) and CleanupRequest(placement="web").order() == (3, 0)
+    with slots.slot((3, 0)), pytest.raises(ApplicationError) as raised:
+        env.run(cleanup.cleanup_placement, request)
+    assert raised.value.type == failures.RUN_ON_QUEUE and no_local_slot(raised.value)
+    assert "the cleanup runs on the activity queue" in str(raised.value)
