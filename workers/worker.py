@@ -101,6 +101,11 @@ PROMOTE_TIMEOUT_S: Final = 120.0
 PART_WORKER: Final = "worker"
 PART_WATCHER: Final = "watcher"
 PART_ACTIVITIES: Final = "activities"
+# Local turns a workflow worker runs at once when other processes serve the activity queue
+# (`local_slots`): a local turn saves Temporal an activity task, but the process's one core
+# also runs every workflow task. Enough for a turn at a time to skip the queue, few enough
+# that a burst's cycles run where the cores are (bench/RESULTS.md, "Where turns run").
+LOCAL_SLOTS_BESIDE_PROCESSES: Final = 2
 # The activity processes' stop: their SIGTERM grace, their SIGKILL, and a margin.
 PROCESSES_GRACE_S: Final = STOP_GRACE_S + 5.0
 
@@ -233,20 +238,17 @@ def build_worker(
     settings = settings or ActivitySettings()
     if settings.hub_gate is None:
         settings = dataclasses.replace(settings, hub_gate=hub_gate(hub))
+    if workflows and settings.local_slots is None:
+        settings = dataclasses.replace(
+            settings, local_slots=local_slots(max_concurrent_activities, activities=activities)
+        )
     if settings.advisor is None:
         settings = dataclasses.replace(
             settings,
             advisor=TurnAdvisor(
-                local_slots=max_concurrent_activities if workflows else 0,
+                local_slots=settings.local_slots.slots if settings.local_slots else 0,
                 fleet_size=settings.fleet_size or _fleet_size(settings.clusters),
                 local_turns=runs_local_turns(worker_options),
-            ),
-        )
-    if workflows and settings.local_slots is None:
-        settings = dataclasses.replace(
-            settings,
-            local_slots=LocalSlots(
-                slots=max_concurrent_activities, waiting=max_concurrent_activities
             ),
         )
     deployment = version.deployment_config() if version is not None else None
@@ -272,7 +274,7 @@ def build_worker(
                 max_concurrent_activities=WORKFLOW_WORKER_ACTIVITY_SLOTS,
                 max_concurrent_local_activities=local_activity_slots(max_concurrent_activities),
                 deployment_config=deployment,
-                patch_activation_callback=turn_patches(worker_options),
+                patch_activation_callback=turn_patches(worker_options, settings.local_slots),
                 **{"nonsticky_to_sticky_poll_ratio": WORKFLOW_TASK_POLL_RATIO, **worker_options},
             )
         )
@@ -329,22 +331,42 @@ def runs_local_turns(worker_options: dict[str, Any]) -> bool:
     return worker_options.get("max_cached_workflows") != 0
 
 
-def turn_patches(worker_options: dict[str, Any]) -> Callable[[PatchActivationInput], bool]:
+def turn_patches(
+    worker_options: dict[str, Any], slots: LocalSlots | None = None
+) -> Callable[[PatchActivationInput], bool]:
     """The workflow worker's patch activation callback: which new patches a run's first ask
     activates (workflows.execution.activates_patch). Takes the caller's own callback out of
-    `worker_options`, if any, for the other patches (tests stand in for older workers so)."""
+    `worker_options`, if any, for the other patches (tests stand in for older workers so).
+    With `slots`, the worker's local slots, a turn that would run local while they would shed
+    it (`LocalSlots.full`) goes to the activity queue at once, without a local attempt."""
     local_turns = runs_local_turns(worker_options)
     others: Callable[[PatchActivationInput], bool] | None = worker_options.pop(
         "patch_activation_callback", None
     )
 
     def activates(ask: PatchActivationInput) -> bool:
-        ours = activates_patch(ask.patch_id, local_turns=local_turns)
+        room = local_turns and (slots is None or not slots.full)
+        ours = activates_patch(ask.patch_id, local_turns=room)
         if ours is not None:
             return ours
         return others(ask) if others is not None else True
 
     return activates
+
+
+def local_slots(max_concurrent_activities: int, *, activities: bool) -> LocalSlots:
+    """The local slots of a workflow worker whose turns run `max_concurrent_activities` at once
+    (docs/operations.md, "Where turns run"). With the activity worker in the same process
+    (`activities`: `dev`, `run` without `--processes`) the queue adds no core: every slot is
+    local, and as many more turns wait for one, best key first (the queue would bring them
+    back to this process, one activity task dearer). Without it (`run --processes N`, the split
+    Deployments) the workflow worker's one process also runs every workflow task, and other
+    processes wait on the activity queue: it runs at most LOCAL_SLOTS_BESIDE_PROCESSES turns at
+    once and none waits, so a turn that finds them taken runs on the activity queue at once,
+    and a burst's turns spread over every process instead of piling onto this one."""
+    if activities:
+        return LocalSlots(slots=max_concurrent_activities, waiting=max_concurrent_activities)
+    return LocalSlots(slots=min(max_concurrent_activities, LOCAL_SLOTS_BESIDE_PROCESSES), waiting=0)
 
 
 def local_activity_slots(max_concurrent_activities: int) -> int:

@@ -9,10 +9,13 @@ import pytest
 from temporalio import workflow
 from temporalio.worker import PatchActivationInput
 
+from activities.local_slots import Shed
 from workers.worker import (
+    LOCAL_SLOTS_BESIDE_PROCESSES,
     WORKFLOW_WORKER_ACTIVITY_SLOTS,
     activity_threads,
     local_activity_slots,
+    local_slots,
     turn_patches,
 )
 from workflows.execution import QUEUE_TURN_PATCH
@@ -42,6 +45,21 @@ def test_the_word_on_where_turns_run(
 def test_a_negative_bound_is_refused() -> None:
     with pytest.raises(ValueError, match="must not be negative"):
         turn_execution_for(3, -1)
+
+
+def test_beside_activity_processes_the_workflow_worker_keeps_few_turns_and_none_waits() -> None:
+    """Where turns run (docs/operations.md): with the activity worker in the same process every
+    slot is local and as many turns wait; beside other processes two turns run local and a
+    third, arriving while they run, is shed to the activity queue at once (a burst spreads)."""
+    alone = local_slots(16, activities=True)
+    assert (alone.slots, alone.waiting) == (16, 16)
+    beside = local_slots(16, activities=False)
+    assert (beside.slots, beside.waiting) == (LOCAL_SLOTS_BESIDE_PROCESSES, 0) == (2, 0)
+    assert local_slots(1, activities=False).slots == 1
+    with beside.slot((3, 0)), beside.slot((3, 0)), pytest.raises(Shed), beside.slot((1, 0)):
+        pass
+    with beside.slot((3, 1)):  # freed again
+        assert beside.shed_count == 1
 
 
 def test_a_workflow_worker_has_a_thread_per_local_slot() -> None:
@@ -75,3 +93,31 @@ def test_a_workflow_worker_that_caches_nothing_activates_the_queue_turn_patches(
     assert not ask(dict(older), "priority") and not ask(dict(older), queue_turn)
     options = {"max_cached_workflows": 0, **older}
     assert ask(options, queue_turn) and "patch_activation_callback" not in options
+
+
+def test_a_turn_its_local_slots_would_shed_goes_to_the_queue_without_a_local_attempt() -> None:
+    """The callback build_worker gives a workflow worker with local slots: a turn that would
+    run local while every slot is taken and none may wait activates its queue-turn patch (to
+    the activity queue, its marker in the history); once a slot frees, it runs local again."""
+    info = cast(workflow.Info, None)
+    slots = local_slots(16, activities=False)
+    activates = turn_patches({}, slots)
+
+    def queue_turn(n: int) -> bool:
+        return activates(
+            PatchActivationInput(workflow_info=info, patch_id=f"{QUEUE_TURN_PATCH}-{n}")
+        )
+
+    assert not queue_turn(1)
+    with slots.slot((3, 0)):
+        assert not queue_turn(2)
+        with slots.slot((3, 0)):
+            assert slots.full and queue_turn(3)
+            assert activates(PatchActivationInput(workflow_info=info, patch_id="priority"))
+    assert not slots.full and not queue_turn(4)
+    # Where turns may wait (the activity worker in the same process) they wait: not full.
+    waiting = local_slots(1, activities=True)
+    with waiting.slot((3, 0)):
+        assert not waiting.full and not turn_patches({}, waiting)(
+            PatchActivationInput(workflow_info=info, patch_id=f"{QUEUE_TURN_PATCH}-1")
+        )
