@@ -18,6 +18,7 @@ from datetime import datetime
 
 import pytest
 import pytest_asyncio
+from temporalio import activity
 from temporalio.client import Client
 
 from activities.local_slots import LocalSlots, TurnOrder
@@ -151,14 +152,16 @@ async def test_on_the_queue_a_placement_short_of_its_n_overtakes_re_decisions(
 
 @dataclass
 class RecordingSlots(LocalSlots):
-    """The worker's real local slots, recording the order of the turns they let run."""
+    """The worker's real local slots, recording the turns they let run: each one's order and
+    its placement's workflow id (None: the test's own hold)."""
 
-    granted: list[TurnOrder] = field(default_factory=list, init=False)
+    granted: list[tuple[TurnOrder, str | None]] = field(default_factory=list, init=False)
 
     @contextmanager
     def slot(self, order: TurnOrder) -> Iterator[None]:
         with super().slot(order):
-            self.granted.append(order)
+            turn = activity.info().workflow_id if activity.in_activity() else None
+            self.granted.append((order, turn))
             yield
 
 
@@ -214,5 +217,7 @@ async def test_in_local_slots_a_new_placement_overtakes_re_decisions_of_its_key(
             stop.set()
             await asyncio.wait_for(watching, timeout=30)
     # The new placement first, then the re-decisions (later turns of any may follow).
-    assert slots.granted[: BACKLOG + 1] == [(3, 0)] + [(3, 1)] * BACKLOG, slots.granted
+    granted = slots.granted[: BACKLOG + 1]
+    assert granted[0] == ((3, 0), workflow_id(new)), granted
+    assert sorted(granted[1:]) == sorted(((3, 1), workflow_id(name)) for name in settled), granted
     assert slots.shed_count == 0
