@@ -357,7 +357,7 @@ def turn_patches(
 def local_slots(max_concurrent_activities: int, *, activities: bool) -> LocalSlots:
     """The local slots of a workflow worker whose turns run `max_concurrent_activities` at once
     (docs/operations.md, "Where turns run"). With the activity worker in the same process
-    (`activities`: `dev`, `run` without `--processes`) the queue adds no core: every slot is
+    (`activities`: `dev`, `run --processes 0`) the queue adds no core: every slot is
     local, and as many more turns wait for one, best key first (the queue would bring them
     back to this process, one activity task dearer). Without it (`run --processes N`, the split
     Deployments) the workflow worker's one process also runs every workflow task, and other
