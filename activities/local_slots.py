@@ -91,14 +91,6 @@ class LocalSlots:
             self._release()
 
     @property
-    def full(self) -> bool:
-        """A turn arriving now would be shed: every slot taken, the waiting room full. The
-        workflow worker asks it before a turn would run local (workers.worker.turn_patches),
-        so a turn that would be shed goes to the activity queue without a local attempt."""
-        with self._lock:
-            return self._free == 0 and len(self._queue) >= self.waiting
-
-    @property
     def waiting_now(self) -> int:
         with self._lock:
             return len(self._queue)

@@ -104,7 +104,7 @@ PART_ACTIVITIES: Final = "activities"
 # Local turns a workflow worker runs at once when other processes serve the activity queue
 # (`local_slots`): a local turn saves Temporal an activity task, but the process's one core
 # also runs every workflow task. Enough for a turn at a time to skip the queue, few enough
-# that a burst's cycles run where the cores are (bench/RESULTS.md, "Where turns run").
+# that a burst's cycles run where the cores are (docs/operations.md, "Where turns run").
 LOCAL_SLOTS_BESIDE_PROCESSES: Final = 2
 # The activity processes' stop: their SIGTERM grace, their SIGKILL, and a margin.
 PROCESSES_GRACE_S: Final = STOP_GRACE_S + 5.0
@@ -274,7 +274,7 @@ def build_worker(
                 max_concurrent_activities=WORKFLOW_WORKER_ACTIVITY_SLOTS,
                 max_concurrent_local_activities=local_activity_slots(max_concurrent_activities),
                 deployment_config=deployment,
-                patch_activation_callback=turn_patches(worker_options, settings.local_slots),
+                patch_activation_callback=turn_patches(worker_options),
                 **{"nonsticky_to_sticky_poll_ratio": WORKFLOW_TASK_POLL_RATIO, **worker_options},
             )
         )
@@ -331,22 +331,17 @@ def runs_local_turns(worker_options: dict[str, Any]) -> bool:
     return worker_options.get("max_cached_workflows") != 0
 
 
-def turn_patches(
-    worker_options: dict[str, Any], slots: LocalSlots | None = None
-) -> Callable[[PatchActivationInput], bool]:
+def turn_patches(worker_options: dict[str, Any]) -> Callable[[PatchActivationInput], bool]:
     """The workflow worker's patch activation callback: which new patches a run's first ask
     activates (workflows.execution.activates_patch). Takes the caller's own callback out of
-    `worker_options`, if any, for the other patches (tests stand in for older workers so).
-    With `slots`, the worker's local slots, a turn that would run local while they would shed
-    it (`LocalSlots.full`) goes to the activity queue at once, without a local attempt."""
+    `worker_options`, if any, for the other patches (tests stand in for older workers so)."""
     local_turns = runs_local_turns(worker_options)
     others: Callable[[PatchActivationInput], bool] | None = worker_options.pop(
         "patch_activation_callback", None
     )
 
     def activates(ask: PatchActivationInput) -> bool:
-        room = local_turns and (slots is None or not slots.full)
-        ours = activates_patch(ask.patch_id, local_turns=room)
+        ours = activates_patch(ask.patch_id, local_turns=local_turns)
         if ours is not None:
             return ours
         return others(ask) if others is not None else True

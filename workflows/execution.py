@@ -80,13 +80,14 @@ AUTO_LOCAL_PATCH: Final = "turn-execution-auto"
 # (`--max-cached-workflows 0`) evicts the run after every workflow task, and a local turn in
 # flight then is cancelled and run again, or holds the run's next task until it times out.
 # Only such a worker activates these patches (`activates_patch`, its patch activation
-# callback), and one whose local slots would shed the turn (a burst: workers.worker), so the
-# choice is its own, whatever another process advised, and its marker puts it in the history:
-# a replay, on any worker, reads it from there. One id per turn, as a run's turns may be
-# served by different workers; asked only for a turn that would run local, so a worker that
-# caches workflows and has a local slot free records nothing. A worker without the callback
-# (built other than by workers.worker) activates every patch, so sends every such turn to the
-# queue: the safe side.
+# callback), so the choice is its own, whatever another process advised, and its marker puts
+# it in the history: a replay, on any worker, reads it from there. One id per turn, as a run's
+# turns may be served by different workers; asked only for a turn that would run local, so a
+# worker that caches workflows records nothing. (A worker that caches workflows must not
+# activate them: a turn may follow a local one in the same workflow task, and a patch marker
+# after a local activity's marker in one task does not replay; see SHED_TURN_PATCH.) A worker
+# without the callback (built other than by workers.worker) activates every patch, so sends
+# every such turn to the queue: the safe side.
 QUEUE_TURN_PATCH: Final = "turn-on-queue"
 # Whether a local turn that the workflow worker's local slots shed (failures.NO_LOCAL_SLOT) runs
 # on the queue alone, the next turns where the advice says: asked only when a turn was shed, so

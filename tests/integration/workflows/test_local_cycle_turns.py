@@ -262,3 +262,18 @@ async def test_a_turn_the_local_slots_shed_runs_on_the_queue_alone(
     history = await handle.fetch_history()
     assert [p for p in patch_ids(history) if p == SHED_TURN_PATCH] == [SHED_TURN_PATCH]
     assert await replays(temporal_client, handle.id) == 1
+
+
+async def test_a_turn_shed_right_after_a_local_turn_replays(
+    temporal_client, task_queue, caching_worker
+):
+    """A local turn that asks to be requeued, then the next turn shed by the local slots: it
+    runs on the queue, the patch is asked once it has, and the run replays."""
+    name = placement_name()
+    script = Script(requeues=[True], shed_turns={1}, advice=[True] * 3)
+    handle = await start_placement(temporal_client, task_queue, name, script)
+    await status_when(handle, lambda s: s.cycles == 2 and idle(s))
+    assert script.ran_local == [True, True, False]
+    assert await turn_places(handle) == ["local", "local", "queue"]
+    assert SHED_TURN_PATCH in patch_ids(await handle.fetch_history())
+    assert await replays(temporal_client, handle.id) == 1

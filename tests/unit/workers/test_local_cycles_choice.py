@@ -93,31 +93,3 @@ def test_a_workflow_worker_that_caches_nothing_activates_the_queue_turn_patches(
     assert not ask(dict(older), "priority") and not ask(dict(older), queue_turn)
     options = {"max_cached_workflows": 0, **older}
     assert ask(options, queue_turn) and "patch_activation_callback" not in options
-
-
-def test_a_turn_its_local_slots_would_shed_goes_to_the_queue_without_a_local_attempt() -> None:
-    """The callback build_worker gives a workflow worker with local slots: a turn that would
-    run local while every slot is taken and none may wait activates its queue-turn patch (to
-    the activity queue, its marker in the history); once a slot frees, it runs local again."""
-    info = cast(workflow.Info, None)
-    slots = local_slots(16, activities=False)
-    activates = turn_patches({}, slots)
-
-    def queue_turn(n: int) -> bool:
-        return activates(
-            PatchActivationInput(workflow_info=info, patch_id=f"{QUEUE_TURN_PATCH}-{n}")
-        )
-
-    assert not queue_turn(1)
-    with slots.slot((3, 0)):
-        assert not queue_turn(2)
-        with slots.slot((3, 0)):
-            assert slots.full and queue_turn(3)
-            assert activates(PatchActivationInput(workflow_info=info, patch_id="priority"))
-    assert not slots.full and not queue_turn(4)
-    # Where turns may wait (the activity worker in the same process) they wait: not full.
-    waiting = local_slots(1, activities=True)
-    with waiting.slot((3, 0)):
-        assert not waiting.full and not turn_patches({}, waiting)(
-            PatchActivationInput(workflow_info=info, patch_id=f"{QUEUE_TURN_PATCH}-1")
-        )
