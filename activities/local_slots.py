@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final
 
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from workflows import failures
 
@@ -155,4 +155,6 @@ def local_slot(slots: LocalSlots | None, order: TurnOrder, what: str) -> Iterato
             failures.NO_LOCAL_SLOT,
             type=failures.RUN_ON_QUEUE,
             non_retryable=True,
+            # Expected under load: logged at DEBUG, not as a failed activity with a traceback.
+            category=ApplicationErrorCategory.BENIGN,
         ) from None

@@ -164,7 +164,7 @@ def test_a_local_cleanup_takes_a_local_slot_like_a_turn() -> None:
     `slots` turns nor jumps the SDK's line ahead of them. The hub is never reached."""
     import dataclasses
 
-    from temporalio.exceptions import ApplicationError
+    from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
     from temporalio.testing import ActivityEnvironment
 
     from activities.cleanup import CleanupPlacement
@@ -183,3 +183,6 @@ def test_a_local_cleanup_takes_a_local_slot_like_a_turn() -> None:
         env.run(cleanup.cleanup_placement, request)
     assert raised.value.type == failures.RUN_ON_QUEUE and no_local_slot(raised.value)
     assert "the cleanup runs on the activity queue" in str(raised.value)
+    # Expected under load, not a failure: the SDK logs it at DEBUG, without a traceback (a
+    # burst sheds hundreds), and counts it in no failure metric.
+    assert raised.value.category == ApplicationErrorCategory.BENIGN
