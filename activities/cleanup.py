@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.bindings import Pacer
 from activities.capacity import release_placement, requests_of
+from activities.local_slots import local_slot
 from activities.outage import through_outages
 from activities.plumbing import ActivitySettings, heartbeat, in_local_activity
 from activities.translate import hub_failures
@@ -44,8 +45,11 @@ class CleanupPlacement:
             with hub_failures(f"cleaning up placement {key!r}"):
                 return self._cleanup(request.placement, request.namespace)
 
-        gate = None if in_local_activity() else self._settings.hub_gate
-        return through_outages(gate, heartbeat, cleanup)
+        if not in_local_activity():
+            return through_outages(self._settings.hub_gate, heartbeat, cleanup)
+        # A local cleanup takes a local slot like a turn (a deletion: first within its key).
+        with local_slot(self._settings.local_slots, request.order(), "the cleanup"):
+            return through_outages(None, heartbeat, cleanup)
 
     @activity.defn(name=ACTIVITY_CLEANUP_PLACEMENT_RP)
     def cleanup_placement_rp(self, request: CleanupRequest) -> CleanupReport:

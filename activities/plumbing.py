@@ -18,6 +18,7 @@ from temporalio import activity
 
 from activities.advice import TurnAdvisor
 from activities.bindings import Tally
+from activities.local_slots import LocalSlots
 from activities.outage import HubGate
 from hub import names
 from hub.types import MemberCluster
@@ -91,6 +92,9 @@ class ActivitySettings:
     # Advises each turn's placement where its next turn runs (activities.advice); None: no
     # advice (the workflow keeps its choice). Every worker that `build_worker` makes has one.
     advisor: TurnAdvisor | None = None
+    # The workflow worker's local slots (activities.local_slots): local turns run best key
+    # first; None: in the order the SDK starts them. `build_worker` makes one with workflows.
+    local_slots: LocalSlots | None = None
 
     def now(self) -> datetime:
         # metav1.Time has second precision; conditions compare equal after a round trip.

@@ -22,7 +22,8 @@ puts K member clusters in devhub (heartbeats kept fresh), then runs, in this ord
    phase starts from the same hub.
 3. e2e burst: P placements created at once; time until every one is fully scheduled (its
    ClusterResourcePlacementScheduled condition True for its generation, which the cycle
-   writes after its bindings).
+   writes after its bindings), and where its cycles ran (`e2e.burst.cycles.<process>`:
+   `worker`, the workflow worker's own local turns; `activities-N`, each activity process).
 4. e2e steady: placements created at --steady-rate per second for --steady-seconds; per
    placement, creation -> last binding written (and -> fully scheduled).
 5. churn (--churn): 1,000 of the burst's placements change policy at once (time until all are
@@ -286,7 +287,7 @@ class Bench:
 
     async def burst(self, cycles: Cycles, *parts: Child) -> None:
         self.burst_names = self.names("e", self.args.placements)
-        before = await cycles.count()
+        before = await cycles.by_process()
         cpu_before = self.stack.cpu(*parts)
         started = await self.create_placements(self.burst_names)
         created = time.monotonic()
@@ -299,7 +300,11 @@ class Bench:
         report("e2e.burst_s", elapsed)
         report("e2e.placements_per_s", rate)
         await asyncio.sleep(QUIET_S)
-        report("e2e.burst.cycles", await cycles.count() - before)
+        after = await cycles.by_process()
+        report("e2e.burst.cycles", sum(after.values()) - sum(before.values()))
+        # Where the burst's cycles ran: the workflow worker's process, each activity process.
+        for process in sorted(after):
+            report(f"e2e.burst.cycles.{process}", after[process] - before.get(process, 0))
         if "queue" in self.rates:
             report("e2e.ratio.vs_queue", rate / self.rates["queue"])
         if "ceiling" in self.rates:
@@ -404,14 +409,21 @@ class Cycles:
         self._url = url
 
     async def count(self) -> int:
+        return sum((await self.by_process()).values())
+
+    async def by_process(self) -> dict[str, int]:
+        """Cycles run by each process: "worker" (the workflow worker's own, local turns and
+        any activity worker in it) and each activity process by its `fleet_process` label."""
         async with self._session.get(self._url) as response:
             response.raise_for_status()  # a wrong URL must not read as "no cycles"
             text = await response.text()
-        total = 0.0
+        counts: dict[str, float] = {}
         for line in text.splitlines():
             if line.startswith(CYCLES_METRIC + "{"):
-                total += float(line.rsplit(" ", 1)[1])
-        return int(total)
+                found = re.search(r'fleet_process="([^"]+)"', line)
+                process = found.group(1) if found else "worker"
+                counts[process] = counts.get(process, 0.0) + float(line.rsplit(" ", 1)[1])
+        return {process: int(count) for process, count in counts.items()}
 
     async def quiet(self, since: float | None = None) -> float:
         """Wait until no cycle has finished for QUIET_S; when the last one did (monotonic).

@@ -8,10 +8,12 @@ so one signal stands for all of them, and its reason lists the first few and cou
 A placement with a send in flight or a retry pending keeps collecting here until it is due.
 
 Order (docs/priority.md): a batch carries the QueuePriority the profile's QueueSort plugin gave
-its routes (the best of them when they merge). Batches are taken by priority key, 1 first; within
-a key, by fairness key in proportion to the keys' weights (start-time fair queuing: each tenant's
-virtual time advances by 1/weight per batch taken, and a tenant that was idle starts at the
-current virtual time, so it neither starves nor floods); within a tenant, first in, first out.
+its routes (the best of them when they merge). Batches are taken by priority key, 1 first, and
+within a key by the plugin's `within_key` (PrioritySort: turns of placements that have less than
+they ask for before re-decisions of satisfied ones); then by fairness key in proportion to the
+keys' weights (start-time fair queuing: each tenant's virtual time advances by 1/weight per
+batch taken, and a tenant that was idle starts at the current virtual time, so it neither
+starves nor floods); within a tenant, first in, first out.
 Without priorities and tenants that is the first-in, first-out order it always was, but 50 new
 placements of high priority no longer wait behind 5,000 signal-with-starts.
 
@@ -48,10 +50,11 @@ _RANK: Final = {signal: rank for rank, signal in enumerate(SIGNAL_PRIORITY)}
 # Distinct reasons listed in one signal; the rest are counted.
 MAX_REASONS: Final = 3
 _NO_PRIORITY: Final = QueuePriority()
-# One line of entries (placement, token), and where a placement's entry is (priority key, tenant,
-# gated).
+# One line of entries (placement, token), and where a placement's entry is (order: priority key
+# and within_key, tenant, gated).
 _Line = deque[tuple[str, int]]
-_Place = tuple[int, str | None, bool]
+_Order = tuple[int, int]
+_Place = tuple[_Order, str | None, bool]
 
 
 @dataclass(slots=True)
@@ -88,8 +91,8 @@ class Batch:
         if _RANK.get(other.signal, len(_RANK)) < _RANK.get(self.signal, len(_RANK)):
             self.signal = other.signal
         self.may_start = self.may_start or other.may_start
-        # The better priority wins; at the same key the newer one (its tenant and weight).
-        if other.priority.effective_key <= self.priority.effective_key:
+        # The better priority wins; at the same order the newer one (its tenant and weight).
+        if other.priority.order <= self.priority.order:
             self.priority = other.priority
         self.fan_out = self.fan_out and other.fan_out
         self.gated = self.gated or other.gated
@@ -113,10 +116,10 @@ class Outbox:
     def __init__(self) -> None:
         self._batches: dict[str, Batch] = {}
         self._due: dict[str, float] = {}  # placement -> earliest send time, only when held back
-        # priority key -> fairness key -> (free line, gated line) of entries (placement, token).
+        # order -> fairness key -> (free line, gated line) of entries (placement, token).
         # Tokens order entries across a tenant's two lines: ascending for entries put at the
         # back, descending below zero for those put in front (the last put in front goes first).
-        self._queues: dict[int, dict[str | None, tuple[_Line, _Line]]] = {}
+        self._queues: dict[_Order, dict[str | None, tuple[_Line, _Line]]] = {}
         self._token: dict[str, int] = {}  # placement -> the token of its queued entry
         self._where: dict[str, _Place] = {}  # ... and where that entry is
         self._parked: set[str] = set()  # taken while busy: queued again, first, once free
@@ -158,7 +161,7 @@ class Outbox:
         if not_before is not None:
             self._due[name] = max(self._due.get(name, 0.0), not_before)
             heapq.heappush(self._timers, (self._due[name], name))
-        place = (current.priority.effective_key, current.priority.fairness_key, current.gated)
+        place = (current.priority.order, current.priority.fairness_key, current.gated)
         if name not in self._parked and self._where.get(name) != place:
             self._enqueue(name, front=False)
 
@@ -220,11 +223,11 @@ class Outbox:
 
     def _enqueue(self, name: str, *, front: bool) -> None:
         batch = self._batches[name]
-        priority_key, tenant = batch.priority.effective_key, batch.priority.fairness_key
+        order, tenant = batch.priority.order, batch.priority.fairness_key
         token = next(self._front_tokens) if front else next(self._tokens)
         self._token[name] = token
-        self._where[name] = (priority_key, tenant, batch.gated)
-        tenants = self._queues.setdefault(priority_key, {})
+        self._where[name] = (order, tenant, batch.gated)
+        tenants = self._queues.setdefault(order, {})
         lines = tenants.get(tenant)
         if lines is None:
             # An idle tenant starts at the current virtual time: no credit for having waited.
@@ -245,10 +248,11 @@ class Outbox:
 
     def _pop(self, closed_from: int | None = None) -> str | None:
         """The next placement in line, its entry removed; None when every open line is empty.
-        Gated lines of keys >= `closed_from` are closed (skipped, kept)."""
-        for priority_key in sorted(self._queues):
-            tenants = self._queues[priority_key]
-            gated_open = closed_from is None or priority_key < closed_from
+        Gated lines of keys >= `closed_from` are closed (skipped, kept), whatever their order
+        within the key (the window counts by key)."""
+        for order in sorted(self._queues):
+            tenants = self._queues[order]
+            gated_open = closed_from is None or order[0] < closed_from
             by_pass = sorted(tenants, key=lambda t: (self._pass.get(t, 0.0), t is not None, t))
             for tenant in by_pass:
                 lines = tenants[tenant]
@@ -257,10 +261,10 @@ class Outbox:
                     del tenants[tenant]
                 if name is not None:
                     if not tenants:
-                        del self._queues[priority_key]
+                        del self._queues[order]
                     return name
             if not tenants:
-                del self._queues[priority_key]
+                del self._queues[order]
         return None
 
     def _pop_line(self, lines: tuple[_Line, _Line], gated_open: bool) -> str | None:

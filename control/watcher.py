@@ -85,6 +85,7 @@ from scheduler.framework.queue_sort import (
     QueueSortPlugin,
     TurnCause,
 )
+from scheduler.requeue.watch_rules import is_fully_scheduled
 from workflows import names
 from workflows.models import TurnExecutionMode
 from workflows.starts import turn_execution_for
@@ -640,10 +641,16 @@ class Watcher:
                 )
 
     def queue_priority(
-        self, key: str, cause: TurnCause, classes: PriorityClasses | None = None
+        self,
+        key: str,
+        cause: TurnCause,
+        classes: PriorityClasses | None = None,
+        *,
+        wanting: bool = False,
     ) -> QueuePriority:
         """The profile's QueueSort answer for a turn of placement `key` caused by `cause`, with
-        the PriorityClasses known now (or `classes`). A plugin that fails gives the default
+        the PriorityClasses known now (or `classes`), and whether the placement has what it
+        asks for as the watcher last saw it. A plugin that fails gives the default
         priority (and a log line), never a lost signal."""
         cached = self._placements.get(key)
         if cached is not None:
@@ -651,9 +658,18 @@ class Watcher:
         else:
             namespace, name = split_key(key)
             meta = ObjectMeta(name=name, namespace=namespace)
+        # Has less than it asks for (PrioritySort's unsatisfied first): not seen yet, new, below
+        # its N, or changed since it was scheduled (Scheduled not True at its generation); or
+        # `wanting`, a change its condition does not show yet (a binding or itself deleting).
+        unsatisfied = (
+            wanting
+            or cached is None
+            or cached.metadata.deleting
+            or not is_fully_scheduled(cached)
+        )
         try:
             known = self._classes if classes is None else classes
-            return self._sorter.queue_sort(QueueItem(meta, cause, known))
+            return self._sorter.queue_sort(QueueItem(meta, cause, known, unsatisfied))
         except Exception:  # a third-party plugin may fail in any way
             self._sort_failures += 1
             if self._sort_failures == 1 or self._sort_failures % 1000 == 0:
@@ -718,7 +734,8 @@ class Watcher:
     def _enqueue(self, route: Route) -> None:
         self._stats.routes += 1
         cause = TurnCause.FAN_OUT if route.fan_out else TurnCause.PLACEMENT
-        self._sender.add(route, self.queue_priority(route.placement, cause))
+        wanting = route.signal in UNSATISFYING_SIGNALS
+        self._sender.add(route, self.queue_priority(route.placement, cause, wanting=wanting))
 
     def _count(self, kind: type[HubObject], event: str, action: str) -> None:
         if self._metrics is not None:
@@ -739,6 +756,13 @@ class Watcher:
             return self._hub.get(kinds_for(namespace).placement, name, namespace=namespace)
         except NotFoundError:
             return None
+
+
+# Signals whose turn finds the placement short of what it asks for before its Scheduled
+# condition can say so: one of its bindings is going away, or the placement itself.
+UNSATISFYING_SIGNALS: Final = frozenset(
+    {names.SIGNAL_BINDING_DELETING, names.SIGNAL_PLACEMENT_DELETING}
+)
 
 
 def _priority_inputs_changed(change: Change[Any]) -> Route | None:

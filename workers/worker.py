@@ -37,6 +37,7 @@ from activities.advice import TurnAdvisor
 from activities.cleanup import CleanupPlacement
 from activities.clusters import ClusterCache
 from activities.deadline import ReportDeadlineMiss
+from activities.local_slots import LocalSlots
 from activities.outage import HubGate
 from activities.plumbing import ActivitySettings
 from activities.rebalance import RebalanceFleet
@@ -101,6 +102,11 @@ PROMOTE_TIMEOUT_S: Final = 120.0
 PART_WORKER: Final = "worker"
 PART_WATCHER: Final = "watcher"
 PART_ACTIVITIES: Final = "activities"
+# Local turns a workflow worker runs at once when other processes serve the activity queue
+# (`local_slots`): a local turn saves Temporal an activity task, but the process's one core
+# also runs every workflow task. Enough for a turn at a time to skip the queue, few enough
+# that a burst's cycles run where the cores are (docs/operations.md, "Where turns run").
+LOCAL_SLOTS_BESIDE_PROCESSES: Final = 2
 # The activity processes' stop: their SIGTERM grace, their SIGKILL, and a margin.
 PROCESSES_GRACE_S: Final = STOP_GRACE_S + 5.0
 
@@ -234,11 +240,15 @@ def build_worker(
     settings = settings or ActivitySettings()
     if settings.hub_gate is None:
         settings = dataclasses.replace(settings, hub_gate=hub_gate(hub))
+    if workflows and settings.local_slots is None:
+        settings = dataclasses.replace(
+            settings, local_slots=local_slots(max_concurrent_activities, activities=activities)
+        )
     if settings.advisor is None:
         settings = dataclasses.replace(
             settings,
             advisor=TurnAdvisor(
-                local_slots=max_concurrent_activities if workflows else 0,
+                local_slots=settings.local_slots.slots if settings.local_slots else 0,
                 fleet_size=settings.fleet_size or _fleet_size(settings.clusters),
                 local_turns=runs_local_turns(worker_options),
             ),
@@ -264,7 +274,7 @@ def build_worker(
                 ],
                 activity_executor=executor,
                 max_concurrent_activities=WORKFLOW_WORKER_ACTIVITY_SLOTS,
-                max_concurrent_local_activities=max_concurrent_activities,
+                max_concurrent_local_activities=local_activity_slots(max_concurrent_activities),
                 deployment_config=deployment,
                 patch_activation_callback=turn_patches(worker_options),
                 **{"nonsticky_to_sticky_poll_ratio": WORKFLOW_TASK_POLL_RATIO, **worker_options},
@@ -341,6 +351,29 @@ def turn_patches(worker_options: dict[str, Any]) -> Callable[[PatchActivationInp
     return activates
 
 
+def local_slots(max_concurrent_activities: int, *, activities: bool) -> LocalSlots:
+    """The local slots of a workflow worker whose turns run `max_concurrent_activities` at once
+    (docs/operations.md, "Where turns run"). With the activity worker in the same process
+    (`activities`: `dev`, `run --processes 0`) the queue adds no core: every slot is
+    local, and as many more turns wait for one, best key first (the queue would bring them
+    back to this process, one activity task dearer). Without it (`run --processes N`, the split
+    Deployments) the workflow worker's one process also runs every workflow task, and other
+    processes wait on the activity queue: it runs at most LOCAL_SLOTS_BESIDE_PROCESSES turns at
+    once and none waits, so a turn that finds them taken runs on the activity queue at once,
+    and a burst's turns spread over every process instead of piling onto this one."""
+    if activities:
+        return LocalSlots(slots=max_concurrent_activities, waiting=max_concurrent_activities)
+    return LocalSlots(slots=min(max_concurrent_activities, LOCAL_SLOTS_BESIDE_PROCESSES), waiting=0)
+
+
+def local_activity_slots(max_concurrent_activities: int) -> int:
+    """The SDK's local activity slots of a workflow worker whose turns run
+    `max_concurrent_activities` at once: as many again wait for one of those, best key first,
+    and as many again arrive to be shed to the activity queue when that room is full
+    (activities.local_slots), so the SDK's own first-in-first-out line keeps moving."""
+    return 3 * max_concurrent_activities
+
+
 def activity_threads(
     max_concurrent_activities: int,
     *,
@@ -349,7 +382,9 @@ def activity_threads(
 ) -> int:
     """Threads for the activity slots of `build_worker`'s workers: one per slot, local ones
     included."""
-    workflow_worker = WORKFLOW_WORKER_ACTIVITY_SLOTS + max_concurrent_activities
+    workflow_worker = WORKFLOW_WORKER_ACTIVITY_SLOTS + local_activity_slots(
+        max_concurrent_activities
+    )
     return (max_concurrent_activities if activities else 0) + (workflow_worker if workflows else 0)
 
 

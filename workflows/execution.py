@@ -36,6 +36,7 @@ __all__ = [
     "LOCAL_TURN_LIMIT",
     "QUEUE_TURNS_AFTER_FALLBACK",
     "QUEUE_TURN_PATCH",
+    "SHED_TURN_PATCH",
     "TURN_FAILURES",
     "TurnExecution",
     "activates_patch",
@@ -43,6 +44,7 @@ __all__ = [
     "failure_cause",
     "failure_message",
     "how_local_failed",
+    "no_local_slot",
 ]
 
 CYCLE_HEARTBEAT: Final = timedelta(seconds=30)
@@ -79,12 +81,20 @@ AUTO_LOCAL_PATCH: Final = "turn-execution-auto"
 # flight then is cancelled and run again, or holds the run's next task until it times out.
 # Only such a worker activates these patches (`activates_patch`, its patch activation
 # callback), so the choice is its own, whatever another process advised, and its marker puts
-# it in the history: a replay, on any worker, reads it from there. One id per turn, as a
-# run's turns may be served by different workers; asked only for a turn that would run local,
-# so a worker that caches workflows records nothing. A worker without the callback (built
-# other than by workers.worker) activates every patch, so sends every such turn to the queue:
-# the safe side.
+# it in the history: a replay, on any worker, reads it from there. One id per turn, as a run's
+# turns may be served by different workers; asked only for a turn that would run local, so a
+# worker that caches workflows records nothing. (A worker that caches workflows must not
+# activate them: a turn may follow a local one in the same workflow task, and a patch marker
+# after a local activity's marker in one task does not replay; see SHED_TURN_PATCH.) A worker
+# without the callback (built other than by workers.worker) activates every patch, so sends
+# every such turn to the queue: the safe side.
 QUEUE_TURN_PATCH: Final = "turn-on-queue"
+# Whether a local turn that the workflow worker's local slots shed (failures.NO_LOCAL_SLOT) runs
+# on the queue alone, the next turns where the advice says: asked only when a turn was shed, so
+# a run that sheds none records nothing. A worker from before it reads every RUN_ON_QUEUE as a
+# fallback (the next QUEUE_TURNS_AFTER_FALLBACK turns on the queue), so it cannot replay a run
+# that recorded this marker and then ran a turn local (docs/operations.md, "Upgrades").
+SHED_TURN_PATCH: Final = "turn-shed-alone"
 
 
 def activates_patch(patch_id: str, *, local_turns: bool) -> bool | None:
@@ -109,6 +119,7 @@ class TurnExecution:
     local_limit: timedelta = LOCAL_TURN_LIMIT
     asked: int = 0  # this run's turns that asked their worker (QUEUE_TURN_PATCH)
     fell_back: bool = False  # the last local call ran again on the activity queue
+    shed: bool = False  # ... because the worker's local slots shed it (failures.NO_LOCAL_SLOT)
 
     @classmethod
     def of(
@@ -162,6 +173,20 @@ class TurnExecution:
         self.asked += 1
         return not patched(f"{QUEUE_TURN_PATCH}-{self.asked}")
 
+    def local_failed(self, err: FailureError) -> None:
+        """The local call failed with `err` (not for good): it runs again on the queue."""
+        self.fell_back = True
+        self.shed = no_local_slot(err)
+
+    def falls_back(self, patched: Callable[[str], bool]) -> bool:
+        """Whether the last call's run on the queue is a fallback, which the next turns follow:
+        yes after a local call that failed, unless the worker's local slots shed it (a busy
+        worker, nothing wrong with the hub) and the run reads it so (SHED_TURN_PATCH, asked only
+        then). Asked once the call has run on the queue, in a later workflow task than the local
+        attempt: a patch marker after a local activity's marker in the same task does not replay
+        (the SDK matches it before the local activity's result reaches the workflow)."""
+        return self.fell_back and not (self.shed and patched(SHED_TURN_PATCH))
+
     def after_turn(self, advice: bool | None, *, fell_back: bool) -> None:
         """What a turn left: the worker's advice (None: none, keep the last), and whether a
         local turn had to run again on the queue."""
@@ -209,6 +234,17 @@ def failed_for_good(err: FailureError) -> bool:
         isinstance(cause, ApplicationError)
         and cause.type != failures.RUN_ON_QUEUE
         and (cause.non_retryable or cause.type in failures.NON_RETRYABLE)
+    )
+
+
+def no_local_slot(err: FailureError) -> bool:
+    """A local turn the workflow worker's local slots shed (failures.NO_LOCAL_SLOT): it runs on
+    the queue, but it is no reason for the placement's next turns to."""
+    cause = failure_cause(err)
+    return (
+        isinstance(cause, ApplicationError)
+        and cause.type == failures.RUN_ON_QUEUE
+        and failures.NO_LOCAL_SLOT in cause.details
     )
 
 

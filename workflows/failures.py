@@ -29,6 +29,11 @@ TEMPORAL_UNAVAILABLE: Final = "TemporalUnavailable"
 # on the activity queue at once, where the worker's gate waits the outage out with one probe
 # every 2 s instead of every placement retrying (workflows.execution).
 RUN_ON_QUEUE: Final = "RunOnActivityQueue"
+# The details of a RUN_ON_QUEUE failure whose local turn got no local slot (the workflow
+# worker's slots were busy with better turns: activities.local_slots). Only that turn runs on
+# the queue: nothing is wrong with the hub, so the next turns need not follow it there. The
+# type stays RUN_ON_QUEUE so that a worker of an earlier release still runs it on the queue.
+NO_LOCAL_SLOT: Final = "NoLocalSlot"
 
 NON_RETRYABLE: Final = (INVALID_OBJECT, UNEXPECTED)
 RETRYABLE: Final = (CONFLICT, VANISHED, HUB_UNAVAILABLE, HUB_ACCESS, TEMPORAL_UNAVAILABLE)

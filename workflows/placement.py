@@ -279,6 +279,8 @@ class PlacementWorkflow:
             known_explanation=last.held_digest if last is not None else None,
             moves=work.moves,
             deadline=self._deadline.request(),
+            priority_key=self._turn_priority_key,
+            within_key=self._turn_within_key(),
         )
         summary = (
             f"turn {number}: {'fresh ' if fresh else ''}{kind}placement {self._placement_key} "
@@ -291,15 +293,26 @@ class PlacementWorkflow:
                 activity, request, TurnResult, CYCLE_TIMEOUT, summary
             )
         except TURN_FAILURES as err:
-            execution.after_turn(None, fell_back=execution.fell_back)
+            execution.after_turn(None, fell_back=execution.falls_back(workflow.patched))
             self._inbox.keep_fresh(fresh)  # the fresh cycle asked for has not happened
             self._record_failure(f"cycle {cycle}", err)
             return None
-        execution.after_turn(turn.next_local, fell_back=execution.fell_back)
+        execution.after_turn(turn.next_local, fell_back=execution.falls_back(workflow.patched))
         if turn.report is None:
             # Nothing was scheduled: any fresh request was for a cycle that did not happen.
             self._inbox.keep_fresh(fresh)
         return turn
+
+    def _turn_within_key(self) -> int | None:
+        """The turn's order within its key, for the worker's local slots: the watcher's word
+        (QueueSort's within_key), unless the last cycle says the placement has less than it
+        asks for (none yet, or not fulfilled): then first, as PrioritySort would put it."""
+        priority, last = self._state.priority, self._state.last
+        if priority is None or not priority.within_key:
+            return None
+        if last is None or not last.fulfilled:
+            return None
+        return priority.within_key
 
     async def _execute(
         self, activity: str, request: Any, result: type[Any], timeout: timedelta, summary: str
@@ -309,7 +322,7 @@ class PlacementWorkflow:
         A local one that has not succeeded within the local limit runs again on the queue (a
         turn is idempotent); one that failed for good fails the turn, as on the queue."""
         execution = self._execution
-        execution.fell_back = False
+        execution.fell_back = execution.shed = False
         if execution.wants_local(workflow.patched):
             try:
                 return await workflow.execute_local_activity(
@@ -323,7 +336,7 @@ class PlacementWorkflow:
                     raise
                 summary = f"{summary}; on the activity queue: the local attempts "
                 summary += how_local_failed(err)
-                execution.fell_back = True
+                execution.local_failed(err)
         # The activities' own task queue (workflows.names says why; histories replay the same).
         queue = names.activity_task_queue(workflow.info().task_queue)
         priority = TurnPriority.temporal(self._state.priority, self._turn_priority_key)
@@ -379,7 +392,11 @@ class PlacementWorkflow:
 
     async def _cleanup(self) -> bool:
         self._set_phase("cleaning_up", "cleanup")
-        request = CleanupRequest(placement=self._placement, namespace=self._namespace)
+        request = CleanupRequest(
+            placement=self._placement,
+            namespace=self._namespace,
+            priority_key=self._turn_priority_key,
+        )
         activity = names.cleanup_activity(self._namespace)
         summary = f"placement {self._placement_key} is being deleted: clean up"
         try:

@@ -77,6 +77,7 @@ def turn_priority(own: QueuePriority, turn: QueuePriority | None = None) -> Turn
         tenant=own.tenant,
         problem=own.problem,
         aging_limit=own.aging_limit,
+        within_key=asked.within_key or None,
     )
 
 

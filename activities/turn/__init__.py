@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Callable
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from typing import Final
@@ -25,6 +26,7 @@ from temporalio.exceptions import ApplicationError
 from activities.conditions import sync_failed_condition, write_scheduled_condition
 from activities.deadline import unscheduled_since
 from activities.enforcement import RETRY_AFTER_SECONDS, enforce
+from activities.local_slots import local_slot
 from activities.moves import apply_moves
 from activities.outage import is_outage, through_outages
 from activities.plumbing import ActivitySettings, heartbeat, in_local_activity, meter, metered
@@ -104,11 +106,17 @@ class ScheduleOnce:
         again from the start when the hub comes back after an outage (activities.outage)."""
         local = in_local_activity()
         gate = self._settings.hub_gate
-        advisor = self._settings.advisor
+        slots = self._settings.local_slots if local else None
         if local:
             call = functools.partial(self._local_turn, request)
         else:
             call = functools.partial(through_outages, gate, heartbeat, lambda: self._turn(request))
+        with local_slot(slots, request.order(), "the turn"):
+            return self._advised(call, local)
+
+    def _advised(self, call: Callable[[], TurnResult], local: bool) -> TurnResult:
+        """Run the turn, and advise where the placement's next one runs."""
+        advisor = self._settings.advisor
         if advisor is None:
             return call()
         with advisor.local_turn() if local else nullcontext():

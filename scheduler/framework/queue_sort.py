@@ -99,6 +99,11 @@ class QueueItem:
     placement: ObjectMeta
     cause: TurnCause
     priority_classes: PriorityClasses = field(default_factory=PriorityClasses)
+    unsatisfied: bool = False
+    """The placement has less than it asks for: it is new, below its N, or its spec or policy
+    changed since it was last scheduled (its Scheduled condition is not True at its
+    generation). False: a re-decision of a placement that has what it asked for, or a caller
+    that does not know."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +131,12 @@ class QueuePriority:
     tenant: str | None = None
     problem: str | None = None
     aging_limit: int | None = field(default=None, repr=False)
+    within_key: int = field(default=0, repr=False, compare=False)
+    """Order among turns of the same priority key, 0 first: honoured where the scheduler owns
+    the queue (the watcher's outbox, the workflow worker's local slots), not by Temporal, whose
+    priority keys are whole numbers. It says how a turn waits, not what the placement's priority
+    is: left out of `repr` and equality, so the reconcile's priority digests, and the watcher's
+    look for placements whose priority a PriorityClass change moved, stay what they were."""
 
     def __post_init__(self) -> None:
         if self.priority_key is not None:
@@ -135,11 +146,18 @@ class QueuePriority:
         weight = self.fairness_weight
         if weight is not None and not (isinstance(weight, int | float) and weight > 0):
             raise ValueError(f"fairness_weight must be a positive number or None, got {weight!r}")
+        if isinstance(self.within_key, bool) or not isinstance(self.within_key, int):
+            raise ValueError(f"within_key must be an integer, got {self.within_key!r}")
 
     @property
     def effective_key(self) -> int:
         """The key Temporal acts on (an unset key is the default, 3)."""
         return DEFAULT_PRIORITY_KEY if self.priority_key is None else self.priority_key
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Where the turn goes in the scheduler's own queues: by key, then within it."""
+        return (self.effective_key, self.within_key)
 
 
 @runtime_checkable

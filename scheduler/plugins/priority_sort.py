@@ -27,6 +27,14 @@ Fairness (off by default): the fairness key is the value of the placement's labe
 `defaultWeight`, 1). Temporal shares each priority key's dispatch between fairness keys in
 proportion to their weights once the server runs with fairness on (docs/priority.md).
 
+Unsatisfied first (`unsatisfiedFirst`, on by default): within its class, a turn of a placement
+that has less than it asks for (new, below its N, its spec or policy changed) goes before the
+re-decisions of placements that already have it. Temporal's keys are whole numbers, so the
+order holds in two ways: such a placement's fan-out turns are not demoted (they run at the key
+of its own turns, ahead of the demoted fan-outs of satisfied placements of its band), and at the
+same key `within_key` puts it first wherever the scheduler owns the queue (the watcher's outbox,
+the workflow worker's local slots). It never lifts a turn past its band.
+
 A placement naming a PriorityClass that does not exist is not refused (pods would be): it gets
 the default priority, and the result's `problem` says so for `status` and `explain`."""
 
@@ -87,10 +95,14 @@ class PrioritySort:
         fanOutDemotion: int = DEFAULT_FAN_OUT_DEMOTION,
         fairness: Mapping[str, object] | None = None,
         agingBeyondBand: int = 0,
+        unsatisfiedFirst: bool = True,
     ) -> None:
         self.bands = DEFAULT_BANDS if bands is None else _bands(bands)
         self.aging_beyond_band = _key_steps("agingBeyondBand", agingBeyondBand)
         self.fan_out_demotion = _key_steps("fanOutDemotion", fanOutDemotion)
+        if not isinstance(unsatisfiedFirst, bool):
+            raise ValueError(f"unsatisfiedFirst must be true or false, got {unsatisfiedFirst!r}")
+        self.unsatisfied_first = unsatisfiedFirst
         self.fairness, self.tenant_label, self.weights, self.default_weight = _fairness(
             fairness or {}
         )
@@ -98,7 +110,8 @@ class PrioritySort:
     def queue_sort(self, item: QueueItem) -> QueuePriority:
         value, class_name, problem = self._value(item)
         own = key = self.band_key(value)
-        if item.cause is TurnCause.FAN_OUT:
+        wanting = self.unsatisfied_first and item.unsatisfied
+        if item.cause is TurnCause.FAN_OUT and not wanting:
             key = min(key + self.fan_out_demotion, LOWEST_PRIORITY_KEY)
         beyond = self.aging_beyond_band
         tenant = item.placement.labels.get(self.tenant_label) or None
@@ -115,6 +128,8 @@ class PrioritySort:
             problem=problem,
             # None: aging stops at `own`, the key of the placement's own turns.
             aging_limit=max(HIGHEST_PRIORITY_KEY, own - beyond) if beyond else None,
+            # Satisfied re-decisions after the turns of placements that want something.
+            within_key=1 if self.unsatisfied_first and not wanting else 0,
         )
 
     def band_key(self, value: int) -> int:

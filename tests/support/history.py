@@ -10,19 +10,21 @@ from typing import Any, Final
 
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 
 __all__ = [
     "LOCAL_ACTIVITY_MARKER",
     "activity_attempts",
     "completed_activities",
     "event_types",
+    "patch_ids",
     "signal_names",
     "turn_places",
 ]
 
-# The marker the SDK records for a local activity.
+# The marker the SDK records for a local activity, and for a `workflow.patched` answered yes.
 LOCAL_ACTIVITY_MARKER: Final = "core_local_activity"
+PATCH_MARKER: Final = "core_patch"
 
 
 async def completed_activities(handle: WorkflowHandle[Any, Any]) -> list[tuple[str, list[Payload]]]:
@@ -88,3 +90,13 @@ async def event_types(
     async for event in run.fetch_history_events():
         counts[EventType.Name(event.event_type)] += 1
     return counts
+
+
+def patch_ids(history: WorkflowHistory) -> list[str]:
+    """The ids of a history's patch markers, in order."""
+    found = []
+    for event in history.events:
+        marker = event.marker_recorded_event_attributes
+        if marker.marker_name == PATCH_MARKER:
+            found.append(json.loads(marker.details["patch-data"].payloads[0].data)["id"])
+    return found

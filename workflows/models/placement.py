@@ -63,6 +63,10 @@ class TurnPriority(CompactWire):
     # The best key aging may lift the placement's turns to (docs/priority.md, "Aging"); None:
     # its own key, what every sender before the field meant.
     aging_limit: int | None = Field(default=None, ge=1, le=5)
+    # The QueueSort plugin's order within the key (QueuePriority.within_key; PrioritySort: 1 for
+    # a re-decision of a placement that has what it asked for); None: 0, first within the key.
+    # Only the worker's local slots read it: Temporal's keys are whole numbers.
+    within_key: int | None = Field(default=None, ge=0)
 
     def best_aged_key(self) -> int | None:
         """The best key a missed deadline may lift a turn to: the profile's limit, else the

@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 
 from scheduler import Explanation, Outcome
 from scheduler.explain.packing import pack_explanation, unpack_explanation
+from scheduler.framework.queue_sort import DEFAULT_PRIORITY_KEY
 from workflows.models.wire import CompactWire
 
 __all__ = [
@@ -240,6 +241,16 @@ class TurnRequest(CompactWire):
     ignores the field, and the next rebalance proposes them again."""
     deadline: DeadlineMiss | None = None
     """Set while the placement is past its scheduling deadline (workflows.deadline)."""
+    priority_key: int | None = None
+    """The turn's priority key (None: Temporal's default, 3) and its order within the key
+    (None: first): the order in which a worker's local slots take local turns
+    (activities.local_slots). A worker from before them takes turns in arrival order."""
+    within_key: int | None = None
+
+    def order(self) -> tuple[int, int]:
+        """Where the turn goes in a worker's local slots: by key, then within it."""
+        key = DEFAULT_PRIORITY_KEY if self.priority_key is None else self.priority_key
+        return (key, self.within_key or 0)
 
 
 class TurnResult(CompactWire):
@@ -295,6 +306,12 @@ class TurnResult(CompactWire):
 class CleanupRequest(CompactWire):
     placement: str
     namespace: str | None = None  # a ResourcePlacement's; None for a ClusterResourcePlacement
+    # The priority key of the placement's last turn (None: Temporal's default, 3): where a local
+    # cleanup waits in the worker's local slots (activities.local_slots), first within the key.
+    priority_key: int | None = None
+
+    def order(self) -> tuple[int, int]:
+        return (DEFAULT_PRIORITY_KEY if self.priority_key is None else self.priority_key, 0)
 
 
 class CleanupReport(CompactWire):

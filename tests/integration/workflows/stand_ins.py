@@ -63,6 +63,8 @@ class Script:
     # then None (no advice). Whether each turn ran as a local activity, in order.
     advice: list[bool | None] = field(default_factory=list)
     ran_local: list[bool] = field(default_factory=list)
+    # Turns (0 first) whose local attempt the worker's local slots shed (`shed`).
+    shed_turns: set[int] = field(default_factory=set)
     # The placement's schedule-deadline annotation as prepare reads it, and whether its cycles
     # fulfil it; per turn, the misses its request reported (0: none).
     deadline: str | None = None
@@ -84,6 +86,8 @@ async def schedule_once(request: TurnRequest) -> TurnResult:
     turn = len(script.ran_local)
     script.ran_local.append(activity.info().is_local)
     advice = script.advice[turn] if turn < len(script.advice) else None
+    if activity.info().is_local and turn in script.shed_turns:
+        raise shed()
     prepared = await _prepare(request)
     if prepared.phase != "ready" or prepared.snapshot is None:
         return TurnResult(prepared=prepared, next_local=advice)
@@ -161,6 +165,13 @@ def unexpected(message: str) -> ApplicationError:
 
 def transient(message: str) -> ApplicationError:
     return ApplicationError(message, type=failures.HUB_UNAVAILABLE)
+
+
+def shed(message: str = "the local slots are taken") -> ApplicationError:
+    """What the worker's local slots raise for a local turn they shed (activities.turn)."""
+    return ApplicationError(
+        message, failures.NO_LOCAL_SLOT, type=failures.RUN_ON_QUEUE, non_retryable=True
+    )
 
 
 @activity.defn(name=ACTIVITY_SCHEDULE_ONCE_RP)

@@ -15,6 +15,7 @@ from tests.integration.workflows.stand_ins import (
     SCRIPTS,
     STAND_INS,
     Script,
+    shed,
     transient,
     unexpected,
 )
@@ -27,11 +28,11 @@ from tests.integration.workflows.workflow_helpers import (
     start_placement,
     status_when,
 )
-from tests.support.history import event_types, turn_places
+from tests.support.history import event_types, patch_ids, turn_places
 from tests.support.waits import consistently_async, until_async
 from workers.worker import split_workers
 from workflows import names
-from workflows.execution import LOCAL_ATTEMPTS, QUEUE_TURNS_AFTER_FALLBACK
+from workflows.execution import LOCAL_ATTEMPTS, QUEUE_TURNS_AFTER_FALLBACK, SHED_TURN_PATCH
 from workflows.models import HubEvent, PlacementInput, RequeueRequest
 from workflows.placement import PlacementWorkflow
 
@@ -240,4 +241,39 @@ async def test_a_run_that_moves_between_workers_runs_its_turns_where_each_one_le
     assert handle is not None
     assert script.ran_local == [False, True, False]
     assert await turn_places(handle) == ["queue", "local", "queue"]
+    assert await replays(temporal_client, handle.id) == 1
+
+
+async def test_a_turn_the_local_slots_shed_runs_on_the_queue_alone(
+    temporal_client, task_queue, caching_worker
+):
+    """A local turn shed for want of a local slot (a busy worker, nothing wrong with the hub)
+    runs on the activity queue, and the next turns run where the advice says (local), not the
+    QUEUE_TURNS_AFTER_FALLBACK turns of a fallback. The run says so by the patch marker
+    SHED_TURN_PATCH, asked only for a shed turn, and replays."""
+    name = placement_name()
+    script = Script(failures=[shed()], advice=[True] * 4)
+    handle = await start_placement(temporal_client, task_queue, name, script)
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
+    status = await requeued_turns(handle, (2, 3))
+    assert script.ran_local == [True, False, True, True]
+    assert await turn_places(handle) == ["local", "queue", "local", "local"]
+    assert status.local_cycles
+    history = await handle.fetch_history()
+    assert [p for p in patch_ids(history) if p == SHED_TURN_PATCH] == [SHED_TURN_PATCH]
+    assert await replays(temporal_client, handle.id) == 1
+
+
+async def test_a_turn_shed_right_after_a_local_turn_replays(
+    temporal_client, task_queue, caching_worker
+):
+    """A local turn that asks to be requeued, then the next turn shed by the local slots: it
+    runs on the queue, the patch is asked once it has, and the run replays."""
+    name = placement_name()
+    script = Script(requeues=[True], shed_turns={1}, advice=[True] * 3)
+    handle = await start_placement(temporal_client, task_queue, name, script)
+    await status_when(handle, lambda s: s.cycles == 2 and idle(s))
+    assert script.ran_local == [True, True, False]
+    assert await turn_places(handle) == ["local", "local", "queue"]
+    assert SHED_TURN_PATCH in patch_ids(await handle.fetch_history())
     assert await replays(temporal_client, handle.id) == 1

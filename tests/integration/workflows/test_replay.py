@@ -12,6 +12,8 @@ run, keep its recordings and add new ones next to them after a deliberate, patch
 code that brought the deadline's patches (its timer, a busy miss, the report-interval floor,
 aging) and the automatic choice of where turns run (a local turn that fell back to the queue);
 each has a guard below that a workflow without one of those commands fails to replay it.
+`placement-local-shed-0.json`: a local turn shed by the worker's local slots, run on the queue
+alone (patch `turn-shed-alone`), the next turn local again.
 `placement-renewal-*.json`: a run begun before patch generations, renewed by `renew_run`
 (workflows.renewal), and the run that followed, which records its generation.
 `pre-decomposition-*.json` were recorded by the workflow before it was split into its small
@@ -21,7 +23,6 @@ patch and a ResourcePlacement's deletion."""
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,7 +34,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from tests.integration.workflows.stand_ins import SCRIPTS, Script, transient
+from tests.integration.workflows.stand_ins import SCRIPTS, Script, shed, transient
 from tests.integration.workflows.workflow_helpers import (
     delete_and_complete,
     idle,
@@ -45,7 +46,7 @@ from tests.integration.workflows.workflow_helpers import (
     start_placement,
     status_when,
 )
-from tests.support.history import turn_places
+from tests.support.history import patch_ids, turn_places
 from tests.support.waits import until_async
 from workers.worker import PlacementWorkers, split_workers
 from workflows import names
@@ -57,7 +58,12 @@ from workflows.deadline import (
     DeadlineWait,
     PlacementDeadline,
 )
-from workflows.execution import AUTO_LOCAL_PATCH, LOCAL_ATTEMPTS, QUEUE_TURN_PATCH
+from workflows.execution import (
+    AUTO_LOCAL_PATCH,
+    LOCAL_ATTEMPTS,
+    QUEUE_TURN_PATCH,
+    SHED_TURN_PATCH,
+)
 from workflows.models import (
     HubEvent,
     PlacementInput,
@@ -74,7 +80,6 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 HISTORIES = Path(__file__).resolve().parent.parent / "histories"
 # How a local activity shows in a history: a marker of this name.
 LOCAL_MARKER = "core_local_activity"
-PATCH_MARKER = "core_patch"
 
 
 def replayer() -> Replayer:
@@ -135,25 +140,15 @@ async def test_fresh_histories_of_a_worker_that_caches_nothing_replay(
     histories = await replay_runs(temporal_client, handle.id, "placement-queue-turns")
     assert len(histories) == 2
     for history in histories:
-        asked = [p for p in patches(history) if p.startswith(QUEUE_TURN_PATCH)]
+        asked = [p for p in patch_ids(history) if p.startswith(QUEUE_TURN_PATCH)]
         assert asked == [f"{QUEUE_TURN_PATCH}-{n}" for n in range(1, len(asked) + 1)]
         assert asked and LOCAL_MARKER not in history.to_json()
     assert not any(script.ran_local)
 
 
-def patches(history: WorkflowHistory) -> list[str]:
-    """The ids of the patch markers of a history, in order."""
-    found = []
-    for event in history.events:
-        marker = event.marker_recorded_event_attributes
-        if marker.marker_name == PATCH_MARKER:
-            found.append(json.loads(marker.details["patch-data"].payloads[0].data)["id"])
-    return found
-
-
 def turn_patches(history: WorkflowHistory) -> list[str]:
     """The same less the one every fresh run records at its start (GENERATION_PATCH)."""
-    return [p for p in patches(history) if p != GENERATION_PATCH]
+    return [p for p in patch_ids(history) if p != GENERATION_PATCH]
 
 
 async def replay_runs(client: Client, workflow_id: str, record_as: str) -> list[WorkflowHistory]:
@@ -410,6 +405,22 @@ async def test_fresh_auto_local_fallback_history_replays(
     assert turn_patches(history) == [AUTO_LOCAL_PATCH]
 
 
+async def test_fresh_shed_turn_histories_replay(
+    temporal_client: Client, task_queue: str, caching_worker: PlacementWorkers
+) -> None:
+    """The first turn runs local and is shed by the worker's local slots (no slot free): it
+    runs on the activity queue alone, its patch marker in the history, and the next turn runs
+    local again, as advised."""
+    name = placement_name()
+    script = Script(failures=[shed()], advice=[True] * 3)
+    handle = await start_placement(temporal_client, task_queue, name, script)
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
+    await requeued_turns(handle, (2,))
+    [history] = await replay_runs(temporal_client, handle.id, "placement-local-shed")
+    assert await turn_places(handle) == ["local", "queue", "local"]
+    assert turn_patches(history) == [AUTO_LOCAL_PATCH, SHED_TURN_PATCH]
+
+
 async def test_fresh_renewal_histories_replay(temporal_client: Client, task_queue: str) -> None:
     """A run begun by a worker from before patch generations (one that declines
     GENERATION_PATCH), asked to renew by today's worker: it continues as new, and its next run
@@ -432,7 +443,7 @@ async def test_fresh_renewal_histories_replay(temporal_client: Client, task_queu
     histories = await replay_runs(temporal_client, handle.id, "placement-renewal")
     # The old run has the signal and no generation; the next run its generation.
     signalled = [names.SIGNAL_RENEW_RUN in h.to_json() for h in histories]
-    generations = [GENERATION_PATCH in patches(h) for h in histories]
+    generations = [GENERATION_PATCH in patch_ids(h) for h in histories]
     assert sorted(zip(signalled, generations, strict=True)) == [
         (False, True),
         (True, False),

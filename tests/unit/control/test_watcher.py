@@ -10,9 +10,11 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from control.config import RunConfig
+from control.routes import Route
 from control.watcher import WATCHED_KINDS, Watcher, WatcherTiming
 from hub.client import HubClient, Resync
 from hub.types import CapacityLedger, MemberCluster, PriorityClass
+from workflows import names
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -102,9 +104,7 @@ async def test_a_forced_turn_execution_is_decided_only_once_the_clusters_are_lis
 # --- priority (docs/priority.md) ----------------------------------------------------------
 
 
-def _crp(
-    name: str, annotations: dict[str, str] | None = None, labels=None, version: str = "1"
-):
+def _crp(name: str, annotations: dict[str, str] | None = None, labels=None, version: str = "1"):
     from hub.types import ClusterResourcePlacement
 
     return ClusterResourcePlacement.from_wire(
@@ -130,11 +130,14 @@ def _ready(watcher: Watcher, placements, classes) -> None:
     from hub.client import Resync
 
     for kind in watcher.kinds:
-        objects = placements if kind.KIND == "ClusterResourcePlacement" else (
-            classes if kind is PriorityClass else []
+        objects = (
+            placements
+            if kind.KIND == "ClusterResourcePlacement"
+            else (classes if kind is PriorityClass else [])
         )
         watcher._apply(kind, Resync(objects, "1"))
     watcher._sender._outbox.take_due(1e9)  # the start-up signals
+
 
 async def test_a_turn_gets_the_priority_of_the_class_its_placement_names(
     hub: HubClient, lazy_client: Client
@@ -147,11 +150,79 @@ async def test_a_turn_gets_the_priority_of_the_class_its_placement_names(
     assert watcher.ready
     own = watcher.queue_priority("web", TurnCause.PLACEMENT)
     assert (own.value, own.priority_class, own.priority_key) == (5000, "urgent", 2)
-    assert watcher.queue_priority("web", TurnCause.FAN_OUT).priority_key == 3
+    # Never scheduled: its fan-outs are not demoted (unsatisfied first, below).
+    assert watcher.queue_priority("web", TurnCause.FAN_OUT).priority_key == 2
     plain = watcher.queue_priority("plain", TurnCause.PLACEMENT)
     assert (plain.value, plain.priority_class, plain.priority_key) == (-5, "batch", 4)
     unknown = watcher.queue_priority("gone", TurnCause.PLACEMENT)
     assert (unknown.value, unknown.priority_key) == (-5, 4)  # the global default
+
+
+def _with_scheduled(crp, status: str, observed: int = 1, generation: int = 1):
+    from hub.types import ClusterResourcePlacement
+
+    wire = crp.to_wire()
+    wire["metadata"]["generation"] = generation
+    wire["status"] = {"conditions": [{
+        "type": "ClusterResourcePlacementScheduled", "status": status,
+        "reason": "Scheduled" if status == "True" else "SchedulingPolicyUnfulfilled",
+        "observedGeneration": observed,
+    }]}  # fmt: skip
+    return ClusterResourcePlacement.from_wire(wire)
+
+
+async def test_unsatisfied_placements_go_before_re_decisions_of_their_class(
+    hub: HubClient, lazy_client: Client
+) -> None:
+    """Issue 35: a placement that has less than it asks for (new, below its N, spec changed
+    since it was scheduled) goes before re-decisions of placements that already have it, in
+    the outbox and, for fan-outs, at a better Temporal key."""
+    from hub.client import WatchEvent
+    from hub.types import ClusterResourcePlacement
+    from scheduler.framework.queue_sort import TurnCause
+
+    watcher = Watcher(hub, lazy_client)
+    settled = [_with_scheduled(_crp(f"settled-{i}"), "True") for i in range(20)]
+    short = _with_scheduled(_crp("short"), "False")  # below its N
+    changed = _with_scheduled(_crp("changed"), "True", observed=1, generation=2)
+    _ready(watcher, [*settled, short, changed], [])
+    orders = {
+        name: watcher.queue_priority(name, TurnCause.FAN_OUT).order
+        for name in ("settled-0", "short", "changed")
+    }
+    assert orders == {"settled-0": (4, 1), "short": (3, 0), "changed": (3, 0)}
+    assert watcher.queue_priority("settled-0", TurnCause.PLACEMENT).order == (3, 1)
+    # A backlog of re-decisions of satisfied placements at key 3 (a person's requeue, as the
+    # reconcile or `requeue` sends them), then a new placement of the same class.
+    for placement in settled:
+        watcher._enqueue(Route(placement.metadata.name, names.SIGNAL_PLACEMENT_CHANGED, "x"))
+    watcher._apply(ClusterResourcePlacement, WatchEvent("ADDED", _crp("new", version="9"), "9"))
+    taken = [b.placement for b in watcher._sender._outbox.take_due(1e9, limit=2)]
+    assert taken == ["new", "settled-0"]
+    watcher._sender._outbox.take_due(1e9)
+    # A binding going away leaves the placement short before its condition can say so.
+    watcher._enqueue(Route("settled-1", names.SIGNAL_PLACEMENT_CHANGED, "x"))
+    watcher._enqueue(Route("settled-2", names.SIGNAL_BINDING_DELETING, "binding b deleting"))
+    taken = [b.placement for b in watcher._sender._outbox.take_due(1e9)]
+    assert taken == ["settled-2", "settled-1"]
+
+
+async def test_unsatisfied_first_off_keeps_arrival_order(
+    hub: HubClient, lazy_client: Client
+) -> None:
+    from hub.client import WatchEvent
+    from hub.types import ClusterResourcePlacement
+    from scheduler import load_profile
+
+    profile = load_profile("pluginConfig: [{name: PrioritySort, args: {unsatisfiedFirst: false}}]")
+    watcher = Watcher(hub, lazy_client, queue_sort=profile.queue_sorter)
+    settled = [_with_scheduled(_crp(f"settled-{i}"), "True") for i in range(3)]
+    _ready(watcher, settled, [])
+    for placement in settled:
+        watcher._enqueue(Route(placement.metadata.name, names.SIGNAL_PLACEMENT_CHANGED, "x"))
+    watcher._apply(ClusterResourcePlacement, WatchEvent("ADDED", _crp("new", version="9"), "9"))
+    taken = [b.placement for b in watcher._sender._outbox.take_due(1e9)]
+    assert taken == ["settled-0", "settled-1", "settled-2", "new"]
 
 
 async def test_priority_changes_reach_the_workflows_without_a_turn(

@@ -127,6 +127,48 @@ def test_a_merge_that_improves_the_key_moves_the_batch_forward_once() -> None:
     assert outbox.take_due(0.0) == []
 
 
+def _settled(key: int):
+    """A re-decision of a placement that has what it asked for (PrioritySort's within_key 1)."""
+    from scheduler.framework.queue_sort import QueuePriority
+
+    return QueuePriority(priority_key=key, within_key=1)
+
+
+def test_an_unsatisfied_turn_overtakes_re_decisions_of_the_same_key_only() -> None:
+    outbox = Outbox()
+    for index in range(50):
+        outbox.add(Route(f"settled-{index}", CLUSTER, "x"), _settled(3))
+    outbox.add(Route("worse", CLUSTER, "x"), _prio(4))
+    outbox.add(Route("new", CHANGED := names.SIGNAL_PLACEMENT_CHANGED, "x"), _prio(3))
+    outbox.add(Route("short", CLUSTER, "x"), _prio(3))
+    taken = [b.placement for b in outbox.take_due(0.0, limit=3)]
+    assert taken == ["new", "short", "settled-0"]
+    rest = [b.placement for b in outbox.take_due(0.0)]
+    assert rest == [f"settled-{i}" for i in range(1, 50)] + ["worse"]
+    assert CHANGED
+
+
+def test_a_merge_that_makes_a_placement_unsatisfied_moves_it_forward() -> None:
+    outbox = Outbox()
+    outbox.add(Route("a", CLUSTER, "x"), _settled(3))
+    outbox.add(Route("b", CLUSTER, "x"), _settled(3))
+    outbox.add(Route("b", names.SIGNAL_PLACEMENT_CHANGED, "spec"), _prio(3))
+    outbox.add(Route("b", CLUSTER, "again"), _settled(3))  # does not move it back
+    batches = outbox.take_due(0.0)
+    assert [b.placement for b in batches] == ["b", "a"]
+    assert batches[0].priority.order == (3, 0)
+
+
+def test_a_refused_unsatisfied_turn_holds_back_gated_turns_of_its_key_not_re_decisions() -> None:
+    outbox = Outbox()
+    outbox.add(Route("settled", CLUSTER, "x"), _settled(3))  # needs no place
+    outbox.add(Route("a", CLUSTER, "x"), _prio(3), gated=True)
+    outbox.add(Route("b", CLUSTER, "x"), _prio(3), gated=True)
+    taken = outbox.take_due(0.0, admit=lambda batch: batch.placement != "a")
+    assert [b.placement for b in taken] == ["settled"]
+    assert [b.placement for b in outbox.take_due(0.0)] == ["a", "b"]
+
+
 def test_fan_out_stays_true_only_while_every_route_is_a_fan_out() -> None:
     outbox = Outbox()
     outbox.add(Route("a", CLUSTER, "x", fan_out=True))

@@ -259,3 +259,65 @@ def test_priority_by_label_checks_its_arguments() -> None:
         PriorityByLabel(label="tier", keys={"gold": 0})
     with pytest.raises(ValueError, match="otherwise"):
         PriorityByLabel(label="tier", keys={"gold": 1}, otherwise=6)
+
+
+# --- unsatisfied first (issue 35) ------------------------------------------------------------
+
+
+def unsatisfied(cls: str | None = None, cause: TurnCause = TurnCause.PLACEMENT) -> QueueItem:
+    """A turn of a placement that has less than it asks for: new, short of N, or changed."""
+    return QueueItem(
+        ObjectMeta(name="web", annotations={ANNOTATION: cls} if cls else {}),
+        cause,
+        CLASSES,
+        unsatisfied=True,
+    )
+
+
+@pytest.mark.parametrize("cls", ["critical", "zero", "low", None])
+def test_an_unsatisfied_turn_goes_before_a_re_decision_of_its_class(cls: str | None) -> None:
+    plugin = PrioritySort()
+    own = plugin.queue_sort(item(cls)).priority_key
+    for cause in TurnCause:
+        wanting = plugin.queue_sort(unsatisfied(cls, cause))
+        settled = plugin.queue_sort(item(cls, cause))
+        assert wanting.order < settled.order, cause
+        # Never past its band: the key of the placement's own turns at best.
+        assert wanting.priority_key == own, cause
+    # Within the key a re-decision of a satisfied placement comes after.
+    assert plugin.queue_sort(item(cls)).order == (own, 1)
+    assert plugin.queue_sort(unsatisfied(cls)).order == (own, 0)
+
+
+def test_a_fan_out_to_a_placement_short_of_its_n_is_not_demoted() -> None:
+    """On Temporal's queues only whole keys count: an unsatisfied placement's fan-out turn runs
+    at the key of its own turns, ahead of the demoted fan-outs of satisfied ones."""
+    plugin = PrioritySort()
+    assert plugin.queue_sort(unsatisfied("zero", TurnCause.FAN_OUT)).priority_key == 3
+    assert plugin.queue_sort(item("zero", TurnCause.FAN_OUT)).priority_key == 4
+
+
+def test_unsatisfied_first_can_be_turned_off_in_the_profile() -> None:
+    plugin = load_profile(
+        "pluginConfig: [{name: PrioritySort, args: {unsatisfiedFirst: false}}]"
+    ).queue_sorter
+    for cause in TurnCause:
+        assert plugin.queue_sort(unsatisfied("zero", cause)) == plugin.queue_sort(
+            item("zero", cause)
+        )
+        assert plugin.queue_sort(unsatisfied("zero", cause)).order[1] == 0
+    assert plugin.queue_sort(unsatisfied("zero", TurnCause.FAN_OUT)).priority_key == 4
+    with pytest.raises(ValueError, match="unsatisfiedFirst"):
+        PrioritySort(unsatisfiedFirst="no")  # type: ignore[arg-type]
+
+
+def test_the_within_key_order_stays_out_of_the_reconciles_digests() -> None:
+    """The reconcile's priority digests use repr: a fleet's digests stay what they were."""
+    from scheduler.requeue.reconcile import DEFAULT_PRIORITY_KEY, priority_digests
+
+    plugin = PrioritySort()
+    settled, wanting = plugin.queue_sort(item("zero")), plugin.queue_sort(unsatisfied("zero"))
+    assert repr(settled) == repr(wanting) and settled == wanting
+    assert settled.order != wanting.order
+    digests = priority_digests({DEFAULT_PRIORITY_KEY: settled, "web": wanting})
+    assert list(digests) == [DEFAULT_PRIORITY_KEY]

@@ -9,7 +9,15 @@ import pytest
 from temporalio import workflow
 from temporalio.worker import PatchActivationInput
 
-from workers.worker import WORKFLOW_WORKER_ACTIVITY_SLOTS, activity_threads, turn_patches
+from activities.local_slots import Shed
+from workers.worker import (
+    LOCAL_SLOTS_BESIDE_PROCESSES,
+    WORKFLOW_WORKER_ACTIVITY_SLOTS,
+    activity_threads,
+    local_activity_slots,
+    local_slots,
+    turn_patches,
+)
 from workflows.execution import QUEUE_TURN_PATCH
 from workflows.starts import turn_execution_for
 
@@ -39,12 +47,30 @@ def test_a_negative_bound_is_refused() -> None:
         turn_execution_for(3, -1)
 
 
+def test_beside_activity_processes_the_workflow_worker_keeps_few_turns_and_none_waits() -> None:
+    """Where turns run (docs/operations.md): with the activity worker in the same process every
+    slot is local and as many turns wait; beside other processes two turns run local and a
+    third, arriving while they run, is shed to the activity queue at once (a burst spreads)."""
+    alone = local_slots(16, activities=True)
+    assert (alone.slots, alone.waiting) == (16, 16)
+    beside = local_slots(16, activities=False)
+    assert (beside.slots, beside.waiting) == (LOCAL_SLOTS_BESIDE_PROCESSES, 0) == (2, 0)
+    assert local_slots(1, activities=False).slots == 1
+    with beside.slot((3, 0)), beside.slot((3, 0)), pytest.raises(Shed), beside.slot((1, 0)):
+        pass
+    with beside.slot((3, 1)):  # freed again
+        assert beside.shed_count == 1
+
+
 def test_a_workflow_worker_has_a_thread_per_local_slot() -> None:
+    """16 turns run local at once; 16 more wait for them, best key first, and 16 more may
+    arrive to be shed to the activity queue (activities.local_slots): each holds a thread."""
+    assert local_activity_slots(16) == 48
     assert activity_threads(16, workflows=True, activities=False) == (
-        WORKFLOW_WORKER_ACTIVITY_SLOTS + 16
+        WORKFLOW_WORKER_ACTIVITY_SLOTS + 48
     )
     assert activity_threads(16, workflows=True, activities=True) == (
-        WORKFLOW_WORKER_ACTIVITY_SLOTS + 32
+        WORKFLOW_WORKER_ACTIVITY_SLOTS + 48 + 16
     )
     # An activity-only process runs no local activities.
     assert activity_threads(16, workflows=False, activities=True) == 16

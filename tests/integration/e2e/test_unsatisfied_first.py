@@ -1,0 +1,223 @@
+"""Unsatisfied first end to end (docs/priority.md, issue 35): within a class, a placement that
+has less than it asks for overtakes a backlog of re-decisions of placements that already have
+it, with turns on the activity queue and with turns run locally in the workflow worker.
+
+Real parts: devhub, the Temporal dev server (one partition per queue, as
+test_priority_overtakes says why), the watcher and our workers. Each backlog is made real and
+deterministic by holding what serves it: the activity worker is not running (queue), or the
+one local slot is held by the test (local)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pytest
+import pytest_asyncio
+from temporalio import activity
+from temporalio.client import Client
+
+from activities.local_slots import LocalSlots, TurnOrder
+from activities.plumbing import ActivitySettings
+from control.config import RunConfig
+from control.watcher import Watcher
+from hub.client import HubClient
+from hub.types import ClusterResourcePlacement
+from scheduler import load_profile
+from scheduler.framework.queue_sort import TurnCause
+from scheduler.requeue.watch_rules import scheduled_condition_current
+from tests.support.fleet import add_cluster, add_placement, status, unique
+from tests.support.temporal import start_temporal
+from tests.support.waits import until_async
+from workers.worker import build_worker
+from workflows.names import workflow_id
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+BACKLOG = 8
+PICK_ALL = {"placementType": "PickAll"}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def one_partition() -> AsyncIterator[Client]:
+    partitions = ("matching.numTaskqueueReadPartitions", "matching.numTaskqueueWritePartitions")
+    flags = [arg for key in partitions for arg in ("--dynamic-config-value", f"{key}=1")]
+    async with await start_temporal(*flags) as env:
+        yield env.client
+
+
+async def cycles(client: Client, name: str) -> int:
+    current = await status(client, name)
+    return 0 if current is None else current.cycles
+
+
+async def has_cycles(client: Client, name: str, at_least: int) -> bool:
+    return await cycles(client, name) >= at_least
+
+
+async def turn_queued(client: Client, name: str) -> bool:
+    current = await status(client, name)
+    return current is not None and current.phase == "running"
+
+
+async def last_activity_started(client: Client, name: str) -> datetime:
+    """When the placement's latest activity (its latest queued turn) started, server time."""
+    started = None
+    async for event in client.get_workflow_handle(workflow_id(name)).fetch_history_events():
+        if event.HasField("activity_task_started_event_attributes"):
+            started = event.event_time.ToDatetime()
+    assert started is not None, f"{name}: no activity started"
+    return started
+
+
+async def seen(watcher: Watcher, name: str, order: TurnOrder) -> bool:
+    """The watcher orders a fan-out turn of `name` at `order`: it has seen its Scheduled
+    condition (True: a re-decision; not True: a placement short of what it asks for)."""
+    return watcher.queue_priority(name, TurnCause.FAN_OUT).order == order
+
+
+def hub_condition_false(hub: HubClient, name: str) -> bool:
+    """The placement's Scheduled condition at its generation is False (short of its N)."""
+    condition = scheduled_condition_current(hub.get(ClusterResourcePlacement, name))
+    return condition is not None and condition.status == "False"
+
+
+async def test_on_the_queue_a_placement_short_of_its_n_overtakes_re_decisions(
+    hub: HubClient, one_partition: Client, task_queue: str
+) -> None:
+    """A cluster joins: every placement's turn waits on the activity queue. The ones that
+    have what they asked for (PickAll) are re-decisions, one key lower; the PickN placement
+    short of its N, created last, is not demoted and its turn goes first once a slot frees."""
+    client = one_partition
+    add_cluster(hub, unique("member"))
+    settled = [unique("settled") for _ in range(BACKLOG)]
+    short = unique("short")
+    workflows = build_worker(
+        client, hub, task_queue=task_queue, settings=ActivitySettings(), activities=False,
+        max_cached_workflows=0,
+    )  # fmt: skip
+    watcher = Watcher(hub, client, RunConfig(task_queue=task_queue, local_cycles_up_to=0))
+    stop = asyncio.Event()
+    async with workflows:
+        watching = asyncio.create_task(watcher.run(stop))
+        try:
+            await watcher.wait_ready(timeout=30)
+            first = build_worker(
+                client, hub, task_queue=task_queue, settings=ActivitySettings(), workflows=False
+            )
+            async with first:
+                for name in settled:
+                    add_placement(hub, name, PICK_ALL)
+                add_placement(hub, short, {"placementType": "PickN", "numberOfClusters": 2})
+                for name in [*settled, short]:
+                    await until_async(
+                        functools.partial(has_cycles, client, name, 1), what=f"{name} scheduled"
+                    )
+                for name in settled:
+                    await until_async(
+                        functools.partial(seen, watcher, name, (4, 1)), what=f"{name} satisfied"
+                    )
+                # Its condition says 1 of 2: short of its N, its fan-outs at its own key.
+                await until_async(
+                    lambda: hub_condition_false(hub, short), what="short's condition", blocking=True
+                )
+                await until_async(functools.partial(seen, watcher, short, (3, 0)), what=short)
+            before = {name: await cycles(client, name) for name in [*settled, short]}
+            add_cluster(hub, unique("joined"))  # reaches every placement
+            for name in [*settled, short]:
+                await until_async(
+                    functools.partial(turn_queued, client, name), what=f"{name}'s turn queued"
+                )
+            activities = build_worker(
+                client, hub, task_queue=task_queue, settings=ActivitySettings(), workflows=False,
+                max_concurrent_activities=1,
+            )  # fmt: skip
+            async with activities:
+                for name in [*settled, short]:
+                    await until_async(
+                        functools.partial(has_cycles, client, name, before[name] + 1),
+                        what=f"{name}'s turn after the join",
+                    )
+        finally:
+            stop.set()
+            await asyncio.wait_for(watching, timeout=30)
+    started = {name: await last_activity_started(client, name) for name in [*settled, short]}
+    order = sorted(started, key=started.__getitem__)
+    assert order[0] == short, f"the placement short of its N ran {order.index(short) + 1}: {order}"
+
+
+@dataclass
+class RecordingSlots(LocalSlots):
+    """The worker's real local slots, recording the turns they let run: each one's order and
+    its placement's workflow id (None: the test's own hold)."""
+
+    granted: list[tuple[TurnOrder, str | None]] = field(default_factory=list, init=False)
+
+    @contextmanager
+    def slot(self, order: TurnOrder) -> Iterator[None]:
+        with super().slot(order):
+            turn = activity.info().workflow_id if activity.in_activity() else None
+            self.granted.append((order, turn))
+            yield
+
+
+async def test_in_local_slots_a_new_placement_overtakes_re_decisions_of_its_key(
+    hub: HubClient, one_partition: Client, task_queue: str
+) -> None:
+    """Every turn local, fan-outs not demoted (`fanOutDemotion: 0`), so a new placement and the
+    re-decisions a cluster's join causes share key 3. The test holds the one local slot while
+    the re-decisions and then the new placement's first turn arrive; once it lets go, the new
+    placement goes first."""
+    client = one_partition
+    profile = load_profile("pluginConfig: [{name: PrioritySort, args: {fanOutDemotion: 0}}]")
+    add_cluster(hub, unique("member"))
+    settled = [unique("settled") for _ in range(BACKLOG)]
+    new = unique("new")
+    # One turn runs at a time; the SDK starts enough local turns for all to reach the room.
+    slots = RecordingSlots(slots=1, waiting=BACKLOG + 2, max_wait_s=20.0)
+    worker = build_worker(
+        client, hub, task_queue=task_queue, settings=ActivitySettings(profile=profile,
+        local_slots=slots), max_concurrent_activities=BACKLOG + 2,
+    )  # fmt: skip
+    config = RunConfig(task_queue=task_queue, local_cycles_up_to=10_000)
+    watcher = Watcher(hub, client, config, queue_sort=profile.queue_sorter)
+    stop = asyncio.Event()
+    async with worker:
+        watching = asyncio.create_task(watcher.run(stop))
+        try:
+            await watcher.wait_ready(timeout=30)
+            for name in settled:
+                add_placement(hub, name, PICK_ALL)
+            for name in settled:
+                await until_async(functools.partial(has_cycles, client, name, 1), what=name)
+                await until_async(functools.partial(seen, watcher, name, (3, 1)), what=name)
+            before = {name: await cycles(client, name) for name in settled}
+            held = slots.slot((1, 0))
+            held.__enter__()
+            try:
+                slots.granted.clear()
+                add_cluster(hub, unique("joined"))
+                await until_async(
+                    lambda: slots.waiting_now == BACKLOG, what="the re-decisions wait"
+                )
+                add_placement(hub, new, PICK_ALL)
+                await until_async(
+                    lambda: slots.waiting_now == BACKLOG + 1, what="the new placement waits"
+                )
+            finally:
+                held.__exit__(None, None, None)
+            await until_async(functools.partial(has_cycles, client, new, 1), what=new)
+            for name in settled:
+                await until_async(functools.partial(has_cycles, client, name, before[name] + 1))
+        finally:
+            stop.set()
+            await asyncio.wait_for(watching, timeout=30)
+    # The new placement first, then the re-decisions (later turns of any may follow).
+    granted = slots.granted[: BACKLOG + 1]
+    assert granted[0] == ((3, 0), workflow_id(new)), granted
+    assert sorted(granted[1:]) == sorted(((3, 1), workflow_id(name)) for name in settled), granted
+    assert slots.shed_count == 0
