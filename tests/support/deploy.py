@@ -77,6 +77,7 @@ METHOD_VERBS: Final[Mapping[str, tuple[str, ...]]] = {
     "update": ("update",),
     "update_status": ("update",),
     "patch": ("patch",),
+    "patch_unread": ("patch",),
     "json_patch": ("patch",),
     "delete": ("delete",),
     "delete_collection": ("deletecollection",),

@@ -53,7 +53,7 @@ async def test_a_full_handoff_holds_the_thread_until_the_loop_takes() -> None:
         asyncio.to_thread(lambda: [handoff.put(loop, item, halt) for item in items(5)])
     )
     taken: list[Any] = []
-    while len(taken) < 5:
+    while len(taken) < 5:  # bounded by: each take waits at most 10 s, and 5 items were put
         batch = await asyncio.wait_for(handoff.take(), 10)
         assert len(batch) <= 2
         taken.extend(batch)
