@@ -41,7 +41,13 @@ with workflow.unsafe.imports_passed_through():
     from hub.kinds import placement_key
     from scheduler.explain.readable import readable_reason
     from workflows import details, names, renewal
-    from workflows.deadline import PlacementDeadline
+    from workflows.deadline import (
+        DEADLINE_ALONE_PATCH,
+        DEADLINE_BUSY_PATCH,
+        DEADLINE_FLOOR_PATCH,
+        DEADLINE_PATCH,
+        PlacementDeadline,
+    )
     from workflows.execution import (
         TURN_FAILURES,
         TurnExecution,
@@ -91,6 +97,23 @@ PRIORITY_PATCH = "priority"
 # FleetClustersVersion after a cycle (the reconcile reads it, scheduler.requeue.decided): a new
 # upsert, asked as the priority one is.
 CLUSTERS_VERSION_PATCH = "clusters-version"
+# A run that records this marker at its first task answers the patches of AT_START yes without
+# asking them again. Each of those is asked where the turn's result is read, which for a local
+# turn is the workflow task the local activity ran in: a patch marker recorded after a local
+# activity's marker in one task does not replay (the SDK meets it before the local result has
+# reached the workflow: "[TMPRL1100] ... no corresponding change command"), so such a run
+# failed every replay after, stuck. Asked at the first task, before any activity; a run begun
+# before it answers no and asks each patch where it always did, as its history has them.
+AT_START_PATCH = "patches-at-start"
+AT_START: frozenset[str] = frozenset(
+    {
+        CLUSTERS_VERSION_PATCH,
+        DEADLINE_PATCH,
+        DEADLINE_BUSY_PATCH,
+        DEADLINE_FLOOR_PATCH,
+        DEADLINE_ALONE_PATCH,
+    }
+)
 
 
 # Auto-upgrade, set as a versioned worker's default (workers.versioning says why not pinned):
@@ -127,6 +150,7 @@ class PlacementWorkflow:
         self._turn_priority_key: int | None = None
         self._turn_asked_key: int | None = None
         self._renewal = renewal.Renewal()  # asked to continue as new (workflows.renewal)
+        self._at_start = False  # the run answers AT_START's patches yes (AT_START_PATCH)
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
@@ -134,6 +158,7 @@ class PlacementWorkflow:
         if identity := Visibility.identity(found, self._placement, self._namespace):
             workflow.upsert_search_attributes(identity)
         renewal.record_generation(found, workflow.patched, workflow.upsert_search_attributes)
+        self._at_start = workflow.patched(AT_START_PATCH)
         while True:
             await self._wait_for_work()
             if self._inbox.dirty and await self._turn():
@@ -163,7 +188,7 @@ class PlacementWorkflow:
         def wanted() -> bool:
             return self._renewal.asked or self._inbox.dirty or self._budget.signals_full
 
-        wait = self._deadline.wait(wanted(), workflow.now(), self._state.priority, workflow.patched)
+        wait = self._deadline.wait(wanted(), workflow.now(), self._state.priority, self._patched)
         if wait.missed:
             self._deadline_missed()
         if wait.wake is None:
@@ -195,7 +220,7 @@ class PlacementWorkflow:
         before = self._deadline.aged(None, priority)
         reason = self._deadline.missed(workflow.now())
         lifted = self._deadline.aged(None, priority) != before
-        report = self._deadline.alone(self._placement, self._namespace, lifted, workflow.patched)
+        report = self._deadline.alone(self._placement, self._namespace, lifted, self._patched)
         if report is not None:
             summary = f"{reason}: report for placement {self._placement_key}"
             try:
@@ -230,9 +255,7 @@ class PlacementWorkflow:
         if turn.moves:
             cycle = report.cycle if report is not None else self._state.cycles + 1
             self._state.last_moves = TurnMoves(cycle=cycle, lines=turn.moves[: details.MOVES_KEPT])
-        self._deadline.after_turn(
-            prepared, report, self._state.last, workflow.now(), workflow.patched
-        )
+        self._deadline.after_turn(prepared, report, self._state.last, workflow.now(), self._patched)
         if prepared.phase == "gone":
             self._set_phase("done", "nothing: the placement is gone")
             self._waiters.ended(number, RequeueResult(outcome="gone", summary=prepared.message))
@@ -314,6 +337,11 @@ class PlacementWorkflow:
             return None
         return priority.within_key
 
+    def _patched(self, patch_id: str) -> bool:
+        """`workflow.patched`, but yes without a marker for AT_START's patches in a run that
+        recorded AT_START_PATCH (so none of them is asked after a local activity)."""
+        return (self._at_start and patch_id in AT_START) or workflow.patched(patch_id)
+
     async def _execute(
         self, activity: str, request: Any, result: type[Any], timeout: timedelta, summary: str
     ) -> Any:
@@ -364,7 +392,7 @@ class PlacementWorkflow:
         if (
             version is not None
             and shown.version_changed(version)
-            and workflow.patched(CLUSTERS_VERSION_PATCH)
+            and self._patched(CLUSTERS_VERSION_PATCH)
         ):
             workflow.upsert_search_attributes(shown.for_version(version))
         if report.requeue:

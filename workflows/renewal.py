@@ -63,7 +63,12 @@ PATCHES: Final[dict[int, tuple[str, ...]]] = {
         "schedule-deadline-report-interval",
         GENERATION_PATCH,
     ),
-    2: ("clusters-version", "schedule-deadline-report-alone", "turn-shed-alone"),
+    2: (
+        "clusters-version",
+        "schedule-deadline-report-alone",
+        "turn-shed-alone",
+        "patches-at-start",
+    ),
 }
 # How many runs one reconcile pass asks to renew: renewals are never urgent, and each is a
 # continue-as-new (a new run, its first workflow task). At the reconcile's 5 minutes, 10,000

@@ -74,6 +74,8 @@ class Script:
     # report speaks for the placement (False: a turn decides).
     reports: list[int] = field(default_factory=list)
     report_speaks: bool = True
+    # The content version of the clusters each cycle read (CycleReport.clusters_version).
+    clusters_version: int | None = None
 
 
 SCRIPTS: dict[str, Script] = defaultdict(Script)
@@ -139,6 +141,7 @@ async def _cycle(request: TurnRequest, snapshot: str) -> CycleReport:
         requeue=requeue,
         requeue_after_seconds=script.requeue_after if index == 0 else None,
         summary=f"cycle {request.cycle}: scripted",
+        clusters_version=script.clusters_version,
     )
     if not script.explanations:
         return report

@@ -48,8 +48,9 @@ async def test_local_turns_run_in_the_workflow_task_and_a_signal_moves_them_back
     assert status.local_cycles
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
-    # The turn, recorded as a local activity, and the run's patch generation (workflows.renewal).
-    assert events["EVENT_TYPE_MARKER_RECORDED"] == 2
+    # The turn, recorded as a local activity, the run's patch generation (workflows.renewal)
+    # and its patches at start (workflows.placement.AT_START_PATCH).
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 3
 
     # A signal without a word about it leaves the choice as it is; one with it changes it.
     await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason="labels"))
@@ -62,7 +63,7 @@ async def test_local_turns_run_in_the_workflow_task_and_a_signal_moves_them_back
     assert not status.local_cycles
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 1
-    assert events["EVENT_TYPE_MARKER_RECORDED"] == 3
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 4
     assert [c.cycle for c in SCRIPTS[name].cycles] == [1, 2, 3]
 
 
@@ -77,7 +78,7 @@ async def test_local_cycles_survive_continue_as_new(temporal_client, task_queue,
     assert latest != handle.result_run_id
     events = await event_types(temporal_client, handle, latest)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
-    assert events["EVENT_TYPE_MARKER_RECORDED"] == 1
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 2  # the turn; the run's patches at start
 
 
 async def test_local_turns_are_retried_by_the_same_policy(temporal_client, task_queue, worker):
@@ -100,7 +101,7 @@ async def test_a_local_cleanup_completes_the_workflow(temporal_client, task_queu
     assert result.phase == "done" and SCRIPTS[name].cleanups == 1
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
-    assert events["EVENT_TYPE_MARKER_RECORDED"] == 4  # two turns, the cleanup, the generation
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 5  # two turns, the cleanup, generation, at start
 
 
 async def test_a_local_turn_that_keeps_failing_runs_again_on_the_activity_queue(
@@ -115,7 +116,7 @@ async def test_a_local_turn_that_keeps_failing_runs_again_on_the_activity_queue(
     assert status.last_error is None and script.cycle_attempts == LOCAL_ATTEMPTS + 2
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 1
-    assert events["EVENT_TYPE_MARKER_RECORDED"] == 2  # the local attempts, given up; generation
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 3  # local attempts; generation; at start
     assert status.local_cycles  # the next turn tries locally again
 
 
@@ -276,4 +277,32 @@ async def test_a_turn_shed_right_after_a_local_turn_replays(
     assert script.ran_local == [True, True, False]
     assert await turn_places(handle) == ["local", "local", "queue"]
     assert SHED_TURN_PATCH in patch_ids(await handle.fetch_history())
+    assert await replays(temporal_client, handle.id) == 1
+
+
+# A patch asked after a local activity has finished in the same workflow task records its marker
+# after the local activity's; the SDK then meets that marker on replay before the local result
+# has reached the workflow, and fails the task ("[TMPRL1100] ... no corresponding change
+# command") on every replay after: a stuck run. Each case below asked such a patch after a
+# placement's first turn, run local by default.
+@pytest.mark.parametrize(
+    "script",
+    [
+        pytest.param(lambda: Script(deadline="30s", advice=[True] * 3), id="schedule-deadline"),
+        pytest.param(
+            lambda: Script(clusters_version=7, advice=[True] * 3), id="clusters-version"
+        ),
+        pytest.param(
+            lambda: Script(deadline="30s", fulfilled=False, advice=[True] * 3),
+            id="deadline-unfulfilled",
+        ),
+    ],
+)
+async def test_a_run_whose_first_turn_ran_local_replays(
+    temporal_client, task_queue, caching_worker, script
+):
+    name = placement_name()
+    handle = await start_placement(temporal_client, task_queue, name, script())
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
+    assert await turn_places(handle) == ["local"]
     assert await replays(temporal_client, handle.id) == 1

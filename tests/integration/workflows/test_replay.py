@@ -51,10 +51,6 @@ from tests.support.waits import until_async
 from workers.worker import PlacementWorkers, split_workers
 from workflows import names
 from workflows.deadline import (
-    DEADLINE_ALONE_PATCH,
-    DEADLINE_BUSY_PATCH,
-    DEADLINE_FLOOR_PATCH,
-    DEADLINE_PATCH,
     DeadlineWait,
     PlacementDeadline,
 )
@@ -72,7 +68,13 @@ from workflows.models import (
     RequeueRequest,
     TurnPriority,
 )
-from workflows.placement import PRIORITY_PATCH, PlacementWorkflow, ResourcePlacementWorkflow
+from workflows.placement import (
+    AT_START,
+    AT_START_PATCH,
+    PRIORITY_PATCH,
+    PlacementWorkflow,
+    ResourcePlacementWorkflow,
+)
 from workflows.renewal import GENERATION_PATCH
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -147,8 +149,9 @@ async def test_fresh_histories_of_a_worker_that_caches_nothing_replay(
 
 
 def turn_patches(history: WorkflowHistory) -> list[str]:
-    """The same less the one every fresh run records at its start (GENERATION_PATCH)."""
-    return [p for p in patch_ids(history) if p != GENERATION_PATCH]
+    """The same less the two every fresh run records at its start (GENERATION_PATCH, and
+    AT_START_PATCH, which answers the deadline's and the clusters version's patches)."""
+    return [p for p in patch_ids(history) if p not in (GENERATION_PATCH, AT_START_PATCH)]
 
 
 async def replay_runs(client: Client, workflow_id: str, record_as: str) -> list[WorkflowHistory]:
@@ -312,7 +315,9 @@ async def test_fresh_deadline_timer_history_replays(
     [history] = await replay_runs(temporal_client, handle.id, "placement-deadline-alone")
     assert len(script.misses) == 3, script.misses  # start, the signal, the deletion
     assert script.misses[0] == 0 and script.misses[1] >= 2 and script.reports == [1]
-    assert turn_patches(history)[:3] == [DEADLINE_PATCH, DEADLINE_ALONE_PATCH, DEADLINE_FLOOR_PATCH]
+    # The deadline's patches are answered at the run's start (AT_START_PATCH), none after.
+    assert AT_START_PATCH in patch_ids(history) and turn_patches(history) == []
+    assert not AT_START & set(patch_ids(history))
 
 
 async def test_a_miss_the_report_cannot_speak_for_runs_a_turn(
@@ -355,8 +360,7 @@ async def test_fresh_deadline_aging_history_replays(
     [history] = await replay_runs(temporal_client, handle.id, "placement-deadline-aging")
     keys = [p.priority_key or 0 for p in script.priorities]
     assert keys[0] == 3 and 1 in keys and keys == sorted(keys, reverse=True), keys
-    assert turn_patches(history)[:2] == [PRIORITY_PATCH, DEADLINE_PATCH]
-    assert DEADLINE_FLOOR_PATCH in turn_patches(history)
+    assert turn_patches(history) == [PRIORITY_PATCH]  # the deadline's: at start
 
 
 async def test_fresh_busy_miss_history_replays(
@@ -372,7 +376,7 @@ async def test_fresh_busy_miss_history_replays(
 
     [history] = await replay_runs(temporal_client, handle.id, "placement-deadline-busy")
     assert len(script.misses) == 3 and script.misses[1] >= 1, script.misses
-    assert turn_patches(history) == [DEADLINE_PATCH, DEADLINE_BUSY_PATCH, DEADLINE_FLOOR_PATCH]
+    assert turn_patches(history) == []  # the deadline's: answered at start (AT_START_PATCH)
 
 
 async def test_fresh_auto_local_fallback_history_replays(
