@@ -387,14 +387,13 @@ class PlacementWorkflow:
         fully = report.fulfilled and not report.requeue
         if attributes := self._visibility.after_cycle(report.placement_type, fully):
             workflow.upsert_search_attributes(attributes)
-        version = report.clusters_version if report.error is None else None
         shown = self._visibility
-        if (
-            version is not None
-            and shown.version_changed(version)
-            and self._patched(CLUSTERS_VERSION_PATCH)
-        ):
-            workflow.upsert_search_attributes(shown.for_version(version))
+        if report.error is None:
+            # A cycle that decided at no known version unsets what an earlier one recorded:
+            # its decision, not theirs, stands (scheduler.requeue.decided).
+            version = report.clusters_version
+            if shown.version_changed(version) and self._patched(CLUSTERS_VERSION_PATCH):
+                workflow.upsert_search_attributes(shown.for_version(version))
         if report.requeue:
             self._inbox.ask(self._turn_asked_key)  # the next batch is the same work
             self._inbox.mark(f"cycle {cycle} asked to requeue now")

@@ -3,7 +3,8 @@
 The name (and, for a ResourcePlacement, its kind and namespace) is set once per run if the
 start did not set it; FleetPlacementType and FleetFullyScheduled follow each cycle;
 FleetPriority and FleetTenant follow the priority the watcher last sent; FleetClustersVersion
-the clusters a cycle that did not fail read (scheduler.requeue.decided). An upsert that would
+the clusters a cycle that did not fail read, unset when it read them at no known version
+(scheduler.requeue.decided). An upsert that would
 change nothing is skipped: each one is a visibility write. Pure: it says what to upsert."""
 
 from __future__ import annotations
@@ -62,13 +63,17 @@ class Visibility:
             names.SA_FULLY_SCHEDULED.value_set(fully),
         ]
 
-    def version_changed(self, version: int) -> bool:
-        """Whether a cycle that read the clusters at `version` moves FleetClustersVersion."""
+    def version_changed(self, version: int | None) -> bool:
+        """Whether a cycle that read the clusters at `version` (None: at no known version)
+        moves FleetClustersVersion."""
         return version != self.clusters_version
 
-    def for_version(self, version: int) -> list[SearchAttributeUpdate[Any]]:
-        """FleetClustersVersion for `version` (the caller checked `version_changed`)."""
+    def for_version(self, version: int | None) -> list[SearchAttributeUpdate[Any]]:
+        """FleetClustersVersion for `version`, unset for None (the caller checked
+        `version_changed`)."""
         self.clusters_version = version
+        if version is None:
+            return [names.SA_CLUSTERS_VERSION.value_unset()]
         return [names.SA_CLUSTERS_VERSION.value_set(version)]
 
     def priority_changed(self, priority: TurnPriority) -> bool:

@@ -16,6 +16,9 @@ by signing a snapshot (`signature`): the parts of the policy it reads, as a hash
 
 A plugin that reads anything else (the placement's bindings, other placements, reservations of
 room, our annotations, the cycle's clock) declares nothing and runs as before in every cycle.
+A declaration covers the methods of the class that makes it: a subclass that overrides a
+stage's method (an out-of-tree plugin built on an in-tree one) is not shared there until it
+declares again (`sharing_of`).
 
 A cluster's version is its object: the worker's cluster cache hands out frozen models and
 replaces one when the cluster changes (scheduler.clusters.facts relies on the same). An entry
@@ -84,13 +87,37 @@ class Shareable(Protocol):
     def signature(self, stage: str, snapshot: ClusterSchedulingPolicySnapshot) -> Hashable: ...
 
 
+_STAGE_METHODS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        FILTER: ("pre_filter", "filter", "filter_all", "signature"),
+        SCORE: ("pre_score", "score", "score_all", "signature"),
+    }
+)
+
+
 def sharing_of(plugin: object, stage: str) -> Scope | None:
-    """The plugin's declared scope for `stage`, or None: not shared."""
+    """The plugin's declared scope for `stage`, or None: not shared. A declaration speaks for
+    the methods of the class that makes it: a subclass (an out-of-tree plugin built on an
+    in-tree one) that overrides a stage's method without declaring again is not shared there,
+    as its answers may read more than its base's."""
     declared = getattr(plugin, "sharing", None)
     if not isinstance(declared, Mapping) or not callable(getattr(plugin, "signature", None)):
         return None
-    scope = declared.get(stage)
-    return scope if scope in (CLUSTER, FLEET) else None
+    found = declared.get(stage)
+    if found not in (CLUSTER, FLEET):
+        return None
+    scope: Scope = CLUSTER if found == CLUSTER else FLEET
+    if "sharing" in getattr(plugin, "__dict__", {}):
+        return scope  # declared by the instance itself
+    mro = type(plugin).__mro__
+    declarer = next((c for c in mro if "sharing" in vars(c)), None)
+    if declarer is None:
+        return None
+    for method in _STAGE_METHODS.get(stage, ()):
+        definer = next((c for c in mro if method in vars(c)), None)
+        if definer is not None and not issubclass(declarer, definer):
+            return None
+    return scope
 
 
 def canonical(value: Any) -> str:

@@ -490,6 +490,57 @@ async def test_a_restart_reruns_no_placement_the_watcher_ran_and_every_one_it_di
         assert after[prod_only] > before[prod_only]
 
 
+async def test_a_cycle_whose_read_has_no_version_leaves_no_older_version_standing(
+    hub: HubClient, temporal_client: Client, task_queue: str
+) -> None:
+    """A cycle that read the clusters at no known version (here another process's cache that
+    lagged behind a cluster's join: an empty view) decides, and its decision stands: the
+    version an earlier cycle recorded must not stay behind it, or the reconcile takes the
+    joined cluster as read and leaves the placement without it."""
+    client = temporal_client
+    await ensure_reconcile_schedule(client, task_queue, RECONCILE_EVERY, standalone=True)
+    cache = ClusterCache(hub, watch_seconds=5).start()
+    lagging = False
+
+    def clusters() -> list[MemberCluster] | None:
+        return [] if lagging else cache.clusters()
+
+    try:
+        assert cache.wait_synced(30)
+        settings = ActivitySettings(clusters=clusters, fleet_size=cache.size)
+        worker = build_worker(
+            client, hub, task_queue=task_queue, settings=settings, max_cached_workflows=0
+        )
+        member, name = unique("joins"), unique("prod")
+        async with worker:
+            runs = await reconciles(client, task_queue)
+            async with watching(client, hub, task_queue):
+                # The reconcile this start triggers records the fleet before `member` joins.
+                await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+                add_placement(hub, name, PROD_ONLY)
+                await settled(client, name)
+                add_cluster(hub, member, labels={"env": "prod"})
+                await until_async(lambda: set(live_targets(hub, name)) == {member}, blocking=True)
+                joined = int(hub.get(MemberCluster, member).metadata.resource_version or 0)
+
+                async def recorded() -> bool:
+                    return ((await decided_versions(client, task_queue)).get(name) or 0) >= joined
+
+                await until_async(recorded, what="the version of the cycle that read the join")
+                lagging = True
+                handle = client.get_workflow_handle(names.workflow_id(name))
+                await handle.signal(names.SIGNAL_REQUEUE, RequeueRequest(reason="test: lagging"))
+                await until_async(lambda: not live_targets(hub, name), blocking=True)
+                await settled(client, name)
+                lagging = False
+            runs = await reconciles(client, task_queue)
+            async with watching(client, hub, task_queue):
+                await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+                await until_async(lambda: set(live_targets(hub, name)) == {member}, blocking=True)
+    finally:
+        cache.stop()
+
+
 def beat_every_cluster(devhub: DevHub, names_: list[str]) -> None:
     """Each member agent's heartbeat: a status write that changes nothing scheduling reads."""
     devhub.call(lambda store: [sample.refresh_heartbeat(store, name) for name in names_])

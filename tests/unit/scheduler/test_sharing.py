@@ -7,6 +7,8 @@ its reasons and scores, error) with the shared store equals the one without it."
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -17,7 +19,11 @@ from hypothesis import strategies as st
 from hub import names
 from hub.types import ClusterResourceBinding, ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler import CycleInput, default_profile, schedule
-from scheduler.framework.sharing import SharedResults
+from scheduler.clusters.facts import ClusterFacts
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.sharing import FILTER, FLEET, SCORE, SharedResults, sharing_of
+from scheduler.framework.status import Status
+from scheduler.plugins.cluster_affinity.plugin import ClusterAffinity
 from scheduler.testing import apply_plan, member_cluster, policy_snapshot
 from tests.unit.scheduler.cycle_builders import NOW
 
@@ -278,3 +284,45 @@ def test_the_store_keeps_within_its_budget_least_recently_used_first_out() -> No
         _cycle(shared, clusters, region, policy)
     assert shared.cells <= 30
     assert shared.counters.evictions > 0
+
+
+class _OnlyForPlacementA(ClusterAffinity):
+    """An out-of-tree plugin built on an in-tree one: its Filter also reads the placement's name
+    (anything besides the policy and the cluster), and it declares nothing of its own."""
+
+    name = "OnlyForPlacementA"
+
+    def filter(
+        self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot, cluster: MemberCluster
+    ) -> Status:
+        if snapshot.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) != "a":
+            return Status.unschedulable("not placement a")
+        return super().filter(state, snapshot, cluster)
+
+    def filter_all(
+        self,
+        state: CycleState,
+        snapshot: ClusterSchedulingPolicySnapshot,
+        facts: Sequence[ClusterFacts],
+    ) -> list[Status | None]:
+        if snapshot.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) != "a":
+            return [Status.unschedulable("not placement a")] * len(facts)
+        return super().filter_all(state, snapshot, facts)
+
+
+def test_a_subclass_that_overrides_a_stage_is_not_shared_on_its_base_s_declaration() -> None:
+    plugin = _OnlyForPlacementA()
+    profile = dataclasses.replace(
+        PROFILE,
+        name="subclassed",
+        pre_filter=(*PROFILE.pre_filter, plugin),
+        filter=(*PROFILE.filter, plugin),
+    )
+    shared, clusters = SharedResults(), _fleet(6)
+    for placement in ("a", "b"):
+        data = CycleInput(
+            snapshot=policy_snapshot(placement, PICK_N, index=1), clusters=clusters, now=NOW
+        )
+        assert schedule(data, profile, shared=shared) == schedule(data, profile)
+    assert sharing_of(plugin, FILTER) is None
+    assert sharing_of(plugin, SCORE) == FLEET  # Score is its base's, declaration and all
