@@ -79,6 +79,23 @@ async def reconciles(client: Client, task_queue: str) -> int:
     return len([e async for e in client.list_workflows(query)])
 
 
+async def a_watcher_start_cycles_none(
+    client: Client, hub: HubClient, task_queue: str, placements: list[str]
+) -> dict[str, int]:
+    """A watcher started now: its start-up reconcile runs, and none of `placements` cycles;
+    their cycles, as they stayed."""
+    before = await cycles(client, placements)
+    runs = await reconciles(client, task_queue)
+    async with watching(client, hub, task_queue):
+        await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
+
+        async def no_cycle() -> None:
+            assert await cycles(client, placements) == before
+
+        await consistently_async(no_cycle, duration=1.0)
+    return before
+
+
 async def cycles(client: Client, placements: list[str]) -> dict[str, int]:
     found = {}
     for name in placements:
@@ -464,16 +481,7 @@ async def test_a_restart_reruns_no_placement_the_watcher_ran_and_every_one_it_di
                 return (versions.get(prod_only) or 0) >= changed
 
             await until_async(recorded, what="prod_only's version after the change")
-        before = await cycles(client, placements)
-        runs = await reconciles(client, task_queue)
-
-        async with watching(client, hub, task_queue):
-            await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
-
-            async def no_cycle() -> None:
-                assert await cycles(client, placements) == before
-
-            await consistently_async(no_cycle, duration=1.0)
+        before = await a_watcher_start_cycles_none(client, hub, task_queue, placements)
 
         # Not delivered: member-d joins prod while no watcher runs.
         hub.patch(MemberCluster, "member-d", {"metadata": {"labels": {"env": "prod"}}})
@@ -608,15 +616,7 @@ async def test_heartbeats_after_a_delivered_change_requeue_none_of_the_placement
             beaten = int(hub.get(MemberCluster, fleet[1]).metadata.resource_version or 0)
             assert ((await decided_versions(client, task_queue))[prod_only] or 0) < beaten
             await until_async(lambda: cache_holds(cache, hub), what="the cache's heartbeats")
-            before = await cycles(client, placements)
-            runs = await reconciles(client, task_queue)
-            async with watching(client, hub, task_queue):
-                await eventually_async(lambda: reconciles(client, task_queue), runs + 1)
-
-                async def no_cycle() -> None:
-                    assert await cycles(client, placements) == before
-
-                await consistently_async(no_cycle, duration=1.0)
+            before = await a_watcher_start_cycles_none(client, hub, task_queue, placements)
 
             # Not delivered: the third cluster joins prod while no watcher runs.
             hub.patch(MemberCluster, fleet[2], {"metadata": {"labels": {"env": "prod"}}})
