@@ -99,11 +99,13 @@ PRIORITY_PATCH = "priority"
 CLUSTERS_VERSION_PATCH = "clusters-version"
 # A run that records this marker at its first task answers the patches of AT_START yes without
 # asking them again. Each of those is asked where the turn's result is read, which for a local
-# turn is the workflow task the local activity ran in: a patch marker recorded after a local
-# activity's marker in one task does not replay (the SDK meets it before the local result has
-# reached the workflow: "[TMPRL1100] ... no corresponding change command"), so such a run
-# failed every replay after, stuck. Asked at the first task, before any activity; a run begun
-# before it answers no and asks each patch where it always did, as its history has them.
+# turn is where the local activity ran. The SDK may complete that task with the local marker
+# before the workflow has read the result, and start the next one with no event of its own (a
+# race: seen in about three runs of four): a patch marker recorded in that next task does not
+# replay ("[TMPRL1100] ... no corresponding change command"; in the local marker's own task, or
+# in a task an event began, it does), so such a run failed every replay after, stuck. Asked at
+# the first task, before any activity; a run begun before it answers no and asks each patch
+# where it always did, as its history has them.
 AT_START_PATCH = "patches-at-start"
 AT_START: frozenset[str] = frozenset(
     {

@@ -363,6 +363,38 @@ async def test_fresh_deadline_aging_history_replays(
     assert turn_patches(history) == [PRIORITY_PATCH]  # the deadline's: at start
 
 
+@pytest.mark.parametrize(
+    ("record_as", "script"),
+    [
+        ("placement-local-deadline", lambda: Script(deadline="30s", advice=[True] * 3)),
+        ("placement-local-clusters-version", lambda: Script(clusters_version=7, advice=[True] * 3)),
+    ],
+)
+async def test_fresh_histories_of_a_local_first_turn_replay(
+    temporal_client: Client,
+    task_queue: str,
+    caching_worker: PlacementWorkers,
+    record_as: str,
+    script: Any,
+) -> None:
+    """Local turns whose results the run reads with a patch (the deadline's, clusters-version):
+    answered at the run's start (AT_START_PATCH), so no patch marker follows a local one. Before
+    that, such a marker could land in the workflow task the SDK starts, with no event of its
+    own, right after the local activity's (a race), and that history never replayed."""
+    name = placement_name()
+    scripted: Script = script()
+    handle = await start_placement(temporal_client, task_queue, name, scripted)
+    await status_when(handle, lambda s: s.cycles == 1 and idle(s))
+    await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason="labels"))
+    await status_when(handle, lambda s: s.cycles == 2 and idle(s))
+    await delete_and_complete(handle, scripted)
+
+    [history] = await replay_runs(temporal_client, handle.id, record_as)
+    # Two turns, the deletion's turn and the cleanup: all local.
+    assert await turn_places(handle) == ["local"] * 4
+    assert AT_START_PATCH in patch_ids(history) and not AT_START & set(patch_ids(history))
+
+
 async def test_fresh_busy_miss_history_replays(
     temporal_client: Client, task_queue: str, worker: PlacementWorkers
 ) -> None:
