@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Final
 
+from temporalio import workflow
 from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-from workflows import failures
+from workflows import failures, names
 from workflows.models import PlacementState, TurnExecutionMode
 
 __all__ = [
@@ -197,6 +198,40 @@ class TurnExecution:
             state.queue_turns = QUEUE_TURNS_AFTER_FALLBACK
         elif state.queue_turns:
             state.queue_turns -= 1
+
+    async def execute(
+        self,
+        activity: str,
+        request: Any,
+        result: type[Any],
+        timeout: timedelta,
+        summary: str,
+        priority: Priority,
+    ) -> Any:
+        """One of the placement's activities, by name: as a local activity in this worker
+        while the placement has local cycles, or on the activity queue at `priority`. A local
+        one that has not succeeded within the local limit runs again on the queue (a turn is
+        idempotent); one that failed for good fails the turn, as on the queue."""
+        self.fell_back = self.shed = False
+        if self.wants_local(workflow.patched):
+            try:
+                return await workflow.execute_local_activity(
+                    activity, request, result_type=result, **self.local_options(timeout, summary)
+                )
+            except TURN_FAILURES as err:
+                if failed_for_good(err):
+                    raise
+                summary = f"{summary}; on the activity queue: the local attempts "
+                summary += how_local_failed(err)
+                self.local_failed(err)
+        # The activities' own task queue (workflows.names says why; histories replay the same).
+        queue = names.activity_task_queue(workflow.info().task_queue)
+        return await workflow.execute_activity(
+            activity,
+            request,
+            result_type=result,
+            **self.queue_options(queue, timeout, summary, priority),
+        )
 
     def local_options(self, timeout: timedelta, summary: str) -> dict[str, Any]:
         return {

@@ -41,19 +41,11 @@ with workflow.unsafe.imports_passed_through():
     from hub.kinds import placement_key
     from scheduler.explain.readable import readable_reason
     from workflows import details, names, renewal
-    from workflows.deadline import (
-        DEADLINE_ALONE_PATCH,
-        DEADLINE_BUSY_PATCH,
-        DEADLINE_FLOOR_PATCH,
-        DEADLINE_PATCH,
-        PlacementDeadline,
-    )
+    from workflows.deadline import PlacementDeadline
     from workflows.execution import (
         TURN_FAILURES,
         TurnExecution,
-        failed_for_good,
         failure_message,
-        how_local_failed,
     )
     from workflows.inbox import Inbox, Work
     from workflows.models import (
@@ -75,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         TurnRequest,
         TurnResult,
     )
+    from workflows.patches import PRIORITY_PATCH, RunPatches
     from workflows.run_budget import RUN_EVENTS_BOUND, RunBudget
     from workflows.visibility import Visibility
     from workflows.waiters import Waiters
@@ -89,33 +82,6 @@ REPORT_TIMEOUT = timedelta(minutes=1)  # a deadline miss reported alone: a read 
 # How requeue_and_wait refuses an update while the run continues-as-new or completes.
 CLOSING_ERROR = "RunClosing"
 CLOSING_MESSAGE = "this run is ending (continue-as-new or completion); retry the update"
-# The priority commands (search-attribute upserts, priority_changed counting toward
-# continue-as-new) are new: a run begun by a worker from before them replays without them.
-# Asked the first time a run would issue one (the SDK keeps the answer for the run), so runs
-# that never need one record no marker.
-PRIORITY_PATCH = "priority"
-# FleetClustersVersion after a cycle (the reconcile reads it, scheduler.requeue.decided): a new
-# upsert, asked as the priority one is.
-CLUSTERS_VERSION_PATCH = "clusters-version"
-# A run that records this marker at its first task answers the patches of AT_START yes without
-# asking them again. Each of those is asked where the turn's result is read, which for a local
-# turn is where the local activity ran. The SDK may complete that task with the local marker
-# before the workflow has read the result, and start the next one with no event of its own (a
-# race: seen in about three runs of four): a patch marker recorded in that next task does not
-# replay ("[TMPRL1100] ... no corresponding change command"; in the local marker's own task, or
-# in a task an event began, it does), so such a run failed every replay after, stuck. Asked at
-# the first task, before any activity; a run begun before it answers no and asks each patch
-# where it always did, as its history has them.
-AT_START_PATCH = "patches-at-start"
-AT_START: frozenset[str] = frozenset(
-    {
-        CLUSTERS_VERSION_PATCH,
-        DEADLINE_PATCH,
-        DEADLINE_BUSY_PATCH,
-        DEADLINE_FLOOR_PATCH,
-        DEADLINE_ALONE_PATCH,
-    }
-)
 
 
 # Auto-upgrade, set as a versioned worker's default (workers.versioning says why not pinned):
@@ -152,7 +118,7 @@ class PlacementWorkflow:
         self._turn_priority_key: int | None = None
         self._turn_asked_key: int | None = None
         self._renewal = renewal.Renewal()  # asked to continue as new (workflows.renewal)
-        self._at_start = False  # the run answers AT_START's patches yes (AT_START_PATCH)
+        self._patched = RunPatches()  # workflow.patched, AT_START's answered at the start
 
     @workflow.run
     async def run(self, input: PlacementInput) -> PlacementStatus:
@@ -160,7 +126,7 @@ class PlacementWorkflow:
         if identity := Visibility.identity(found, self._placement, self._namespace):
             workflow.upsert_search_attributes(identity)
         renewal.record_generation(found, workflow.patched, workflow.upsert_search_attributes)
-        self._at_start = workflow.patched(AT_START_PATCH)
+        self._patched.begin()
         while True:
             await self._wait_for_work()
             if self._inbox.dirty and await self._turn():
@@ -305,7 +271,7 @@ class PlacementWorkflow:
             moves=work.moves,
             deadline=self._deadline.request(),
             priority_key=self._turn_priority_key,
-            within_key=self._turn_within_key(),
+            within_key=self._state.turn_within_key(),
         )
         summary = (
             f"turn {number}: {'fresh ' if fresh else ''}{kind}placement {self._placement_key} "
@@ -328,54 +294,13 @@ class PlacementWorkflow:
             self._inbox.keep_fresh(fresh)
         return turn
 
-    def _turn_within_key(self) -> int | None:
-        """The turn's order within its key, for the worker's local slots: the watcher's word
-        (QueueSort's within_key), unless the last cycle says the placement has less than it
-        asks for (none yet, or not fulfilled): then first, as PrioritySort would put it."""
-        priority, last = self._state.priority, self._state.last
-        if priority is None or not priority.within_key:
-            return None
-        if last is None or not last.fulfilled:
-            return None
-        return priority.within_key
-
-    def _patched(self, patch_id: str) -> bool:
-        """`workflow.patched`, but yes without a marker for AT_START's patches in a run that
-        recorded AT_START_PATCH (so none of them is asked after a local activity)."""
-        return (self._at_start and patch_id in AT_START) or workflow.patched(patch_id)
-
     async def _execute(
         self, activity: str, request: Any, result: type[Any], timeout: timedelta, summary: str
     ) -> Any:
-        """One of the placement's activities, by name: as a local activity in this worker
-        while the placement has local cycles, or on the activity queue (workflows.execution).
-        A local one that has not succeeded within the local limit runs again on the queue (a
-        turn is idempotent); one that failed for good fails the turn, as on the queue."""
-        execution = self._execution
-        execution.fell_back = execution.shed = False
-        if execution.wants_local(workflow.patched):
-            try:
-                return await workflow.execute_local_activity(
-                    activity,
-                    request,
-                    result_type=result,
-                    **execution.local_options(timeout, summary),
-                )
-            except TURN_FAILURES as err:
-                if failed_for_good(err):
-                    raise
-                summary = f"{summary}; on the activity queue: the local attempts "
-                summary += how_local_failed(err)
-                execution.local_failed(err)
-        # The activities' own task queue (workflows.names says why; histories replay the same).
-        queue = names.activity_task_queue(workflow.info().task_queue)
+        """One of the placement's activities, by name, where its turns run now
+        (TurnExecution.execute), at the turn's priority on the activity queue."""
         priority = TurnPriority.temporal(self._state.priority, self._turn_priority_key)
-        return await workflow.execute_activity(
-            activity,
-            request,
-            result_type=result,
-            **TurnExecution.queue_options(queue, timeout, summary, priority),
-        )
+        return await self._execution.execute(activity, request, result, timeout, summary, priority)
 
     async def _after_cycle(self, report: CycleReport) -> None:
         state = self._state
@@ -389,13 +314,8 @@ class PlacementWorkflow:
         fully = report.fulfilled and not report.requeue
         if attributes := self._visibility.after_cycle(report.placement_type, fully):
             workflow.upsert_search_attributes(attributes)
-        shown = self._visibility
-        if report.error is None:
-            # A cycle that decided at no known version unsets what an earlier one recorded:
-            # its decision, not theirs, stands (scheduler.requeue.decided).
-            version = report.clusters_version
-            if shown.version_changed(version) and self._patched(CLUSTERS_VERSION_PATCH):
-                workflow.upsert_search_attributes(shown.for_version(version))
+        if self._visibility.after_decision(report, self._patched):
+            workflow.upsert_search_attributes(self._visibility.for_version(report.clusters_version))
         if report.requeue:
             self._inbox.ask(self._turn_asked_key)  # the next batch is the same work
             self._inbox.mark(f"cycle {cycle} asked to requeue now")

@@ -9,13 +9,15 @@ change nothing is skipped: each one is a visibility write. Pure: it says what to
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from temporalio.common import SearchAttributeUpdate, TypedSearchAttributes
 
 from workflows import names
-from workflows.models import TurnPriority
+from workflows.models import CycleReport, TurnPriority
+from workflows.patches import CLUSTERS_VERSION_PATCH
 
 __all__ = ["Visibility"]
 
@@ -67,6 +69,16 @@ class Visibility:
         """Whether a cycle that read the clusters at `version` (None: at no known version)
         moves FleetClustersVersion."""
         return version != self.clusters_version
+
+    def after_decision(self, report: CycleReport, patched: Callable[[str], bool]) -> bool:
+        """Whether a cycle that did not fail moves FleetClustersVersion to its version (one at
+        no known version unsets what an earlier one recorded: its decision, not theirs, stands;
+        scheduler.requeue.decided), behind CLUSTERS_VERSION_PATCH."""
+        return (
+            report.error is None
+            and self.version_changed(report.clusters_version)
+            and patched(CLUSTERS_VERSION_PATCH)
+        )
 
     def for_version(self, version: int | None) -> list[SearchAttributeUpdate[Any]]:
         """FleetClustersVersion for `version`, unset for None (the caller checked

@@ -233,6 +233,15 @@ class PlacementState(CompactWire):
         """The priority key of the turns the placement causes itself (TurnPriority)."""
         return self.priority.own_priority_key if self.priority is not None else None
 
+    def turn_within_key(self) -> int | None:
+        """The turn's order within its key, for the worker's local slots: the watcher's word
+        (QueueSort's within_key), unless the last cycle says the placement has less than it
+        asks for (none yet, or not fulfilled): then first, as PrioritySort would put it."""
+        priority, last = self.priority, self.last
+        if priority is None or not priority.within_key or last is None or not last.fulfilled:
+            return None
+        return priority.within_key
+
 
 class PlacementInput(CompactWire):
     placement: str

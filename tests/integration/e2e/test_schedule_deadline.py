@@ -27,7 +27,7 @@ from workers.metrics import SchedulerMetrics
 from workflows.deadline import DEADLINE_ALONE_PATCH, DEADLINE_PATCH
 from workflows.models import PlacementStatus
 from workflows.names import workflow_id
-from workflows.placement import AT_START
+from workflows.patches import AT_START
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -236,7 +236,7 @@ async def test_a_miss_while_idle_is_reported_without_a_cycle(
     assert current.cycles == 1
     history = await temporal_client.get_workflow_handle(workflow_id(name)).fetch_history()
     # The report ran (a local activity's marker or an activity task names it); its patch is
-    # answered at the run's start (workflows.placement.AT_START_PATCH), so it has no marker.
+    # answered at the run's start (workflows.patches.AT_START_PATCH), so it has no marker.
     assert any(b"report_deadline_miss" in e.SerializeToString() for e in history.events)
     assert DEADLINE_ALONE_PATCH in AT_START
     hub.delete(ClusterResourcePlacement, name)

@@ -49,7 +49,7 @@ async def test_local_turns_run_in_the_workflow_task_and_a_signal_moves_them_back
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
     # The turn, recorded as a local activity, the run's patch generation (workflows.renewal)
-    # and its patches at start (workflows.placement.AT_START_PATCH).
+    # and its patches at start (workflows.patches.AT_START_PATCH).
     assert events["EVENT_TYPE_MARKER_RECORDED"] == 3
 
     # A signal without a word about it leaves the choice as it is; one with it changes it.

@@ -68,13 +68,8 @@ from workflows.models import (
     RequeueRequest,
     TurnPriority,
 )
-from workflows.placement import (
-    AT_START,
-    AT_START_PATCH,
-    PRIORITY_PATCH,
-    PlacementWorkflow,
-    ResourcePlacementWorkflow,
-)
+from workflows.patches import AT_START, AT_START_PATCH, PRIORITY_PATCH
+from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
 from workflows.renewal import GENERATION_PATCH
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -237,7 +232,6 @@ async def test_a_run_begun_before_priorities_replays_with_the_watchers_priority_
 
     from tests.integration.workflows.stand_ins import STAND_INS
     from workflows.models import TurnPriority
-    from workflows.placement import PRIORITY_PATCH
 
     def before_priorities(found: PatchActivationInput) -> bool:
         return found.patch_id != PRIORITY_PATCH

@@ -167,7 +167,7 @@ async def test_a_rolling_upgrade_moves_running_placements_to_the_new_version(
         assert first.events[-1].event_type == (
             EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
         )
-        # B's marker and the run's patches at start (workflows.placement.AT_START_PATCH).
+        # B's marker and the run's patches at start (workflows.patches.AT_START_PATCH).
         assert _count(second, EventType.EVENT_TYPE_MARKER_RECORDED) == 2
         assert _count(second, EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED) == 1
         completed = [
