@@ -273,7 +273,11 @@ class ReconcileFleet:
                 for n, r in plan.finish.items()
             ),
             *(
-                call(n, names.SIGNAL_REQUEUE, RequeueRequest(reason=r))
+                call(
+                    n,
+                    names.SIGNAL_REQUEUE,
+                    RequeueRequest(reason=r, unless_read=plan.unless_read.get(n)),
+                )
                 for n, r in plan.requeue.items()
             ),
             *(
@@ -375,5 +379,3 @@ async def decided_versions(client: Client, task_queue: str) -> dict[str, int | N
             continue
         found[key] = execution.typed_search_attributes.get(names.SA_CLUSTERS_VERSION)
     return found
-
-

@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-from workflows.models import MoveRequest, MovesRequest, PlacementState
+from workflows.models import (
+    CycleReport,
+    MoveRequest,
+    MovesRequest,
+    PlacementState,
+    RequeueRequest,
+)
 
 __all__ = ["MAX_PENDING_REASONS", "Inbox", "Work"]
 
@@ -55,11 +61,46 @@ class Inbox:
     def dirty(self) -> bool:
         return self.state.dirty
 
-    def mark(self, reason: str) -> None:
-        """One more turn is wanted, because of `reason`."""
-        self.state.dirty = True
-        if len(self.state.pending_reasons) < MAX_PENDING_REASONS:
-            self.state.pending_reasons.append(reason)
+    def mark(self, reason: str, unless_read: int | None = None) -> None:
+        """One more turn is wanted, because of `reason`; with `unless_read`, only until a cycle
+        has read the hub at that version (`moot`): the reconcile's requeue for a cluster change,
+        which a cycle that read the change has already decided on."""
+        state = self.state
+        if not state.dirty:
+            state.pending_unless_read = unless_read
+        elif state.pending_unless_read is not None:
+            # Moot only while every queued reason is; the latest version asked for then.
+            known = state.pending_unless_read
+            state.pending_unless_read = None if unless_read is None else max(known, unless_read)
+        state.dirty = True
+        if len(state.pending_reasons) < MAX_PENDING_REASONS:
+            state.pending_reasons.append(reason)
+
+    def requeue(self, request: RequeueRequest, own_key: int | None, moot: bool) -> None:
+        """The `requeue` signal (or update): a turn at the key it asks for (None: `own_key`, the
+        placement's own), fresh if it says so; with `moot`, one its `unless_read` may make
+        moot."""
+        self.keep_fresh(request.fresh)
+        self.ask(request.priority if request.priority is not None else own_key)
+        kind = "fresh requeue" if request.fresh else "requeue"
+        unless_read = request.unless_read if moot and not request.fresh else None
+        self.mark(f"{kind}: {request.reason}" if request.reason else kind, unless_read)
+
+    def moot(self, last: CycleReport | None) -> str | None:
+        """Drop the queued turn when all it is for is requeues made moot by `last`, the last
+        completed cycle: it read the hub at or past the version each asked for
+        (scheduler.requeue.decided says why that cycle decided on what the requeue saw). Why it
+        was dropped, or None when the turn still runs."""
+        state = self.state
+        wanted = state.pending_unless_read
+        if not state.dirty or wanted is None or last is None or last.error is not None:
+            return None
+        read = last.clusters_version
+        if read is None or read < wanted:
+            return None
+        reasons = Work(state.pending_reasons, False, [], None).because()
+        self.take()
+        return f"{reasons}: moot, cycle {last.cycle} read the hub at version {read} >= {wanted}"
 
     def ask(self, priority_key: int | None) -> None:
         """Queued work asks for `priority_key` (None: no opinion): the turn that takes it runs
@@ -88,7 +129,7 @@ class Inbox:
             priority_key=state.pending_priority_key,
         )
         state.dirty, state.fresh, state.pending_reasons, state.moves = False, False, [], []
-        state.pending_priority_key = None
+        state.pending_priority_key = state.pending_unless_read = None
         return work
 
     def keep_fresh(self, fresh: bool) -> None:

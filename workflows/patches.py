@@ -16,7 +16,16 @@ with workflow.unsafe.imports_passed_through():
         DEADLINE_PATCH,
     )
 
-__all__ = ["AT_START", "AT_START_PATCH", "CLUSTERS_VERSION_PATCH", "PRIORITY_PATCH", "RunPatches"]
+__all__ = [
+    "AT_START",
+    "AT_START_2_PATCH",
+    "AT_START_GROUPS",
+    "AT_START_PATCH",
+    "CLUSTERS_VERSION_PATCH",
+    "MOOT_REQUEUE_PATCH",
+    "PRIORITY_PATCH",
+    "RunPatches",
+]
 
 # The priority commands (search-attribute upserts, priority_changed counting toward
 # continue-as-new) are new: a run begun by a worker from before them replays without them.
@@ -47,15 +56,36 @@ AT_START: frozenset[str] = frozenset(
 )
 
 
+# A requeue whose `unless_read` a completed cycle has met runs no turn (Inbox.moot). Only ever
+# answered at the start, by the second at-start patch (`RunPatches.from_start`): a run begun
+# before it runs a turn for every requeue, as its history has them, until it is renewed.
+MOOT_REQUEUE_PATCH: Final = "requeue-moot"
+AT_START_2_PATCH: Final = "patches-at-start-2"
+# Each at-start patch, asked in this order at a run's first task, and the patches it answers.
+AT_START_GROUPS: Final[tuple[tuple[str, frozenset[str]], ...]] = (
+    (AT_START_PATCH, AT_START),
+    (AT_START_2_PATCH, frozenset({MOOT_REQUEUE_PATCH})),
+)
+
+
 class RunPatches:
-    """`workflow.patched` for one run: `begin` asks AT_START_PATCH at the run's first task;
-    then AT_START's patches are answered yes without a marker where the run recorded it."""
+    """`workflow.patched` for one run: `begin` asks the at-start patches (AT_START_GROUPS) at
+    the run's first task; then the patches of each one the run recorded are answered yes
+    without a marker of their own."""
 
     def __init__(self) -> None:
-        self.at_start = False
+        self.answered: frozenset[str] = frozenset()
 
     def begin(self) -> None:
-        self.at_start = workflow.patched(AT_START_PATCH)
+        for patch_id, answers in AT_START_GROUPS:
+            if workflow.patched(patch_id):
+                self.answered |= answers
 
     def __call__(self, patch_id: str) -> bool:
-        return (self.at_start and patch_id in AT_START) or workflow.patched(patch_id)
+        return patch_id in self.answered or workflow.patched(patch_id)
+
+    def from_start(self, patch_id: str) -> bool:
+        """Whether the run answered `patch_id` at its start, never asking it later: for a patch
+        a run begun before it goes without (no marker can then land where it would not
+        replay, whatever task handles it)."""
+        return patch_id in self.answered

@@ -67,7 +67,7 @@ with workflow.unsafe.imports_passed_through():
         TurnRequest,
         TurnResult,
     )
-    from workflows.patches import PRIORITY_PATCH, RunPatches
+    from workflows.patches import MOOT_REQUEUE_PATCH, PRIORITY_PATCH, RunPatches
     from workflows.run_budget import RUN_EVENTS_BOUND, RunBudget
     from workflows.visibility import Visibility
     from workflows.waiters import Waiters
@@ -77,6 +77,7 @@ __all__ = ["RUN_EVENTS_BOUND", "PlacementWorkflow", "ResourcePlacementWorkflow"]
 # A cycle may write thousands of bindings, so it heartbeats instead of relying on a long
 # start-to-close alone (workflows.execution).
 CYCLE_TIMEOUT = timedelta(minutes=10)
+IDLE_FOR = "an event (placement, snapshot, cluster or binding change, or requeue)"
 CLEANUP_TIMEOUT = timedelta(minutes=10)
 REPORT_TIMEOUT = timedelta(minutes=1)  # a deadline miss reported alone: a read and two writes
 # How requeue_and_wait refuses an update while the run continues-as-new or completes.
@@ -208,6 +209,10 @@ class PlacementWorkflow:
     async def _turn(self) -> bool:
         """One loop turn; True when the workflow is done (placement gone or cleaned up, with
         no event since)."""
+        if moot := self._inbox.moot(self._state.last):
+            workflow.logger.info("no turn: %s", moot)
+            self._set_phase("idle", IDLE_FOR)
+            return False
         number = self._budget.turn()
         work = self._inbox.take()
         # The key its work asked for is what a requeue of the same work asks again; aging is
@@ -323,9 +328,7 @@ class PlacementWorkflow:
         elif report.requeue_after_seconds:
             await self._requeue_after(cycle, report.requeue_after_seconds)
         else:
-            self._set_phase(
-                "idle", "an event (placement, snapshot, cluster or binding change, or requeue)"
-            )
+            self._set_phase("idle", IDLE_FOR)
 
     async def _requeue_after(self, cycle: int, seconds: float) -> None:
         self._set_phase("requeue_timer", f"a {seconds:g}s requeue timer, or an event")
@@ -364,13 +367,12 @@ class PlacementWorkflow:
 
     @workflow.signal(name=names.SIGNAL_REQUEUE)
     def requeue(self, request: RequeueRequest | None = None) -> None:
-        request = request or RequeueRequest()
-        self._inbox.keep_fresh(request.fresh)
-        kind = "fresh requeue" if request.fresh else "requeue"
-        # A person's requeue runs at the placement's own key, or at the one asked for.
-        asked = request.priority
-        self._inbox.ask(asked if asked is not None else self._state.own_priority_key)
-        self._signalled(f"{kind}: {request.reason}" if request.reason else kind)
+        # The reconcile's, for a cluster change, may be moot by the time a turn would take it.
+        self._requeue(request, moot=self._patched.from_start(MOOT_REQUEUE_PATCH))
+
+    def _requeue(self, request: RequeueRequest | None, *, moot: bool) -> None:
+        self._budget.signals += 1
+        self._inbox.requeue(request or RequeueRequest(), self._state.own_priority_key, moot)
 
     @workflow.signal(name=names.SIGNAL_SNAPSHOT_CHANGED)
     def snapshot_changed(self, event: HubEvent | None = None) -> None:
@@ -420,7 +422,7 @@ class PlacementWorkflow:
         """A requeue that answers with the turn it caused: the next one to start, never the one
         running when it arrived (that one read the hub before the requeue was asked for)."""
         ticket = self._waiters.ticket(self._budget.turns_started)
-        self.requeue(request)
+        self._requeue(request, moot=False)  # answered by a turn: never moot
         await workflow.wait_condition(lambda: self._waiters.answered(ticket))
         return self._waiters.take(ticket)
 

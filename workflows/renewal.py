@@ -49,7 +49,7 @@ __all__ = [
 GENERATION_PATCH: Final = "patch-generation"
 # The patch generation of this code: bump it, and add the new id to PATCHES, with every
 # `workflow.patched` id the placement workflow gains (tests/unit check that every one is here).
-PATCH_GENERATION: Final = 2
+PATCH_GENERATION: Final = 3
 # The patch ids each generation brought (none for one that only deprecates). Generation 1 is
 # every id there was when generations began: a run without FleetPatchGeneration may have been
 # begun before any of them.
@@ -69,6 +69,7 @@ PATCHES: Final[dict[int, tuple[str, ...]]] = {
         "turn-shed-alone",
         "patches-at-start",
     ),
+    3: ("requeue-moot", "patches-at-start-2"),
 }
 # How many runs one reconcile pass asks to renew: renewals are never urgent, and each is a
 # continue-as-new (a new run, its first workflow task). At the reconcile's 5 minutes, 10,000

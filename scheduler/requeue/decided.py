@@ -68,6 +68,7 @@ __all__ = [
     "ClusterView",
     "ContentVersions",
     "decided_on",
+    "moot_from",
     "reconcile_versions",
     "version_of",
     "view_version",
@@ -198,8 +199,23 @@ def decided_on(
     None: not known) decided on `cluster` as it is now, `version` being the cluster's content
     version as the reconcile knows it (`reconcile_versions`; None: not known), so that a change
     of it since the reconcile's previous run needs no turn of that placement."""
-    if decided_at is None or version is None or cluster.metadata.deleting:
+    if decided_at is None:
         return False
-    if version > decided_at:
-        return False
-    return ineligibility(cluster, now + CLOCK_MARGIN) is None
+    wanted = moot_from(cluster, ineligibility, now, version)
+    return wanted is not None and wanted <= decided_at
+
+
+def moot_from(
+    cluster: MemberCluster,
+    ineligibility: Ineligibility,
+    now: datetime,
+    version: int | None,
+) -> int | None:
+    """The version a placement's cycle must have read for `cluster`'s change, as the reconcile
+    sees it now (`version`, as for `decided_on`), to need no turn: a cycle that completed later
+    and read the hub at or past it decided on that content too, or on a later one (the module
+    docstring's argument, R >= V >= X). None when no cycle's version is enough: the cluster is
+    being deleted, is not eligible now plus CLOCK_MARGIN, or its version is not known."""
+    if version is None or cluster.metadata.deleting:
+        return None
+    return version if ineligibility(cluster, now + CLOCK_MARGIN) is None else None

@@ -61,7 +61,7 @@ from scheduler.invariants import (
     WORKFLOW,
     Violation,
 )
-from scheduler.requeue.decided import decided_on, version_of
+from scheduler.requeue.decided import moot_from, version_of
 from scheduler.requeue.reach import Bindings, ClusterEvent, reach
 from scheduler.requeue.requeue_hints import record_of
 from scheduler.requeue.watch_rules import wants_scheduler
@@ -100,6 +100,10 @@ class ReconcilePlan:
     clusters: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     """Placement -> digest of its decision annotations (only placements that have any)."""
+    unless_read: dict[str, int] = field(default_factory=dict)
+    """Requeued placements whose every reason is a cluster's change: placement -> the version a
+    cycle must have read to make the requeue moot (`moot_from`), sent with it, so that a turn
+    already running or queued when it arrives, which reads the change, needs no second one."""
     already_decided: set[str] = field(default_factory=set)
     """Placements a cluster's change reached that are not requeued for it: their last cycle
     read every changed cluster as it is now (scheduler.requeue.decided)."""
@@ -248,9 +252,17 @@ def plan_reconcile(
     for name in sorted(running - by_name.keys()):
         plan.finish[name] = GONE_REASON
 
-    def requeue(name: str, reason: str) -> None:
-        if name in running and name in by_name:
-            plan.requeue.setdefault(name, f"reconcile: {reason}")
+    always: set[str] = set()  # requeued for a reason no cycle's version makes moot
+
+    def requeue(name: str, reason: str, unless_read: int | None = None) -> None:
+        if name not in running or name not in by_name:
+            return
+        plan.requeue.setdefault(name, f"reconcile: {reason}")
+        if unless_read is None:
+            always.add(name)
+            plan.unless_read.pop(name, None)
+        elif name not in always:
+            plan.unless_read[name] = max(plan.unless_read.get(name, unless_read), unless_read)
 
     for name, placement in sorted(by_name.items()):
         if placement.metadata.deleting:
@@ -304,23 +316,20 @@ def plan_reconcile(
                 event = ClusterEvent.from_records(by_cluster[cluster_name], before, current, now)
                 what = "changed"
             reached = reach(event, by_name.values(), profile, bindings=held, clusters=by_cluster)
+            # The version a cycle must have read for the change (None: no version is enough).
+            wanted = None
+            if current not in (None, "deleting") and decided_at is not None:
+                cluster = by_cluster[cluster_name]
+                known = content_versions
+                version = version_of(cluster) if known is None else known.get(cluster_name)
+                wanted = moot_from(cluster, ineligible, now, version)
             for found in reached:
-                if (
-                    current not in (None, "deleting")
-                    and decided_at is not None
-                    and decided_on(
-                        decided_at.get(found.placement),
-                        by_cluster[cluster_name],
-                        ineligible,
-                        now,
-                        version_of(by_cluster[cluster_name])
-                        if content_versions is None
-                        else content_versions.get(cluster_name),
-                    )
-                ):
+                read = decided_at.get(found.placement) if decided_at is not None else None
+                if wanted is not None and read is not None and wanted <= read:
                     plan.already_decided.add(found.placement)
                     continue
-                requeue(found.placement, f"cluster {cluster_name} {what} since the last reconcile")
+                reason = f"cluster {cluster_name} {what} since the last reconcile"
+                requeue(found.placement, reason, wanted)
         plan.already_decided -= plan.requeue.keys()
     return plan
 

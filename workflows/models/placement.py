@@ -114,6 +114,10 @@ class RequeueRequest(CompactWire):
     # The priority key of the turn this requeue causes (`requeue --priority N`); None: the
     # placement's own (TurnPriority.own_priority_key).
     priority: int | None = Field(default=None, ge=1, le=5)
+    # The reconcile's requeue for a cluster change: moot once the placement's last cycle read
+    # the hub at this version or later (scheduler.requeue.decided), as a turn running when it
+    # arrives may have. None: the requeue always runs a turn (`requeue_and_wait` always does).
+    unless_read: int | None = Field(default=None, ge=0)
 
 
 class RenewRequest(CompactWire):
@@ -219,6 +223,9 @@ class PlacementState(CompactWire):
     # The priority key the queued turn asked for (on the wire "pendingKey", its first name).
     pending_priority_key: int | None = Field(default=None, alias="pendingKey")
     moves: list[MoveRequest] = Field(default_factory=list)  # rebalance moves not yet made
+    # While every queued reason is a requeue with `unless_read`: the largest of them; a cycle
+    # that read the hub at that version or later makes the queued turn moot (Inbox.moot).
+    pending_unless_read: int | None = None
     next_local: bool | None = None  # the worker's last advice (TurnResult.next_local)
     queue_turns: int = 0  # turns left on the activity queue after a local turn fell back
     deadline: DeadlineState | None = None  # the scheduling deadline's clock, when it has one

@@ -34,9 +34,14 @@ from workers.worker import split_workers
 from workflows import names
 from workflows.execution import LOCAL_ATTEMPTS, QUEUE_TURNS_AFTER_FALLBACK, SHED_TURN_PATCH
 from workflows.models import HubEvent, PlacementInput, RequeueRequest
+from workflows.patches import AT_START_GROUPS
 from workflows.placement import PlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+# One marker per at-start patch, in every run this code begins (workflows.patches).
+AT_START_MARKERS = len(AT_START_GROUPS)
 
 
 async def test_local_turns_run_in_the_workflow_task_and_a_signal_moves_them_back(
@@ -49,8 +54,8 @@ async def test_local_turns_run_in_the_workflow_task_and_a_signal_moves_them_back
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
     # The turn, recorded as a local activity, the run's patch generation (workflows.renewal)
-    # and its patches at start (workflows.patches.AT_START_PATCH).
-    assert events["EVENT_TYPE_MARKER_RECORDED"] == 3
+    # and its patches at start (workflows.patches.AT_START_GROUPS).
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 2 + AT_START_MARKERS
 
     # A signal without a word about it leaves the choice as it is; one with it changes it.
     await handle.signal(PlacementWorkflow.cluster_changed, HubEvent(reason="labels"))
@@ -63,7 +68,7 @@ async def test_local_turns_run_in_the_workflow_task_and_a_signal_moves_them_back
     assert not status.local_cycles
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 1
-    assert events["EVENT_TYPE_MARKER_RECORDED"] == 4
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 3 + AT_START_MARKERS
     assert [c.cycle for c in SCRIPTS[name].cycles] == [1, 2, 3]
 
 
@@ -78,7 +83,8 @@ async def test_local_cycles_survive_continue_as_new(temporal_client, task_queue,
     assert latest != handle.result_run_id
     events = await event_types(temporal_client, handle, latest)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
-    assert events["EVENT_TYPE_MARKER_RECORDED"] == 2  # the turn; the run's patches at start
+    # The turn; the run's patches at start.
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 1 + AT_START_MARKERS
 
 
 async def test_local_turns_are_retried_by_the_same_policy(temporal_client, task_queue, worker):
@@ -101,7 +107,8 @@ async def test_a_local_cleanup_completes_the_workflow(temporal_client, task_queu
     assert result.phase == "done" and SCRIPTS[name].cleanups == 1
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 0
-    assert events["EVENT_TYPE_MARKER_RECORDED"] == 5  # two turns, the cleanup, generation, at start
+    # Two turns, the cleanup, generation, at start.
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 4 + AT_START_MARKERS
 
 
 async def test_a_local_turn_that_keeps_failing_runs_again_on_the_activity_queue(
@@ -116,7 +123,8 @@ async def test_a_local_turn_that_keeps_failing_runs_again_on_the_activity_queue(
     assert status.last_error is None and script.cycle_attempts == LOCAL_ATTEMPTS + 2
     events = await event_types(temporal_client, handle)
     assert events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 1
-    assert events["EVENT_TYPE_MARKER_RECORDED"] == 3  # local attempts; generation; at start
+    # Local attempts; generation; at start.
+    assert events["EVENT_TYPE_MARKER_RECORDED"] == 2 + AT_START_MARKERS
     assert status.local_cycles  # the next turn tries locally again
 
 
@@ -289,9 +297,7 @@ async def test_a_turn_shed_right_after_a_local_turn_replays(
     "script",
     [
         pytest.param(lambda: Script(deadline="30s", advice=[True] * 3), id="schedule-deadline"),
-        pytest.param(
-            lambda: Script(clusters_version=7, advice=[True] * 3), id="clusters-version"
-        ),
+        pytest.param(lambda: Script(clusters_version=7, advice=[True] * 3), id="clusters-version"),
         pytest.param(
             lambda: Script(deadline="30s", fulfilled=False, advice=[True] * 3),
             id="deadline-unfulfilled",

@@ -68,7 +68,7 @@ from workflows.models import (
     RequeueRequest,
     TurnPriority,
 )
-from workflows.patches import AT_START, AT_START_PATCH, PRIORITY_PATCH
+from workflows.patches import AT_START, AT_START_GROUPS, AT_START_PATCH, PRIORITY_PATCH
 from workflows.placement import PlacementWorkflow, ResourcePlacementWorkflow
 from workflows.renewal import GENERATION_PATCH
 
@@ -144,9 +144,11 @@ async def test_fresh_histories_of_a_worker_that_caches_nothing_replay(
 
 
 def turn_patches(history: WorkflowHistory) -> list[str]:
-    """The same less the two every fresh run records at its start (GENERATION_PATCH, and
-    AT_START_PATCH, which answers the deadline's and the clusters version's patches)."""
-    return [p for p in patch_ids(history) if p not in (GENERATION_PATCH, AT_START_PATCH)]
+    """The same less those every fresh run records at its start (GENERATION_PATCH, and the
+    at-start patches, which answer the deadline's, the clusters version's and the moot
+    requeue's)."""
+    at_start = {GENERATION_PATCH, *(patch_id for patch_id, _ in AT_START_GROUPS)}
+    return [p for p in patch_ids(history) if p not in at_start]
 
 
 async def replay_runs(client: Client, workflow_id: str, record_as: str) -> list[WorkflowHistory]:

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         TurnResult,
     )
     from workflows.names import ACTIVITY_SCHEDULE_ONCE
+    from workflows.patches import AT_START_GROUPS
     from workflows.placement import PlacementWorkflow
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -167,8 +168,8 @@ async def test_a_rolling_upgrade_moves_running_placements_to_the_new_version(
         assert first.events[-1].event_type == (
             EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
         )
-        # B's marker and the run's patches at start (workflows.patches.AT_START_PATCH).
-        assert _count(second, EventType.EVENT_TYPE_MARKER_RECORDED) == 2
+        # B's marker and the run's patches at start (workflows.patches.AT_START_GROUPS).
+        assert _count(second, EventType.EVENT_TYPE_MARKER_RECORDED) == 1 + len(AT_START_GROUPS)
         assert _count(second, EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED) == 1
         completed = [
             e.activity_task_completed_event_attributes.result.payloads[0]

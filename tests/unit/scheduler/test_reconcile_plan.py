@@ -499,3 +499,32 @@ def test_heartbeats_after_the_turns_that_read_a_change_requeue_none_of_them() ->
     assert result.already_decided == {"a"}
     # Without them, each cluster's own resourceVersion: the heartbeat requeues `a` too.
     assert set(plan(**read).requeue) == {"a", "b"}
+
+
+def test_a_requeue_for_cluster_changes_alone_says_what_version_makes_it_moot() -> None:
+    """The storm's placements whose turns have not run yet are requeued, with the version a
+    cycle must read (the largest among the changes that reach it): a turn queued or running
+    when the requeue arrives reads it, and no second turn is needed. A placement requeued for
+    any other reason too, or for a cluster no version speaks for (gone, ineligible now), gets
+    a requeue that always runs."""
+    before = plan(clusters=[versioned(c, 10) for c in clusters("prod", "dev", "dev")]).clusters
+    fleet = [versioned(c, 30 + i) for i, c in enumerate(clusters("staging", "test", "dev"))]
+    read = {
+        "placements": [placement("a"), placement("b")],
+        "latest_snapshots": [scheduled("a"), scheduled("b")],
+        "running": {"a", "b"},
+        "previous_clusters": before,
+        "decided_at": {"a": 20, "b": 20},
+    }
+    result = plan(**read, clusters=fleet)
+    assert set(result.requeue) == {"a", "b"}
+    assert result.unless_read == {"a": 31, "b": 31}
+    # `b` also has a binding being deleted: its requeue runs whatever it read.
+    result = plan(**read, clusters=fleet, bindings=[binding("b", "c0", "b-0", deleting=NOW)])
+    assert result.unless_read == {"a": 31}
+    # c1 left the fleet: nothing a cycle read makes that requeue moot.
+    assert plan(**read, clusters=[fleet[0], fleet[2]]).unless_read == {}
+    # Ineligible now (the heartbeat long stale): no version is enough either.
+    assert plan(NOW + timedelta(minutes=30), **read, clusters=fleet).unless_read == {}
+    # Without versions (KubeFleet's rule, no decided_at): no requeue is moot.
+    assert plan(**{**read, "decided_at": None}, clusters=fleet).unless_read == {}

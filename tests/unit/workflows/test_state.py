@@ -246,3 +246,40 @@ def test_a_miss_with_nothing_new_puts_its_timer_off_through_the_floor_patch() ->
     assert patched.asked == [DEADLINE_PATCH, DEADLINE_FLOOR_PATCH]
     assert later.due is not None and later.missed_by(later.due)  # work came after it fell
     assert not later.missed_by(later.due - timedelta(seconds=1))
+
+
+def _read(version: int | None, *, error: str | None = None) -> CycleReport:
+    return _unscheduled(3).model_copy(update={"clusters_version": version, "error": error})
+
+
+def test_a_requeue_is_moot_only_while_every_queued_reason_is_and_a_cycle_read_its_version() -> None:
+    """The reconcile's requeue for a cluster change carries the version it saw; a cycle that
+    completed since, having read the hub at or past it, makes the queued turn moot. Any other
+    reason queued beside it (an event, a person's requeue), a cycle that read less, failed, or
+    knew no version, and the turn runs."""
+    inbox = Inbox(Inbox.first())
+    inbox.take()
+    inbox.mark("reconcile: cluster c0 changed", 30)
+    inbox.mark("reconcile: cluster c1 changed", 25)
+    assert inbox.state.pending_unless_read == 30
+    assert inbox.moot(_read(29)) is None and inbox.moot(None) is None
+    assert inbox.moot(_read(None)) is None and inbox.moot(_read(40, error="boom")) is None
+    assert inbox.state.dirty
+    why = inbox.moot(_read(30))
+    assert why is not None and "c0 changed" in why and "version 30 >= 30" in why
+    assert not inbox.state.dirty and inbox.state.pending_reasons == []
+    assert inbox.moot(_read(30)) is None  # nothing queued: nothing to drop
+
+    for first, then in (
+        (("cluster_changed", None), ("reconcile", 30)),
+        (("reconcile", 30), ("cluster_changed", None)),
+    ):
+        inbox.mark(*first)
+        inbox.mark(*then)
+        assert inbox.state.pending_unless_read is None
+        assert inbox.moot(_read(1000)) is None
+        inbox.take()
+    # Taken by a turn: the next requeue starts afresh.
+    inbox.mark("reconcile", 50)
+    assert inbox.state.pending_unless_read == 50
+    assert inbox.take().reasons == ["reconcile"] and inbox.state.pending_unless_read is None
