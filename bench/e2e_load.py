@@ -546,10 +546,15 @@ class Tracker:
     async def wait_scheduled(
         self, names_: Iterable[str], timeout: float, what: str, generation: int = 1
     ) -> float:
-        """`wait` until every placement is fully scheduled at `generation` or later."""
-        return await self.wait(
-            lambda n: self.scheduled_at(n, generation) is not None, names_, timeout, what
+        """`wait` until every placement is fully scheduled at `generation` or later; returns
+        when the last of them was seen so, however long after that the wait began (a bench
+        may wait for a placement only once other work is done)."""
+        waited = list(names_)
+        await self.wait(
+            lambda n: self.scheduled_at(n, generation) is not None, waited, timeout, what
         )
+        seen = [self.scheduled_at(n, generation) or 0.0 for n in waited]
+        return max(seen, default=time.monotonic())
 
     async def wait(
         self, done: Callable[[str], bool], names_: Iterable[str], timeout: float, what: str

@@ -2,7 +2,8 @@
 
     python bench/kubefleet_report.py [--clusters 1000] [--placements 1000]
         [--storm-clusters 100] [--storm-placements 10000] [--only PHASES | --skip PHASES]
-        [--pick-n 10] [--wide-n 100] [--churn-pause 0] [--timeout 1800]
+        [--pick-n 10] [--wide-n 100] [--churn-pause 0] [--new-after 1] [--trace]
+        [--timeout 1800]
         [--temporal-db sqlite|memory]
         [--scheduler-flag=--FLAG=VALUE ...] [--worker-flag=...] [--watcher-flag=...] [--keep]
 
@@ -43,11 +44,16 @@ Phases, on a stack at K = --clusters (setup runs whenever a later phase of its s
 4. resync: every placement workflow gets the `requeue` signal (32 at a time, as the watcher
    sends), at the fan-out key our own full resyncs use (a watcher's start-up signals, the
    reconcile: one key below a placement's own; `--resync-key own`: at the placement's own key,
-   as `fleet-scheduler requeue` asks), and 1 s in a new PickN placement is created.
+   as `fleet-scheduler requeue` asks), and 1 s in (--new-after) a new PickN placement is
+   created.
    resync.redecided_s: first signal until every placement's `status` query counts one cycle
    more than before (checked once the worker's cycle counter has risen by P, then every
    second; resync.counted_s is when the counter had); resync.new_placement_s: the new one's
-   create to fully scheduled. Goals: <= 60 s (KubeFleet: 11 min 15 s) and <= 5 s.
+   create to fully scheduled (when the bench's watch saw it so, however long the resync goes
+   on after). Goals: <= 60 s (KubeFleet: 11 min 15 s) and <= 5 s. --trace prints the history
+   events of the new placement and of three resynced ones (the first, middle and last
+   signalled) as seconds after its create or requeue: where each one waited
+   (resync.trace.<who>.<n>.<event type>).
 
 Then on a stack of its own at K = --storm-clusters:
 
@@ -86,6 +92,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 from typing import Any, Final
 
@@ -103,6 +110,7 @@ from e2e_load import Hub, Tracker, each
 from e2e_stack import Child, Stack, run_bench, self_peak_rss_mb
 from outage import statuses
 from priority import heartbeats
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from scheduler.framework.queue_sort import DEFAULT_PRIORITY_KEY
@@ -124,6 +132,7 @@ ARRIVAL_GAP_S: Final = 0.5
 FAN_OUT_KEY: Final = DEFAULT_PRIORITY_KEY + 1
 CHURN_PLACEMENTS: Final = 100
 RESYNC_NEW_AFTER_S: Final = 1.0
+TRACE_EVENTS: Final = 14  # --trace: history events shown of each traced workflow
 STATUS_ROUND_S: Final = 1.0
 METRICS_POLL_S: Final = 0.2
 # How long the restart waits for the reconcile its watcher's start triggers before it decides
@@ -495,10 +504,12 @@ async def resync(d: Deployment, _: list[str]) -> None:
     count_before = await d.cycles.count()
     newcomer = d.name("resync-new", 0)
     created_at: list[float] = []
+    wall: dict[str, float] = {}  # for --trace: when each workflow was signalled, or created
 
     async def create_newcomer() -> None:
-        await asyncio.sleep(RESYNC_NEW_AFTER_S)
+        await asyncio.sleep(d.args.new_after)
         created_at.append(time.monotonic())
+        wall[newcomer] = time.time()
         await d.create(load.region_env_placement(newcomer, 0, d.args.pick_n))
 
     # Our own full resyncs (a watcher's start-up signals, the reconcile) ask at the fan-out key,
@@ -509,6 +520,7 @@ async def resync(d: Deployment, _: list[str]) -> None:
     report("resync.key", d.args.resync_key)
 
     async def requeue(name: str) -> None:
+        wall[name] = time.time()
         await d.client.get_workflow_handle(names.workflow_id(name)).signal(
             names.SIGNAL_REQUEUE, request
         )
@@ -541,6 +553,25 @@ async def resync(d: Deployment, _: list[str]) -> None:
     report("resync.new_placement_s", scheduled - created_at[0])
     await d.cycles.quiet()
     report("resync.cycles", await d.cycles.count() - count_before)
+    if d.args.trace:
+        first, middle, last = placements[0], placements[len(placements) // 2], placements[-1]
+        for who, name in (("new", newcomer), ("first", first), ("middle", middle), ("last", last)):
+            await trace(d, f"resync.trace.{who}", name, wall[name])
+
+
+async def trace(d: Deployment, label: str, name: str, since: float) -> None:
+    """`name`'s workflow history from wall-clock `since` (its create, or its requeue sent): each
+    event's type and seconds after `since`, then when the bench saw it fully scheduled."""
+    handle = d.client.get_workflow_handle(names.workflow_id(name))
+    events = [e async for e in handle.fetch_history_events()]
+    shown = 0
+    for event in events:
+        at = event.event_time.ToDatetime(UTC).timestamp()
+        if at < since - 0.001 or shown >= TRACE_EVENTS:
+            continue
+        kind = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_").lower()
+        report(f"{label}.{shown:02d}.{kind}", at - since)
+        shown += 1
 
 
 async def storm(d: Deployment, setup_names: list[str]) -> None:
@@ -761,6 +792,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--resync-key", choices=("fanout", "own"), default="fanout",
                         help="the key the resync's requeues ask for: the fan-out key our own "
                              "resyncs use (default), or each placement's own")
+    parser.add_argument("--new-after", type=float, default=RESYNC_NEW_AFTER_S, metavar="S",
+                        help="resync: create the new placement S seconds after the first "
+                             "requeue (default %(default)s)")
     parser.add_argument("--churn-pause", type=float, default=0.0, metavar="S",
                         help="churn: each editor's pause between one edit scheduled and the "
                              "next (default 0: 100 edits always in flight)")
@@ -780,6 +814,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="storm: trigger the reconcile Schedule S seconds after each label "
                              "change, as its 5-minute run may land inside a storm")
     parser.add_argument("--keep", action="store_true", help="keep the logs directory")
+    parser.add_argument("--trace", action="store_true",
+                        help="resync: print the history events of the new placement and of three "
+                             "resynced ones, as seconds after their create or requeue signal")
     args = parser.parse_args(argv)
     only = {p for p in args.only.split(",") if p}
     skip = {p for p in args.skip.split(",") if p}
