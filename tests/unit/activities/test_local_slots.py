@@ -186,3 +186,45 @@ def test_a_local_cleanup_takes_a_local_slot_like_a_turn() -> None:
     # Expected under load, not a failure: the SDK logs it at DEBUG, without a traceback (a
     # burst sheds hundreds), and counts it in no failure metric.
     assert raised.value.category == ApplicationErrorCategory.BENIGN
+
+
+def _beside_processes() -> LocalSlots:
+    """The workflow worker's room beside activity processes (workers.worker.local_slots), with
+    a bounded wait long enough that no turn is shed for time on a busy machine."""
+    from workers.worker import local_slots
+
+    shape = local_slots(16, activities=False)
+    return LocalSlots(slots=shape.slots, waiting=shape.waiting, max_wait_s=WAIT_S)
+
+
+def test_beside_processes_a_new_placement_takes_an_edits_place_in_the_room() -> None:
+    """Issue 35: under `run --processes N` the local slots are taken by edits (unsatisfied, but
+    not new); a new placement's first turn takes the place of the worst waiting edit, which runs
+    on the activity queue instead, and gets the next free slot: it waits about a turn."""
+    slots = _beside_processes()
+    turns = _Turns(slots)
+    with slots.slot((3, 1)):  # two edits run
+        with slots.slot((3, 1)):
+            for index in range(4):
+                turns.start(f"edit-{index}", (3, 1))
+            until(lambda: turns.shed == ["edit-2", "edit-3"], what="the room is full")
+            turns.start("new", (3, 0))
+            until(lambda: turns.shed == ["edit-2", "edit-3", "edit-1"], what="edit-1 made room")
+        # One slot free: the new placement runs in it, then hands it to edit-0.
+        until(lambda: len(turns.ran) == 2, what="both waiting turns ran in the one free slot")
+        assert turns.ran == ["new", "edit-0"]
+    turns.finish()
+
+
+def test_beside_processes_a_burst_of_equal_first_turns_spills_onto_the_queue() -> None:
+    """What the room must not undo (issue 35, cause 3): of a burst of equal first turns, only
+    the slots and a turn per slot stay with the workflow worker; the rest go to the queue."""
+    slots = _beside_processes()
+    turns = _Turns(slots)
+    with slots.slot((3, 0)), slots.slot((3, 0)):
+        for index in range(10):
+            turns.start(f"first-{index}", (3, 0))
+        assert slots.waiting_now == 2
+        assert turns.shed == [f"first-{index}" for index in range(2, 10)]
+    turns.finish()
+    assert sorted(turns.ran) == ["first-0", "first-1"]
