@@ -293,8 +293,10 @@ async def test_beside_processes_a_new_placement_overtakes_a_backlog_of_edits(
                 for name in names_:
                     await until_async(functools.partial(edited, client, name), what=name)
                 await until_async(
-                    lambda: slots.waiting_now == shape.waiting
-                    and slots.shed_count == shed + BACKLOG - shape.waiting,
+                    lambda: (
+                        slots.waiting_now == shape.waiting
+                        and slots.shed_count == shed + BACKLOG - shape.waiting
+                    ),
                     what="two edits wait, the rest went to the queue",
                 )
                 add_placement(hub, new, PICK_ALL)

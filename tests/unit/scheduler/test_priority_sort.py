@@ -311,20 +311,28 @@ def test_a_new_placement_goes_before_one_that_wants_more_or_changed(cls: str | N
         first = plugin.queue_sort(new(cls, cause))
         assert first.order == (own, 0), cause
         assert first.order < plugin.queue_sort(unsatisfied(cls, cause)).order, cause
-        alone = QueueItem(ObjectMeta(name="web", annotations=new(cls).placement.annotations),
-                          cause, CLASSES, new=True)
+        alone = QueueItem(
+            ObjectMeta(name="web", annotations=new(cls).placement.annotations),
+            cause,
+            CLASSES,
+            new=True,
+        )
         assert plugin.queue_sort(alone).order == (own, 0), cause
 
 
 def test_new_first_can_be_turned_off_in_the_profile() -> None:
-    plugin = load_profile("pluginConfig: [{name: PrioritySort, args: {newFirst: false}}]").queue_sorter
+    plugin = load_profile(
+        "pluginConfig: [{name: PrioritySort, args: {newFirst: false}}]"
+    ).queue_sorter
     for cause in TurnCause:
-        assert plugin.queue_sort(new("zero", cause)).order == plugin.queue_sort(
-            unsatisfied("zero", cause)
-        ).order
-        assert plugin.queue_sort(new("zero", cause)).order < plugin.queue_sort(
-            item("zero", cause)
-        ).order
+        assert (
+            plugin.queue_sort(new("zero", cause)).order
+            == plugin.queue_sort(unsatisfied("zero", cause)).order
+        )
+        assert (
+            plugin.queue_sort(new("zero", cause)).order
+            < plugin.queue_sort(item("zero", cause)).order
+        )
     off = load_profile("pluginConfig: [{name: PrioritySort, args: {unsatisfiedFirst: false}}]")
     assert off.queue_sorter.queue_sort(new("zero")).order == (3, 0)
     assert off.queue_sorter.queue_sort(item("zero")).order == (3, 0)

@@ -9,7 +9,6 @@ import pytest
 from temporalio import workflow
 from temporalio.worker import PatchActivationInput
 
-from activities.local_slots import Shed
 from workers.worker import (
     LOCAL_SLOTS_BESIDE_PROCESSES,
     WORKFLOW_WORKER_ACTIVITY_SLOTS,
