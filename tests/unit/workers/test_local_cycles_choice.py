@@ -55,7 +55,7 @@ def test_beside_activity_processes_the_workflow_worker_keeps_few_turns_and_two_w
     assert (alone.slots, alone.waiting) == (16, 16)
     beside = local_slots(16, activities=False)
     assert (beside.slots, beside.waiting) == (LOCAL_SLOTS_BESIDE_PROCESSES, 2) == (2, 2)
-    assert beside.max_wait_s <= 1.0
+    assert beside.max_wait_s <= 1.0 and beside.better_only and not alone.better_only
     assert (local_slots(1, activities=False).slots, local_slots(1, activities=False).waiting) == (
         1,
         1,
