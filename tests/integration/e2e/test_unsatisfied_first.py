@@ -247,11 +247,12 @@ async def test_beside_processes_a_new_placement_overtakes_a_backlog_of_edits(
     hub: HubClient, one_partition: Client, task_queue: str
 ) -> None:
     """The workflow worker as `run --processes N` has it (workers.worker.local_slots: two slots,
-    a short waiting room). The test holds both slots (as edits would) while BACKLOG placements are edited: each
-    edited one wants something (its Scheduled condition is at the old generation), at the same
-    key as a new one. No edit waits behind the edits running: each runs on the activity queue, where no
-    activity worker polls yet. Then a new placement's first turn arrives: better than the
-    edits running, it waits in the room and gets the first slot that frees."""
+    a short waiting room for better turns). The test holds both slots, as edits would, while
+    BACKLOG placements are edited: each edited one wants something (its Scheduled condition is
+    at the old generation), at the same key as a new one. No edit waits behind the edits
+    running: each runs on the activity queue, where no activity worker polls yet. Then a new
+    placement's first turn arrives: better than the edits running, it waits in the room and
+    gets the first slot that frees."""
     client = one_partition
     add_cluster(hub, unique("member"))
     names_ = [unique("edited") for _ in range(BACKLOG)]
