@@ -67,11 +67,17 @@ class LocalSlots:
     slots: int
     waiting: int
     max_wait_s: float = LOCAL_SLOT_WAIT_S
+    better_only: bool = False
+    """Only a turn better than the worst running one may wait (by its order, not arrival):
+    beside activity processes, where a turn that waits here takes work from them, a new
+    placement's turn waits for a slot the edits hold, but neither an edit behind edits nor a
+    burst's equal first turns do (they run on the queue at once)."""
     _free: int = field(init=False)
     _queue: list[tuple[tuple[TurnOrder, int], _Waiter]] = field(default_factory=list, init=False)
     _seq: Iterator[int] = field(default_factory=itertools.count, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     shed_count: int = field(default=0, init=False)
+    _running: list[TurnOrder] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.slots < 1 or self.waiting < 0:
@@ -88,7 +94,7 @@ class LocalSlots:
         try:
             yield
         finally:
-            self._release()
+            self._release(order)
 
     @property
     def waiting_now(self) -> int:
@@ -99,8 +105,12 @@ class LocalSlots:
         with self._lock:
             if self._free > 0:  # then nobody waits: a freed slot goes to a waiter first
                 self._free -= 1
+                self._running.append(order)
                 return
             me = _Waiter(order, next(self._seq))
+            if self.better_only and order >= max(self._running, default=order):
+                self.shed_count += 1
+                raise Shed(f"the {self.slots} local slots run turns as good as this one")
             if len(self._queue) >= self.waiting:
                 worst = max((w for _, w in self._queue), key=_Waiter.sort_key, default=None)
                 if worst is None or worst.sort_key() < me.sort_key():
@@ -119,10 +129,12 @@ class LocalSlots:
             reason = me.shed
         raise Shed(reason or "shed")
 
-    def _release(self) -> None:
+    def _release(self, order: TurnOrder) -> None:
         with self._lock:
+            self._running.remove(order)
             if self._queue:
                 _, waiter = heapq.heappop(self._queue)
+                self._running.append(waiter.order)
                 waiter.granted = True
                 waiter.event.set()
             else:

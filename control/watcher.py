@@ -85,7 +85,7 @@ from scheduler.framework.queue_sort import (
     QueueSortPlugin,
     TurnCause,
 )
-from scheduler.requeue.watch_rules import is_fully_scheduled
+from scheduler.requeue.watch_rules import is_fully_scheduled, never_scheduled
 from workflows import names
 from workflows.models import TurnExecutionMode
 from workflows.starts import turn_execution_for
@@ -667,9 +667,11 @@ class Watcher:
             or cached.metadata.deleting
             or not is_fully_scheduled(cached)
         )
+        # Has nothing yet (PrioritySort's new first): never scheduled, or not seen yet.
+        new = cached is None or never_scheduled(cached)
         try:
             known = self._classes if classes is None else classes
-            return self._sorter.queue_sort(QueueItem(meta, cause, known, unsatisfied))
+            return self._sorter.queue_sort(QueueItem(meta, cause, known, unsatisfied, new))
         except Exception:  # a third-party plugin may fail in any way
             self._sort_failures += 1
             if self._sort_failures == 1 or self._sort_failures % 1000 == 0:

@@ -107,6 +107,13 @@ PART_ACTIVITIES: Final = "activities"
 # also runs every workflow task. Enough for a turn at a time to skip the queue, few enough
 # that a burst's cycles run where the cores are (docs/operations.md, "Where turns run").
 LOCAL_SLOTS_BESIDE_PROCESSES: Final = 2
+# ... and how many more turns wait for them there, best first: only turns better than the worst
+# one running (a new placement's behind edits), and a better one takes a worse waiting one's
+# place, which runs on the activity queue. So a new placement waits about a turn for a local
+# slot instead of queueing behind every edit in flight, while edits behind edits and a burst's
+# equal first turns spill onto the queue at once. One per slot, and not long.
+LOCAL_WAITING_PER_SLOT_BESIDE_PROCESSES: Final = 1
+LOCAL_WAIT_BESIDE_PROCESSES_S: Final = 1.0
 # The activity processes' stop: their SIGTERM grace, their SIGKILL, and a margin.
 PROCESSES_GRACE_S: Final = STOP_GRACE_S + 5.0
 
@@ -359,11 +366,21 @@ def local_slots(max_concurrent_activities: int, *, activities: bool) -> LocalSlo
     back to this process, one activity task dearer). Without it (`run --processes N`, the split
     Deployments) the workflow worker's one process also runs every workflow task, and other
     processes wait on the activity queue: it runs at most LOCAL_SLOTS_BESIDE_PROCESSES turns at
-    once and none waits, so a turn that finds them taken runs on the activity queue at once,
-    and a burst's turns spread over every process instead of piling onto this one."""
+    once, and one more per slot may wait, for at most LOCAL_WAIT_BESIDE_PROCESSES_S, if it is
+    better than the worst turn running (`better_only`); a turn that finds the room full runs
+    on the activity queue at once unless it is better than the worst one waiting (which goes
+    instead). So the best turns (a new placement's) get a local slot within about a turn under
+    load, and a burst's equal turns spread over every process instead of piling onto this
+    one."""
     if activities:
         return LocalSlots(slots=max_concurrent_activities, waiting=max_concurrent_activities)
-    return LocalSlots(slots=min(max_concurrent_activities, LOCAL_SLOTS_BESIDE_PROCESSES), waiting=0)
+    slots = min(max_concurrent_activities, LOCAL_SLOTS_BESIDE_PROCESSES)
+    return LocalSlots(
+        slots=slots,
+        waiting=slots * LOCAL_WAITING_PER_SLOT_BESIDE_PROCESSES,
+        max_wait_s=LOCAL_WAIT_BESIDE_PROCESSES_S,
+        better_only=True,
+    )
 
 
 def local_activity_slots(max_concurrent_activities: int) -> int:

@@ -104,6 +104,9 @@ class QueueItem:
     changed since it was last scheduled (its Scheduled condition is not True at its
     generation). False: a re-decision of a placement that has what it asked for, or a caller
     that does not know."""
+    new: bool = False
+    """The placement has nothing yet: it was never scheduled (no Scheduled condition), so it is
+    unsatisfied too. False: it was, or a caller that does not know."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,11 @@ of its own turns, ahead of the demoted fan-outs of satisfied placements of its b
 same key `within_key` puts it first wherever the scheduler owns the queue (the watcher's outbox,
 the workflow worker's local slots). It never lifts a turn past its band.
 
+New first (`newFirst`, on by default, counts only under `unsatisfiedFirst`): among those, a
+placement that has nothing yet (new: never scheduled) goes before one that has some but wants
+more or changed, so a new placement does not wait behind a backlog of edits. Within the key:
+0 new, 1 wanting more or changed (0 too with `newFirst: false`), 2 a satisfied re-decision.
+
 A placement naming a PriorityClass that does not exist is not refused (pods would be): it gets
 the default priority, and the result's `problem` says so for `status` and `explain`."""
 
@@ -58,7 +63,15 @@ from scheduler.framework.queue_sort import (
 from scheduler.opt_in.placement_annotations import PriorityClassError, parse_priority_class
 from scheduler.opt_in.values import shown
 
-__all__ = ["DEFAULT_BANDS", "NAME", "Band", "PrioritySort"]
+__all__ = [
+    "DEFAULT_BANDS",
+    "NAME",
+    "WITHIN_NEW",
+    "WITHIN_SATISFIED",
+    "WITHIN_WANTING",
+    "Band",
+    "PrioritySort",
+]
 
 NAME = "PrioritySort"
 
@@ -80,6 +93,12 @@ DEFAULT_BANDS: tuple[Band, ...] = (
     Band(MIN_VALUE, 4),
 )
 DEFAULT_FAN_OUT_DEMOTION = 1
+# The order within a key (QueuePriority.within_key), first to last. A workflow reads any value
+# above WITHIN_WANTING as a satisfied re-decision, and the value 1 of schedulers before newFirst
+# (then: satisfied) as a placement that wants more: still after the new ones.
+WITHIN_NEW = 0
+WITHIN_WANTING = 1
+WITHIN_SATISFIED = 2
 
 
 class PrioritySort:
@@ -96,6 +115,7 @@ class PrioritySort:
         fairness: Mapping[str, object] | None = None,
         agingBeyondBand: int = 0,
         unsatisfiedFirst: bool = True,
+        newFirst: bool = True,
     ) -> None:
         self.bands = DEFAULT_BANDS if bands is None else _bands(bands)
         self.aging_beyond_band = _key_steps("agingBeyondBand", agingBeyondBand)
@@ -103,6 +123,9 @@ class PrioritySort:
         if not isinstance(unsatisfiedFirst, bool):
             raise ValueError(f"unsatisfiedFirst must be true or false, got {unsatisfiedFirst!r}")
         self.unsatisfied_first = unsatisfiedFirst
+        if not isinstance(newFirst, bool):
+            raise ValueError(f"newFirst must be true or false, got {newFirst!r}")
+        self.new_first = newFirst
         self.fairness, self.tenant_label, self.weights, self.default_weight = _fairness(
             fairness or {}
         )
@@ -110,7 +133,7 @@ class PrioritySort:
     def queue_sort(self, item: QueueItem) -> QueuePriority:
         value, class_name, problem = self._value(item)
         own = key = self.band_key(value)
-        wanting = self.unsatisfied_first and item.unsatisfied
+        wanting = self.unsatisfied_first and (item.unsatisfied or item.new)
         if item.cause is TurnCause.FAN_OUT and not wanting:
             key = min(key + self.fan_out_demotion, LOWEST_PRIORITY_KEY)
         beyond = self.aging_beyond_band
@@ -128,9 +151,17 @@ class PrioritySort:
             problem=problem,
             # None: aging stops at `own`, the key of the placement's own turns.
             aging_limit=max(HIGHEST_PRIORITY_KEY, own - beyond) if beyond else None,
-            # Satisfied re-decisions after the turns of placements that want something.
-            within_key=1 if self.unsatisfied_first and not wanting else 0,
+            within_key=self._within_key(item, wanting=wanting),
         )
+
+    def _within_key(self, item: QueueItem, *, wanting: bool) -> int:
+        """New placements first, then the ones that want more or changed, then satisfied
+        re-decisions (all level with `unsatisfiedFirst` off)."""
+        if not self.unsatisfied_first:
+            return WITHIN_NEW
+        if not wanting:
+            return WITHIN_SATISFIED
+        return WITHIN_NEW if item.new or not self.new_first else WITHIN_WANTING
 
     def band_key(self, value: int) -> int:
         """The priority key of a placement of priority `value`."""

@@ -37,6 +37,7 @@ __all__ = [
     "cluster_update_reasons",
     "decision_annotations_changed",
     "is_fully_scheduled",
+    "never_scheduled",
     "parse_bool_label",
     "placement_deletion_started",
     "placement_spec_changed",
@@ -244,6 +245,12 @@ def scheduled_condition_current(placement: ClusterResourcePlacement) -> Conditio
     if condition.reason == names.SCHEDULE_PENDING_REASON:
         return None
     return condition
+
+
+def never_scheduled(placement: ClusterResourcePlacement) -> bool:
+    """The placement has no Scheduled condition at all: no turn has ended for it yet (a new
+    placement, PrioritySort's new first)."""
+    return placement.status.condition(placement.SCHEDULED_CONDITION) is None
 
 
 def is_fully_scheduled(placement: ClusterResourcePlacement) -> bool:

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, field_serializer
 from temporalio.common import Priority
 
+from scheduler.plugins.priority_sort import WITHIN_WANTING
 from workflows.models.turn import CycleReport, MoveRequest
 from workflows.models.wire import CompactWire
 
@@ -243,10 +244,15 @@ class PlacementState(CompactWire):
     def turn_within_key(self) -> int | None:
         """The turn's order within its key, for the worker's local slots: the watcher's word
         (QueueSort's within_key), unless the last cycle says the placement has less than it
-        asks for (none yet, or not fulfilled): then first, as PrioritySort would put it."""
+        asks for (none yet, or not fulfilled): then never after WITHIN_WANTING, where
+        PrioritySort puts a placement that wants more; the watcher's word for a new one (0)
+        stands. A watcher from before newFirst said 1 for a satisfied placement: read as one
+        that wants more, still after new placements."""
         priority, last = self.priority, self.last
-        if priority is None or not priority.within_key or last is None or not last.fulfilled:
+        if priority is None or not priority.within_key:
             return None
+        if last is None or not last.fulfilled:
+            return min(priority.within_key, WITHIN_WANTING)
         return priority.within_key
 
 

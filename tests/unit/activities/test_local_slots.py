@@ -186,3 +186,51 @@ def test_a_local_cleanup_takes_a_local_slot_like_a_turn() -> None:
     # Expected under load, not a failure: the SDK logs it at DEBUG, without a traceback (a
     # burst sheds hundreds), and counts it in no failure metric.
     assert raised.value.category == ApplicationErrorCategory.BENIGN
+
+
+def _beside_processes() -> LocalSlots:
+    """The workflow worker's room beside activity processes (workers.worker.local_slots), with
+    a bounded wait long enough that no turn is shed for time on a busy machine."""
+    from workers.worker import local_slots
+
+    shape = local_slots(16, activities=False)
+    return LocalSlots(
+        slots=shape.slots, waiting=shape.waiting, max_wait_s=WAIT_S, better_only=shape.better_only
+    )
+
+
+def test_beside_processes_a_new_placement_waits_for_a_slot_edits_hold() -> None:
+    """Issue 35: under `run --processes N` the local slots are taken by edits (unsatisfied, but
+    not new). An edit behind them runs on the activity queue at once; a new placement's first
+    turn waits in the room and gets the next free slot, and takes the place of a worse waiting
+    turn when the room is full: it waits about a turn, not behind every edit."""
+    slots = _beside_processes()
+    turns = _Turns(slots)
+    with slots.slot((3, 1)):  # two edits run
+        with slots.slot((3, 1)):
+            for index in range(3):
+                turns.start(f"edit-{index}", (3, 1))
+            assert turns.shed == ["edit-0", "edit-1", "edit-2"]
+            assert slots.waiting_now == 0
+            turns.start("short", (3, 0))  # as good as new: better than the edits running
+            turns.start("new", (3, 0))
+            turns.start("urgent", (2, 0))  # the room is full: the worst waiting one goes
+            until(lambda: turns.shed[3:] == ["new"], what="new made room for urgent")
+        # One slot free: urgent runs in it, then hands it to short.
+        until(lambda: len(turns.ran) == 2, what="both waiting turns ran in the one free slot")
+        assert turns.ran == ["urgent", "short"]
+    turns.finish()
+
+
+def test_beside_processes_a_burst_of_equal_first_turns_spills_onto_the_queue() -> None:
+    """What the room must not undo (issue 35, cause 3): a burst's equal first turns never wait
+    for the workflow worker's slots; they all run on the activity queue."""
+    slots = _beside_processes()
+    turns = _Turns(slots)
+    with slots.slot((3, 0)), slots.slot((3, 0)):
+        for index in range(10):
+            turns.start(f"first-{index}", (3, 0))
+        assert slots.waiting_now == 0
+        assert turns.shed == [f"first-{index}" for index in range(10)]
+    turns.finish()
+    assert turns.ran == []

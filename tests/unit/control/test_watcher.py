@@ -190,8 +190,8 @@ async def test_unsatisfied_placements_go_before_re_decisions_of_their_class(
         name: watcher.queue_priority(name, TurnCause.FAN_OUT).order
         for name in ("settled-0", "short", "changed")
     }
-    assert orders == {"settled-0": (4, 1), "short": (3, 0), "changed": (3, 0)}
-    assert watcher.queue_priority("settled-0", TurnCause.PLACEMENT).order == (3, 1)
+    assert orders == {"settled-0": (4, 2), "short": (3, 1), "changed": (3, 1)}
+    assert watcher.queue_priority("settled-0", TurnCause.PLACEMENT).order == (3, 2)
     # A backlog of re-decisions of satisfied placements at key 3 (a person's requeue, as the
     # reconcile or `requeue` sends them), then a new placement of the same class.
     for placement in settled:
@@ -205,6 +205,33 @@ async def test_unsatisfied_placements_go_before_re_decisions_of_their_class(
     watcher._enqueue(Route("settled-2", names.SIGNAL_BINDING_DELETING, "binding b deleting"))
     taken = [b.placement for b in watcher._sender._outbox.take_due(1e9)]
     assert taken == ["settled-2", "settled-1"]
+
+
+async def test_a_new_placement_goes_before_a_backlog_of_edited_ones(
+    hub: HubClient, lazy_client: Client
+) -> None:
+    """Issue 35, new first: edited placements want something too (their Scheduled condition is
+    at an older generation), but a placement that has nothing yet goes before them in the
+    outbox; an edited one still goes before a satisfied re-decision."""
+    from hub.client import WatchEvent
+    from hub.types import ClusterResourcePlacement
+    from scheduler.framework.queue_sort import TurnCause
+
+    watcher = Watcher(hub, lazy_client)
+    edited = [
+        _with_scheduled(_crp(f"edited-{i}"), "True", observed=1, generation=2) for i in range(20)
+    ]
+    settled = _with_scheduled(_crp("settled"), "True")
+    _ready(watcher, [*edited, settled], [])
+    assert watcher.queue_priority("edited-0", TurnCause.PLACEMENT).order == (3, 1)
+    assert watcher.queue_priority("settled", TurnCause.PLACEMENT).order == (3, 2)
+    watcher._enqueue(Route("settled", names.SIGNAL_PLACEMENT_CHANGED, "x"))
+    for placement in edited:
+        watcher._enqueue(Route(placement.metadata.name, names.SIGNAL_PLACEMENT_CHANGED, "x"))
+    watcher._apply(ClusterResourcePlacement, WatchEvent("ADDED", _crp("new", version="9"), "9"))
+    assert watcher.queue_priority("new", TurnCause.PLACEMENT).order == (3, 0)
+    taken = [b.placement for b in watcher._sender._outbox.take_due(1e9)]
+    assert taken == ["new", *(f"edited-{i}" for i in range(20)), "settled"]
 
 
 async def test_unsatisfied_first_off_keeps_arrival_order(

@@ -285,8 +285,59 @@ def test_an_unsatisfied_turn_goes_before_a_re_decision_of_its_class(cls: str | N
         # Never past its band: the key of the placement's own turns at best.
         assert wanting.priority_key == own, cause
     # Within the key a re-decision of a satisfied placement comes after.
-    assert plugin.queue_sort(item(cls)).order == (own, 1)
-    assert plugin.queue_sort(unsatisfied(cls)).order == (own, 0)
+    assert plugin.queue_sort(item(cls)).order == (own, 2)
+    assert plugin.queue_sort(unsatisfied(cls)).order == (own, 1)
+
+
+def new(cls: str | None = None, cause: TurnCause = TurnCause.PLACEMENT) -> QueueItem:
+    """A turn of a placement that has nothing yet: never scheduled."""
+    return QueueItem(
+        ObjectMeta(name="web", annotations={ANNOTATION: cls} if cls else {}),
+        cause,
+        CLASSES,
+        unsatisfied=True,
+        new=True,
+    )
+
+
+@pytest.mark.parametrize("cls", ["critical", "zero", "low", None])
+def test_a_new_placement_goes_before_one_that_wants_more_or_changed(cls: str | None) -> None:
+    """New first (issue 35): a placement that has nothing yet before an edited one or one
+    short of its N, before a satisfied re-decision, all at the key of the placement's own
+    turns; `new` alone (a caller that did not say unsatisfied) means unsatisfied too."""
+    plugin = PrioritySort()
+    own = plugin.queue_sort(item(cls)).priority_key
+    for cause in TurnCause:
+        first = plugin.queue_sort(new(cls, cause))
+        assert first.order == (own, 0), cause
+        assert first.order < plugin.queue_sort(unsatisfied(cls, cause)).order, cause
+        alone = QueueItem(
+            ObjectMeta(name="web", annotations=new(cls).placement.annotations),
+            cause,
+            CLASSES,
+            new=True,
+        )
+        assert plugin.queue_sort(alone).order == (own, 0), cause
+
+
+def test_new_first_can_be_turned_off_in_the_profile() -> None:
+    plugin = load_profile(
+        "pluginConfig: [{name: PrioritySort, args: {newFirst: false}}]"
+    ).queue_sorter
+    for cause in TurnCause:
+        assert (
+            plugin.queue_sort(new("zero", cause)).order
+            == plugin.queue_sort(unsatisfied("zero", cause)).order
+        )
+        assert (
+            plugin.queue_sort(new("zero", cause)).order
+            < plugin.queue_sort(item("zero", cause)).order
+        )
+    off = load_profile("pluginConfig: [{name: PrioritySort, args: {unsatisfiedFirst: false}}]")
+    assert off.queue_sorter.queue_sort(new("zero")).order == (3, 0)
+    assert off.queue_sorter.queue_sort(item("zero")).order == (3, 0)
+    with pytest.raises(ValueError, match="newFirst"):
+        PrioritySort(newFirst=1)  # type: ignore[arg-type]
 
 
 def test_a_fan_out_to_a_placement_short_of_its_n_is_not_demoted() -> None:

@@ -9,6 +9,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from scheduler import Outcome
@@ -283,3 +284,34 @@ def test_a_requeue_is_moot_only_while_every_queued_reason_is_and_a_cycle_read_it
     inbox.mark("reconcile", 50)
     assert inbox.state.pending_unless_read == 50
     assert inbox.take().reasons == ["reconcile"] and inbox.state.pending_unless_read is None
+
+
+def _report(fulfilled: bool) -> CycleReport:
+    outcome = Outcome(placement_type="PickN", wanted=2, picked=1, fulfilled=fulfilled)
+    return CycleReport(cycle=1, placement="web", snapshot="web-1", outcome=outcome)
+
+
+@pytest.mark.parametrize(
+    ("said", "last", "expected"),
+    [
+        (None, None, None),  # a sender that said nothing: first
+        (0, None, None),  # the watcher's new placement: first
+        (0, False, None),
+        (1, True, 1),  # wants more or changed, as the watcher saw it
+        (2, True, 2),  # a satisfied re-decision
+        (2, False, 1),  # the watcher saw it satisfied; its last cycle says it wants more
+        (2, None, 1),  # never ran a cycle here, but the watcher saw it scheduled
+        (1, False, 1),  # a watcher before newFirst: 1 was satisfied; still after new ones
+    ],
+)
+def test_a_turn_s_order_within_its_key_puts_new_placements_first(
+    said: int | None, last: bool | None, expected: int | None
+) -> None:
+    """PrioritySort's new first (issue 35) in the workflow's local turns: the watcher's word,
+    never after 'wants more' when the last cycle did not get all it asked for; values a watcher
+    before newFirst sent (0 unsatisfied, 1 satisfied) keep new placements first."""
+    state = PlacementState(
+        priority=TurnPriority(within_key=said),
+        last=None if last is None else _report(last),
+    )
+    assert state.turn_within_key() == expected
