@@ -100,6 +100,7 @@ def test_every_request_goes_out_as_the_official_client_sent_it(
     with HubClient.from_url(url, token=TOKEN) as client:
         client.patch_unread(ClusterResourceBinding, "b-1", labels)
         client.patch(MemberCluster, "m", labels, resource_version="7")
+        client.patch_unread(MemberCluster, "m", labels, resource_version="7", subresource="status")
         client.json_patch(MemberCluster, "m", ops)
         client.create(member)
         client.get(MemberCluster, "m")
@@ -112,6 +113,7 @@ def test_every_request_goes_out_as_the_official_client_sent_it(
     send("PATCH", f"{bindings}/b-1", body=labels, content_type=MERGE_PATCH)
     patched = {"metadata": {**labels["metadata"], "resourceVersion": "7"}}
     send("PATCH", f"{clusters}/m", body=patched, content_type=MERGE_PATCH)
+    send("PATCH", f"{clusters}/m/status", body=patched, content_type=MERGE_PATCH)
     send("PATCH", f"{clusters}/m", body=ops, content_type=JSON_PATCH)
     send("POST", clusters, body=member.to_wire())
     send("GET", f"{clusters}/m")
@@ -127,7 +129,7 @@ def test_every_request_goes_out_as_the_official_client_sent_it(
     send("DELETE", clusters, query=[("labelSelector", "env=prod")],
          body={"apiVersion": "v1", "kind": "DeleteOptions"})  # fmt: skip
 
-    assert len(ours) == len(seen) == 8
+    assert len(ours) == len(seen) == 9
     for mine, theirs in zip(ours, seen, strict=True):
         assert mine == theirs
     assert ("authorization", f"Bearer {TOKEN}") in [(k.lower(), v) for k, v in ours[0][2]]
