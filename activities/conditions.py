@@ -111,7 +111,8 @@ def write_scheduled_condition(
         if _unchanged(placement, wanted):
             return False
         try:
-            client.patch(
+            # The patched placement is not read back: nothing here uses it.
+            client.patch_unread(
                 type(placement),
                 placement.name,
                 {"status": {"conditions": _upserted(placement.status.conditions, wanted)}},

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final, Literal, Protocol
@@ -34,6 +35,7 @@ __all__ = [
     "heartbeat",
     "in_local_activity",
     "metered",
+    "paced_heartbeats",
 ]
 
 CycleOutcome = Literal["success", "requeue", "error", "unexpected"]
@@ -41,6 +43,15 @@ CycleOutcome = Literal["success", "requeue", "error", "unexpected"]
 will be retried with backoff; failed in a way retrying cannot fix (waits for the next event)."""
 
 BindingWrite = Literal["create", "patch", "unschedule", "remove_finalizer", "delete"]
+
+# Within `paced_heartbeats`, progress reaches Temporal once the activity has run this long, and
+# then at most this often: far inside a turn's heartbeat timeout (30 s,
+# workflows.execution.CYCLE_HEARTBEAT), while a turn that ends sooner sends none (issue 35).
+HEARTBEAT_AFTER_S: Final = 1.0
+
+# When the running activity's next heartbeat is due (time.monotonic()); None: every one goes.
+# The SDK runs each activity in its own copy of the context, so this is per activity attempt.
+_beat_due: ContextVar[float | None] = ContextVar("fleet_scheduler_beat_due", default=None)
 
 # Metric label for a placement type outside KubeFleet's three (a bad snapshot), so a typo in
 # one snapshot cannot grow the series count.
@@ -105,9 +116,31 @@ class ActivitySettings:
 
 
 def heartbeat(progress: str) -> None:
+    """Report progress to Temporal (paced inside `paced_heartbeats`)."""
+    due = _beat_due.get()
+    if due is not None:
+        now = time.monotonic()
+        if now < due:
+            return
+        _beat_due.set(now + HEARTBEAT_AFTER_S)
     # A local activity has no heartbeat of its own (its workflow task is kept alive instead).
     if not in_local_activity():
         activity.heartbeat(progress)
+
+
+@contextmanager
+def paced_heartbeats() -> Iterator[None]:
+    """Within: `heartbeat` sends progress only once HEARTBEAT_AFTER_S have passed since entry,
+    and then at most every HEARTBEAT_AFTER_S.
+
+    A thread-bound activity's heartbeat is a blocking round trip to the worker's event loop
+    (which encodes the details) and, for the first one, a call to the Temporal server: a turn
+    beat three times, in a few tens of milliseconds, for a timeout of 30 s (issue 35)."""
+    token = _beat_due.set(time.monotonic() + HEARTBEAT_AFTER_S)
+    try:
+        yield
+    finally:
+        _beat_due.reset(token)
 
 
 def in_local_activity() -> bool:

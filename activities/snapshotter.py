@@ -100,7 +100,7 @@ def _update(
     if update.annotations:
         metadata["annotations"] = dict(update.annotations)
     try:
-        client.patch(
+        client.patch_unread(  # the patched snapshot is not read back: nothing uses it
             kind,
             update.name,
             {"metadata": metadata},

@@ -29,7 +29,14 @@ from activities.enforcement import RETRY_AFTER_SECONDS, enforce
 from activities.local_slots import local_slot
 from activities.moves import apply_moves
 from activities.outage import is_outage, through_outages
-from activities.plumbing import ActivitySettings, heartbeat, in_local_activity, meter, metered
+from activities.plumbing import (
+    ActivitySettings,
+    heartbeat,
+    in_local_activity,
+    meter,
+    metered,
+    paced_heartbeats,
+)
 from activities.snapshotter import sync_policy_snapshots
 from activities.translate import hub_failures, is_retryable
 from activities.turn.cycle import outcome_of, read_clusters, run_cycle
@@ -111,7 +118,7 @@ class ScheduleOnce:
             call = functools.partial(self._local_turn, request)
         else:
             call = functools.partial(through_outages, gate, heartbeat, lambda: self._turn(request))
-        with local_slot(slots, request.order(), "the turn"):
+        with local_slot(slots, request.order(), "the turn"), paced_heartbeats():
             return self._advised(call, local)
 
     def _advised(self, call: Callable[[], TurnResult], local: bool) -> TurnResult:

@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+import pytest
 from temporalio.testing import ActivityEnvironment
 
+from activities import plumbing
 from devhub import DevHub
 from hub import names
 from hub.client import HubClient
@@ -38,8 +40,13 @@ def fleet(hub: HubClient) -> None:
 
 
 def test_a_pick_n_placement_gets_the_bindings_and_status_the_scheduler_decides(
-    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+    hub: HubClient,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Heartbeats unpaced, so each phase's progress shows (below).
+    monkeypatch.setattr(plumbing, "HEARTBEAT_AFTER_S", 0.0)
     fleet(hub)
     add_placement(hub, "web", PICK_TWO)
     rig = make_activities()
@@ -102,13 +109,35 @@ def test_a_pick_n_placement_gets_the_bindings_and_status_the_scheduler_decides(
     assert report.summary.startswith("cycle 7: PickN 2/2, picked b,c; 2 created, status written")
     assert report.explanation is not None
     assert report.explanation.filtered[0].clusters == ["d"]
-    # A heartbeat after each phase: read, schedule, then each binding write.
+    # A heartbeat after each phase once they are due (here at once): read, schedule, then each
+    # binding write.
     heartbeats = [details[0] for details in env.heartbeats]  # type: ignore[attr-defined]
     assert heartbeats[:3] == [
         "cycle 7: read 4 clusters",
         "cycle 7: scheduled, 2 binding writes",
         "created 1/2",
     ]
+
+
+def test_a_turn_sends_no_heartbeat_before_one_is_due(
+    hub: HubClient,
+    make_activities: Callable[..., Rig],
+    env: ActivityEnvironment,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each heartbeat of a thread-bound activity is a round trip to the worker's event loop,
+    and the first a call to the Temporal server: a turn that ends before its first beat is
+    due (HEARTBEAT_AFTER_S, default 1 s, the timeout 30 s) sends none (issue 35). The
+    interval is made long here so a slow machine cannot make the turn outlast it."""
+    monkeypatch.setattr(plumbing, "HEARTBEAT_AFTER_S", 600.0, raising=False)
+    fleet(hub)
+    add_placement(hub, "web", PICK_TWO)
+    rig = make_activities()
+
+    result = turn(env, rig.activities, "web", 7)
+
+    assert result.report is not None and result.report.writes.created == 2
+    assert env.heartbeats == []  # type: ignore[attr-defined]
 
 
 def test_the_hub_keeps_kubefleets_reasons_while_people_read_clean_ones(
