@@ -284,7 +284,21 @@ class Deployment:
     watcher_argv: list[str]
     run_id: str
     fleet: list[dict[str, Any]]
+    watcher_metrics: str = ""  # the watcher's /metrics (a restart moves it)
     bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    async def clusters_routed(self) -> int:
+        """MemberCluster updates the watcher has routed to placements (from its /metrics)."""
+        async with self.session.get(self.watcher_metrics) as response:
+            response.raise_for_status()
+            text = await response.text()
+        return sum(
+            int(float(line.rsplit(" ", 1)[1]))
+            for line in text.splitlines()
+            if line.startswith("fleet_scheduler_watcher_events")
+            and 'kind="MemberCluster"' in line
+            and 'action="signalled"' in line
+        )
 
     def name(self, phase: str, index: int) -> str:
         return f"k{self.run_id}-{phase}-{index:05d}"
@@ -336,7 +350,7 @@ async def start_deployment(
         worker.start(ready=READY)
         watcher.start(ready=READY)
         metrics = _metrics_url(await asyncio.to_thread(worker.wait_ready))
-        await asyncio.to_thread(watcher.wait_ready)
+        watcher_metrics = _metrics_url(await asyncio.to_thread(watcher.wait_ready))
         tracker = Tracker(hub)
         await tracker.start()
         deployment = Deployment(
@@ -352,6 +366,7 @@ async def start_deployment(
             watcher_argv=list(watcher.argv),
             run_id=secrets.token_hex(3),
             fleet=fleet,
+            watcher_metrics=watcher_metrics,
         )
         return deployment
     finally:
@@ -590,7 +605,7 @@ async def storm(d: Deployment, setup_names: list[str]) -> None:
         "storm.label.kubefleet_rule_placements",
         sum(1 for b in bodies if b["spec"]["policy"]["placementType"] == "PickAll"),
     )
-    await label_change(d, "storm.label", {STORM_KEY: STORM_VALUE})
+    await label_change(d, "storm.label", {STORM_KEY: STORM_VALUE}, routed=admitting > 0)
 
     unread = {**flipped, UNREAD_LABEL: d.run_id}
     _, admitting = changeable(bodies, UNREAD_LABEL, flipped, unread, taints)
@@ -598,17 +613,32 @@ async def storm(d: Deployment, setup_names: list[str]) -> None:
     await label_change(d, "storm.unread", {UNREAD_LABEL: d.run_id})
 
 
-async def label_change(d: Deployment, prefix: str, labels: dict[str, str]) -> None:
+async def label_change(
+    d: Deployment, prefix: str, labels: dict[str, str], *, routed: bool = False
+) -> None:
+    """The anchor cluster's `labels` changed: cycles, until quiet. With `routed` (the change
+    reaches placements), quiet is counted only once the watcher has routed the change: at
+    10,000 placements that takes it seconds, and a quiet of 3 s measured from the patch could
+    end before the first signal went out (`{prefix}.routed_s` says how long it took)."""
     await d.cycles.quiet()
     before = await d.cycles.count()
     reconciled = await completed_reconciles(d)
+    signalled = await d.clusters_routed()
     started = time.monotonic()
     await d.hub.patch(load.CLUSTERS_PATH, load.ANCHOR, {"metadata": {"labels": labels}})
+    if routed:
+        # bounded by: the phase's --timeout
+        while await d.clusters_routed() == signalled:
+            if time.monotonic() - started > d.args.timeout:
+                raise TimeoutError(f"{prefix}: the watcher routed no cluster update")
+            await asyncio.sleep(METRICS_POLL_S)
+        report(f"{prefix}.routed_s", time.monotonic() - started)
+    routed_at = time.monotonic()
     if d.args.storm_reconcile_after is not None:
         await asyncio.sleep(d.args.storm_reconcile_after)
         schedule = d.client.get_schedule_handle(names.reconcile_schedule_id(TASK_QUEUE))
         await schedule.trigger()
-    last = await d.cycles.quiet(since=started)
+    last = await d.cycles.quiet(since=routed_at)
     report(f"{prefix}.cycles", await d.cycles.count() - before)
     report(f"{prefix}.quiet_s", max(0.0, last - started))
     # A reconcile run (its Schedule, every 5 minutes) that lands inside the storm also judges
@@ -629,7 +659,7 @@ async def restart(d: Deployment, _: list[str]) -> None:
     began = time.monotonic()
     watcher.start(ready=READY)
     d.watcher = watcher
-    await asyncio.to_thread(watcher.wait_ready)
+    d.watcher_metrics = _metrics_url(await asyncio.to_thread(watcher.wait_ready))
     ready = time.monotonic()
     report("restart.ready_s", ready - began)
     reconciled = await reconcile_done(d, reconciled_before, ready)
