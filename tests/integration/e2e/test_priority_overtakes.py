@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator
 from datetime import datetime
 
 import pytest
-import pytest_asyncio
 from temporalio.client import Client
 
 from activities.plumbing import ActivitySettings
@@ -29,7 +27,6 @@ from hub.client import HubClient
 from hub.names import PRIORITY_CLASS_ANNOTATION
 from hub.types import ClusterResourcePlacement, PriorityClass
 from tests.support.fleet import add_cluster, status, unique
-from tests.support.temporal import start_temporal
 from tests.support.waits import until_async
 from workers.worker import build_worker
 from workflows.names import SA_PRIORITY, workflow_id
@@ -73,14 +70,6 @@ async def activity_started(client: Client, name: str) -> datetime:
         if event.HasField("activity_task_started_event_attributes"):
             return event.event_time.ToDatetime()
     raise AssertionError(f"{name}: no activity started")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def one_partition() -> AsyncIterator[Client]:
-    partitions = ("matching.numTaskqueueReadPartitions", "matching.numTaskqueueWritePartitions")
-    flags = [arg for key in partitions for arg in ("--dynamic-config-value", f"{key}=1")]
-    async with await start_temporal(*flags) as env:
-        yield env.client
 
 
 async def test_a_high_priority_placement_overtakes_a_backlog(

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator
 from datetime import datetime
 
 import pytest
-import pytest_asyncio
 from temporalio.client import Client
 
 from activities.plumbing import ActivitySettings
@@ -23,8 +21,8 @@ from control.config import RunConfig
 from control.watcher import Watcher
 from hub.client import HubClient
 from scheduler.framework.queue_sort import DEFAULT_PRIORITY_KEY
-from tests.support.fleet import add_cluster, add_placement, status, unique
-from tests.support.temporal import start_temporal
+from tests.integration.e2e.turn_order import has_cycles, turn_queued
+from tests.support.fleet import add_cluster, add_placement, unique
 from tests.support.waits import until_async
 from workers.worker import build_worker
 from workflows.models import RequeueRequest
@@ -36,28 +34,6 @@ BACKLOG = 8
 PICK_ALL = {"placementType": "PickAll"}
 # The key of our own resyncs' requeues: one below a plain placement's own (docs/priority.md).
 FAN_OUT_KEY = DEFAULT_PRIORITY_KEY + 1
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def one_partition() -> AsyncIterator[Client]:
-    partitions = ("matching.numTaskqueueReadPartitions", "matching.numTaskqueueWritePartitions")
-    flags = [arg for key in partitions for arg in ("--dynamic-config-value", f"{key}=1")]
-    async with await start_temporal(*flags) as env:
-        yield env.client
-
-
-async def cycles(client: Client, name: str) -> int:
-    current = await status(client, name)
-    return 0 if current is None else current.cycles
-
-
-async def has_cycles(client: Client, name: str, at_least: int) -> bool:
-    return await cycles(client, name) >= at_least
-
-
-async def turn_queued(client: Client, name: str) -> bool:
-    current = await status(client, name)
-    return current is not None and current.phase == "running"
 
 
 async def activities_started(client: Client, name: str) -> list[tuple[datetime, int]]:

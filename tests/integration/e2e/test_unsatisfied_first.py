@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import pytest
-import pytest_asyncio
 from temporalio import activity
 from temporalio.client import Client
 
@@ -32,8 +31,8 @@ from hub.types import ClusterResourcePlacement
 from scheduler import load_profile
 from scheduler.framework.queue_sort import TurnCause
 from scheduler.requeue.watch_rules import scheduled_condition_current
+from tests.integration.e2e.turn_order import cycles, has_cycles, turn_queued
 from tests.support.fleet import add_cluster, add_placement, status, unique
-from tests.support.temporal import start_temporal
 from tests.support.waits import until_async
 from workers.worker import PlacementWorkers, build_worker, local_slots
 from workflows.names import workflow_id
@@ -49,28 +48,6 @@ PREFERRING = {
         {"weight": 10, "preference": {"labelSelector": {"matchLabels": {"edited": "yes"}}}}
     ]}},
 }  # fmt: skip
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def one_partition() -> AsyncIterator[Client]:
-    partitions = ("matching.numTaskqueueReadPartitions", "matching.numTaskqueueWritePartitions")
-    flags = [arg for key in partitions for arg in ("--dynamic-config-value", f"{key}=1")]
-    async with await start_temporal(*flags) as env:
-        yield env.client
-
-
-async def cycles(client: Client, name: str) -> int:
-    current = await status(client, name)
-    return 0 if current is None else current.cycles
-
-
-async def has_cycles(client: Client, name: str, at_least: int) -> bool:
-    return await cycles(client, name) >= at_least
-
-
-async def turn_queued(client: Client, name: str) -> bool:
-    current = await status(client, name)
-    return current is not None and current.phase == "running"
 
 
 async def last_activity_started(client: Client, name: str) -> datetime:
