@@ -1,6 +1,6 @@
-"""What the tests of turn order under load share (test_unsatisfied_first, test_resync_newcomer;
-their Temporal server of one partition is conftest's `one_partition`): a placement's cycles and
-queued turn, as its workflow's `status` query says them."""
+"""What the tests of turn order under load share (test_unsatisfied_first; their Temporal server
+of one partition is conftest's `one_partition`): a placement's cycles and queued turn, as
+its workflow's `status` query says them."""
 
 from __future__ import annotations
 
