@@ -20,12 +20,14 @@ from workflows.models import (
     RequeueRequest,
 )
 
-__all__ = ["MAX_PENDING_REASONS", "Inbox", "Work"]
+__all__ = ["IDLE_FOR", "MAX_PENDING_REASONS", "Inbox", "Work"]
 
 # Reasons kept for a turn (its reason line and the status query): the first this many since
 # the last turn began; later ones are not kept (the turn runs all the same).
 MAX_PENDING_REASONS: Final = 20
 STARTED: Final = "workflow started"
+# What an idle placement waits for (its status's `waiting_for`).
+IDLE_FOR: Final = "an event (placement, snapshot, cluster or binding change, or requeue)"
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,8 @@ class Inbox:
     def requeue(self, request: RequeueRequest, own_key: int | None, moot: bool) -> None:
         """The `requeue` signal (or update): a turn at the key it asks for (None: `own_key`, the
         placement's own), fresh if it says so; with `moot`, one its `unless_read` may make
-        moot."""
+        moot (the reconcile's, for a cluster change, which a turn running or queued when it
+        arrives may already have read)."""
         self.keep_fresh(request.fresh)
         self.ask(request.priority if request.priority is not None else own_key)
         kind = "fresh requeue" if request.fresh else "requeue"

@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
         TurnExecution,
         failure_message,
     )
-    from workflows.inbox import Inbox, Work
+    from workflows.inbox import IDLE_FOR, Inbox, Work
     from workflows.models import (
         CleanupReport,
         CleanupRequest,
@@ -77,7 +77,6 @@ __all__ = ["RUN_EVENTS_BOUND", "PlacementWorkflow", "ResourcePlacementWorkflow"]
 # A cycle may write thousands of bindings, so it heartbeats instead of relying on a long
 # start-to-close alone (workflows.execution).
 CYCLE_TIMEOUT = timedelta(minutes=10)
-IDLE_FOR = "an event (placement, snapshot, cluster or binding change, or requeue)"
 CLEANUP_TIMEOUT = timedelta(minutes=10)
 REPORT_TIMEOUT = timedelta(minutes=1)  # a deadline miss reported alone: a read and two writes
 # How requeue_and_wait refuses an update while the run continues-as-new or completes.
@@ -367,7 +366,6 @@ class PlacementWorkflow:
 
     @workflow.signal(name=names.SIGNAL_REQUEUE)
     def requeue(self, request: RequeueRequest | None = None) -> None:
-        # The reconcile's, for a cluster change, may be moot by the time a turn would take it.
         self._requeue(request, moot=self._patched.from_start(MOOT_REQUEUE_PATCH))
 
     def _requeue(self, request: RequeueRequest | None, *, moot: bool) -> None:

@@ -3,6 +3,7 @@ profiles, and the example PriorityByLabel plugin."""
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from pathlib import Path
 
@@ -291,13 +292,7 @@ def test_an_unsatisfied_turn_goes_before_a_re_decision_of_its_class(cls: str | N
 
 def new(cls: str | None = None, cause: TurnCause = TurnCause.PLACEMENT) -> QueueItem:
     """A turn of a placement that has nothing yet: never scheduled."""
-    return QueueItem(
-        ObjectMeta(name="web", annotations={ANNOTATION: cls} if cls else {}),
-        cause,
-        CLASSES,
-        unsatisfied=True,
-        new=True,
-    )
+    return dataclasses.replace(unsatisfied(cls, cause), new=True)
 
 
 @pytest.mark.parametrize("cls", ["critical", "zero", "low", None])
