@@ -1,6 +1,7 @@
 """`cleanup_placement`: the scheduler's part of deleting a placement (kubefleet-rules 3.4).
 
-It deletes the placement's bindings (after dropping the scheduler's finalizer from each), in
+It deletes the placement's bindings (after dropping the scheduler's finalizer from each) and its
+PlacementDecisions (docs/decisions.md), in
 standalone mode its policy snapshots too (the placement controller's part, kubefleet-rules 2.6),
 then removes the scheduler-cleanup finalizer so the deletion can finish. Every step is safe to
 repeat: a retried attempt finds less to do."""
@@ -12,6 +13,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.bindings import Pacer
 from activities.capacity import release_placement, requests_of
+from activities.decisions import target_for, withdraw
 from activities.local_slots import local_slot
 from activities.outage import through_outages
 from activities.plumbing import ActivitySettings, heartbeat, in_local_activity
@@ -99,12 +101,20 @@ class CleanupPlacement:
             if snapshots:
                 client.delete_collection(kinds.snapshot, selector, namespace=namespace)
 
+        # Its PlacementDecisions go with its bindings, under the same finalizer.
+        withdrawn = 0
+        if self._settings.decisions is not None:
+            target = target_for(self._settings.decisions, name, namespace)
+            withdrawn = withdraw(client, target)
+
         removed = placement is not None and self._remove_placement_finalizer(placement)
         parts = [f"{deleted} binding(s) deleted"]
         if released:
             parts.append(f"{released} reservation(s) released")
         if self._settings.snapshotter:
             parts.append(f"{snapshots} policy snapshot(s) deleted")
+        if withdrawn:
+            parts.append(f"{withdrawn} decision slice(s) deleted")
         parts.append("finalizer removed" if removed else "no finalizer to remove")
         return CleanupReport(
             bindings_deleted=deleted,

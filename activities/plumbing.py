@@ -19,6 +19,7 @@ from temporalio import activity
 
 from activities.advice import TurnAdvisor
 from activities.bindings import Tally
+from activities.decisions import DecisionSettings
 from activities.local_slots import LocalSlots
 from activities.outage import HubGate
 from hub import names
@@ -106,6 +107,9 @@ class ActivitySettings:
     # The workflow worker's local slots (activities.local_slots): local turns run best key
     # first; None: in the order the SDK starts them. `build_worker` makes one with workflows.
     local_slots: LocalSlots | None = None
+    # Where turns publish their placements' PlacementDecisions (activities.decisions); None:
+    # they publish none (beside KubeFleet, by default: docs/decisions.md).
+    decisions: DecisionSettings | None = None
 
     def now(self) -> datetime:
         # metav1.Time has second precision; conditions compare equal after a round trip.

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Literal
 
+from activities.decisions import DecisionSettings
+from hub.names import FLEET_SYSTEM_NAMESPACE
 from scheduler.moves.rebalance import PACK, Strategy
 from workflows import names
 
@@ -134,6 +136,12 @@ class RunConfig:
     # PrioritySort's fairness keys when no profile file is given (docs/priority.md).
     fairness: bool = False
     resource_placements: bool = True  # KubeFleet's --enable-resource-placement
+    # KEP-5313 PlacementDecisions (docs/decisions.md): None is the default, on standalone and
+    # off beside KubeFleet (`decisions`); where a ClusterResourcePlacement's go, and where the
+    # ClusterProfiles they reference live.
+    placement_decisions: bool | None = None
+    decisions_namespace: str = FLEET_SYSTEM_NAMESPACE
+    cluster_profile_namespace: str = FLEET_SYSTEM_NAMESPACE
     local_cycles_up_to: int | None = None  # None: the workers choose (workflows.starts)
     # Turns let into Temporal at once per key and better: ADMISSION_AUTO (sized from the drain
     # rate), or a number (0: no window). Standalone only: beside KubeFleet there is no window.
@@ -164,6 +172,16 @@ class RunConfig:
             raise ValueError(
                 f"admission_window must be {ADMISSION_AUTO!r} or 0 or more, got {window!r}"
             )
+
+    @property
+    def decisions(self) -> DecisionSettings | None:
+        """Where turns publish PlacementDecisions; None when they publish none."""
+        on = self.snapshotter if self.placement_decisions is None else self.placement_decisions
+        if not on:
+            return None
+        return DecisionSettings(
+            namespace=self.decisions_namespace, profile_namespace=self.cluster_profile_namespace
+        )
 
     @property
     def workflows(self) -> bool:

@@ -27,6 +27,7 @@ __all__ = [
     "ACTIVE",
     "MERGE_LISTS",
     "NAMESPACES",
+    "HUB_NAMESPACES",
     "SYSTEM_NAMESPACES",
     "TERMINATING",
     "finalized",
@@ -47,6 +48,10 @@ KUBERNETES_FINALIZER: Final = "kubernetes"
 NAME_LABEL: Final = "kubernetes.io/metadata.name"
 # Created at start and after a reset; NamespaceLifecycle refuses to delete them.
 SYSTEM_NAMESPACES: Final = ("default", "kube-public", "kube-system")
+# Also there at start and after a reset, as on every KubeFleet hub (its hub agent runs there),
+# but deletable: where KubeFleet keeps its ClusterProfiles and fleet-scheduler, by default, a
+# ClusterResourcePlacement's PlacementDecisions (docs/decisions.md).
+HUB_NAMESPACES: Final = ("fleet-system",)
 LABEL_HINT: Final = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
     "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "

@@ -407,9 +407,10 @@ class Store:
         self._settle_priority_classes()
 
     def _settle_namespaces(self) -> None:
-        """After a start or a reset: the system namespaces exist, and so does every namespace a
-        stored object lives in; a terminating namespace left empty goes."""
-        wanted = set(namespaces.SYSTEM_NAMESPACES)
+        """After a start or a reset: the system namespaces (and fleet-system, as on a KubeFleet
+        hub) exist, and so does every namespace a stored object lives in; a terminating
+        namespace left empty goes."""
+        wanted = {*namespaces.SYSTEM_NAMESPACES, *namespaces.HUB_NAMESPACES}
         for in_namespace in self._by_namespace.values():
             wanted.update(in_namespace)
         existing = self._objects[NAMESPACES_KEY]

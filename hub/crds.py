@@ -128,7 +128,8 @@ class _Translator:
         properties["metadata"] = {"type": "object"}
         properties["apiVersion"] = {"type": "string"}
         properties["kind"] = {"type": "string"}
-        node["required"] = [name for name in node.get("required", []) if name in ("spec",)]
+        required = self._kind.REQUIRED
+        node["required"] = [name for name in node.get("required", []) if name in required]
         if not node["required"]:
             del node["required"]
         if self._kind.RULES:
@@ -248,7 +249,7 @@ def crd_for(kind: type[HubObject]) -> dict[str, Any]:
                     "served": True,
                     "storage": True,
                     "additionalPrinterColumns": columns,
-                    "subresources": {"status": {}},
+                    **({"subresources": {"status": {}}} if kind.STATUS_SUBRESOURCE else {}),
                     "schema": {"openAPIV3Schema": open_api_schema(kind)},
                 }
             ],

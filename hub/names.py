@@ -122,3 +122,16 @@ DECISION_ANNOTATIONS: Final = (
     AFFINITY_ENFORCEMENT_ANNOTATION,
     SCHEDULE_DEADLINE_ANNOTATION,
 )
+
+# KEP-5313 PlacementDecisions (docs/decisions.md): the labels that tie a placement's slices
+# together, the scheduler name they carry, and where the ClusterProfiles (KEP-4322) they
+# reference live by default: KubeFleet's hub agent keeps one per MemberCluster, of the same
+# name, in its system namespace.
+DECISION_PLACEMENT_KEY_LABEL: Final = "multicluster.x-k8s.io/placement-key"
+DECISION_KEY_LABEL: Final = "multicluster.x-k8s.io/decision-key"
+DECISION_INDEX_LABEL: Final = "multicluster.x-k8s.io/decision-index"
+# Which kind of placement a slice is for, so a ClusterResourcePlacement's and a
+# ResourcePlacement's of one name never mix in one namespace.
+DECISION_PLACEMENT_KIND_LABEL: Final = OWN_PREFIX + "placement-kind"
+DECISION_SCHEDULER_NAME: Final = "fleet-scheduler"
+FLEET_SYSTEM_NAMESPACE: Final = "fleet-system"

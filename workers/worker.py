@@ -549,7 +549,9 @@ async def serve(
     settings = (
         settings
         if settings is not None
-        else ActivitySettings(snapshotter=config.snapshotter, metrics=metrics)
+        else ActivitySettings(
+            snapshotter=config.snapshotter, metrics=metrics, decisions=config.decisions
+        )
     )
     in_process = run_worker or run_activities
     parts = [

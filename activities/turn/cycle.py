@@ -26,6 +26,7 @@ from activities.capacity import (
 )
 from activities.conditions import write_scheduled_condition
 from activities.deadline import deadline_condition, record_deadline_event
+from activities.decisions import publish, target_for
 from activities.plumbing import ActivitySettings, CycleOutcome, CycleRun, PhaseSpans, heartbeat
 from activities.shared_results import shared_for
 from hub import names
@@ -39,6 +40,7 @@ from hub.types import (
     MemberCluster,
 )
 from scheduler import CapacityInput, CycleInput, CycleResult, Explanation, schedule
+from scheduler.bindings.published import active_after
 from scheduler.cycles.schedule import placement_type_of
 from scheduler.explain.readable import main_filter_reasons, readable_reason
 from scheduler.opt_in.deadline import (
@@ -211,6 +213,16 @@ def _run_cycle(
         span.set_attribute("patched", run.tally.patched)
         span.set_attribute("unscheduled", run.tally.unscheduled)
 
+    decisions_written = 0
+    if settings.decisions is not None:
+        # In step with the bindings this turn leaves (docs/decisions.md).
+        with tracer.start_as_current_span("publish_decisions") as span:
+            target = target_for(settings.decisions, request.placement, request.namespace)
+            decisions_written = publish(
+                client, target, active_after(fleet.bindings, result.plan)
+            )
+            span.set_attribute("written", decisions_written)
+
     with tracer.start_as_current_span("write_status") as span:
         status_written = False
         write = result.plan.snapshot_status
@@ -254,6 +266,7 @@ def _run_cycle(
         status_written=status_written,
         placement_condition_written=condition_written,
         deadline_event=deadline_event,
+        decisions_written=decisions_written,
     )
     return CycleReport(
         cycle=request.cycle,
@@ -360,6 +373,8 @@ def cycle_summary(cycle: int, result: CycleResult, writes: WriteCounts) -> str:
         parts.append("placement condition written")
     if writes.deadline_event:
         parts.append("deadline Event")
+    if writes.decisions_written:
+        parts.append(f"{writes.decisions_written} decision slice(s) written")
     if result.requeue:
         parts.append("requeue")
     return f"{head}; " + (", ".join(parts) if parts else "no change") + _filtered(explanation)

@@ -1,4 +1,5 @@
-"""Pydantic models of the KubeFleet v1beta1 kinds the scheduler reads and writes, and of the
+"""Pydantic models of the KubeFleet v1beta1 kinds the scheduler reads and writes (and of ours:
+CapacityLedger; KEP-5313's PlacementDecision), and of the
 built-in Kubernetes kinds its tools touch (Namespace, Event, PriorityClass).
 
 `KINDS` lists the fleet kinds only: each has a CRD (`hub.crds`); the API server serves the
@@ -16,6 +17,13 @@ from hub.types.cluster_v1beta1 import (
 )
 from hub.types.core_v1 import Event, Namespace
 from hub.types.meta import Condition, FleetModel, HubObject, ObjectMeta, OwnerReference
+from hub.types.multicluster_v1alpha1 import (
+    ClusterProfileReference,
+    DuckDecision,
+    PlacementDecision,
+    PlacementDecisionStatus,
+    ProfileDecision,
+)
 from hub.types.placement_v1beta1 import (
     Affinity,
     ClusterAffinity,
@@ -59,6 +67,7 @@ KINDS: tuple[type[HubObject], ...] = (
     ResourceBinding,
     CapacityLedger,
     ClusterResourcePlacementDisruptionBudget,
+    PlacementDecision,
 )
 
 __all__ = [
@@ -69,6 +78,7 @@ __all__ = [
     "CapacityLedgerSpec",
     "ClusterAffinity",
     "ClusterDecision",
+    "ClusterProfileReference",
     "ClusterResourceBinding",
     "ClusterResourceBindingSpec",
     "ClusterResourcePlacement",
@@ -80,6 +90,7 @@ __all__ = [
     "ClusterSelector",
     "ClusterSelectorTerm",
     "Condition",
+    "DuckDecision",
     "Event",
     "FleetModel",
     "HubObject",
@@ -91,10 +102,13 @@ __all__ = [
     "Namespace",
     "ObjectMeta",
     "OwnerReference",
+    "PlacementDecision",
+    "PlacementDecisionStatus",
     "PlacementDisruptionBudgetSpec",
     "PlacementPolicy",
     "PreferredClusterSelector",
     "PriorityClass",
+    "ProfileDecision",
     "PropertySelector",
     "PropertySelectorRequirement",
     "PropertySorter",

@@ -141,6 +141,10 @@ class HubObject(FleetModel):
     PRINTER_COLUMNS: ClassVar[tuple[tuple[str, str, str], ...]] = ()
     # CEL rules (rule, message) on the whole object, where `self.metadata.name` is readable.
     RULES: ClassVar[tuple[tuple[str, str], ...]] = ()
+    # Top-level fields the CRD requires, and whether it has a status subresource (a write to
+    # the object then leaves its status alone). Every kind but data-only ones: spec, status.
+    REQUIRED: ClassVar[tuple[str, ...]] = ("spec",)
+    STATUS_SUBRESOURCE: ClassVar[bool] = True
 
     api_version: str = ""
     kind: str = ""

@@ -42,6 +42,8 @@ from control.schedules import (
     DEFAULT_RECONCILE_EVERY,
 )
 from hub.client import HubClient
+from hub.names import FLEET_SYSTEM_NAMESPACE
+from hub.validation import is_dns1123_label
 from scheduler import Profile, ProfileError, load_profile
 from workers.devserver import (
     DEFAULT_NAMESPACE,
@@ -294,6 +296,20 @@ def add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: in
                              "at most N. Standalone only: "
                              "beside KubeFleet (--no-snapshotter) auto is no limit and N is "
                              f"refused (default {DEFAULT_ADMISSION_WINDOW})")
+    parser.add_argument("--placement-decisions", type=on_off, default=None, metavar="on|off",
+                        help="publish each placement's decisions as KEP-5313 PlacementDecisions "
+                             "(docs/decisions.md; default: on standalone, off with "
+                             "--no-snapshotter)")
+    parser.add_argument("--placement-decisions-namespace", type=namespace_name,
+                        default=FLEET_SYSTEM_NAMESPACE, metavar="NS",
+                        help="where a ClusterResourcePlacement's PlacementDecisions go (a "
+                             "ResourcePlacement's go in its own namespace; default "
+                             f"{FLEET_SYSTEM_NAMESPACE})")
+    parser.add_argument("--cluster-profile-namespace", type=namespace_name,
+                        default=FLEET_SYSTEM_NAMESPACE, metavar="NS",
+                        help="the namespace of the ClusterProfiles the decisions reference, one "
+                             "per member cluster, of its name (KubeFleet's hub agent keeps them "
+                             f"in {FLEET_SYSTEM_NAMESPACE}, the default)")
     parser.add_argument("--no-resource-placements", action="store_true",
                         help="do not schedule namespaced ResourcePlacements (KubeFleet's "
                              "--enable-resource-placement=false); for a hub without their CRDs")
@@ -311,6 +327,26 @@ def admission_window(value: str) -> AdmissionWindowSetting:
         return parse_admission_window(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def on_off(value: str) -> bool:
+    """A switch given as on or off (also true/false, yes/no, 1/0), case aside."""
+    word = value.strip().lower()
+    if word in ("on", "true", "yes", "1"):
+        return True
+    if word in ("off", "false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected on or off, got {value!r}")
+
+
+def namespace_name(value: str) -> str:
+    """A Kubernetes namespace name (a DNS-1123 label), else a usage error."""
+    if not is_dns1123_label(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a namespace name: at most 63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit"
+        )
+    return value
 
 
 def interval_seconds(value: str) -> float:
@@ -356,7 +392,10 @@ def scheduler_profile(config: RunConfig) -> Profile | None:
 
 def activity_settings(config: RunConfig, metrics: SchedulerMetrics) -> ActivitySettings:
     return ActivitySettings(
-        snapshotter=config.snapshotter, profile=scheduler_profile(config), metrics=metrics
+        snapshotter=config.snapshotter,
+        profile=scheduler_profile(config),
+        metrics=metrics,
+        decisions=config.decisions,
     )
 
 
@@ -370,6 +409,9 @@ def scheduler_fields(args: argparse.Namespace) -> dict[str, Any]:
         "profile_file": args.config,
         "fairness": args.fairness,
         "resource_placements": not args.no_resource_placements,
+        "placement_decisions": args.placement_decisions,
+        "decisions_namespace": args.placement_decisions_namespace,
+        "cluster_profile_namespace": args.cluster_profile_namespace,
         "local_cycles_up_to": args.local_cycles_up_to,
         "admission_window": args.admission_window,
         "max_concurrent_activities": args.max_concurrent_activities,

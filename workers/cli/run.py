@@ -210,6 +210,13 @@ def run_argv(config: RunConfig) -> list[str]:
         "--temporal-profile": config.temporal.profile,
         "--config": config.profile_file,
         "--build-id": config.version.build_id,
+        "--placement-decisions": (
+            None
+            if config.placement_decisions is None
+            else ("on" if config.placement_decisions else "off")
+        ),
+        "--placement-decisions-namespace": config.decisions_namespace,
+        "--cluster-profile-namespace": config.cluster_profile_namespace,
     }
     # flag=value in one word: a value may begin with "-" (a task queue "-blue").
     argv = [sys.executable, "-m", "workers.cli", f"--log-level={config.log_level}", "run"]

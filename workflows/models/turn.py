@@ -70,6 +70,7 @@ class WriteCounts(CompactWire):
     status_written: bool = False
     placement_condition_written: bool = False
     deadline_event: bool = False  # a ScheduleDeadlineExceeded Event was created
+    decisions_written: int = 0  # PlacementDecision slices created, replaced or deleted
 
     @property
     def bindings(self) -> int:

@@ -42,7 +42,8 @@ def test_apis_lists_both_fleet_groups_at_v1beta1_ours_and_the_scheduling_group(
     assert body["kind"] == "APIGroupList"
     groups = {group["name"]: group for group in body["groups"]}
     assert set(groups) == {
-        names.PLACEMENT_GROUP, names.CLUSTER_GROUP, names.OWN_GROUP, "scheduling.k8s.io"
+        names.PLACEMENT_GROUP, names.CLUSTER_GROUP, names.OWN_GROUP, "scheduling.k8s.io",
+        "multicluster.x-k8s.io",  # KEP-5313's PlacementDecision (docs/decisions.md)
     }  # fmt: skip
     for name in (names.PLACEMENT_GROUP, names.CLUSTER_GROUP):
         assert groups[name]["preferredVersion"] == {"groupVersion": f"{name}/v1beta1",
@@ -68,10 +69,14 @@ def test_resource_list_describes_every_kind(api: Client, kind: type[HubObject]) 
     assert entry["kind"] == kind.KIND
     assert entry["singularName"] == kind.SINGULAR
     assert entry["namespaced"] is kind.NAMESPACED
-    assert entry["shortNames"] == list(kind.SHORT_NAMES)
-    assert entry["categories"] == list(kind.CATEGORIES)
+    # As kube-apiserver: no shortNames or categories key when the CRD names none.
+    assert entry.get("shortNames", []) == list(kind.SHORT_NAMES)
+    assert entry.get("categories", []) == list(kind.CATEGORIES)
     assert set(entry["verbs"]) == {"create", "delete", "deletecollection", "get", "list",
                                    "patch", "update", "watch"}
+    if not kind.STATUS_SUBRESOURCE:  # data only: PlacementDecision
+        assert f"{kind.PLURAL}/status" not in resources
+        return
     status = resources[f"{kind.PLURAL}/status"]
     assert set(status["verbs"]) == {"get", "patch", "update"}
 

@@ -215,8 +215,8 @@ def test_kubectl_creates_lists_and_deletes_namespaces(api: Client, kubectl: Kube
     rows = _rows(kubectl("get", "ns").stdout)
     assert rows[0][:2] == ["NAME", "STATUS"]
     assert [row[:2] for row in rows[1:]] == [
-        ["default", "Active"], ["kube-public", "Active"], ["kube-system", "Active"],
-        ["team-a", "Active"]]
+        ["default", "Active"], ["fleet-system", "Active"], ["kube-public", "Active"],
+        ["kube-system", "Active"], ["team-a", "Active"]]
     again = kubectl("create", "ns", "team-a", check=False)
     assert 'namespaces "team-a" already exists' in again.stderr
     assert 'namespace "team-a" deleted' in kubectl("delete", "ns", "team-a").stdout

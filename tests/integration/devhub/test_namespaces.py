@@ -60,8 +60,9 @@ def test_the_system_namespaces_exist_and_are_active(api: Client) -> None:
     listing = api.get(NAMESPACES).json()
     assert listing["kind"] == "NamespaceList"
     assert listing["apiVersion"] == "v1"
+    # fleet-system too, as on every KubeFleet hub (deletable, unlike the system ones).
     assert [item["metadata"]["name"] for item in listing["items"]] == [
-        "default", "kube-public", "kube-system"]
+        "default", "fleet-system", "kube-public", "kube-system"]
     default = api.get(f"{NAMESPACES}/default").json()
     assert default["status"] == {"phase": "Active"}
     assert default["metadata"]["labels"] == {"kubernetes.io/metadata.name": "default"}
@@ -129,7 +130,7 @@ def test_system_namespaces_may_not_be_deleted(api: Client, name: str) -> None:
 
 def test_namespaces_have_no_deletecollection(api: Client) -> None:
     assert api.delete(NAMESPACES).status_code == 405
-    assert len(api.get(NAMESPACES).json()["items"]) == 3
+    assert len(api.get(NAMESPACES).json()["items"]) == 4
 
 
 def test_a_namespace_watch_from_a_resource_version_sees_its_life(api: Client) -> None:
@@ -516,7 +517,7 @@ def test_the_official_kubernetes_client_reads_and_writes_namespaces(
         core = kubernetes.client.CoreV1Api(client)
         core.create_namespace({"metadata": {"name": "team-a"}})
         assert [ns.metadata.name for ns in core.list_namespace().items] == [
-            "default", "kube-public", "kube-system", "team-a"]
+            "default", "fleet-system", "kube-public", "kube-system", "team-a"]
         custom = kubernetes.client.CustomObjectsApi(client)
         custom.create_namespaced_custom_object(
             "placement.kubernetes-fleet.io", "v1beta1", "team-a", "resourceplacements",
@@ -573,7 +574,7 @@ def test_namespaces_and_their_content_survive_a_restart(
 
     second = Client(devhub_factory(data_dir=data))
     assert [ns["metadata"]["name"] for ns in second.get(NAMESPACES).json()["items"]] == [
-        "default", "kube-public", "kube-system", "team-a", "team-b"]
+        "default", "fleet-system", "kube-public", "kube-system", "team-a", "team-b"]
     assert second.get(f"{rps('team-a')}/web").json() == web_a
     assert second.get(f"{rps('default')}/web").json() == web_default
     assert _keys(second.get(ALL_RPS).json()) == [("default", "web"), ("team-a", "web")]

@@ -53,8 +53,16 @@ NAMESPACED_KINDS = {
 }
 
 
+# Namespaced and not KubeFleet's: KEP-5313's PlacementDecision (docs/decisions.md).
+OTHER_NAMESPACED_KINDS = {"PlacementDecision"}
+
+
 def test_the_namespaced_kinds_are_kubefleets() -> None:
-    namespaced = {k.KIND: k.SHORT_NAMES for k in KINDS if k.NAMESPACED}
+    namespaced = {
+        k.KIND: k.SHORT_NAMES
+        for k in KINDS
+        if k.NAMESPACED and k.KIND not in OTHER_NAMESPACED_KINDS
+    }
     assert namespaced == {kind: (short,) for kind, short in NAMESPACED_KINDS.items()}
     by_kind = {k.KIND: crds.crd_for(k) for k in KINDS}
     rp_columns = by_kind["ResourcePlacement"]["spec"]["versions"][0]["additionalPrinterColumns"]
@@ -77,14 +85,16 @@ def test_crd_names_scope_and_subresources(kind: type[HubObject]) -> None:
     assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
     assert crd["metadata"]["name"] == f"{kind.PLURAL}.{kind.GROUP}"
     spec = crd["spec"]
-    assert spec["scope"] == ("Namespaced" if kind.KIND in NAMESPACED_KINDS else "Cluster")
+    namespaced = kind.KIND in NAMESPACED_KINDS or kind.KIND in OTHER_NAMESPACED_KINDS
+    assert spec["scope"] == ("Namespaced" if namespaced else "Cluster")
     assert spec["names"]["kind"] == kind.KIND
     assert spec["names"]["listKind"] == f"{kind.KIND}List"
-    assert spec["names"]["shortNames"] == list(kind.SHORT_NAMES)
-    assert spec["names"]["categories"] == list(kind.CATEGORIES)
+    assert spec["names"].get("shortNames", []) == list(kind.SHORT_NAMES)
+    assert spec["names"].get("categories", []) == list(kind.CATEGORIES)
     (version,) = spec["versions"]
     assert (version["name"], version["served"], version["storage"]) == (kind.VERSION, True, True)
-    assert version["subresources"] == {"status": {}}
+    # Data-only kinds (PlacementDecision) keep their status in the object itself.
+    assert version.get("subresources") == ({"status": {}} if kind.STATUS_SUBRESOURCE else None)
     columns = version["additionalPrinterColumns"]
     assert [c["name"] for c in columns] == [c[0] for c in kind.PRINTER_COLUMNS] + ["Age"]
     assert columns[-1] == {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}

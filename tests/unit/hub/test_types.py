@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from hub.types import (
     KINDS,
     CapacityLedger,
+    PlacementDecision,
     ClusterDecision,
     ClusterResourceBinding,
     ClusterResourcePlacement,
@@ -230,6 +231,26 @@ def budget() -> dict[str, Any]:
     }
 
 
+def placement_decision() -> dict[str, Any]:
+    doc_metadata = metadata("crp-web-0")
+    doc_metadata["namespace"] = "fleet-system"
+    return {
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+        "kind": "PlacementDecision",
+        "metadata": doc_metadata,
+        "schedulerName": "fleet-scheduler",
+        "decisions": [
+            {
+                "clusterProfileRef": {"name": "member-1", "namespace": "fleet-system"},
+                "reason": "picked by scheduling policy",
+            }
+        ],
+        "status": {
+            "decisions": [{"clusterName": "member-1", "reason": "picked by scheduling policy"}]
+        },
+    }
+
+
 def in_namespace(sample: Callable[[], dict[str, Any]], kind: str) -> Callable[[], dict[str, Any]]:
     """The namespaced sibling's sample: the same document, another kind, in a namespace."""
 
@@ -252,6 +273,7 @@ SAMPLES: dict[type[HubObject], Any] = {
     ResourceBinding: in_namespace(binding, "ResourceBinding"),
     CapacityLedger: ledger,
     ClusterResourcePlacementDisruptionBudget: budget,
+    PlacementDecision: placement_decision,
 }
 
 
