@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from activities.decisions import DecisionSettings
 from hub import names
 from hub.client import HubClient
 from hub.errors import NotFoundError, UnauthorizedError
@@ -24,6 +25,7 @@ from hub.types import (
     ClusterResourcePlacementDisruptionBudget,
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
+    PlacementDecision,
     ResourceBinding,
     ResourcePlacement,
     SchedulingPolicySnapshot,
@@ -50,6 +52,7 @@ REQUIRED_KINDS: tuple[type[HubObject], ...] = (
 # The kinds a hub may not serve or let us read (see the module doc).
 OPTIONAL_KINDS: tuple[type[HubObject], ...] = (
     CapacityLedger,
+    PlacementDecision,
     ClusterResourcePlacementDisruptionBudget,
     ResourcePlacement,
     SchedulingPolicySnapshot,
@@ -94,12 +97,17 @@ def _listed(hub: HubClient, kind: type[T], selector: dict[str, str] | None = Non
 
 
 def read_fleet_state(
-    hub: HubClient, *, resource_placements: bool = True, strict: bool = False
+    hub: HubClient,
+    *,
+    resource_placements: bool = True,
+    strict: bool = False,
+    decisions: DecisionSettings | None = None,
 ) -> FleetState:
     """Everything the invariants read, listed in parallel (Temporal's workflows aside: the
     caller adds them). `resource_placements` False: ResourcePlacements are not read
     (`--no-resource-placements`). `strict` (`check`): a kind the hub serves but does not let
-    us read raises (see `_served`); only a kind it does not serve is tolerated."""
+    us read raises (see `_served`); only a kind it does not serve is tolerated. `decisions`:
+    where PlacementDecisions are published; None, they are not read or checked."""
     served = functools.partial(_served, hub, strict=strict)
 
     reads: dict[str, Callable[[], Any]] = {
@@ -114,6 +122,8 @@ def read_fleet_state(
         reads["rps"] = lambda: served(ResourcePlacement)
         reads["rp_snapshots"] = lambda: served(SchedulingPolicySnapshot, LATEST)
         reads["rbs"] = lambda: served(ResourceBinding)
+    if decisions is not None:
+        reads["decisions"] = lambda: served(PlacementDecision)
     with ThreadPoolExecutor(max_workers=len(reads), thread_name_prefix="fleet-state") as pool:
         futures = {name: pool.submit(read) for name, read in reads.items()}
         got = {name: future.result() for name, future in futures.items()}
@@ -127,6 +137,9 @@ def read_fleet_state(
         ledgers=got["ledgers"],
         budgets=got["budgets"],
         namespaced=namespaced,
+        decisions=got.get("decisions"),
+        decisions_namespace=(decisions or DecisionSettings()).namespace,
+        profile_namespace=(decisions or DecisionSettings()).profile_namespace,
     )
 
 

@@ -104,7 +104,10 @@ class ReconcileFleet:
     async def _reconcile(self, request: ReconcileInput) -> ReconcileReport:
         hub = self._hub
         state = await asyncio.to_thread(
-            read_fleet_state, hub, resource_placements=request.resource_placements
+            read_fleet_state,
+            hub,
+            resource_placements=request.resource_placements,
+            decisions=self._settings.decisions,
         )
         activity.heartbeat("read the hub")
         versions = await decided_versions(self._client, request.task_queue)

@@ -28,6 +28,9 @@ The invariants, by the name the metric and `check` give them:
   at a watcher's start, the reconcile that starts it).
 - `stranded_shortage`: a placement that says it is short of room has no room anywhere it could
   go: its own cycle, run now on what was read, would place nothing more.
+- `placement_decisions`: where PlacementDecisions are published (docs/decisions.md), each
+  placement's slices name exactly the clusters of its active bindings, once each, indexed from
+  0, referencing the configured ClusterProfile namespace; no slices outlive their placement.
 
 Pure: what the caller read in, violations out, each in a person's terms (which cluster, which
 placement, by how much)."""
@@ -51,8 +54,10 @@ from hub.types import (
     ClusterResourcePlacementDisruptionBudget,
     ClusterSchedulingPolicySnapshot,
     MemberCluster,
+    PlacementDecision,
     Reservation,
 )
+from scheduler.bindings import published
 from scheduler.cycles.models import CapacityInput, CycleInput
 from scheduler.cycles.schedule import placement_type_of, schedule
 from scheduler.explain.readable import first_few
@@ -83,6 +88,7 @@ __all__ = [
     "DUPLICATE_BINDING",
     "INVARIANTS",
     "OVERCOMMIT",
+    "PLACEMENT_DECISIONS",
     "RESERVATION",
     "STALE_RESERVATION",
     "STRANDED_SHORTAGE",
@@ -101,6 +107,7 @@ BINDING_COUNT: Final = "binding_count"
 DISRUPTION_BUDGET: Final = "disruption_budget"
 WORKFLOW: Final = "workflow"
 STRANDED_SHORTAGE: Final = "stranded_shortage"
+PLACEMENT_DECISIONS: Final = "placement_decisions"
 INVARIANTS: Final = (
     OVERCOMMIT,
     RESERVATION,
@@ -110,6 +117,7 @@ INVARIANTS: Final = (
     DISRUPTION_BUDGET,
     WORKFLOW,
     STRANDED_SHORTAGE,
+    PLACEMENT_DECISIONS,
 )
 # Bindings a message names before it counts the rest.
 NAMED: Final = 3
@@ -147,6 +155,11 @@ class FleetState:
     budgets: Sequence[ClusterResourcePlacementDisruptionBudget] = ()
     workflows: frozenset[str] | None = None
     namespaced: bool = True
+    # Every PlacementDecision that says it is ours, None when decisions are not published (or
+    # the hub serves none); where a ClusterResourcePlacement's go, and the ClusterProfiles'.
+    decisions: Sequence[PlacementDecision] | None = None
+    decisions_namespace: str = names.FLEET_SYSTEM_NAMESPACE
+    profile_namespace: str = names.FLEET_SYSTEM_NAMESPACE
     _index: _Index | None = field(default=None, repr=False, compare=False)
 
     def index(self) -> _Index:
@@ -226,6 +239,7 @@ def find_violations(
     found += _binding_counts(state, now)
     found += _budgets(state)
     found += _workflows(state, now, workflow_grace)
+    found += _decisions(state)
     found += _stranded(state, now, profile, keep_going)
     order = {name: i for i, name in enumerate(INVARIANTS)}
     return sorted(
@@ -498,6 +512,62 @@ def _workflows(state: FleetState, now: datetime, grace: timedelta) -> list[Viola
             )
         )
     return found
+
+
+# --- published decisions ----------------------------------------------------------------------
+
+
+def _decisions(state: FleetState) -> list[Violation]:
+    """Each placement's PlacementDecision slices against its bindings (docs/decisions.md). A
+    placement being deleted is its cleanup's business (bindings go first, then its slices);
+    slices whose placement is gone are left over."""
+    if state.decisions is None:
+        return []
+    index = state.index()
+    groups: dict[tuple[bool, str, str], list[PlacementDecision]] = defaultdict(list)
+    for item in state.decisions:
+        kind = item.metadata.labels.get(names.DECISION_PLACEMENT_KIND_LABEL)
+        owner = item.metadata.labels.get(names.DECISION_KEY_LABEL)
+        if kind not in _DECISION_KINDS or owner is None:
+            continue  # not ours
+        groups[(_DECISION_KINDS[kind], item.metadata.namespace or "", owner)].append(item)
+    found = []
+    for key, placement in sorted(index.placements.items()):
+        namespace = placement.metadata.namespace
+        target = published.DecisionTarget(
+            placement=placement.name,
+            namespaced=namespace is not None,
+            namespace=namespace or state.decisions_namespace,
+            profile_namespace=state.profile_namespace,
+        )
+        slices = groups.pop((target.namespaced, target.namespace, placement.name), [])
+        if placement.metadata.deleting:
+            continue
+        for problem in published.problems(target, slices, index.bindings_of.get(key, [])):
+            found.append(
+                Violation(PLACEMENT_DECISIONS, f"placement {key}: {problem}", placement=key)
+            )
+    for (namespaced, namespace, name), slices in sorted(groups.items()):
+        if namespaced and not state.namespaced:
+            continue  # ResourcePlacements not read: nothing to conclude
+        if not namespaced and namespace != state.decisions_namespace:
+            continue  # published under another setting: not what this reading is about
+        key = placement_key(namespace if namespaced else None, name)
+        found.append(
+            Violation(
+                PLACEMENT_DECISIONS,
+                f"PlacementDecision(s) {_listed(sorted(s.name for s in slices))} in namespace "
+                f"{namespace} are left over from placement {key}, which does not exist",
+                placement=key,
+            )
+        )
+    return found
+
+
+_DECISION_KINDS: Final = {
+    published.CLUSTER_PLACEMENT_KIND: False,
+    published.NAMESPACED_PLACEMENT_KIND: True,
+}
 
 
 # --- shortage ----------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ from scheduler.framework.queue_sort import (
 from scheduler.invariants import (
     BINDING_COUNT,
     DUPLICATE_BINDING,
+    PLACEMENT_DECISIONS,
     RESERVATION,
     STALE_RESERVATION,
     STRANDED_SHORTAGE,
@@ -86,7 +87,7 @@ GONE_REASON: Final = "reconcile: the placement is gone"
 # Broken invariants the placement's next turn repairs (its reservations made again, its bindings
 # counted, its shortage decided again); the others are reported only.
 REPAIRED_BY_A_TURN: Final = frozenset(
-    {RESERVATION, DUPLICATE_BINDING, BINDING_COUNT, STRANDED_SHORTAGE}
+    {RESERVATION, DUPLICATE_BINDING, BINDING_COUNT, STRANDED_SHORTAGE, PLACEMENT_DECISIONS}
 )
 
 

@@ -15,6 +15,8 @@ What may be broken, and only then:
 - `reservation` only for placements that owe a turn;
 - `stale_reservation` never right after a sweep;
 - `stranded_shortage` only for placements that owe a turn: freed room must have woken them;
+- `placement_decisions` only for placements that owe a turn (a binding changed behind the
+  scheduler's back, a turn that failed between its bindings and its decisions);
 - `duplicate_binding`, `binding_count` never.
 Once every turn owed has run, an enforcing PickN placement keeps a binding on a cluster it lost
 only while no other cluster passes its filters, or while its last turn asked for a timer (the
@@ -46,6 +48,7 @@ from hypothesis.stateful import (
 from temporalio.testing import ActivityEnvironment
 
 from activities.capacity import sweep_ledgers
+from activities.decisions import DecisionSettings
 from activities.fleet_state import read_fleet_state
 from activities.moves import UNREADABLE_REFUSAL
 from activities.plumbing import ActivitySettings
@@ -71,6 +74,7 @@ from scheduler.invariants import (
     DISRUPTION_BUDGET,
     DUPLICATE_BINDING,
     OVERCOMMIT,
+    PLACEMENT_DECISIONS,
     RESERVATION,
     STALE_RESERVATION,
     STRANDED_SHORTAGE,
@@ -118,6 +122,9 @@ requests = st.one_of(st.none(), st.integers(1, 5).map(lambda n: f"cpu={n}"), st.
 movable = st.sampled_from([True, True, False])
 
 
+DECISIONS = DecisionSettings()
+
+
 @dataclass
 class World:
     """What the machine shares with the test: the hub, the activities, the clock."""
@@ -130,7 +137,11 @@ class World:
 
 def make_machine(world: World) -> type[RuleBasedStateMachine]:
     hub, env = world.hub, world.env
-    activities = Activities(hub, ActivitySettings(clock=lambda: world.now[0]))
+    # PlacementDecisions published, as `run` does standalone: they must follow the bindings
+    # through every interleaving too (docs/decisions.md).
+    activities = Activities(
+        hub, ActivitySettings(clock=lambda: world.now[0], decisions=DECISIONS)
+    )
 
     class InvariantsMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -451,7 +462,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
         @rule()
         def reconcile(self) -> None:
             """The reconcile's hub side: what its invariants find, requeued; then its sweep."""
-            state = read_fleet_state(hub, resource_placements=False)
+            state = read_fleet_state(hub, resource_placements=False, decisions=DECISIONS)
             found = find_violations(state, world.now[0])
             plan = plan_reconcile(
                 state.placements, state.snapshots, state.clusters, state.bindings,
@@ -566,7 +577,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
         def counts_stay_true(self) -> None:
             SEEN["checks"] += 1
             self._routed()
-            state = read_fleet_state(hub, resource_placements=False)
+            state = read_fleet_state(hub, resource_placements=False, decisions=DECISIONS)
             found = find_violations(state, world.now[0])
             by: dict[str, list[Violation]] = {}
             SEEN.update(f"violation:{v.invariant}" for v in found)
@@ -576,7 +587,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
                 assert kind not in by, [v.message for v in by[kind]]
             spent = [v for v in by.get(DISRUPTION_BUDGET, []) if not self._budget_after(state, v)]
             assert not spent, [v.message for v in spent]
-            for kind in (RESERVATION, STRANDED_SHORTAGE):
+            for kind in (RESERVATION, STRANDED_SHORTAGE, PLACEMENT_DECISIONS):
                 unowed = [v.message for v in by.get(kind, []) if v.placement not in self.owed]
                 assert not unowed, unowed
             if self.swept:

@@ -203,3 +203,45 @@ def test_off_writes_none(
     prepare_and_cycle(env, rig.activities, "web")
     assert devhub.stats.count("list", "placementdecisions") == 0
     assert slices(hub, "web") == []
+
+
+async def test_check_reports_decisions_that_stay_wrong_and_only_those(
+    hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
+) -> None:
+    from control.check import check_fleet
+    from scheduler.invariants import PLACEMENT_DECISIONS
+
+    rig = make_activities(decisions=ON)
+    for cluster in ("a", "b", "c"):
+        add_cluster(hub, cluster)
+    add_placement(hub, "web", pick_n(2))
+    add_placement(hub, "db", pick_n(1))
+    prepare_and_cycle(env, rig.activities, "web")
+    prepare_and_cycle(env, rig.activities, "db")
+
+    async def found(**kwargs: object) -> list[str]:
+        _, violations = await check_fleet(
+            hub, None, "q", decisions=ON, confirm_after_s=0.05, **kwargs  # type: ignore[arg-type]
+        )
+        return [v.message for v in violations if v.invariant == PLACEMENT_DECISIONS]
+
+    assert await found() == []
+    (web,) = slices(hub, "web")
+    hub.delete(PlacementDecision, web.name, namespace="fleet-system")
+    (db,) = slices(hub, "db")
+    stray = db.model_copy(
+        update={"metadata": db.metadata.model_copy(update={"name": "crp-gone-0", "labels": {
+            **db.metadata.labels, names.DECISION_KEY_LABEL: "gone"}, "resource_version": None,
+            "uid": None, "creation_timestamp": None})}
+    )
+    hub.create(stray)
+    assert await found() == [  # by placement: gone, web
+        "PlacementDecision(s) crp-gone-0 in namespace fleet-system are left over from placement "
+        "gone, which does not exist",
+        "placement web: has active binding(s) on b, c and no PlacementDecision in namespace "
+        "fleet-system",
+    ]
+    assert await found(decisions_checked=False) == []
+    # The next turn repairs its own.
+    prepare_and_cycle(env, rig.activities, "web", 2)
+    assert len(await found()) == 1
