@@ -25,9 +25,9 @@ from hub.validation import MAX_LABEL_LENGTH, is_dns1123_label
 
 __all__ = [
     "ACTIVE",
+    "HUB_NAMESPACES",
     "MERGE_LISTS",
     "NAMESPACES",
-    "HUB_NAMESPACES",
     "SYSTEM_NAMESPACES",
     "TERMINATING",
     "finalized",

@@ -18,7 +18,6 @@ from pydantic import BaseModel
 from hub.types import (
     KINDS,
     CapacityLedger,
-    PlacementDecision,
     ClusterDecision,
     ClusterResourceBinding,
     ClusterResourcePlacement,
@@ -27,6 +26,7 @@ from hub.types import (
     FleetModel,
     HubObject,
     MemberCluster,
+    PlacementDecision,
     ResourceBinding,
     ResourcePlacement,
     SchedulingPolicySnapshot,
