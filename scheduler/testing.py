@@ -21,12 +21,12 @@ from hub.types import (
     MemberCluster,
     PlacementPolicy,
 )
+from scheduler.bindings.writes import apply_merge_patch
 from scheduler.cycles.plan import BindingPatch, BindingPlan
 from scheduler.framework.errors import SchedulerError
 
 __all__ = [
     "PlanApplyError",
-    "apply_merge_patch",
     "apply_plan",
     "binding",
     "member_cluster",
@@ -186,19 +186,6 @@ def binding(
             },
         }
     )
-
-
-def apply_merge_patch(target: JsonValue, patch: JsonValue) -> JsonValue:
-    """RFC 7386: objects merge recursively, null deletes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return patch
-    result: JsonObject = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = apply_merge_patch(result.get(key), value)
-    return result
 
 
 def _bump(version: str | None) -> str:

@@ -15,8 +15,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from pydantic import JsonValue
-
 from hub import names
 from hub.types import (
     ClusterProfileReference,
@@ -28,13 +26,13 @@ from hub.types import (
     ProfileDecision,
 )
 from hub.types.multicluster_v1alpha1 import MAX_DECISIONS_PER_SLICE
+from scheduler.bindings.writes import apply_merge_patch
 from scheduler.cycles.plan import BindingPlan
 
 __all__ = [
     "DecisionTarget",
     "active_after",
     "active_decisions",
-    "apply_merge_patch",
     "desired_slices",
     "problems",
     "published",
@@ -100,19 +98,6 @@ def active_decisions(bindings: Iterable[ClusterResourceBinding]) -> dict[str, st
         if _is_active(binding) and cluster not in found:
             found[cluster] = short_reason(binding)
     return dict(sorted(found.items()))
-
-
-def apply_merge_patch(target: JsonValue, patch: JsonValue) -> JsonValue:
-    """RFC 7386: `target` with `patch` merged in (null removes a key)."""
-    if not isinstance(patch, dict):
-        return patch
-    merged: dict[str, JsonValue] = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = apply_merge_patch(merged.get(key), value)
-    return merged
 
 
 def active_after(

@@ -24,7 +24,14 @@ from hub.types import (
 )
 from scheduler.cycles.plan import BindingPatch
 
-__all__ = ["mark_unscheduled", "merge_diff", "new_binding", "rebind", "remove_finalizer"]
+__all__ = [
+    "apply_merge_patch",
+    "mark_unscheduled",
+    "merge_diff",
+    "new_binding",
+    "rebind",
+    "remove_finalizer",
+]
 
 JsonObject = dict[str, JsonValue]
 
@@ -47,6 +54,20 @@ def merge_diff(old: JsonObject, new: JsonObject) -> JsonObject:
         else:
             patch[key] = value
     return patch
+
+
+def apply_merge_patch(target: JsonValue, patch: JsonValue) -> JsonValue:
+    """RFC 7386, `merge_diff`'s inverse: objects merge recursively, null deletes, anything
+    else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    result: JsonObject = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = apply_merge_patch(result.get(key), value)
+    return result
 
 
 def _with_version(binding: ClusterResourceBinding, patch: JsonObject) -> JsonObject:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hub import names
 from hub.types import ClusterResourceBinding, ClusterSchedulingPolicySnapshot
 from scheduler import CycleInput, default_profile, schedule
+from scheduler.bindings import published
 from scheduler.clusters import facts
 from scheduler.clusters.eligibility import EligibilityChecker
 from scheduler.testing import apply_plan
@@ -140,3 +141,16 @@ def test_a_cycle_decides_the_same_with_a_cold_or_warm_facts_cache(world: World) 
     facts.forget()
     cold = world.run()
     assert world.run() == cold
+
+
+@SETTINGS
+@given(worlds())
+def test_the_decisions_a_turn_publishes_are_the_bindings_its_plan_leaves(world: World) -> None:
+    """PlacementDecisions (docs/decisions.md) are predicted from the plan, not read back: the
+    prediction must be what the hub holds once the plan has been applied."""
+    result = world.run()
+    assert result.error is None, result.error
+    after, _ = apply_plan(world.bindings, world.snapshot, result.plan)
+    assert published.active_after(world.bindings, result.plan) == published.active_decisions(
+        after
+    )

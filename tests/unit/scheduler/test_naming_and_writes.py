@@ -9,8 +9,7 @@ import pytest
 
 from hub.validation import is_dns1123_label
 from scheduler.bindings.naming import binding_name, name_problem
-from scheduler.bindings.writes import merge_diff
-from scheduler.testing import apply_merge_patch
+from scheduler.bindings.writes import apply_merge_patch, merge_diff
 from tests.unit.scheduler.cycle_builders import cluster, pick_n, run
 
 LONG_PLACEMENT = "p" * 40
