@@ -30,6 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from control.config import LOOPBACK
 from devhub.sample import read_fleet
 from hub import names as hub_names
+from hub.client import HubClient
 from hub.types import CapacityLedger, ClusterResourcePlacement
 from tests.support.cli import (
     STOP_TIMEOUT_S,
@@ -432,6 +433,49 @@ def test_a_deleted_placement_is_listed_as_completed_and_cannot_be_requeued(
     assert requeued.returncode == 2
     assert f"crp/{name} has finished" in requeued.stderr
     assert "Traceback" not in requeued.stderr
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+def test_placement_decisions_change_and_go_as_the_bindings_do(dev: DevProcess) -> None:
+    """docs/decisions.md on `dev`: `kubectl get placementdecisions` (the page's columns) shows
+    each placement's active bindings, follows them, and its slice goes with the placement."""
+    name = "decided"
+    columns = (
+        "NAME:.metadata.name,PLACEMENT:.metadata.labels.multicluster\\.x-k8s\\.io/"
+        "placement-key,CLUSTERS:.decisions[*].clusterProfileRef.name"
+    )
+
+    def shown() -> dict[str, list[str]]:
+        listed = subprocess.run(
+            [str(KUBECTL), "--kubeconfig", str(dev.kubeconfig), "get", "placementdecisions",
+             "-n", "fleet-system", "--no-headers", "-o", f"custom-columns={columns}"],
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        rows = [line.split() for line in listed.stdout.splitlines()]
+        return {row[1]: sorted(row[2].split(",")) for row in rows if row[2] != "<none>"}
+
+    def active(hub: HubClient) -> list[str]:
+        return sorted(targets(bindings_of(hub, name), hub_names.STATE_SCHEDULED))
+
+    policy = {"placementType": "PickN", "numberOfClusters": 3}
+    with dev.hub() as hub:
+        hub.create(
+            ClusterResourcePlacement.from_wire(
+                {"metadata": {"name": name}, "spec": {"policy": policy}}
+            )
+        )
+        first = until(lambda: got if len(got := active(hub)) == 3 else None, what="3 bindings")
+        until(lambda: shown().get(name) == first, what=f"{name}'s decisions: {first}")
+        placement = hub.get(ClusterResourcePlacement, name)
+        hub.patch(
+            ClusterResourcePlacement, name, {"spec": {"policy": {"numberOfClusters": 1}}},
+            resource_version=placement.metadata.resource_version,
+        )  # fmt: skip
+        one = until(lambda: got if len(got := active(hub)) == 1 else None, what="1 binding")
+        until(lambda: shown().get(name) == one, what=f"{name}'s decisions: {one}")
+        hub.delete(ClusterResourcePlacement, name)
+        until(lambda: name not in shown(), what=f"{name}'s decisions to go")
+        until(lambda: bindings_of(hub, name) == [], what=f"{name}'s bindings to go")
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
