@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pydantic import JsonValue
+
 from hub import names
 from hub.types import (
     ClusterProfileReference,
@@ -74,52 +76,92 @@ class DecisionTarget:
         return f"{_PREFIXES[self.namespaced]}-{self.placement}-{index}"
 
 
-def _is_active(binding: ClusterResourceBinding) -> bool:
-    return binding.spec.state != names.STATE_UNSCHEDULED and not binding.metadata.deleting
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What a binding's decision depends on, as plain values (a patch edits them cheaply)."""
+
+    name: str
+    cluster: str
+    state: str
+    deleting: bool
+    score: JsonValue  # the clusterDecision's clusterScore, wire form; None without one
+
+    @classmethod
+    def of(cls, binding: ClusterResourceBinding) -> _Facts:
+        score = binding.spec.cluster_decision.cluster_score
+        return cls(
+            name=binding.metadata.name,
+            cluster=binding.spec.target_cluster,
+            state=binding.spec.state,
+            deleting=binding.metadata.deleting,
+            score=score.to_wire() if score is not None else None,
+        )
+
+    def patched(self, spec: Mapping[str, JsonValue]) -> _Facts:
+        """These facts once a merge patch of the binding's spec has landed."""
+        state, cluster, score = self.state, self.cluster, self.score
+        if isinstance(spec.get("state"), str):
+            state = str(spec["state"])
+        if isinstance(spec.get("targetCluster"), str):
+            cluster = str(spec["targetCluster"])
+        if "clusterDecision" in spec:
+            decision = spec["clusterDecision"]
+            if decision is None:
+                score = None
+            elif isinstance(decision, dict) and "clusterScore" in decision:
+                score = apply_merge_patch(score, decision["clusterScore"])
+        return _Facts(self.name, cluster, state, self.deleting, score)
+
+    @property
+    def active(self) -> bool:
+        return self.state != names.STATE_UNSCHEDULED and not self.deleting
+
+
+def _reason(score: JsonValue) -> str:
+    """Why the cluster was chosen, in a few words, from the binding's own decision."""
+    if not isinstance(score, dict):
+        return "picked by scheduling policy"
+    return (
+        f"picked by scheduling policy (affinity score {score.get('affinityScore') or 0}, "
+        f"topology spread score {score.get('priorityScore') or 0})"
+    )
 
 
 def short_reason(binding: ClusterResourceBinding) -> str:
     """Why the binding's cluster was chosen, in a few words, from its own decision."""
-    score = binding.spec.cluster_decision.cluster_score
-    if score is None:
-        return "picked by scheduling policy"
-    return (
-        f"picked by scheduling policy (affinity score {score.affinity_score or 0}, "
-        f"topology spread score {score.priority_score or 0})"
-    )
+    return _reason(_Facts.of(binding).score)
+
+
+def _decisions(facts: Iterable[_Facts]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for fact in sorted(facts, key=lambda f: f.name):
+        if fact.active and fact.cluster not in found:
+            found[fact.cluster] = _reason(fact.score)
+    return dict(sorted(found.items()))
 
 
 def active_decisions(bindings: Iterable[ClusterResourceBinding]) -> dict[str, str]:
-    """Cluster -> short reason for every active binding, by cluster name. Two active bindings
-    on one cluster (a broken invariant of its own) are one decision: the first by name."""
-    found: dict[str, str] = {}
-    for binding in sorted(bindings, key=lambda b: b.metadata.name):
-        cluster = binding.spec.target_cluster
-        if _is_active(binding) and cluster not in found:
-            found[cluster] = short_reason(binding)
-    return dict(sorted(found.items()))
+    """Cluster -> short reason for every active binding (Scheduled or Bound, not being
+    deleted), by cluster name. Two active bindings on one cluster (a broken invariant of its
+    own) are one decision: the first by name."""
+    return _decisions(_Facts.of(b) for b in bindings)
 
 
 def active_after(
     bindings: Sequence[ClusterResourceBinding], plan: BindingPlan
 ) -> dict[str, str]:
     """`active_decisions` of the bindings as they are once `plan`'s writes have landed: patched
-    ones as patched, unscheduled ones gone, created ones added."""
-    by_name = {b.metadata.name: b for b in bindings}
+    ones as patched, unscheduled ones gone, created ones added. Computed from the patches, not
+    by rebuilding models: a first PickAll cycle at 5,000 clusters patches 5,000 bindings."""
+    by_name = {b.metadata.name: _Facts.of(b) for b in bindings}
     for patch in [*plan.unschedule_dangling, *plan.patch, *plan.unschedule]:
-        binding = by_name.get(patch.name)
-        if binding is None:
-            continue
-        spec_patch = patch.merge_patch.get("spec")
-        if spec_patch is None:
-            continue
-        spec = apply_merge_patch(binding.spec.to_wire(), spec_patch)
-        by_name[patch.name] = binding.model_copy(
-            update={"spec": type(binding.spec).model_validate(spec)}
-        )
+        facts = by_name.get(patch.name)
+        spec = patch.merge_patch.get("spec")
+        if facts is not None and isinstance(spec, dict):
+            by_name[patch.name] = facts.patched(spec)
     for created in plan.create:
-        by_name[created.metadata.name] = created
-    return active_decisions(by_name.values())
+        by_name[created.metadata.name] = _Facts.of(created)
+    return _decisions(by_name.values())
 
 
 def desired_slices(target: DecisionTarget, active: Mapping[str, str]) -> list[PlacementDecision]:
