@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from activities.decisions import DecisionSettings
 from control.check import check_fleet, render_check
 from tests.reliability.fleet import Fleet
 from tests.reliability.invariants import Convergence, converge, hub_violations
@@ -216,8 +217,13 @@ async def run_chaos(system: System, config: ChaosConfig) -> tuple[Fleet, ChaosLo
     log.note(f"quiet: no hub reads or writes of objects for {QUIET_WINDOW_S:g}s")
     # The invariants (fleet-scheduler check's): every reservation in place, no overcommit, one
     # binding per cluster, a workflow per placement, after every kill and fault.
+    # PlacementDecisions too: `run` publishes them standalone (docs/decisions.md).
     state, violations = await check_fleet(
-        system.hub_client, await system.client(), system.task_queue
+        system.hub_client,
+        await system.client(),
+        system.task_queue,
+        decisions=DecisionSettings(),
+        decisions_checked=True,
     )
     assert not violations, render_check(state, violations)
     log.note(f"invariants hold: {render_check(state, violations).strip()}")
