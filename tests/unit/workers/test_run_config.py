@@ -168,6 +168,7 @@ def test_fairness_is_a_run_flag_too() -> None:
 # Values may begin with "-" or hold "=": a task queue "-blue" is one a parent accepts
 # (`--task-queue=-blue`), so its children must too.
 _names = st.from_regex(r"-{0,2}[a-zA-Z0-9][a-zA-Z0-9_=-]{0,11}", fullmatch=True)
+_namespaces = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", fullmatch=True)
 _seconds = st.just(0.0) | st.floats(min_value=1, max_value=MAX_INTERVAL_S)
 
 
@@ -183,6 +184,9 @@ def configs(draw: st.DrawFn) -> RunConfig:
         profile_file=draw(st.none() | _names.map(lambda n: Path(f"/etc/{n}.yaml"))),
         fairness=draw(st.booleans()),
         resource_placements=draw(st.booleans()),
+        placement_decisions=draw(st.none() | st.booleans()),
+        decisions_namespace=draw(_namespaces),
+        cluster_profile_namespace=draw(_namespaces),
         local_cycles_up_to=draw(st.integers(0, 5000)),
         # Beside KubeFleet a fixed window is refused; `auto` is accepted there (it is no window).
         admission_window=draw(
@@ -238,7 +242,8 @@ def test_a_child_runs_the_activities_alone_and_keeps_no_schedule(config: RunConf
     assert child.metrics_host == "127.0.0.1" and child.metrics_port == 0
     # Everything else is the parent's: the hub, Temporal, the profile, the version.
     same = {"hub", "temporal", "version", "task_queue", "snapshotter", "profile_file",
-            "fairness", "max_concurrent_activities", "log_level", "resource_placements"}
+            "fairness", "max_concurrent_activities", "log_level", "resource_placements",
+            "placement_decisions", "decisions_namespace", "cluster_profile_namespace"}
     for name in same:
         assert getattr(child, name) == getattr(config, name), name
     assert {f.name for f in dataclasses.fields(RunConfig)} >= same
