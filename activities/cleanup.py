@@ -101,11 +101,13 @@ class CleanupPlacement:
             if snapshots:
                 client.delete_collection(kinds.snapshot, selector, namespace=namespace)
 
-        # Its PlacementDecisions go with its bindings, under the same finalizer.
+        # Its PlacementDecisions go with its bindings, under the same finalizer; turned off,
+        # any left from when they were on go too (activities.decisions.DecisionSettings).
         withdrawn = 0
-        if self._settings.decisions is not None:
-            target = target_for(self._settings.decisions, name, namespace)
-            withdrawn = withdraw(client, target)
+        decisions = self._settings.decisions
+        if decisions is not None:
+            target = target_for(decisions, name, namespace)
+            withdrawn = withdraw(client, target, quiet=not decisions.publish)
 
         removed = placement is not None and self._remove_placement_finalizer(placement)
         parts = [f"{deleted} binding(s) deleted"]

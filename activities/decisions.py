@@ -21,7 +21,7 @@ from hub.errors import AlreadyExistsError, NotFoundError, UnauthorizedError
 from hub.types import PlacementDecision
 from scheduler.bindings.published import DecisionTarget, desired_slices, same_slice
 
-__all__ = ["DecisionSettings", "publish", "target_for", "withdraw"]
+__all__ = ["DecisionSettings", "publish", "publishing", "target_for", "withdraw"]
 
 log = logging.getLogger("fleet_scheduler.decisions")
 
@@ -29,10 +29,20 @@ log = logging.getLogger("fleet_scheduler.decisions")
 @dataclass(frozen=True)
 class DecisionSettings:
     """Where decisions go: a ClusterResourcePlacement's slices in `namespace` (a
-    ResourcePlacement's in its own), referencing ClusterProfiles in `profile_namespace`."""
+    ResourcePlacement's in its own), referencing ClusterProfiles in `profile_namespace`.
+
+    `publish` False (turned off): turns write none, but a placement's cleanup still deletes
+    any it finds, quietly, so that slices published while they were on never outlive their
+    placement and keep sending its workloads somewhere."""
 
     namespace: str = names.FLEET_SYSTEM_NAMESPACE
     profile_namespace: str = names.FLEET_SYSTEM_NAMESPACE
+    publish: bool = True
+
+
+def publishing(settings: DecisionSettings | None) -> DecisionSettings | None:
+    """`settings` when decisions are published, else None (nothing to check)."""
+    return settings if settings is not None and settings.publish else None
 
 
 def target_for(settings: DecisionSettings, placement: str, namespace: str | None) -> DecisionTarget:
@@ -96,7 +106,12 @@ def _publish(client: HubClient, target: DecisionTarget, active: dict[str, str]) 
             continue
         labels = {**current.metadata.labels, **wanted.metadata.labels}
         metadata = current.metadata.model_copy(update={"labels": labels})
-        client.update(wanted.model_copy(update={"metadata": metadata}))
+        try:
+            client.update(wanted.model_copy(update={"metadata": metadata}))
+        except NotFoundError:
+            # Deleted since the list (by hand): made again. A second miss is no CRD or no
+            # namespace after all, and `publish` says so.
+            client.create(wanted)
         writes += 1
     for leftover in existing.values():
         # A slice past the last one needed: the placement is bound to fewer clusters now.
@@ -113,8 +128,10 @@ def _publish(client: HubClient, target: DecisionTarget, active: dict[str, str]) 
     return writes
 
 
-def withdraw(client: HubClient, target: DecisionTarget) -> int:
-    """Delete every slice of the placement (its cleanup); how many there were."""
+def withdraw(client: HubClient, target: DecisionTarget, *, quiet: bool = False) -> int:
+    """Delete every slice of the placement (its cleanup); how many there were. `quiet`: a hub
+    that serves no PlacementDecisions, or does not let us see them, is no news (decisions off,
+    beside KubeFleet)."""
     try:
         found = client.list(PlacementDecision, target.selector, namespace=target.namespace)
         if len(found):
@@ -123,5 +140,6 @@ def withdraw(client: HubClient, target: DecisionTarget) -> int:
             )
         return len(found)
     except (NotFoundError, UnauthorizedError) as exc:
-        _unavailable(target, exc)
+        if not quiet:
+            _unavailable(target, exc)
         return 0

@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.capacity import requests_of, sweep_ledgers
+from activities.decisions import publishing
 from activities.fleet_state import read_fleet_state
 from activities.plumbing import ActivitySettings
 from hub.client import HubClient
@@ -107,7 +108,7 @@ class ReconcileFleet:
             read_fleet_state,
             hub,
             resource_placements=request.resource_placements,
-            decisions=self._settings.decisions,
+            decisions=publishing(self._settings.decisions),
         )
         activity.heartbeat("read the hub")
         versions = await decided_versions(self._client, request.task_queue)

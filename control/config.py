@@ -174,13 +174,14 @@ class RunConfig:
             )
 
     @property
-    def decisions(self) -> DecisionSettings | None:
-        """Where turns publish PlacementDecisions; None when they publish none."""
+    def decisions(self) -> DecisionSettings:
+        """Where turns publish PlacementDecisions, and whether they do (off, a placement's
+        cleanup still deletes any left from when they were on)."""
         on = self.snapshotter if self.placement_decisions is None else self.placement_decisions
-        if not on:
-            return None
         return DecisionSettings(
-            namespace=self.decisions_namespace, profile_namespace=self.cluster_profile_namespace
+            namespace=self.decisions_namespace,
+            profile_namespace=self.cluster_profile_namespace,
+            publish=on,
         )
 
     @property

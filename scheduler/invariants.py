@@ -532,6 +532,9 @@ def _decisions(state: FleetState) -> list[Violation]:
             continue  # not ours
         groups[(_DECISION_KINDS[kind], item.metadata.namespace or "", owner)].append(item)
     found = []
+    # Placements by the namespace their slices belong in, with what is wrong with each.
+    by_namespace: dict[str, list[tuple[str, list[str], bool]]] = defaultdict(list)
+    ours_in: set[str] = {namespace for _, namespace, _ in groups}
     for key, placement in sorted(index.placements.items()):
         namespace = placement.metadata.namespace
         target = published.DecisionTarget(
@@ -543,10 +546,31 @@ def _decisions(state: FleetState) -> list[Violation]:
         slices = groups.pop((target.namespaced, target.namespace, placement.name), [])
         if placement.metadata.deleting:
             continue
-        for problem in published.problems(target, slices, index.bindings_of.get(key, [])):
+        bindings = index.bindings_of.get(key, [])
+        problems = published.problems(target, slices, bindings)
+        is_bound = bool(published.active_decisions(bindings))
+        by_namespace[target.namespace].append((key, problems, is_bound))
+    for namespace, placements in sorted(by_namespace.items()):
+        bound = [key for key, _, on_some in placements if on_some]
+        if namespace not in ours_in and bound:
+            # Not one slice of ours where these belong: no turn could write there (the
+            # namespace is missing, or RBAC refuses), and requeueing each placement would not
+            # help. One violation, for a person, about the namespace.
             found.append(
-                Violation(PLACEMENT_DECISIONS, f"placement {key}: {problem}", placement=key)
+                Violation(
+                    PLACEMENT_DECISIONS,
+                    f"namespace {namespace} holds no PlacementDecision of ours, yet "
+                    f"{len(bound)} placement(s) there have active bindings ({_listed(bound)}): "
+                    "does the namespace exist, and may the scheduler write PlacementDecisions "
+                    "in it? (docs/decisions.md)",
+                )
             )
+            continue
+        for key, problems, _ in placements:
+            found += [
+                Violation(PLACEMENT_DECISIONS, f"placement {key}: {problem}", placement=key)
+                for problem in problems
+            ]
     for (namespaced, namespace, name), slices in sorted(groups.items()):
         if namespaced and not state.namespaced:
             continue  # ResourcePlacements not read: nothing to conclude

@@ -214,7 +214,7 @@ def _run_cycle(
         span.set_attribute("unscheduled", run.tally.unscheduled)
 
     decisions_written = 0
-    if settings.decisions is not None:
+    if settings.decisions is not None and settings.decisions.publish:
         # In step with the bindings this turn leaves (docs/decisions.md).
         with tracer.start_as_current_span("publish_decisions") as span:
             target = target_for(settings.decisions, request.placement, request.namespace)
