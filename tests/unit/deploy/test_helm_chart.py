@@ -15,6 +15,7 @@ import copy
 import functools
 import json
 import re
+import shlex
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -584,3 +585,48 @@ def test_the_charts_readme_lists_every_value_with_its_default() -> None:
             value = value[part]
         if not isinstance(value, dict):
             assert yaml.safe_load(shown or '""') == value, f"README says {key} is {shown}"
+
+
+# --- the docs' helm commands -----------------------------------------------------------------
+
+DOCS_WITH_HELM: Final = (REPO / "README.md", REPO / "docs" / "install.md",
+                         DEPLOY / "README.md", CHART / "README.md")
+
+
+def set_value(values: dict[str, Any], assignment: str) -> None:
+    """One `--set key.path=value` as Helm reads it: integers and booleans typed, else a string."""
+    path, _, text = assignment.partition("=")
+    value: Any = text
+    if re.fullmatch(r"-?[0-9]+", text):
+        value = int(text)
+    elif text in ("true", "false"):
+        value = text == "true"
+    *parents, last = path.split(".")
+    for part in parents:
+        values = values.setdefault(part, {})
+    values[last] = value
+
+
+def helm_installs(text: str) -> list[list[str]]:
+    joined = text.replace("\\\n", " ")
+    return [
+        shlex.split(line.strip())
+        for line in joined.splitlines()
+        if line.strip().startswith("helm install ")
+    ]
+
+
+@pytest.mark.parametrize("doc", DOCS_WITH_HELM, ids=lambda p: str(p.relative_to(REPO)))
+def test_the_docs_helm_install_commands_render(doc: Path) -> None:
+    installs = helm_installs(doc.read_text())
+    assert installs, f"{doc.relative_to(REPO)} shows no `helm install`"
+    for words in installs:
+        release, path = words[2], words[3]
+        assert (REPO / path).resolve() == CHART.resolve(), words
+        namespace = words[words.index("-n") + 1]
+        values: dict[str, Any] = {}
+        for i, word in enumerate(words):
+            if word == "--set":
+                set_value(values, words[i + 1])
+        objects = render_chart(values, release=release, namespace=namespace)
+        assert by_kind(objects, "Deployment"), words
