@@ -183,9 +183,21 @@ def permissions(role: Mapping[str, Any]) -> set[Permission]:
 # --- Helm's lint -----------------------------------------------------------------------------
 
 
+# Every optional part on: Temporal's API key and client certificate, a ServiceMonitor, flags.
+EVERYTHING_ON: Final = {
+    "temporal": {"tls": {"enabled": True, "serverName": "t.example.com", "secretName": "tls"},
+                 "apiKey": {"secretName": "key"}},
+    "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}, "interval": "30s"},
+    "imagePullSecrets": ["registry"],
+    "worker": {"extraArgs": ["--max-cached-workflows=2000"]},
+}
+
+
+@pytest.mark.parametrize("everything", [False, True], ids=["defaults", "everything-on"])
 @pytest.mark.parametrize("mode", MODES)
-def test_helm_lint_strict_is_clean(mode: str) -> None:
-    report = helm.lint(CHART, {"mode": mode}, strict=True, namespace=NAMESPACE)
+def test_helm_lint_strict_is_clean(mode: str, everything: bool) -> None:
+    values = {"mode": mode, **(EVERYTHING_ON if everything else {})}
+    report = helm.lint(CHART, values, strict=True, namespace=NAMESPACE)
     assert report["errors"] == []
     # Severity 1 is information ("icon is recommended"); 2 and 3 are warnings and errors.
     serious = [m for m in report["messages"] if m["severity"] >= 2]
