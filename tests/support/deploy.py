@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
@@ -355,6 +356,28 @@ def render_directory(directory: Path) -> list[dict[str, Any]]:
     )
     assert done.returncode == 0, f"kubectl kustomize {directory} failed: {done.stderr}"
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def render_with_components(
+    directory: Path, overlay: str, components: Iterable[str]
+) -> list[dict[str, Any]]:
+    """The objects of a kustomization made in `directory` (which must not exist yet) that
+    builds on `deploy/overlays/<overlay>` with `deploy/components/<component>` added, as a user
+    adds them to their own (deploy/README.md)."""
+    directory.mkdir()
+    (directory / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(OVERLAYS / overlay, directory)],
+                "components": [
+                    os.path.relpath(DEPLOY / "components" / c, directory) for c in components
+                ],
+            }
+        )
+    )
+    return render_directory(directory)
 
 
 @functools.cache

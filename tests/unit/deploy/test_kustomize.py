@@ -56,10 +56,15 @@ COMMON_KINDS = {
     "PodDisruptionBudget": 2,
     "NetworkPolicy": 1,
 }
+# Beside KubeFleet its hub agent installs KubeFleet's CRDs; fleet-scheduler's own kinds (API
+# groups outside kubernetes-fleet.io) are installed by us in both modes.
+KUBEFLEET_GROUP = ".kubernetes-fleet.io"
+OWN_KINDS = [k for k in KINDS if not k.GROUP.endswith(KUBEFLEET_GROUP)]
 EXPECTED_KINDS = {
     STANDALONE: {**COMMON_KINDS, "ClusterRole": 2, "ClusterRoleBinding": 2,
                  "CustomResourceDefinition": len(KINDS)},
-    BESIDE_KUBEFLEET: {**COMMON_KINDS, "ClusterRole": 1, "ClusterRoleBinding": 1},
+    BESIDE_KUBEFLEET: {**COMMON_KINDS, "ClusterRole": 1, "ClusterRoleBinding": 1,
+                       "CustomResourceDefinition": len(OWN_KINDS)},
 }
 OVERLAYS = list(EXPECTED_KINDS)
 DNS_PORT = 53
@@ -148,6 +153,12 @@ def test_standalone_installs_the_generated_crds_unchanged() -> None:
         labels = crd["metadata"].pop("labels")  # the base's part-of label is the only change
         assert labels == {"app.kubernetes.io/part-of": "fleet-scheduler"}
         assert crd == generated[name]
+
+
+def test_beside_kubefleet_installs_only_fleet_schedulers_own_crds() -> None:
+    rendered = by_kind(render(BESIDE_KUBEFLEET), "CustomResourceDefinition")
+    assert OWN_KINDS, "fleet-scheduler has kinds of its own (CapacityLedger)"
+    assert set(rendered) == {crds.crd_name(kind) for kind in OWN_KINDS}
 
 
 def test_crds_kustomization_lists_every_generated_file() -> None:

@@ -6,16 +6,14 @@ misspelt variable or path fails here rather than in a pod that cannot connect.""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from temporalio.service import TLSConfig
 
 from devhub import tls
-from tests.support.deploy import DEPLOY, by_kind, container, kubectl, render_directory
+from tests.support.deploy import DEPLOY, by_kind, container, kubectl, render_with_components
 from workers.temporal_client import load_target
 
 COMPONENTS = DEPLOY / "components"
@@ -32,19 +30,7 @@ def _kubectl() -> None:
 
 
 def render_with(tmp_path: Path, overlay: str, component: str) -> list[dict[str, Any]]:
-    own = tmp_path / "my-hub"
-    own.mkdir()
-    (own / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [os.path.relpath(DEPLOY / "overlays" / overlay, own)],
-                "components": [os.path.relpath(COMPONENTS / component, own)],
-            }
-        )
-    )
-    return render_directory(own)
+    return render_with_components(tmp_path / "my-hub", overlay, [component])
 
 
 def pod_env(

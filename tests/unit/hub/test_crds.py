@@ -19,6 +19,9 @@ from hub.types import (
 )
 
 CRD_DIR = Path(__file__).resolve().parents[3] / "deploy" / "crds"
+# The Helm chart's copy (Helm reads no file outside the chart): its templates render every file
+# there, so a leftover file would be installed too.
+CHART_CRD_DIR = CRD_DIR.parent / "chart" / "fleet-scheduler" / "files" / "crds"
 
 
 def _schema(kind: type[HubObject]) -> dict[str, Any]:
@@ -34,6 +37,13 @@ def _at(schema: dict[str, Any], path: str) -> dict[str, Any]:
 
 def test_deploy_crds_are_up_to_date() -> None:
     assert crds.stale_files(CRD_DIR) == [], "deploy/crds is stale: run `make crds`"
+
+
+def test_the_helm_charts_crds_are_up_to_date_and_nothing_else() -> None:
+    where = CHART_CRD_DIR.relative_to(CRD_DIR.parents[1])
+    assert crds.stale_files(CHART_CRD_DIR) == [], f"{where} is stale: run `make crds`"
+    leftover = sorted({p.name for p in CHART_CRD_DIR.iterdir()} - set(crds.generate()))
+    assert leftover == [], f"{where} holds CRDs no hub kind generates: delete {leftover}"
 
 
 def test_check_mode_reports_stale_files(tmp_path: Path) -> None:
