@@ -388,6 +388,27 @@ def test_every_command_line_parses_with_our_cli(
         assert parsed["fleet-scheduler-activities"].max_concurrent_activities == 8
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("publish", ["auto", "on", "off"])
+def test_placement_decisions_values_reach_every_process(mode: str, publish: str) -> None:
+    """docs/decisions.md: `auto` leaves the mode's default (on standalone, off beside
+    KubeFleet); on, off and the namespaces reach every Deployment as our CLI reads them."""
+    values = {
+        "mode": mode,
+        "placementDecisions": {
+            "publish": publish, "namespace": "argocd", "clusterProfileNamespace": "inventory"
+        },
+    }  # fmt: skip
+    objects = render_chart(values)
+    for name in DEPLOYMENTS:
+        config = run_config(parsed_command(objects, one(objects, "Deployment", name)))
+        expected = {"auto": mode != BESIDE_KUBEFLEET, "on": True, "off": False}[publish]
+        assert config.decisions.publish is expected, name
+        assert (config.decisions.namespace, config.decisions.profile_namespace) == (
+            "argocd", "inventory"
+        )
+
+
 def test_an_extra_arg_our_cli_refuses_is_caught() -> None:
     objects = render_chart({"watcher": {"extraArgs": ["--no-such-flag"]}})
     with pytest.raises(AssertionError, match="fleet-scheduler refuses"):
@@ -415,6 +436,10 @@ REFUSED_BY_SCHEMA: Final = [
     ({"serviceMonitor": {"enabled": "yes"}}, "/serviceMonitor/enabled"),
     ({"crds": {"install": "false"}}, "/crds/install"),
     ({"otel": {"protocol": "udp"}}, "/otel/protocol"),
+    ({"placementDecisions": {"publish": "maybe"}}, "/placementDecisions/publish"),
+    ({"placementDecisions": {"namespace": "Bad_NS"}}, "/placementDecisions/namespace"),
+    ({"placementDecisions": {"clusterProfileNamespace": ""}},
+     "/placementDecisions/clusterProfileNamespace"),
 ]
 # Checks draft-07 cannot say (two values compared): the templates `fail`, naming the keys.
 REFUSED_BY_TEMPLATES: Final = [

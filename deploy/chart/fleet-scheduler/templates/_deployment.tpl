@@ -85,6 +85,16 @@ spec:
             {{- if eq $root.Values.mode "beside-kubefleet" }}
             - --no-snapshotter
             {{- end }}
+            {{- $decisions := $root.Values.placementDecisions }}
+            {{- if ne $decisions.publish "auto" }}
+            - --placement-decisions={{ $decisions.publish }}
+            {{- end }}
+            {{- if ne $decisions.namespace "fleet-system" }}
+            - --placement-decisions-namespace={{ $decisions.namespace }}
+            {{- end }}
+            {{- if ne $decisions.clusterProfileNamespace "fleet-system" }}
+            - --cluster-profile-namespace={{ $decisions.clusterProfileNamespace }}
+            {{- end }}
             {{- range .values.extraArgs }}
             - {{ . | quote }}
             {{- end }}
