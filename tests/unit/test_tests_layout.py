@@ -191,3 +191,13 @@ def test_the_wait_check_sees_what_it_forbids() -> None:
         "        n += 1\n"
     )
     assert unbounded_waits(bounded, "f") == []
+
+
+def test_no_two_test_files_share_a_name() -> None:
+    """pytest imports test files by their base name (no __init__.py here): two files of one name
+    in different folders stop the whole run at collection ("import file mismatch"), which only
+    the full suite shows."""
+    by_name: dict[str, list[str]] = {}
+    for path in sorted(TESTS.rglob("test_*.py")):
+        by_name.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert {name: paths for name, paths in by_name.items() if len(paths) > 1} == {}

@@ -11,16 +11,14 @@ from temporalio.service import RPCError
 from activities.decisions import DecisionSettings
 from control.check import check_fleet, render_check
 from hub.errors import HubError
-from hub.names import FLEET_SYSTEM_NAMESPACE
 from workers.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     CliError,
+    add_decisions_arguments,
     add_hub_and_profile_arguments,
     add_temporal_arguments,
     hub_client,
-    namespace_name,
-    on_off,
     one_line,
     profile_from_file,
     temporal_target,
@@ -42,18 +40,11 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
                              "workflow and every workflow its placement")
     parser.add_argument("--no-resource-placements", action="store_true",
                         help="leave namespaced ResourcePlacements out (a hub without them)")
-    parser.add_argument("--placement-decisions", type=on_off, default=None, metavar="on|off",
-                        help="check that PlacementDecisions say what the bindings say "
-                             "(docs/decisions.md); default: when the hub holds any of ours")
-    parser.add_argument("--placement-decisions-namespace", type=namespace_name,
-                        default=FLEET_SYSTEM_NAMESPACE, metavar="NS",
-                        help="where the scheduler puts a ClusterResourcePlacement's "
-                             f"(default {FLEET_SYSTEM_NAMESPACE})")
-    parser.add_argument("--cluster-profile-namespace", type=namespace_name,
-                        default=FLEET_SYSTEM_NAMESPACE, metavar="NS",
-                        help="the ClusterProfiles' namespace the decisions reference "
-                             f"(default {FLEET_SYSTEM_NAMESPACE})")
-
+    add_decisions_arguments(
+        parser,
+        "check that PlacementDecisions say what the bindings say (docs/decisions.md); default: "
+        "when the hub holds any of ours. Give the namespaces the scheduler runs with",
+    )
 
 def run_check(args: argparse.Namespace) -> int:
     return asyncio.run(_check(args))

@@ -296,20 +296,11 @@ def add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: in
                              "at most N. Standalone only: "
                              "beside KubeFleet (--no-snapshotter) auto is no limit and N is "
                              f"refused (default {DEFAULT_ADMISSION_WINDOW})")
-    parser.add_argument("--placement-decisions", type=on_off, default=None, metavar="on|off",
-                        help="publish each placement's decisions as KEP-5313 PlacementDecisions "
-                             "(docs/decisions.md; default: on standalone, off with "
-                             "--no-snapshotter)")
-    parser.add_argument("--placement-decisions-namespace", type=namespace_name,
-                        default=FLEET_SYSTEM_NAMESPACE, metavar="NS",
-                        help="where a ClusterResourcePlacement's PlacementDecisions go (a "
-                             "ResourcePlacement's go in its own namespace; default "
-                             f"{FLEET_SYSTEM_NAMESPACE})")
-    parser.add_argument("--cluster-profile-namespace", type=namespace_name,
-                        default=FLEET_SYSTEM_NAMESPACE, metavar="NS",
-                        help="the namespace of the ClusterProfiles the decisions reference, one "
-                             "per member cluster, of its name (KubeFleet's hub agent keeps them "
-                             f"in {FLEET_SYSTEM_NAMESPACE}, the default)")
+    add_decisions_arguments(
+        parser,
+        "publish each placement's decisions as KEP-5313 PlacementDecisions (docs/decisions.md; "
+        "default: on standalone, off with --no-snapshotter)",
+    )
     parser.add_argument("--no-resource-placements", action="store_true",
                         help="do not schedule namespaced ResourcePlacements (KubeFleet's "
                              "--enable-resource-placement=false); for a hub without their CRDs")
@@ -327,6 +318,23 @@ def admission_window(value: str) -> AdmissionWindowSetting:
         return parse_admission_window(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_decisions_arguments(parser: argparse.ArgumentParser, switch_help: str) -> None:
+    """`--placement-decisions` (its help says what on means to the command) and where they go:
+    `run`, `dev` and `check` take the same three flags."""
+    parser.add_argument("--placement-decisions", type=on_off, default=None, metavar="on|off",
+                        help=switch_help)
+    parser.add_argument("--placement-decisions-namespace", type=namespace_name,
+                        default=FLEET_SYSTEM_NAMESPACE, metavar="NS",
+                        help="where a ClusterResourcePlacement's PlacementDecisions go (a "
+                             "ResourcePlacement's go in its own namespace; default "
+                             f"{FLEET_SYSTEM_NAMESPACE})")
+    parser.add_argument("--cluster-profile-namespace", type=namespace_name,
+                        default=FLEET_SYSTEM_NAMESPACE, metavar="NS",
+                        help="the namespace of the ClusterProfiles the decisions reference, one "
+                             "per member cluster, of its name (KubeFleet's hub agent keeps them "
+                             f"in {FLEET_SYSTEM_NAMESPACE}, the default)")
 
 
 def on_off(value: str) -> bool:

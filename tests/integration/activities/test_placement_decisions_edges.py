@@ -34,25 +34,14 @@ from tests.integration.activities.activity_helpers import (
     targets,
     turn,
 )
+from tests.integration.activities.decision_helpers import (
+    ON,
+    PICK_ALL,
+    clusters_of,
+    pick_n,
+    slices,
+)
 from workflows.models import CleanupRequest
-
-ON = DecisionSettings()
-PICK_ALL = {"placementType": "PickAll"}
-
-
-def pick_n(count: int) -> dict[str, object]:
-    return {"placementType": "PickN", "numberOfClusters": count}
-
-
-def slices(hub: HubClient, placement: str) -> list[PlacementDecision]:
-    listed = hub.list(
-        PlacementDecision, {names.DECISION_KEY_LABEL: placement}, namespace="fleet-system"
-    )
-    return sorted(listed, key=lambda s: int(s.metadata.labels[names.DECISION_INDEX_LABEL]))
-
-
-def clusters_of(found: list[PlacementDecision]) -> list[str]:
-    return [d.cluster_profile_ref.name for s in found for d in s.decisions]
 
 
 @pytest.mark.parametrize("verb", ["create", "list"])
