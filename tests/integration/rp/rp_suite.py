@@ -7,7 +7,13 @@ What KubeFleet's suite_test.go, utils_test.go and actuals_test.go provide, this 
   KubeFleet's fleet: nine member clusters with region/env labels and properties, cluster 8
   unhealthy (heartbeat and agent conditions 25 h old), cluster 9 left (deleted while a finalizer
   holds it), and the test namespace. The scheduler runs with `--no-snapshotter` and KubeFleet's
-  24 h eligibility timeouts, as the suite runs its scheduler, since no agent sends heartbeats.
+  24 h eligibility timeouts, as the suite runs its scheduler, since no agent sends heartbeats,
+  and without the reconcile safety net (`--reconcile-every 0`): KubeFleet's scheduler has none,
+  and builds its fleet before it starts. Ours starts first, so a reconcile run recorded the fleet
+  half built, and the next one (on a five-minute wall-clock boundary, whenever it fell in a
+  test) requeued the placement of the moment for the unhealthy cluster, whose change since no
+  cycle's version makes moot (scheduler.requeue.decided): a second cycle of a fulfilled PickN
+  writes decisions from its bindings only, and a "Consistently" on its status failed.
 - placements and policy snapshots made and edited by hand, as KubeFleet's helpers make them in
   place of its placement controller;
 - the checks ("actuals"): `Fleet.expect_*` raise AssertionError saying what differs, and
@@ -317,7 +323,9 @@ class Fleet:
         workdir.mkdir(parents=True, exist_ok=True)
         profile = workdir / "profile.yaml"
         profile.write_text(PROFILE)
-        dev = DevProcess(workdir, "--no-snapshotter", "--config", str(profile)).start()
+        dev = DevProcess(
+            workdir, "--no-snapshotter", "--config", str(profile), "--reconcile-every", "0"
+        ).start()
         try:
             fleet = cls(dev)
             try:
