@@ -33,6 +33,7 @@ from tests.integration.activities.decision_helpers import (
     PICK_ALL,
     clusters_of,
     pick_n,
+    scheduled,
     slices,
 )
 from workflows.models import CleanupRequest, TurnRequest, TurnResult
@@ -71,10 +72,7 @@ def test_decisions_follow_the_bindings_and_a_quiet_turn_writes_none(
     hub: HubClient, devhub: DevHub, make_activities: Callable[..., Rig], env: ActivityEnvironment
 ) -> None:
     rig = make_activities(decisions=ON)
-    for cluster in ("a", "b", "c"):
-        add_cluster(hub, cluster)
-    add_placement(hub, "web", pick_n(2))
-    prepare_and_cycle(env, rig.activities, "web")
+    scheduled(hub, env, rig.activities, ("a", "b", "c"), web=2)
 
     devhub.stats.clear()
     _, report = prepare_and_cycle(env, rig.activities, "web", 2)
@@ -152,12 +150,7 @@ def test_the_cleanup_deletes_the_decisions_with_the_bindings(
     hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
 ) -> None:
     rig = make_activities(decisions=ON)
-    for cluster in ("a", "b"):
-        add_cluster(hub, cluster)
-    add_placement(hub, "web", pick_n(2))
-    add_placement(hub, "db", pick_n(1))
-    prepare_and_cycle(env, rig.activities, "web")
-    prepare_and_cycle(env, rig.activities, "db")
+    scheduled(hub, env, rig.activities, ("a", "b"), web=2, db=1)
 
     hub.delete(ClusterResourcePlacement, "web")
     report = env.run(rig.activities.cleanup_placement, CleanupRequest(placement="web"))
@@ -199,12 +192,7 @@ async def test_check_reports_decisions_that_stay_wrong_and_only_those(
     from scheduler.invariants import PLACEMENT_DECISIONS
 
     rig = make_activities(decisions=ON)
-    for cluster in ("a", "b", "c"):
-        add_cluster(hub, cluster)
-    add_placement(hub, "web", pick_n(2))
-    add_placement(hub, "db", pick_n(1))
-    prepare_and_cycle(env, rig.activities, "web")
-    prepare_and_cycle(env, rig.activities, "db")
+    scheduled(hub, env, rig.activities, ("a", "b", "c"), web=2, db=1)
 
     async def found(**kwargs: object) -> list[str]:
         _, violations = await check_fleet(

@@ -39,6 +39,7 @@ from tests.integration.activities.decision_helpers import (
     PICK_ALL,
     clusters_of,
     pick_n,
+    scheduled,
     slices,
 )
 from workflows.models import CleanupRequest
@@ -74,10 +75,7 @@ def test_a_conflict_on_a_slice_fails_the_turn_for_a_retry(
     env: ActivityEnvironment,
 ) -> None:
     rig = make_activities(decisions=ON)
-    for cluster in ("a", "b", "c"):
-        add_cluster(hub, cluster)
-    add_placement(hub, "web", pick_n(2))
-    prepare_and_cycle(env, rig.activities, "web")
+    scheduled(hub, env, rig.activities, ("a", "b", "c"), web=2)
     hub.delete(MemberCluster, "c")
     devhub.faults.inject(verb="update", resource="placementdecisions", status=409, count=1)
     with pytest.raises(ApplicationError) as failed:
@@ -93,10 +91,7 @@ def test_slices_edited_or_deleted_by_hand_are_put_right_by_the_next_turn(
     hub: HubClient, make_activities: Callable[..., Rig], env: ActivityEnvironment
 ) -> None:
     rig = make_activities(decisions=ON)
-    for cluster in ("a", "b"):
-        add_cluster(hub, cluster)
-    add_placement(hub, "web", pick_n(1))
-    prepare_and_cycle(env, rig.activities, "web")
+    scheduled(hub, env, rig.activities, ("a", "b"), web=1)
     (only,) = slices(hub, "web")
     extra = ProfileDecision(
         cluster_profile_ref=ClusterProfileReference(name="z", namespace="fleet-system")
