@@ -20,8 +20,8 @@ __all__ = [
     "ClusterPreemption",
     "ClusterRejection",
     "Occupant",
-    "Preemptor",
     "PreemptionPlan",
+    "Preemptor",
     "Room",
     "Victim",
 ]

@@ -43,7 +43,9 @@ def fitting_sets(
         if o.priority < preemptor.priority and o.placement != preemptor.placement
     ]
     if len(candidates) > LIMIT:
-        raise ValueError(f"{len(candidates)} candidates: a search over subsets takes at most {LIMIT}")
+        raise ValueError(
+            f"{len(candidates)} candidates: a search over subsets takes at most {LIMIT}"
+        )
     for size in range(len(candidates) + 1):
         for subset in combinations(candidates, size):
             if frees_enough(preemptor, room, subset):

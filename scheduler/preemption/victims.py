@@ -185,7 +185,9 @@ def plan_preemption(
     return plan.model_copy(
         update={
             "clusters": chosen,
-            "rejected": [ClusterRejection(cluster=c, reason=r) for c, r in sorted(rejected.items())],
+            "rejected": [
+                ClusterRejection(cluster=c, reason=r) for c, r in sorted(rejected.items())
+            ],
             "still_short": preemptor.short - len(chosen),
         }
     )

@@ -137,7 +137,7 @@ def test_clusters_in_kube_schedulers_order() -> None:
         room("b", 4, occ("b1", -5, 4)),
     ]
     assert plan_preemption(p, rooms, {}).clusters[0].cluster == "b"
-    # 4. then fewest victims (equal sums are impossible with the offset unless counts match), 5. name
+    # 4. fewest victims (the offset sums rarely tie when counts differ), 5. the name
     rooms = [room("b", 4, occ("b1", 0, 4)), room("a", 4, occ("a1", 0, 4))]
     assert [c.cluster for c in plan_preemption(preemptor(4, 2), rooms, {}).clusters] == ["a", "b"]
 
