@@ -1,8 +1,9 @@
 """Preemption: which bindings of lower-priority placements to take off which clusters so that a
 placement short of room gets it, kube-scheduler's DefaultPreemption in fleet form (issue 37).
-`victims` decides; `search` is the brute-force yardstick tests and the bench compare it with.
-Not wired into the turn yet. Pure."""
+`inputs` builds its view from the ledgers, `victims` decides, and `search` is the brute-force
+yardstick tests and the bench compare it with. Not wired into the turn yet. Pure."""
 
+from scheduler.preemption.inputs import rooms_from_ledgers
 from scheduler.preemption.models import (
     NEVER,
     PREEMPT_LOWER_PRIORITY,
@@ -30,5 +31,6 @@ __all__ = [
     "budget_left",
     "choose",
     "plan_preemption",
+    "rooms_from_ledgers",
     "sort_key",
 ]

@@ -157,6 +157,7 @@ def plan_preemption(
     overspend_budgets: bool = False,
 ) -> PreemptionPlan:
     """Which clusters to free for the preemptor, at most `preemptor.short` of them, best first."""
+    overspend = overspend_budgets
     plan = PreemptionPlan(placement=preemptor.placement, priority=preemptor.priority)
     if preemptor.policy == NEVER:
         return plan.model_copy(update={"still_short": preemptor.short, "reason": NEVER_REASON})
@@ -164,10 +165,14 @@ def plan_preemption(
     remaining = {room.cluster: room for room in rooms}
     chosen: list[ClusterPreemption] = []
     rejected: dict[str, str] = {}
+    answers: dict[str, Choice | str] = {}  # judged with the budgets as they are now
     while len(chosen) < preemptor.short and remaining:
         best: Choice | None = None
         for name in sorted(remaining):
-            answer = choose(preemptor, remaining[name], left, overspend_budgets=overspend_budgets)
+            answer = answers.get(name)
+            if answer is None:
+                answer = choose(preemptor, remaining[name], left, overspend_budgets=overspend)
+                answers[name] = answer
             if isinstance(answer, str):
                 rejected[name] = answer
             elif best is None or sort_key(answer) < sort_key(best):
@@ -177,10 +182,15 @@ def plan_preemption(
         if best is None:
             break
         del remaining[best.cluster]
+        spent = set()
         for victim in best.victims:
             budget = left.get(victim.placement)
             if budget is not None:
                 left[victim.placement] = max(budget - 1, 0)
+                spent.add(victim.placement)
+        for name, room in remaining.items():  # judge again where a budget it read has changed
+            if any(o.placement in spent for o in room.occupants):
+                answers.pop(name, None)
         chosen.append(_shown(best))
     return plan.model_copy(
         update={

@@ -3,8 +3,10 @@ DefaultPreemption, with disruption budgets in the place of PodDisruptionBudgets.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from fractions import Fraction
 
+from hub.types import CapacityLedger, CapacityLedgerSpec, ObjectMeta, Reservation
 from scheduler.moves.budgets import BudgetState
 from scheduler.preemption import (
     NEVER,
@@ -15,6 +17,7 @@ from scheduler.preemption import (
     choose,
     plan_preemption,
 )
+from scheduler.preemption.inputs import rooms_from_ledgers
 from scheduler.room.capacity import ClusterCapacity
 
 URGENT = 100_000
@@ -196,3 +199,38 @@ def test_budget_left_counts_unschedules_in_a_row() -> None:
     state = BudgetState(desired=4, bindings=4, available=4, min_available=2)
     assert budget_left(state, 5) == 2
     assert budget_left(state, 1) == 1
+
+
+def test_rooms_from_ledgers_count_every_reservation_but_preempt_only_active_known_ones() -> None:
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def reserve(placement: str, amount: str) -> Reservation:
+        return Reservation(placement=placement, requests={"cpu": amount}, reserved_at=when)
+
+    ledger = CapacityLedger(
+        metadata=ObjectMeta(name="m1"),
+        spec=CapacityLedgerSpec(
+            reservations={
+                "low-m1": reserve("low", "2"),
+                "gone-m1": reserve("gone", "1"),  # its placement's priority is not known
+                "stale-m1": reserve("low2", "1"),  # its binding is not active
+                "checkout-m1": reserve("checkout", "500m"),  # the preemptor's own, active
+                "odd-m1": reserve("odd", "lots"),  # unreadable: frees nothing
+            }
+        ),
+    )
+    rooms = rooms_from_ledgers(
+        [("m1", {"cpu": "8"}), ("m2", {"cpu": "4"})],
+        {"m1": ledger},
+        active={"low-m1", "gone-m1", "checkout-m1", "odd-m1"},
+        priorities={"low": 0, "low2": 0, "checkout": URGENT, "odd": 0},
+        own={"checkout-m1"},
+    )
+    m1, m2 = rooms
+    assert [(o.binding, o.placement, o.priority, dict(o.requests)) for o in m1.occupants] == [
+        ("low-m1", "low", 0, cpu(2)),
+        ("odd-m1", "odd", 0, {}),
+    ]
+    assert m1.capacity.free("cpu") == 4  # 8 - (2 + 1 + 1): the preemptor's own left out
+    assert m2.occupants == () and m2.capacity.free("cpu") == 4
+    assert names(choose(preemptor(6), m1, {})) == ["low-m1"]
