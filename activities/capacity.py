@@ -31,6 +31,7 @@ from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
     MemberCluster,
+    Nomination,
     ObjectMeta,
     Reservation,
 )
@@ -47,6 +48,7 @@ from scheduler.room.capacity import (
     no_room_reason,
     shortfalls,
 )
+from scheduler.room.quantity import parse_quantity
 from scheduler.room.requests import RequestsError, parse_requests
 
 __all__ = [
@@ -78,6 +80,10 @@ CAS_ATTEMPTS: Final = 50
 # Longer than a cycle activity may run: a sweep never releases a reservation a live cycle has
 # just made (scheduler.room.capacity says why this number).
 SWEEP_GRACE: Final = RESERVATION_GRACE
+# How long a nomination holds room for its preemptor: far longer than the victims' turns take
+# (seconds), short enough that a victim that could not leave (its budget tightened meanwhile)
+# does not keep the room from everyone for long. The sweeps drop older ones.
+NOMINATION_GRACE: Final = timedelta(minutes=5)
 
 
 class NoRoomError(Exception):
@@ -125,12 +131,18 @@ def ledgers_problem(error: NotFoundError | UnauthorizedError) -> str:
 
 
 def capacity_input(
-    text: str, ledgers: Ledgers, bindings: Iterable[ClusterResourceBinding]
+    text: str,
+    ledgers: Ledgers,
+    bindings: Iterable[ClusterResourceBinding],
+    placement: str | None = None,
 ) -> CapacityInput:
-    """The cycle's capacity view: the placement's requests and what reservations hold on each
-    cluster, leaving out those of the placement's own active bindings (scheduler.room.capacity's
+    """The cycle's capacity view: the placement's requests and what reservations and
+    nominations hold on each cluster, leaving out those of the placement's own active bindings
+    and the room nominated for `placement` itself (scheduler.room.capacity's
     `allocated_beside`)."""
-    return CapacityInput(requests=text, allocated=allocated_beside(ledgers.by_cluster, bindings))
+    return CapacityInput(
+        requests=text, allocated=allocated_beside(ledgers.by_cluster, bindings, placement)
+    )
 
 
 Reserved = Literal["made", "confirmed", "unchanged", "beyond_room"]
@@ -177,7 +189,11 @@ def reserve(
             return "unchanged"
         outcome: Reserved = "confirmed" if right else "made"
         if not right:
-            others = held(ledger, without=[binding]) if ledger is not None else {}
+            # Room nominated for another placement's preemption is not ours to take; our own
+            # nomination is the room this binding takes (docs/priority.md, "Preemption").
+            others = (
+                held(ledger, without=[binding], nominee=placement) if ledger is not None else {}
+            )
             short = shortfalls(requests, ClusterCapacity.of(allocatable, others))
             if short and must_fit:
                 raise NoRoomError(
@@ -187,8 +203,13 @@ def reserve(
             if short:
                 outcome = "beyond_room"
         reservation = Reservation(placement=placement, requests=entry, reserved_at=now())
+        nominated = ledger.spec.nominations if ledger is not None else {}
+        if must_fit and placement in nominated:
+            # The preemptor's binding takes the room nominated for it: one write, so the room
+            # is never counted twice nor free in between.
+            nominated = {k: n for k, n in nominated.items() if k != placement}
         try:
-            _write(client, cluster, ledger, {**existing, binding: reservation})
+            _write(client, cluster, ledger, {**existing, binding: reservation}, nominated)
         except (ConflictError, AlreadyExistsError):
             continue
         return outcome
@@ -393,21 +414,28 @@ def sweep_own(
     """Release the placement's reservations that outlived their binding by SWEEP_GRACE (a
     release lost to a crash between a binding's unschedule and its release); how many."""
     active = _active_keys(bindings)
-    return _sweep(
+    released = _sweep(
         client,
         ledgers,
         lambda cluster, key, r: r.placement != placement or (cluster, key) in active,
         now,
     )
+    return released + sweep_nominations(client, ledgers, now, only=placement)
 
 
 def release_placement(client: HubClient, placement: str) -> int:
-    """Release every reservation of `placement` (deleted: its bindings are being deleted)."""
+    """Release every reservation of `placement` (deleted: its bindings are being deleted), and
+    drop the room nominated for it."""
     released = 0
-    for cluster, ledger in Ledgers.read(client, tolerant=True).by_cluster.items():
+    ledgers = Ledgers.read(client, tolerant=True)
+    for cluster, ledger in ledgers.by_cluster.items():
         keys = [k for k, r in ledger.spec.reservations.items() if r.placement == placement]
         if keys:
             released += release(client, cluster, keys)
+    nominated = [
+        c for c, ledger in ledgers.by_cluster.items() if placement in ledger.spec.nominations
+    ]
+    drop_nominations(client, placement, nominated)
     return released
 
 
@@ -443,7 +471,18 @@ def sweep_ledgers(
         # revived, since then keeps its reservation.
         return _still_needed(client, cluster, key, reservation)
 
-    return _sweep(client, ledgers, keep, now)
+    def wanted(key: str) -> bool:
+        if (not namespaced and "/" in key) or key in aware:
+            return True
+        namespace, name = split_key(key)  # read again, as `_still_needed` does
+        try:
+            placement = client.get(kinds_for(namespace).placement, name, namespace=namespace)
+        except NotFoundError:
+            return False
+        return requests_of(placement) is not None and not placement.metadata.deleting
+
+    released = _sweep(client, ledgers, keep, now)
+    return released + sweep_nominations(client, ledgers, now, wanted=wanted)
 
 
 def _still_needed(client: HubClient, cluster: str, key: str, reservation: Reservation) -> bool:
@@ -465,6 +504,122 @@ def _still_needed(client: HubClient, cluster: str, key: str, reservation: Reserv
     )
 
 
+def nominate(
+    client: HubClient,
+    cluster: str,
+    placement: str,
+    nomination: Nomination,
+    allocatable: Mapping[str, str],
+) -> bool:
+    """Add the nomination to the cluster's ledger if the plan still holds there: each victim
+    still holds its reservation, and with them gone one binding of the preemptor fits beside
+    everything else (other nominations included). Compare-and-swap, re-read on conflict. True
+    when the ledger holds it (an earlier attempt's counts)."""
+    requests = _amounts(nomination.requests)
+    for _ in range(CAS_ATTEMPTS):
+        try:
+            ledger = client.get(CapacityLedger, cluster)
+        except NotFoundError:
+            return False
+        if placement in ledger.spec.nominations:
+            return True
+        reservations = ledger.spec.reservations
+        gone = [v.binding for v in nomination.victims]
+        if any(
+            v.binding not in reservations or reservations[v.binding].placement != v.placement
+            for v in nomination.victims
+        ):
+            return False
+        taken = held(ledger, without=gone, nominee=placement)
+        if shortfalls(requests, ClusterCapacity.of(allocatable, taken)):
+            return False
+        spec = CapacityLedgerSpec(
+            reservations=dict(reservations),
+            nominations={**ledger.spec.nominations, placement: nomination},
+        )
+        try:
+            client.update(ledger.model_copy(update={"spec": spec}))
+        except ConflictError:
+            continue
+        return True
+    raise ConflictError(
+        status=409,
+        reason="Conflict",
+        message=f"ledger {cluster!r}: {CAS_ATTEMPTS} conflicting writers in a row while nominating",
+    )
+
+
+def drop_nominations(
+    client: HubClient,
+    placement: str,
+    clusters: Iterable[str],
+    *,
+    judged: Mapping[str, Nomination] | None = None,
+) -> int:
+    """Drop the placement's nominations on these clusters; how many were there. `judged`:
+    cluster -> the nomination as a sweep judged it stale, dropped only if it is still that one."""
+    dropped = 0
+    for cluster in sorted(set(clusters)):
+        for _ in range(CAS_ATTEMPTS):
+            try:
+                ledger = client.get(CapacityLedger, cluster)
+            except NotFoundError:
+                break
+            current = ledger.spec.nominations.get(placement)
+            if current is None or (judged is not None and judged.get(cluster) != current):
+                break
+            spec = CapacityLedgerSpec(
+                reservations=dict(ledger.spec.reservations),
+                nominations={k: n for k, n in ledger.spec.nominations.items() if k != placement},
+            )
+            try:
+                client.update(ledger.model_copy(update={"spec": spec}))
+            except (ConflictError, NotFoundError):
+                continue
+            dropped += 1
+            break
+    return dropped
+
+
+def stale_nominations(
+    ledgers: Ledgers,
+    now: datetime,
+    *,
+    only: str | None = None,
+    wanted: Callable[[str], bool] = lambda key: True,
+) -> dict[str, dict[str, Nomination]]:
+    """Placement -> {cluster: nomination} that may go: older than NOMINATION_GRACE, or whose
+    placement is not `wanted` (gone, no longer capacity-aware); `only`: this placement's."""
+    out: dict[str, dict[str, Nomination]] = {}
+    for cluster, ledger in ledgers.by_cluster.items():
+        for key, nomination in ledger.spec.nominations.items():
+            if only is not None and key != only:
+                continue
+            if now - nomination.nominated_at < NOMINATION_GRACE and wanted(key):
+                continue
+            out.setdefault(key, {})[cluster] = nomination
+    return out
+
+
+def sweep_nominations(
+    client: HubClient,
+    ledgers: Ledgers,
+    now: datetime,
+    *,
+    only: str | None = None,
+    wanted: Callable[[str], bool] = lambda key: True,
+) -> int:
+    """Drop every nomination `stale_nominations` finds, if it is still the one judged."""
+    stale = stale_nominations(ledgers, now, only=only, wanted=wanted)
+    return sum(
+        drop_nominations(client, key, judged, judged=judged) for key, judged in stale.items()
+    )
+
+
+def _amounts(requests: Mapping[str, str]) -> dict[str, Fraction]:
+    return {r: parse_quantity(q) for r, q in requests.items()}
+
+
 # --- helpers -----------------------------------------------------------------------------------
 
 
@@ -480,8 +635,13 @@ def _write(
     cluster: str,
     ledger: CapacityLedger | None,
     reservations: dict[str, Reservation],
+    nominations: Mapping[str, Nomination] | None = None,
 ) -> None:
-    spec = CapacityLedgerSpec(reservations=reservations)
+    """Write the ledger's reservations (and nominations; None: as they are), conditioned on the
+    resourceVersion it was read at."""
+    if nominations is None:
+        nominations = ledger.spec.nominations if ledger is not None else {}
+    spec = CapacityLedgerSpec(reservations=reservations, nominations=dict(nominations))
     if ledger is None:
         client.create(CapacityLedger(metadata=ObjectMeta(name=cluster), spec=spec))
     else:

@@ -72,6 +72,8 @@ class CycleMetrics(Protocol):
 
     def set_invariant_violations(self, counts: Mapping[str, int]) -> None: ...
 
+    def count_preemption(self, priority_class: str) -> None: ...
+
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
@@ -172,6 +174,13 @@ class CycleRun:
     placement_type: str = ""
     counted: bool = False  # reached the framework cycle (KubeFleet meters only those)
     tally: Tally = field(default_factory=Tally)
+    lines: list[str] = field(default_factory=list)
+    """What the turn's preemption did, as a victim or as the preemptor, one line each (the
+    turn's result carries them beside its moves; `explain` shows them)."""
+    preempted: int = 0
+    """Bindings of this placement unscheduled for a preemptor."""
+    preempted_for: list[str] = field(default_factory=list)
+    """The preemptor's PriorityClass ("" without one), once per cluster it nominated."""
 
     @property
     def duration_ms(self) -> float:
@@ -203,9 +212,12 @@ def meter(settings: ActivitySettings, run: CycleRun, outcome: CycleOutcome) -> N
     )
     for operation, count in writes:
         metrics.count_binding_writes(operation, count)
+    for priority_class in run.preempted_for:
+        metrics.count_preemption(priority_class)
     if run.counted:
         placement_type = (
-            run.placement_type if run.placement_type in names.PLACEMENT_TYPES
+            run.placement_type
+            if run.placement_type in names.PLACEMENT_TYPES
             else INVALID_TYPE_LABEL
         )
         metrics.observe_cycle(run.duration_ms, placement_type=placement_type, outcome=outcome)

@@ -381,7 +381,7 @@ def overcommitted(
         supply = ClusterCapacity.of(member.status.resource_usage.allocatable)
         over = {
             r: amount - supply.allocatable.get(r, Fraction(0))
-            for r, amount in held(ledger).items()
+            for r, amount in held(ledger, nominations=False).items()
             if amount > supply.allocatable.get(r, Fraction(0))
         }
         if over:

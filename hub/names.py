@@ -104,6 +104,9 @@ OWN_GROUP: Final = "fleet-scheduler.io"
 OWN_VERSION: Final = "v1alpha1"
 # Capacity-aware placement (docs/capacity.md): what one binding consumes, e.g. cpu=2,memory=4Gi.
 REQUESTS_ANNOTATION: Final = OWN_PREFIX + "requests"
+# On a binding a preemption unscheduled (docs/priority.md, "Preemption"): who took its room, and
+# both priorities, e.g. "crp/checkout (priority 100000) on member-3, over priority 0".
+PREEMPTED_BY_ANNOTATION: Final = OWN_PREFIX + "preempted-by"
 # Rebalancing (docs/capacity.md): a PickN capacity-aware placement opts in with "allowed".
 REBALANCE_ANNOTATION: Final = OWN_PREFIX + "rebalance"
 REBALANCE_ALLOWED: Final = "allowed"

@@ -629,7 +629,7 @@ def _stranded(
             continue
         bindings = index.bindings_of.get(key, [])
         text = placement.metadata.annotations[names.REQUESTS_ANNOTATION]
-        allocated = _plus(allocated_beside(index.ledgers, bindings), unreserved, exclude=key)
+        allocated = _plus(allocated_beside(index.ledgers, bindings, key), unreserved, exclude=key)
         capacity = CapacityInput(requests=text, allocated=allocated)
         result = schedule(
             CycleInput(

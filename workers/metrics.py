@@ -141,6 +141,13 @@ class SchedulerMetrics:
             ["invariant"],
             registry=self.registry,
         )
+        self.preemptions = Counter(
+            "fleet_scheduler_preemptions",
+            "Clusters nominated for a preemptor (room its lower-priority victims give up), by "
+            "the preemptor's PriorityClass (empty: none).",
+            ["priority_class"],
+            registry=self.registry,
+        )
         self.watcher_events = Counter(
             "fleet_scheduler_watcher_events",
             "Watch events seen by the watcher, by kind, event type and whether they reached a "
@@ -168,6 +175,10 @@ class SchedulerMetrics:
             )
         if count:
             self.binding_writes.labels(operation=operation).inc(count)
+
+    def count_preemption(self, priority_class: str) -> None:
+        """One cluster nominated for a preemptor of this PriorityClass."""
+        self.preemptions.labels(priority_class=priority_class).inc()
 
     def count_watcher_event(self, kind: str, event: str, action: str) -> None:
         """One watch event: `kind` of object, `event` (ADDED, MODIFIED, DELETED, ...), and

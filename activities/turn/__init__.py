@@ -210,6 +210,9 @@ class ScheduleOnce:
             except ApplicationError as err:
                 meter(self._settings, run, "error" if is_retryable(err) else "unexpected")
                 raise
+        for line in run.lines:  # preemption, as a victim or as the preemptor
+            log.info("placement %s: %s", key, line)
+        moved += run.lines
         if enforced.retry and not report.requeue and report.requeue_after_seconds is None:
             report = report.model_copy(update={"requeue_after_seconds": RETRY_AFTER_SECONDS})
         meter(self._settings, run, outcome_of(report))

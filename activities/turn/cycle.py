@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Final
 
 from activities.bindings import apply_binding_plan
@@ -28,6 +29,13 @@ from activities.conditions import write_scheduled_condition
 from activities.deadline import deadline_condition, record_deadline_event
 from activities.decisions import publish, target_for
 from activities.plumbing import ActivitySettings, CycleOutcome, CycleRun, PhaseSpans, heartbeat
+from activities.preemption import (
+    drop_nominations,
+    nominations_of,
+    preempt,
+    victims_asked,
+    yield_room,
+)
 from activities.shared_results import shared_for
 from hub import names
 from hub.client import HubClient
@@ -43,6 +51,7 @@ from scheduler import CapacityInput, CycleInput, CycleResult, Explanation, sched
 from scheduler.bindings.published import active_after
 from scheduler.cycles.schedule import placement_type_of
 from scheduler.explain.readable import main_filter_reasons, readable_reason
+from scheduler.framework.profile import default_profile
 from scheduler.opt_in.deadline import (
     ScheduleDeadline,
     carried_deadline,
@@ -51,6 +60,7 @@ from scheduler.opt_in.deadline import (
 )
 from scheduler.opt_in.placement_annotations import annotation_problems
 from scheduler.requeue.decided import view_version
+from scheduler.room.requests import RequestsError, parse_requests
 from scheduler.snapshots import placement_scheduled_condition
 from workflows.models import CycleReport, TurnRequest, WriteCounts
 
@@ -155,6 +165,7 @@ def _run_cycle(
     requests_text = requests_of(placement)
     capacity: CapacityInput | None = None
     writes_capacity: CapacityWrites | None = None
+    ledgers: Ledgers | None = None
     if requests_text is not None:
         with tracer.start_as_current_span("read_capacity") as span:
             try:
@@ -167,7 +178,30 @@ def _run_cycle(
                 swept = sweep_own(client, ledgers, key, fleet.bindings, now)
                 if swept:
                     ledgers = Ledgers.read(client)  # what the sweep released is free again
-                capacity = capacity_input(requests_text, ledgers, fleet.bindings)
+                asked = victims_asked(ledgers, key, fleet.bindings)
+                if asked:
+                    # A preemptor's nomination names bindings of ours: give it the room
+                    # before deciding, then decide on what is left (docs/priority.md).
+                    with tracer.start_as_current_span("yield_room") as yielded:
+                        lines = yield_room(
+                            client,
+                            settings.profile,
+                            placement,
+                            snapshot,
+                            asked,
+                            fleet.clusters,
+                            ledgers,
+                            readable_requests(requests_text),
+                            settings.now,
+                        )
+                        yielded.set_attribute("asked", len(asked))
+                    run.lines += lines
+                    run.preempted += sum(line.startswith("unscheduled ") for line in lines)
+                    fleet = read_fleet(
+                        client, request.placement, settings.clusters, request.namespace
+                    )
+                    ledgers = Ledgers.read(client)
+                capacity = capacity_input(requests_text, ledgers, fleet.bindings, key)
                 writes_capacity = capacity_writes(
                     client,
                     key,
@@ -218,10 +252,13 @@ def _run_cycle(
         # In step with the bindings this turn leaves (docs/decisions.md).
         with tracer.start_as_current_span("publish_decisions") as span:
             target = target_for(settings.decisions, request.placement, request.namespace)
-            decisions_written = publish(
-                client, target, active_after(fleet.bindings, result.plan)
-            )
+            decisions_written = publish(client, target, active_after(fleet.bindings, result.plan))
             span.set_attribute("written", decisions_written)
+
+    if writes_capacity is not None and ledgers is not None and not result.error:
+        with tracer.start_as_current_span("preempt") as span:
+            _preempt(client, settings, key, placement, snapshot, result, ledgers, fleet, run)
+            span.set_attribute("nominated", len(run.preempted_for))
 
     with tracer.start_as_current_span("write_status") as span:
         status_written = False
@@ -242,10 +279,12 @@ def _run_cycle(
             condition_written = write_scheduled_condition(
                 client,
                 placement,
-                lambda p: placement_scheduled_condition(p, written_snapshot, now)
-                if exceeded is None
-                else deadline_condition(
-                    placement_scheduled_condition(p, written_snapshot, now), exceeded
+                lambda p: (
+                    placement_scheduled_condition(p, written_snapshot, now)
+                    if exceeded is None
+                    else deadline_condition(
+                        placement_scheduled_condition(p, written_snapshot, now), exceeded
+                    )
                 ),
             )
         deadline_event = False
@@ -267,6 +306,8 @@ def _run_cycle(
         placement_condition_written=condition_written,
         deadline_event=deadline_event,
         decisions_written=decisions_written,
+        nominated=len(run.preempted_for),
+        preempted=run.preempted,
     )
     return CycleReport(
         cycle=request.cycle,
@@ -284,6 +325,56 @@ def _run_cycle(
         duration_ms=run.duration_ms,
         summary=cycle_summary(request.cycle, result, writes),
     ).recording(explanation, request.known_explanation)
+
+
+def _preempt(
+    client: HubClient,
+    settings: ActivitySettings,
+    key: str,
+    placement: ClusterResourcePlacement,
+    snapshot: ClusterSchedulingPolicySnapshot,
+    result: CycleResult,
+    ledgers: Ledgers,
+    fleet: Fleet,
+    run: CycleRun,
+) -> None:
+    """After a capacity-aware cycle's writes: a placement the cycle left short of room asks the
+    PostFilter plugins to preempt (activities.preemption); one that is not short any more drops
+    the room still nominated for it."""
+    shortage = result.explanation.shortage
+    nominated = nominations_of(ledgers, key)
+    if shortage is None:
+        if nominated:
+            drop_nominations(client, key, nominated)
+        return
+    requests = readable_requests(requests_of(placement))
+    if requests is None:
+        return
+    done = preempt(
+        client,
+        settings.profile or default_profile(),
+        key,
+        placement,
+        snapshot,
+        result.explanation,
+        ledgers,
+        fleet.bindings,
+        fleet.clusters,
+        requests,
+        settings.now(),
+    )
+    run.lines += done.lines
+    run.preempted_for += [done.priority_class] * len(done.nominated)
+
+
+def readable_requests(text: str | None) -> dict[str, Fraction] | None:
+    """The requests annotation's amounts, or None (not capacity-aware, or unreadable)."""
+    if text is None:
+        return None
+    try:
+        return dict(parse_requests(text))
+    except RequestsError:
+        return None
 
 
 def _exceeded(
@@ -375,6 +466,10 @@ def cycle_summary(cycle: int, result: CycleResult, writes: WriteCounts) -> str:
         parts.append("deadline Event")
     if writes.decisions_written:
         parts.append(f"{writes.decisions_written} decision slice(s) written")
+    if writes.preempted:
+        parts.append(f"{writes.preempted} preempted")
+    if writes.nominated:
+        parts.append(f"preempting on {writes.nominated} cluster(s)")
     if result.requeue:
         parts.append("requeue")
     return f"{head}; " + (", ".join(parts) if parts else "no change") + _filtered(explanation)

@@ -5,7 +5,13 @@ built-in Kubernetes kinds its tools touch (Namespace, Event, PriorityClass).
 `KINDS` lists the fleet kinds only: each has a CRD (`hub.crds`); the API server serves the
 built-in ones itself."""
 
-from hub.types.capacity_v1alpha1 import CapacityLedger, CapacityLedgerSpec, Reservation
+from hub.types.capacity_v1alpha1 import (
+    CapacityLedger,
+    CapacityLedgerSpec,
+    NominatedVictim,
+    Nomination,
+    Reservation,
+)
 from hub.types.cluster_v1beta1 import (
     AgentStatus,
     MemberCluster,
@@ -100,6 +106,8 @@ __all__ = [
     "MemberClusterSpec",
     "MemberClusterStatus",
     "Namespace",
+    "NominatedVictim",
+    "Nomination",
     "ObjectMeta",
     "OwnerReference",
     "PlacementDecision",

@@ -15,7 +15,7 @@ from pydantic import Field, field_validator
 from hub import names
 from hub.types.meta import FleetModel, HubObject
 
-__all__ = ["CapacityLedger", "CapacityLedgerSpec", "Reservation"]
+__all__ = ["CapacityLedger", "CapacityLedgerSpec", "NominatedVictim", "Nomination", "Reservation"]
 
 
 class Reservation(FleetModel):
@@ -38,9 +38,43 @@ class Reservation(FleetModel):
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
+class NominatedVictim(FleetModel):
+    """A binding a preemption takes this cluster's room from (docs/priority.md, "Preemption")."""
+
+    binding: str = Field(max_length=317)
+    """Its key, as its reservation is kept: `<name>`, or `<namespace>/<name>`."""
+    placement: str = Field(max_length=317)
+    priority: int
+    """Its placement's priority when it was chosen: always below the nomination's."""
+
+
+class Nomination(FleetModel):
+    """Room held on the cluster for one binding of a placement that preempted here (as
+    kube-scheduler's `nominatedNodeName`), from before its victims leave until its binding is
+    made: it counts against every other placement's room, so the room freed is the
+    preemptor's. Its binding's reservation replaces it in one write; it is dropped when the
+    placement goes, no longer needs it, or after the sweeps' grace."""
+
+    priority: int
+    requests: dict[str, str] = Field(default_factory=dict)
+    """What the preemptor's binding consumes, as quantities."""
+    victims: list[NominatedVictim] = Field(default_factory=list, max_length=1000)
+    """The bindings chosen to leave (moved if they can go elsewhere, else unscheduled): the
+    record that makes a retried preemption finish this one rather than choose again."""
+    nominated_at: datetime
+
+    @field_validator("nominated_at")
+    @classmethod
+    def _in_utc(cls, value: datetime) -> datetime:
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
 class CapacityLedgerSpec(FleetModel):
     reservations: dict[str, Reservation] = Field(default_factory=dict)
     """Binding key (`<name>`, or `<namespace>/<name>` for a ResourceBinding) -> reservation."""
+    nominations: dict[str, Nomination] = Field(default_factory=dict)
+    """Placement key -> the room held for it while its victims leave (at most one binding of a
+    placement per cluster)."""
 
 
 class CapacityLedger(HubObject):

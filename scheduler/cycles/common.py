@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from hub.names import OWN_PREFIX, SCHEDULED_CONDITION
+from hub.names import OWN_PREFIX, PREEMPTED_BY_ANNOTATION, SCHEDULED_CONDITION
 from hub.types import (
     ClusterDecision,
     ClusterResourceBinding,
@@ -128,7 +128,21 @@ class Context:
             for n in clusters
         ]
         unplaced = len(short) if wanted is None else min(wanted, len(short))
-        return shortage(demand.requests, unplaced, short)
+        found = shortage(demand.requests, unplaced, short)
+        preempted = self.preempted()
+        if found is not None and preempted:
+            found = found.model_copy(update={"preempted": preempted})
+        return found
+
+    def preempted(self) -> list[str]:
+        """Who took room this placement's bindings held: what its Unscheduled bindings'
+        preempted-by annotations say (docs/priority.md, "Preemption"), by cluster."""
+        said = []
+        for binding in sorted(self.classified.unscheduled, key=lambda b: b.spec.target_cluster):
+            mark = binding.metadata.annotations.get(PREEMPTED_BY_ANNOTATION)
+            if mark:
+                said.append(mark.partition(", over priority")[0])
+        return said
 
     def status(
         self,

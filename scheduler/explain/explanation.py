@@ -113,6 +113,9 @@ class Shortage(WireModel):
     requests: str
     """What one binding asks for, as the annotation would say it."""
     resources: list[ResourceShortage] = Field(default_factory=list)
+    preempted: list[str] = Field(default_factory=list)
+    """Who took room this placement's bindings held (docs/priority.md, "Preemption"), e.g.
+    "crp/checkout (priority 100000) on member-3"."""
 
     def message(self) -> str:
         """One sentence for the Scheduled condition, e.g. "not enough room for 2 binding(s) of
@@ -123,9 +126,12 @@ class Shortage(WireModel):
             for r in self.resources
         )
         missing = ",".join(f"{r.resource}={r.missing}" for r in self.resources)
+        said = "".join(f"; preempted by {who}" for who in self.preempted[:PREEMPTED_SHOWN])
+        if len(self.preempted) > PREEMPTED_SHOWN:
+            said += f" and {len(self.preempted) - PREEMPTED_SHOWN} more"
         return (
             f"{SHORTAGE_MARKER}{self.unplaced} binding(s) of {self.requests}: {short}"
-            f"{MISSING_MARKER}{missing}"
+            f"{MISSING_MARKER}{missing}{said}"
         )
 
 
@@ -151,6 +157,8 @@ def beyond_room_message(items: Sequence[BeyondRoom], shown: int = 3) -> str:
 # reads the amounts back from placements' conditions (scheduler.room.capacity.missing_of).
 SHORTAGE_MARKER: Final = "not enough room for "
 MISSING_MARKER: Final = "; missing "
+# Who took a placement's room, named in its Scheduled condition: at most this many.
+PREEMPTED_SHOWN: Final = 2
 BEYOND_ROOM_MARKER: Final = "kept beyond the room of "
 # Where the problems of our annotations begin, last in the message (scheduler.cycles.common):
 # they quote the author's text, so nothing after it is read back as a shortage.

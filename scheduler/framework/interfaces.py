@@ -18,6 +18,11 @@ Codes each point may return, and what the runner then does:
 - pre_score -> Status. SUCCESS: run. SKIP: this plugin's `score` is not called. Else aborts.
 - score -> (ClusterScore, Status), per passed cluster. SUCCESS: the score is added
   component-wise to the cluster's total. Anything else aborts.
+- post_filter -> (PreemptionPlan | None, Status), after the cycle, when a capacity-aware
+  placement is left short of room (the turn calls it with `scheduler.preemption`'s candidates,
+  built from the hub). SUCCESS with a plan: that plan is made, and no later plugin is asked.
+  SKIP or UNSCHEDULABLE: the next plugin is asked. Anything else: no preemption this turn,
+  reported as the plugin's error.
 
 Requeue hint (optional, any plugin): `requeue_hint(policy, change)` says whether the plugin's
 verdict or score for a member cluster may change with `change` (scheduler.requeue.requeue_hints); a
@@ -39,7 +44,7 @@ stage runs again per cluster, so failures are reported exactly as without batche
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from hub.types import ClusterSchedulingPolicySnapshot, MemberCluster
 from scheduler.clusters.facts import ClusterFacts
@@ -47,12 +52,16 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.score import ClusterScore
 from scheduler.framework.status import Status
 
+if TYPE_CHECKING:
+    from scheduler.preemption.models import Candidates, PreemptionPlan
+
 __all__ = [
     "BatchFilterPlugin",
     "BatchScorePlugin",
     "FilterPlugin",
     "Plugin",
     "PostBatchPlugin",
+    "PostFilterPlugin",
     "PreFilterPlugin",
     "PreScorePlugin",
     "RequeueHint",
@@ -128,3 +137,12 @@ class BatchScorePlugin(ScorePlugin, Protocol):
         snapshot: ClusterSchedulingPolicySnapshot,
         facts: Sequence[ClusterFacts],
     ) -> Sequence[ClusterScore | None]: ...
+
+
+@runtime_checkable
+class PostFilterPlugin(Plugin, Protocol):
+    """kube-scheduler's PostFilter, for placements left short of room (DefaultPreemption)."""
+
+    def post_filter(
+        self, state: CycleState, snapshot: ClusterSchedulingPolicySnapshot, candidates: Candidates
+    ) -> tuple[PreemptionPlan | None, Status]: ...

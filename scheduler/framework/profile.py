@@ -46,6 +46,7 @@ from scheduler.framework.interfaces import (
     FilterPlugin,
     Plugin,
     PostBatchPlugin,
+    PostFilterPlugin,
     PreFilterPlugin,
     PreScorePlugin,
     RequeueHint,
@@ -73,6 +74,7 @@ EXTENSION_POINTS: Mapping[str, str] = {
     "filter": "filter",
     "preScore": "pre_score",
     "score": "score",
+    "postFilter": "post_filter",
 }
 MULTI_POINT = "multiPoint"
 
@@ -89,6 +91,9 @@ PRIORITY_SORT = "PrioritySort"
 # KubeFleet's plugins alone decide for them. Last in each list: a cluster it filters passed
 # every other filter.
 CLUSTER_RESOURCES_FIT = "ClusterResourcesFit"
+# kube-scheduler's PostFilter default: preemption (docs/priority.md, "Preemption"). It acts only
+# for capacity-aware placements left short of room, so KubeFleet's decisions never see it.
+DEFAULT_PREEMPTION = "DefaultPreemption"
 QUEUE_SORT = "queueSort"
 DEFAULT_PLUGINS: Mapping[str, tuple[str, ...]] = {
     QUEUE_SORT: (PRIORITY_SORT,),
@@ -115,6 +120,7 @@ DEFAULT_PLUGINS: Mapping[str, tuple[str, ...]] = {
         TOPOLOGY_SPREAD_CONSTRAINTS,
         CLUSTER_RESOURCES_FIT,
     ),
+    "postFilter": (DEFAULT_PREEMPTION,),
 }
 
 MIN_WEIGHT = 1
@@ -147,6 +153,10 @@ class Profile:
     filter: tuple[FilterPlugin, ...] = ()
     pre_score: tuple[PreScorePlugin, ...] = ()
     score: tuple[ScorePlugin, ...] = ()
+    post_filter: tuple[PostFilterPlugin, ...] = ()
+    """Run by the turn, not the cycle, when a capacity-aware cycle leaves its placement short of
+    room: the first plugin that answers with a plan decides (kube-scheduler runs PostFilter
+    plugins until one succeeds)."""
     plugin_args: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     score_mode: ScoreMode = ScoreMode.LEXICOGRAPHIC
     weights: Mapping[str, int] = field(default_factory=dict)
@@ -384,6 +394,7 @@ class _Builder:
             filter=plugins["filter"],  # type: ignore[arg-type]
             pre_score=plugins["preScore"],  # type: ignore[arg-type]
             score=plugins["score"],  # type: ignore[arg-type]
+            post_filter=plugins["postFilter"],  # type: ignore[arg-type]
             plugin_args={n: args for n, (_, args) in self._args.items()},
             score_mode=mode,
             weights=dict(self._weights),

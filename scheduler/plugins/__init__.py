@@ -12,6 +12,7 @@ from scheduler.plugins import (
     cluster_affinity,
     cluster_eligibility,
     cluster_resources_fit,
+    default_preemption,
     namespace_affinity,
     priority_sort,
     same_placement_anti_affinity,
@@ -21,6 +22,7 @@ from scheduler.plugins import (
 from scheduler.plugins.cluster_affinity import ClusterAffinity
 from scheduler.plugins.cluster_eligibility import ClusterEligibility
 from scheduler.plugins.cluster_resources_fit import ClusterResourcesFit
+from scheduler.plugins.default_preemption import DefaultPreemption
 from scheduler.plugins.namespace_affinity import NamespaceAffinity
 from scheduler.plugins.priority_sort import PrioritySort
 from scheduler.plugins.same_placement_anti_affinity import SamePlacementAntiAffinity
@@ -32,6 +34,7 @@ __all__ = [
     "ClusterAffinity",
     "ClusterEligibility",
     "ClusterResourcesFit",
+    "DefaultPreemption",
     "NamespaceAffinity",
     "PrioritySort",
     "SamePlacementAntiAffinity",
@@ -49,5 +52,6 @@ BUILTIN_PLUGINS: Mapping[str, Callable[..., Plugin]] = MappingProxyType(
         topology_spread_constraints.NAME: TopologySpreadConstraints,
         priority_sort.NAME: PrioritySort,
         cluster_resources_fit.NAME: ClusterResourcesFit,
+        default_preemption.NAME: DefaultPreemption,
     }
 )

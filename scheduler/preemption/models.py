@@ -17,6 +17,7 @@ from scheduler.wire import WireModel
 __all__ = [
     "NEVER",
     "PREEMPT_LOWER_PRIORITY",
+    "Candidates",
     "ClusterPreemption",
     "ClusterRejection",
     "Occupant",
@@ -55,6 +56,9 @@ class Occupant:
     placement: str
     priority: int
     requests: Mapping[str, Fraction]
+    protected: str = ""
+    """Why it is never a victim of this preemptor whatever its priority (a ResourcePlacement
+    does not preempt a ClusterResourcePlacement unless the profile says so); empty: it may be."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +69,17 @@ class Room:
     cluster: str
     capacity: ClusterCapacity
     occupants: tuple[Occupant, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """What the PostFilter plugins are given: the placement short of room, every cluster that
+    passes its filters but room, and how many disruptions each occupant's placement may still
+    take (absent or None: no budget)."""
+
+    preemptor: Preemptor
+    rooms: tuple[Room, ...]
+    budgets: Mapping[str, int | None] = field(default_factory=dict)
 
 
 class Victim(WireModel):

@@ -117,11 +117,12 @@ def choose(
     disruptions it may still take (absent or None: no limit)."""
     need = {r: a for r, a in preemptor.requests.items() if a > 0}
     capacity = room.capacity
-    lower = [
+    below = [
         o
         for o in room.occupants
         if o.priority < preemptor.priority and o.placement != preemptor.placement
     ]
+    lower = [o for o in below if not o.protected]
     lower.sort(key=lambda o: (-o.priority, _size(o, need, capacity), o.binding))
     over = _over_budget(lower, budgets)
     pool = lower if overspend_budgets else [o for o in lower if o.binding not in over]
@@ -130,6 +131,8 @@ def choose(
     for occupant in pool:
         _give(free, occupant, -1)
     if not _fits(free, need):
+        if below and not lower:
+            return f"every lower-priority binding ({len(below)}) is protected: {below[0].protected}"
         return _why_not(preemptor, room, lower, pool, free)
 
     # Reprieve: over-budget ones first, then highest priority, smallest first (`pool` is sorted).

@@ -311,31 +311,45 @@ def holds(reservation: Reservation, placement: str, requests: Mapping[str, Fract
 
 
 def allocated_beside(
-    ledgers: Mapping[str, CapacityLedger], bindings: Iterable[ClusterResourceBinding]
+    ledgers: Mapping[str, CapacityLedger],
+    bindings: Iterable[ClusterResourceBinding],
+    placement: str | None = None,
 ) -> dict[str, dict[str, str]]:
-    """What the reservations hold on each cluster (cluster -> resource -> quantity), leaving out
-    those of a placement's own active `bindings`: a binding it keeps or re-points needs no
-    second place. Its other reservations (one whose binding was never created, or was
-    unscheduled) still count, as a reservation counts them: the filter and the reservation
+    """What the reservations and nominations hold on each cluster (cluster -> resource ->
+    quantity), leaving out those of a placement's own active `bindings` (a binding it keeps or
+    re-points needs no second place) and the room nominated for `placement` itself (its
+    preemption freed it for it). Its other reservations (one whose binding was never created, or
+    was unscheduled) still count, as a reservation counts them: the filter and the reservation
     agree."""
     own = {binding_key(b) for b in bindings if is_active(b)}
     return {
         cluster: {r: format_amount(a) for r, a in amounts.items()}
         for cluster, ledger in ledgers.items()
-        if (amounts := held(ledger, without=own))
+        if (amounts := held(ledger, without=own, nominee=placement))
     }
 
 
-def held(ledger: CapacityLedger, *, without: Iterable[str] = ()) -> dict[str, Fraction]:
-    """What the ledger's reservations hold, by resource; `without` leaves out the reservations
-    of these bindings (keys). A reservation with an unreadable amount (hand-edited) counts as
-    nothing of that resource."""
+def held(
+    ledger: CapacityLedger,
+    *,
+    without: Iterable[str] = (),
+    nominations: bool = True,
+    nominee: str | None = None,
+) -> dict[str, Fraction]:
+    """What the ledger holds, by resource: its reservations and, unless `nominations` is False,
+    the room nominated for preemptors (docs/priority.md, "Preemption"), which no other placement
+    may take. `without` leaves out the reservations of these bindings (keys); `nominee` the
+    nomination of this placement (key): the room it holds for itself. A reservation with an
+    unreadable amount (hand-edited) counts as nothing of that resource."""
     skip = set(without)
     total: dict[str, Fraction] = {}
-    for key, reservation in ledger.spec.reservations.items():
-        if key in skip:
-            continue
-        for resource, text in reservation.requests.items():
+    entries: list[Mapping[str, str]] = [
+        r.requests for key, r in ledger.spec.reservations.items() if key not in skip
+    ]
+    if nominations:
+        entries += [n.requests for key, n in ledger.spec.nominations.items() if key != nominee]
+    for requests in entries:
+        for resource, text in requests.items():
             try:
                 amount = parse_quantity(text)
             except QuantityError:
@@ -353,6 +367,7 @@ def missing_of(message: str) -> dict[str, Fraction] | None:
     _, marker, missing = message.rpartition(MISSING_MARKER)
     if not marker:
         return None
+    missing = missing.partition("; ")[0]  # what follows says why (preempted by ...)
     try:
         return parse_requests(missing)
     except RequestsError:

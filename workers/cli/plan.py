@@ -13,7 +13,6 @@ What it cannot know: a real cycle runs later, against the fleet as it is then; a
 cycle would stop at a plugin's batch limit and requeue, the plan shows that first cycle only
 (the explanation says so)."""
 
-
 from __future__ import annotations
 
 import argparse
@@ -230,7 +229,7 @@ def what_if(
     fleet = read_fleet(hub, name, namespace=namespace)
     requests = requests_of(placement)
     capacity = (
-        capacity_input(requests, Ledgers.read(hub), fleet.bindings)
+        capacity_input(requests, Ledgers.read(hub), fleet.bindings, key)
         if requests is not None
         else None
     )
@@ -266,8 +265,9 @@ def _snapshot_line(plan: WhatIf) -> str:
         )
         return f"policy snapshot: {sync.create.name}, new ({since})"
     if sync.update is not None:
-        changed = ", ".join(f"{k}={v}" for k, v in {**sync.update.labels,
-                                                     **sync.update.annotations}.items())
+        changed = ", ".join(
+            f"{k}={v}" for k, v in {**sync.update.labels, **sync.update.annotations}.items()
+        )
         return f"policy snapshot: {plan.snapshot.name}, same policy, refreshed ({changed})"
     return f"policy snapshot: {plan.snapshot.name}, same policy, unchanged"
 
@@ -291,8 +291,9 @@ def _binding_writes(result: CycleResult) -> str:
         f"{len(plan.patch)} patched",
         f"{len(plan.unschedule) + len(plan.unschedule_dangling)} unscheduled",
         f"{len(plan.remove_finalizers)} finalizers removed",
-        "snapshot status written" if plan.snapshot_status is not None else
-        "snapshot status unchanged",
+        "snapshot status written"
+        if plan.snapshot_status is not None
+        else "snapshot status unchanged",
     ]
     return ", ".join(parts)
 
@@ -315,8 +316,10 @@ def render_plan(plan: WhatIf) -> str:
         f"outcome: {outcome.placement_type} {outcome.picked}{wanted} picked, {fulfilled}",
     ]
     if plan.result.requeue:
-        lines.append("requeue: another cycle would follow right away (a plugin's batch limit); "
-                     "this plan shows the first")
+        lines.append(
+            "requeue: another cycle would follow right away (a plugin's batch limit); "
+            "this plan shows the first"
+        )
     if plan.result.error:
         lines.append(f"error: {plan.result.error}")
     lines.append("")
@@ -331,33 +334,64 @@ def render_plan(plan: WhatIf) -> str:
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", nargs="?", default=None,
-                        help="with --config: compare the candidate profile with the current one "
-                             "on this placement only (a ClusterResourcePlacement's name, or with "
-                             "-n a ResourcePlacement's)")
-    parser.add_argument("-f", "--filename", type=Path, default=None, metavar="FILE",
-                        help="the ClusterResourcePlacement or ResourcePlacement to plan (YAML or "
-                             "JSON); it need not be applied, or may be an edited copy of one "
-                             "that is")
-    parser.add_argument("-n", "--placement-namespace", dest="placement_namespace", default=None,
-                        metavar="NAMESPACE",
-                        help="a ResourcePlacement's namespace, when FILE does not say it, or "
-                             "NAME's (as kubectl's -n)")
-    parser.add_argument("--all", action="store_true", dest="all_placements",
-                        help="with --config: compare the candidate profile with the current one "
-                             "on every placement (ClusterResourcePlacements and "
-                             "ResourcePlacements) against the live fleet (docs/operations.md, "
-                             "\"What-if for a scheduler profile\")")
+    parser.add_argument(
+        "name",
+        nargs="?",
+        default=None,
+        help="with --config: compare the candidate profile with the current one "
+        "on this placement only (a ClusterResourcePlacement's name, or with "
+        "-n a ResourcePlacement's)",
+    )
+    parser.add_argument(
+        "-f",
+        "--filename",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the ClusterResourcePlacement or ResourcePlacement to plan (YAML or "
+        "JSON); it need not be applied, or may be an edited copy of one "
+        "that is",
+    )
+    parser.add_argument(
+        "-n",
+        "--placement-namespace",
+        dest="placement_namespace",
+        default=None,
+        metavar="NAMESPACE",
+        help="a ResourcePlacement's namespace, when FILE does not say it, or "
+        "NAME's (as kubectl's -n)",
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        dest="all_placements",
+        help="with --config: compare the candidate profile with the current one "
+        "on every placement (ClusterResourcePlacements and "
+        "ResourcePlacements) against the live fleet (docs/operations.md, "
+        '"What-if for a scheduler profile")',
+    )
     add_hub_and_profile_arguments(parser)
-    parser.add_argument("--current-config", type=Path, default=None, metavar="FILE",
-                        help="with --all or NAME: the profile the scheduler runs now, the "
-                             "baseline (default: KubeFleet's default profile)")
-    parser.add_argument("--exit-code", action="store_true",
-                        help="with --all or NAME: exit 1 when any decision would change, 0 "
-                             "when none would (for CI)")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="with --all: also list the placements that would not change, and "
-                             "every cluster of a changed placement (ten without -v)")
+    parser.add_argument(
+        "--current-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="with --all or NAME: the profile the scheduler runs now, the "
+        "baseline (default: KubeFleet's default profile)",
+    )
+    parser.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="with --all or NAME: exit 1 when any decision would change, 0 "
+        "when none would (for CI)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="with --all: also list the placements that would not change, and "
+        "every cluster of a changed placement (ten without -v)",
+    )
 
 
 # What `plan` is given, when it is not one of its two forms.
@@ -376,15 +410,21 @@ def _profile_form(args: argparse.Namespace) -> bool:
     """Which form the command line asks for: True for the profile comparison (--all, NAME),
     False for -f FILE. Raises CliError for a mixture."""
     if args.all_placements:
-        for what, given in (("NAME", args.name), ("-f FILE", args.filename),
-                            ("-n NAMESPACE", args.placement_namespace)):
+        for what, given in (
+            ("NAME", args.name),
+            ("-f FILE", args.filename),
+            ("-n NAMESPACE", args.placement_namespace),
+        ):
             if given is not None:
                 raise CliError(USAGE_ALL_AND_MORE.format(what=what))
     if args.filename is not None:
         if args.name is not None:
             raise CliError(f"give -f FILE or NAME, not both ({USAGE_ONE_FORM})")
-        for flag, given in (("--current-config", args.current_config is not None),
-                            ("--exit-code", args.exit_code), ("--verbose", args.verbose)):
+        for flag, given in (
+            ("--current-config", args.current_config is not None),
+            ("--exit-code", args.exit_code),
+            ("--verbose", args.verbose),
+        ):
             if given:
                 raise CliError(USAGE_FILE_ONLY.format(flag=flag))
         return False

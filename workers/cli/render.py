@@ -572,5 +572,3 @@ def render_rebalance(plan: RebalancePlan, *, dry_run: bool) -> str:
         + ("; nothing was written" if dry_run else "")
     )
     return "\n".join(lines) + "\n"
-
-

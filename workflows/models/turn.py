@@ -71,6 +71,8 @@ class WriteCounts(CompactWire):
     placement_condition_written: bool = False
     deadline_event: bool = False  # a ScheduleDeadlineExceeded Event was created
     decisions_written: int = 0  # PlacementDecision slices created, replaced or deleted
+    nominated: int = 0  # clusters nominated for this placement's preemption (docs/priority.md)
+    preempted: int = 0  # bindings of this placement unscheduled for a preemptor
 
     @property
     def bindings(self) -> int:

@@ -1,0 +1,584 @@
+"""Preemption in the turn (docs/priority.md, "Preemption"): kube-scheduler's DefaultPreemption
+across clusters, for capacity-aware placements.
+
+Two halves, each in the turn of the placement it changes, so every binding is still written
+only by its own placement's turns (serialised by its workflow), as rebalance moves are:
+
+- **The preemptor's turn** (`preempt`), when its cycle leaves it short of room: it reads what
+  the PostFilter plugins need (PriorityClasses, the placements and bindings holding room on the
+  clusters that pass every filter but room, their disruption budgets), asks them for a plan,
+  and *nominates* each chosen cluster: one compare-and-swap on the cluster's CapacityLedger
+  adds a `Nomination` for the preemptor naming its victims, checked again on the ledger as it
+  is now. The nomination counts against every other placement's room (scheduler.room.capacity
+  `held`), so the room the victims give up is the preemptor's; the preemptor's own binding
+  there replaces it in one write (activities.capacity `reserve`). A placement that holds a
+  nomination never plans again until it is gone: a retried turn finishes the preemption it
+  started, and never chooses twice.
+- **Each victim's turn** (`yield_room`): the watcher sees the nomination and wakes the victims'
+  placements. A victim's binding that has room elsewhere moves there, through the moves engine
+  (activities.moves, within its budget); what cannot move is unscheduled, if its budget allows,
+  with an Event on its placement, and its room released. Its placement is then short, and its
+  Scheduled condition says who took its room.
+
+Nominations go when their preemptor no longer needs them (a turn that leaves it fully
+scheduled drops them), when it is deleted (its cleanup), and after NOMINATION_GRACE (the
+sweeps), so a victim that could not leave does not hold the room for ever."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from fractions import Fraction
+from typing import Final
+
+from activities.bindings import apply_patch
+from activities.capacity import (
+    NOMINATION_GRACE,
+    Ledgers,
+    binding_key,
+    drop_nominations,
+    is_active,
+    nominate,
+    release,
+)
+from activities.deadline import COMPONENT, WARNING
+from activities.moves import MoveCause, apply_moves, budget_of, feasible_clusters
+from hub import names
+from hub.client import HubClient
+from hub.errors import AlreadyExistsError, ConflictError, NotFoundError, UnauthorizedError
+from hub.kinds import kinds_for, placement_key, split_key
+from hub.types import (
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    ClusterResourcePlacementDisruptionBudget,
+    ClusterSchedulingPolicySnapshot,
+    Event,
+    MemberCluster,
+    NominatedVictim,
+    Nomination,
+    ObjectMeta,
+    PriorityClass,
+)
+from hub.types.core_v1 import EventSource, ObjectReference
+from scheduler import Explanation, Profile
+from scheduler.bindings.writes import mark_unscheduled
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.profile import CLUSTER_RESOURCES_FIT
+from scheduler.framework.queue_sort import PriorityClasses, QueueItem, TurnCause
+from scheduler.moves.budgets import available, budget_state
+from scheduler.preemption import (
+    NEVER,
+    PREEMPT_LOWER_PRIORITY,
+    Candidates,
+    PreemptionPlan,
+    Preemptor,
+    budget_left,
+    rooms_from_ledgers,
+)
+from scheduler.preemption.victims import NEVER_REASON
+from scheduler.room.capacity import ClusterCapacity, format_amount, held, shortfalls
+from workflows.models import MoveRequest
+
+__all__ = [
+    "NOMINATION_GRACE",
+    "PREEMPTED",
+    "PREEMPTED_BY_ANNOTATION",
+    "Preemption",
+    "drop_nominations",
+    "nominations_of",
+    "preempt",
+    "preemptor_label",
+    "victims_asked",
+    "yield_room",
+]
+
+# On a victim's binding unscheduled for a preemptor: who, and both priorities, for `check`.
+PREEMPTED_BY_ANNOTATION: Final = names.PREEMPTED_BY_ANNOTATION
+PREEMPTED_REASON: Final = "Preempted"
+PREEMPTED = MoveCause(said="moved for preemption", capacity_only=False, revives=True)
+
+
+@dataclass
+class Preemption:
+    """What one turn's preemption did, for the report, the metric and the history."""
+
+    plan: PreemptionPlan | None = None
+    nominated: list[str] = field(default_factory=list)
+    """Clusters nominated for the preemptor this turn."""
+    priority_class: str = ""
+    lines: list[str] = field(default_factory=list)
+
+
+def preemptor_label(key: str) -> str:
+    """`crp/checkout`, or `rp/shop/web` for a ResourcePlacement: how victims name it."""
+    namespace, name = split_key(key)
+    return f"rp/{namespace}/{name}" if namespace else f"crp/{name}"
+
+
+def nominations_of(ledgers: Ledgers, placement: str) -> dict[str, Nomination]:
+    """Cluster -> the nomination held there for `placement`."""
+    return {
+        cluster: nomination
+        for cluster, ledger in ledgers.by_cluster.items()
+        if (nomination := ledger.spec.nominations.get(placement)) is not None
+    }
+
+
+# --- the preemptor's side ---------------------------------------------------------------------
+
+
+def preempt(
+    client: HubClient,
+    profile: Profile,
+    key: str,
+    placement: ClusterResourcePlacement,
+    snapshot: ClusterSchedulingPolicySnapshot,
+    explanation: Explanation,
+    ledgers: Ledgers,
+    own: Sequence[ClusterResourceBinding],
+    clusters: Sequence[MemberCluster],
+    requests: Mapping[str, Fraction],
+    now: datetime,
+) -> Preemption:
+    """Plan and nominate, when the cycle left the placement short of room (see the module doc);
+    nothing when it did not, when preemption is off, or when a preemption of it is under way."""
+    shortage = explanation.shortage
+    if not profile.post_filter or shortage is None or shortage.unplaced <= 0:
+        return Preemption()
+    under_way = nominations_of(ledgers, key)
+    if under_way:
+        return Preemption(
+            lines=[f"preemption under way: room nominated on {', '.join(sorted(under_way))}"]
+        )
+    candidates = sorted(
+        {c for g in explanation.filtered if g.plugin == CLUSTER_RESOURCES_FIT for c in g.clusters}
+    )
+    occupied = {
+        r.placement
+        for c in candidates
+        if (ledger := ledgers.by_cluster.get(c)) is not None
+        for r in ledger.spec.reservations.values()
+    } - {key}
+    if not occupied:
+        return Preemption()
+    classes = _priority_classes(client)
+    sorter = profile.queue_sorter
+    mine = sorter.queue_sort(QueueItem(placement.metadata, TurnCause.PLACEMENT, classes.known))
+    policy = classes.policies.get(mine.priority_class or "", PREEMPT_LOWER_PRIORITY)
+    preemptor = Preemptor(
+        placement=key,
+        priority=mine.value,
+        requests=dict(requests),
+        short=shortage.unplaced,
+        policy=policy or PREEMPT_LOWER_PRIORITY,
+    )
+    done = Preemption(priority_class=mine.priority_class or "")
+    if preemptor.policy == NEVER:
+        done.plan = PreemptionPlan(
+            placement=key, priority=mine.value, still_short=shortage.unplaced, reason=NEVER_REASON
+        )
+        done.lines.append(f"no preemption: {NEVER_REASON}")
+        return done
+
+    reads = _Reads.of(client, occupied)
+    priorities = {
+        k: sorter.queue_sort(QueueItem(p.metadata, TurnCause.PLACEMENT, classes.known)).value
+        for k, p in reads.placements.items()
+    }
+    by_name = {c.metadata.name: c for c in clusters}
+    own_keys = {binding_key(b) for b in own if is_active(b)}
+    rooms = rooms_from_ledgers(
+        [(c, by_name[c].status.resource_usage.allocatable) for c in candidates if c in by_name],
+        ledgers.by_cluster,
+        reads.active,
+        priorities,
+        own=own_keys,
+    )
+    budgets = reads.budgets_left(rooms)
+    candidates_given = Candidates(preemptor, tuple(rooms), budgets)
+    answer = _post_filter(profile, clusters, now, snapshot, candidates_given)
+    if isinstance(answer, str):
+        done.lines.append(f"no preemption: {answer}")
+        return done
+    done.plan = answer
+    for chosen in answer.clusters:
+        nomination = Nomination(
+            priority=preemptor.priority,
+            requests={r: format_amount(a) for r, a in requests.items()},
+            victims=[
+                NominatedVictim(binding=v.binding, placement=v.placement, priority=v.priority)
+                for v in chosen.victims
+            ],
+            nominated_at=now,
+        )
+        member = by_name[chosen.cluster]
+        made = nominate(
+            client, chosen.cluster, key, nomination, member.status.resource_usage.allocatable
+        )
+        victims = ", ".join(v.binding for v in chosen.victims)
+        if made:
+            done.nominated.append(chosen.cluster)
+            done.lines.append(
+                f"preempting on {chosen.cluster}: {len(chosen.victims)} victim(s) ({victims}) "
+                f"free {chosen.freed}"
+            )
+        else:
+            done.lines.append(
+                f"left {chosen.cluster}: its room changed since the victims ({victims}) were chosen"
+            )
+    if not answer.clusters:
+        done.lines.append("no preemption: " + _rejections(answer))
+    return done
+
+
+# --- the victims' side ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One of the placement's active bindings a nomination names as a victim."""
+
+    binding: ClusterResourceBinding
+    cluster: str
+    preemptor: str
+    nomination: Nomination
+
+    @property
+    def victim_priority(self) -> int:
+        key = binding_key(self.binding)
+        return next(v.priority for v in self.nomination.victims if v.binding == key)
+
+    def who(self) -> str:
+        """e.g. "crp/checkout (priority 100000) on member-3"."""
+        return (
+            f"{preemptor_label(self.preemptor)} (priority {self.nomination.priority}) on "
+            f"{self.cluster}"
+        )
+
+    def reason(self) -> str:
+        return f"preempted by {self.who()}"
+
+
+def victims_asked(
+    ledgers: Ledgers, placement: str, bindings: Iterable[ClusterResourceBinding]
+) -> list[Asked]:
+    """The placement's active bindings that a nomination on their cluster names as victims."""
+    active = {binding_key(b): b for b in bindings if is_active(b)}
+    asked = []
+    for cluster, ledger in sorted(ledgers.by_cluster.items()):
+        for preemptor, nomination in sorted(ledger.spec.nominations.items()):
+            for victim in nomination.victims:
+                binding = active.get(victim.binding)
+                if (
+                    binding is not None
+                    and victim.placement == placement
+                    and binding.spec.target_cluster == cluster
+                    and preemptor != placement
+                ):
+                    asked.append(Asked(binding, cluster, preemptor, nomination))
+    return asked
+
+
+def yield_room(
+    client: HubClient,
+    profile: Profile | None,
+    placement: ClusterResourcePlacement,
+    snapshot: ClusterSchedulingPolicySnapshot,
+    asked: Sequence[Asked],
+    clusters: list[MemberCluster],
+    ledgers: Ledgers,
+    requests: Mapping[str, Fraction] | None,
+    now: Callable[[], datetime],
+) -> list[str]:
+    """Give the room the nominations ask for: move each asked binding where the placement's
+    filters and room allow (the moves engine, within its budget), unschedule the rest (within
+    its budget) and release their room; one line each."""
+    if not asked:
+        return []
+    kinds = kinds_for(placement.metadata.namespace)
+    bindings = _bindings_of(client, placement)
+    moves = _moves(profile, snapshot, asked, clusters, bindings, ledgers, requests, now())
+    lines = []
+    if moves:
+        outcome = apply_moves(
+            client, placement, snapshot, moves, clusters, profile, now, cause=PREEMPTED
+        )
+        lines += outcome.lines
+        bindings = _bindings_of(client, placement)
+    by_name = {b.metadata.name: b for b in bindings}
+    budget = budget_of(client, placement, bindings)
+    for item in asked:
+        current = by_name.get(item.binding.metadata.name)
+        if current is None or not is_active(current) or current.spec.target_cluster != item.cluster:
+            continue  # moved above, or gone
+        if not budget.allows_one():
+            lines.append(
+                f"kept {current.metadata.name} on {item.cluster} ({item.reason()}): the "
+                f"disruption budget allows no disruption now"
+            )
+            continue
+        _unschedule(client, current, item, kinds.binding)
+        budget = budget.after_unschedule(available(current))
+        release(client, item.cluster, [binding_key(current)])
+        _event(client, placement, current, item, now())
+        lines.append(f"unscheduled {current.metadata.name}: {item.reason()}")
+    return lines
+
+
+def _moves(
+    profile: Profile | None,
+    snapshot: ClusterSchedulingPolicySnapshot,
+    asked: Sequence[Asked],
+    clusters: list[MemberCluster],
+    bindings: list[ClusterResourceBinding],
+    ledgers: Ledgers,
+    requests: Mapping[str, Fraction] | None,
+    now: datetime,
+) -> list[MoveRequest]:
+    """A move for each asked binding that has room elsewhere: to the cluster the placement's
+    filters pass, that it holds nothing on, with the most room left (spreading, as the default
+    score does), the name breaking ties. Bindings whose requests cannot be read are not moved."""
+    if requests is None:
+        return []
+    feasible = feasible_clusters(snapshot, clusters, bindings, profile, now)
+    held_on = {b.spec.target_cluster for b in bindings if not b.metadata.deleting}
+    by_name = {c.metadata.name: c for c in clusters}
+    planned: dict[str, dict[str, Fraction]] = {}
+    moves = []
+    for item in asked:
+        best: tuple[Fraction, str] | None = None
+        for name in sorted(feasible - held_on - set(planned) - {item.cluster}):
+            member = by_name.get(name)
+            if member is None:
+                continue
+            ledger = ledgers.by_cluster.get(name)
+            taken = held(ledger) if ledger is not None else {}
+            capacity = ClusterCapacity.of(member.status.resource_usage.allocatable, taken)
+            if shortfalls(requests, capacity):
+                continue
+            share = min(
+                (
+                    (free - requests[r]) / capacity.allocatable[r]
+                    for r in requests
+                    if requests[r] > 0
+                    and (free := capacity.free(r)) is not None
+                    and capacity.allocatable.get(r)
+                ),
+                default=Fraction(0),
+            )
+            if best is None or share > best[0]:
+                best = (share, name)
+        if best is None:
+            continue
+        planned[best[1]] = dict(requests)
+        moves.append(
+            MoveRequest(
+                binding=item.binding.metadata.name,
+                source=item.cluster,
+                target=best[1],
+                reason=item.reason(),
+            )
+        )
+    return moves
+
+
+def _unschedule(
+    client: HubClient,
+    binding: ClusterResourceBinding,
+    item: Asked,
+    kind: type[ClusterResourceBinding],
+) -> None:
+    """Mark the victim Unscheduled, saying who took its room (both priorities, for `check`);
+    a conflict (the rollout controller wrote its status) is read again, a few times."""
+    mark = f"{item.who()}, over priority {item.victim_priority}"
+    for attempt in range(3):
+        patch = mark_unscheduled(binding, item.reason())
+        metadata = patch.merge_patch.setdefault("metadata", {})
+        assert isinstance(metadata, dict)
+        annotations = metadata.setdefault("annotations", {})
+        assert isinstance(annotations, dict)
+        annotations[PREEMPTED_BY_ANNOTATION] = mark
+        try:
+            apply_patch(client, patch)
+            return
+        except ConflictError:
+            if attempt == 2:
+                raise
+            binding = client.get(kind, binding.metadata.name, namespace=binding.metadata.namespace)
+            if not is_active(binding):
+                return
+
+
+def _event(
+    client: HubClient,
+    placement: ClusterResourcePlacement,
+    binding: ClusterResourceBinding,
+    item: Asked,
+    now: datetime,
+) -> None:
+    """A Warning Event on the victim's placement, once per binding preempted (a retried turn
+    finds it there)."""
+    namespace = placement.metadata.namespace or "default"
+    digest = hashlib.sha256(f"{binding.metadata.uid}/{item.preemptor}".encode()).hexdigest()[:10]
+    stamp = now.replace(microsecond=0)
+    event = Event(
+        metadata=ObjectMeta(name=f"{placement.name}.preempted.{digest}", namespace=namespace),
+        involved_object=ObjectReference(
+            api_version=placement.api_version,
+            kind=placement.kind,
+            name=placement.name,
+            namespace=placement.metadata.namespace,
+            uid=placement.metadata.uid,
+            resource_version=placement.metadata.resource_version,
+        ),
+        reason=PREEMPTED_REASON,
+        message=f"binding {binding.metadata.name} {item.reason()}",
+        type=WARNING,
+        count=1,
+        first_timestamp=stamp,
+        last_timestamp=stamp,
+        source=EventSource(component=COMPONENT),
+        reporting_component=COMPONENT,
+    )
+    # There already (a retried turn), or a hub that takes no Events: the binding says it too.
+    with contextlib.suppress(AlreadyExistsError, NotFoundError, UnauthorizedError):
+        client.create(event)
+
+
+def _bindings_of(
+    client: HubClient, placement: ClusterResourcePlacement
+) -> list[ClusterResourceBinding]:
+    namespace = placement.metadata.namespace
+    return list(
+        client.list(
+            kinds_for(namespace).binding,
+            {names.PARENT_PLACEMENT_LABEL: placement.name},
+            namespace=namespace,
+        ).items
+    )
+
+
+# --- reads ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Classes:
+    known: PriorityClasses
+    policies: Mapping[str, str | None]
+
+
+def _priority_classes(client: HubClient) -> _Classes:
+    try:
+        items = list(client.list(PriorityClass).items)
+    except (NotFoundError, UnauthorizedError):
+        items = []
+    return _Classes(
+        PriorityClasses.of(items), {pc.metadata.name: pc.preemption_policy for pc in items}
+    )
+
+
+@dataclass(frozen=True)
+class _Reads:
+    """The placements holding room on the candidate clusters, every active binding's key, and
+    the budgets, read once for the plan."""
+
+    placements: Mapping[str, ClusterResourcePlacement]
+    active: frozenset[str]
+    bindings_of: Mapping[str, list[ClusterResourceBinding]]
+    budgets: Mapping[str, ClusterResourcePlacementDisruptionBudget]
+
+    @classmethod
+    def of(cls, client: HubClient, occupied: set[str]) -> _Reads:
+        namespaces = sorted({ns for k in occupied if (ns := split_key(k)[0]) is not None})
+        placements: dict[str, ClusterResourcePlacement] = {}
+        bindings: list[ClusterResourceBinding] = []
+        if any(split_key(k)[0] is None for k in occupied):
+            kinds = kinds_for(None)
+            placements |= {p.metadata.name: p for p in client.list(kinds.placement).items}
+            bindings += client.list(kinds.binding).items
+        for namespace in namespaces:
+            kinds = kinds_for(namespace)
+            try:
+                items = client.list(kinds.placement, namespace=namespace).items
+                bindings += client.list(kinds.binding, namespace=namespace).items
+            except (NotFoundError, UnauthorizedError):
+                continue  # their bindings stay where they are: never victims
+            placements |= {placement_key(namespace, p.metadata.name): p for p in items}
+        placements = {k: p for k, p in placements.items() if k in occupied}
+        by_placement: dict[str, list[ClusterResourceBinding]] = {}
+        for binding in bindings:
+            owner = placement_key(
+                binding.metadata.namespace or None,
+                binding.metadata.labels.get(names.PARENT_PLACEMENT_LABEL, ""),
+            )
+            by_placement.setdefault(owner, []).append(binding)
+        try:
+            budgets = {
+                b.metadata.name: b
+                for b in client.list(ClusterResourcePlacementDisruptionBudget).items
+            }
+        except (NotFoundError, UnauthorizedError):
+            budgets = {}
+        return cls(
+            placements=placements,
+            active=frozenset(binding_key(b) for b in bindings if is_active(b)),
+            bindings_of=by_placement,
+            budgets=budgets,
+        )
+
+    def budgets_left(self, rooms: Iterable[object]) -> dict[str, int | None]:
+        """Placement -> disruptions its budget allows one after another (None: no budget)."""
+        limits: dict[str, int] = {}
+        for room in rooms:
+            for occupant in getattr(room, "occupants", ()):
+                limits[occupant.placement] = limits.get(occupant.placement, 0) + 1
+        out: dict[str, int | None] = {}
+        for key, limit in limits.items():
+            placement = self.placements.get(key)
+            if placement is None:
+                continue
+            namespace, _ = split_key(key)
+            budget = None if namespace else self.budgets.get(placement.metadata.name)
+            state = budget_state(budget, placement, self.bindings_of.get(key, []))
+            out[key] = budget_left(state, limit)
+        return out
+
+
+def _post_filter(
+    profile: Profile,
+    clusters: Sequence[MemberCluster],
+    now: datetime,
+    snapshot: ClusterSchedulingPolicySnapshot,
+    candidates: Candidates,
+) -> PreemptionPlan | str:
+    """The profile's PostFilter plugins in order, until one answers with a plan; else why
+    none did (a plugin that fails says so, and nothing is preempted)."""
+    state = CycleState(clusters=clusters, now=now)
+    reasons = []
+    last: PreemptionPlan | None = None
+    for plugin in profile.post_filter:
+        try:
+            plan, status = plugin.post_filter(state, snapshot, candidates)
+        except Exception as exc:  # a plugin's failure is reported, never a crashed turn
+            return f"plugin {plugin.name} failed: {type(exc).__name__}: {exc}"
+        if plan is not None:
+            last = plan
+        if status.is_success and plan is not None and plan.clusters:
+            return plan
+        reasons.append(f"{plugin.name}: {'; '.join(status.reasons) or status.code.value}")
+    if last is not None:
+        return last
+    return "; ".join(reasons) or "no PostFilter plugin answered"
+
+
+def _rejections(plan: PreemptionPlan, shown: int = 3) -> str:
+    if plan.reason:
+        return plan.reason
+    if not plan.rejected:
+        return "no cluster can be freed"
+    listed = "; ".join(f"{r.cluster}: {r.reason}" for r in plan.rejected[:shown])
+    more = f"; and {len(plan.rejected) - shown} more" if len(plan.rejected) > shown else ""
+    return listed + more
