@@ -49,7 +49,7 @@ from activities.moves import MoveCause, apply_moves, budget_of, feasible_cluster
 from hub import names
 from hub.client import HubClient
 from hub.errors import AlreadyExistsError, ConflictError, NotFoundError, UnauthorizedError
-from hub.kinds import kinds_for, placement_key, split_key
+from hub.kinds import kinds_for, placement_key, placement_label, split_key
 from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
@@ -114,8 +114,7 @@ class Preemption:
 
 def preemptor_label(key: str) -> str:
     """`crp/checkout`, or `rp/shop/web` for a ResourcePlacement: how victims name it."""
-    namespace, name = split_key(key)
-    return f"rp/{namespace}/{name}" if namespace else f"crp/{name}"
+    return placement_label(key)
 
 
 def nominations_of(ledgers: Ledgers, placement: str) -> dict[str, Nomination]:

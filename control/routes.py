@@ -37,7 +37,7 @@ from typing import Final, TypeVar
 
 from control.views import Change
 from hub import names as hub_names
-from hub.kinds import parent_key, placement_key
+from hub.kinds import parent_key, placement_key, placement_label
 from hub.types import (
     CapacityLedger,
     CapacityLedgerSpec,
@@ -107,6 +107,9 @@ REASON_ROOM_GIVEN_UP: Final = "cluster {cluster}: {what} (no capacity ledger the
 REASON_LEDGER_GONE: Final = (
     "cluster {cluster}: its capacity ledger was deleted; reservations are made again"
 )
+REASON_PREEMPTED: Final = (
+    "cluster {cluster}: {preemptor} (priority {priority}) takes room a binding holds"
+)
 REASON_ROOM_WHILE_RUNNING: Final = "room on cluster {cluster} was freed while the last cycle ran"
 
 
@@ -152,14 +155,16 @@ class Room:
         cluster: str,
         requests: Mapping[str, Fraction],
         ledger: CapacityLedger | None = None,
+        placement: str | None = None,
     ) -> bool:
         """Would one binding asking `requests` fit on `cluster` beside its reservations (those
-        of `ledger` if given, else of the cached one)?"""
+        of `ledger` if given, else of the cached one) and the room nominated for others than
+        `placement`?"""
         member = self.clusters.get(cluster)
         if member is None or member.metadata.deleting:
             return False
         ledger = ledger if ledger is not None else self.ledgers.get(cluster)
-        taken = held(ledger) if ledger is not None else {}
+        taken = held(ledger, nominee=placement) if ledger is not None else {}
         capacity = ClusterCapacity.of(member.status.resource_usage.allocatable, taken)
         return not shortfalls(requests, capacity)
 
@@ -477,6 +482,8 @@ def _ledger(
             routes[key] = Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True)
     else:
         after = held(new)
+        for route in _victims(cluster, old, new):
+            routes.setdefault(route.placement, route)
         member = room.clusters.get(cluster)
         if old is None and member is not None:
             # A ledger made (again): a cluster's first reservation, or the first after its
@@ -516,6 +523,23 @@ def _ledger(
     return list(routes.values())
 
 
+def _victims(cluster: str, old: CapacityLedger | None, new: CapacityLedger) -> list[Route]:
+    """A nomination made on the ledger (docs/priority.md, "Preemption") wakes the placements
+    of the bindings it names, whose turns give the room up: the preemptor waits on them."""
+    before = old.spec.nominations if old is not None else {}
+    routes = []
+    for preemptor, nomination in sorted(new.spec.nominations.items()):
+        if before.get(preemptor) == nomination:
+            continue
+        label = placement_label(preemptor)
+        reason = REASON_PREEMPTED.format(
+            cluster=cluster, preemptor=label, priority=nomination.priority
+        )
+        for victim in sorted({v.placement for v in nomination.victims}):
+            routes.append(Route(victim, names.SIGNAL_CLUSTER_CHANGED, reason))
+    return routes
+
+
 def _waiters(
     cluster: str,
     placements: Mapping[str, ClusterResourcePlacement],
@@ -528,9 +552,9 @@ def _waiters(
     routes = []
     for placement in placements.values():
         requests = waiting_for_room(placement)
-        if requests is None or not room.fits(cluster, requests, ledger):
-            continue
         key = _key(placement)
+        if requests is None or not room.fits(cluster, requests, ledger, key):
+            continue
         routes.append(Route(key, names.SIGNAL_CLUSTER_CHANGED, reason, fan_out=True))
     return routes
 

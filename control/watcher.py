@@ -662,10 +662,7 @@ class Watcher:
         # its N, or changed since it was scheduled (Scheduled not True at its generation); or
         # `wanting`, a change its condition does not show yet (a binding or itself deleting).
         unsatisfied = (
-            wanting
-            or cached is None
-            or cached.metadata.deleting
-            or not is_fully_scheduled(cached)
+            wanting or cached is None or cached.metadata.deleting or not is_fully_scheduled(cached)
         )
         # Has nothing yet (PrioritySort's new first): never scheduled, or not seen yet.
         new = cached is None or never_scheduled(cached)

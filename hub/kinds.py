@@ -30,6 +30,7 @@ __all__ = [
     "kinds_for",
     "parent_key",
     "placement_key",
+    "placement_label",
     "split_key",
 ]
 
@@ -83,3 +84,10 @@ def split_key(key: str) -> tuple[str | None, str]:
     if not namespace or not name or "/" in namespace:
         raise ValueError(f"not a placement key (<name> or <namespace>/<name>): {key!r}")
     return namespace, name
+
+
+def placement_label(key: str) -> str:
+    """How a placement is named to people beside other kinds: `crp/checkout`, or
+    `rp/shop/web` for a ResourcePlacement (`placement_key` `shop/web`)."""
+    namespace, name = split_key(key)
+    return f"rp/{namespace}/{name}" if namespace else f"crp/{name}"

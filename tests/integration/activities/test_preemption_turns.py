@@ -1,0 +1,244 @@
+"""Preemption across clusters against a real devhub (docs/priority.md, "Preemption"): the issue's
+fleet, three clusters of 8 CPUs filled by six `cpu=4` placements of a low class, and an urgent
+PickN-2 `cpu=4` placement of a class 100,000 higher. Turns run as the workflows run them, the
+victims' when the watcher's routes say so; after every step no cluster holds more than its
+room."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.capacity import Ledgers
+from activities.fleet_state import read_fleet_state
+from activities.preemption import PREEMPTED_BY_ANNOTATION, nominations_of
+from control.views import Change
+from hub import names
+from hub.client import HubClient
+from hub.types import (
+    CapacityLedger,
+    ClusterResourceBinding,
+    ClusterResourcePlacement,
+    Event,
+    ObjectMeta,
+    PriorityClass,
+)
+from scheduler.invariants import find_violations
+from scheduler.room.capacity import is_active
+from tests.integration.activities.activity_helpers import (
+    Rig,
+    add_budget,
+    add_cluster,
+    add_placement,
+    pick_n,
+    placement_condition,
+    routes_for,
+    turn,
+)
+
+CLUSTERS = ("member-1", "member-2", "member-3")
+LOW, URGENT = 1_000, 101_000
+LOWS = tuple(f"low-{i}" for i in range(6))
+PROD = {"env": "prod"}  # what `pick_n` requires
+
+
+def add_class(hub: HubClient, name: str, value: int, policy: str | None = None) -> None:
+    hub.create(
+        PriorityClass(
+            metadata=ObjectMeta(name=name),
+            value=value,
+            preemption_policy=policy or "PreemptLowerPriority",
+        )
+    )
+
+
+def asks(cpu: int, priority_class: str) -> dict[str, str]:
+    return {
+        names.REQUESTS_ANNOTATION: f"cpu={cpu}",
+        names.PRIORITY_CLASS_ANNOTATION: priority_class,
+    }
+
+
+def active_by_cluster(hub: HubClient) -> dict[str, list[ClusterResourceBinding]]:
+    out: dict[str, list[ClusterResourceBinding]] = {c: [] for c in CLUSTERS}
+    for binding in hub.list(ClusterResourceBinding).items:
+        if is_active(binding):
+            out.setdefault(binding.spec.target_cluster, []).append(binding)
+    return out
+
+
+def owner(binding: ClusterResourceBinding) -> str:
+    return binding.metadata.labels[names.PARENT_PLACEMENT_LABEL]
+
+
+class Fleet:
+    """The fleet, its turns, and a sample after every step: no cluster above its room."""
+
+    def __init__(self, hub: HubClient, env: ActivityEnvironment, rig: Rig, cpu: str = "8") -> None:
+        self.hub, self.env, self.rig = hub, env, rig
+        self.cycle = 0
+        self.samples = 0
+        self.cpu = Fraction(cpu)
+        self.lines: dict[str, list[str]] = {}
+        for name in CLUSTERS:
+            add_cluster(hub, name, allocatable={"cpu": cpu}, labels=PROD)
+
+    def turn(self, placement: str) -> Any:
+        self.cycle += 1
+        before = {x.name: x for x in self.hub.list(CapacityLedger).items}
+        result = turn(self.env, self.rig.activities, placement, self.cycle)
+        self.lines.setdefault(placement, []).extend(result.moves)
+        self.sample()
+        self.owed = self._routed(before)
+        return result
+
+    def sample(self) -> None:
+        """Every active binding's requests on a cluster fit its room."""
+        self.samples += 1
+        for cluster, bindings in active_by_cluster(self.hub).items():
+            used = Fraction(0)
+            for binding in bindings:
+                crp = self.hub.get(ClusterResourcePlacement, owner(binding))
+                used += Fraction(crp.metadata.annotations[names.REQUESTS_ANNOTATION][4:])
+            assert used <= self.cpu, f"{cluster} holds {used} CPU of {self.cpu}"
+
+    def _routed(self, before: dict[str, CapacityLedger]) -> set[str]:
+        """Whom the watcher wakes for the ledgers' changes in the last step."""
+        owed = set()
+        for ledger in self.hub.list(CapacityLedger).items:
+            old = before.get(ledger.name)
+            if (
+                old is not None
+                and old.metadata.resource_version == ledger.metadata.resource_version
+            ):
+                continue
+            change = Change("MODIFIED" if old else "ADDED", old, ledger)
+            owed |= {placement for placement, _ in routes_for(self.hub, change)}
+        return owed
+
+    def deliver(self, limit: int = 20) -> None:
+        """Run every turn owed, as the workflows would, until none is."""
+        owed = set(self.owed)
+        for _ in range(limit):  # bounded by: a preemption settles in a few rounds
+            if not owed:
+                return
+            next_owed: set[str] = set()
+            for placement in sorted(owed):
+                self.turn(placement)
+                next_owed |= self.owed
+            owed = next_owed
+        raise AssertionError(f"turns still owed after {limit} rounds: {sorted(owed)}")
+
+
+@pytest.fixture
+def full(hub: HubClient, env: ActivityEnvironment, make_activities: Callable[..., Rig]) -> Fleet:
+    add_class(hub, "batch", LOW)
+    add_class(hub, "release-critical", URGENT)
+    add_class(hub, "polite", URGENT, "Never")
+    fleet = Fleet(hub, env, make_activities())
+    for name in LOWS:
+        add_placement(hub, name, pick_n(1), annotations=asks(4, "batch"))
+        fleet.turn(name)
+    assert all(len(b) == 2 for b in active_by_cluster(hub).values())
+    return fleet
+
+
+def test_the_urgent_placement_takes_exactly_the_room_it_needs(full: Fleet, hub: HubClient) -> None:
+    add_placement(hub, "checkout", pick_n(2), annotations=asks(4, "release-critical"))
+    first = full.turn("checkout")
+    assert first.report is not None and first.report.writes.nominated == 2, first.moves
+    nominated = nominations_of(Ledgers.read(hub), "checkout")
+    assert len(nominated) == 2
+    victims = {v.placement for n in nominated.values() for v in n.victims}
+    assert len(victims) == 2  # one cpu=4 binding per cluster frees one cpu=4 binding's room
+    assert all(
+        v.priority == LOW and n.priority == URGENT for n in nominated.values() for v in n.victims
+    )
+    said = [line for line in first.moves if line.startswith("preempting on")]
+    assert len(said) == 2 and all("1 victim(s)" in line for line in said), first.moves
+    assert victims <= full.owed  # the watcher wakes the victims
+
+    full.deliver()
+
+    by_cluster = active_by_cluster(hub)
+    urgent = sorted(
+        b.spec.target_cluster for bs in by_cluster.values() for b in bs if owner(b) == "checkout"
+    )
+    assert urgent == sorted(nominated), by_cluster
+    assert sum(len(b) for b in by_cluster.values()) == 6  # 4 low + 2 urgent: nothing extra freed
+    assert not nominations_of(Ledgers.read(hub), "checkout")  # turned into reservations
+    for victim in victims:
+        gone = [
+            b
+            for b in hub.list(ClusterResourceBinding, {names.PARENT_PLACEMENT_LABEL: victim}).items
+            if not is_active(b)
+        ]
+        assert len(gone) == 1
+        cluster = gone[0].spec.target_cluster
+        mark = gone[0].metadata.annotations[PREEMPTED_BY_ANNOTATION]
+        assert mark == f"crp/checkout (priority {URGENT}) on {cluster}, over priority {LOW}"
+        condition = placement_condition(hub, victim)
+        assert condition is not None and condition.status == "False"
+        assert f"preempted by crp/checkout (priority {URGENT}) on {cluster}" in condition.message
+        assert any("preempted by crp/checkout" in line for line in full.lines[victim])
+    events = [e for e in hub.list(Event, namespace="default").items if e.reason == "Preempted"]
+    assert sorted(e.involved_object.name for e in events) == sorted(victims)
+    metric = full.rig.metrics.preemptions.labels(priority_class="release-critical")._value.get()
+    assert metric == 2
+    state = read_fleet_state(hub, resource_placements=False)
+    assert not find_violations(state, datetime.now(UTC))
+    assert full.samples >= 10  # 6 low turns, the urgent's 2, the victims' 2
+
+
+def test_a_class_that_never_preempts_waits(full: Fleet, hub: HubClient) -> None:
+    add_placement(hub, "gentle", pick_n(2), annotations=asks(4, "polite"))
+    result = full.turn("gentle")
+    assert result.report is not None and result.report.writes.nominated == 0
+    assert not nominations_of(Ledgers.read(hub), "gentle")
+    assert any("preemptionPolicy: Never" in line for line in result.moves), result.moves
+    assert all(len(b) == 2 for b in active_by_cluster(hub).values())
+    condition = placement_condition(hub, "gentle")
+    assert condition is not None and "not enough room" in condition.message
+
+
+def test_equal_priority_is_never_a_victim(full: Fleet, hub: HubClient) -> None:
+    add_placement(hub, "peer", pick_n(1), annotations=asks(4, "batch"))
+    result = full.turn("peer")
+    assert result.report is not None and result.report.writes.nominated == 0
+    assert any("only equal or higher priority" in line for line in result.moves), result.moves
+
+
+def test_a_victim_with_room_elsewhere_moves_there_and_only_the_other_leaves(
+    full: Fleet, hub: HubClient
+) -> None:
+    add_cluster(
+        hub, "member-4", allocatable={"cpu": "4"}, labels=PROD
+    )  # room for one cpu=4 binding
+    add_placement(hub, "checkout", pick_n(1), annotations=asks(8, "release-critical"))
+    first = full.turn("checkout")  # 8 CPUs fit nowhere: a whole cluster's two bindings go
+    assert first.report is not None and first.report.writes.nominated == 1, first.moves
+    ((cluster, nomination),) = nominations_of(Ledgers.read(hub), "checkout").items()
+    assert len(nomination.victims) == 2
+    full.deliver()
+    lines = [line for p in (v.placement for v in nomination.victims) for line in full.lines[p]]
+    moved = [line for line in lines if line.startswith("moved ")]
+    gone = [line for line in lines if line.startswith("unscheduled ")]
+    assert len(moved) == 1 and "-> member-4" in moved[0], lines
+    assert len(gone) == 1, lines
+    by_cluster = active_by_cluster(hub)
+    assert [owner(b) for b in by_cluster[cluster]] == ["checkout"]
+    assert len(by_cluster["member-4"]) == 1
+
+
+def test_a_budget_that_allows_no_disruption_keeps_its_binding(full: Fleet, hub: HubClient) -> None:
+    for name in LOWS:
+        add_budget(hub, name, minAvailable=1)
+    add_placement(hub, "checkout", pick_n(1), annotations=asks(4, "release-critical"))
+    result = full.turn("checkout")
+    assert result.report is not None and result.report.writes.nominated == 0, result.moves
+    assert any("disruption budget" in line for line in result.moves), result.moves
