@@ -89,6 +89,7 @@ __all__ = [
     "Preemption",
     "drop_nominations",
     "nominations_of",
+    "plan_for",
     "preempt",
     "preemptor_label",
     "victims_asked",
@@ -144,14 +145,76 @@ def preempt(
 ) -> Preemption:
     """Plan and nominate, when the cycle left the placement short of room (see the module doc);
     nothing when it did not, when preemption is off, or when a preemption of it is under way."""
-    shortage = explanation.shortage
-    if not profile.post_filter or shortage is None or shortage.unplaced <= 0:
-        return Preemption()
     under_way = nominations_of(ledgers, key)
-    if under_way:
+    if under_way and explanation.shortage is not None:
         return Preemption(
             lines=[f"preemption under way: room nominated on {', '.join(sorted(under_way))}"]
         )
+    done = plan_for(
+        client,
+        profile,
+        key,
+        placement,
+        snapshot,
+        explanation,
+        ledgers,
+        own,
+        clusters,
+        requests,
+        now,
+    )
+    answer = done.plan
+    if answer is None or not answer.clusters:
+        return done
+    by_name = {c.metadata.name: c for c in clusters}
+    for chosen in answer.clusters:
+        nomination = Nomination(
+            priority=answer.priority,
+            requests={r: format_amount(a) for r, a in requests.items()},
+            victims=[
+                NominatedVictim(binding=v.binding, placement=v.placement, priority=v.priority)
+                for v in chosen.victims
+            ],
+            nominated_at=now,
+        )
+        member = by_name[chosen.cluster]
+        made = nominate(
+            client, chosen.cluster, key, nomination, member.status.resource_usage.allocatable
+        )
+        victims = ", ".join(v.binding for v in chosen.victims)
+        if made:
+            done.nominated.append(chosen.cluster)
+            done.lines.append(
+                f"preempting on {chosen.cluster}: {len(chosen.victims)} victim(s) ({victims}) "
+                f"free {chosen.freed}"
+            )
+        else:
+            done.lines.append(
+                f"left {chosen.cluster}: its room changed since the victims ({victims}) were chosen"
+            )
+    return done
+
+
+def plan_for(
+    client: HubClient,
+    profile: Profile,
+    key: str,
+    placement: ClusterResourcePlacement,
+    snapshot: ClusterSchedulingPolicySnapshot,
+    explanation: Explanation,
+    ledgers: Ledgers,
+    own: Sequence[ClusterResourceBinding],
+    clusters: Sequence[MemberCluster],
+    requests: Mapping[str, Fraction],
+    now: datetime,
+) -> Preemption:
+    """What the PostFilter plugins would preempt for the placement, the cycle having left it
+    short of room as `explanation` says; reads the hub, writes nothing (`plan -f` shows it).
+    `plan` None: nothing to ask them (not short of room, preemption off, nothing there of
+    another placement's to take)."""
+    shortage = explanation.shortage
+    if not profile.post_filter or shortage is None or shortage.unplaced <= 0:
+        return Preemption()
     candidates = sorted(
         {c for g in explanation.filtered if g.plugin == CLUSTER_RESOURCES_FIT for c in g.clusters}
     )
@@ -203,31 +266,6 @@ def preempt(
         done.lines.append(f"no preemption: {answer}")
         return done
     done.plan = answer
-    for chosen in answer.clusters:
-        nomination = Nomination(
-            priority=preemptor.priority,
-            requests={r: format_amount(a) for r, a in requests.items()},
-            victims=[
-                NominatedVictim(binding=v.binding, placement=v.placement, priority=v.priority)
-                for v in chosen.victims
-            ],
-            nominated_at=now,
-        )
-        member = by_name[chosen.cluster]
-        made = nominate(
-            client, chosen.cluster, key, nomination, member.status.resource_usage.allocatable
-        )
-        victims = ", ".join(v.binding for v in chosen.victims)
-        if made:
-            done.nominated.append(chosen.cluster)
-            done.lines.append(
-                f"preempting on {chosen.cluster}: {len(chosen.victims)} victim(s) ({victims}) "
-                f"free {chosen.freed}"
-            )
-        else:
-            done.lines.append(
-                f"left {chosen.cluster}: its room changed since the victims ({victims}) were chosen"
-            )
     if not answer.clusters:
         done.lines.append("no preemption: " + _rejections(answer))
     return done

@@ -58,6 +58,8 @@ ABSTRACT_KIND_SOURCES: Final[Mapping[str, str]] = {
     "activities.reconcile._priority_classes": "control.watcher:PRIORITY_KINDS",
     "workers.cli.dev.apply_placements": "workers.cli.dev:SAMPLE_KINDS",
     "activities.deadline.record_deadline_event": "activities.deadline:EVENT_KINDS",
+    "activities.preemption._event": "activities.deadline:EVENT_KINDS",
+    "activities.preemption._priority_classes": "control.watcher:PRIORITY_KINDS",
     "workers.cli.plan_profile.read_fleet_once": "workers.cli.plan_profile:READ_KINDS",
 }
 

@@ -188,8 +188,10 @@ def test_the_urgent_placement_takes_exactly_the_room_it_needs(full: Fleet, hub: 
         assert any("preempted by crp/checkout" in line for line in full.lines[victim])
     events = [e for e in hub.list(Event, namespace="default").items if e.reason == "Preempted"]
     assert sorted(e.involved_object.name for e in events) == sorted(victims)
-    metric = full.rig.metrics.preemptions.labels(priority_class="release-critical")._value.get()
-    assert metric == 2
+    sample = full.rig.metrics.registry.get_sample_value(
+        "fleet_scheduler_preemptions_total", {"priority_class": "release-critical"}
+    )
+    assert sample == 2
     state = read_fleet_state(hub, resource_placements=False)
     assert not find_violations(state, datetime.now(UTC))
     assert full.samples >= 10  # 6 low turns, the urgent's 2, the victims' 2

@@ -217,7 +217,15 @@ def ledger() -> dict[str, Any]:
                     "requests": {"cpu": "2", "memory": "4Gi"},
                     "reservedAt": "2025-01-01T00:00:00Z",
                 }
-            }
+            },
+            "nominations": {
+                "checkout": {
+                    "priority": 100000,
+                    "requests": {"cpu": "4"},
+                    "victims": [{"binding": "crp-member-1-abcd", "placement": "crp", "priority": 0}],
+                    "nominatedAt": "2025-01-01T00:00:00Z",
+                }
+            },
         },
     }
 

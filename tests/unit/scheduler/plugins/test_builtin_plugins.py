@@ -1,5 +1,6 @@
 """The built-in plugins: KubeFleet's names, and exactly the extension points of kubefleet-rules
-5.0; kube-scheduler's PrioritySort, the one QueueSort plugin; and ClusterResourcesFit, ours."""
+5.0; kube-scheduler's PrioritySort, the one QueueSort plugin, and DefaultPreemption, its PostFilter;
+and ClusterResourcesFit, ours."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from scheduler.framework.interfaces import (
     FilterPlugin,
     Plugin,
     PostBatchPlugin,
+    PostFilterPlugin,
     PreFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
@@ -23,6 +25,7 @@ POINTS: dict[str, type[Plugin]] = {
     "filter": FilterPlugin,
     "pre_score": PreScorePlugin,
     "score": ScorePlugin,
+    "post_filter": PostFilterPlugin,
 }
 
 EXPECTED = {
@@ -35,6 +38,8 @@ EXPECTED = {
     "PrioritySort": {"queue_sort"},
     # Ours (docs/capacity.md): skips itself for placements without requests.
     "ClusterResourcesFit": {"pre_filter", "filter", "pre_score", "score"},
+    # kube-scheduler's PostFilter default, ours for placements (docs/priority.md).
+    "DefaultPreemption": {"post_filter"},
 }
 
 
