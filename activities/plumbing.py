@@ -179,6 +179,8 @@ class CycleRun:
     turn's result carries them beside its moves; `explain` shows them)."""
     preempted: int = 0
     """Bindings of this placement unscheduled for a preemptor."""
+    waits_on_victims: bool = False
+    """The placement holds nominations: it waits for its victims to leave."""
     preempted_for: list[str] = field(default_factory=list)
     """The preemptor's PriorityClass ("" without one), once per cluster it nominated."""
 

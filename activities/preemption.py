@@ -69,6 +69,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.profile import CLUSTER_RESOURCES_FIT
 from scheduler.framework.queue_sort import PriorityClasses, QueueItem, TurnCause
 from scheduler.moves.budgets import available, budget_state
+from scheduler.plugins.priority_sort import PrioritySort
 from scheduler.preemption import (
     NEVER,
     PREEMPT_LOWER_PRIORITY,
@@ -80,6 +81,7 @@ from scheduler.preemption import (
 )
 from scheduler.preemption.victims import NEVER_REASON
 from scheduler.room.capacity import ClusterCapacity, format_amount, held, shortfalls
+from scheduler.room.quantity import QuantityError, parse_quantity
 from workflows.models import MoveRequest
 
 __all__ = [
@@ -111,6 +113,14 @@ class Preemption:
     """Clusters nominated for the preemptor this turn."""
     priority_class: str = ""
     lines: list[str] = field(default_factory=list)
+    under_way: bool = False
+    """A nomination of the placement's is still held: it waits for its victims."""
+
+    @property
+    def waiting(self) -> bool:
+        """The placement waits on victims: its workflow should look again once the
+        nominations it holds would be stale (a victim that could not leave)."""
+        return self.under_way or bool(self.nominated)
 
 
 def preemptor_label(key: str) -> str:
@@ -146,9 +156,16 @@ def preempt(
     """Plan and nominate, when the cycle left the placement short of room (see the module doc);
     nothing when it did not, when preemption is off, or when a preemption of it is under way."""
     under_way = nominations_of(ledgers, key)
+    changed = [c for c, n in under_way.items() if _amounts(n.requests) != dict(requests)]
+    if changed:
+        # Its demand changed since it preempted: what it nominated no longer fits what it asks,
+        # and a change of demand may preempt again.
+        drop_nominations(client, key, changed)
+        under_way = {c: n for c, n in under_way.items() if c not in changed}
     if under_way and explanation.shortage is not None:
         return Preemption(
-            lines=[f"preemption under way: room nominated on {', '.join(sorted(under_way))}"]
+            lines=[f"preemption under way: room nominated on {', '.join(sorted(under_way))}"],
+            under_way=True,
         )
     done = plan_for(
         client,
@@ -229,6 +246,9 @@ def plan_for(
     classes = _priority_classes(client)
     sorter = profile.queue_sorter
     mine = sorter.queue_sort(QueueItem(placement.metadata, TurnCause.PLACEMENT, classes.known))
+    if isinstance(sorter, PrioritySort) and mine.value <= classes.floor():
+        # No placement can have a lower priority than this one: nothing to read or ask.
+        return Preemption(priority_class=mine.priority_class or "")
     policy = classes.policies.get(mine.priority_class or "", PREEMPT_LOWER_PRIORITY)
     preemptor = Preemptor(
         placement=key,
@@ -506,6 +526,14 @@ class _Classes:
     known: PriorityClasses
     policies: Mapping[str, str | None]
 
+    def floor(self) -> int:
+        """The lowest priority PrioritySort gives any placement: the lowest class, or the
+        default's (the global default class, else 0) for placements naming none or one that
+        does not exist."""
+        known = self.known
+        default = known.values.get(known.global_default or "", 0)
+        return min([default, *known.values.values()])
+
 
 def _priority_classes(client: HubClient) -> _Classes:
     try:
@@ -619,3 +647,10 @@ def _rejections(plan: PreemptionPlan, shown: int = 3) -> str:
     listed = "; ".join(f"{r.cluster}: {r.reason}" for r in plan.rejected[:shown])
     more = f"; and {len(plan.rejected) - shown} more" if len(plan.rejected) > shown else ""
     return listed + more
+
+
+def _amounts(requests: Mapping[str, str]) -> dict[str, Fraction]:
+    try:
+        return {r: a for r, q in requests.items() if (a := parse_quantity(q))}
+    except QuantityError:
+        return {}

@@ -16,6 +16,7 @@ from typing import Final
 
 from activities.bindings import apply_binding_plan
 from activities.capacity import (
+    NOMINATION_GRACE,
     CapacityWrites,
     Ledgers,
     NoRoomError,
@@ -72,6 +73,8 @@ SUMMARY_NAMES: Final = 5
 SUMMARY_PLUGINS: Final = 3
 # Fresh decisions a capacity-aware cycle makes after losing races for room, in one activity.
 NO_ROOM_ATTEMPTS: Final = 20
+# A placement waiting on its victims looks again this long after its nominations go stale.
+NOMINATION_SLACK_S: Final = 15.0
 
 
 @dataclass(frozen=True)
@@ -317,7 +320,7 @@ def _run_cycle(
         outcome=result.outcome,
         writes=writes,
         requeue=result.requeue,
-        requeue_after_seconds=result.requeue_after_seconds,
+        requeue_after_seconds=_after(result, run),
         error=result.error,
         clusters_seen=len(fleet.clusters),
         clusters_version=view_version(fleet.clusters),
@@ -365,6 +368,18 @@ def _preempt(
     )
     run.lines += done.lines
     run.preempted_for += [done.priority_class] * len(done.nominated)
+    run.waits_on_victims = done.waiting
+
+
+def _after(result: CycleResult, run: CycleRun) -> float | None:
+    """When the workflow should run the placement again by itself: the cycle's word, or, while
+    it waits on victims, once its nominations would be stale (a victim that could not leave:
+    its own sweep then drops them and it may preempt again)."""
+    after = result.requeue_after_seconds
+    if not run.waits_on_victims:
+        return after
+    stale = NOMINATION_GRACE.total_seconds() + NOMINATION_SLACK_S
+    return stale if after is None else min(after, stale)
 
 
 def readable_requests(text: str | None) -> dict[str, Fraction] | None:

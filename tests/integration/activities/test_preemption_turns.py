@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.capacity import Ledgers
+from activities.capacity import NOMINATION_GRACE, Ledgers
 from activities.fleet_state import read_fleet_state
 from activities.preemption import PREEMPTED_BY_ANNOTATION, nominations_of
 from control.views import Change
@@ -244,3 +244,39 @@ def test_a_budget_that_allows_no_disruption_keeps_its_binding(full: Fleet, hub: 
     result = full.turn("checkout")
     assert result.report is not None and result.report.writes.nominated == 0, result.moves
     assert any("disruption budget" in line for line in result.moves), result.moves
+
+
+def test_waiting_on_victims_asks_for_a_turn_once_the_nominations_would_be_stale(
+    full: Fleet, hub: HubClient
+) -> None:
+    add_placement(hub, "checkout", pick_n(1), annotations=asks(4, "release-critical"))
+    first = full.turn("checkout")
+    assert first.report is not None and first.report.writes.nominated == 1
+    assert first.report.requeue_after_seconds == NOMINATION_GRACE.total_seconds() + 15
+    again = full.turn("checkout")  # woken before its victim left: it waits, it does not plan
+    assert again.report is not None and again.report.writes.nominated == 0
+    assert any(line.startswith("preemption under way") for line in again.moves), again.moves
+    assert again.report.requeue_after_seconds is not None
+
+
+def test_a_change_of_demand_drops_the_nomination_and_preempts_for_the_new_one(
+    full: Fleet, hub: HubClient
+) -> None:
+    add_placement(hub, "checkout", pick_n(1), annotations=asks(4, "release-critical"))
+    full.turn("checkout")
+    (before,) = nominations_of(Ledgers.read(hub), "checkout").values()
+    assert len(before.victims) == 1
+    crp = hub.get(ClusterResourcePlacement, "checkout")
+    hub.patch(
+        ClusterResourcePlacement,
+        "checkout",
+        {"metadata": {"annotations": {names.REQUESTS_ANNOTATION: "cpu=8"}}},
+        resource_version=crp.metadata.resource_version,
+    )
+    full.turn("checkout")
+    (after,) = nominations_of(Ledgers.read(hub), "checkout").values()
+    assert after.requests == {"cpu": "8"} and len(after.victims) == 2
+    full.deliver()
+    mine = [b for bs in active_by_cluster(hub).values() for b in bs if owner(b) == "checkout"]
+    assert len(mine) == 1
+    assert sum(len(bs) for bs in active_by_cluster(hub).values()) == 5  # 4 low + checkout
