@@ -25,9 +25,13 @@ from hub.types import (
     ClusterResourceBinding,
     ClusterResourcePlacement,
     Event,
+    Namespace,
     ObjectMeta,
     PriorityClass,
+    ResourceBinding,
+    ResourcePlacement,
 )
+from scheduler.framework.profile import load_profile
 from scheduler.invariants import find_violations
 from scheduler.room.capacity import is_active
 from tests.integration.activities.activity_helpers import (
@@ -40,6 +44,7 @@ from tests.integration.activities.activity_helpers import (
     routes_for,
     turn,
 )
+from workflows.models import TurnRequest
 
 CLUSTERS = ("member-1", "member-2", "member-3")
 LOW, URGENT = 1_000, 101_000
@@ -66,7 +71,12 @@ def asks(cpu: int, priority_class: str) -> dict[str, str]:
 
 def active_by_cluster(hub: HubClient) -> dict[str, list[ClusterResourceBinding]]:
     out: dict[str, list[ClusterResourceBinding]] = {c: [] for c in CLUSTERS}
-    for binding in hub.list(ClusterResourceBinding).items:
+    namespaced = [
+        b
+        for ns in hub.list(Namespace).items
+        for b in hub.list(ResourceBinding, namespace=ns.metadata.name).items
+    ]
+    for binding in [*hub.list(ClusterResourceBinding).items, *namespaced]:
         if is_active(binding):
             out.setdefault(binding.spec.target_cluster, []).append(binding)
     return out
@@ -103,7 +113,8 @@ class Fleet:
         for cluster, bindings in active_by_cluster(self.hub).items():
             used = Fraction(0)
             for binding in bindings:
-                crp = self.hub.get(ClusterResourcePlacement, owner(binding))
+                kind = ResourcePlacement if binding.metadata.namespace else ClusterResourcePlacement
+                crp = self.hub.get(kind, owner(binding), namespace=binding.metadata.namespace)
                 used += Fraction(crp.metadata.annotations[names.REQUESTS_ANNOTATION][4:])
             assert used <= self.cpu, f"{cluster} holds {used} CPU of {self.cpu}"
 
@@ -280,3 +291,76 @@ def test_a_change_of_demand_drops_the_nomination_and_preempts_for_the_new_one(
     mine = [b for bs in active_by_cluster(hub).values() for b in bs if owner(b) == "checkout"]
     assert len(mine) == 1
     assert sum(len(bs) for bs in active_by_cluster(hub).values()) == 5  # 4 low + checkout
+
+
+def add_rp(hub: HubClient, namespace: str, name: str, n: int, annotations: dict[str, str]) -> None:
+    hub.create(
+        ResourcePlacement.from_wire(
+            {
+                "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+                "spec": {
+                    "resourceSelectors": [
+                        {"group": "", "version": "v1", "kind": "ConfigMap", "name": "app"}
+                    ],
+                    "policy": pick_n(n),
+                },
+            }
+        )
+    )
+
+
+def rp_turn(full: Fleet, namespace: str, name: str) -> Any:
+    full.cycle += 1
+    request = TurnRequest(placement=name, namespace=namespace, cycle=full.cycle, reason="test")
+    result = full.env.run(full.rig.activities.schedule_once, request)
+    full.sample()
+    return result
+
+
+def test_a_resource_placement_preempts_only_in_its_own_namespace_by_default(
+    hub: HubClient, env: ActivityEnvironment, make_activities: Callable[..., Rig]
+) -> None:
+    add_class(hub, "batch", LOW)
+    add_class(hub, "release-critical", URGENT)
+    for namespace in ("shop", "bank"):
+        hub.create(Namespace(metadata=ObjectMeta(name=namespace)))
+    fleet = Fleet(hub, env, make_activities(), cpu="4")
+    # One cluster each: a CRP's, bank's and shop's own low-priority work.
+    add_placement(hub, "crp-low", pick_n(1), annotations=asks(4, "batch"))
+    fleet.turn("crp-low")
+    add_rp(hub, "bank", "ledger", 1, asks(4, "batch"))
+    rp_turn(fleet, "bank", "ledger")
+    add_rp(hub, "shop", "batch-job", 1, asks(4, "batch"))
+    rp_turn(fleet, "shop", "batch-job")
+    assert all(len(bs) == 1 for bs in active_by_cluster(hub).values())
+
+    add_rp(hub, "shop", "checkout", 1, asks(4, "release-critical"))
+    result = rp_turn(fleet, "shop", "checkout")
+    assert result.report is not None and result.report.writes.nominated == 1, result.moves
+    (nomination,) = nominations_of(Ledgers.read(hub), "shop/checkout").values()
+    assert [v.placement for v in nomination.victims] == ["shop/batch-job"]
+
+
+def test_a_resource_placement_never_preempts_a_cluster_placement_unless_the_profile_says(
+    hub: HubClient, env: ActivityEnvironment, make_activities: Callable[..., Rig]
+) -> None:
+    add_class(hub, "batch", LOW)
+    add_class(hub, "release-critical", URGENT)
+    hub.create(Namespace(metadata=ObjectMeta(name="shop")))
+    fleet = Fleet(hub, env, make_activities(), cpu="4")
+    for i in range(3):
+        add_placement(hub, f"crp-low-{i}", pick_n(1), annotations=asks(4, "batch"))
+        fleet.turn(f"crp-low-{i}")
+    add_rp(hub, "shop", "checkout", 1, asks(4, "release-critical"))
+    result = rp_turn(fleet, "shop", "checkout")
+    assert result.report is not None and result.report.writes.nominated == 0
+    assert any("does not preempt a ClusterResourcePlacement" in x for x in result.moves), (
+        result.moves
+    )
+
+    profile = load_profile(
+        "pluginConfig:\n  - name: DefaultPreemption\n    args: {resourcePlacementVictims: All}\n"
+    )
+    fleet.rig = make_activities(profile=profile)
+    result = rp_turn(fleet, "shop", "checkout")
+    assert result.report is not None and result.report.writes.nominated == 1, result.moves
