@@ -90,6 +90,7 @@ __all__ = [
     "PREEMPTED_BY_ANNOTATION",
     "Preemption",
     "drop_nominations",
+    "left_held",
     "nominations_of",
     "plan_for",
     "preempt",
@@ -337,6 +338,30 @@ def victims_asked(
                 ):
                     asked.append(Asked(binding, cluster, preemptor, nomination))
     return asked
+
+
+def left_held(
+    ledgers: Ledgers, placement: str, bindings: Iterable[ClusterResourceBinding]
+) -> dict[str, list[str]]:
+    """Cluster -> keys of the placement's bindings a nomination there names that no longer
+    consume room (unscheduled, being deleted, gone) but whose reservation is still held: a
+    yield cut short between the binding's write and its release (a retried turn finishes it,
+    rather than leave the preemptor waiting for the sweeps)."""
+    active = {binding_key(b) for b in bindings if is_active(b)}
+    out: dict[str, list[str]] = {}
+    for cluster, ledger in sorted(ledgers.by_cluster.items()):
+        for preemptor, nomination in sorted(ledger.spec.nominations.items()):
+            for victim in nomination.victims:
+                held_there = ledger.spec.reservations.get(victim.binding)
+                if (
+                    victim.placement == placement
+                    and preemptor != placement
+                    and victim.binding not in active
+                    and held_there is not None
+                    and held_there.placement == placement
+                ):
+                    out.setdefault(cluster, []).append(victim.binding)
+    return out
 
 
 def yield_room(

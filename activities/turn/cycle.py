@@ -23,6 +23,7 @@ from activities.capacity import (
     capacity_input,
     capacity_writes,
     ledgers_problem,
+    release,
     requests_of,
     sweep_own,
 )
@@ -32,6 +33,7 @@ from activities.decisions import publish, target_for
 from activities.plumbing import ActivitySettings, CycleOutcome, CycleRun, PhaseSpans, heartbeat
 from activities.preemption import (
     drop_nominations,
+    left_held,
     nominations_of,
     preempt,
     victims_asked,
@@ -182,6 +184,11 @@ def _run_cycle(
                 if swept:
                     ledgers = Ledgers.read(client)  # what the sweep released is free again
                 asked = victims_asked(ledgers, key, fleet.bindings)
+                unreleased = left_held(ledgers, key, fleet.bindings)
+                for cluster, held_keys in unreleased.items():
+                    release(client, cluster, held_keys)
+                if unreleased and not asked:
+                    ledgers = Ledgers.read(client)
                 if asked:
                     # A preemptor's nomination names bindings of ours: give it the room
                     # before deciding, then decide on what is left (docs/priority.md).

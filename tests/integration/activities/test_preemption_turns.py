@@ -12,12 +12,14 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.capacity import NOMINATION_GRACE, Ledgers
 from activities.fleet_state import read_fleet_state
 from activities.preemption import PREEMPTED_BY_ANNOTATION, nominations_of
 from control.views import Change
+from devhub import DevHub
 from hub import names
 from hub.client import HubClient
 from hub.types import (
@@ -364,3 +366,27 @@ def test_a_resource_placement_never_preempts_a_cluster_placement_unless_the_prof
     fleet.rig = make_activities(profile=profile)
     result = rp_turn(fleet, "shop", "checkout")
     assert result.report is not None and result.report.writes.nominated == 1, result.moves
+
+
+def test_a_victim_turn_cut_short_before_its_release_is_finished_by_the_retry(
+    full: Fleet, hub: HubClient, devhub: DevHub
+) -> None:
+    add_placement(hub, "checkout", pick_n(1), annotations=asks(4, "release-critical"))
+    full.turn("checkout")
+    ((cluster, nomination),) = nominations_of(Ledgers.read(hub), "checkout").items()
+    (victim,) = nomination.victims
+    fault = devhub.faults.inject(verb="update", resource="capacityledgers", status=500, count=1)
+    try:
+        with pytest.raises(ApplicationError):  # as Temporal sees it: the attempt failed
+            full.turn(victim.placement)
+    finally:
+        fault.remove()
+    binding = hub.get(ClusterResourceBinding, victim.binding)
+    assert not is_active(binding)  # unscheduled, its room still held
+    assert victim.binding in hub.get(CapacityLedger, cluster).spec.reservations
+    retried = full.turn(victim.placement)
+    assert victim.binding not in hub.get(CapacityLedger, cluster).spec.reservations
+    assert not any(line.startswith("unscheduled") for line in retried.moves)  # not done twice
+    assert "checkout" in full.owed  # the room it freed wakes the preemptor
+    full.deliver()
+    assert "checkout" in {owner(b) for b in active_by_cluster(hub)[cluster]}
