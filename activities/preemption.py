@@ -79,6 +79,7 @@ from scheduler.preemption import (
     budget_left,
     rooms_from_ledgers,
 )
+from scheduler.preemption.marks import PreemptedBy
 from scheduler.preemption.victims import NEVER_REASON
 from scheduler.room.capacity import ClusterCapacity, format_amount, held, shortfalls
 from scheduler.room.quantity import QuantityError, parse_quantity
@@ -309,12 +310,17 @@ class Asked:
         key = binding_key(self.binding)
         return next(v.priority for v in self.nomination.victims if v.binding == key)
 
+    def mark(self) -> PreemptedBy:
+        return PreemptedBy(
+            preemptor=preemptor_label(self.preemptor),
+            priority=self.nomination.priority,
+            cluster=self.cluster,
+            victim_priority=self.victim_priority,
+        )
+
     def who(self) -> str:
         """e.g. "crp/checkout (priority 100000) on member-3"."""
-        return (
-            f"{preemptor_label(self.preemptor)} (priority {self.nomination.priority}) on "
-            f"{self.cluster}"
-        )
+        return self.mark().who()
 
     def reason(self) -> str:
         return f"preempted by {self.who()}"
@@ -475,7 +481,7 @@ def _unschedule(
 ) -> None:
     """Mark the victim Unscheduled, saying who took its room (both priorities, for `check`);
     a conflict (the rollout controller wrote its status) is read again, a few times."""
-    mark = f"{item.who()}, over priority {item.victim_priority}"
+    mark = item.mark().text()
     for attempt in range(3):
         patch = mark_unscheduled(binding, item.reason())
         metadata = patch.merge_patch.setdefault("metadata", {})

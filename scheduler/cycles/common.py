@@ -37,6 +37,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.profile import CLUSTER_RESOURCES_FIT, Profile
 from scheduler.framework.runner import Filtered, FinalCheck, Runner, ScoredCluster
 from scheduler.framework.status import Status
+from scheduler.preemption.marks import parse_preempted_by
 from scheduler.room.capacity import Demand, no_room_reason, shortage
 
 __all__ = [
@@ -139,9 +140,10 @@ class Context:
         preempted-by annotations say (docs/priority.md, "Preemption"), by cluster."""
         said = []
         for binding in sorted(self.classified.unscheduled, key=lambda b: b.spec.target_cluster):
-            mark = binding.metadata.annotations.get(PREEMPTED_BY_ANNOTATION)
-            if mark:
-                said.append(mark.partition(", over priority")[0])
+            value = binding.metadata.annotations.get(PREEMPTED_BY_ANNOTATION)
+            mark = parse_preempted_by(value) if value else None
+            if mark is not None:
+                said.append(mark.who())
         return said
 
     def status(
