@@ -390,3 +390,16 @@ def test_a_victim_turn_cut_short_before_its_release_is_finished_by_the_retry(
     assert "checkout" in full.owed  # the room it freed wakes the preemptor
     full.deliver()
     assert "checkout" in {owner(b) for b in active_by_cluster(hub)[cluster]}
+
+
+def test_a_profile_without_default_preemption_preempts_nothing(
+    full: Fleet, hub: HubClient, make_activities: Callable[..., Rig]
+) -> None:
+    profile = load_profile("plugins:\n  postFilter:\n    disabled: [{name: DefaultPreemption}]\n")
+    assert profile.post_filter == ()
+    full.rig = make_activities(profile=profile)
+    add_placement(hub, "checkout", pick_n(1), annotations=asks(4, "release-critical"))
+    result = full.turn("checkout")
+    assert result.report is not None and result.report.writes.nominated == 0
+    assert not nominations_of(Ledgers.read(hub), "checkout")
+    assert all(len(bs) == 2 for bs in active_by_cluster(hub).values())
