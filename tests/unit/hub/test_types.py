@@ -222,7 +222,9 @@ def ledger() -> dict[str, Any]:
                 "checkout": {
                     "priority": 100000,
                     "requests": {"cpu": "4"},
-                    "victims": [{"binding": "crp-member-1-abcd", "placement": "crp", "priority": 0}],
+                    "victims": [
+                        {"binding": "crp-member-1-abcd", "placement": "crp", "priority": 0}
+                    ],
                     "nominatedAt": "2025-01-01T00:00:00Z",
                 }
             },
