@@ -131,13 +131,17 @@ class Route:
     about a placement that is gone, which must never start a new run.
 
     `fan_out`: the route comes from outside the placement (a member cluster's change, the
-    watcher's start), so its turn queues behind the placement's own (docs/priority.md)."""
+    watcher's start), so its turn queues behind the placement's own (docs/priority.md).
+
+    `for_placement`: the turn is another placement's wait (a preemptor's, on its victims): it
+    queues no later than that placement's own turns would (docs/priority.md, "Preemption")."""
 
     placement: str
     signal: str
     reason: str
     may_start: bool = True
     fan_out: bool = False
+    for_placement: str | None = None
 
 
 @dataclass(frozen=True)
@@ -536,7 +540,9 @@ def _victims(cluster: str, old: CapacityLedger | None, new: CapacityLedger) -> l
             cluster=cluster, preemptor=label, priority=nomination.priority
         )
         for victim in sorted({v.placement for v in nomination.victims}):
-            routes.append(Route(victim, names.SIGNAL_CLUSTER_CHANGED, reason))
+            routes.append(
+                Route(victim, names.SIGNAL_CLUSTER_CHANGED, reason, for_placement=preemptor)
+            )
     return routes
 
 

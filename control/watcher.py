@@ -84,6 +84,7 @@ from scheduler.framework.queue_sort import (
     QueuePriority,
     QueueSortPlugin,
     TurnCause,
+    no_later_than,
 )
 from scheduler.requeue.watch_rules import is_fully_scheduled, never_scheduled
 from workflows import names
@@ -734,7 +735,11 @@ class Watcher:
         self._stats.routes += 1
         cause = TurnCause.FAN_OUT if route.fan_out else TurnCause.PLACEMENT
         wanting = route.signal in UNSATISFYING_SIGNALS
-        self._sender.add(route, self.queue_priority(route.placement, cause, wanting=wanting))
+        priority = self.queue_priority(route.placement, cause, wanting=wanting)
+        if route.for_placement is not None:
+            waiting = self.queue_priority(route.for_placement, TurnCause.PLACEMENT, wanting=True)
+            priority = no_later_than(priority, waiting)
+        self._sender.add(route, priority)
 
     def _count(self, kind: type[HubObject], event: str, action: str) -> None:
         if self._metrics is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
 from hub.types import ObjectMeta
@@ -32,6 +32,7 @@ __all__ = [
     "QueueSortPlugin",
     "TurnCause",
     "checked_priority_key",
+    "no_later_than",
 ]
 
 # Temporal's priority keys: 1 is taken first, 5 last; a task without one counts as 3.
@@ -166,3 +167,12 @@ class QueuePriority:
 @runtime_checkable
 class QueueSortPlugin(Plugin, Protocol):
     def queue_sort(self, item: QueueItem) -> QueuePriority: ...
+
+
+def no_later_than(own: QueuePriority, other: QueuePriority) -> QueuePriority:
+    """`own`, queued no later than `other`: a turn another placement waits on (a preemption's
+    victim) takes that placement's place in the queues when it is ahead. Only where the turn
+    waits changes; the placement's priority (value, class) stays its own."""
+    if other.order >= own.order:
+        return own
+    return replace(own, priority_key=other.effective_key, within_key=other.within_key)
