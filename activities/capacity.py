@@ -213,11 +213,7 @@ def reserve(
         except (ConflictError, AlreadyExistsError):
             continue
         return outcome
-    raise ConflictError(
-        status=409,
-        reason="Conflict",
-        message=f"ledger {cluster!r}: {CAS_ATTEMPTS} conflicting writers in a row while reserving",
-    )
+    raise _contended(cluster, "reserving")
 
 
 def release(
@@ -252,11 +248,7 @@ def release(
         except (ConflictError, NotFoundError):
             continue
         return len(drop)
-    raise ConflictError(
-        status=409,
-        reason="Conflict",
-        message=f"ledger {cluster!r}: {CAS_ATTEMPTS} conflicting writers in a row while releasing",
-    )
+    raise _contended(cluster, "releasing")
 
 
 def stale_reservations(
@@ -542,11 +534,7 @@ def nominate(
         except ConflictError:
             continue
         return True
-    raise ConflictError(
-        status=409,
-        reason="Conflict",
-        message=f"ledger {cluster!r}: {CAS_ATTEMPTS} conflicting writers in a row while nominating",
-    )
+    raise _contended(cluster, "nominating")
 
 
 def drop_nominations(
@@ -621,6 +609,15 @@ def _amounts(requests: Mapping[str, str]) -> dict[str, Fraction]:
 
 
 # --- helpers -----------------------------------------------------------------------------------
+
+
+def _contended(cluster: str, doing: str) -> ConflictError:
+    """What a writer raises after CAS_ATTEMPTS conflicts in a row (the activity is retried)."""
+    return ConflictError(
+        status=409,
+        reason="Conflict",
+        message=f"ledger {cluster!r}: {CAS_ATTEMPTS} conflicting writers in a row while {doing}",
+    )
 
 
 def _get(client: HubClient, cluster: str) -> CapacityLedger | None:

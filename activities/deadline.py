@@ -102,6 +102,37 @@ def deadline_event_name(placement: ClusterResourcePlacement) -> str:
     return f"{placement.name}.{hashlib.sha256(identity.encode()).hexdigest()[:16]}"
 
 
+def warning_event(
+    placement: ClusterResourcePlacement,
+    metadata: ObjectMeta,
+    reason: str,
+    message: str,
+    stamp: datetime,
+    *,
+    count: int = 1,
+) -> Event:
+    """A Warning Event about `placement`, from the scheduler, first and last seen at `stamp`."""
+    return Event(
+        metadata=metadata,
+        involved_object=ObjectReference(
+            api_version=placement.api_version,
+            kind=placement.kind,
+            name=placement.name,
+            namespace=placement.metadata.namespace,
+            uid=placement.metadata.uid,
+            resource_version=placement.metadata.resource_version,
+        ),
+        reason=reason,
+        message=message,
+        type=WARNING,
+        count=count,
+        first_timestamp=stamp,
+        last_timestamp=stamp,
+        source=EventSource(component=COMPONENT),
+        reporting_component=COMPONENT,
+    )
+
+
 def record_deadline_event(
     client: HubClient,
     placement: ClusterResourcePlacement,
@@ -129,26 +160,13 @@ def record_deadline_event(
     # read only when it exists already (a retry, an earlier stretch's Event).
     current = None if miss.misses == 1 else read()
     if current is None:
-        event = Event(
-            metadata=ObjectMeta(
-                name=name, namespace=namespace, annotations={REPORTED_ANNOTATION: reported}
-            ),
-            involved_object=ObjectReference(
-                api_version=placement.api_version,
-                kind=placement.kind,
-                name=placement.name,
-                namespace=placement.metadata.namespace,
-                uid=placement.metadata.uid,
-                resource_version=placement.metadata.resource_version,
-            ),
-            reason=DEADLINE_EXCEEDED_REASON,
-            message=message,
-            type=WARNING,
+        event = warning_event(
+            placement,
+            ObjectMeta(name=name, namespace=namespace, annotations={REPORTED_ANNOTATION: reported}),
+            DEADLINE_EXCEEDED_REASON,
+            message,
+            stamp,
             count=miss.misses,
-            first_timestamp=stamp,
-            last_timestamp=stamp,
-            source=EventSource(component=COMPONENT),
-            reporting_component=COMPONENT,
         )
         try:
             client.create(event)

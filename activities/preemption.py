@@ -44,7 +44,7 @@ from activities.capacity import (
     nominate,
     release,
 )
-from activities.deadline import COMPONENT, WARNING
+from activities.deadline import warning_event
 from activities.moves import MoveCause, apply_moves, budget_of, feasible_clusters
 from hub import names
 from hub.client import HubClient
@@ -55,14 +55,12 @@ from hub.types import (
     ClusterResourcePlacement,
     ClusterResourcePlacementDisruptionBudget,
     ClusterSchedulingPolicySnapshot,
-    Event,
     MemberCluster,
     NominatedVictim,
     Nomination,
     ObjectMeta,
     PriorityClass,
 )
-from hub.types.core_v1 import EventSource, ObjectReference
 from scheduler import Explanation, Profile
 from scheduler.bindings.writes import mark_unscheduled
 from scheduler.framework.cycle_state import CycleState
@@ -512,24 +510,13 @@ def _event(
     namespace = placement.metadata.namespace or "default"
     digest = hashlib.sha256(f"{binding.metadata.uid}/{item.preemptor}".encode()).hexdigest()[:10]
     stamp = now.replace(microsecond=0)
-    event = Event(
-        metadata=ObjectMeta(name=f"{placement.name}.preempted.{digest}", namespace=namespace),
-        involved_object=ObjectReference(
-            api_version=placement.api_version,
-            kind=placement.kind,
-            name=placement.name,
-            namespace=placement.metadata.namespace,
-            uid=placement.metadata.uid,
-            resource_version=placement.metadata.resource_version,
-        ),
-        reason=PREEMPTED_REASON,
-        message=f"binding {binding.metadata.name} {item.reason()}",
-        type=WARNING,
-        count=1,
-        first_timestamp=stamp,
-        last_timestamp=stamp,
-        source=EventSource(component=COMPONENT),
-        reporting_component=COMPONENT,
+    name = f"{placement.name}.preempted.{digest}"
+    event = warning_event(
+        placement,
+        ObjectMeta(name=name, namespace=namespace),
+        PREEMPTED_REASON,
+        f"binding {binding.metadata.name} {item.reason()}",
+        stamp,
     )
     # There already (a retried turn), or a hub that takes no Events: the binding says it too.
     with contextlib.suppress(AlreadyExistsError, NotFoundError, UnauthorizedError):
