@@ -399,6 +399,9 @@ def yield_room(
     for item in asked:
         current = by_name.get(item.binding.metadata.name)
         if current is None or not is_active(current) or current.spec.target_cluster != item.cluster:
+            moved = _moved_to(lines, item.binding.metadata.name)
+            if moved is not None:
+                _event(client, placement, item.binding, item, now(), f"moved to {moved}, ")
             continue  # moved above, or gone
         if not budget.allows_one():
             lines.append(
@@ -504,9 +507,10 @@ def _event(
     binding: ClusterResourceBinding,
     item: Asked,
     now: datetime,
+    how: str = "",
 ) -> None:
     """A Warning Event on the victim's placement, once per binding preempted (a retried turn
-    finds it there)."""
+    finds it there); `how` it left, when it moved (e.g. "moved to member-4, ")."""
     namespace = placement.metadata.namespace or "default"
     digest = hashlib.sha256(f"{binding.metadata.uid}/{item.preemptor}".encode()).hexdigest()[:10]
     stamp = now.replace(microsecond=0)
@@ -515,12 +519,21 @@ def _event(
         placement,
         ObjectMeta(name=name, namespace=namespace),
         PREEMPTED_REASON,
-        f"binding {binding.metadata.name} {item.reason()}",
+        f"binding {binding.metadata.name} {how}{item.reason()}",
         stamp,
     )
     # There already (a retried turn), or a hub that takes no Events: the binding says it too.
     with contextlib.suppress(AlreadyExistsError, NotFoundError, UnauthorizedError):
         client.create(event)
+
+
+def _moved_to(lines: Sequence[str], binding: str) -> str | None:
+    """The cluster the moves engine's line says `binding` moved to this turn, if it did."""
+    head = f"moved {binding} "
+    for line in lines:
+        if line.startswith(head):
+            return line[len(head) :].split(" -> ", 1)[-1].split(" ", 1)[0]
+    return None
 
 
 def _bindings_of(

@@ -21,8 +21,8 @@ Codes each point may return, and what the runner then does:
 - post_filter -> (PreemptionPlan | None, Status), after the cycle, when a capacity-aware
   placement is left short of room (the turn calls it with `scheduler.preemption`'s candidates,
   built from the hub). SUCCESS with a plan: that plan is made, and no later plugin is asked.
-  SKIP or UNSCHEDULABLE: the next plugin is asked. Anything else: no preemption this turn,
-  reported as the plugin's error.
+  Anything else: its reasons are reported and the next plugin is asked. A plugin that raises
+  stops preemption for the turn, reported as the plugin's failure.
 
 Requeue hint (optional, any plugin): `requeue_hint(policy, change)` says whether the plugin's
 verdict or score for a member cluster may change with `change` (scheduler.requeue.requeue_hints); a

@@ -248,6 +248,9 @@ def test_a_victim_with_room_elsewhere_moves_there_and_only_the_other_leaves(
     by_cluster = active_by_cluster(hub)
     assert [owner(b) for b in by_cluster[cluster]] == ["checkout"]
     assert len(by_cluster["member-4"]) == 1
+    events = [e for e in hub.list(Event, namespace="default").items if e.reason == "Preempted"]
+    assert len(events) == 2, [e.message for e in events]  # one per victim, moved or not
+    assert sum("moved to member-4, preempted by crp/checkout" in e.message for e in events) == 1
 
 
 def test_a_budget_that_allows_no_disruption_keeps_its_binding(full: Fleet, hub: HubClient) -> None:

@@ -5,26 +5,71 @@ preemptor's own turns; room nominated for one placement wakes no other waiter, b
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from control.routes import Room, Route, route_change
 from control.views import Change, routing_copy
+from hub import names as hub_names
 from hub.types import (
     CapacityLedger,
     CapacityLedgerSpec,
     ClusterResourcePlacement,
+    ClusterResourcePlacementSpec,
+    ClusterResourcePlacementStatus,
+    Condition,
     NominatedVictim,
     Nomination,
+    ObjectMeta,
+    PlacementPolicy,
+    Reservation,
 )
 from scheduler.clusters.eligibility import EligibilityChecker
 from scheduler.framework.queue_sort import QueuePriority, no_later_than
-from tests.unit.control.test_watcher_capacity_routes import (
-    CLUSTERS,
-    NOW,
-    SHORT,
-    ledger,
-    placement,
+from scheduler.testing import member_cluster
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+CLUSTERS = {name: member_cluster(name, NOW, allocatable={"cpu": "8"}) for name in ("m1",)}
+SHORT = (
+    "could not find all clusters needed as specified by the scheduling policy, found 0 "
+    "cluster(s) instead; not enough room for 1 binding(s) of cpu=4: cpu short on 1 cluster(s) "
+    "(at most 0 free); missing cpu=4"
 )
+
+
+def placement(name: str, requests: str, condition: str | None = None) -> ClusterResourcePlacement:
+    """A capacity-aware PickN-1 placement; `condition`: its Scheduled condition's message."""
+    conditions = []
+    if condition is not None:
+        conditions.append(
+            Condition(
+                type=hub_names.PLACEMENT_SCHEDULED_CONDITION,
+                status="False",
+                reason="SchedulingPolicyUnfulfilled",
+                message=condition,
+                observed_generation=1,
+            )
+        )
+    return ClusterResourcePlacement(
+        metadata=ObjectMeta(
+            name=name, generation=1, annotations={hub_names.REQUESTS_ANNOTATION: requests}
+        ),
+        spec=ClusterResourcePlacementSpec(
+            policy=PlacementPolicy(placement_type="PickN", number_of_clusters=1)
+        ),
+        status=ClusterResourcePlacementStatus(conditions=conditions),
+    )
+
+
+def ledger(cluster: str, **cpus: str) -> CapacityLedger:
+    """Reservations by binding key (`<placement>-<cluster>`) -> CPUs."""
+    when = NOW - timedelta(minutes=1)
+    reservations = {
+        key: Reservation(placement=key.split("-")[0], requests={"cpu": cpu}, reserved_at=when)
+        for key, cpu in cpus.items()
+    }
+    return CapacityLedger(
+        metadata=ObjectMeta(name=cluster), spec=CapacityLedgerSpec(reservations=reservations)
+    )
 
 
 def nominated(base: CapacityLedger, preemptor: str, cpu: str, *victims: str) -> CapacityLedger:
@@ -60,7 +105,7 @@ def routes(
 def test_a_nomination_wakes_each_victims_placement_for_the_preemptor() -> None:
     before = ledger("m1", **{"low-m1": "4", "other-m1": "4"})
     after = nominated(before, "checkout", "4", "low-m1")
-    got = routes(before, after, [placement("low", requests="cpu=4")])
+    got = routes(before, after, [placement("low", "cpu=4")])
     assert [(r.placement, r.for_placement) for r in got] == [("low", "checkout")]
     assert got[0].reason == "cluster m1: crp/checkout (priority 100000) takes room a binding holds"
     assert routes(after, after, []) == []  # the same nomination again: nothing new
@@ -72,8 +117,8 @@ def test_nominated_room_freed_wakes_its_nominee_and_no_other_waiter() -> None:
     held = nominated(ledger("m1", **{"low-m1": "4", "other-m1": "4"}), "checkout", "4", "low-m1")
     freed = nominated(ledger("m1", **{"other-m1": "4"}), "checkout", "4", "low-m1")
     waiting = [
-        placement("checkout", requests="cpu=4", condition=SHORT),
-        placement("big", requests="cpu=6", condition=SHORT),
+        placement("checkout", "cpu=4", SHORT),
+        placement("big", "cpu=6", SHORT),
     ]
     assert [r.placement for r in routes(held, freed, waiting)] == ["checkout"]
 
