@@ -37,6 +37,7 @@ from hub.types import (
 )
 from scheduler import BindingPlan, CapacityInput
 from scheduler.room.capacity import (
+    NOMINATION_GRACE,
     RESERVATION_GRACE,
     ClusterCapacity,
     allocated_beside,
@@ -53,6 +54,7 @@ from scheduler.room.requests import RequestsError, parse_requests
 
 __all__ = [
     "CAS_ATTEMPTS",
+    "NOMINATION_GRACE",
     "SWEEP_GRACE",
     "CapacityWrites",
     "Ledgers",
@@ -61,16 +63,20 @@ __all__ = [
     "binding_key",
     "capacity_input",
     "capacity_writes",
+    "drop_nominations",
     "held",
     "holds",
     "is_active",
     "ledgers_problem",
+    "nominate",
     "release",
     "release_placement",
     "requests_of",
     "reserve",
     "stale_reservations",
     "sweep_ledgers",
+    "sweep_nominations",
+    "sweep_nominations_of_fleet",
     "sweep_own",
 ]
 
@@ -80,10 +86,6 @@ CAS_ATTEMPTS: Final = 50
 # Longer than a cycle activity may run: a sweep never releases a reservation a live cycle has
 # just made (scheduler.room.capacity says why this number).
 SWEEP_GRACE: Final = RESERVATION_GRACE
-# How long a nomination holds room for its preemptor: far longer than the victims' turns take
-# (seconds), short enough that a victim that could not leave (its budget tightened meanwhile)
-# does not keep the room from everyone for long. The sweeps drop older ones.
-NOMINATION_GRACE: Final = timedelta(minutes=5)
 
 
 class NoRoomError(Exception):
@@ -463,18 +465,35 @@ def sweep_ledgers(
         # revived, since then keeps its reservation.
         return _still_needed(client, cluster, key, reservation)
 
+    return _sweep(client, ledgers, keep, now)
+
+
+def sweep_nominations_of_fleet(
+    client: HubClient,
+    capacity_aware: Iterable[str],
+    now: datetime,
+    *,
+    namespaced: bool = True,
+) -> int:
+    """The reconcile's sweep of nominations (docs/priority.md, "Preemption"): drop those older
+    than NOMINATION_GRACE, and those whose placement is gone, being deleted or no longer
+    capacity-aware (read again before it is judged so). How many were dropped. `namespaced`:
+    as `sweep_ledgers`'s: ResourcePlacements' nominations are judged only by their age when
+    ResourcePlacements were not read."""
+    aware = set(capacity_aware)
+
     def wanted(key: str) -> bool:
         if (not namespaced and "/" in key) or key in aware:
             return True
-        namespace, name = split_key(key)  # read again, as `_still_needed` does
+        namespace, name = split_key(key)
         try:
             placement = client.get(kinds_for(namespace).placement, name, namespace=namespace)
         except NotFoundError:
             return False
         return requests_of(placement) is not None and not placement.metadata.deleting
 
-    released = _sweep(client, ledgers, keep, now)
-    return released + sweep_nominations(client, ledgers, now, wanted=wanted)
+    ledgers = Ledgers.read(client, tolerant=True)
+    return sweep_nominations(client, ledgers, now, wanted=wanted)
 
 
 def _still_needed(client: HubClient, cluster: str, key: str, reservation: Reservation) -> bool:

@@ -36,7 +36,6 @@ from typing import Final
 
 from activities.bindings import apply_patch
 from activities.capacity import (
-    NOMINATION_GRACE,
     Ledgers,
     binding_key,
     drop_nominations,
@@ -84,7 +83,6 @@ from scheduler.room.quantity import QuantityError, parse_quantity
 from workflows.models import MoveRequest
 
 __all__ = [
-    "NOMINATION_GRACE",
     "PREEMPTED",
     "PREEMPTED_BY_ANNOTATION",
     "Preemption",

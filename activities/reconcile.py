@@ -23,7 +23,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.capacity import requests_of, sweep_ledgers
+from activities.capacity import requests_of, sweep_ledgers, sweep_nominations_of_fleet
 from activities.decisions import publishing
 from activities.fleet_state import read_fleet_state
 from activities.plumbing import ActivitySettings
@@ -174,7 +174,13 @@ class ReconcileFleet:
             state.bindings,
             datetime.now(UTC),
         )
-        left = unrepaired(violations, plan, released)
+        dropped = await asyncio.to_thread(
+            functools.partial(sweep_nominations_of_fleet, namespaced=state.namespaced),
+            hub,
+            aware,
+            datetime.now(UTC),
+        )
+        left = unrepaired(violations, plan, released, dropped)
         metrics = self._settings.metrics
         if metrics is not None:
             metrics.set_invariant_violations(left)

@@ -31,6 +31,13 @@ The invariants, by the name the metric and `check` give them:
 - `placement_decisions`: where PlacementDecisions are published (docs/decisions.md), each
   placement's slices name exactly the clusters of its active bindings, once each, indexed from
   0, referencing the configured ClusterProfile namespace; no slices outlive their placement.
+- `preemption` (docs/priority.md, "Preemption"): a preemption takes room only from bindings of
+  strictly lower priority (what each nomination lists, and what each victim's preempted-by mark
+  records), and never counts room twice (a nomination beside an active binding of its
+  placement on that cluster).
+- `stale_nomination`: room nominated for a preemptor is held no longer than twice
+  `NOMINATION_GRACE` (its own turns and the reconcile's sweep drop it after one), and only for
+  a placement that exists and is capacity-aware.
 
 Pure: what the caller read in, violations out, each in a person's terms (which cluster, which
 placement, by how much)."""
@@ -46,7 +53,7 @@ from fractions import Fraction
 from typing import Final
 
 from hub import names
-from hub.kinds import parent_key, placement_key
+from hub.kinds import parent_key, placement_key, placement_label
 from hub.types import (
     CapacityLedger,
     ClusterResourceBinding,
@@ -60,12 +67,14 @@ from hub.types import (
 from scheduler.bindings import published
 from scheduler.cycles.models import CapacityInput, CycleInput
 from scheduler.cycles.schedule import placement_type_of, schedule
-from scheduler.explain.readable import first_few
+from scheduler.explain.readable import first_few, shorten
 from scheduler.framework.errors import SchedulerError
 from scheduler.framework.profile import Profile
 from scheduler.moves.budgets import available, budget_state, moved_bindings
+from scheduler.preemption.marks import parse_preempted_by
 from scheduler.requeue.watch_rules import wants_scheduler
 from scheduler.room.capacity import (
+    NOMINATION_GRACE,
     RESERVATION_GRACE,
     ClusterCapacity,
     allocated_beside,
@@ -89,7 +98,9 @@ __all__ = [
     "INVARIANTS",
     "OVERCOMMIT",
     "PLACEMENT_DECISIONS",
+    "PREEMPTION",
     "RESERVATION",
+    "STALE_NOMINATION",
     "STALE_RESERVATION",
     "STRANDED_SHORTAGE",
     "WORKFLOW",
@@ -108,6 +119,8 @@ DISRUPTION_BUDGET: Final = "disruption_budget"
 WORKFLOW: Final = "workflow"
 STRANDED_SHORTAGE: Final = "stranded_shortage"
 PLACEMENT_DECISIONS: Final = "placement_decisions"
+PREEMPTION: Final = "preemption"
+STALE_NOMINATION: Final = "stale_nomination"
 INVARIANTS: Final = (
     OVERCOMMIT,
     RESERVATION,
@@ -118,9 +131,13 @@ INVARIANTS: Final = (
     WORKFLOW,
     STRANDED_SHORTAGE,
     PLACEMENT_DECISIONS,
+    PREEMPTION,
+    STALE_NOMINATION,
 )
 # Bindings a message names before it counts the rest.
 NAMED: Final = 3
+# How much of a value written by hand a message quotes.
+QUOTED: Final = 40
 # How long a new placement may be without its workflow: the watcher starts it within a second,
 # or once the admission window has a place for its first turn (whose wait gives up after 30 s,
 # control.watcher), and a watcher that starts hands the placements created while it was down
@@ -240,6 +257,8 @@ def find_violations(
     found += _budgets(state)
     found += _workflows(state, now, workflow_grace)
     found += _decisions(state)
+    found += _preemption(state)
+    found += _stale_nominations(state, now)
     found += _stranded(state, now, profile, keep_going)
     order = {name: i for i, name in enumerate(INVARIANTS)}
     return sorted(
@@ -662,6 +681,94 @@ def _stranded(
                 cluster=places[0],
             )
         )
+    return found
+
+
+def _preemption(state: FleetState) -> list[Violation]:
+    index = state.index()
+    found = []
+    for cluster, ledger in sorted(index.ledgers.items()):
+        for key, nomination in sorted(ledger.spec.nominations.items()):
+            label = placement_label(key)
+            for victim in nomination.victims:
+                if victim.priority >= nomination.priority:
+                    found.append(
+                        Violation(
+                            PREEMPTION,
+                            f"cluster {cluster}: the room nominated for {label} (priority "
+                            f"{nomination.priority}) names victim {victim.binding} of "
+                            f"{placement_label(victim.placement)} at priority {victim.priority}, "
+                            "not lower",
+                            placement=key,
+                            cluster=cluster,
+                        )
+                    )
+            there = [
+                b.metadata.name
+                for b in index.bindings_of.get(key, [])
+                if is_active(b) and b.spec.target_cluster == cluster
+            ]
+            if there:
+                found.append(
+                    Violation(
+                        PREEMPTION,
+                        f"cluster {cluster}: {label} holds room twice there, its nomination "
+                        f"beside its active binding(s) {_listed(there)}",
+                        placement=key,
+                        cluster=cluster,
+                    )
+                )
+    for binding in state.bindings:
+        value = binding.metadata.annotations.get(names.PREEMPTED_BY_ANNOTATION)
+        if value is None:
+            continue
+        mark = parse_preempted_by(value)
+        owner = _owner(binding)
+        where = f"binding {binding.metadata.name} of {placement_label(owner)}"
+        if mark is None:
+            message = (
+                f"{where} says it was preempted, but its {names.PREEMPTED_BY_ANNOTATION} "
+                f"{shorten(value, QUOTED)!r} cannot be read"
+            )
+        elif mark.victim_priority >= mark.priority:
+            message = (
+                f"{where} was preempted by {mark.who()}, at its own priority "
+                f"{mark.victim_priority}: not lower"
+            )
+        else:
+            continue
+        found.append(
+            Violation(PREEMPTION, message, placement=owner, cluster=binding.spec.target_cluster)
+        )
+    return found
+
+
+def _stale_nominations(state: FleetState, now: datetime) -> list[Violation]:
+    index = state.index()
+    found = []
+    for cluster, ledger in sorted(index.ledgers.items()):
+        for key, nomination in sorted(ledger.spec.nominations.items()):
+            placement = index.placements.get(key)
+            label = placement_label(key)
+            if placement is None and (state.namespaced or "/" not in key):
+                why = f"{label} does not exist"
+            elif placement is not None and key not in index.requests:
+                why = f"{label} does not declare readable {names.REQUESTS_ANNOTATION}"
+            elif now - nomination.nominated_at > 2 * NOMINATION_GRACE:
+                why = (
+                    f"held since {nomination.nominated_at.isoformat()}, longer than "
+                    f"{int(2 * NOMINATION_GRACE.total_seconds() // 60)} minutes"
+                )
+            else:
+                continue
+            found.append(
+                Violation(
+                    STALE_NOMINATION,
+                    f"cluster {cluster}: room is nominated for a preemption of {label}, but {why}",
+                    placement=key,
+                    cluster=cluster,
+                )
+            )
     return found
 
 

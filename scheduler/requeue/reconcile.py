@@ -57,6 +57,7 @@ from scheduler.invariants import (
     DUPLICATE_BINDING,
     PLACEMENT_DECISIONS,
     RESERVATION,
+    STALE_NOMINATION,
     STALE_RESERVATION,
     STRANDED_SHORTAGE,
     WORKFLOW,
@@ -192,10 +193,13 @@ def priority_changed(
     return changed - {DEFAULT_PRIORITY_KEY}
 
 
-def unrepaired(violations: Iterable[Violation], plan: ReconcilePlan, released: int) -> Counter[str]:
+def unrepaired(
+    violations: Iterable[Violation], plan: ReconcilePlan, released: int, dropped: int = 0
+) -> Counter[str]:
     """The violations a reconcile run found and could not repair on the spot, by invariant (the
-    metric): the workflows it started or finished and the reservations its sweep released are
-    repaired; what it requeued is not yet (the placement's turn repairs it)."""
+    metric): the workflows it started or finished, the reservations its sweep released and the
+    stale nominations it dropped are repaired; what it requeued is not yet (the placement's turn
+    repairs it)."""
     left: Counter[str] = Counter()
     acted = plan.start.keys() | plan.finish.keys()
     for violation in violations:
@@ -203,6 +207,7 @@ def unrepaired(violations: Iterable[Violation], plan: ReconcilePlan, released: i
             continue
         left[violation.invariant] += 1
     left[STALE_RESERVATION] = max(left[STALE_RESERVATION] - released, 0)
+    left[STALE_NOMINATION] = max(left[STALE_NOMINATION] - dropped, 0)
     return +left
 
 

@@ -285,6 +285,10 @@ class Demand:
 # live cycle has just made and is about to use (a reservation is re-stamped whenever it is
 # made again). `fleet-scheduler check` reports reservations older than this without a binding.
 RESERVATION_GRACE: Final = timedelta(minutes=15)
+# How long room nominated for a preemptor is held for it (docs/priority.md, "Preemption"): far
+# longer than its victims' turns take (seconds), short enough that a victim that could not leave
+# (its budget tightened meanwhile) does not keep the room from everyone for long.
+NOMINATION_GRACE: Final = timedelta(minutes=5)
 
 
 def binding_key(binding: ClusterResourceBinding) -> str:
