@@ -183,34 +183,9 @@ def _run_cycle(
                 swept = sweep_own(client, ledgers, key, fleet.bindings, now)
                 if swept:
                     ledgers = Ledgers.read(client)  # what the sweep released is free again
-                asked = victims_asked(ledgers, key, fleet.bindings)
-                unreleased = left_held(ledgers, key, fleet.bindings)
-                for cluster, held_keys in unreleased.items():
-                    release(client, cluster, held_keys)
-                if unreleased and not asked:
-                    ledgers = Ledgers.read(client)
-                if asked:
-                    # A preemptor's nomination names bindings of ours: give it the room
-                    # before deciding, then decide on what is left (docs/priority.md).
-                    with tracer.start_as_current_span("yield_room") as yielded:
-                        lines = yield_room(
-                            client,
-                            settings.profile,
-                            placement,
-                            snapshot,
-                            asked,
-                            fleet.clusters,
-                            ledgers,
-                            readable_requests(requests_text),
-                            settings.now,
-                        )
-                        yielded.set_attribute("asked", len(asked))
-                    run.lines += lines
-                    run.preempted += sum(line.startswith("unscheduled ") for line in lines)
-                    fleet = read_fleet(
-                        client, request.placement, settings.clusters, request.namespace
-                    )
-                    ledgers = Ledgers.read(client)
+                fleet, ledgers = _give_room(
+                    client, settings, request, placement, snapshot, fleet, ledgers, run
+                )
                 capacity = capacity_input(requests_text, ledgers, fleet.bindings, key)
                 writes_capacity = capacity_writes(
                     client,
@@ -335,6 +310,45 @@ def _run_cycle(
         duration_ms=run.duration_ms,
         summary=cycle_summary(request.cycle, result, writes),
     ).recording(explanation, request.known_explanation)
+
+
+def _give_room(
+    client: HubClient,
+    settings: ActivitySettings,
+    request: TurnRequest,
+    placement: ClusterResourcePlacement,
+    snapshot: ClusterSchedulingPolicySnapshot,
+    fleet: Fleet,
+    ledgers: Ledgers,
+    run: CycleRun,
+) -> tuple[Fleet, Ledgers]:
+    """Before a capacity-aware cycle decides: give a preemptor the room its nominations ask of
+    this placement's bindings (activities.preemption.yield_room), and finish a yield an earlier
+    attempt cut short before its release; then the fleet and ledgers as they are now."""
+    key = placement_key(request.namespace, request.placement)
+    asked = victims_asked(ledgers, key, fleet.bindings)
+    unreleased = left_held(ledgers, key, fleet.bindings)
+    for cluster, held_keys in unreleased.items():
+        release(client, cluster, held_keys)
+    if not asked:
+        return fleet, (Ledgers.read(client) if unreleased else ledgers)
+    with settings.get_tracer().start_as_current_span("yield_room") as span:
+        lines = yield_room(
+            client,
+            settings.profile,
+            placement,
+            snapshot,
+            asked,
+            fleet.clusters,
+            ledgers,
+            readable_requests(requests_of(placement)),
+            settings.now,
+        )
+        span.set_attribute("asked", len(asked))
+    run.lines += lines
+    run.preempted += sum(line.startswith("unscheduled ") for line in lines)
+    fleet = read_fleet(client, request.placement, settings.clusters, request.namespace)
+    return fleet, Ledgers.read(client)
 
 
 def _preempt(
