@@ -62,6 +62,7 @@ from hub.types import (
 )
 from scheduler import Explanation, Profile
 from scheduler.bindings.writes import mark_unscheduled
+from scheduler.explain.readable import first_few
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.profile import CLUSTER_RESOURCES_FIT
 from scheduler.framework.queue_sort import PriorityClasses, QueueItem, TurnCause
@@ -92,6 +93,7 @@ __all__ = [
     "plan_for",
     "preempt",
     "preemptor_label",
+    "said_victims",
     "victims_asked",
     "yield_room",
 ]
@@ -162,7 +164,7 @@ def preempt(
         under_way = {c: n for c, n in under_way.items() if c not in changed}
     if under_way and explanation.shortage is not None:
         return Preemption(
-            lines=[f"preemption under way: room nominated on {', '.join(sorted(under_way))}"],
+            lines=[f"preemption under way: {said_victims(under_way, sorted(under_way))}"],
             under_way=True,
         )
     done = plan_for(
@@ -208,6 +210,13 @@ def preempt(
                 f"left {chosen.cluster}: its room changed since the victims ({victims}) were chosen"
             )
     return done
+
+
+def said_victims(nominated: Mapping[str, Nomination], clusters: Sequence[str]) -> str:
+    """e.g. "member-1 (victims low-0-member-1-x), member-3 (victims low-4-member-3-y)"."""
+    return ", ".join(
+        f"{c} (victims {first_few([v.binding for v in nominated[c].victims], 3)})" for c in clusters
+    )
 
 
 def plan_for(

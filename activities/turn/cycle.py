@@ -36,6 +36,7 @@ from activities.preemption import (
     left_held,
     nominations_of,
     preempt,
+    said_victims,
     victims_asked,
     yield_room,
 )
@@ -367,6 +368,11 @@ def _preempt(
     the room still nominated for it."""
     shortage = result.explanation.shortage
     nominated = nominations_of(ledgers, key)
+    if nominated:
+        held_after = active_after(fleet.bindings, result.plan)
+        taken = sorted(c for c in nominated if c in held_after)
+        if taken:
+            run.lines.append("took the room preempted for it: " + said_victims(nominated, taken))
     if shortage is None:
         if nominated:
             drop_nominations(client, key, nominated)

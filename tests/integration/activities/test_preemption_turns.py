@@ -185,6 +185,8 @@ def test_the_urgent_placement_takes_exactly_the_room_it_needs(full: Fleet, hub: 
     assert urgent == sorted(nominated), by_cluster
     assert sum(len(b) for b in by_cluster.values()) == 6  # 4 low + 2 urgent: nothing extra freed
     assert not nominations_of(Ledgers.read(hub), "checkout")  # turned into reservations
+    took = [line for line in full.lines["checkout"] if line.startswith("took the room")]
+    assert len(took) == 1 and all(c in took[0] for c in nominated), full.lines["checkout"]
     for victim in victims:
         gone = [
             b
@@ -271,7 +273,8 @@ def test_waiting_on_victims_asks_for_a_turn_once_the_nominations_would_be_stale(
     assert first.report.requeue_after_seconds == NOMINATION_GRACE.total_seconds() + 15
     again = full.turn("checkout")  # woken before its victim left: it waits, it does not plan
     assert again.report is not None and again.report.writes.nominated == 0
-    assert any(line.startswith("preemption under way") for line in again.moves), again.moves
+    under_way = [line for line in again.moves if line.startswith("preemption under way")]
+    assert len(under_way) == 1 and "(victims low-" in under_way[0], again.moves
     assert again.report.requeue_after_seconds is not None
 
 
