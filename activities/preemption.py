@@ -285,6 +285,7 @@ def plan_for(
         reads.active,
         priorities,
         own=own_keys,
+        nominee=key,
     )
     budgets = reads.budgets_left(rooms)
     candidates_given = Candidates(preemptor, tuple(rooms), budgets)

@@ -103,7 +103,8 @@ class ClusterRoom(WireModel):
     """What the cluster reports allocatable, e.g. "cpu=8,memory=32Gi" ("" when none of the
     requested resources is reported)."""
     allocated: str
-    """What other placements' reservations held there before this cycle, e.g. "cpu=6"."""
+    """What other placements' reservations, and the room nominated for other placements'
+    preemptions, held there before this cycle, e.g. "cpu=6"."""
 
 
 class Shortage(WireModel):

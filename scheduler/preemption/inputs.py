@@ -28,11 +28,13 @@ def rooms_from_ledgers(
     priorities: Mapping[str, int],
     *,
     own: Collection[str] = (),
+    nominee: str | None = None,
 ) -> list[Room]:
     """A `Room` for each (cluster name, reported allocatable) of `clusters`. `active`: ledger keys
     of the active bindings (Scheduled or Bound, not deleting); `priorities`: placement key ->
     priority value (a placement not in it is never preempted); `own`: ledger keys of the
-    preemptor's active bindings."""
+    preemptor's active bindings; `nominee`: the preemptor's key, whose own nominations (room held
+    for it) are not taken."""
     rooms = []
     for name, reported in clusters:
         ledger = ledgers.get(name)
@@ -49,7 +51,7 @@ def rooms_from_ledgers(
             occupants.append(
                 Occupant(key, reservation.placement, priority, _amounts(reservation.requests))
             )
-        capacity = ClusterCapacity.of(reported, held(ledger, without=own))
+        capacity = ClusterCapacity.of(reported, held(ledger, without=own, nominee=nominee))
         rooms.append(Room(name, capacity, tuple(occupants)))
     return rooms
 

@@ -307,8 +307,8 @@ def explanation_lines(explanation: Explanation) -> list[str]:
 
 def room_lines(explanation: Explanation) -> list[str]:
     """Capacity-aware cycles (docs/capacity.md): each judged cluster's room in the requested
-    resources (allocated = other placements' reservations before the cycle), and what was
-    short."""
+    resources (allocated = other placements' reservations and the room nominated for other
+    placements' preemptions, before the cycle), and what was short."""
     lines: list[str] = []
     if explanation.room:
         requested = explanation.requests or NONE

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from fractions import Fraction
 
-from hub.types import CapacityLedger, CapacityLedgerSpec, ObjectMeta, Reservation
+from hub.types import CapacityLedger, CapacityLedgerSpec, Nomination, ObjectMeta, Reservation
 from scheduler.moves.budgets import BudgetState
 from scheduler.preemption import (
     NEVER,
@@ -234,3 +234,27 @@ def test_rooms_from_ledgers_count_every_reservation_but_preempt_only_active_know
     assert m1.capacity.free("cpu") == 4  # 8 - (2 + 1 + 1): the preemptor's own left out
     assert m2.occupants == () and m2.capacity.free("cpu") == 4
     assert names(choose(preemptor(6), m1, {})) == ["low-m1"]
+
+
+def test_room_nominated_for_the_preemptor_is_its_own_and_for_anyone_else_taken() -> None:
+    """A preemptor whose demand changed plans again on the ledgers it read: the room nominated
+    for it is free to it (it is dropping it), and room nominated for another is not."""
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    nomination = Nomination(priority=URGENT, requests={"cpu": "4"}, nominated_at=when)
+    ledger = CapacityLedger(
+        metadata=ObjectMeta(name="m1"),
+        spec=CapacityLedgerSpec(
+            reservations={
+                "low-m1": Reservation(placement="low", requests={"cpu": "4"}, reserved_at=when)
+            },
+            nominations={"checkout": nomination, "other": nomination},
+        ),
+    )
+    (room,) = rooms_from_ledgers(
+        [("m1", {"cpu": "12"})],
+        {"m1": ledger},
+        active={"low-m1"},
+        priorities={"low": 0},
+        nominee="checkout",
+    )
+    assert room.capacity.free("cpu") == 4  # 12 - 4 (low) - 4 (other's nomination)
