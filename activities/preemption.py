@@ -145,11 +145,10 @@ def preempt(
 ) -> Preemption:
     """Plan and nominate, when the cycle left the placement short of room (see the module doc);
     nothing when it did not, when preemption is off, or when a preemption of it is under way."""
-    under_way = nominations_of(ledgers, key)
-    if under_way and explanation.shortage is not None:
-        return Preemption(
-            lines=[f"preemption under way: room nominated on {', '.join(sorted(under_way))}"]
-        )
+    if nominations_of(ledgers, key) and explanation.shortage is not None:
+        # Under way: the turn that nominated said so, naming the victims. A turn that waits
+        # for them says nothing, so those lines stay the workflow's last moves (`explain`).
+        return Preemption()
     done = plan_for(
         client,
         profile,

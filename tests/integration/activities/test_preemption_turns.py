@@ -244,3 +244,25 @@ def test_a_budget_that_allows_no_disruption_keeps_its_binding(full: Fleet, hub: 
     result = full.turn("checkout")
     assert result.report is not None and result.report.writes.nominated == 0, result.moves
     assert any("disruption budget" in line for line in result.moves), result.moves
+
+
+def test_turns_that_wait_for_the_victims_keep_the_lines_that_name_them(
+    full: Fleet, hub: HubClient
+) -> None:
+    """The workflow keeps the lines of the last turn that had any (`explain`'s "moves before
+    cycle N"): the urgent placement's turns after the one that chose its victims, binding one
+    cluster's room while the other victim has not yielded yet, say nothing new, so `explain`
+    still names every victim."""
+    add_placement(hub, "checkout", pick_n(2), annotations=asks(4, "release-critical"))
+    first = full.turn("checkout")
+    nominated = nominations_of(Ledgers.read(hub), "checkout")
+    assert len(nominated) == 2, first.moves
+    (early, late) = sorted(v.placement for n in nominated.values() for v in n.victims)
+    full.turn(early)
+    half = full.turn("checkout")  # one cluster's room is free, the other is still nominated
+    assert half.report is not None and half.report.writes.created == 1, half.moves
+    assert half.moves == []
+    full.turn(late)
+    done = full.turn("checkout")
+    assert done.report is not None and done.report.outcome.fulfilled, done.moves
+    assert done.moves == []
