@@ -7,7 +7,6 @@ A class with `preemptionPolicy: Never` waits."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 import threading
 from collections.abc import Iterator
@@ -115,17 +114,13 @@ def sampled(kubeconfig: Path, clusters: tuple[str, ...]) -> Iterator[list[str]]:
     assert counted[0] >= 1, "the sampler never read the hub"
 
 
-def explain(address: str, name: str) -> str:
-    done = run_cli("explain", name, "--temporal-address", address)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 async def explained(address: str, name: str, *said: str) -> str:
-    """`explain NAME` once it says every line of `said` (regular expressions)."""
+    """`fleet-scheduler explain NAME` once it says every one of `said` (regular expressions);
+    before the placement's workflow has started, or has run that turn, it is asked again."""
 
     def check() -> str | None:
-        out = explain(address, name)
+        done = run_cli("explain", name, "--temporal-address", address)
+        out = done.stdout if done.returncode == 0 else done.stderr
         return out if all(re.search(s, out, re.MULTILINE) for s in said) else None
 
     return await until_async(check, what=f"explain {name} saying {said}", timeout=SETTLE_S,
@@ -191,14 +186,19 @@ async def test_the_urgent_placement_takes_exactly_its_room_and_explain_says_from
     assert sorted(taken) == sorted(b.spec.target_cluster for b in active(hub)[urgent])
 
     # ...and so does `explain`: on the urgent placement, each cluster and victim binding...
-    out = await asyncio.to_thread(explain, address, urgent)
-    for cluster, binding in taken.items():
-        assert re.search(
-            rf"preempting on {cluster}: 1 victim\(s\) \({binding}\) free cpu={ASKS}", out
-        ), out
+    await explained(
+        address,
+        urgent,
+        *(
+            rf"^  preempting on {cluster}: 1 victim\(s\) \({binding}\) free cpu={ASKS}$"
+            for cluster, binding in taken.items()
+        ),
+    )
     # ...on each victim, its preemptor.
     for victim in victims:
         (cluster,) = [c for c, b in taken.items() if b.startswith(f"{victim}-")]
         await explained(
             address, victim, rf"preempted by crp/{urgent} \(priority {URGENT}\) on {cluster}"
         )
+    left = active(hub)  # and nothing more was taken since
+    assert sum(len(left.get(n, [])) for n in lows) == 4 and len(left[urgent]) == 2, left
