@@ -113,6 +113,9 @@ class Preemption:
     """Clusters nominated for the preemptor this turn."""
     priority_class: str = ""
     lines: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Said in the worker's log only: what a turn that changes nothing of the preemption sees
+    (its lines would replace, in `explain`, those of the turn that chose the victims)."""
     under_way: bool = False
     """A nomination of the placement's is still held: it waits for its victims."""
 
@@ -163,8 +166,10 @@ def preempt(
         drop_nominations(client, key, changed)
         under_way = {c: n for c, n in under_way.items() if c not in changed}
     if under_way and explanation.shortage is not None:
+        # The turn that nominated said so in its lines, naming the victims; a turn that waits
+        # for them only logs it, so those lines stay the workflow's last moves (`explain`).
         return Preemption(
-            lines=[f"preemption under way: {said_victims(under_way, sorted(under_way))}"],
+            notes=[f"preemption under way: {said_victims(under_way, sorted(under_way))}"],
             under_way=True,
         )
     done = plan_for(

@@ -752,8 +752,8 @@ def _stale_nominations(state: FleetState, now: datetime) -> list[Violation]:
             label = placement_label(key)
             if placement is None and (state.namespaced or "/" not in key):
                 why = f"{label} does not exist"
-            elif placement is not None and key not in index.requests:
-                why = f"{label} does not declare readable {names.REQUESTS_ANNOTATION}"
+            elif placement is not None and key not in index.aware:
+                why = f"{label} does not declare {names.REQUESTS_ANNOTATION}"
             elif now - nomination.nominated_at > 2 * NOMINATION_GRACE:
                 why = (
                     f"held since {nomination.nominated_at.isoformat()}, longer than "

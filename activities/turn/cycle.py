@@ -9,6 +9,7 @@ error (kubefleet-rules 3.2 table, first row)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -69,6 +70,8 @@ from scheduler.snapshots import placement_scheduled_condition
 from workflows.models import CycleReport, TurnRequest, WriteCounts
 
 __all__ = ["Fleet", "cycle_summary", "outcome_of", "read_clusters", "read_fleet", "run_cycle"]
+
+log = logging.getLogger("fleet_scheduler.cycles")
 
 # How many picked cluster names, and filtering plugins, a cycle's one-line summary lists
 # before "+N more".
@@ -372,7 +375,11 @@ def _preempt(
         held_after = active_after(fleet.bindings, result.plan)
         taken = sorted(c for c in nominated if c in held_after)
         if taken:
-            run.lines.append("took the room preempted for it: " + said_victims(nominated, taken))
+            log.info(
+                "placement %s: took the room preempted for it: %s",
+                key,
+                said_victims(nominated, taken),
+            )
     if shortage is None:
         if nominated:
             drop_nominations(client, key, nominated)
@@ -394,6 +401,8 @@ def _preempt(
         settings.now(),
     )
     run.lines += done.lines
+    for note in done.notes:
+        log.info("placement %s: %s", key, note)
     run.preempted_for += [done.priority_class] * len(done.nominated)
     run.waits_on_victims = done.waiting
 

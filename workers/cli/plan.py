@@ -9,6 +9,11 @@ same way) would leave as latest, runs the real scheduler on it with the configur
 reports every cluster's fate and every write the cycle would make. It only ever reads: no
 object is created, patched or deleted, and no workflow is started.
 
+A capacity-aware placement the cycle leaves short of room also gets the preemption its turn
+would ask for (activities.preemption `plan_for`, read-only): the clusters the PostFilter plugins
+would free and the lower-priority bindings they would take, the clusters they would not and why,
+or why nothing would be preempted at all.
+
 What it cannot know: a real cycle runs later, against the fleet as it is then; and when a PickN
 cycle would stop at a plugin's batch limit and requeue, the plan shows that first cycle only
 (the explanation says so)."""
@@ -17,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,7 +33,8 @@ import yaml
 from pydantic import ValidationError
 
 from activities.capacity import Ledgers, capacity_input, requests_of
-from activities.turn.cycle import read_fleet
+from activities.preemption import Preemption, nominations_of, plan_for, preemptor_label
+from activities.turn.cycle import Fleet, read_fleet, readable_requests
 from hub import names
 from hub.client import HubClient
 from hub.errors import (
@@ -38,9 +46,11 @@ from hub.kinds import kinds_for, placement_key
 from hub.types import (
     ClusterResourcePlacement,
     ClusterSchedulingPolicySnapshot,
+    Nomination,
     ResourcePlacement,
 )
 from scheduler import CycleInput, CycleResult, Profile, schedule
+from scheduler.framework.profile import default_profile
 from scheduler.snapshots import SnapshotError, SnapshotSync, plan_snapshot_sync
 from workers.cli.common import (
     EXIT_OK,
@@ -51,7 +61,7 @@ from workers.cli.common import (
     profile_from_file,
 )
 from workers.cli.plan_profile import run_plan_profile
-from workers.cli.render import explanation_lines
+from workers.cli.render import explanation_lines, table
 
 API_VERSION: Final = names.PLACEMENT_API_VERSION
 KIND: Final = ClusterResourcePlacement.KIND
@@ -63,6 +73,8 @@ PLACEMENT_KINDS: Final[dict[str, type[ClusterResourcePlacement]]] = {
 # Stands in for the uid of a placement the API server has not seen yet (the snapshot's owner).
 UNAPPLIED_UID: Final = "00000000-0000-0000-0000-000000000000"
 MAX_FILE_BYTES: Final = 1 << 20
+# The FREES column of a victim whose room is already nominated.
+NOMINATED: Final = "(nominated)"
 # `plan --all --exit-code`: some decision would change (as `git diff --exit-code`).
 EXIT_CHANGED: Final = 1
 
@@ -156,6 +168,20 @@ class WhatIf:
     clusters_seen: int
     bindings_seen: int
     result: CycleResult
+    preemption: PlannedPreemption | None = None
+    """What its turn would preempt; None when the cycle leaves it not short of room."""
+
+
+@dataclass(frozen=True)
+class PlannedPreemption:
+    """The preemption a turn would ask for, the cycle having left the placement short of room."""
+
+    off: bool = False
+    """The profile has no PostFilter plugin: preemption is off."""
+    under_way: Mapping[str, Nomination] = field(default_factory=dict)
+    """Room already nominated for the placement, by cluster: a turn would not plan again."""
+    asked: Preemption = field(default_factory=Preemption)
+    """What the PostFilter plugins answered (`plan` None: there was nothing to ask them)."""
 
 
 def _as_if_applied(
@@ -228,21 +254,35 @@ def what_if(
     snapshot = _latest_after(sync, snapshots)
     fleet = read_fleet(hub, name, namespace=namespace)
     requests = requests_of(placement)
+    ledgers = Ledgers.read(hub) if requests is not None else None
     capacity = (
-        capacity_input(requests, Ledgers.read(hub), fleet.bindings, key)
-        if requests is not None
+        capacity_input(requests, ledgers, fleet.bindings, key)
+        if requests is not None and ledgers is not None
         else None
     )
+    when = now or datetime.now(UTC)
     result = schedule(
         CycleInput(
             snapshot=snapshot,
             clusters=fleet.clusters,
             bindings=fleet.bindings,
-            now=now or datetime.now(UTC),
+            now=when,
             capacity=capacity,
         ),
         profile,
     )
+    preemption = None
+    amounts = readable_requests(requests)
+    if (
+        ledgers is not None
+        and amounts is not None
+        and result.explanation.shortage is not None
+        and not result.error
+    ):
+        preemption = _planned_preemption(
+            hub, profile or default_profile(), key, placement, snapshot, result, ledgers, fleet,
+            amounts, when,
+        )  # fmt: skip
     return WhatIf(
         placement=key,
         applied=applied,
@@ -252,7 +292,34 @@ def what_if(
         clusters_seen=len(fleet.clusters),
         bindings_seen=len(fleet.bindings),
         result=result,
+        preemption=preemption,
     )
+
+
+def _planned_preemption(
+    hub: HubClient,
+    profile: Profile,
+    key: str,
+    placement: ClusterResourcePlacement,
+    snapshot: ClusterSchedulingPolicySnapshot,
+    result: CycleResult,
+    ledgers: Ledgers,
+    fleet: Fleet,
+    requests: Mapping[str, Fraction],
+    now: datetime,
+) -> PlannedPreemption:
+    """What the placement's turn would do after this cycle (activities.turn.cycle `_preempt`),
+    read-only: nothing new while room is nominated for it, else the PostFilter plugins' plan."""
+    if not profile.post_filter:
+        return PlannedPreemption(off=True)
+    under_way = nominations_of(ledgers, key)
+    if under_way:
+        return PlannedPreemption(under_way=under_way)
+    asked = plan_for(
+        hub, profile, key, placement, snapshot, result.explanation, ledgers, fleet.bindings,
+        fleet.clusters, requests, now,
+    )  # fmt: skip
+    return PlannedPreemption(asked=asked)
 
 
 def _snapshot_line(plan: WhatIf) -> str:
@@ -324,13 +391,80 @@ def render_plan(plan: WhatIf) -> str:
         lines.append(f"error: {plan.result.error}")
     lines.append("")
     lines += explanation_lines(plan.result.explanation)
+    if plan.preemption is not None:
+        lines.append("")
+        lines += preemption_lines(plan.preemption)
     lines.append("")
     snapshot_writes = _snapshot_writes(plan.snapshots)
     lines.append("writes it would make:")
     if snapshot_writes:
         lines.append(f"  policy snapshots: {'; '.join(snapshot_writes)}")
     lines.append(f"  bindings: {_binding_writes(plan.result)}")
+    chosen = _chosen(plan.preemption)
+    if chosen:
+        lines.append(
+            f"  preemption: nominate room on {', '.join(chosen)} (CapacityLedgers); the "
+            "victims yield it in their own turns"
+        )
     return "\n".join(lines) + "\n"
+
+
+VICTIM_HEADERS: Final = ("CLUSTER", "VICTIM", "PLACEMENT", "PRIORITY", "FREES")
+
+
+def _chosen(preemption: PlannedPreemption | None) -> list[str]:
+    plan = preemption.asked.plan if preemption is not None else None
+    return [c.cluster for c in plan.clusters] if plan is not None else []
+
+
+def preemption_lines(preemption: PlannedPreemption) -> list[str]:
+    """The preemption a turn would ask for (docs/priority.md, "Preemption"): each cluster it
+    would free with its victims, the clusters it would not free and why; or why none."""
+    if preemption.off:
+        return ["preemption: none, the profile has no PostFilter plugin (preemption is off)"]
+    if preemption.under_way:
+        rows = [
+            (cluster, v.binding, preemptor_label(v.placement), str(v.priority), NOMINATED)
+            for cluster, nomination in sorted(preemption.under_way.items())
+            for v in nomination.victims
+        ]
+        return [
+            "preemption: under way, room is nominated for this placement on "
+            f"{', '.join(sorted(preemption.under_way))}; a turn would not choose again",
+            table(VICTIM_HEADERS, rows),
+        ]
+    plan = preemption.asked.plan
+    if plan is None:
+        said = [line.removeprefix("no preemption: ") for line in preemption.asked.lines]
+        why = "; ".join(said) or "no other placement holds room on the clusters short of it"
+        return [f"preemption: none, {why}"]
+    if plan.reason:
+        return [f"preemption: none, {plan.reason}"]
+    lines = []
+    if plan.clusters:
+        victims = sum(len(c.victims) for c in plan.clusters)
+        lines.append(
+            f"preemption (priority {plan.priority}): {victims} lower-priority binding(s) on "
+            f"{len(plan.clusters)} cluster(s) would give their room; nothing is preempted by plan"
+        )
+        rows = [
+            (
+                chosen.cluster,
+                victim.binding,
+                preemptor_label(victim.placement),
+                str(victim.priority),
+                victim.requests + (" (over its budget)" if victim.over_budget else ""),
+            )
+            for chosen in plan.clusters
+            for victim in chosen.victims
+        ]
+        lines.append(table(VICTIM_HEADERS, rows))
+        if plan.still_short:
+            lines.append(f"still short after it: {plan.still_short} binding(s)")
+    else:
+        lines.append(f"preemption: none, no cluster can be freed (priority {plan.priority})")
+    lines += [f"  not freed: {r.cluster}: {r.reason}" for r in plan.rejected]
+    return lines
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:

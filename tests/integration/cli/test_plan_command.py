@@ -64,10 +64,15 @@ def placement(name: str, n: int, *, environment: str = "prod") -> dict[str, Any]
             "policy": {
                 "placementType": "PickN",
                 "numberOfClusters": n,
-                "affinity": {"clusterAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                    "clusterSelectorTerms": [
-                        {"labelSelector": {"matchLabels": {PROD: environment}}}
-                    ]}}},
+                "affinity": {
+                    "clusterAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "clusterSelectorTerms": [
+                                {"labelSelector": {"matchLabels": {PROD: environment}}}
+                            ]
+                        }
+                    }
+                },
             },
         },
     }
@@ -146,8 +151,9 @@ def test_unapplied_placement_is_planned_and_nothing_is_written(
 ) -> None:
     hub, kubeconfig = fleet
     before = writes(hub)
-    done = run_cli("plan", "-f", str(write(tmp_path, placement("web", 2))),
-                   "--kubeconfig", str(kubeconfig))
+    done = run_cli(
+        "plan", "-f", str(write(tmp_path, placement("web", 2))), "--kubeconfig", str(kubeconfig)
+    )
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "plan for placement web (not applied); nothing was written" in out
@@ -155,7 +161,9 @@ def test_unapplied_placement_is_planned_and_nothing_is_written(
     table = fates(out)
     # Equal scores: KubeFleet breaks the tie towards the larger name (kubefleet-rules 4.4).
     assert sorted(c for c, fate in table.items() if fate == "picked") == [
-        "member-japaneast-1", "member-westeurope-1"]
+        "member-japaneast-1",
+        "member-westeurope-1",
+    ]
     assert len(table) == len(SAMPLE_ENVIRONMENTS)  # every cluster of the fleet, with its fate
     detail = {line.split()[0]: line for line in out.splitlines() if line.startswith("member-")}
     assert table["member-westeurope-2"] == "filtered"
@@ -209,8 +217,10 @@ def test_edited_policy_makes_a_new_snapshot_and_moves_the_placement(
     out = done.stdout
     assert "edited copy of the applied placement, with a different policy" in out
     assert "policy snapshot: jobs-1, new (the policy differs from jobs-0's)" in out
-    assert f"policy snapshots: label jobs-0 {names.IS_LATEST_SNAPSHOT_LABEL}=false; " \
-           "create jobs-1" in out
+    assert (
+        f"policy snapshots: label jobs-0 {names.IS_LATEST_SNAPSHOT_LABEL}=false; "
+        "create jobs-1" in out
+    )
     table = fates(out)
     picked = [c for c, fate in table.items() if fate == "picked"]
     assert len(picked) == 1 and picked[0] not in current
@@ -225,15 +235,26 @@ def test_edited_policy_makes_a_new_snapshot_and_moves_the_placement(
     ("content", "expected"),
     [
         ("spec: [unclosed", "not YAML"),
-        ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},
-         "expected apiVersion placement.kubernetes-fleet.io/v1beta1"),
-        ({**placement("bad", 2), "spec": {"policy": {"numberOfClusters": "many"}}},
-         "spec.policy.numberOfClusters"),
-        ("---\n" + yaml.safe_dump(placement("a", 1)) + "---\n" + yaml.safe_dump(placement("b", 1)),
-         "found 2 documents"),
+        (
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},
+            "expected apiVersion placement.kubernetes-fleet.io/v1beta1",
+        ),
+        (
+            {**placement("bad", 2), "spec": {"policy": {"numberOfClusters": "many"}}},
+            "spec.policy.numberOfClusters",
+        ),
+        (
+            "---\n"
+            + yaml.safe_dump(placement("a", 1))
+            + "---\n"
+            + yaml.safe_dump(placement("b", 1)),
+            "found 2 documents",
+        ),
         ({k: v for k, v in placement("x", 1).items() if k != "metadata"}, "metadata"),
-        (_with_labels(placement("bad-key", 1), {"bad key": "prod"}),
-         "labelSelector.matchLabels: invalid label key 'bad key'"),
+        (
+            _with_labels(placement("bad-key", 1), {"bad key": "prod"}),
+            "labelSelector.matchLabels: invalid label key 'bad key'",
+        ),
     ],
     ids=["not-yaml", "wrong-kind", "wrong-type", "two-documents", "no-name", "bad-label-key"],
 )
@@ -372,7 +393,6 @@ def test_kubeconfig_and_its_flag_win_over_make_runs(
     assert f"kubeconfig '{elsewhere}' does not exist" in flagged.stderr
 
 
-
 def test_context_applies_to_the_kubeconfig_of_the_environment(
     fleet: tuple[DevHub, Path], tmp_path: Path
 ) -> None:
@@ -383,3 +403,198 @@ def test_context_applies_to_the_kubeconfig_of_the_environment(
     done = run_cli("plan", "-f", str(path), "--context", "no-such-context", env=environment)
     assert done.returncode == 2, done.stdout
     assert "no-such-context" in done.stderr
+
+
+# --- preemption (docs/priority.md, "Preemption"): what a turn would take, shown before anything
+# is applied. The issue's fleet: three clusters of 8 CPUs, each holding two `cpu=4` bindings of a
+# low class; the planned placement asks `cpu=4` on two clusters.
+
+ROOMY = ("member-1", "member-2", "member-3")
+LOW, URGENT = 1_000, 101_000
+
+
+def full_fleet(kubeconfig: Path) -> None:
+    """The clusters, the classes, and six low placements bound two per cluster with their room
+    reserved (as their turns would leave them)."""
+    from hub.types import CapacityLedger, CapacityLedgerSpec, ObjectMeta, PriorityClass, Reservation
+    from tests.support.fleet import add_cluster
+
+    now = datetime.now(UTC)
+    client = HubClient.from_kubeconfig(kubeconfig)
+    try:
+        for name, value, policy in (
+            ("batch", LOW, "PreemptLowerPriority"),
+            ("release-critical", URGENT, "PreemptLowerPriority"),
+            ("polite", URGENT, "Never"),
+        ):
+            client.create(
+                PriorityClass(metadata=ObjectMeta(name=name), value=value, preemption_policy=policy)
+            )
+        held: dict[str, dict[str, Reservation]] = {c: {} for c in ROOMY}
+        for cluster in ROOMY:
+            add_cluster(client, cluster, allocatable={"cpu": "8"})
+        for i in range(6):
+            cluster = ROOMY[i // 2]
+            document: dict[str, Any] = {
+                "metadata": {"name": f"low-{i}", "annotations": asks(4, "batch")},
+                "spec": {
+                    "resourceSelectors": [
+                        {"group": "", "version": "v1", "kind": "Namespace", "name": "app"}
+                    ],
+                    "policy": {"placementType": "PickFixed", "clusterNames": [cluster]},
+                },
+            }
+            crp = client.create(ClusterResourcePlacement.model_validate(document))
+            snapshot = plan_snapshot_sync(crp, []).create
+            assert snapshot is not None
+            snapshot = client.create(snapshot)
+            result = schedule(
+                CycleInput(
+                    snapshot=snapshot,
+                    clusters=list(client.list(MemberCluster).items),
+                    bindings=[],
+                    now=now,
+                )
+            )
+            (binding,) = result.plan.create
+            client.create(binding)
+            held[cluster][binding.metadata.name] = Reservation(
+                placement=crp.name, requests={"cpu": "4"}, reserved_at=now
+            )
+        for cluster, reservations in held.items():
+            client.create(
+                CapacityLedger(
+                    metadata=ObjectMeta(name=cluster),
+                    spec=CapacityLedgerSpec(reservations=reservations),
+                )
+            )
+    finally:
+        client.close()
+
+
+def asks(cpu: int, priority_class: str) -> dict[str, str]:
+    return {
+        names.REQUESTS_ANNOTATION: f"cpu={cpu}",
+        names.PRIORITY_CLASS_ANNOTATION: priority_class,
+    }
+
+
+def urgent(name: str, n: int, priority_class: str, cpu: int = 4) -> dict[str, Any]:
+    document = placement(name, n)
+    document["spec"]["policy"].pop("affinity")
+    document["metadata"]["annotations"] = asks(cpu, priority_class)
+    return document
+
+
+@pytest.fixture
+def full(hub: HubClient, hub_kubeconfig: Path, devhub: DevHub) -> Path:
+    full_fleet(hub_kubeconfig)
+    return hub_kubeconfig
+
+
+def plan_of(kubeconfig: Path, tmp_path: Path, document: dict[str, Any], *more: str) -> str:
+    done = run_cli(
+        "plan", "-f", str(write(tmp_path, document)), "--kubeconfig", str(kubeconfig), *more
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def victim_rows(output: str) -> list[list[str]]:
+    rows = iter(output.splitlines())
+    for line in rows:
+        if line.startswith("CLUSTER") and "VICTIM" in line:
+            break
+    else:
+        return []
+    return [line.split() for line in rows if line.startswith("member-")]
+
+
+def test_a_placement_short_of_room_shows_the_victims_it_would_take_and_writes_nothing(
+    full: Path, devhub: DevHub, tmp_path: Path
+) -> None:
+    before = writes(devhub)
+    out = plan_of(full, tmp_path, urgent("checkout", 2, "release-critical"))
+    assert "short: not enough room for 2 binding(s) of cpu=4" in out
+    assert (
+        f"preemption (priority {URGENT}): 2 lower-priority binding(s) on 2 cluster(s) would "
+        "give their room; nothing is preempted by plan" in out
+    ), out
+    rows = victim_rows(out)
+    assert len(rows) == 2, out  # one cpu=4 binding per cluster: exactly the room asked for
+    freed = sorted(row[0] for row in rows)
+    assert len(set(freed)) == 2 and set(freed) <= set(ROOMY)
+    for cluster, victim, owner, priority, frees in rows:
+        assert owner.startswith("crp/low-") and victim.startswith(owner.removeprefix("crp/"))
+        assert (priority, frees) == (str(LOW), "cpu=4")
+        assert ROOMY.index(cluster) == int(owner[-1]) // 2  # the victim is on that cluster
+    assert "not freed" not in out  # the third cluster is not needed, not refused
+    assert f"  preemption: nominate room on {', '.join(freed)}" in out
+    assert writes(devhub) == before  # no nomination, no unscheduled binding
+
+
+@pytest.mark.parametrize(
+    ("priority_class", "why"),
+    [
+        pytest.param("polite", "its PriorityClass has preemptionPolicy: Never", id="never"),
+        pytest.param("batch", "only equal or higher priority", id="equal-priority"),
+    ],
+)
+def test_a_placement_that_would_preempt_nothing_says_why(
+    full: Path, devhub: DevHub, tmp_path: Path, priority_class: str, why: str
+) -> None:
+    before = writes(devhub)
+    out = plan_of(full, tmp_path, urgent("gentle", 2, priority_class))
+    (line,) = [line for line in out.splitlines() if line.startswith("preemption")]
+    assert line.startswith("preemption: none, ") and why in out, out
+    if priority_class == "batch":  # each cluster refused, and why
+        refused = [line for line in out.splitlines() if line.startswith("  not freed: ")]
+        assert len(refused) == len(ROOMY) and all(why in r for r in refused), out
+    assert not victim_rows(out)
+    assert "  preemption: nominate" not in out
+    assert writes(devhub) == before
+
+
+def test_a_profile_without_default_preemption_preempts_nothing(full: Path, tmp_path: Path) -> None:
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(
+        "name: no-preemption\nplugins:\n  postFilter:\n    disabled: [{name: DefaultPreemption}]\n"
+    )
+    out = plan_of(
+        full, tmp_path, urgent("checkout", 2, "release-critical"), "--config", str(profile)
+    )
+    assert "preemption: none, the profile has no PostFilter plugin (preemption is off)" in out
+    assert not victim_rows(out)
+
+
+def test_room_already_nominated_is_shown_as_a_preemption_under_way(
+    full: Path, tmp_path: Path
+) -> None:
+    from hub.types import CapacityLedger, NominatedVictim, Nomination
+
+    client = HubClient.from_kubeconfig(full)
+    try:
+        ledger = client.get(CapacityLedger, "member-2")
+        victim = sorted(ledger.spec.reservations)[0]
+        nomination = Nomination(
+            priority=URGENT,
+            requests={"cpu": "4"},
+            victims=[NominatedVictim(binding=victim, placement="low-2", priority=LOW)],
+            nominated_at=datetime.now(UTC),
+        )
+        ledger.spec.nominations["checkout"] = nomination
+        client.update(ledger)
+    finally:
+        client.close()
+    out = plan_of(full, tmp_path, urgent("checkout", 2, "release-critical"))
+    assert (
+        "preemption: under way, room is nominated for this placement on member-2; a turn would "
+        "not choose again" in out
+    ), out
+    assert victim_rows(out) == [["member-2", victim, "crp/low-2", str(LOW), "(nominated)"]]
+    assert "  preemption: nominate" not in out
+
+
+def test_a_placement_that_fits_shows_no_preemption(full: Path, tmp_path: Path) -> None:
+    out = plan_of(full, tmp_path, urgent("small", 1, "release-critical", cpu=0))
+    assert "preemption" not in out

@@ -147,7 +147,7 @@ def test_room_nominated_for_a_placement_gone_changed_or_too_long_is_stale() -> N
     messages = found(STALE_NOMINATION, placements=placements, ledgers=ledgers)
     assert len(messages) == 3, messages
     assert "crp/gone does not exist" in messages[0]
-    assert "crp/plain does not declare readable fleet-scheduler.io/requests" in messages[1]
+    assert "crp/plain does not declare fleet-scheduler.io/requests" in messages[1]
     assert "crp/old" in messages[2] and "longer than 10 minutes" in messages[2]
 
 
