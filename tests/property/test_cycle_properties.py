@@ -151,4 +151,6 @@ def test_the_decisions_a_turn_publishes_are_the_bindings_its_plan_leaves(world: 
     result = world.run()
     assert result.error is None, result.error
     after, _ = apply_plan(world.bindings, world.snapshot, result.plan)
-    assert published.active_after(world.bindings, result.plan) == published.active_decisions(after)
+    assert published.active_after(world.bindings, result.plan) == published.active_decisions(
+        after
+    )

@@ -89,32 +89,14 @@ METHOD_VERBS: Final[Mapping[str, tuple[str, ...]]] = {
 STATUS_METHODS: Final = frozenset({"update_status"})
 # HubClient members that send no API request.
 NO_REQUEST: Final = frozenset(
-    {
-        "close",
-        "host",
-        "__enter__",
-        "__exit__",
-        "from_kubeconfig",
-        "in_cluster",
-        "from_env",
-        "from_url",
-    }
+    {"close", "host", "__enter__", "__exit__", "from_kubeconfig", "in_cluster", "from_env",
+     "from_url"}
 )
 # mypy should not spend seconds on these: HubClient and the hub kinds are all the analysis needs.
 SKIPPED_IMPORTS: Final = (
-    "temporalio.*",
-    "kubernetes.*",
-    "aiohttp.*",
-    "opentelemetry.*",
-    "prometheus_client.*",
-    "urllib3.*",
-    "yaml.*",
-    "pydantic.*",
-    "pydantic_core.*",
-    "cryptography.*",
-    "google.*",
-    "grpc.*",
-    "devhub.*",
+    "temporalio.*", "kubernetes.*", "aiohttp.*", "opentelemetry.*", "prometheus_client.*",
+    "urllib3.*", "yaml.*", "pydantic.*", "pydantic_core.*", "cryptography.*", "google.*",
+    "grpc.*", "devhub.*",
 )
 # With pydantic skipped, BaseModel's methods return Any; these keep the kind of their receiver.
 SAME_KIND_METHODS: Final = frozenset({"model_copy"})
@@ -333,11 +315,8 @@ def guarded_lines(path: Path) -> set[int]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if not isinstance(node, ast.If):
             continue
-        tests = (
-            node.test.values
-            if isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And)
-            else [node.test]
-        )
+        tests = node.test.values if isinstance(node.test, ast.BoolOp) and isinstance(
+            node.test.op, ast.And) else [node.test]
         if not any(_names_flag(test) for test in tests):
             continue
         for statement in node.body:
@@ -375,10 +354,7 @@ def render_directory(directory: Path) -> list[dict[str, Any]]:
     assert binary is not None
     done = subprocess.run(
         [binary, "kustomize", str(directory)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+        capture_output=True, text=True, timeout=60, check=False,
     )
     assert done.returncode == 0, f"kubectl kustomize {directory} failed: {done.stderr}"
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]

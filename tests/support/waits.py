@@ -63,9 +63,8 @@ def until(check: Callable[[], T | None], *, what: str = "", timeout: float = WAI
         if last:
             return last
         if time.monotonic() > deadline:
-            raise AssertionError(
-                f"{what or 'condition'} not reached within {timeout:g}s; last: {last!r}"
-            )
+            raise AssertionError(f"{what or 'condition'} not reached within {timeout:g}s; "
+                                 f"last: {last!r}")
         time.sleep(delay())
 
 
@@ -90,9 +89,8 @@ async def until_async(
         if last:
             return last  # type: ignore[return-value]
         if time.monotonic() > deadline:
-            raise AssertionError(
-                f"{what or 'condition'} not reached within {timeout:g}s; last: {last!r}"
-            )
+            raise AssertionError(f"{what or 'condition'} not reached within {timeout:g}s; "
+                                 f"last: {last!r}")
         await asyncio.sleep(delay())
 
 

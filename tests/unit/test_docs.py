@@ -26,7 +26,9 @@ ANCHOR: Final = re.compile(r'<a id="rule-(\d+(?:-\d+)*)"></a>')
 # and a comment's `#` may fall anywhere between the words.
 _GAP = r"[\s#]*"
 _NUMBER = r"(\d+(?:\.\d+)*)(?![\w.]*\d)"
-_QUALIFIER = rf"(?:{_GAP},?{_GAP}(?:steps?{_GAP}\d+(?:{_GAP}(?:-|,|and){_GAP}\d+)*|branch{_GAP}[A-Z]\b|table))?"
+_QUALIFIER = (
+    rf"(?:{_GAP},?{_GAP}(?:steps?{_GAP}\d+(?:{_GAP}(?:-|,|and){_GAP}\d+)*|branch{_GAP}[A-Z]\b|table))?"
+)
 _SEPARATOR = rf"{_GAP}(?:,{_GAP}(?:then{_GAP})?|-|and{_GAP}|then{_GAP}){_GAP}"
 CITATION: Final = re.compile(rf"kubefleet-rules{_GAP}(?:sections?{_GAP})?{_NUMBER}")
 # After the first number, a further one is a dotted section number, or any number right after
@@ -188,10 +190,7 @@ def test_annotated_placements_are_read_as_written() -> None:
         "    kubectl get crp web\n"
     )
     assert list(annotated_placements(text)) == [
-        (1, "web"),
-        (2, "shop/storefront"),
-        (3, "api-spread"),
-        (4, "pinned"),
+        (1, "web"), (2, "shop/storefront"), (3, "api-spread"), (4, "pinned")
     ]
 
 

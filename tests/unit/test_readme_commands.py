@@ -42,8 +42,7 @@ def parser_options(name: str, *, deprecated: bool = False) -> set[str]:
         option
         for action in sub.choices[name]._actions
         for option in action.option_strings
-        if option.startswith("--")
-        and option != "--help"
+        if option.startswith("--") and option != "--help"
         and (action.help or "").startswith("deprecated") == deprecated
     }
 

@@ -31,7 +31,9 @@ def slices(
     hub: HubClient, placement: str, namespace: str = names.FLEET_SYSTEM_NAMESPACE
 ) -> list[PlacementDecision]:
     """The placement's slices in `namespace`, in index order."""
-    listed = hub.list(PlacementDecision, {names.DECISION_KEY_LABEL: placement}, namespace=namespace)
+    listed = hub.list(
+        PlacementDecision, {names.DECISION_KEY_LABEL: placement}, namespace=namespace
+    )
     return sorted(listed, key=lambda s: int(s.metadata.labels[names.DECISION_INDEX_LABEL]))
 
 

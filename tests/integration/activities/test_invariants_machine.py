@@ -139,7 +139,9 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
     hub, env = world.hub, world.env
     # PlacementDecisions published, as `run` does standalone: they must follow the bindings
     # through every interleaving too (docs/decisions.md).
-    activities = Activities(hub, ActivitySettings(clock=lambda: world.now[0], decisions=DECISIONS))
+    activities = Activities(
+        hub, ActivitySettings(clock=lambda: world.now[0], decisions=DECISIONS)
+    )
 
     class InvariantsMachine(RuleBasedStateMachine):
         def __init__(self) -> None:

@@ -196,12 +196,7 @@ async def test_check_reports_decisions_that_stay_wrong_and_only_those(
 
     async def found(**kwargs: object) -> list[str]:
         _, violations = await check_fleet(
-            hub,
-            None,
-            "q",
-            decisions=ON,
-            confirm_after_s=0.05,
-            **kwargs,  # type: ignore[arg-type]
+            hub, None, "q", decisions=ON, confirm_after_s=0.05, **kwargs  # type: ignore[arg-type]
         )
         return [v.message for v in violations if v.invariant == PLACEMENT_DECISIONS]
 
@@ -210,17 +205,9 @@ async def test_check_reports_decisions_that_stay_wrong_and_only_those(
     hub.delete(PlacementDecision, web.name, namespace="fleet-system")
     (db,) = slices(hub, "db")
     stray = db.model_copy(
-        update={
-            "metadata": db.metadata.model_copy(
-                update={
-                    "name": "crp-gone-0",
-                    "labels": {**db.metadata.labels, names.DECISION_KEY_LABEL: "gone"},
-                    "resource_version": None,
-                    "uid": None,
-                    "creation_timestamp": None,
-                }
-            )
-        }
+        update={"metadata": db.metadata.model_copy(update={"name": "crp-gone-0", "labels": {
+            **db.metadata.labels, names.DECISION_KEY_LABEL: "gone"}, "resource_version": None,
+            "uid": None, "creation_timestamp": None})}
     )
     hub.create(stray)
     assert await found() == [  # by placement: gone, web

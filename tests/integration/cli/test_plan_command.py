@@ -64,15 +64,10 @@ def placement(name: str, n: int, *, environment: str = "prod") -> dict[str, Any]
             "policy": {
                 "placementType": "PickN",
                 "numberOfClusters": n,
-                "affinity": {
-                    "clusterAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {
-                            "clusterSelectorTerms": [
-                                {"labelSelector": {"matchLabels": {PROD: environment}}}
-                            ]
-                        }
-                    }
-                },
+                "affinity": {"clusterAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "clusterSelectorTerms": [
+                        {"labelSelector": {"matchLabels": {PROD: environment}}}
+                    ]}}},
             },
         },
     }
@@ -151,9 +146,8 @@ def test_unapplied_placement_is_planned_and_nothing_is_written(
 ) -> None:
     hub, kubeconfig = fleet
     before = writes(hub)
-    done = run_cli(
-        "plan", "-f", str(write(tmp_path, placement("web", 2))), "--kubeconfig", str(kubeconfig)
-    )
+    done = run_cli("plan", "-f", str(write(tmp_path, placement("web", 2))),
+                   "--kubeconfig", str(kubeconfig))
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "plan for placement web (not applied); nothing was written" in out
@@ -161,9 +155,7 @@ def test_unapplied_placement_is_planned_and_nothing_is_written(
     table = fates(out)
     # Equal scores: KubeFleet breaks the tie towards the larger name (kubefleet-rules 4.4).
     assert sorted(c for c, fate in table.items() if fate == "picked") == [
-        "member-japaneast-1",
-        "member-westeurope-1",
-    ]
+        "member-japaneast-1", "member-westeurope-1"]
     assert len(table) == len(SAMPLE_ENVIRONMENTS)  # every cluster of the fleet, with its fate
     detail = {line.split()[0]: line for line in out.splitlines() if line.startswith("member-")}
     assert table["member-westeurope-2"] == "filtered"
@@ -217,10 +209,8 @@ def test_edited_policy_makes_a_new_snapshot_and_moves_the_placement(
     out = done.stdout
     assert "edited copy of the applied placement, with a different policy" in out
     assert "policy snapshot: jobs-1, new (the policy differs from jobs-0's)" in out
-    assert (
-        f"policy snapshots: label jobs-0 {names.IS_LATEST_SNAPSHOT_LABEL}=false; "
-        "create jobs-1" in out
-    )
+    assert f"policy snapshots: label jobs-0 {names.IS_LATEST_SNAPSHOT_LABEL}=false; " \
+           "create jobs-1" in out
     table = fates(out)
     picked = [c for c, fate in table.items() if fate == "picked"]
     assert len(picked) == 1 and picked[0] not in current
@@ -235,26 +225,15 @@ def test_edited_policy_makes_a_new_snapshot_and_moves_the_placement(
     ("content", "expected"),
     [
         ("spec: [unclosed", "not YAML"),
-        (
-            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},
-            "expected apiVersion placement.kubernetes-fleet.io/v1beta1",
-        ),
-        (
-            {**placement("bad", 2), "spec": {"policy": {"numberOfClusters": "many"}}},
-            "spec.policy.numberOfClusters",
-        ),
-        (
-            "---\n"
-            + yaml.safe_dump(placement("a", 1))
-            + "---\n"
-            + yaml.safe_dump(placement("b", 1)),
-            "found 2 documents",
-        ),
+        ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},
+         "expected apiVersion placement.kubernetes-fleet.io/v1beta1"),
+        ({**placement("bad", 2), "spec": {"policy": {"numberOfClusters": "many"}}},
+         "spec.policy.numberOfClusters"),
+        ("---\n" + yaml.safe_dump(placement("a", 1)) + "---\n" + yaml.safe_dump(placement("b", 1)),
+         "found 2 documents"),
         ({k: v for k, v in placement("x", 1).items() if k != "metadata"}, "metadata"),
-        (
-            _with_labels(placement("bad-key", 1), {"bad key": "prod"}),
-            "labelSelector.matchLabels: invalid label key 'bad key'",
-        ),
+        (_with_labels(placement("bad-key", 1), {"bad key": "prod"}),
+         "labelSelector.matchLabels: invalid label key 'bad key'"),
     ],
     ids=["not-yaml", "wrong-kind", "wrong-type", "two-documents", "no-name", "bad-label-key"],
 )
@@ -391,6 +370,7 @@ def test_kubeconfig_and_its_flag_win_over_make_runs(
     )  # fmt: skip
     assert flagged.returncode == 2, flagged.stdout
     assert f"kubeconfig '{elsewhere}' does not exist" in flagged.stderr
+
 
 
 def test_context_applies_to_the_kubeconfig_of_the_environment(

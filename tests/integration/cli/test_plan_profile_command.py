@@ -129,7 +129,9 @@ class Fleet:
             placement = client.create(body)
             requests = requests_of(placement)
             capacity = (
-                capacity_input(requests, Ledgers.read(client), []) if requests is not None else None
+                capacity_input(requests, Ledgers.read(client), [])
+                if requests is not None
+                else None
             )
             snapshot = plan_snapshot_sync(placement, []).create
             assert snapshot is not None
@@ -189,13 +191,10 @@ def hold_gold(fleet: Fleet) -> None:
     """Another placement holds 90 of gold-1's 100 CPUs: room pushes a new binding elsewhere."""
     client = fleet.client()
     try:
-        held = Reservation(placement="other", requests={"cpu": "90"}, reserved_at=datetime.now(UTC))
-        client.create(
-            CapacityLedger(
-                metadata=ObjectMeta(name="gold-1"),
-                spec=CapacityLedgerSpec(reservations={"other-gold": held}),
-            )
-        )
+        held = Reservation(placement="other", requests={"cpu": "90"},
+                           reserved_at=datetime.now(UTC))
+        client.create(CapacityLedger(metadata=ObjectMeta(name="gold-1"),
+                                     spec=CapacityLedgerSpec(reservations={"other-gold": held})))
     finally:
         client.close()  # fmt: skip
 
@@ -245,7 +244,8 @@ def test_a_plugin_removed_adds_clusters_to_a_pick_all_placement(fleet: Fleet) ->
     assert done.returncode == 1, (done.stdout, done.stderr)
     out = done.stdout
     assert change_lines(out)["+ tainted-1"] == (
-        "picked (was filtered by TaintToleration: taint gpu=true:NoSchedule cannot be tolerated)"
+        "picked (was filtered by TaintToleration: taint gpu=true:NoSchedule cannot be "
+        "tolerated)"
     )
     assert "&{Key:" not in out
     assert "everywhere (PickAll): +1 -0 clusters, at its next turn" in out
@@ -338,7 +338,9 @@ def test_a_resource_placement_is_compared_with_n(fleet: Fleet) -> None:
     ids=["missing-config", "bad-config", "missing-current", "unknown-crp", "unknown-rp",
          "all-and-name", "all-and-file", "no-config", "nothing", "file-and-exit-code"],
 )  # fmt: skip
-def test_bad_input_is_one_line_and_exit_2(fleet: Fleet, args: list[str], expected: str) -> None:
+def test_bad_input_is_one_line_and_exit_2(
+    fleet: Fleet, args: list[str], expected: str
+) -> None:
     files = {
         "missing": str(fleet.tmp / "missing.yaml"),
         "bad": fleet.profile("bad.yaml", "plugins:\n  filter:\n    enabled: [{name: Nope}]\n"),

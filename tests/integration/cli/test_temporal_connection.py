@@ -59,13 +59,8 @@ def ca_and_server_certificate(tmp_path: Path) -> tuple[Path, Path, Path]:
     now = datetime.datetime.now(datetime.UTC)
     validity = (now - datetime.timedelta(minutes=5), now + datetime.timedelta(hours=1))
 
-    def build(
-        subject: str,
-        key: ec.EllipticCurvePrivateKey,
-        issuer: x509.Name,
-        signer: ec.EllipticCurvePrivateKey,
-        ca: bool,
-    ) -> x509.Certificate:
+    def build(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Name,
+              signer: ec.EllipticCurvePrivateKey, ca: bool) -> x509.Certificate:
         builder = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
@@ -83,9 +78,8 @@ def ca_and_server_certificate(tmp_path: Path) -> tuple[Path, Path, Path]:
             )
         return builder.sign(signer, hashes.SHA256())
 
-    ca_key, server_key = (
-        ec.generate_private_key(ec.SECP256R1()),
-        ec.generate_private_key(ec.SECP256R1()),
+    ca_key, server_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(
+        ec.SECP256R1()
     )
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test CA")])
     ca_cert = build("test CA", ca_key, ca_name, ca_key, ca=True)

@@ -53,9 +53,8 @@ class Client:
         self, path: str, body: Any, content_type: str = MERGE, **kwargs: Any
     ) -> requests.Response:
         data = body if isinstance(body, (str, bytes)) else json.dumps(body)
-        return self.request(
-            "PATCH", path, data=data, headers={"Content-Type": content_type}, **kwargs
-        )
+        return self.request("PATCH", path, data=data, headers={"Content-Type": content_type},
+                            **kwargs)
 
     def delete(self, path: str, **kwargs: Any) -> requests.Response:
         return self.request("DELETE", path, **kwargs)
@@ -74,14 +73,10 @@ class Client:
 class Watch:
     """One open watch stream: `next()` returns the next event, `take(n)` the next n."""
 
-    def __init__(
-        self, client: Client, path: str, read_timeout: float, params: dict[str, Any]
-    ) -> None:
+    def __init__(self, client: Client, path: str, read_timeout: float,
+                 params: dict[str, Any]) -> None:
         self.response = client.request(
-            "GET",
-            path,
-            params={**params, "watch": "true"},
-            stream=True,
+            "GET", path, params={**params, "watch": "true"}, stream=True,
             timeout=(5.0, read_timeout),
         )
         assert self.response.status_code == 200, self.response.text
@@ -122,31 +117,19 @@ def rbs(namespace: str) -> str:
 
 
 def namespace_object(name: str, *, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": name, "labels": labels or {}},
-    }
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": labels or {}}}
 
 
 def priority_class(name: str, value: int = 1000, **fields: Any) -> dict[str, Any]:
     """A PriorityClass; `fields` are its other top-level fields, by their wire names."""
-    return {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": name},
-        "value": value,
-        **fields,
-    }
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value, **fields}
 
 
-def resource_placement(
-    name: str,
-    namespace: str | None = None,
-    *,
-    labels: dict[str, str] | None = None,
-    finalizers: list[str] | None = None,
-) -> dict[str, Any]:
+def resource_placement(name: str, namespace: str | None = None, *,
+                       labels: dict[str, str] | None = None,
+                       finalizers: list[str] | None = None) -> dict[str, Any]:
     """A PickAll ResourcePlacement; `namespace` None leaves metadata.namespace to the path."""
     body = placement(name, labels=labels, n=None, placement_type="PickAll")
     body["kind"] = "ResourcePlacement"
@@ -157,21 +140,15 @@ def resource_placement(
     return body
 
 
-def resource_binding(
-    name: str, *, finalizers: list[str] | None = None, labels: dict[str, str] | None = None
-) -> dict[str, Any]:
+def resource_binding(name: str, *, finalizers: list[str] | None = None,
+                     labels: dict[str, str] | None = None) -> dict[str, Any]:
     body = binding(name, finalizers=finalizers, labels=labels)
     body["kind"] = "ResourceBinding"
     return body
 
 
-def placement(
-    name: str,
-    *,
-    labels: dict[str, str] | None = None,
-    n: int | None = 2,
-    placement_type: str = "PickN",
-) -> dict[str, Any]:
+def placement(name: str, *, labels: dict[str, str] | None = None, n: int | None = 2,
+              placement_type: str = "PickN") -> dict[str, Any]:
     policy: dict[str, Any] = {"placementType": placement_type}
     if n is not None:
         policy["numberOfClusters"] = n
@@ -180,9 +157,8 @@ def placement(
         "kind": "ClusterResourcePlacement",
         "metadata": {"name": name, "labels": labels or {}},
         "spec": {
-            "resourceSelectors": [
-                {"group": "", "version": "v1", "kind": "Namespace", "name": name}
-            ],
+            "resourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace",
+                                   "name": name}],
             "policy": policy,
         },
     }
@@ -197,13 +173,8 @@ def cluster(name: str, *, labels: dict[str, str] | None = None) -> dict[str, Any
     }
 
 
-def binding(
-    name: str,
-    *,
-    target: str = "member-1",
-    finalizers: list[str] | None = None,
-    labels: dict[str, str] | None = None,
-) -> dict[str, Any]:
+def binding(name: str, *, target: str = "member-1", finalizers: list[str] | None = None,
+            labels: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "apiVersion": names.PLACEMENT_API_VERSION,
         "kind": "ClusterResourceBinding",

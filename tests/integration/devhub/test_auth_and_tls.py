@@ -14,15 +14,12 @@ from devhub import DevHub
 from tests.integration.devhub.devhub_helpers import CLUSTERS, Client, cluster
 
 
-@pytest.mark.parametrize(
-    "header",
-    [
-        pytest.param(None, id="no-token"),
-        pytest.param("Bearer wrong", id="wrong-token"),
-        pytest.param("Basic dXNlcjpwYXNz", id="basic-auth"),
-        pytest.param("Bearer", id="empty-bearer"),
-    ],
-)
+@pytest.mark.parametrize("header", [
+    pytest.param(None, id="no-token"),
+    pytest.param("Bearer wrong", id="wrong-token"),
+    pytest.param("Basic dXNlcjpwYXNz", id="basic-auth"),
+    pytest.param("Bearer", id="empty-bearer"),
+])
 @pytest.mark.parametrize("path", ["/apis", CLUSTERS, f"{CLUSTERS}/m1", "/openapi/v3"])
 def test_requests_without_the_token_are_unauthorized(
     api: Client, header: str | None, path: str
@@ -41,9 +38,8 @@ def test_writes_without_the_token_store_nothing(api: Client) -> None:
 
 
 def test_a_wrong_token_is_refused_even_on_public_paths(api: Client) -> None:
-    response = requests.get(
-        api.hub.url + "/version", timeout=5, headers={"Authorization": "Bearer wrong"}
-    )
+    response = requests.get(api.hub.url + "/version", timeout=5,
+                            headers={"Authorization": "Bearer wrong"})
     assert response.status_code == 401
     assert requests.get(api.hub.url + "/healthz", timeout=5).text == "ok"
 
@@ -70,12 +66,8 @@ def test_kubeconfig_carries_the_tls_url_ca_and_token(
     assert config["users"][0]["user"]["token"] == api.hub.token
     ca = tmp_path / "ca.pem"
     ca.write_bytes(base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"]))
-    response = requests.get(
-        server + "/apis",
-        verify=str(ca),
-        timeout=5,
-        headers={"Authorization": f"Bearer {api.hub.token}"},
-    )
+    response = requests.get(server + "/apis", verify=str(ca), timeout=5,
+                            headers={"Authorization": f"Bearer {api.hub.token}"})
     assert response.status_code == 200
     assert requests.get(server + "/apis", verify=str(ca), timeout=5).status_code == 401
 
@@ -89,6 +81,5 @@ def test_the_official_kubernetes_client_works_from_the_kubeconfig(
     with client:
         custom = kubernetes.client.CustomObjectsApi(client)
         listed = custom.list_cluster_custom_object(
-            "cluster.kubernetes-fleet.io", "v1beta1", "memberclusters"
-        )
+            "cluster.kubernetes-fleet.io", "v1beta1", "memberclusters")
     assert [item["metadata"]["name"] for item in listed["items"]] == ["m1"]

@@ -15,49 +15,35 @@ from tests.integration.devhub.devhub_helpers import CLUSTERS, PLACEMENTS, Client
 
 YAML = "application/yaml"
 JSON = "application/json"
-MEMBER_YAML = (
-    b"apiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\nmetadata:\n  name: m1\n"
-)
+MEMBER_YAML = (b"apiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n"
+               b"metadata:\n  name: m1\n")
 
 
-@pytest.mark.parametrize(
-    ("body", "content_type", "code"),
-    [
-        pytest.param(b'{"apiVersion": ', JSON, 400, id="truncated-json"),
-        pytest.param(b"{'single': 'quotes'}", JSON, 400, id="python-not-json"),
-        pytest.param(b'{"a": NaN}', JSON, 400, id="nan"),
-        pytest.param(b"\xff\xfe\x00", JSON, 400, id="not-utf8"),
-        pytest.param(b"[1, 2]", JSON, 400, id="array"),
-        pytest.param(b'"just a string"', JSON, 400, id="string"),
-        pytest.param(b"", JSON, 400, id="empty"),
-        pytest.param(b"apiVersion: [unclosed", YAML, 400, id="malformed-yaml"),
-        pytest.param(b"key: value\n  - broken: indentation", YAML, 400, id="yaml-indentation"),
-        pytest.param(b"- a\n- b", YAML, 400, id="yaml-list"),
-        pytest.param(b"\x00\x01", "application/vnd.kubernetes.protobuf", 415, id="protobuf"),
-        pytest.param(b"x", "text/html", 415, id="html"),
-        pytest.param(b"[" * 100_000 + b"]" * 100_000, JSON, 400, id="deep-nesting"),
-        pytest.param(b'{"spec": {"x": 1e400}}', JSON, 400, id="json-overflow-to-infinity"),
-        pytest.param(MEMBER_YAML + b"  labels: {1: x}\n", YAML, 400, id="yaml-integer-key"),
-        pytest.param(MEMBER_YAML + b"spec: {x: !!binary aGVsbG8=}\n", YAML, 400, id="yaml-binary"),
-        pytest.param(MEMBER_YAML + b"spec: {x: !!set {a, b}}\n", YAML, 400, id="yaml-set"),
-        pytest.param(MEMBER_YAML + b"spec: {x: .nan}\n", YAML, 400, id="yaml-nan"),
-        pytest.param(MEMBER_YAML + b"spec: &a {x: *a}\n", YAML, 400, id="yaml-recursive-alias"),
-        pytest.param(
-            MEMBER_YAML
-            + b"spec:\n"
-            + b"\n".join(
-                b"  a%d: &a%d [" % (i, i) + b", ".join([b"*a%d" % (i - 1)] * 9) + b"]"
-                if i
-                else b"  a0: &a0 [x, x, x, x, x, x, x, x, x]"
-                for i in range(12)
-            )
-            + b"\n",
-            YAML,
-            400,
-            id="yaml-alias-bomb",
-        ),
-    ],
-)
+@pytest.mark.parametrize(("body", "content_type", "code"), [
+    pytest.param(b'{"apiVersion": ', JSON, 400, id="truncated-json"),
+    pytest.param(b"{'single': 'quotes'}", JSON, 400, id="python-not-json"),
+    pytest.param(b'{"a": NaN}', JSON, 400, id="nan"),
+    pytest.param(b"\xff\xfe\x00", JSON, 400, id="not-utf8"),
+    pytest.param(b"[1, 2]", JSON, 400, id="array"),
+    pytest.param(b'"just a string"', JSON, 400, id="string"),
+    pytest.param(b"", JSON, 400, id="empty"),
+    pytest.param(b"apiVersion: [unclosed", YAML, 400, id="malformed-yaml"),
+    pytest.param(b"key: value\n  - broken: indentation", YAML, 400, id="yaml-indentation"),
+    pytest.param(b"- a\n- b", YAML, 400, id="yaml-list"),
+    pytest.param(b"\x00\x01", "application/vnd.kubernetes.protobuf", 415, id="protobuf"),
+    pytest.param(b"x", "text/html", 415, id="html"),
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, JSON, 400, id="deep-nesting"),
+    pytest.param(b'{"spec": {"x": 1e400}}', JSON, 400, id="json-overflow-to-infinity"),
+    pytest.param(MEMBER_YAML + b"  labels: {1: x}\n", YAML, 400, id="yaml-integer-key"),
+    pytest.param(MEMBER_YAML + b"spec: {x: !!binary aGVsbG8=}\n", YAML, 400, id="yaml-binary"),
+    pytest.param(MEMBER_YAML + b"spec: {x: !!set {a, b}}\n", YAML, 400, id="yaml-set"),
+    pytest.param(MEMBER_YAML + b"spec: {x: .nan}\n", YAML, 400, id="yaml-nan"),
+    pytest.param(MEMBER_YAML + b"spec: &a {x: *a}\n", YAML, 400, id="yaml-recursive-alias"),
+    pytest.param(MEMBER_YAML + b"spec:\n" + b"\n".join(
+        b"  a%d: &a%d [" % (i, i) + b", ".join([b"*a%d" % (i - 1)] * 9) + b"]"
+        if i else b"  a0: &a0 [x, x, x, x, x, x, x, x, x]" for i in range(12)) + b"\n",
+        YAML, 400, id="yaml-alias-bomb"),
+])
 def test_undecodable_bodies_are_refused(
     api: Client, body: bytes, content_type: str, code: int
 ) -> None:
@@ -70,25 +56,18 @@ def test_undecodable_bodies_are_refused(
     assert api.get(CLUSTERS).json()["items"] == []
 
 
-@pytest.mark.parametrize(
-    ("mutate", "fragment"),
-    [
-        pytest.param(lambda o: o.update(kind="MemberCluster"), "kind", id="wrong-kind"),
-        pytest.param(
-            lambda o: o.update(apiVersion="placement.kubernetes-fleet.io/v1"),
-            "API version",
-            id="wrong-version",
-        ),
-        pytest.param(lambda o: o.pop("kind"), "Kind", id="no-kind"),
-        pytest.param(lambda o: o.pop("apiVersion"), "apiVersion", id="no-api-version"),
-        pytest.param(
-            lambda o: o["metadata"].update(resourceVersion="5"),
-            "resourceVersion",
-            id="resource-version-on-create",
-        ),
-    ],
-)
-def test_bodies_for_another_kind_are_bad_requests(api: Client, mutate: Any, fragment: str) -> None:
+@pytest.mark.parametrize(("mutate", "fragment"), [
+    pytest.param(lambda o: o.update(kind="MemberCluster"), "kind", id="wrong-kind"),
+    pytest.param(lambda o: o.update(apiVersion="placement.kubernetes-fleet.io/v1"),
+                 "API version", id="wrong-version"),
+    pytest.param(lambda o: o.pop("kind"), "Kind", id="no-kind"),
+    pytest.param(lambda o: o.pop("apiVersion"), "apiVersion", id="no-api-version"),
+    pytest.param(lambda o: o["metadata"].update(resourceVersion="5"), "resourceVersion",
+                 id="resource-version-on-create"),
+])
+def test_bodies_for_another_kind_are_bad_requests(
+    api: Client, mutate: Any, fragment: str
+) -> None:
     body = placement("web")
     mutate(body)
     response = api.post(PLACEMENTS, body)
@@ -98,39 +77,31 @@ def test_bodies_for_another_kind_are_bad_requests(api: Client, mutate: Any, frag
 
 
 def test_yaml_bodies_are_accepted(api: Client) -> None:
-    body = (
-        b"apiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n"
-        b"metadata:\n  name: m1\n  annotations:\n    when: 2024-01-01T00:00:00Z\nspec: {}\n"
-    )
+    body = (b"apiVersion: cluster.kubernetes-fleet.io/v1beta1\nkind: MemberCluster\n"
+            b"metadata:\n  name: m1\n  annotations:\n    when: 2024-01-01T00:00:00Z\nspec: {}\n")
     response = api.request("POST", CLUSTERS, data=body, headers={"Content-Type": YAML})
     assert response.status_code == 201, response.text
     assert response.json()["metadata"]["annotations"] == {"when": "2024-01-01T00:00:00Z"}
 
 
-@pytest.mark.parametrize(
-    ("method", "path"),
-    [
-        ("POST", f"{CLUSTERS}/m1"),
-        ("PUT", CLUSTERS),
-        ("PATCH", CLUSTERS),
-        ("POST", f"{CLUSTERS}/m1/status"),
-        ("DELETE", f"{CLUSTERS}/m1/status"),
-        ("POST", "/version"),
-    ],
-)
+@pytest.mark.parametrize(("method", "path"), [
+    ("POST", f"{CLUSTERS}/m1"),
+    ("PUT", CLUSTERS),
+    ("PATCH", CLUSTERS),
+    ("POST", f"{CLUSTERS}/m1/status"),
+    ("DELETE", f"{CLUSTERS}/m1/status"),
+    ("POST", "/version"),
+])
 def test_wrong_methods_are_405(api: Client, method: str, path: str) -> None:
     response = api.request(method, path, json={})
     assert response.status_code == 405
     assert response.json()["reason"] == "MethodNotAllowed"
 
 
-@pytest.mark.parametrize(
-    "params",
-    [
-        {"fieldValidation": "Loose"},
-        {"dryRun": "Some"},
-    ],
-)
+@pytest.mark.parametrize("params", [
+    {"fieldValidation": "Loose"},
+    {"dryRun": "Some"},
+])
 def test_bad_query_parameters_are_bad_requests(api: Client, params: dict[str, str]) -> None:
     response = api.post(PLACEMENTS, placement("web"), params=params)
     assert response.status_code == 400
@@ -147,9 +118,8 @@ def test_an_oversized_body_is_refused(api: Client) -> None:
 
 def test_a_bad_delete_options_body_is_a_bad_request(api: Client) -> None:
     api.create(PLACEMENTS, placement("web"))
-    response = api.request(
-        "DELETE", f"{PLACEMENTS}/web", data=b"[1]", headers={"Content-Type": JSON}
-    )
+    response = api.request("DELETE", f"{PLACEMENTS}/web", data=b"[1]",
+                           headers={"Content-Type": JSON})
     assert response.status_code == 400
     assert api.get(f"{PLACEMENTS}/web").status_code == 200
 
@@ -174,21 +144,9 @@ def test_an_unexpected_server_error_is_a_500_status_without_internals(
 
 
 WEIRD_VALUES: list[Any] = [None, 5, 1.5, True, "x", "", [], [1], {}, {"a": 1}, "a" * 300]
-META_KEYS = [
-    "name",
-    "generateName",
-    "labels",
-    "annotations",
-    "finalizers",
-    "ownerReferences",
-    "uid",
-    "resourceVersion",
-    "namespace",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "generation",
-    "deletionGracePeriodSeconds",
-]
+META_KEYS = ["name", "generateName", "labels", "annotations", "finalizers", "ownerReferences",
+             "uid", "resourceVersion", "namespace", "creationTimestamp", "deletionTimestamp",
+             "generation", "deletionGracePeriodSeconds"]
 TOP_KEYS = ["metadata", "spec", "status", "apiVersion", "kind"]
 MERGE = {"Content-Type": "application/merge-patch+json"}
 APPLY = {"Content-Type": "application/apply-patch+yaml"}
@@ -210,17 +168,12 @@ def _every_write_with(api: Client, place: Callable[[dict[str, Any], Any], None])
         attempts["status"] = api.put(f"{PLACEMENTS}/web/status", changed)
         patch: dict[str, Any] = {}
         place(patch, value)
-        attempts["patch"] = api.request(
-            "PATCH", f"{PLACEMENTS}/web", headers=MERGE, data=json.dumps(patch)
-        )
-        attempts["apply"] = api.request(
-            "PATCH", f"{PLACEMENTS}/web?fieldManager=t", headers=APPLY, data=json.dumps(body)
-        )
-        failures += [
-            f"{verb} with {value!r}: {response.status_code} {response.text[:120]}"
-            for verb, response in attempts.items()
-            if response.status_code >= 500
-        ]
+        attempts["patch"] = api.request("PATCH", f"{PLACEMENTS}/web", headers=MERGE,
+                                        data=json.dumps(patch))
+        attempts["apply"] = api.request("PATCH", f"{PLACEMENTS}/web?fieldManager=t",
+                                        headers=APPLY, data=json.dumps(body))
+        failures += [f"{verb} with {value!r}: {response.status_code} {response.text[:120]}"
+                     for verb, response in attempts.items() if response.status_code >= 500]
     return failures
 
 
@@ -245,38 +198,25 @@ def test_odd_patch_and_delete_bodies_never_cause_server_errors(api: Client, valu
     api.create(PLACEMENTS, placement("web"))
     responses = [
         api.request("DELETE", f"{PLACEMENTS}/web", data=json.dumps({"preconditions": value})),
-        api.request(
-            "DELETE", f"{PLACEMENTS}/web", data=json.dumps({"preconditions": {"uid": value}})
-        ),
-        api.patch(
-            f"{PLACEMENTS}/web",
-            [{"op": "add", "path": value, "value": 1}],
-            "application/json-patch+json",
-        ),
-        api.patch(
-            f"{PLACEMENTS}/web",
-            [{"op": "move", "from": value, "path": "/spec/x"}],
-            "application/json-patch+json",
-        ),
-        api.patch(
-            f"{PLACEMENTS}/web",
-            [{"op": "replace", "path": "", "value": value}],
-            "application/json-patch+json",
-        ),
+        api.request("DELETE", f"{PLACEMENTS}/web",
+                    data=json.dumps({"preconditions": {"uid": value}})),
+        api.patch(f"{PLACEMENTS}/web", [{"op": "add", "path": value, "value": 1}],
+                  "application/json-patch+json"),
+        api.patch(f"{PLACEMENTS}/web", [{"op": "move", "from": value, "path": "/spec/x"}],
+                  "application/json-patch+json"),
+        api.patch(f"{PLACEMENTS}/web", [{"op": "replace", "path": "", "value": value}],
+                  "application/json-patch+json"),
     ]
     assert [r.status_code for r in responses if r.status_code >= 500] == []
 
 
-@pytest.mark.parametrize(
-    ("value", "code"),
-    [
-        pytest.param(1, 201, id="integer"),
-        pytest.param("50%", 201, id="percentage"),
-        pytest.param(True, 422, id="boolean"),
-        pytest.param([1], 422, id="list"),
-        pytest.param(1.5, 422, id="float"),
-    ],
-)
+@pytest.mark.parametrize(("value", "code"), [
+    pytest.param(1, 201, id="integer"),
+    pytest.param("50%", 201, id="percentage"),
+    pytest.param(True, 422, id="boolean"),
+    pytest.param([1], 422, id="list"),
+    pytest.param(1.5, 422, id="float"),
+])
 def test_an_int_or_string_field_takes_integers_and_strings_only(
     api: Client, value: Any, code: int
 ) -> None:
@@ -288,9 +228,8 @@ def test_an_int_or_string_field_takes_integers_and_strings_only(
         "metadata": {"name": "web"},
         "spec": {"minAvailable": value},
     }
-    response = api.request(
-        "POST", path, data=json.dumps(body).encode(), headers={"Content-Type": JSON}
-    )
+    response = api.request("POST", path, data=json.dumps(body).encode(),
+                           headers={"Content-Type": JSON})
     assert response.status_code == code, response.text
     if code == 422:
         assert "spec.minAvailable in body must be of type integer or string" in response.text

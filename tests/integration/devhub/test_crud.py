@@ -129,17 +129,12 @@ def test_uid_is_immutable(api: Client) -> None:
     assert response.json()["details"]["causes"][0]["field"] == "metadata.uid"
 
 
-@pytest.mark.parametrize(
-    ("change", "bumps"),
-    [
-        pytest.param(lambda o: o["spec"]["policy"].update(numberOfClusters=9), True, id="spec"),
-        pytest.param(lambda o: o["metadata"].update(labels={"a": "b"}), False, id="labels"),
-        pytest.param(
-            lambda o: o["metadata"].update(annotations={"a": "b"}), False, id="annotations"
-        ),
-        pytest.param(lambda o: o.update(status={"conditions": []}), False, id="status-ignored"),
-    ],
-)
+@pytest.mark.parametrize(("change", "bumps"), [
+    pytest.param(lambda o: o["spec"]["policy"].update(numberOfClusters=9), True, id="spec"),
+    pytest.param(lambda o: o["metadata"].update(labels={"a": "b"}), False, id="labels"),
+    pytest.param(lambda o: o["metadata"].update(annotations={"a": "b"}), False, id="annotations"),
+    pytest.param(lambda o: o.update(status={"conditions": []}), False, id="status-ignored"),
+])
 def test_generation_moves_on_spec_changes_only(
     api: Client, change: Callable[[dict[str, Any]], None], bumps: bool
 ) -> None:
@@ -160,9 +155,8 @@ def test_main_endpoint_ignores_status_changes(api: Client) -> None:
 
 def test_status_endpoint_changes_only_status(api: Client) -> None:
     created = api.create(PLACEMENTS, placement("web"))
-    created["status"] = {
-        "conditions": [{"type": "Scheduled", "status": "True", "reason": "Done", "message": ""}]
-    }
+    created["status"] = {"conditions": [{"type": "Scheduled", "status": "True",
+                                         "reason": "Done", "message": ""}]}
     created["spec"]["policy"]["numberOfClusters"] = 7
     created["metadata"]["labels"] = {"sneaky": "yes"}
     response = api.put(f"{PLACEMENTS}/web/status", created)
@@ -190,13 +184,8 @@ def test_a_no_op_update_writes_nothing(api: Client) -> None:
 
 def test_merge_patch_merges_and_null_deletes(api: Client) -> None:
     api.create(PLACEMENTS, placement("web", labels={"a": "1", "b": "2"}))
-    response = api.patch(
-        f"{PLACEMENTS}/web",
-        {
-            "metadata": {"labels": {"a": None, "c": "3"}},
-            "spec": {"policy": {"numberOfClusters": 4}},
-        },
-    )
+    response = api.patch(f"{PLACEMENTS}/web", {"metadata": {"labels": {"a": None, "c": "3"}},
+                                               "spec": {"policy": {"numberOfClusters": 4}}})
     assert response.status_code == 200, response.text
     patched = response.json()
     assert patched["metadata"]["labels"] == {"b": "2", "c": "3"}
@@ -210,11 +199,8 @@ def test_json_patch_applies_operations_in_order(api: Client) -> None:
         {"op": "test", "path": "/spec/policy/numberOfClusters", "value": 2},
         {"op": "replace", "path": "/spec/policy/numberOfClusters", "value": 3},
         {"op": "add", "path": "/metadata/labels", "value": {"tier": "web"}},
-        {
-            "op": "add",
-            "path": "/spec/resourceSelectors/-",
-            "value": {"group": "", "version": "v1", "kind": "Namespace", "name": "extra"},
-        },
+        {"op": "add", "path": "/spec/resourceSelectors/-",
+         "value": {"group": "", "version": "v1", "kind": "Namespace", "name": "extra"}},
     ]
     response = api.patch(f"{PLACEMENTS}/web", ops, JSON_PATCH)
     assert response.status_code == 200, response.text
@@ -224,20 +210,14 @@ def test_json_patch_applies_operations_in_order(api: Client) -> None:
     assert [s["name"] for s in patched["spec"]["resourceSelectors"]] == ["web", "extra"]
 
 
-@pytest.mark.parametrize(
-    ("ops", "code"),
-    [
-        pytest.param(
-            [{"op": "test", "path": "/spec/policy/numberOfClusters", "value": 9}],
-            422,
-            id="failed-test",
-        ),
-        pytest.param([{"op": "remove", "path": "/spec/nothing"}], 422, id="missing-path"),
-        pytest.param([{"op": "jump", "path": "/spec"}], 400, id="unknown-op"),
-        pytest.param({"op": "add"}, 400, id="not-a-list"),
-        pytest.param([{"path": "/spec"}], 400, id="no-op"),
-    ],
-)
+@pytest.mark.parametrize(("ops", "code"), [
+    pytest.param([{"op": "test", "path": "/spec/policy/numberOfClusters", "value": 9}], 422,
+                 id="failed-test"),
+    pytest.param([{"op": "remove", "path": "/spec/nothing"}], 422, id="missing-path"),
+    pytest.param([{"op": "jump", "path": "/spec"}], 400, id="unknown-op"),
+    pytest.param({"op": "add"}, 400, id="not-a-list"),
+    pytest.param([{"path": "/spec"}], 400, id="no-op"),
+])
 def test_json_patch_failures_leave_the_object_alone(api: Client, ops: Any, code: int) -> None:
     created = api.create(PLACEMENTS, placement("web"))
     response = api.patch(f"{PLACEMENTS}/web", ops, JSON_PATCH)
@@ -249,15 +229,8 @@ def test_json_patch_failures_leave_the_object_alone(api: Client, ops: Any, code:
 def test_patch_carrying_a_stale_resource_version_is_a_conflict(api: Client) -> None:
     created = api.create(PLACEMENTS, placement("web"))
     api.patch(f"{PLACEMENTS}/web", {"metadata": {"labels": {"x": "y"}}})
-    response = api.patch(
-        f"{PLACEMENTS}/web",
-        {
-            "metadata": {
-                "resourceVersion": created["metadata"]["resourceVersion"],
-                "labels": {"x": "z"},
-            }
-        },
-    )
+    response = api.patch(f"{PLACEMENTS}/web", {"metadata": {
+        "resourceVersion": created["metadata"]["resourceVersion"], "labels": {"x": "z"}}})
     assert response.status_code == 409
     assert response.json()["reason"] == "Conflict"
 
@@ -268,13 +241,10 @@ def test_patch_of_a_missing_object_is_not_found(api: Client) -> None:
 
 def test_status_patch_changes_only_status(api: Client) -> None:
     api.create(PLACEMENTS, placement("web"))
-    response = api.patch(
-        f"{PLACEMENTS}/web/status",
-        {
-            "spec": {"policy": {"numberOfClusters": 9}},
-            "status": {"conditions": [{"type": "Scheduled", "status": "False"}]},
-        },
-    )
+    response = api.patch(f"{PLACEMENTS}/web/status", {
+        "spec": {"policy": {"numberOfClusters": 9}},
+        "status": {"conditions": [{"type": "Scheduled", "status": "False"}]},
+    })
     assert response.status_code == 200, response.text
     patched = response.json()
     assert patched["status"]["conditions"][0]["status"] == "False"
@@ -283,9 +253,8 @@ def test_status_patch_changes_only_status(api: Client) -> None:
 
 def test_strategic_merge_patch_is_unsupported_for_custom_resources(api: Client) -> None:
     api.create(PLACEMENTS, placement("web"))
-    response = api.patch(
-        f"{PLACEMENTS}/web", {"spec": {}}, "application/strategic-merge-patch+json"
-    )
+    response = api.patch(f"{PLACEMENTS}/web", {"spec": {}},
+                         "application/strategic-merge-patch+json")
     assert response.status_code == 415
     assert response.json()["reason"] == "UnsupportedMediaType"
 

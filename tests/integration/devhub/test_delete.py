@@ -73,11 +73,9 @@ def test_an_update_cannot_clear_the_deletion_timestamp(api: Client) -> None:
 
 def test_delete_preconditions_guard_against_replacement(api: Client) -> None:
     api.create(BINDINGS, binding("b1"))
-    response = api.request(
-        "DELETE",
-        f"{BINDINGS}/b1",
-        json={"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "not-the-uid"}},
-    )
+    response = api.request("DELETE", f"{BINDINGS}/b1",
+                           json={"kind": "DeleteOptions", "apiVersion": "v1",
+                                 "preconditions": {"uid": "not-the-uid"}})
     assert response.status_code == 409
     assert "Precondition failed" in response.json()["message"]
     assert api.get(f"{BINDINGS}/b1").status_code == 200

@@ -23,33 +23,16 @@ def test_api_lists_the_core_version_serving_events_and_namespaces(api: Client) -
     core = api.get("/api/v1").json()
     assert core["kind"] == "APIResourceList"
     assert core["groupVersion"] == "v1"
-    assert core["resources"] == [
-        {
-            "name": "events",
-            "singularName": "event",
-            "namespaced": True,
-            "kind": "Event",
-            "shortNames": ["ev"],
-            "verbs": [
-                "delete",
-                "deletecollection",
-                "get",
-                "list",
-                "patch",
-                "create",
-                "update",
-                "watch",
-            ],
-        },
-        {
-            "name": "namespaces",
-            "singularName": "namespace",
-            "namespaced": False,
-            "kind": "Namespace",
-            "shortNames": ["ns"],
-            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
-        },
-    ]
+    assert core["resources"] == [{
+        "name": "events", "singularName": "event", "namespaced": True,
+        "kind": "Event", "shortNames": ["ev"],
+        "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update",
+                  "watch"],
+    }, {
+        "name": "namespaces", "singularName": "namespace", "namespaced": False,
+        "kind": "Namespace", "shortNames": ["ns"],
+        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+    }]
 
 
 def test_apis_lists_both_fleet_groups_at_v1beta1_ours_and_the_scheduling_group(
@@ -63,10 +46,8 @@ def test_apis_lists_both_fleet_groups_at_v1beta1_ours_and_the_scheduling_group(
         "multicluster.x-k8s.io",  # KEP-5313's PlacementDecision (docs/decisions.md)
     }  # fmt: skip
     for name in (names.PLACEMENT_GROUP, names.CLUSTER_GROUP):
-        assert groups[name]["preferredVersion"] == {
-            "groupVersion": f"{name}/v1beta1",
-            "version": "v1beta1",
-        }
+        assert groups[name]["preferredVersion"] == {"groupVersion": f"{name}/v1beta1",
+                                                    "version": "v1beta1"}
     # CapacityLedger (docs/capacity.md)
     assert groups[names.OWN_GROUP]["preferredVersion"]["version"] == names.OWN_VERSION
     assert groups["scheduling.k8s.io"]["preferredVersion"]["version"] == "v1"  # PriorityClass
@@ -91,16 +72,8 @@ def test_resource_list_describes_every_kind(api: Client, kind: type[HubObject]) 
     # As kube-apiserver: no shortNames or categories key when the CRD names none.
     assert entry.get("shortNames", []) == list(kind.SHORT_NAMES)
     assert entry.get("categories", []) == list(kind.CATEGORIES)
-    assert set(entry["verbs"]) == {
-        "create",
-        "delete",
-        "deletecollection",
-        "get",
-        "list",
-        "patch",
-        "update",
-        "watch",
-    }
+    assert set(entry["verbs"]) == {"create", "delete", "deletecollection", "get", "list",
+                                   "patch", "update", "watch"}
     if not kind.STATUS_SUBRESOURCE:  # data only: PlacementDecision
         assert f"{kind.PLURAL}/status" not in resources
         return
@@ -125,39 +98,32 @@ def test_openapi_v3_puts_namespaced_kinds_under_their_namespace(api: Client) -> 
     paths = api.get(index["paths"][key]["serverRelativeURL"]).json()["paths"]
     namespaced = f"/{key}/namespaces/{{namespace}}/resourceplacements"
     assert set(paths[namespaced]) >= {"get", "post", "delete"}
-    assert "fieldValidation" in {
-        p["name"] for p in paths[f"{namespaced}/{{name}}"]["patch"]["parameters"]
-    }
+    assert "fieldValidation" in {p["name"] for p in paths[f"{namespaced}/{{name}}"]["patch"][
+        "parameters"]}
     assert set(paths[f"/{key}/resourceplacements"]) == {"get"}  # list and watch only
     assert f"/{key}/resourceplacements/{{name}}" not in paths
     core = api.get(index["paths"]["api/v1"]["serverRelativeURL"]).json()
     patch = core["paths"]["/api/v1/namespaces/{name}"]["patch"]
-    assert patch["x-kubernetes-group-version-kind"] == {
-        "group": "",
-        "version": "v1",
-        "kind": "Namespace",
-    }
+    assert patch["x-kubernetes-group-version-kind"] == {"group": "", "version": "v1",
+                                                         "kind": "Namespace"}
     assert "delete" not in core["paths"]["/api/v1/namespaces"]  # no deletecollection
     assert "io.k8s.api.core.v1.Namespace" in core["components"]["schemas"]
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        "/apis/example.com",
-        "/apis/placement.kubernetes-fleet.io/v1",
-        "/apis/placement.kubernetes-fleet.io/v1beta1/widgets",
-        "/apis/placement.kubernetes-fleet.io/v1beta1/clusterresourceplacements/a/scale",
-        "/apis/placement.kubernetes-fleet.io/v1beta1/namespaces/default/clusterresourceplacements",
-        "/apis/placement.kubernetes-fleet.io/v1beta1/namespaces/default",
-        "/apis/placement.kubernetes-fleet.io/v1beta1/resourceplacements/web",
-        "/api/v2",
-        "/api/v1/pods",
-        "/api/v1/namespaces/default/configmaps",
-        "/openapi/v3/apis/example.com/v1",
-        "/nothing/here",
-    ],
-)
+@pytest.mark.parametrize("path", [
+    "/apis/example.com",
+    "/apis/placement.kubernetes-fleet.io/v1",
+    "/apis/placement.kubernetes-fleet.io/v1beta1/widgets",
+    "/apis/placement.kubernetes-fleet.io/v1beta1/clusterresourceplacements/a/scale",
+    "/apis/placement.kubernetes-fleet.io/v1beta1/namespaces/default/clusterresourceplacements",
+    "/apis/placement.kubernetes-fleet.io/v1beta1/namespaces/default",
+    "/apis/placement.kubernetes-fleet.io/v1beta1/resourceplacements/web",
+    "/api/v2",
+    "/api/v1/pods",
+    "/api/v1/namespaces/default/configmaps",
+    "/openapi/v3/apis/example.com/v1",
+    "/nothing/here",
+])
 def test_unknown_paths_are_404_status(api: Client, path: str) -> None:
     response = api.get(path)
     assert response.status_code == 404

@@ -12,15 +12,10 @@ from tests.integration.devhub.devhub_helpers import BINDINGS, CLUSTERS, Client, 
 from tests.support.waits import consistently
 
 
-@pytest.mark.parametrize(
-    ("status", "reason"),
-    [
-        (500, "InternalError"),
-        (503, "ServiceUnavailable"),
-        (429, "TooManyRequests"),
-        (409, "Conflict"),
-    ],
-)
+@pytest.mark.parametrize(("status", "reason"), [
+    (500, "InternalError"), (503, "ServiceUnavailable"), (429, "TooManyRequests"),
+    (409, "Conflict"),
+])
 def test_injected_statuses_are_returned_as_status_objects(
     api: Client, devhub: DevHub, status: int, reason: str
 ) -> None:
@@ -99,8 +94,7 @@ def test_clearing_releases_hanging_requests(api: Client, devhub: DevHub) -> None
     devhub.faults.inject(verb="get", hang=True)
     results: list[int] = []
     thread = threading.Thread(
-        target=lambda: results.append(api.get(f"{CLUSTERS}/m1", timeout=10).status_code)
-    )
+        target=lambda: results.append(api.get(f"{CLUSTERS}/m1", timeout=10).status_code))
     thread.start()
 
     def hanging() -> None:
@@ -112,15 +106,9 @@ def test_clearing_releases_hanging_requests(api: Client, devhub: DevHub) -> None
     assert results == [404]
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        {"verb": "explode"},
-        {"status": 418},
-        {"share": 1.5},
-        {"count": 0},
-    ],
-)
+@pytest.mark.parametrize("kwargs", [
+    {"verb": "explode"}, {"status": 418}, {"share": 1.5}, {"count": 0},
+])
 def test_bad_fault_specifications_are_refused(devhub: DevHub, kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         devhub.faults.inject(**kwargs)  # type: ignore[arg-type]

@@ -70,18 +70,9 @@ def kubectl(hub_kubeconfig: Path, tmp_path: Path) -> Kubectl:
 
     def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            [
-                binary,
-                "--kubeconfig",
-                str(hub_kubeconfig),
-                "--cache-dir",
-                str(tmp_path / "kube-cache"),
-                *args,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
+            [binary, "--kubeconfig", str(hub_kubeconfig), "--cache-dir",
+             str(tmp_path / "kube-cache"), *args],
+            capture_output=True, text=True, timeout=TIMEOUT, check=False,
         )
         if check:
             assert result.returncode == 0, result.stderr
@@ -113,10 +104,8 @@ def test_kubectl_get_prints_the_printer_columns(api: Client, kubectl: Kubectl) -
     out = kubectl("get", "memberclusters").stdout.splitlines()
     assert out[0].split() == ["NAME", "JOINED", "TAINTS", "AGE"]
     assert [line.split()[0] for line in out[1:]] == ["member-1", "member-2"]
-    assert (
-        kubectl("get", "cluster", "member-2", "-o", "name").stdout.strip()
-        == "membercluster.cluster.kubernetes-fleet.io/member-2"
-    )
+    assert kubectl("get", "cluster", "member-2", "-o", "name").stdout.strip() == \
+        "membercluster.cluster.kubernetes-fleet.io/member-2"
 
 
 def test_kubectl_get_by_category(api: Client, kubectl: Kubectl) -> None:
@@ -127,9 +116,8 @@ def test_kubectl_get_by_category(api: Client, kubectl: Kubectl) -> None:
 def test_kubectl_get_of_a_missing_object_fails_cleanly(kubectl: Kubectl) -> None:
     result = kubectl("get", "crp", "nope", check=False)
     assert result.returncode != 0
-    assert (
-        'clusterresourceplacements.placement.kubernetes-fleet.io "nope" not found' in result.stderr
-    )
+    assert 'clusterresourceplacements.placement.kubernetes-fleet.io "nope" not found' in \
+        result.stderr
 
 
 def test_kubectl_apply_creates_then_reapplies(
@@ -145,10 +133,8 @@ def test_kubectl_apply_creates_then_reapplies(
 
 
 def test_kubectl_server_side_apply(api: Client, kubectl: Kubectl, tmp_path: Path) -> None:
-    assert (
-        "serverside-applied"
-        in kubectl("apply", "--server-side", "-f", _manifest(tmp_path, 4)).stdout
-    )
+    assert "serverside-applied" in kubectl("apply", "--server-side", "-f",
+                                           _manifest(tmp_path, 4)).stdout
     assert api.get(f"{PLACEMENTS}/web").json()["spec"]["policy"]["numberOfClusters"] == 4
 
 
@@ -197,26 +183,14 @@ def test_kubectl_get_watch_reads_events(
     assert KUBECTL is not None
     api.create(CLUSTERS, cluster("member-1"))
     watcher = subprocess.Popen(
-        [
-            KUBECTL,
-            "--kubeconfig",
-            str(hub_kubeconfig),
-            "--cache-dir",
-            str(tmp_path / "kc"),
-            "get",
-            "memberclusters",
-            "--watch",
-            "--output-watch-events",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        [KUBECTL, "--kubeconfig", str(hub_kubeconfig), "--cache-dir", str(tmp_path / "kc"),
+         "get", "memberclusters", "--watch", "--output-watch-events"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     lines: queue.Queue[str] = queue.Queue()
     assert watcher.stdout is not None
-    threading.Thread(
-        target=lambda: [lines.put(line) for line in watcher.stdout or ()], daemon=True
-    ).start()
+    threading.Thread(target=lambda: [lines.put(line) for line in watcher.stdout or ()],
+                     daemon=True).start()
 
     def next_row() -> list[str]:
         return lines.get(timeout=TIMEOUT).split()[:2]
@@ -241,12 +215,8 @@ def test_kubectl_creates_lists_and_deletes_namespaces(api: Client, kubectl: Kube
     rows = _rows(kubectl("get", "ns").stdout)
     assert rows[0][:2] == ["NAME", "STATUS"]
     assert [row[:2] for row in rows[1:]] == [
-        ["default", "Active"],
-        ["fleet-system", "Active"],
-        ["kube-public", "Active"],
-        ["kube-system", "Active"],
-        ["team-a", "Active"],
-    ]
+        ["default", "Active"], ["fleet-system", "Active"], ["kube-public", "Active"],
+        ["kube-system", "Active"], ["team-a", "Active"]]
     again = kubectl("create", "ns", "team-a", check=False)
     assert 'namespaces "team-a" already exists' in again.stderr
     assert 'namespace "team-a" deleted' in kubectl("delete", "ns", "team-a").stdout
@@ -259,18 +229,15 @@ def test_kubectl_applies_a_namespace_manifest_again_with_changes(
     api: Client, kubectl: Kubectl, tmp_path: Path
 ) -> None:
     manifest = tmp_path / "namespace.yaml"
-    manifest.write_text(
-        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n  labels: {tier: gold}\n"
-    )
+    manifest.write_text("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n"
+                        "  labels: {tier: gold}\n")
     assert kubectl("apply", "-f", str(manifest)).stdout.strip() == "namespace/team-a created"
     manifest.write_text(manifest.read_text().replace("gold", "silver"))
     # A changed built-in kind is re-applied with a strategic merge patch.
     assert kubectl("apply", "-f", str(manifest)).stdout.strip() == "namespace/team-a configured"
     assert kubectl("apply", "-f", str(manifest)).stdout.strip() == "namespace/team-a unchanged"
     assert api.get(f"{NAMESPACES}/team-a").json()["metadata"]["labels"] == {
-        "tier": "silver",
-        "kubernetes.io/metadata.name": "team-a",
-    }
+        "tier": "silver", "kubernetes.io/metadata.name": "team-a"}
 
 
 def test_kubectl_applies_namespaced_placements_and_lists_them_by_namespace(
@@ -279,16 +246,13 @@ def test_kubectl_applies_namespaced_placements_and_lists_them_by_namespace(
     kubectl("create", "ns", "team-a")
     applied = kubectl("apply", "-f", _resource_placement(tmp_path, "web", "team-a")).stdout
     assert applied.strip() == "resourceplacement.placement.kubernetes-fleet.io/web created"
-    assert (
-        "unchanged" in kubectl("apply", "-f", _resource_placement(tmp_path, "web", "team-a")).stdout
-    )
+    assert "unchanged" in kubectl("apply", "-f", _resource_placement(tmp_path, "web", "team-a")
+                                  ).stdout
     kubectl("apply", "-f", _resource_placement(tmp_path, "web", None))  # the context's: default
     kubectl("apply", "-f", _resource_placement(tmp_path, "db", None), "-n", "team-a")
     api.create(rbs("team-a"), resource_binding("web-b1"))
-    stored = [
-        (item["metadata"]["namespace"], item["metadata"]["name"])
-        for item in api.get(ALL_RPS).json()["items"]
-    ]
+    stored = [(item["metadata"]["namespace"], item["metadata"]["name"])
+              for item in api.get(ALL_RPS).json()["items"]]
     assert stored == [("default", "web"), ("team-a", "db"), ("team-a", "web")]
 
     in_team = _rows(kubectl("get", "rp", "-n", "team-a").stdout)
@@ -322,28 +286,16 @@ def test_kubectl_delete_namespace_leaves_it_terminating_while_a_finalizer_holds_
     api.create(rbs("team-a"), resource_binding("b1", finalizers=[FINALIZER]))
     assert 'namespace "team-a" deleted' in kubectl("delete", "ns", "team-a", "--wait=false").stdout
     assert _rows(kubectl("get", "ns", "team-a", "--no-headers").stdout)[0][:2] == [
-        "team-a",
-        "Terminating",
-    ]
+        "team-a", "Terminating"]
     assert kubectl("get", "rp", "-n", "team-a", "-o", "name").stdout == ""
-    held = kubectl(
-        "get", "rb", "b1", "-n", "team-a", "-o", "jsonpath={.metadata.deletionTimestamp}"
-    ).stdout
+    held = kubectl("get", "rb", "b1", "-n", "team-a", "-o",
+                   "jsonpath={.metadata.deletionTimestamp}").stdout
     assert held
     refused = kubectl("apply", "-f", _resource_placement(tmp_path, "db", "team-a"), check=False)
     assert "because it is being terminated" in refused.stderr
 
-    kubectl(
-        "patch",
-        "rb",
-        "b1",
-        "-n",
-        "team-a",
-        "--type",
-        "json",
-        "-p",
-        '[{"op": "remove", "path": "/metadata/finalizers"}]',
-    )
+    kubectl("patch", "rb", "b1", "-n", "team-a", "--type", "json",
+            "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]')
     gone = kubectl("get", "ns", "team-a", check=False)
     assert gone.returncode != 0
     assert 'namespaces "team-a" not found' in gone.stderr

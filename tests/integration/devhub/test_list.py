@@ -31,54 +31,34 @@ def _names(response: requests.Response) -> list[str]:
     return [item["metadata"]["name"] for item in response.json()["items"]]
 
 
-@pytest.mark.parametrize(
-    ("selector", "expected"),
-    [
-        pytest.param("env=prod", ["a", "b"], id="equals"),
-        pytest.param("env==prod", ["a", "b"], id="double-equals"),
-        pytest.param("env!=prod", ["c", "d", "e"], id="not-equals-includes-missing"),
-        pytest.param("env in (prod,dev)", ["a", "b", "c"], id="in"),
-        pytest.param("env notin (prod,dev)", ["d", "e"], id="notin-includes-missing"),
-        pytest.param("region", ["a", "b", "c"], id="exists"),
-        pytest.param("!region", ["d", "e"], id="does-not-exist"),
-        pytest.param("env=prod,region=east", ["a"], id="and"),
-        pytest.param(" env = prod , region in ( east ) ", ["a"], id="spaces"),
-        pytest.param("", ["a", "b", "c", "d", "e"], id="empty"),
-    ],
-)
+@pytest.mark.parametrize(("selector", "expected"), [
+    pytest.param("env=prod", ["a", "b"], id="equals"),
+    pytest.param("env==prod", ["a", "b"], id="double-equals"),
+    pytest.param("env!=prod", ["c", "d", "e"], id="not-equals-includes-missing"),
+    pytest.param("env in (prod,dev)", ["a", "b", "c"], id="in"),
+    pytest.param("env notin (prod,dev)", ["d", "e"], id="notin-includes-missing"),
+    pytest.param("region", ["a", "b", "c"], id="exists"),
+    pytest.param("!region", ["d", "e"], id="does-not-exist"),
+    pytest.param("env=prod,region=east", ["a"], id="and"),
+    pytest.param(" env = prod , region in ( east ) ", ["a"], id="spaces"),
+    pytest.param("", ["a", "b", "c", "d", "e"], id="empty"),
+])
 def test_label_selectors(fleet: Client, selector: str, expected: list[str]) -> None:
     assert _names(fleet.get(CLUSTERS, params={"labelSelector": selector})) == expected
 
 
-@pytest.mark.parametrize(
-    "selector",
-    [
-        "env=",  # legal: the empty value
-    ],
-)
+@pytest.mark.parametrize("selector", [
+    "env=",  # legal: the empty value
+])
 def test_label_selector_empty_value_matches_nothing_here(fleet: Client, selector: str) -> None:
     assert _names(fleet.get(CLUSTERS, params={"labelSelector": selector})) == []
 
 
-@pytest.mark.parametrize(
-    "selector",
-    [
-        "env in (prod",
-        "env in prod",
-        "env notin ()",
-        "=prod",
-        "env===prod",
-        "env=prod,",
-        "env=pr od",
-        "env=a/b",
-        "bad key=1",
-        "env in (a,,",
-        "!",
-        "env>abc",
-        "-bad=1",
-        "x" * 64 + "=1",
-    ],
-)
+@pytest.mark.parametrize("selector", [
+    "env in (prod", "env in prod", "env notin ()", "=prod", "env===prod", "env=prod,",
+    "env=pr od", "env=a/b", "bad key=1", "env in (a,,", "!", "env>abc", "-bad=1",
+    "x" * 64 + "=1",
+])
 def test_malformed_label_selectors_are_bad_requests(api: Client, selector: str) -> None:
     response = api.get(CLUSTERS, params={"labelSelector": selector})
     assert response.status_code == 400, selector
@@ -87,16 +67,13 @@ def test_malformed_label_selectors_are_bad_requests(api: Client, selector: str) 
     assert "labelSelector" in body["message"]
 
 
-@pytest.mark.parametrize(
-    ("selector", "expected"),
-    [
-        pytest.param("metadata.name=b", ["b"], id="equals"),
-        pytest.param("metadata.name==c", ["c"], id="double-equals"),
-        pytest.param("metadata.name!=a", ["b", "c", "d", "e"], id="not-equals"),
-        pytest.param("metadata.name=zzz", [], id="no-match"),
-        pytest.param("metadata.name!=a,metadata.name!=b", ["c", "d", "e"], id="and"),
-    ],
-)
+@pytest.mark.parametrize(("selector", "expected"), [
+    pytest.param("metadata.name=b", ["b"], id="equals"),
+    pytest.param("metadata.name==c", ["c"], id="double-equals"),
+    pytest.param("metadata.name!=a", ["b", "c", "d", "e"], id="not-equals"),
+    pytest.param("metadata.name=zzz", [], id="no-match"),
+    pytest.param("metadata.name!=a,metadata.name!=b", ["c", "d", "e"], id="and"),
+])
 def test_field_selectors_on_name(fleet: Client, selector: str, expected: list[str]) -> None:
     assert _names(fleet.get(CLUSTERS, params={"fieldSelector": selector})) == expected
 
@@ -124,9 +101,8 @@ def test_pages_follow_continue_tokens_in_name_order(fleet: Client) -> None:
     token = first["metadata"]["continue"]
     second = fleet.get(CLUSTERS, params={"limit": 2, "continue": token}).json()
     assert [i["metadata"]["name"] for i in second["items"]] == ["c", "d"]
-    third = fleet.get(
-        CLUSTERS, params={"limit": 2, "continue": second["metadata"]["continue"]}
-    ).json()
+    third = fleet.get(CLUSTERS, params={"limit": 2,
+                                        "continue": second["metadata"]["continue"]}).json()
     assert [i["metadata"]["name"] for i in third["items"]] == ["e"]
     assert "continue" not in third["metadata"]
 
@@ -145,9 +121,8 @@ def test_pages_are_a_consistent_snapshot(fleet: Client) -> None:
 def test_pages_with_a_label_selector_fill_up_to_the_limit(fleet: Client) -> None:
     page = fleet.get(CLUSTERS, params={"limit": 1, "labelSelector": "region=east"}).json()
     assert [i["metadata"]["name"] for i in page["items"]] == ["a"]
-    rest = fleet.get(
-        CLUSTERS, params={"labelSelector": "region=east", "continue": page["metadata"]["continue"]}
-    ).json()
+    rest = fleet.get(CLUSTERS, params={"labelSelector": "region=east",
+                                       "continue": page["metadata"]["continue"]}).json()
     assert [i["metadata"]["name"] for i in rest["items"]] == ["c"]
 
 
@@ -178,22 +153,19 @@ def test_a_non_integer_limit_is_a_bad_request(api: Client) -> None:
     assert api.get(CLUSTERS, params={"limit": "ten"}).status_code == 400
 
 
-@pytest.mark.parametrize(
-    ("params", "code"),
-    [
-        pytest.param({"resourceVersion": "0"}, 200, id="any"),
-        pytest.param({"resourceVersion": "abc"}, 400, id="not-a-number"),
-        pytest.param({"resourceVersion": "999999999"}, 410, id="from-the-future"),
-        pytest.param({"resourceVersionMatch": "Exact"}, 400, id="match-without-version"),
-        pytest.param(
-            {"resourceVersion": "1", "resourceVersionMatch": "Sometime"}, 400, id="unknown-match"
-        ),
-        pytest.param(
-            {"resourceVersion": "1", "resourceVersionMatch": "Exact"}, 410, id="exact-old-version"
-        ),
-    ],
-)
-def test_list_resource_version_parameters(fleet: Client, params: dict[str, str], code: int) -> None:
+@pytest.mark.parametrize(("params", "code"), [
+    pytest.param({"resourceVersion": "0"}, 200, id="any"),
+    pytest.param({"resourceVersion": "abc"}, 400, id="not-a-number"),
+    pytest.param({"resourceVersion": "999999999"}, 410, id="from-the-future"),
+    pytest.param({"resourceVersionMatch": "Exact"}, 400, id="match-without-version"),
+    pytest.param({"resourceVersion": "1", "resourceVersionMatch": "Sometime"}, 400,
+                 id="unknown-match"),
+    pytest.param({"resourceVersion": "1", "resourceVersionMatch": "Exact"}, 410,
+                 id="exact-old-version"),
+])
+def test_list_resource_version_parameters(
+    fleet: Client, params: dict[str, str], code: int
+) -> None:
     response = fleet.get(CLUSTERS, params=params)
     assert response.status_code == code, response.text
     if code != 200:
@@ -202,7 +174,8 @@ def test_list_resource_version_parameters(fleet: Client, params: dict[str, str],
 
 def test_list_at_the_exact_latest_version(fleet: Client) -> None:
     rv = fleet.get(CLUSTERS).json()["metadata"]["resourceVersion"]
-    response = fleet.get(CLUSTERS, params={"resourceVersion": rv, "resourceVersionMatch": "Exact"})
+    response = fleet.get(CLUSTERS, params={"resourceVersion": rv,
+                                           "resourceVersionMatch": "Exact"})
     assert response.status_code == 200
     assert len(response.json()["items"]) == len(FLEET)
 

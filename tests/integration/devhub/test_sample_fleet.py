@@ -48,9 +48,7 @@ def test_sample_fleet_is_eligible_and_varied(devhub_factory: Callable[..., DevHu
         agent = c.status.agent(names.MEMBER_AGENT)
         assert agent is not None
         assert {cond.type: cond.status for cond in agent.conditions} == {
-            names.AGENT_JOINED_CONDITION: "True",
-            names.AGENT_HEALTHY_CONDITION: "True",
-        }
+            names.AGENT_JOINED_CONDITION: "True", names.AGENT_HEALTHY_CONDITION: "True"}
         assert (now - _heartbeat(c)).total_seconds() < 60
 
 
@@ -94,22 +92,10 @@ def _wait_for(path: Path, process: subprocess.Popen[str]) -> None:
 def test_the_devhub_command_serves_the_sample_fleet_until_sigterm(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "run" / "kubeconfig"
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "workers.cli",
-            "devhub",
-            "--hub-port",
-            "0",
-            "--kubeconfig-out",
-            str(kubeconfig),
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--sample-fleet",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-m", "workers.cli", "devhub", "--hub-port", "0",
+         "--kubeconfig-out", str(kubeconfig), "--data-dir", str(tmp_path / "data"),
+         "--sample-fleet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
@@ -118,28 +104,15 @@ def test_the_devhub_command_serves_the_sample_fleet_until_sigterm(tmp_path: Path
         server = config["clusters"][0]["cluster"]["server"]
         token = config["users"][0]["user"]["token"]
         http = server.replace("https://", "http://")
-        response = requests.get(
-            http + CLUSTERS, headers={"Authorization": f"Bearer {token}"}, timeout=5
-        )
+        response = requests.get(http + CLUSTERS, headers={"Authorization": f"Bearer {token}"},
+                                timeout=5)
         assert len(response.json()["items"]) >= 8
         kubectl = shutil.which("kubectl")
         if kubectl is not None:
             listed = subprocess.run(
-                [
-                    kubectl,
-                    "--kubeconfig",
-                    str(kubeconfig),
-                    "--cache-dir",
-                    str(tmp_path / "kc"),
-                    "get",
-                    "memberclusters",
-                    "-o",
-                    "name",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=True,
+                [kubectl, "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp_path / "kc"),
+                 "get", "memberclusters", "-o", "name"],
+                capture_output=True, text=True, timeout=30, check=True,
             )
             assert len(listed.stdout.split()) >= 8
     finally:
@@ -152,20 +125,9 @@ def test_the_devhub_command_serves_the_sample_fleet_until_sigterm(tmp_path: Path
 
 def test_the_devhub_command_explains_a_busy_port(devhub: DevHub, tmp_path: Path) -> None:
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "workers.cli",
-            "devhub",
-            "--hub-port",
-            str(devhub.port),
-            "--kubeconfig-out",
-            str(tmp_path / "kubeconfig"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
+        [sys.executable, "-m", "workers.cli", "devhub", "--hub-port", str(devhub.port),
+         "--kubeconfig-out", str(tmp_path / "kubeconfig")],
+        capture_output=True, text=True, timeout=30, check=False,
     )
     assert result.returncode == 1
     assert "cannot listen" in result.stderr

@@ -25,22 +25,9 @@ def _table(api: Client, path: str, **params: str) -> dict:  # type: ignore[type-
 
 def test_placement_table_has_the_printer_columns(api: Client) -> None:
     api.create(PLACEMENTS, placement("web"))
-    api.patch(
-        f"{PLACEMENTS}/web/status",
-        {
-            "status": {
-                "conditions": [
-                    {
-                        "type": "ClusterResourcePlacementScheduled",
-                        "status": "True",
-                        "observedGeneration": 1,
-                        "reason": "Scheduled",
-                        "message": "",
-                    }
-                ]
-            }
-        },
-    )
+    api.patch(f"{PLACEMENTS}/web/status", {"status": {"conditions": [{
+        "type": "ClusterResourcePlacementScheduled", "status": "True", "observedGeneration": 1,
+        "reason": "Scheduled", "message": ""}]}})
     table = _table(api, PLACEMENTS)
     columns = [c["name"] for c in table["columnDefinitions"]]
     assert columns == ["Name", "Gen", "Type", "Scheduled", "Scheduled-Gen", "Age"]
@@ -52,7 +39,8 @@ def test_placement_table_has_the_printer_columns(api: Client) -> None:
 def test_missing_values_are_empty_cells(api: Client) -> None:
     api.create(BINDINGS, binding("b1", target="member-9"))
     api.create(CLUSTERS, cluster("m1"))
-    assert _table(api, BINDINGS)["rows"][0]["cells"][:4] == ["b1", "member-9", "Scheduled", "web-0"]
+    assert _table(api, BINDINGS)["rows"][0]["cells"][:4] == ["b1", "member-9", "Scheduled",
+                                                             "web-0"]
     assert _table(api, CLUSTERS)["rows"][0]["cells"][:3] == ["m1", None, None]
 
 
@@ -73,7 +61,5 @@ def test_paged_tables_carry_the_continue_token(api: Client) -> None:
 
 def test_plain_json_is_served_when_no_table_is_asked_for(api: Client) -> None:
     api.create(CLUSTERS, cluster("m1"))
-    assert (
-        api.get(CLUSTERS, headers={"Accept": "application/json"}).json()["kind"]
-        == "MemberClusterList"
-    )
+    assert api.get(CLUSTERS, headers={"Accept": "application/json"}).json()["kind"] == \
+        "MemberClusterList"

@@ -29,25 +29,15 @@ def test_watch_from_a_resource_version_sees_every_later_event_in_order(api: Clie
     start = api.create(CLUSTERS, cluster("before"))["metadata"]["resourceVersion"]
     api.create(CLUSTERS, cluster("a"))
     api.patch(f"{CLUSTERS}/a", {"metadata": {"labels": {"x": "1"}}})
-    api.create(
-        PLACEMENTS,
-        {
-            "apiVersion": "placement.kubernetes-fleet.io/v1beta1",
-            "kind": "ClusterResourcePlacement",
-            "metadata": {"name": "other"},
-            "spec": {},
-        },
-    )
+    api.create(PLACEMENTS, {"apiVersion": "placement.kubernetes-fleet.io/v1beta1",
+                            "kind": "ClusterResourcePlacement", "metadata": {"name": "other"},
+                            "spec": {}})
     api.delete(f"{CLUSTERS}/a")
     with api.watch(CLUSTERS, resourceVersion=start) as watch:
         api.create(CLUSTERS, cluster("live"))
         events = watch.take(4)
-    assert _names(events) == [
-        ("ADDED", "a"),
-        ("MODIFIED", "a"),
-        ("DELETED", "a"),
-        ("ADDED", "live"),
-    ]
+    assert _names(events) == [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a"),
+                              ("ADDED", "live")]
     versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
     assert versions == sorted(versions) and len(set(versions)) == 4
 
@@ -71,8 +61,7 @@ def test_deleted_event_carries_the_deletion_resource_version(api: Client) -> Non
     assert (marked["type"], gone["type"]) == ("MODIFIED", "DELETED")
     assert marked["object"]["metadata"]["deletionTimestamp"]
     assert int(gone["object"]["metadata"]["resourceVersion"]) > int(
-        marked["object"]["metadata"]["resourceVersion"]
-    )
+        marked["object"]["metadata"]["resourceVersion"])
 
 
 def test_watch_from_a_version_older_than_the_window_is_expired(
@@ -121,12 +110,8 @@ def test_bookmarks_arrive_only_when_allowed(api: Client) -> None:
 
 def test_send_initial_events_ends_with_a_marked_bookmark(api: Client) -> None:
     api.create(CLUSTERS, cluster("a"))
-    with api.watch(
-        CLUSTERS,
-        sendInitialEvents="true",
-        allowWatchBookmarks="true",
-        resourceVersionMatch="NotOlderThan",
-    ) as watch:
+    with api.watch(CLUSTERS, sendInitialEvents="true", allowWatchBookmarks="true",
+                   resourceVersionMatch="NotOlderThan") as watch:
         added, bookmark = watch.take(2)
     assert added["type"] == "ADDED"
     assert bookmark["type"] == "BOOKMARK"
@@ -142,7 +127,8 @@ def test_label_selector_turns_label_changes_into_added_and_deleted(api: Client) 
     api.create(CLUSTERS, cluster("c", labels={"env": "prod"}))
     with api.watch(CLUSTERS, resourceVersion=rv, labelSelector="env=prod") as watch:
         events = watch.take(4)
-    assert _names(events) == [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a"), ("ADDED", "c")]
+    assert _names(events) == [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a"),
+                              ("ADDED", "c")]
 
 
 def test_field_selector_watches_one_object(api: Client) -> None:
@@ -176,12 +162,9 @@ def test_watch_events_can_be_tables(api: Client) -> None:
     with api.watch(CLUSTERS, resourceVersion=rv, read_timeout=5) as watch:
         plain = watch.next()
     assert plain["object"]["kind"] == "MemberCluster"
-    response = api.request(
-        "GET",
-        CLUSTERS,
-        params={"watch": "true", "resourceVersion": rv, "timeoutSeconds": 1},
-        headers={"Accept": TABLE_ACCEPT},
-    )
+    response = api.request("GET", CLUSTERS, params={"watch": "true", "resourceVersion": rv,
+                                                    "timeoutSeconds": 1},
+                           headers={"Accept": TABLE_ACCEPT})
     lines = [line for line in response.text.splitlines() if line]
     assert '"kind":"Table"' in lines[0]
     assert '"cells":["b"' in lines[0]

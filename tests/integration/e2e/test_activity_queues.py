@@ -49,9 +49,8 @@ async def test_a_workflow_worker_without_activities_serves_those_left_on_its_que
         temporal_client, hub, task_queue=queue, settings=ActivitySettings(), activities=False
     )
     assert [w.config()["task_queue"] for w in workers.workers] == [queue]  # no activity worker
-    async with (
-        workers,
-        Worker(temporal_client, task_queue=elsewhere, workflows=[EarlierVersionCleanup]),
+    async with workers, Worker(
+        temporal_client, task_queue=elsewhere, workflows=[EarlierVersionCleanup]
     ):
         report = await temporal_client.execute_workflow(
             EarlierVersionCleanup.run,

@@ -36,7 +36,9 @@ SELECTOR = {"group": "", "version": "v1", "kind": "Namespace", "name": "app"}
 
 
 def placement(name: str, key: str, *, enforced: bool) -> ClusterResourcePlacement:
-    annotations = {names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"} if enforced else {}
+    annotations = (
+        {names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"} if enforced else {}
+    )
     required: dict[str, Any] = {
         "requiredDuringSchedulingIgnoredDuringExecution": {
             "clusterSelectorTerms": [{"labelSelector": {"matchLabels": {key: "prod"}}}]
@@ -68,7 +70,6 @@ async def test_a_relabelled_cluster_loses_an_enforcing_placements_binding(
         add_cluster(hub, name, labels={key: "prod"})
     web = f"{prefix}-web"
     hub.create(placement(web, key, enforced=enforced))
-
     def two() -> dict[str, str] | None:
         found = live_targets(hub, web)
         return found if len(found) == 2 else None

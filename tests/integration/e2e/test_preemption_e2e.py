@@ -173,7 +173,9 @@ async def test_the_urgent_placement_takes_exactly_its_room_and_explain_says_from
     for victim in victims:
         (gone,) = [
             b
-            for b in hub.list(ClusterResourceBinding, {names.PARENT_PLACEMENT_LABEL: victim}).items
+            for b in hub.list(
+                ClusterResourceBinding, {names.PARENT_PLACEMENT_LABEL: victim}
+            ).items
             if not is_active(b)
         ]
         cluster = gone.spec.target_cluster

@@ -92,7 +92,9 @@ async def test_a_high_priority_placement_overtakes_a_backlog(
         max_cached_workflows=0,
     )
     # Turns on the activity queue, whose order the activity worker's slots show.
-    watcher = Watcher(hub, temporal_client, RunConfig(task_queue=task_queue, local_cycles_up_to=0))
+    watcher = Watcher(
+        hub, temporal_client, RunConfig(task_queue=task_queue, local_cycles_up_to=0)
+    )
     stop = asyncio.Event()
     async with workflows:
         watching = asyncio.create_task(watcher.run(stop))

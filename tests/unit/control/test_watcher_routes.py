@@ -142,10 +142,7 @@ def _routes(
     standalone: bool,
 ) -> list:
     found = route_change(
-        change,
-        placements=placements,
-        standalone=standalone,
-        checker=EligibilityChecker(),
+        change, placements=placements, standalone=standalone, checker=EligibilityChecker(),
         now=NOW,
     )
     return [(r.placement, r.signal, r.reason, r.may_start) for r in found]
@@ -414,12 +411,8 @@ HINTED = {
 def hinted(kind: str, old: MemberCluster | None, new: MemberCluster, profile: object) -> list:
     def run(change: Change[HubObject], placements: dict[str, ClusterResourcePlacement]) -> list:
         found = route_change(
-            change,
-            placements=placements,
-            standalone=True,
-            checker=EligibilityChecker(),
-            now=NOW,
-            profile=profile,  # type: ignore[arg-type]
+            change, placements=placements, standalone=True, checker=EligibilityChecker(),
+            now=NOW, profile=profile,  # type: ignore[arg-type]
         )
         return sorted(r.placement for r in found)
 
@@ -432,15 +425,8 @@ def hinted(kind: str, old: MemberCluster | None, new: MemberCluster, profile: ob
 def test_a_label_no_policy_reads_requeues_nobody() -> None:
     from scheduler import default_profile
 
-    assert (
-        hinted(
-            "MODIFIED",
-            cluster(env="prod", team="a"),
-            cluster(env="prod", team="b"),
-            default_profile(),
-        )
-        == []
-    )
+    assert hinted("MODIFIED", cluster(env="prod", team="a"), cluster(env="prod", team="b"),
+                  default_profile()) == []
 
 
 def test_a_label_a_policy_reads_requeues_that_placement_only() -> None:
@@ -452,19 +438,15 @@ def test_a_label_a_policy_reads_requeues_that_placement_only() -> None:
 
 
 def test_without_a_profile_kubefleets_rule_alone_decides() -> None:
-    assert hinted(
-        "MODIFIED", cluster(env="prod", team="a"), cluster(env="prod", team="b"), None
-    ) == ["by-env", "fixed", "plain", "short"]
+    assert hinted("MODIFIED", cluster(env="prod", team="a"), cluster(env="prod", team="b"),
+                  None) == ["by-env", "fixed", "plain", "short"]
 
 
 def test_a_deleted_cluster_still_reaches_every_placement() -> None:
     from scheduler import default_profile
 
     assert hinted("DELETED", cluster(env="prod"), cluster(env="prod"), default_profile()) == [
-        "by-env",
-        "fixed",
-        "plain",
-        "short",
+        "by-env", "fixed", "plain", "short"
     ]
 
 
@@ -483,9 +465,8 @@ def test_a_plugin_without_a_hint_requeues_every_placement_kubefleet_would() -> N
 
     base = default_profile()
     profile = dataclasses.replace(base, filter=(*base.filter, Opaque()))  # type: ignore[arg-type]
-    assert hinted(
-        "MODIFIED", cluster(env="prod", team="a"), cluster(env="prod", team="b"), profile
-    ) == ["by-env", "plain", "short"]
+    assert hinted("MODIFIED", cluster(env="prod", team="a"), cluster(env="prod", team="b"),
+                  profile) == ["by-env", "plain", "short"]
 
 
 def test_a_capacity_aware_placement_hears_of_room_whatever_its_type() -> None:
@@ -500,18 +481,14 @@ def test_a_capacity_aware_placement_hears_of_room_whatever_its_type() -> None:
         update={"annotations": {hub_names.REQUESTS_ANNOTATION: "cpu=4"}}
     )
     aware = short.model_copy(update={"metadata": metadata})
-    plain = placement(
-        "plain-fixed", PlacementPolicy(placement_type="PickFixed", cluster_names=["b"])
-    )
+    plain = placement("plain-fixed", PlacementPolicy(placement_type="PickFixed",
+                                                     cluster_names=["b"]))
     old = member_cluster("b", NOW, allocatable={"cpu": "2"})
     new = member_cluster("b", NOW, allocatable={"cpu": "16"})
     found = route_change(
         Change("MODIFIED", old, new),
         placements={"fixed": routing_copy(aware), "plain-fixed": routing_copy(plain)},
-        standalone=True,
-        checker=EligibilityChecker(),
-        now=NOW,
-        profile=default_profile(),
+        standalone=True, checker=EligibilityChecker(), now=NOW, profile=default_profile(),
     )
     assert [r.placement for r in found] == ["fixed"]
 
@@ -537,11 +514,7 @@ def test_a_taint_added_reaches_only_placements_that_enforce_their_affinity() -> 
     # A label change reaches them too, beside what KubeFleet's rule reaches.
     relabelled = _routes(Change("MODIFIED", cluster(env="a"), cluster(env="b")), fleet, True)  # type: ignore[arg-type]
     assert sorted(p for p, *_ in relabelled) == [
-        "all",
-        "all-enforced",
-        "n-enforced",
-        "n-short",
-        "nil",
+        "all", "all-enforced", "n-enforced", "n-short", "nil"
     ]
 
 

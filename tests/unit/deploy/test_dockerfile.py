@@ -23,13 +23,8 @@ BASE_IMAGE: Final = "python:3.11-slim"
 DEV_TOOLS: Final = re.compile(r"\[dev\]|\bpytest\b|\bmypy\b|\bruff\b|\bhypothesis\b")
 # What must never reach the build context, whatever the Dockerfile copies.
 NEVER_IN_CONTEXT: Final = (
-    ".venv/bin/python",
-    ".git/HEAD",
-    ".run/kubeconfig",
-    "tests/conftest.py",
-    "bench/e2e.py",
-    "hub/__pycache__/client.cpython-311.pyc",
-    "workers/__pycache__/cli.cpython-311.pyc",
+    ".venv/bin/python", ".git/HEAD", ".run/kubeconfig", "tests/conftest.py", "bench/e2e.py",
+    "hub/__pycache__/client.cpython-311.pyc", "workers/__pycache__/cli.cpython-311.pyc",
 )
 
 

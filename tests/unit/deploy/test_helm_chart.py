@@ -69,24 +69,18 @@ CONFIG_MAP_HASH: Final = re.compile(r"^(fleet-scheduler)-[a-z0-9]{10}$")
 CHECKSUM_ANNOTATION: Final = "checksum/config"
 # Helm's standard labels on every object; the instance label also in selectors and pod labels,
 # so two releases never select each other's pods.
-HELM_LABELS: Final = frozenset(
-    {
-        "app.kubernetes.io/instance",
-        "app.kubernetes.io/managed-by",
-        "app.kubernetes.io/version",
-        "helm.sh/chart",
-    }
-)
+HELM_LABELS: Final = frozenset({
+    "app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "app.kubernetes.io/version",
+    "helm.sh/chart",
+})
 INSTANCE_LABEL: Final = "app.kubernetes.io/instance"
 # The chart says the pull policy; the base leaves the default (IfNotPresent for a tagged image).
 IMAGE_PULL_POLICY: Final = "imagePullPolicy"
 # Helm keeps the CRDs on `helm uninstall` (crds.keep).
 KEEP: Final = {"helm.sh/resource-policy": "keep"}
 # Only with serviceMonitor.enabled: the ServiceMonitor and the headless Service it selects.
-SERVICE_MONITOR_OBJECTS: Final = {
-    ("Service", "fleet-scheduler-metrics"),
-    ("ServiceMonitor", "fleet-scheduler"),
-}
+SERVICE_MONITOR_OBJECTS: Final = {("Service", "fleet-scheduler-metrics"),
+                                  ("ServiceMonitor", "fleet-scheduler")}
 
 
 @functools.cache
@@ -105,9 +99,7 @@ def _render_chart(values_json: str, release: str, namespace: str) -> tuple[dict[
 
 
 def render_chart(
-    values: Mapping[str, Any] | None = None,
-    *,
-    release: str = RELEASE,
+    values: Mapping[str, Any] | None = None, *, release: str = RELEASE,
     namespace: str = NAMESPACE,
 ) -> list[dict[str, Any]]:
     """The objects the chart renders with `values` (a fresh copy; renders are cached)."""
@@ -193,10 +185,8 @@ def permissions(role: Mapping[str, Any]) -> set[Permission]:
 
 # Every optional part on: Temporal's API key and client certificate, a ServiceMonitor, flags.
 EVERYTHING_ON: Final = {
-    "temporal": {
-        "tls": {"enabled": True, "serverName": "t.example.com", "secretName": "tls"},
-        "apiKey": {"secretName": "key"},
-    },
+    "temporal": {"tls": {"enabled": True, "serverName": "t.example.com", "secretName": "tls"},
+                 "apiKey": {"secretName": "key"}},
     "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}, "interval": "30s"},
     "imagePullSecrets": ["registry"],
     "worker": {"extraArgs": ["--max-cached-workflows=2000"]},
@@ -270,15 +260,8 @@ def test_the_same_container_args_and_env_as_the_overlay(mode: str, kustomize: No
         assert mine.get("command") == theirs.get("command")
         names = [[e["name"] for e in c.get("env", [])] for c in (mine, theirs)]
         assert names[0] == names[1], name
-        for field in (
-            "ports",
-            "startupProbe",
-            "livenessProbe",
-            "readinessProbe",
-            "securityContext",
-            "resources",
-            "volumeMounts",
-        ):
+        for field in ("ports", "startupProbe", "livenessProbe", "readinessProbe",
+                      "securityContext", "resources", "volumeMounts"):
             assert mine.get(field) == theirs.get(field), f"{name}: {field}"
         pod = ours[name]["spec"]["template"]["spec"]
         their_pod = deployment["spec"]["template"]["spec"]
@@ -291,7 +274,8 @@ def test_every_object_equals_the_overlays_but_for_the_named_differences(
 ) -> None:
     """The whole of each object, with only ALLOWED_* taken out (RBAC rules compared as sets
     above, so their order and grouping may differ)."""
-    ours = {(o["kind"], o["metadata"]["name"]): from_chart(o) for o in render_chart({"mode": mode})}
+    ours = {(o["kind"], o["metadata"]["name"]): from_chart(o)
+            for o in render_chart({"mode": mode})}
     objects = render(mode)
     for obj in objects:
         key = (obj["kind"], obj["metadata"]["name"])
@@ -332,28 +316,16 @@ def test_temporal_secrets_reach_the_pods_as_the_components_put_them(
 
 
 def test_tls_settings_reach_the_loader_the_process_uses() -> None:
-    values = {
-        "temporal": {
-            "address": "temporal.example.com:7233",
-            "tls": {"enabled": True, "serverName": "frontend.example.com"},
-        }
-    }
+    values = {"temporal": {"address": "temporal.example.com:7233",
+                           "tls": {"enabled": True, "serverName": "frontend.example.com"}}}
     (config,) = by_kind(render_chart(values), "ConfigMap").values()
     target = load_target(env=config["data"])
     assert target.tls  # TLS on, with the system's roots
     assert target.address == "temporal.example.com:7233"
     assert config["data"]["TEMPORAL_TLS_SERVER_NAME"] == "frontend.example.com"
     # Secret keys of another name (a cert-manager Certificate's, say) are named in the paths.
-    mtls = {
-        "temporal": {
-            "tls": {
-                "secretName": "tls",
-                "certKey": "client.pem",
-                "keyKey": "client.key",
-                "caKey": "",
-            }
-        }
-    }
+    mtls = {"temporal": {"tls": {"secretName": "tls", "certKey": "client.pem",
+                                 "keyKey": "client.key", "caKey": ""}}}
     for deployment in by_kind(render_chart(mtls), "Deployment").values():
         env = {e["name"]: e.get("value") for e in container(deployment)["env"]}
         assert env["TEMPORAL_TLS_CLIENT_CERT_PATH"].endswith("/client.pem")
@@ -433,8 +405,7 @@ def test_placement_decisions_values_reach_every_process(mode: str, publish: str)
         expected = {"auto": mode != BESIDE_KUBEFLEET, "on": True, "off": False}[publish]
         assert config.decisions.publish is expected, name
         assert (config.decisions.namespace, config.decisions.profile_namespace) == (
-            "argocd",
-            "inventory",
+            "argocd", "inventory"
         )
 
 
@@ -459,36 +430,26 @@ REFUSED_BY_SCHEMA: Final = [
     ({"replicas": 3}, "'replicas'"),
     ({"worker": {"replica": 3}}, "'replica'"),
     ({"temporal": {"address": "temporal.example.com"}}, "/temporal/address"),
-    (
-        {"activities": {"autoscaling": {"targetCPUUtilizationPercentage": 150}}},
-        "/activities/autoscaling/targetCPUUtilizationPercentage",
-    ),
+    ({"activities": {"autoscaling": {"targetCPUUtilizationPercentage": 150}}},
+     "/activities/autoscaling/targetCPUUtilizationPercentage"),
     ({"worker": {"extraArgs": ["run"]}}, "/worker/extraArgs/0"),
     ({"serviceMonitor": {"enabled": "yes"}}, "/serviceMonitor/enabled"),
     ({"crds": {"install": "false"}}, "/crds/install"),
     ({"otel": {"protocol": "udp"}}, "/otel/protocol"),
     ({"placementDecisions": {"publish": "maybe"}}, "/placementDecisions/publish"),
     ({"placementDecisions": {"namespace": "Bad_NS"}}, "/placementDecisions/namespace"),
-    (
-        {"placementDecisions": {"clusterProfileNamespace": ""}},
-        "/placementDecisions/clusterProfileNamespace",
-    ),
+    ({"placementDecisions": {"clusterProfileNamespace": ""}},
+     "/placementDecisions/clusterProfileNamespace"),
 ]
 # Checks draft-07 cannot say (two values compared): the templates `fail`, naming the keys.
 REFUSED_BY_TEMPLATES: Final = [
-    (
-        {"activities": {"autoscaling": {"minReplicas": 5, "maxReplicas": 3}}},
-        "activities.autoscaling.minReplicas (5) is above activities.autoscaling.maxReplicas (3)",
-    ),
+    ({"activities": {"autoscaling": {"minReplicas": 5, "maxReplicas": 3}}},
+     "activities.autoscaling.minReplicas (5) is above activities.autoscaling.maxReplicas (3)"),
     ({"worker": {"replicas": 1}}, "worker.replicas is 1"),
-    (
-        {"activities": {"autoscaling": {"minReplicas": 1}}},
-        "activities.autoscaling.minReplicas is 1",
-    ),
-    (
-        {"activities": {"replicas": 1, "autoscaling": {"enabled": False}}},
-        "activities.replicas is 1",
-    ),
+    ({"activities": {"autoscaling": {"minReplicas": 1}}},
+     "activities.autoscaling.minReplicas is 1"),
+    ({"activities": {"replicas": 1, "autoscaling": {"enabled": False}}},
+     "activities.replicas is 1"),
     ({"temporal": {"tls": {"secretName": "tls", "keyKey": ""}}}, "temporal.tls.keyKey"),
 ]
 
@@ -511,7 +472,8 @@ def test_the_templates_refuse_what_the_schema_cannot_say(
 
 
 def test_one_replica_is_fine_without_disruption_budgets() -> None:
-    objects = render_chart({"podDisruptionBudget": {"enabled": False}, "worker": {"replicas": 1}})
+    objects = render_chart({"podDisruptionBudget": {"enabled": False},
+                            "worker": {"replicas": 1}})
     assert by_kind(objects, "PodDisruptionBudget") == {}
     assert one(objects, "Deployment", "fleet-scheduler-worker")["spec"]["replicas"] == 1
 
@@ -531,11 +493,8 @@ def test_the_charts_crds_are_the_generated_ones(mode: str) -> None:
     when either is stale), kept on uninstall; beside KubeFleet, fleet-scheduler's own only."""
     rendered = by_kind(render_chart({"mode": mode}), "CustomResourceDefinition")
     generated = generated_crds()
-    expected = {
-        crds.crd_name(k)
-        for k in KINDS
-        if mode == STANDALONE or not k.GROUP.endswith(KUBEFLEET_GROUP)
-    }
+    expected = {crds.crd_name(k) for k in KINDS
+                if mode == STANDALONE or not k.GROUP.endswith(KUBEFLEET_GROUP)}
     assert set(rendered) == expected
     for name, crd in rendered.items():
         assert crd["metadata"].pop("annotations") == KEEP
@@ -546,9 +505,8 @@ def test_the_charts_crds_are_the_generated_ones(mode: str) -> None:
 
 def test_crds_can_be_left_out_or_deletable() -> None:
     assert by_kind(render_chart({"crds": {"install": False}}), "CustomResourceDefinition") == {}
-    for crd in by_kind(
-        render_chart({"crds": {"keep": False}}), "CustomResourceDefinition"
-    ).values():
+    for crd in by_kind(render_chart({"crds": {"keep": False}}),
+                       "CustomResourceDefinition").values():
         assert "annotations" not in crd["metadata"]
 
 
@@ -560,11 +518,8 @@ def test_the_image_and_build_id_follow_the_project_version_or_the_values() -> No
     assert chart().metadata["appVersion"] == version
     cases: list[tuple[dict[str, Any], str, str]] = [
         ({}, f"fleet-scheduler:{version}", version),
-        (
-            {"image": {"repository": "registry.example.com/fs", "tag": "1.2.3"}},
-            "registry.example.com/fs:1.2.3",
-            "1.2.3",
-        ),
+        ({"image": {"repository": "registry.example.com/fs", "tag": "1.2.3"}},
+         "registry.example.com/fs:1.2.3", "1.2.3"),
         ({"image": {"tag": "1.2.3"}, "buildId": "1.2.3-rc1"}, "fleet-scheduler:1.2.3", "1.2.3-rc1"),
     ]
     for values, image, build_id in cases:
@@ -591,8 +546,7 @@ def test_ports_follow_the_values() -> None:
 def test_another_release_name_and_namespace_name_everything_after_them() -> None:
     objects = render_chart(release="hub-a", namespace="ops")
     assert {"hub-a-fleet-scheduler-worker", "hub-a-fleet-scheduler-watcher"} <= set(
-        by_kind(objects, "Deployment")
-    )
+        by_kind(objects, "Deployment"))
     for binding in by_kind(objects, "ClusterRoleBinding").values():
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "hub-a-fleet-scheduler", "namespace": "ops"}
@@ -603,17 +557,8 @@ def test_another_release_name_and_namespace_name_everything_after_them() -> None
 
 
 def test_the_activity_autoscaler_follows_the_values() -> None:
-    objects = render_chart(
-        {
-            "activities": {
-                "autoscaling": {
-                    "minReplicas": 3,
-                    "maxReplicas": 40,
-                    "targetCPUUtilizationPercentage": 60,
-                }
-            }
-        }
-    )
+    objects = render_chart({"activities": {"autoscaling": {
+        "minReplicas": 3, "maxReplicas": 40, "targetCPUUtilizationPercentage": 60}}})
     (hpa,) = by_kind(objects, "HorizontalPodAutoscaler").values()
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (3, 40)
     assert hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 60
@@ -627,15 +572,8 @@ def selects(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
 
 def test_the_service_monitor_scrapes_every_pods_metrics_port() -> None:
     assert not keys(render_chart()) & SERVICE_MONITOR_OBJECTS  # off by default
-    objects = render_chart(
-        {
-            "serviceMonitor": {
-                "enabled": True,
-                "labels": {"release": "kube-prometheus-stack"},
-                "interval": "30s",
-            }
-        }
-    )
+    objects = render_chart({"serviceMonitor": {
+        "enabled": True, "labels": {"release": "kube-prometheus-stack"}, "interval": "30s"}})
     assert keys(objects) & SERVICE_MONITOR_OBJECTS == SERVICE_MONITOR_OBJECTS
     service = one(objects, "Service", "fleet-scheduler-metrics")
     monitor = one(objects, "ServiceMonitor", "fleet-scheduler")
@@ -688,12 +626,8 @@ def test_the_charts_readme_lists_every_value_with_its_default() -> None:
 
 # --- the docs' helm commands -----------------------------------------------------------------
 
-DOCS_WITH_HELM: Final = (
-    REPO / "README.md",
-    REPO / "docs" / "install.md",
-    DEPLOY / "README.md",
-    CHART / "README.md",
-)
+DOCS_WITH_HELM: Final = (REPO / "README.md", REPO / "docs" / "install.md",
+                         DEPLOY / "README.md", CHART / "README.md")
 
 
 def set_value(values: dict[str, Any], assignment: str) -> None:

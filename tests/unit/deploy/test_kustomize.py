@@ -61,18 +61,10 @@ COMMON_KINDS = {
 KUBEFLEET_GROUP = ".kubernetes-fleet.io"
 OWN_KINDS = [k for k in KINDS if not k.GROUP.endswith(KUBEFLEET_GROUP)]
 EXPECTED_KINDS = {
-    STANDALONE: {
-        **COMMON_KINDS,
-        "ClusterRole": 2,
-        "ClusterRoleBinding": 2,
-        "CustomResourceDefinition": len(KINDS),
-    },
-    BESIDE_KUBEFLEET: {
-        **COMMON_KINDS,
-        "ClusterRole": 1,
-        "ClusterRoleBinding": 1,
-        "CustomResourceDefinition": len(OWN_KINDS),
-    },
+    STANDALONE: {**COMMON_KINDS, "ClusterRole": 2, "ClusterRoleBinding": 2,
+                 "CustomResourceDefinition": len(KINDS)},
+    BESIDE_KUBEFLEET: {**COMMON_KINDS, "ClusterRole": 1, "ClusterRoleBinding": 1,
+                       "CustomResourceDefinition": len(OWN_KINDS)},
 }
 OVERLAYS = list(EXPECTED_KINDS)
 DNS_PORT = 53
@@ -225,9 +217,7 @@ def test_activity_pods_are_one_core_each_and_scale_on_cpu(overlay: str) -> None:
     (hpa,) = by_kind(render(overlay), "HorizontalPodAutoscaler").values()
     spec = hpa["spec"]
     assert spec["scaleTargetRef"] == {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "name": ACTIVITIES,
+        "apiVersion": "apps/v1", "kind": "Deployment", "name": ACTIVITIES,
     }
     assert 1 <= spec["minReplicas"] <= activities["spec"]["replicas"] <= spec["maxReplicas"]
     (metric,) = spec["metrics"]
@@ -251,8 +241,7 @@ def test_deployment_connects_from_inside_the_cluster(overlay: str, name: str) ->
     assert temporal == (None, None, None)
     target = load_target(env=data)
     assert (target.address, target.namespace) == (
-        data["TEMPORAL_ADDRESS"],
-        data["TEMPORAL_NAMESPACE"],
+        data["TEMPORAL_ADDRESS"], data["TEMPORAL_NAMESPACE"]
     )
 
 
@@ -266,10 +255,8 @@ def test_probes_and_scrapes_reach_the_metrics_port(overlay: str, name: str) -> N
     assert args.metrics_host != LOOPBACK  # the kubelet and Prometheus come from outside the pod
     (port,) = spec["ports"]
     assert port == {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}
-    probes = {
-        probe: spec[probe]["httpGet"]
-        for probe in ("startupProbe", "livenessProbe", "readinessProbe")
-    }
+    probes = {probe: spec[probe]["httpGet"] for probe in
+              ("startupProbe", "livenessProbe", "readinessProbe")}
     assert probes["livenessProbe"] == {"path": "/healthz", "port": "metrics"}
     assert probes["startupProbe"] == {"path": "/healthz", "port": "metrics"}
     assert probes["readinessProbe"] == {"path": "/readyz", "port": "metrics"}
@@ -288,16 +275,12 @@ def test_pods_are_locked_down_and_bounded(overlay: str, name: str) -> None:
     pod = deployment["spec"]["template"]["spec"]
     spec = container(deployment)
     assert pod["securityContext"] == {
-        "runAsNonRoot": True,
-        "runAsUser": UID,
-        "runAsGroup": UID,
+        "runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     assert spec["securityContext"] == {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True,
-        "capabilities": {"drop": ["ALL"]},
+        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
     }
     # A read-only root needs a writable /tmp (tempfile, the SDK).
     mounts = {m["mountPath"]: m["name"] for m in spec["volumeMounts"]}
@@ -393,12 +376,10 @@ def test_the_readme_customisation_sets_image_and_temporal_address(
     assert block, "deploy/README.md lost its example kustomization"
     own = tmp_path / "my-hub"
     own.mkdir()
-    text = block[1].replace(
-        "../deploy/overlays/standalone", os.path.relpath(DEPLOY / "overlays" / overlay, own)
-    )
-    text = text.replace(
-        "temporal-frontend.temporal.svc.cluster.local:7233", "temporal.example.com:7233"
-    )
+    text = block[1].replace("../deploy/overlays/standalone",
+                            os.path.relpath(DEPLOY / "overlays" / overlay, own))
+    text = text.replace("temporal-frontend.temporal.svc.cluster.local:7233",
+                        "temporal.example.com:7233")
     (own / "kustomization.yaml").write_text(text)
     objects = render_directory(own)
     (config,) = by_kind(objects, "ConfigMap").values()

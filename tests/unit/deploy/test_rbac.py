@@ -83,12 +83,8 @@ def test_the_scan_finds_the_calls_the_design_requires(scan: CallScan) -> None:
     binding = ClusterResourceBinding.PLURAL
     assert ("create", binding) in seen  # run_cycle creates bindings
     assert ("update_status", f"{SNAPSHOTS}/status") in seen  # ... and writes the snapshot status
-    for kind in (
-        MemberCluster,
-        ClusterResourcePlacement,
-        ClusterSchedulingPolicySnapshot,
-        ClusterResourceBinding,
-    ):
+    for kind in (MemberCluster, ClusterResourcePlacement, ClusterSchedulingPolicySnapshot,
+                 ClusterResourceBinding):
         assert ("list_then_watch", kind.PLURAL) in seen, f"the watcher watches {kind.PLURAL}"
     standalone = {(c.method, c.resource) for c in scan.calls if standalone_only(c)}
     assert ("create", SNAPSHOTS) in standalone  # the snapshotter, only when it is on
@@ -125,8 +121,7 @@ def test_the_standalone_role_holds_exactly_the_standalone_only_needs(
 
     def allowed(role: str) -> set[Permission]:
         only = [
-            o
-            for o in objects
+            o for o in objects
             if (o["kind"] != "ClusterRole" or o["metadata"]["name"] == role)
             and (o["kind"] != "ClusterRoleBinding" or o["roleRef"]["name"] == role)
         ]

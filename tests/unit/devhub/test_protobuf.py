@@ -11,22 +11,12 @@ from devhub.protobuf import MAGIC, ProtobufError, decode
 # ObjectMeta, spec and status is written out, most of them empty.
 KUBECTL_CREATE_NAMESPACE = bytes.fromhex(
     "6b387300"  # k8s\0
-    "0a0f0a027631"
-    "12094e616d657370616365"  # typeMeta {apiVersion: v1, kind: Namespace}
+    "0a0f0a027631" "12094e616d657370616365"  # typeMeta {apiVersion: v1, kind: Namespace}
     "121e"  # raw: a Namespace of 30 bytes
-    "0a16"
-    "0a067465616d2d61"
-    "1200"
-    "1a00"
-    "2200"
-    "2a00"
-    "3200"
-    "3800"
-    "4200"  # metadata
+    "0a16" "0a067465616d2d61" "1200" "1a00" "2200" "2a00" "3200" "3800" "4200"  # metadata
     "1200"  # spec {}
     "1a020a00"  # status {phase: ""}
-    "1a00"
-    "2200"  # contentEncoding, contentType
+    "1a00" "2200"  # contentEncoding, contentType
 )
 
 
@@ -54,54 +44,35 @@ def envelope(raw: bytes, api_version: str = "v1", kind: str = "Namespace") -> by
 
 def test_reads_what_kubectl_create_namespace_sends() -> None:
     assert decode(KUBECTL_CREATE_NAMESPACE) == {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": "team-a"},
-        "spec": {},
-        "status": {},
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "team-a"}, "spec": {}, "status": {},
     }
 
 
 def test_reads_labels_finalizers_owners_and_times() -> None:
-    metadata = b"".join(
-        [
-            field(1, "team-a"),
-            field(11, field(1, "team") + field(2, "a")),
-            field(11, field(1, "tier") + field(2, "")),
-            field(12, field(1, "note") + field(2, "hi")),
-            field(14, "example.com/hold"),
-            field(
-                13,
-                field(1, "Thing")
-                + field(3, "owner")
-                + field(4, "u-1")
-                + field(5, "x/v1")
-                + field(6, 1),
-            ),
-            field(8, field(1, 1_700_000_000)),
-            field(7, 3),
-            field(10, -1),
-            field(17, b"\x0a\x01x"),  # managedFields: not read
-        ]
-    )
+    metadata = b"".join([
+        field(1, "team-a"),
+        field(11, field(1, "team") + field(2, "a")),
+        field(11, field(1, "tier") + field(2, "")),
+        field(12, field(1, "note") + field(2, "hi")),
+        field(14, "example.com/hold"),
+        field(13, field(1, "Thing") + field(3, "owner") + field(4, "u-1") + field(5, "x/v1")
+              + field(6, 1)),
+        field(8, field(1, 1_700_000_000)),
+        field(7, 3),
+        field(10, -1),
+        field(17, b"\x0a\x01x"),  # managedFields: not read
+    ])
     raw = field(1, metadata) + field(2, field(1, "kubernetes")) + field(3, field(1, "Active"))
     assert decode(envelope(raw)) == {
-        "apiVersion": "v1",
-        "kind": "Namespace",
+        "apiVersion": "v1", "kind": "Namespace",
         "metadata": {
             "name": "team-a",
             "labels": {"team": "a", "tier": ""},
             "annotations": {"note": "hi"},
             "finalizers": ["example.com/hold"],
-            "ownerReferences": [
-                {
-                    "kind": "Thing",
-                    "name": "owner",
-                    "uid": "u-1",
-                    "apiVersion": "x/v1",
-                    "controller": True,
-                }
-            ],
+            "ownerReferences": [{"kind": "Thing", "name": "owner", "uid": "u-1",
+                                 "apiVersion": "x/v1", "controller": True}],
             "creationTimestamp": "2023-11-14T22:13:20Z",
             "generation": 3,
             "deletionGracePeriodSeconds": -1,
@@ -111,16 +82,13 @@ def test_reads_labels_finalizers_owners_and_times() -> None:
     }
 
 
-@pytest.mark.parametrize(
-    ("body", "problem"),
-    [
-        pytest.param(b'{"kind": "Namespace"}', "missing the k8s protobuf prefix", id="json"),
-        pytest.param(MAGIC + b"\x0a\x05ab", "truncated field 1", id="truncated"),
-        pytest.param(MAGIC + b"\x0b", "unsupported wire type 3", id="group-wire-type"),
-        pytest.param(envelope(b"", kind="ConfigMap"), "devhub reads no ConfigMap", id="other-kind"),
-        pytest.param(envelope(field(1, field(1, b"\xff"))), "field 1 is not UTF-8", id="bad-utf8"),
-    ],
-)
+@pytest.mark.parametrize(("body", "problem"), [
+    pytest.param(b'{"kind": "Namespace"}', "missing the k8s protobuf prefix", id="json"),
+    pytest.param(MAGIC + b"\x0a\x05ab", "truncated field 1", id="truncated"),
+    pytest.param(MAGIC + b"\x0b", "unsupported wire type 3", id="group-wire-type"),
+    pytest.param(envelope(b"", kind="ConfigMap"), "devhub reads no ConfigMap", id="other-kind"),
+    pytest.param(envelope(field(1, field(1, b"\xff"))), "field 1 is not UTF-8", id="bad-utf8"),
+])
 def test_refuses_what_it_cannot_read(body: bytes, problem: str) -> None:
     with pytest.raises(ProtobufError, match=problem):
         decode(body)
@@ -132,17 +100,11 @@ def test_reads_a_priority_class_keeping_a_zero_value() -> None:
         return envelope(raw, "scheduling.k8s.io/v1", "PriorityClass")
 
     assert decode(priority_class(0, field(3, 0), field(4, ""), field(5, "Never"))) == {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": "high"},
-        "value": 0,
-        "preemptionPolicy": "Never",
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "high"}, "value": 0, "preemptionPolicy": "Never",
     }
     negative = decode(priority_class(-5, field(3, 1), field(4, "low")))
     assert (negative["value"], negative["globalDefault"], negative["description"]) == (
-        -5,
-        True,
-        "low",
-    )
+        -5, True, "low")
     with pytest.raises(ProtobufError, match="does not fit an int32"):
         decode(priority_class(1 << 40))

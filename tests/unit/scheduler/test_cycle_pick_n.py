@@ -270,8 +270,7 @@ def test_steady_state_only_refreshes_the_status_from_the_bindings() -> None:
         pytest.param(
             2,
             [scheduled("a", score=(9, 0)), scheduled("b", score=(9, 0)), bound("c"), bound("d")],
-            ["a", "b"],
-            ["c", "d"],
+            ["a", "b"], ["c", "d"],
             id="all-scheduled-before-any-bound",
         ),
         pytest.param(
@@ -289,15 +288,13 @@ def test_steady_state_only_refreshes_the_status_from_the_bindings() -> None:
         pytest.param(
             2,
             [bound("a", score=(0, 2)), bound("b", score=(50, 1)), bound("c", score=(0, 1))],
-            ["c"],
-            ["a", "b"],
+            ["c"], ["a", "b"],
             id="topology-first-then-affinity",
         ),
         pytest.param(
             2,
             [bound("a", score=(1, 0)), bound("b", score=(1, 0)), bound("c", score=(1, 0))],
-            ["a"],
-            ["b", "c"],
+            ["a"], ["b", "c"],
             id="ties-drop-the-smaller-name",
         ),
         pytest.param(0, [scheduled("a"), bound("b")], ["a", "b"], [], id="down-to-zero"),

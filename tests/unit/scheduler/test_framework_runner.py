@@ -286,12 +286,8 @@ def test_batched_filters_decide_as_per_cluster_ones_and_skip_what_earlier_ones_r
     assert [(f.name, f.plugin) for f in result.filtered] == [("a", "first")]
     assert result.already_selected == ["b"]
     assert (first.batch_calls, second.batch_calls, first.calls, second.calls) == (1, 1, 0, 0)
-    per_cluster = runner(
-        filter=(
-            Scripted("first", reject("a")),
-            Scripted("second", reject("b", code=Code.CLUSTER_ALREADY_SELECTED)),
-        )
-    ).filter(state(), SNAPSHOT, CLUSTERS, frozenset())
+    per_cluster = runner(filter=(Scripted("first", reject("a")), Scripted("second", reject(
+        "b", code=Code.CLUSTER_ALREADY_SELECTED)))).filter(state(), SNAPSHOT, CLUSTERS, frozenset())
     assert result == per_cluster
 
 

@@ -50,8 +50,7 @@ def test_a_taint_reads_as_kubectl_shows_it_not_as_go_prints_it() -> None:
         ),
         pytest.param("ClusterUnschedulable", "ClusterUnschedulable", id="code-alone"),
         pytest.param(
-            "turn failed: ClusterUnschedulable, x",
-            "turn failed: ClusterUnschedulable, x",
+            "turn failed: ClusterUnschedulable, x", "turn failed: ClusterUnschedulable, x",
             id="not-in-front",
         ),
     ],

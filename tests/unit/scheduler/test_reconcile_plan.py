@@ -290,7 +290,9 @@ def test_a_record_tells_which_label_and_property_changed_whatever_their_names_ho
 
     odd = {"a|b": "1", "c,d=e": "2", '"quoted"': "3"}
     before = member_cluster("c0", NOW, labels={"env": "prod"}, properties=odd)
-    after = member_cluster("c0", NOW, labels={"env": "dev"}, properties={**odd, "c,d=e": "20"})
+    after = member_cluster(
+        "c0", NOW, labels={"env": "dev"}, properties={**odd, "c,d=e": "20"}
+    )
     records = record_of(before, None), record_of(after, None)
     assert all(len(r) < 120 for r in records)  # a few dozen bytes, whatever the cluster holds
     change = change_between_records("c0", *records, NOW)
@@ -341,7 +343,9 @@ def test_a_cluster_change_reaches_an_enforcing_placement_only_where_it_holds_a_b
 
     def enforcing(name: str) -> ClusterResourcePlacement:
         base = placement(name, policy="PickN").to_wire()
-        base["metadata"]["annotations"] = {names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"}
+        base["metadata"]["annotations"] = {
+            names.AFFINITY_ENFORCEMENT_ANNOTATION: "DuringExecution"
+        }
         base["status"] = fully_scheduled_status()
         return ClusterResourcePlacement.from_wire(base)
 
@@ -358,7 +362,7 @@ def test_a_cluster_change_reaches_an_enforcing_placement_only_where_it_holds_a_b
 
 
 def test_an_eligibility_reason_whose_figures_alone_changed_is_no_change_anywhere() -> None:
-    """ "Last received 10.00 minutes ago" and "3.00 minutes ago" are one verdict: neither the
+    """"Last received 10.00 minutes ago" and "3.00 minutes ago" are one verdict: neither the
     watcher's precise change nor the reconcile's records call it an eligibility change (the
     property in tests/property/test_requeue_hint_properties.py found them disagreeing)."""
     from scheduler import load_profile

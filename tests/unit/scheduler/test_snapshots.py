@@ -780,7 +780,10 @@ def test_scheduled_condition_transition_time_moves_only_with_status(
 def test_fully_scheduled_means_true_for_the_current_generation(
     conditions: tuple[Condition, ...], generation: int, expected: bool
 ) -> None:
-    assert is_fully_scheduled(placement(generation=generation, conditions=conditions)) is expected
+    assert (
+        is_fully_scheduled(placement(generation=generation, conditions=conditions))
+        is expected
+    )
 
 
 @pytest.mark.parametrize(

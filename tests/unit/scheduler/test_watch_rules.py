@@ -365,8 +365,12 @@ def test_cluster_events_reach_placements_that_enforce_affinity_even_when_fully_s
         ]
     )
     held = Bindings(on)
-    assert reach(UPDATED, fleet, None, bindings=held) == [Reached("fixed-enforced", Why.BOUND_HERE)]
-    assert reach(UPDATED, fleet, None, bindings=held) == [Reached("fixed-enforced", Why.BOUND_HERE)]
+    assert reach(UPDATED, fleet, None, bindings=held) == [
+        Reached("fixed-enforced", Why.BOUND_HERE)
+    ]
+    assert reach(UPDATED, fleet, None, bindings=held) == [
+        Reached("fixed-enforced", Why.BOUND_HERE)
+    ]
     assert on.scans == 1  # the scan of every binding runs once, kept for every later question
     on = CountedScans(on)
     assert reach(LEFT, fleet, None, bindings=Bindings(on)) == [

@@ -187,7 +187,9 @@ def test_an_enforcing_pick_all_drops_a_cluster_its_candidate_filters_at_its_next
     candidate that filters more drops it, and plan says so and why."""
     tainted = member_cluster("gpu-1", NOW, taints=[("gpu", "true")])
     held = [scheduled("gpu-1"), scheduled("z-gold"), scheduled("a-silver")]
-    input = CycleInput(snapshot=pick_all(), clusters=[*CLUSTERS, tainted], bindings=held, now=NOW)
+    input = CycleInput(
+        snapshot=pick_all(), clusters=[*CLUSTERS, tainted], bindings=held, now=NOW
+    )
     kubefleet = compare_profiles(PLACEMENT, input, NO_TAINTS, default_profile())
     assert not kubefleet.changed
     enforcing = compare_profiles(PLACEMENT, input, NO_TAINTS, default_profile(), enforcing=True)

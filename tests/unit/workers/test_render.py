@@ -305,21 +305,10 @@ def test_status_lists_placements_by_namespace_and_name_with_unknowns_as_dashes()
     )
     lines = text.splitlines()
     assert lines[0].split() == [
-        "NAMESPACE",
-        "NAME",
-        "TYPE",
-        "SCHEDULED",
-        "CYCLES",
-        "STATE",
-        "WAITING",
-        "FOR",
+        "NAMESPACE", "NAME", "TYPE", "SCHEDULED", "CYCLES", "STATE", "WAITING", "FOR"
     ]
     assert [line.split()[:2] for line in lines[1:]] == [
-        ["-", "api"],
-        ["-", "gone"],
-        ["-", "web"],
-        ["team-a", "api"],
-        ["team-a", "web"],
+        ["-", "api"], ["-", "gone"], ["-", "web"], ["team-a", "api"], ["team-a", "web"]
     ]
     assert lines[1].split() == ["-", "api", "-", "-", "-", "Running", "-"]
     assert lines[3].split() == ["-", "web", "PickN", "yes", "4", "Running", "an", "event"]
@@ -336,12 +325,8 @@ def test_status_of_the_sample_fleet_fits_an_80_column_terminal() -> None:
     rows = [
         PlacementRow(name, kind, kind != "PickFixed", 1, "Running", IDLE)
         for name, kind in (
-            ("api-spread", "PickN"),
-            ("cache-biggest", "PickN"),
-            ("demo", "PickN"),
-            ("gpu-training", "PickN"),
-            ("pinned", "PickFixed"),
-            ("prod-only", "PickAll"),
+            ("api-spread", "PickN"), ("cache-biggest", "PickN"), ("demo", "PickN"),
+            ("gpu-training", "PickN"), ("pinned", "PickFixed"), ("prod-only", "PickAll"),
             ("web-everywhere", "PickAll"),
         )
     ]
@@ -504,9 +489,8 @@ def test_taints_read_as_kubectl_shows_them(taint: Taint, shown: str) -> None:
     kubefleet = REASON_UNTOLERATED.format(taint=render_taint(taint))  # what the hub keeps
     assert "&{Key:" in kubefleet
     assert readable_reason(kubefleet) == f"taint {shown} cannot be tolerated"
-    exp = explanation(
-        filtered=[FilterGroup(plugin="TaintToleration", reason=kubefleet, clusters=["m"])]
-    )
+    exp = explanation(filtered=[FilterGroup(plugin="TaintToleration", reason=kubefleet,
+                                            clusters=["m"])])
     assert cluster_rows(exp)[0][4] == f"TaintToleration: taint {shown} cannot be tolerated"
 
 

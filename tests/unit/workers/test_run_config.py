@@ -78,10 +78,8 @@ def test_the_old_component_switches_are_the_same_config_with_a_warning(
     """The deploy manifests of earlier releases keep working, and say what to write now."""
     assert config_of(*old) == config_of("--components", new)
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [
-        f"fleet-scheduler: {' '.join(old)} "
-        f"{'are' if len(old) > 1 else 'is'} deprecated; use --components {new}"
-    ]
+    assert err == [f"fleet-scheduler: {' '.join(old)} "
+                   f"{'are' if len(old) > 1 else 'is'} deprecated; use --components {new}"]
 
 
 @pytest.mark.parametrize(
@@ -243,21 +241,9 @@ def test_a_child_runs_the_activities_alone_and_keeps_no_schedule(config: RunConf
     assert not child.reconciles
     assert child.metrics_host == "127.0.0.1" and child.metrics_port == 0
     # Everything else is the parent's: the hub, Temporal, the profile, the version.
-    same = {
-        "hub",
-        "temporal",
-        "version",
-        "task_queue",
-        "snapshotter",
-        "profile_file",
-        "fairness",
-        "max_concurrent_activities",
-        "log_level",
-        "resource_placements",
-        "placement_decisions",
-        "decisions_namespace",
-        "cluster_profile_namespace",
-    }
+    same = {"hub", "temporal", "version", "task_queue", "snapshotter", "profile_file",
+            "fairness", "max_concurrent_activities", "log_level", "resource_placements",
+            "placement_decisions", "decisions_namespace", "cluster_profile_namespace"}
     for name in same:
         assert getattr(child, name) == getattr(config, name), name
     assert {f.name for f in dataclasses.fields(RunConfig)} >= same

@@ -65,10 +65,7 @@ def test_every_signal_name_has_exactly_one_workflow_handler() -> None:
     from workflows.placement import PlacementWorkflow
 
     signals = (
-        names.SIGNAL_REQUEUE,
-        names.SIGNAL_MOVE,
-        names.SIGNAL_RENEW_RUN,
-        *names.WATCHER_SIGNALS,
+        names.SIGNAL_REQUEUE, names.SIGNAL_MOVE, names.SIGNAL_RENEW_RUN, *names.WATCHER_SIGNALS
     )
     handlers = workflow._Definition.must_from_class(PlacementWorkflow).signals
     assert len(set(signals)) == len(signals)
