@@ -135,7 +135,9 @@ def withdraw(client: HubClient, target: DecisionTarget, *, quiet: bool = False) 
     try:
         found = client.list(PlacementDecision, target.selector, namespace=target.namespace)
         if len(found):
-            client.delete_collection(PlacementDecision, target.selector, namespace=target.namespace)
+            client.delete_collection(
+                PlacementDecision, target.selector, namespace=target.namespace
+            )
         return len(found)
     except (NotFoundError, UnauthorizedError) as exc:
         if not quiet:

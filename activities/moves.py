@@ -234,7 +234,8 @@ def apply_moves(
                 _withdraw(client, new, f"{cause.said} move withdrawn: {refusal}", aware)
                 refusal += f"; its new binding {new.metadata.name} was withdrawn"
             outcome.lines.append(
-                f"refused {move.binding} {move.source} -> {move.target}: {readable_reason(refusal)}"
+                f"refused {move.binding} {move.source} -> {move.target}: "
+                f"{readable_reason(refusal)}"
             )
             continue
         assert old is not None

@@ -161,9 +161,8 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         if not self.components:
-            raise ValueError(
-                "no component to run: name at least one of " + ", ".join(c.value for c in Component)
-            )
+            raise ValueError("no component to run: name at least one of "
+                             + ", ".join(c.value for c in Component))
         if self.processes < 0:
             raise ValueError(f"processes must be 0 or more, got {self.processes}")
         if self.processes and Component.ACTIVITIES not in self.components:

@@ -177,7 +177,9 @@ def _lean(cls: type[M], **values: Any) -> M:
     return cls.model_construct(_fields_set=_FIELDS_SET, **values)
 
 
-def _meta(meta: ObjectMeta, *, labels: bool = False, annotations: bool | str = False) -> ObjectMeta:
+def _meta(
+    meta: ObjectMeta, *, labels: bool = False, annotations: bool | str = False
+) -> ObjectMeta:
     """Name, namespace, version, generation, deletion and finalizers (and labels, annotations
     if asked: all, or those whose key starts with `annotations`): the metadata every route
     reads."""

@@ -613,6 +613,7 @@ async def _list_search_attributes(client: Client, namespace: str) -> dict[str, i
         )
     except RPCError as exc:
         raise SearchAttributeError(
-            f"could not list search attributes of Temporal namespace {namespace!r}: {exc.message}"
+            f"could not list search attributes of Temporal namespace {namespace!r}: "
+            f"{exc.message}"
         ) from exc
     return {**dict(response.system_attributes), **dict(response.custom_attributes)}

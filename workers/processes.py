@@ -143,10 +143,7 @@ class ActivityProcesses:
                 backoff = RESTART_BACKOFF_S[0]
             log.error(
                 "activity process %s (pid %d) exited with code %s; starting it again in %gs",
-                child.name,
-                child.process.pid,
-                code,
-                backoff,
+                child.name, child.process.pid, code, backoff,
             )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), backoff)
@@ -155,9 +152,7 @@ class ActivityProcesses:
     async def _start(self, child: _Child) -> None:
         env = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
         child.process = await asyncio.create_subprocess_exec(
-            *self.argv,
-            stdout=asyncio.subprocess.PIPE,
-            stdin=asyncio.subprocess.DEVNULL,
+            *self.argv, stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
             env=env,
         )
         child.started = time.monotonic()
@@ -196,9 +191,8 @@ class ActivityProcesses:
         try:
             await asyncio.wait_for(process.wait(), STOP_GRACE_S)
         except TimeoutError:
-            log.warning(
-                "activity process %s did not stop in %gs; killing it", child.name, STOP_GRACE_S
-            )
+            log.warning("activity process %s did not stop in %gs; killing it",
+                        child.name, STOP_GRACE_S)
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             await process.wait()

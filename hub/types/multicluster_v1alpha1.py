@@ -55,7 +55,9 @@ class DuckDecision(FleetModel):
 
 
 class PlacementDecisionStatus(FleetModel):
-    decisions: list[DuckDecision] = Field(default_factory=list, max_length=MAX_DECISIONS_PER_SLICE)
+    decisions: list[DuckDecision] = Field(
+        default_factory=list, max_length=MAX_DECISIONS_PER_SLICE
+    )
 
 
 class PlacementDecision(HubObject):

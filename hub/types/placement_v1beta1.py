@@ -441,6 +441,7 @@ class PlacementDisruptionBudgetSpec(FleetModel):
     min_available: int | str | None = Field(default=None, json_schema_extra=_BUDGET_VALUE_RULES)
 
 
+
 class ClusterResourcePlacementDisruptionBudget(HubObject):
     """KubeFleet's budget for voluntary disruptions of the ClusterResourcePlacement of the same
     name: `fleet-scheduler rebalance` never moves more of its bindings than it allows (read

@@ -79,3 +79,4 @@ def binding_name(placement: str, cluster: str, snapshot: str, used: Container[st
     raise InvalidInputError(
         f"no free binding name for placement {placement!r} on cluster {cluster!r}"
     )
+

@@ -147,7 +147,9 @@ def active_decisions(bindings: Iterable[ClusterResourceBinding]) -> dict[str, st
     return _decisions(_Facts.of(b) for b in bindings)
 
 
-def active_after(bindings: Sequence[ClusterResourceBinding], plan: BindingPlan) -> dict[str, str]:
+def active_after(
+    bindings: Sequence[ClusterResourceBinding], plan: BindingPlan
+) -> dict[str, str]:
     """`active_decisions` of the bindings as they are once `plan`'s writes have landed: patched
     ones as patched, unscheduled ones gone, created ones added. Computed from the patches, not
     by rebuilding models: a first PickAll cycle at 5,000 clusters patches 5,000 bindings."""
@@ -268,7 +270,9 @@ def problems(
         found.append(f"decisions name {_few(twice)} more than once")
     indexes = sorted(i for s in slices if (i := _index(s)) is not None)
     if indexes != list(range(len(slices))):
-        labelled = ", ".join(s.metadata.labels.get(names.DECISION_INDEX_LABEL, "?") for s in slices)
+        labelled = ", ".join(
+            s.metadata.labels.get(names.DECISION_INDEX_LABEL, "?") for s in slices
+        )
         found.append(f"slices are not indexed 0..{len(slices) - 1} (found {labelled})")
     for item in slices:
         refs = {d.cluster_profile_ref.namespace for d in item.decisions}

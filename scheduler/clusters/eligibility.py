@@ -90,6 +90,7 @@ class EligibilityChecker:
                 return REASON_UNHEALTHY.format(minutes=_go_minutes(unhealthy))
         return None
 
+
     def check_all(self, facts: Sequence[ClusterFacts], now: datetime) -> list[str | None]:
         """`check_facts` of each cluster. A cluster that is plainly eligible (an agent that
         joined, is healthy and beat within the timeout) is told apart with one comparison of

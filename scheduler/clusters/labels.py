@@ -38,7 +38,6 @@ IN, NOT_IN, EXISTS, DOES_NOT_EXIST = names.LABEL_OPERATORS
 # The rules are k8s.io/apimachinery/pkg/util/validation's (IsQualifiedName, IsValidLabelValue,
 # IsDNS1123Subdomain), kept once in hub.validation; the reasons below are the scheduler's words.
 
-
 def _match_all(labels: Mapping[str, str]) -> bool:
     return True
 

@@ -116,7 +116,9 @@ class Lost:
         return self.binding.spec.target_cluster
 
 
-def active_of(snapshot: ClusterSchedulingPolicySnapshot, binding: ClusterResourceBinding) -> bool:
+def active_of(
+    snapshot: ClusterSchedulingPolicySnapshot, binding: ClusterResourceBinding
+) -> bool:
     """Scheduled or Bound, of the latest snapshot, not being deleted."""
     return (
         not binding.metadata.deleting

@@ -89,7 +89,9 @@ class TaintToleration:
         facts: Sequence[ClusterFacts],
     ) -> list[Status | None]:
         tolerations = _tolerations(state, snapshot)
-        return [_verdict(f.taints, tolerations) if f.taints else None for f in facts]
+        return [
+            _verdict(f.taints, tolerations) if f.taints else None for f in facts
+        ]
 
 
 def _verdict(taints: Sequence[Taint], tolerations: tuple[_Toleration, ...]) -> Status | None:

@@ -127,7 +127,9 @@ def record_of(cluster: MemberCluster, ineligible: str | None) -> str:
         # five minutes ago, for the reconcile's next run as for the cycle.
         _digest(verdict(ineligible) or "", _PART),
         _digest([t.model_dump(mode="json") for t in facts.taints], _PART),
-        _digest([status.namespaces, [c.model_dump(mode="json") for c in status.conditions]], _PART),
+        _digest(
+            [status.namespaces, [c.model_dump(mode="json") for c in status.conditions]], _PART
+        ),
         _digest(_resources(facts), _PART),
         _buckets(facts.labels),
         _buckets(facts.properties),
@@ -145,9 +147,8 @@ def change_between_records(
     old, new = _parts(before), _parts(after)
     if old is None or new is None:
         return None
-    labels, properties = (
-        _BucketKeys(_changed(old[5], new[5])),
-        _BucketKeys(_changed(old[6], new[6])),
+    labels, properties = _BucketKeys(_changed(old[5], new[5])), _BucketKeys(
+        _changed(old[6], new[6])
     )
     change = ClusterChange(
         name=name,

@@ -69,7 +69,7 @@ _USER_ERRORS: tuple[type[BaseException], ...] = (
 COMMANDS: dict[str, Command] = {
     "dev": Command(
         help="run everything locally: devhub, the Temporal dev server with its UI, the worker "
-        "and the watcher",
+             "and the watcher",
         add_arguments=add_dev_arguments,
         run=run_dev,
     ),
@@ -95,7 +95,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "plan": Command(
         help="what-if: schedule a placement from a file against the live fleet, or compare a "
-        "candidate profile with the current one on every placement (--all); writes nothing",
+             "candidate profile with the current one on every placement (--all); writes nothing",
         add_arguments=add_plan_arguments,
         run=run_plan,
     ),
@@ -106,7 +106,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "check": Command(
         help="check the invariants (room, reservations, bindings, budgets, workflows) on the "
-        "live hub and Temporal; read-only, exit 1 if any is broken",
+             "live hub and Temporal; read-only, exit 1 if any is broken",
         add_arguments=add_check_arguments,
         run=run_check,
     ),
@@ -127,12 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     # Also after the command (`fleet-scheduler run ... --log-level DEBUG`, as error lines
     # suggest): there it overrides the one before, and is absent when not given.
     after = argparse.ArgumentParser(add_help=False)
-    after.add_argument(
-        "--log-level",
-        default=argparse.SUPPRESS,
-        choices=LOG_LEVELS,
-        help="default INFO (also accepted before the command)",
-    )
+    after.add_argument("--log-level", default=argparse.SUPPRESS, choices=LOG_LEVELS,
+                       help="default INFO (also accepted before the command)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, command in COMMANDS.items():
         command.add_arguments(

@@ -32,28 +32,19 @@ from workflows import names
 def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     add_hub_and_profile_arguments(parser)
     add_temporal_arguments(parser)
-    parser.add_argument(
-        "--task-queue",
-        default=names.DEFAULT_TASK_QUEUE,
-        help=f"the placement workflows' task queue (default {names.DEFAULT_TASK_QUEUE})",
-    )
-    parser.add_argument(
-        "--hub-only",
-        action="store_true",
-        help="check the hub alone: not whether every placement has its "
-        "workflow and every workflow its placement",
-    )
-    parser.add_argument(
-        "--no-resource-placements",
-        action="store_true",
-        help="leave namespaced ResourcePlacements out (a hub without them)",
-    )
+    parser.add_argument("--task-queue", default=names.DEFAULT_TASK_QUEUE,
+                        help=f"the placement workflows' task queue (default "
+                             f"{names.DEFAULT_TASK_QUEUE})")
+    parser.add_argument("--hub-only", action="store_true",
+                        help="check the hub alone: not whether every placement has its "
+                             "workflow and every workflow its placement")
+    parser.add_argument("--no-resource-placements", action="store_true",
+                        help="leave namespaced ResourcePlacements out (a hub without them)")
     add_decisions_arguments(
         parser,
         "check that PlacementDecisions say what the bindings say (docs/decisions.md); default: "
         "when the hub holds any of ours. Give the namespaces the scheduler runs with",
     )
-
 
 def run_check(args: argparse.Namespace) -> int:
     return asyncio.run(_check(args))

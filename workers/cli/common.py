@@ -172,7 +172,6 @@ def profile_from_file(path: Path | None) -> Profile | None:
 # Where a parse records which spelling of a flag set each destination (Spelled, DeprecatedAlias).
 _SPELLINGS = "_flag_spellings"
 
-
 def _record_spelling(
     parser: argparse.ArgumentParser, namespace: argparse.Namespace, dest: str, spelling: str
 ) -> bool:
@@ -192,13 +191,8 @@ class Spelled(argparse._StoreAction):
     """The current spelling of a flag that has a DeprecatedAlias: stores as usual, and refuses
     the alias in the same command line."""
 
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
         _record_spelling(parser, namespace, self.dest, self.option_strings[0])
         super().__call__(parser, namespace, values, option_string)
 
@@ -208,19 +202,13 @@ class DeprecatedAlias(argparse.Action):
     stores into the new flag's destination and says once on stderr what to write instead.
     Given together with the new spelling (action=Spelled), it is a usage error."""
 
-    def __init__(
-        self, option_strings: Sequence[str], dest: str, *, instead: str, **kwargs: Any
-    ) -> None:
+    def __init__(self, option_strings: Sequence[str], dest: str, *, instead: str,
+                 **kwargs: Any) -> None:
         self.instead = instead
         super().__init__(option_strings, dest, **kwargs)
 
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
         spelling = option_string or self.option_strings[0]
         if _record_spelling(parser, namespace, self.dest, spelling):
             deprecated(spelling, self.instead)  # once, however often it is repeated
@@ -235,34 +223,24 @@ def deprecated(old: str, instead: str) -> None:
 
 def add_temporal_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--temporal-address",
-        default=None,
-        metavar="HOST:PORT",
+        "--temporal-address", default=None, metavar="HOST:PORT",
         help="Temporal frontend (default: $TEMPORAL_ADDRESS, the Temporal config profile, or "
-        f"{DEFAULT_TEMPORAL_ADDRESS})",
+             f"{DEFAULT_TEMPORAL_ADDRESS})",
     )
     parser.add_argument(
-        "--temporal-namespace",
-        default=None,
-        metavar="NAMESPACE",
-        action=Spelled,
+        "--temporal-namespace", default=None, metavar="NAMESPACE", action=Spelled,
         help="Temporal namespace (default: $TEMPORAL_NAMESPACE, the Temporal config profile, or "
-        f"{DEFAULT_NAMESPACE})",
+             f"{DEFAULT_NAMESPACE})",
     )
     parser.add_argument(
-        "--namespace",
-        dest="temporal_namespace",
-        action=DeprecatedAlias,
-        instead="--temporal-namespace",
-        metavar="NAMESPACE",
+        "--namespace", dest="temporal_namespace", action=DeprecatedAlias,
+        instead="--temporal-namespace", metavar="NAMESPACE",
         help="deprecated spelling of --temporal-namespace",
     )
     parser.add_argument(
-        "--temporal-profile",
-        default=None,
-        metavar="NAME",
-        help='profile of the Temporal config file (default: $TEMPORAL_PROFILE or "default"); '
-        "TLS, mTLS and API keys come from there or from TEMPORAL_* variables",
+        "--temporal-profile", default=None, metavar="NAME",
+        help="profile of the Temporal config file (default: $TEMPORAL_PROFILE or \"default\"); "
+             "TLS, mTLS and API keys come from there or from TEMPORAL_* variables",
     )
 
 
@@ -280,85 +258,52 @@ def temporal_target(args: argparse.Namespace) -> TemporalTarget:
 
 
 def add_scheduler_arguments(parser: argparse.ArgumentParser, *, metrics_port: int) -> None:
-    parser.add_argument(
-        "--task-queue",
-        default=names.DEFAULT_TASK_QUEUE,
-        help=f"task queue of the workers (default {names.DEFAULT_TASK_QUEUE})",
-    )
-    parser.add_argument(
-        "--no-snapshotter",
-        action="store_true",
-        help="do not create policy snapshots (KubeFleet's hub agent does)",
-    )
-    parser.add_argument(
-        "--metrics-port",
-        type=int,
-        default=metrics_port,
-        metavar="N",
-        help=f"serve /metrics, /healthz and /readyz here (0 = a free port, default {metrics_port})",
-    )
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="the scheduler's configuration: a profile YAML of plugins and scoring "
-        "(default: KubeFleet's default profile)",
-    )
-    parser.add_argument(
-        "--max-concurrent-activities",
-        type=int,
-        default=DEFAULT_MAX_CONCURRENT_ACTIVITIES,
-        metavar="N",
-        help=f"activity slots and threads (default {DEFAULT_MAX_CONCURRENT_ACTIVITIES})",
-    )
-    parser.add_argument(
-        "--max-cached-workflows",
-        type=int,
-        default=DEFAULT_MAX_CACHED_WORKFLOWS,
-        metavar="N",
-        help="placement workflows the worker keeps in memory between their "
-        "tasks, about 170 KB each; one not kept replays its history on its "
-        "next task. Size it to the placements this worker holds "
-        f"(default {DEFAULT_MAX_CACHED_WORKFLOWS})",
-    )
-    parser.add_argument(
-        "--local-cycles-up-to",
-        type=int,
-        default=None,
-        metavar="CLUSTERS",
-        help="for experiments: force where placement turns run, as local "
-        "activities in the workflow worker while the fleet has at most this "
-        "many member clusters, on the activity queue above (0: always on "
-        "the queue). Default: the workers choose turn by turn from the "
-        "fleet's size and the turn times they measure "
-        '(docs/operations.md, "Where turns run")',
-    )
-    parser.add_argument(
-        "--admission-window",
-        type=admission_window,
-        default=DEFAULT_ADMISSION_WINDOW,
-        metavar="auto|off|N",
-        help="turns of placements not yet scheduled that the watcher lets into "
-        "Temporal at once, per priority key and better; the rest wait in "
-        "its outbox in priority and fairness order (docs/priority.md, "
-        '"Admission"). auto: as many as Temporal drains in '
-        f"{TARGET_WAIT_S:g} s at the rate measured; off or 0: no limit; N: "
-        "at most N. Standalone only: "
-        "beside KubeFleet (--no-snapshotter) auto is no limit and N is "
-        f"refused (default {DEFAULT_ADMISSION_WINDOW})",
-    )
+    parser.add_argument("--task-queue", default=names.DEFAULT_TASK_QUEUE,
+                        help=f"task queue of the workers (default {names.DEFAULT_TASK_QUEUE})")
+    parser.add_argument("--no-snapshotter", action="store_true",
+                        help="do not create policy snapshots (KubeFleet's hub agent does)")
+    parser.add_argument("--metrics-port", type=int, default=metrics_port, metavar="N",
+                        help="serve /metrics, /healthz and /readyz here "
+                             "(0 = a free port, "
+                             f"default {metrics_port})")
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="the scheduler's configuration: a profile YAML of plugins and scoring "
+                             "(default: KubeFleet's default profile)")
+    parser.add_argument("--max-concurrent-activities", type=int,
+                        default=DEFAULT_MAX_CONCURRENT_ACTIVITIES, metavar="N",
+                        help="activity slots and threads "
+                             f"(default {DEFAULT_MAX_CONCURRENT_ACTIVITIES})")
+    parser.add_argument("--max-cached-workflows", type=int,
+                        default=DEFAULT_MAX_CACHED_WORKFLOWS, metavar="N",
+                        help="placement workflows the worker keeps in memory between their "
+                             "tasks, about 170 KB each; one not kept replays its history on its "
+                             "next task. Size it to the placements this worker holds "
+                             f"(default {DEFAULT_MAX_CACHED_WORKFLOWS})")
+    parser.add_argument("--local-cycles-up-to", type=int, default=None, metavar="CLUSTERS",
+                        help="for experiments: force where placement turns run, as local "
+                             "activities in the workflow worker while the fleet has at most this "
+                             "many member clusters, on the activity queue above (0: always on "
+                             "the queue). Default: the workers choose turn by turn from the "
+                             "fleet's size and the turn times they measure "
+                             "(docs/operations.md, \"Where turns run\")")
+    parser.add_argument("--admission-window", type=admission_window,
+                        default=DEFAULT_ADMISSION_WINDOW, metavar="auto|off|N",
+                        help="turns of placements not yet scheduled that the watcher lets into "
+                             "Temporal at once, per priority key and better; the rest wait in "
+                             "its outbox in priority and fairness order (docs/priority.md, "
+                             "\"Admission\"). auto: as many as Temporal drains in "
+                             f"{TARGET_WAIT_S:g} s at the rate measured; off or 0: no limit; N: "
+                             "at most N. Standalone only: "
+                             "beside KubeFleet (--no-snapshotter) auto is no limit and N is "
+                             f"refused (default {DEFAULT_ADMISSION_WINDOW})")
     add_decisions_arguments(
         parser,
         "publish each placement's decisions as KEP-5313 PlacementDecisions (docs/decisions.md; "
         "default: on standalone, off with --no-snapshotter)",
     )
-    parser.add_argument(
-        "--no-resource-placements",
-        action="store_true",
-        help="do not schedule namespaced ResourcePlacements (KubeFleet's "
-        "--enable-resource-placement=false); for a hub without their CRDs",
-    )
+    parser.add_argument("--no-resource-placements", action="store_true",
+                        help="do not schedule namespaced ResourcePlacements (KubeFleet's "
+                             "--enable-resource-placement=false); for a hub without their CRDs")
 
 
 # A Schedule's interval: Temporal counts whole seconds, and a year is longer than anyone means.
@@ -378,27 +323,18 @@ def admission_window(value: str) -> AdmissionWindowSetting:
 def add_decisions_arguments(parser: argparse.ArgumentParser, switch_help: str) -> None:
     """`--placement-decisions` (its help says what on means to the command) and where they go:
     `run`, `dev` and `check` take the same three flags."""
-    parser.add_argument(
-        "--placement-decisions", type=on_off, default=None, metavar="on|off", help=switch_help
-    )
-    parser.add_argument(
-        "--placement-decisions-namespace",
-        type=namespace_name,
-        default=FLEET_SYSTEM_NAMESPACE,
-        metavar="NS",
-        help="where a ClusterResourcePlacement's PlacementDecisions go (a "
-        "ResourcePlacement's go in its own namespace; default "
-        f"{FLEET_SYSTEM_NAMESPACE})",
-    )
-    parser.add_argument(
-        "--cluster-profile-namespace",
-        type=namespace_name,
-        default=FLEET_SYSTEM_NAMESPACE,
-        metavar="NS",
-        help="the namespace of the ClusterProfiles the decisions reference, one "
-        "per member cluster, of its name (KubeFleet's hub agent keeps them "
-        f"in {FLEET_SYSTEM_NAMESPACE}, the default)",
-    )
+    parser.add_argument("--placement-decisions", type=on_off, default=None, metavar="on|off",
+                        help=switch_help)
+    parser.add_argument("--placement-decisions-namespace", type=namespace_name,
+                        default=FLEET_SYSTEM_NAMESPACE, metavar="NS",
+                        help="where a ClusterResourcePlacement's PlacementDecisions go (a "
+                             "ResourcePlacement's go in its own namespace; default "
+                             f"{FLEET_SYSTEM_NAMESPACE})")
+    parser.add_argument("--cluster-profile-namespace", type=namespace_name,
+                        default=FLEET_SYSTEM_NAMESPACE, metavar="NS",
+                        help="the namespace of the ClusterProfiles the decisions reference, one "
+                             "per member cluster, of its name (KubeFleet's hub agent keeps them "
+                             f"in {FLEET_SYSTEM_NAMESPACE}, the default)")
 
 
 def on_off(value: str) -> bool:
@@ -437,17 +373,13 @@ def interval_seconds(value: str) -> float:
 
 
 def add_reconcile_argument(parser: argparse.ArgumentParser, *, off: str) -> None:
-    parser.add_argument(
-        "--reconcile-every",
-        type=interval_seconds,
-        metavar="SECONDS",
-        default=DEFAULT_RECONCILE_EVERY.total_seconds(),
-        help="run the reconcile safety net, which repairs what hub events "
-        "missed, this often, as the Temporal Schedule "
-        f"{names.RECONCILE_SCHEDULE_ID} (created or updated; default "
-        f"{DEFAULT_RECONCILE_EVERY.total_seconds():g}); 0: {off}, and a "
-        "watcher start signals every placement instead",
-    )
+    parser.add_argument("--reconcile-every", type=interval_seconds, metavar="SECONDS",
+                        default=DEFAULT_RECONCILE_EVERY.total_seconds(),
+                        help="run the reconcile safety net, which repairs what hub events "
+                             "missed, this often, as the Temporal Schedule "
+                             f"{names.RECONCILE_SCHEDULE_ID} (created or updated; default "
+                             f"{DEFAULT_RECONCILE_EVERY.total_seconds():g}); 0: {off}, and a "
+                             "watcher start signals every placement instead")
 
 
 # `--fairness` without --config: KubeFleet's default profile with PrioritySort's fairness on.
@@ -506,7 +438,9 @@ def check_port(value: int, flag: str) -> None:
 def check_scheduler_arguments(args: argparse.Namespace) -> None:
     check_port(args.metrics_port, "--metrics-port")
     if args.max_cached_workflows < 0:
-        raise CliError(f"--max-cached-workflows must be 0 or more, got {args.max_cached_workflows}")
+        raise CliError(
+            f"--max-cached-workflows must be 0 or more, got {args.max_cached_workflows}"
+        )
     if args.max_concurrent_activities < 1:
         raise CliError(
             f"--max-concurrent-activities must be at least 1, got {args.max_concurrent_activities}"
@@ -570,30 +504,28 @@ def hub_client(
     if path is None:
         return HubClient.from_env(context)
     if not path.is_file():
-        raise CliError(
-            f"kubeconfig {str(path)!r} does not exist; pass the hub's "
-            "kubeconfig with --kubeconfig, or omit it to use in-cluster config"
-        )
+        raise CliError(f"kubeconfig {str(path)!r} does not exist; pass the hub's "
+                       "kubeconfig with --kubeconfig, or omit it to use in-cluster config")
     return HubClient.from_kubeconfig(path, context)
 
 
-def add_placement_argument(parser: argparse.ArgumentParser, *, optional: str | None = None) -> None:
+def add_placement_argument(
+    parser: argparse.ArgumentParser, *, optional: str | None = None
+) -> None:
     """NAME, with kubectl's `-n NAMESPACE` for a ResourcePlacement (`--temporal-namespace` is
     Temporal's namespace, in every command that talks to Temporal). `optional`: NAME may be
     left out, and this says what the command then covers."""
-    what = "the placement's name: a ClusterResourcePlacement's, or with -n a ResourcePlacement's"
+    what = ("the placement's name: a ClusterResourcePlacement's, or with -n a "
+            "ResourcePlacement's")
     if optional is None:
         parser.add_argument("name", help=what)
     else:
         parser.add_argument("name", nargs="?", default=None, help=f"{what} (default: {optional})")
     parser.add_argument(
-        "-n",
-        "--placement-namespace",
-        dest="placement_namespace",
-        default=None,
+        "-n", "--placement-namespace", dest="placement_namespace", default=None,
         metavar="NAMESPACE",
         help="the ResourcePlacement NAME in this hub namespace (as kubectl's -n; without it, "
-        "NAME is a ClusterResourcePlacement)",
+             "NAME is a ClusterResourcePlacement)",
     )
 
 
@@ -668,27 +600,17 @@ def positive_seconds(value: str) -> float:
 
 def add_local_hub_arguments(parser: argparse.ArgumentParser) -> None:
     """--kubeconfig and --context of the commands a person runs, which find `make run`'s hub."""
-    parser.add_argument(
-        "--kubeconfig",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="the hub's kubeconfig (default: $KUBECONFIG; else "
-        f"{DEV_KUBECONFIG} when it exists in the current directory, as "
-        "`make run` writes it in the repository root; else the pod's "
-        "service account, or ~/.kube/config)",
-    )
+    parser.add_argument("--kubeconfig", type=Path, default=None, metavar="PATH",
+                        help="the hub's kubeconfig (default: $KUBECONFIG; else "
+                             f"{DEV_KUBECONFIG} when it exists in the current directory, as "
+                             "`make run` writes it in the repository root; else the pod's "
+                             "service account, or ~/.kube/config)")
     parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
 
 
 def add_hub_and_profile_arguments(parser: argparse.ArgumentParser) -> None:
     """What `plan` and `rebalance` read: the hub, and the profile the cycles would use."""
     add_local_hub_arguments(parser)
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="the scheduler's configuration: a profile YAML of plugins and scoring "
-        "(default: KubeFleet's default profile)",
-    )
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="the scheduler's configuration: a profile YAML of plugins and scoring "
+                             "(default: KubeFleet's default profile)")

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+
 # `dev` on a laptop: a fixed port (the OpenTelemetry Prometheus exporter's), so a bookmark or a
 # local Prometheus scrape config keeps working from one run to the next.
 DEV_METRICS_PORT: Final = 9464
@@ -86,73 +87,37 @@ SERVER_EXIT_GRACE_S: Final = 2.0
 SERVE_STOP_S: Final = 15.0
 
 
+
+
 def add_dev_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--kubeconfig-out",
-        type=Path,
-        default=DEV_RUN_DIR / "kubeconfig",
-        metavar="PATH",
-        help=f"where to write a kubeconfig for the devhub (default {DEV_RUN_DIR / 'kubeconfig'})",
-    )
-    parser.add_argument(
-        "--hub-port",
-        type=int,
-        default=DEV_HUB_PORT,
-        metavar="N",
-        help=f"devhub port, HTTP and HTTPS on one port (default {DEV_HUB_PORT})",
-    )
-    parser.add_argument(
-        "--temporal-port",
-        type=int,
-        default=DEV_TEMPORAL_PORT,
-        metavar="N",
-        help="Temporal dev server frontend (gRPC) port, 0: a free one "
-        f"(default {DEV_TEMPORAL_PORT})",
-    )
-    parser.add_argument(
-        "--ui-port",
-        type=int,
-        default=DEV_UI_PORT,
-        metavar="N",
-        help=f"Temporal web UI port, 0: a free one (default {DEV_UI_PORT})",
-    )
+    parser.add_argument("--kubeconfig-out", type=Path, default=DEV_RUN_DIR / "kubeconfig",
+                        metavar="PATH",
+                        help="where to write a kubeconfig for the devhub "
+                             f"(default {DEV_RUN_DIR / 'kubeconfig'})")
+    parser.add_argument("--hub-port", type=int, default=DEV_HUB_PORT, metavar="N",
+                        help=f"devhub port, HTTP and HTTPS on one port (default {DEV_HUB_PORT})")
+    parser.add_argument("--temporal-port", type=int, default=DEV_TEMPORAL_PORT, metavar="N",
+                        help="Temporal dev server frontend (gRPC) port, 0: a free one "
+                             f"(default {DEV_TEMPORAL_PORT})")
+    parser.add_argument("--ui-port", type=int, default=DEV_UI_PORT, metavar="N",
+                        help=f"Temporal web UI port, 0: a free one (default {DEV_UI_PORT})")
     keep = parser.add_mutually_exclusive_group()
-    keep.add_argument(
-        "--data-dir",
-        type=Path,
-        default=DEV_RUN_DIR,
-        metavar="DIR",
-        help="keep state across restarts: DIR/devhub for the hub, "
-        f"DIR/temporal.db for Temporal (default {DEV_RUN_DIR})",
-    )
-    keep.add_argument(
-        "--in-memory",
-        dest="data_dir",
-        action="store_const",
-        const=None,
-        help="keep nothing: every start is a new hub and a new Temporal",
-    )
-    parser.add_argument(
-        "--sample-fleet",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="load the sample fleet (devhub/samples/fleet.yaml) and keep its "
-        "heartbeats fresh (default on)",
-    )
-    parser.add_argument(
-        "--sample-placements",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="apply the sample placements (devhub/samples/placements.yaml; "
-        "skips existing ones; default on)",
-    )
-    parser.add_argument(
-        "--fairness",
-        action="store_true",
-        help="share turns fairly between tenants: the Temporal server runs "
-        f"with {FAIRNESS_DYNAMIC_CONFIG}=true, and without --config "
-        "PrioritySort sends fairness keys (docs/priority.md)",
-    )
+    keep.add_argument("--data-dir", type=Path, default=DEV_RUN_DIR, metavar="DIR",
+                      help="keep state across restarts: DIR/devhub for the hub, "
+                           f"DIR/temporal.db for Temporal (default {DEV_RUN_DIR})")
+    keep.add_argument("--in-memory", dest="data_dir", action="store_const", const=None,
+                      help="keep nothing: every start is a new hub and a new Temporal")
+    parser.add_argument("--sample-fleet", action=argparse.BooleanOptionalAction, default=True,
+                        help="load the sample fleet (devhub/samples/fleet.yaml) and keep its "
+                             "heartbeats fresh (default on)")
+    parser.add_argument("--sample-placements", action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="apply the sample placements (devhub/samples/placements.yaml; "
+                             "skips existing ones; default on)")
+    parser.add_argument("--fairness", action="store_true",
+                        help="share turns fairly between tenants: the Temporal server runs "
+                             f"with {FAIRNESS_DYNAMIC_CONFIG}=true, and without --config "
+                             "PrioritySort sends fairness keys (docs/priority.md)")
     add_reconcile_argument(parser, off="no Schedule (one an earlier dev left is deleted)")
     add_scheduler_arguments(parser, metrics_port=DEV_METRICS_PORT)
 
@@ -179,9 +144,8 @@ def read_placements(path: Path | None = None) -> list[HubObject]:
         kind = by_kind.get(str(doc.get("kind"))) if isinstance(doc, dict) else None
         if kind is None:
             found = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
-            raise CliError(
-                f"{path}: only {', '.join(by_kind)} documents are supported, found {found!r}"
-            )
+            raise CliError(f"{path}: only {', '.join(by_kind)} documents are supported, "
+                           f"found {found!r}")
         objects.append(kind.from_wire(doc))
     return objects
 
@@ -322,9 +286,7 @@ async def _dev_reconcile_schedule(config: RunConfig, client: Client) -> str:
     Returns the banner's line about it."""
     if config.reconciles:
         schedule_id = await ensure_reconcile_schedule(
-            client,
-            config.task_queue,
-            timedelta(seconds=config.reconcile_every_s),
+            client, config.task_queue, timedelta(seconds=config.reconcile_every_s),
             standalone=config.snapshotter,
             local_cycles_up_to=config.local_cycles_up_to,
             resource_placements=config.resource_placements,
@@ -337,8 +299,7 @@ async def _dev_reconcile_schedule(config: RunConfig, client: Client) -> str:
 def _print_dev_ready(args: argparse.Namespace, dev: _DevStack, serving: Serving) -> None:
     me = self_command()
     temporal = (
-        ""
-        if dev.server.target == DEFAULT_TEMPORAL_ADDRESS
+        "" if dev.server.target == DEFAULT_TEMPORAL_ADDRESS
         else f" --temporal-address {dev.server.target}"
     )
     namespace, name = split_key(next(iter(dev.placements or dev.samples), "NAME"))
@@ -451,10 +412,8 @@ async def _stopped(serving: asyncio.Task[None]) -> None:
     if not done:
         await _cancelled(serving)
     elif serving.exception() is not None:
-        log.debug(
-            "the worker stopped with an error after the dev server exited",
-            exc_info=serving.exception(),
-        )
+        log.debug("the worker stopped with an error after the dev server exited",
+                  exc_info=serving.exception())
 
 
 def run_dev(args: argparse.Namespace) -> int:

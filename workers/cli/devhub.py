@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from devhub import DevHub
 
 
+
 LOCAL_EXTRA_HINT: Final = (
     "it needs the local stack, which the base install leaves out: "
     "pip install 'fleet-scheduler[local]' "
@@ -50,44 +51,21 @@ def local_stack() -> _LocalStack:
 
 
 def add_devhub_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--hub-port",
-        type=int,
-        default=DEV_HUB_PORT,
-        metavar="N",
-        action=Spelled,
-        help=f"port to listen on (0 = a free port; default {DEV_HUB_PORT})",
-    )
-    parser.add_argument(
-        "--port",
-        dest="hub_port",
-        type=int,
-        action=DeprecatedAlias,
-        instead="--hub-port",
-        metavar="N",
-        help="deprecated spelling of --hub-port (as `dev` spells it)",
-    )
+    parser.add_argument("--hub-port", type=int, default=DEV_HUB_PORT, metavar="N", action=Spelled,
+                        help=f"port to listen on (0 = a free port; default {DEV_HUB_PORT})")
+    parser.add_argument("--port", dest="hub_port", type=int, action=DeprecatedAlias,
+                        instead="--hub-port", metavar="N",
+                        help="deprecated spelling of --hub-port (as `dev` spells it)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback)")
-    parser.add_argument(
-        "--kubeconfig-out",
-        type=Path,
-        required=True,
-        help="where to write a kubeconfig (server URL and token) for this hub",
-    )
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="keep objects in SQLite here across restarts (default: in memory)",
-    )
-    parser.add_argument(
-        "--token", default=None, help="bearer token clients must present (default: a random one)"
-    )
-    parser.add_argument(
-        "--sample-fleet",
-        action="store_true",
-        help="load the sample fleet (devhub/samples/fleet.yaml) and keep its heartbeats fresh",
-    )
+    parser.add_argument("--kubeconfig-out", type=Path, required=True,
+                        help="where to write a kubeconfig (server URL and token) for this hub")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="keep objects in SQLite here across restarts (default: in memory)")
+    parser.add_argument("--token", default=None,
+                        help="bearer token clients must present (default: a random one)")
+    parser.add_argument("--sample-fleet", action="store_true",
+                        help="load the sample fleet (devhub/samples/fleet.yaml) and keep its "
+                             "heartbeats fresh")
 
 
 def run_devhub(args: argparse.Namespace) -> int:
@@ -97,10 +75,8 @@ def run_devhub(args: argparse.Namespace) -> int:
     try:
         hub.start()
     except OSError as exc:
-        print(
-            f"fleet-scheduler devhub: cannot listen on {args.host}:{args.hub_port}: {exc}",
-            file=sys.stderr,
-        )
+        print(f"fleet-scheduler devhub: cannot listen on {args.host}:{args.hub_port}: {exc}",
+              file=sys.stderr)
         return EXIT_FAILED
     try:
         # The kubeconfig appears last: whoever waits for it finds the sample fleet loaded.

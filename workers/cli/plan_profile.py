@@ -68,7 +68,7 @@ CHUNK: Final = 50
 WHEN_NEXT_TURN: Final = "at its next turn"
 WHEN_EVALUATES: Final = "only when it next evaluates clusters"
 NOTE_EVALUATES: Final = (
-    'note: "only when it next evaluates clusters": KubeFleet\'s cycle keeps the clusters a '
+    "note: \"only when it next evaluates clusters\": KubeFleet's cycle keeps the clusters a "
     "PickN placement already has, so the change waits for a fresh requeue (requeue --fresh), a "
     "scale-up or a policy change"
 )
@@ -303,7 +303,8 @@ def _placement_lines(placement: PlacementWhatIf, verbose: bool = False) -> list[
     removed = len(placement.changes) - added
     when = WHEN_NEXT_TURN if placement.at_next_turn else WHEN_EVALUATES
     lines = [
-        f"{placement.placement} ({placement.placement_type}): +{added} -{removed} clusters, {when}"
+        f"{placement.placement} ({placement.placement_type}): +{added} -{removed} clusters, "
+        f"{when}"
     ]
     if placement.candidate_error != placement.baseline_error:
         lines.append(f"  candidate: {placement.candidate_error or 'no error'}")
@@ -369,7 +370,9 @@ def plan_profile(
 ) -> tuple[str, bool]:
     """The report and whether any decision would change. `name` None: every placement."""
     try:
-        reads = read_fleet_once(hub) if name is None else read_one_placement(hub, name, namespace)
+        reads = (
+            read_fleet_once(hub) if name is None else read_one_placement(hub, name, namespace)
+        )
     except (HubUnavailableError, UnauthorizedError) as exc:
         raise CliError(f"cannot read the hub at {hub.host}: {one_line(exc)}") from exc
     work = cycle_inputs(reads, datetime.now(UTC))

@@ -36,26 +36,14 @@ from workflows import names
 
 
 def add_rebalance_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print every move with the utilisation of both clusters before and "
-        "after, and write nothing",
-    )
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print every move with the utilisation of both clusters before and "
+                             "after, and write nothing")
     add_placement_argument(parser, optional="every capacity-aware placement")
-    parser.add_argument(
-        "--placement",
-        dest="old_placement",
-        default=None,
-        metavar="NAME",
-        help="deprecated spelling of NAME",
-    )
-    parser.add_argument(
-        "--strategy",
-        choices=STRATEGIES,
-        default=PACK,
-        help="pack: free whole clusters (default); spread: even out utilisation",
-    )
+    parser.add_argument("--placement", dest="old_placement", default=None, metavar="NAME",
+                        help="deprecated spelling of NAME")
+    parser.add_argument("--strategy", choices=STRATEGIES, default=PACK,
+                        help="pack: free whole clusters (default); spread: even out utilisation")
     add_hub_and_profile_arguments(parser)
     add_temporal_arguments(parser)
 
@@ -66,10 +54,8 @@ def _placement(args: argparse.Namespace) -> str | None:
     if args.old_placement is not None:
         deprecated("--placement NAME", "NAME")
         if name is not None and name != args.old_placement:
-            raise CliError(
-                f"two placements named: {name!r} and --placement "
-                f"{args.old_placement!r}; give NAME alone"
-            )
+            raise CliError(f"two placements named: {name!r} and --placement "
+                           f"{args.old_placement!r}; give NAME alone")
         name = args.old_placement
     if name is None:
         if args.placement_namespace is not None:
@@ -81,7 +67,7 @@ def _placement(args: argparse.Namespace) -> str | None:
     if namespace is not None:
         raise CliError(
             f"ResourcePlacement {namespace}/{name}: rebalancing moves "
-            'ClusterResourcePlacements only (docs/capacity.md, "Compaction and rebalancing")'
+            "ClusterResourcePlacements only (docs/capacity.md, \"Compaction and rebalancing\")"
         )
     placement_workflow_id(name)  # refuses a malformed name
     return name

@@ -58,42 +58,27 @@ WAIT_TIMEOUT_S: Final = 60.0  # `requeue --wait`
 CLOSING_RETRY_S: Final = 0.2  # `requeue --wait` reached a run that is ending: send again
 
 
+
+
 def add_requeue_arguments(parser: argparse.ArgumentParser) -> None:
     add_placement_argument(parser)
-    parser.add_argument(
-        "--fresh",
-        action="store_true",
-        help="PickN: reschedule from scratch instead of keeping current picks",
-    )
+    parser.add_argument("--fresh", action="store_true",
+                        help="PickN: reschedule from scratch instead of keeping current picks")
     parser.add_argument("--reason", default="", help="recorded in the workflow's history")
-    parser.add_argument(
-        "--priority",
-        type=int,
-        choices=range(1, 6),
-        default=None,
-        metavar="N",
-        help="the Temporal priority key of the turn it causes, 1 (first) to 5 "
-        "(default: the placement's own, docs/priority.md)",
-    )
-    parser.add_argument(
-        "--wait",
-        action="store_true",
-        help="wait for the cycle the requeue causes and print its summary; "
-        "starts the placement's workflow if none runs, once it has read "
-        "the placement from the hub (--kubeconfig), so a misspelt name "
-        "starts nothing",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=positive_seconds,
-        default=WAIT_TIMEOUT_S,
-        help=f"--wait: give up after this many seconds (default {WAIT_TIMEOUT_S:g})",
-    )
-    parser.add_argument(
-        "--task-queue",
-        default=names.DEFAULT_TASK_QUEUE,
-        help=f"--wait: where a workflow it has to start runs (default {names.DEFAULT_TASK_QUEUE})",
-    )
+    parser.add_argument("--priority", type=int, choices=range(1, 6), default=None, metavar="N",
+                        help="the Temporal priority key of the turn it causes, 1 (first) to 5 "
+                             "(default: the placement's own, docs/priority.md)")
+    parser.add_argument("--wait", action="store_true",
+                        help="wait for the cycle the requeue causes and print its summary; "
+                             "starts the placement's workflow if none runs, once it has read "
+                             "the placement from the hub (--kubeconfig), so a misspelt name "
+                             "starts nothing")
+    parser.add_argument("--timeout", type=positive_seconds, default=WAIT_TIMEOUT_S,
+                        help=f"--wait: give up after this many seconds "
+                             f"(default {WAIT_TIMEOUT_S:g})")
+    parser.add_argument("--task-queue", default=names.DEFAULT_TASK_QUEUE,
+                        help="--wait: where a workflow it has to start runs "
+                             f"(default {names.DEFAULT_TASK_QUEUE})")
     add_local_hub_arguments(parser)
     add_temporal_arguments(parser)
 
@@ -118,9 +103,8 @@ async def _requeue(args: argparse.Namespace) -> int:
                 f"and no workflow was started (`kubectl get {_kubectl_kind(workflow_id)}` lists "
                 "them)"
             )
-        result = await _requeue_and_wait(
-            client, args, request, start=found is True, unknown=unknown
-        )
+        result = await _requeue_and_wait(client, args, request, start=found is True,
+                                         unknown=unknown)
         print(sent)
         print(_turn_line(result, args.placement_namespace))
         # A cycle that could not act, or a placement whose snapshot could not be made (the
@@ -152,8 +136,7 @@ def _placement_in_hub(args: argparse.Namespace) -> tuple[bool | None, str]:
         return None, one_line(exc)
     try:
         hub.get(
-            kinds_for(args.placement_namespace).placement,
-            args.name,
+            kinds_for(args.placement_namespace).placement, args.name,
             namespace=args.placement_namespace,
         )
     except NotFoundError:
@@ -233,10 +216,8 @@ def _turn_line(result: RequeueResult, namespace: str | None = None) -> str:
     if result.outcome == "failed":
         return f"the turn failed: {result.error or 'no detail'}"
     if result.outcome == "gone":
-        kind = (
-            f"ResourcePlacement in hub namespace {namespace}"
-            if namespace
-            else ("ClusterResourcePlacement")
+        kind = f"ResourcePlacement in hub namespace {namespace}" if namespace else (
+            "ClusterResourcePlacement"
         )
         return f"no such {kind} in the hub (the workflow found it gone)"
     if result.outcome == "cleaned_up":

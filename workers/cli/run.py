@@ -80,110 +80,63 @@ def _components(value: str) -> frozenset[Component]:
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--kubeconfig",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="the hub's kubeconfig (default: $KUBECONFIG, the pod's service "
-        "account, or ~/.kube/config)",
-    )
+    parser.add_argument("--kubeconfig", type=Path, default=None, metavar="PATH",
+                        help="the hub's kubeconfig (default: $KUBECONFIG, the pod's service "
+                             "account, or ~/.kube/config)")
     parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
     add_temporal_arguments(parser)
-    parser.add_argument(
-        "--components",
-        type=_components,
-        default=None,
-        metavar="LIST",
-        help="the parts to run, comma-separated: workflows (the workflow "
-        "worker), activities (turns and cleanups), watcher (default: all "
-        "three)",
-    )
-    parser.add_argument(
-        "--processes",
-        type=int,
-        default=None,
-        metavar="N",
-        help="activity-worker processes to start, each with its own cluster "
-        "cache (default: when activities run beside another component, "
-        "the cores this process may use, its container's CPU limit "
-        f"included, here {available_cpus()}; when they run alone or not "
-        "at all, 0); 0: run the activities in this process",
-    )
+    parser.add_argument("--components", type=_components, default=None, metavar="LIST",
+                        help="the parts to run, comma-separated: workflows (the workflow "
+                             "worker), activities (turns and cleanups), watcher (default: all "
+                             "three)")
+    parser.add_argument("--processes", type=int, default=None, metavar="N",
+                        help="activity-worker processes to start, each with its own cluster "
+                             "cache (default: when activities run beside another component, "
+                             "the cores this process may use, its container's CPU limit "
+                             f"included, here {available_cpus()}; when they run alone or not "
+                             "at all, 0); 0: run the activities in this process")
     add_scheduler_arguments(parser, metrics_port=DEFAULT_METRICS_PORT)
-    parser.add_argument(
-        "--fairness",
-        action="store_true",
-        help="share turns fairly between tenants: without --config, "
-        "PrioritySort sends fairness keys (docs/priority.md); the Temporal "
-        "server needs matching.enableFairness",
-    )
-    parser.add_argument(
-        "--metrics-host",
-        default=ALL_INTERFACES,
-        help=f"interface for /metrics and the probes (default {ALL_INTERFACES})",
-    )
+    parser.add_argument("--fairness", action="store_true",
+                        help="share turns fairly between tenants: without --config, "
+                             "PrioritySort sends fairness keys (docs/priority.md); the Temporal "
+                             "server needs matching.enableFairness")
+    parser.add_argument("--metrics-host", default=ALL_INTERFACES,
+                        help=f"interface for /metrics and the probes (default {ALL_INTERFACES})")
     add_reconcile_argument(parser, off="do not manage it")
-    parser.add_argument(
-        "--rebalance-every",
-        type=interval_seconds,
-        metavar="SECONDS",
-        default=0.0,
-        help="propose rebalance moves this often, as the Temporal Schedule "
-        f"{names.REBALANCE_SCHEDULE_ID} (docs/capacity.md; created or "
-        "updated); default 0: off, the Schedule is not managed",
-    )
-    parser.add_argument(
-        "--rebalance-strategy",
-        choices=STRATEGIES,
-        default=PACK,
-        help="what the Schedule's runs do: pack (free whole clusters, the "
-        "default) or spread (even out utilisation)",
-    )
+    parser.add_argument("--rebalance-every", type=interval_seconds, metavar="SECONDS", default=0.0,
+                        help="propose rebalance moves this often, as the Temporal Schedule "
+                             f"{names.REBALANCE_SCHEDULE_ID} (docs/capacity.md; created or "
+                             "updated); default 0: off, the Schedule is not managed")
+    parser.add_argument("--rebalance-strategy", choices=STRATEGIES, default=PACK,
+                        help="what the Schedule's runs do: pack (free whole clusters, the "
+                             "default) or spread (even out utilisation)")
     versioning = parser.add_argument_group(
-        "worker versioning (docs/operations.md, Upgrades with running workflows)"
-    )
-    versioning.add_argument(
-        "--build-id",
-        default=os.environ.get(BUILD_ID_ENV) or None,
-        metavar="ID",
-        help="poll as this version of a Temporal Worker Deployment "
-        f"(default: ${BUILD_ID_ENV}; unset: an unversioned worker)",
-    )
-    versioning.add_argument(
-        "--deployment-name",
-        default=DEFAULT_DEPLOYMENT_NAME,
-        metavar="NAME",
-        help=f"the Worker Deployment (default {DEFAULT_DEPLOYMENT_NAME})",
-    )
-    versioning.add_argument(
-        "--no-promote",
-        action="store_true",
-        help="do not make this version current when it is up (you ramp "
-        "and promote with `temporal worker deployment ...`)",
-    )
+        "worker versioning (docs/operations.md, Upgrades with running workflows)")
+    versioning.add_argument("--build-id", default=os.environ.get(BUILD_ID_ENV) or None,
+                            metavar="ID",
+                            help="poll as this version of a Temporal Worker Deployment "
+                                 f"(default: ${BUILD_ID_ENV}; unset: an unversioned worker)")
+    versioning.add_argument("--deployment-name", default=DEFAULT_DEPLOYMENT_NAME, metavar="NAME",
+                            help=f"the Worker Deployment (default {DEFAULT_DEPLOYMENT_NAME})")
+    versioning.add_argument("--no-promote", action="store_true",
+                            help="do not make this version current when it is up (you ramp "
+                                 "and promote with `temporal worker deployment ...`)")
     old = parser.add_argument_group("deprecated spellings of --components")
-    old.add_argument(
-        "--no-watcher", action="store_true", help="deprecated: --components workflows,activities"
-    )
+    old.add_argument("--no-watcher", action="store_true",
+                     help="deprecated: --components workflows,activities")
     old.add_argument("--no-worker", action="store_true", help="deprecated: --components watcher")
-    old.add_argument(
-        "--activities-only", action="store_true", help="deprecated: --components activities"
-    )
-    old.add_argument(
-        "--no-activities",
-        action="store_true",
-        help="deprecated: leave activities out of --components",
-    )
+    old.add_argument("--activities-only", action="store_true",
+                     help="deprecated: --components activities")
+    old.add_argument("--no-activities", action="store_true",
+                     help="deprecated: leave activities out of --components")
 
 
 def _chosen_components(args: argparse.Namespace) -> frozenset[Component]:
     used = [flag for dest, (flag, _) in (_LEAVES_OUT | _KEEPS_ONLY).items() if getattr(args, dest)]
     if args.components is not None:
         if used:
-            raise CliError(
-                f"--components and {used[0]} both choose the components; give --components alone"
-            )
+            raise CliError(f"--components and {used[0]} both choose the components; "
+                           "give --components alone")
         return frozenset(args.components)
     components = ALL_COMPONENTS
     keeps = [entry for dest, entry in _KEEPS_ONLY.items() if getattr(args, dest)]
@@ -211,10 +164,8 @@ def run_config(args: argparse.Namespace) -> RunConfig:
     if processes < 0:
         raise CliError(f"--processes must be 0 or more, got {processes}")
     if processes and not activities:
-        raise CliError(
-            f"--processes starts activity workers; --components "
-            f"{','.join(sorted(c.value for c in components))} runs none"
-        )
+        raise CliError(f"--processes starts activity workers; --components "
+                       f"{','.join(sorted(c.value for c in components))} runs none")
     config = RunConfig(
         components=components,
         processes=processes,
@@ -282,26 +233,20 @@ def run_argv(config: RunConfig) -> list[str]:
 async def _keep_schedules(client: Client, config: RunConfig) -> None:
     if config.reconciles:
         schedule_id = await ensure_reconcile_schedule(
-            client,
-            config.task_queue,
-            timedelta(seconds=config.reconcile_every_s),
+            client, config.task_queue, timedelta(seconds=config.reconcile_every_s),
             standalone=config.snapshotter,
             local_cycles_up_to=config.local_cycles_up_to,
             resource_placements=config.resource_placements,
         )
-        print(f"reconcile Schedule {schedule_id}: every {config.reconcile_every_s:g}s", flush=True)
+        print(f"reconcile Schedule {schedule_id}: every {config.reconcile_every_s:g}s",
+              flush=True)
     if config.rebalance_every_s > 0 and config.manages_schedules:
         schedule_id = await ensure_rebalance_schedule(
-            client,
-            config.task_queue,
-            timedelta(seconds=config.rebalance_every_s),
+            client, config.task_queue, timedelta(seconds=config.rebalance_every_s),
             config.rebalance_strategy,
         )
-        print(
-            f"rebalance Schedule {schedule_id}: {config.rebalance_strategy} every "
-            f"{config.rebalance_every_s:g}s",
-            flush=True,
-        )
+        print(f"rebalance Schedule {schedule_id}: {config.rebalance_strategy} every "
+              f"{config.rebalance_every_s:g}s", flush=True)
 
 
 async def _run(config: RunConfig) -> int:
@@ -326,11 +271,8 @@ async def _run(config: RunConfig) -> int:
             if config.manages_schedules:
                 added = await ensure_search_attributes(client, target.namespace)
                 if added:
-                    print(
-                        f"registered search attributes {', '.join(added)} in Temporal "
-                        f"namespace {target.namespace}",
-                        flush=True,
-                    )
+                    print(f"registered search attributes {', '.join(added)} in Temporal "
+                          f"namespace {target.namespace}", flush=True)
             await _keep_schedules(client, config)
             children = (
                 ActivityProcesses(run_argv(config.for_child()), config.processes)

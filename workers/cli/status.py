@@ -39,25 +39,14 @@ STATUS_QUERY_TIMEOUT: Final = timedelta(seconds=5)
 
 
 def add_status_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-n",
-        "--placement-namespace",
-        dest="placement_namespace",
-        default=None,
-        metavar="NAMESPACE",
-        help="list only the ResourcePlacements of this hub namespace (default: "
-        "every placement of both kinds)",
-    )
-    parser.add_argument(
-        "--all", action="store_true", help="include finished workflows (deleted placements)"
-    )
-    parser.add_argument(
-        "--limit",
-        type=int,
-        default=STATUS_LIMIT,
-        metavar="N",
-        help=f"list at most N placements (default {STATUS_LIMIT})",
-    )
+    parser.add_argument("-n", "--placement-namespace", dest="placement_namespace", default=None,
+                        metavar="NAMESPACE",
+                        help="list only the ResourcePlacements of this hub namespace (default: "
+                             "every placement of both kinds)")
+    parser.add_argument("--all", action="store_true",
+                        help="include finished workflows (deleted placements)")
+    parser.add_argument("--limit", type=int, default=STATUS_LIMIT, metavar="N",
+                        help=f"list at most N placements (default {STATUS_LIMIT})")
     add_temporal_arguments(parser)
 
 
@@ -89,20 +78,15 @@ async def _status_row(
         try:
             if execution.status == WorkflowExecutionStatus.RUNNING:
                 status: PlacementStatus = await handle.query(
-                    names.QUERY_STATUS,
-                    result_type=PlacementStatus,
+                    names.QUERY_STATUS, result_type=PlacementStatus,
                     rpc_timeout=STATUS_QUERY_TIMEOUT,
                 )
             elif execution.status == WorkflowExecutionStatus.COMPLETED:
                 status = await handle.result(follow_runs=False, rpc_timeout=STATUS_QUERY_TIMEOUT)
             else:
                 return row
-        except (
-            RPCError,
-            WorkflowQueryFailedError,
-            WorkflowQueryRejectedError,
-            WorkflowFailureError,
-        ) as exc:
+        except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError,
+                WorkflowFailureError) as exc:
             log.debug("no status for %s: %s", execution.id, exc)
             return row
     deadline = (
@@ -133,9 +117,8 @@ async def _status(args: argparse.Namespace) -> int:
             if len(executions) >= args.limit:
                 break
     except RPCError as exc:
-        raise CliError(
-            f"cannot list workflows in Temporal namespace {client.namespace}: {exc.message}"
-        ) from exc
+        raise CliError(f"cannot list workflows in Temporal namespace {client.namespace}: "
+                       f"{exc.message}") from exc
     gate = asyncio.Semaphore(STATUS_QUERY_CONCURRENCY)
     rows = await asyncio.gather(*(_status_row(client, e, gate) for e in executions.values()))
     sys.stdout.write(render_status(rows))

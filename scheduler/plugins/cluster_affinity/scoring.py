@@ -147,7 +147,9 @@ def _readable(ref: PropertyRef, facts: ClusterFacts, cache: QuantityCache) -> Qu
     return value
 
 
-def score_cluster(terms: Sequence[PreferredTerm], facts: ClusterFacts, cache: QuantityCache) -> int:
+def score_cluster(
+    terms: Sequence[PreferredTerm], facts: ClusterFacts, cache: QuantityCache
+) -> int:
     """The cluster's affinity score; raises ScoringError where KubeFleet fails."""
     total = 0
     labels = facts.labels
