@@ -17,7 +17,14 @@ What may be broken, and only then:
 - `stranded_shortage` only for placements that owe a turn: freed room must have woken them;
 - `placement_decisions` only for placements that owe a turn (a binding changed behind the
   scheduler's back, a turn that failed between its bindings and its decisions);
-- `duplicate_binding`, `binding_count` never.
+- `duplicate_binding`, `binding_count`, `preemption` never;
+- `stale_nomination` never right after a sweep, and only for a nomination older than its grace
+  or one of a placement whose requests annotation was removed.
+Preemption (placements of sampled PriorityClasses, one of them `preemptionPolicy: Never`):
+every binding a victim's turn unscheduled with a `preempted-by` mark naming P on cluster C was
+named by a nomination of P on C that the machine saw on the ledgers (recorded after every
+turn): a preemption retried half done is finished, never done again; and a step that preempts
+a placement's bindings had its disruption budget allow that many disruptions when it began.
 Once every turn owed has run, an enforcing PickN placement keeps a binding on a cluster it lost
 only while no other cluster passes its filters, or while its last turn asked for a timer (the
 budget or room held the move back): a cluster that came to pass must have reached it.
@@ -47,11 +54,12 @@ from hypothesis.stateful import (
 )
 from temporalio.testing import ActivityEnvironment
 
-from activities.capacity import sweep_ledgers
+from activities.capacity import sweep_ledgers, sweep_nominations_of_fleet
 from activities.decisions import DecisionSettings
 from activities.fleet_state import read_fleet_state
 from activities.moves import UNREADABLE_REFUSAL
 from activities.plumbing import ActivitySettings
+from activities.preemption import preemptor_label
 from activities.rebalance import plan_rebalance
 from control.routes import Room, route_change
 from control.views import Change, routing_copy
@@ -65,6 +73,8 @@ from hub.types import (
     ClusterResourcePlacement,
     ClusterResourcePlacementDisruptionBudget,
     MemberCluster,
+    ObjectMeta,
+    PriorityClass,
 )
 from hub.types.meta import HubObject
 from scheduler.clusters.eligibility import EligibilityChecker
@@ -75,16 +85,20 @@ from scheduler.invariants import (
     DUPLICATE_BINDING,
     OVERCOMMIT,
     PLACEMENT_DECISIONS,
+    PREEMPTION,
     RESERVATION,
+    STALE_NOMINATION,
     STALE_RESERVATION,
     STRANDED_SHORTAGE,
+    FleetState,
     Violation,
     find_violations,
 )
-from scheduler.moves.budgets import moved_from
+from scheduler.moves.budgets import available, budget_state, moved_from
 from scheduler.moves.enforcement import enforces, lost_bindings, replacement_order
+from scheduler.preemption.marks import parse_preempted_by
 from scheduler.requeue.reconcile import plan_reconcile
-from scheduler.room.capacity import ClusterCapacity, is_active
+from scheduler.room.capacity import ClusterCapacity, binding_key, held, is_active
 from scheduler.room.quantity import parse_quantity
 from scheduler.testing import member_cluster
 from tests.integration.activities.activity_helpers import Activities, add_placement
@@ -120,6 +134,24 @@ policies = st.sampled_from(
 # Mostly capacity-aware: that is where the counts are.
 requests = st.one_of(st.none(), st.integers(1, 5).map(lambda n: f"cpu={n}"), st.just("cpu=2"))
 movable = st.sampled_from([True, True, False])
+# PriorityClasses (name -> value, preemptionPolicy), made in every example; placements name one
+# (or none: priority 0), so that higher ones preempt lower ones where room is short.
+CLASSES: dict[str, tuple[int, str]] = {
+    "low": (0, "PreemptLowerPriority"),
+    "mid": (1_000, "PreemptLowerPriority"),
+    "high": (100_000, "PreemptLowerPriority"),
+    "patient": (100_000, "Never"),
+}
+classes = st.sampled_from([None, "low", "mid", "mid", "high", "high", "patient"])
+urgencies = st.sampled_from(["high", "high", "mid", "patient"])
+# Where a turn cut short in a preemption fails: a victim's release of its room (after its
+# unschedule), its unschedule or a move's old binding, a move's new binding, its Event.
+FAULTS = [
+    ("update", "capacityledgers"),
+    ("patch", "clusterresourcebindings"),
+    ("create", "clusterresourcebindings"),
+    ("create", "events"),
+]
 
 
 DECISIONS = DecisionSettings()
@@ -139,9 +171,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
     hub, env = world.hub, world.env
     # PlacementDecisions published, as `run` does standalone: they must follow the bindings
     # through every interleaving too (docs/decisions.md).
-    activities = Activities(
-        hub, ActivitySettings(clock=lambda: world.now[0], decisions=DECISIONS)
-    )
+    activities = Activities(hub, ActivitySettings(clock=lambda: world.now[0], decisions=DECISIONS))
 
     class InvariantsMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -167,6 +197,17 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             # Placements made unreadable while each active binding held its reservation: every
             # active binding they have keeps holding one (moves carry it) until they are fixed.
             self.garbled: set[str] = set()
+            # (preemptor, cluster) -> every victim binding a nomination of it there ever named.
+            self.nominated: dict[tuple[str, str], set[str]] = {}
+            self.victims: set[str] = set()  # placements a nomination asks to yield, now
+            self.unaware: set[str] = set()  # placements whose requests annotation was removed
+            self.last: FleetState | None = None  # the reading after the previous step
+            for name, (value, policy) in CLASSES.items():
+                hub.create(
+                    PriorityClass(
+                        metadata=ObjectMeta(name=name), value=value, preemption_policy=policy
+                    )
+                )
             self.seen: dict[str, dict[str, HubObject]] = self._read()
             SEEN["examples"] += 1
 
@@ -181,12 +222,24 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             self._routed()
 
         @initialize(
-            first=st.lists(st.tuples(policies, requests, movable, enforced), min_size=3, max_size=5)
+            first=st.lists(
+                st.tuples(policies, requests, movable, enforced, classes), min_size=3, max_size=5
+            ),
+            urgent=st.one_of(st.none(), st.tuples(st.integers(1, 2), urgencies)),
         )
-        def placements(self, first: list[tuple[dict[str, Any], str | None, bool, bool]]) -> None:
-            for name, (policy, asks, movable, enforcing) in zip(PLACEMENTS, first, strict=False):
-                self.create(name, policy, asks, movable, enforcing)
+        def placements(
+            self,
+            first: list[tuple[dict[str, Any], str | None, bool, bool, str | None]],
+            urgent: tuple[int, str] | None,
+        ) -> None:
+            for name, (policy, asks, movable, enforcing, priority) in zip(
+                PLACEMENTS, first, strict=False
+            ):
+                self.create(name, policy, asks, movable, enforcing, priority)
             self.deliver_everything()
+            if urgent is not None and len(self.names) < len(PLACEMENTS):
+                self.urgent(*urgent)
+                self.deliver_everything()
 
         def _cluster(self, name: str, cpu: str, *, create: bool = False) -> None:
             wanted = member_cluster(
@@ -242,7 +295,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
         # --- rules: what people and controllers do -----------------------------------------
 
         @rule(name=st.sampled_from(PLACEMENTS), policy=policies, asks=requests,
-              movable=movable, enforcing=enforced)  # fmt: skip
+              movable=movable, enforcing=enforced, priority=classes)  # fmt: skip
         def create(
             self,
             name: str,
@@ -250,8 +303,11 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             asks: str | None,
             movable: bool,
             enforcing: bool = False,
+            priority: str | None = None,
         ) -> None:
             annotations = {}
+            if priority is not None:
+                annotations[names.PRIORITY_CLASS_ANNOTATION] = priority
             if enforcing:
                 annotations[names.AFFINITY_ENFORCEMENT_ANNOTATION] = "DuringExecution"
             if asks is not None:
@@ -266,6 +322,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             self.names.add(name)
             self._asked(name, asks)
             SEEN["created"] += 1
+            SEEN[f"created:{priority}"] += 1
 
         def _asked(self, name: str, asks: str | None) -> None:
             self.garbled.discard(name)
@@ -287,7 +344,42 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             except NotFoundError:
                 return
             self._asked(name, asks)
+            if asks is None:
+                self.unaware.add(name)
             self.excused |= set(CLUSTERS)
+
+        @precondition(lambda self: len(self.names) < len(PLACEMENTS))
+        @rule(n=st.integers(1, 2), priority=urgencies)
+        def urgent(self, n: int, priority: str) -> None:
+            """A placement of a high class that asks for one CPU more than any cluster has free
+            (within the largest one's CPUs): short of room wherever anything runs, it preempts
+            lower priorities (or, `patient`, waits)."""
+            name = next(p for p in PLACEMENTS if p not in self.names)
+            ledgers = {x.name: x for x in hub.list(CapacityLedger).items}
+            frees, sizes = [], []
+            for cluster in hub.list(MemberCluster).items:
+                size = parse_quantity(cluster.status.resource_usage.allocatable["cpu"])
+                ledger = ledgers.get(cluster.name)
+                taken = held(ledger).get("cpu", Fraction(0)) if ledger is not None else 0
+                frees.append(size - taken)
+                sizes.append(size)
+            cpus = max(min(max(frees) + 1, max(sizes)), 1) if sizes else 4
+            policy = {"placementType": "PickN", "numberOfClusters": n}
+            self.create(name, policy, f"cpu={cpus}", False, False, priority)
+            SEEN["urgent"] += 1
+
+        @precondition(lambda self: bool(self.names))
+        @rule(data=st.data(), priority=classes)
+        def reclass(self, data: st.DataObject, priority: str | None) -> None:
+            """A placement's PriorityClass changed: only its queue order reads it (no turn is
+            routed), and nominations and marks keep the priorities they were made with."""
+            name = data.draw(st.sampled_from(sorted(self.names)))
+            with contextlib.suppress(NotFoundError):
+                hub.patch(
+                    ClusterResourcePlacement,
+                    name,
+                    {"metadata": {"annotations": {names.PRIORITY_CLASS_ANNOTATION: priority}}},
+                )
 
         @rule(pick=st.integers(0, 50))
         def garble(self, pick: int) -> None:
@@ -457,6 +549,7 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
                 if names.REQUESTS_ANNOTATION in p.metadata.annotations
             }
             sweep_ledgers(hub, aware, hub.list(ClusterResourceBinding).items, world.now[0])
+            sweep_nominations_of_fleet(hub, aware, world.now[0])
             self.swept = True
 
         @rule()
@@ -535,10 +628,22 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             retried turn (a later `turn`) finds the work half done."""
             self._failing_turn(data.draw(st.sampled_from(sorted(self.owed))))
 
-        def _failing_turn(self, name: str) -> None:
-            fault = world.devhub.faults.inject(
-                verb="patch", resource="clusterresourcebindings", status=500, count=1
-            )
+        @precondition(lambda self: bool(self.victims))
+        @rule(data=st.data(), fault=st.sampled_from(FAULTS))
+        def turn_that_fails_halfway_through_a_preemption(
+            self, data: st.DataObject, fault: tuple[str, str]
+        ) -> None:
+            """A victim's turn cut short while it yields (its binding unscheduled, its room not
+            yet released; a move's new binding made, its old one kept; its Event lost): the
+            retried turn (a later `turn`) finishes the preemption, never does it again."""
+            SEEN[f"preemption turn faulted: {' '.join(fault)}"] += 1
+            self._failing_turn(data.draw(st.sampled_from(sorted(self.victims))), fault)
+
+        def _failing_turn(
+            self, name: str, fault_at: tuple[str, str] = ("patch", "clusterresourcebindings")
+        ) -> None:
+            verb, resource = fault_at
+            fault = world.devhub.faults.inject(verb=verb, resource=resource, status=500, count=1)
             try:
                 self._turn(name, keep_moves=True)
             except Exception:
@@ -557,6 +662,20 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             SEEN["moves made"] += sum(line.startswith("moved") for line in result.moves)
             SEEN["moves refused"] += sum(line.startswith("refused") for line in result.moves)
             SEEN["enforced"] += sum(ENFORCED in line for line in result.moves)
+            SEEN["preempting on"] += sum(line.startswith("preempting on") for line in result.moves)
+            SEEN["preempted: unscheduled"] += sum(
+                line.startswith("unscheduled ") and "preempted by" in line for line in result.moves
+            )
+            SEEN["preempted: moved"] += sum(
+                line.startswith("moved ") and "preempted by" in line for line in result.moves
+            )
+            SEEN["preemption under way"] += sum(
+                line.startswith("preemption under way") for line in result.moves
+            )
+            SEEN["no preemption"] += sum(line.startswith("no preemption") for line in result.moves)
+            if result.report is not None:
+                SEEN["nominated"] += result.report.writes.nominated
+            self._nominations()
             if result.prepared.phase == "deleting":
                 env.run(activities.cleanup_placement, CleanupRequest(placement=name))
             if not keep_moves:
@@ -583,8 +702,12 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
             SEEN.update(f"violation:{v.invariant}" for v in found)
             for violation in found:
                 by.setdefault(violation.invariant, []).append(violation)
-            for kind in (DUPLICATE_BINDING, BINDING_COUNT):
+            for kind in (DUPLICATE_BINDING, BINDING_COUNT, PREEMPTION):
                 assert kind not in by, [v.message for v in by[kind]]
+            self._nominations(state)
+            self._stale_nominations(by.get(STALE_NOMINATION, []))
+            self._preempted_once(state)
+            self._budgets_allowed_preemptions(state)
             spent = [v for v in by.get(DISRUPTION_BUDGET, []) if not self._budget_after(state, v)]
             assert not spent, [v.message for v in spent]
             for kind in (RESERVATION, STRANDED_SHORTAGE, PLACEMENT_DECISIONS):
@@ -592,19 +715,100 @@ def make_machine(world: World) -> type[RuleBasedStateMachine]:
                 assert not unowed, unowed
             if self.swept:
                 assert STALE_RESERVATION not in by, [v.message for v in by[STALE_RESERVATION]]
-            self.swept = False
             self._overcommit(state, by.get(OVERCOMMIT, []))
             for name in sorted(self.garbled):
                 assert not self._unreserved(name), (
                     f"placement {name}'s requests cannot be read, and these bindings of it hold "
                     f"no room: {self._unreserved(name)}"
                 )
+            self.swept = False
             self.excused.clear()
+            self.last = state
             self.owing = {
                 b.spec.target_cluster
                 for b in state.bindings
                 if is_active(b) and b.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) in self.owed
             }
+
+        def _nominations(self, state: FleetState | None = None) -> None:
+            """Record every victim each nomination on the ledgers names (after every turn: a
+            nomination may be made, yielded to and taken within one step)."""
+            ledgers = state.ledgers if state is not None else hub.list(CapacityLedger).items
+            self.victims = set()
+            for ledger in ledgers or ():
+                for key, nomination in ledger.spec.nominations.items():
+                    named = self.nominated.setdefault((key, ledger.name), set())
+                    named |= {v.binding for v in nomination.victims}
+                    self.victims |= {v.placement for v in nomination.victims}
+
+        def _stale_nominations(self, found: list[Violation]) -> None:
+            """None right after a sweep; otherwise only past the grace, or of a placement whose
+            requests were removed (its turns no longer read the ledgers; the sweep drops it)."""
+            if self.swept:
+                assert not found, [v.message for v in found]
+            for violation in found:
+                SEEN["stale nomination"] += 1
+                assert "longer than" in violation.message or (
+                    violation.placement in self.unaware
+                ), violation.message
+
+        def _preempted_once(self, state: FleetState) -> None:
+            """Every binding marked as preempted by P on C was named by a nomination of P on
+            C: a victim's retried turn yields only what a nomination asks, never more."""
+            labels = {preemptor_label(key): key for key, _ in self.nominated}
+            for binding in state.bindings:
+                text = binding.metadata.annotations.get(names.PREEMPTED_BY_ANNOTATION)
+                if text is None:
+                    continue
+                mark = parse_preempted_by(text)
+                assert mark is not None, text
+                key = labels.get(mark.preemptor)
+                named = self.nominated.get((key, mark.cluster), set()) if key else set()
+                assert binding_key(binding) in named, (
+                    f"binding {binding.name} was preempted ({text}) without a nomination of "
+                    f"{mark.preemptor} on {mark.cluster} naming it: {sorted(named)}"
+                )
+                SEEN["preempted bindings checked"] += 1
+
+        def _budgets_allowed_preemptions(self, state: FleetState) -> None:
+            """The bindings a step preempted (unscheduled with a mark) of a placement with a
+            disruption budget: the budget allowed a disruption when the step began, and as many
+            as it took of the available ones (an unavailable one costs the budget nothing)."""
+            last = self.last
+            if last is None:
+                return
+            before = {b.metadata.uid: b for b in last.bindings}
+            taken: dict[str, list[ClusterResourceBinding]] = {}
+            for binding in state.bindings:
+                old = before.get(binding.metadata.uid)
+                if (
+                    old is not None
+                    and is_active(old)
+                    and not is_active(binding)
+                    and names.PREEMPTED_BY_ANNOTATION in binding.metadata.annotations
+                    and binding.metadata.annotations != old.metadata.annotations
+                ):
+                    owner = binding.metadata.labels[names.PARENT_PLACEMENT_LABEL]
+                    taken.setdefault(owner, []).append(old)
+            budgets = {b.name: b for b in last.budgets}
+            placements = {p.name: p for p in last.placements}
+            for owner, olds in sorted(taken.items()):
+                SEEN["preempted in a step"] += len(olds)
+                budget, placement = budgets.get(owner), placements.get(owner)
+                if budget is None or placement is None:
+                    continue
+                bindings = [
+                    b
+                    for b in last.bindings
+                    if b.metadata.labels.get(names.PARENT_PLACEMENT_LABEL) == owner
+                ]
+                allowed = budget_state(budget, placement, bindings).allowed()
+                spent = sum(available(b) for b in olds)
+                SEEN["preempted within a budget"] += len(olds)
+                assert allowed is None or allowed >= max(spent, 1), (
+                    f"{owner}: {len(olds)} binding(s) preempted ({spent} available) where its "
+                    f"budget allowed {allowed} disruption(s)"
+                )
 
         def _budget_after(self, state: Any, violation: Violation) -> bool:
             """The budget was set while every move now in flight was already made."""
