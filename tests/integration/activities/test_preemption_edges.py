@@ -18,6 +18,7 @@ from activities.capacity import (
     NOMINATION_GRACE,
     Ledgers,
     drop_nominations,
+    sweep_nominations_of_fleet,
 )
 from activities.fleet_state import read_fleet_state
 from activities.preemption import nominations_of
@@ -119,6 +120,22 @@ def test_a_preemptor_deleted_after_nominating_leaves_its_victims_in_place(
     for victim in sorted(owed - {"checkout"}):  # the turns the nominations had routed
         full.turn(victim)
     assert lows_left(hub) == 6  # nothing freed for a placement that is gone
+    assert clean(hub) == []
+
+
+def test_a_victim_does_not_yield_to_a_preemptor_that_is_gone(full: Fleet, hub: HubClient) -> None:
+    """The preemptor is deleted before its workflow's cleanup ran (or its cleanup is late): the
+    victims' turns the nominations routed must not free room for nobody."""
+    add_placement(hub, "checkout", pick_n(2), annotations=asks(4, "release-critical"))
+    full.turn("checkout")
+    owed = set(full.owed) - {"checkout"}
+    assert len(owed) == 2
+    hub.delete(ClusterResourcePlacement, "checkout")
+    for victim in sorted(owed):
+        kept = full.turn(victim)
+        assert any("crp/checkout: it is " in line for line in kept.moves), kept.moves
+    assert lows_left(hub) == 6
+    assert sweep_nominations_of_fleet(hub, [], datetime.now(UTC)) == 2  # the reconcile's sweep
     assert clean(hub) == []
 
 
@@ -269,6 +286,41 @@ def hand_nominate(hub: HubClient, cluster: str, preemptor: str, nomination: Nomi
         update={"nominations": {**ledger.spec.nominations, preemptor: nomination}}
     )
     hub.update(ledger.model_copy(update={"spec": spec}))
+
+
+def test_a_hand_edited_nomination_of_an_equal_priority_victim_is_flagged_and_not_obeyed(
+    full: Fleet, hub: HubClient
+) -> None:
+    ledger = hub.get(CapacityLedger, "member-1")
+    key, reservation = sorted(ledger.spec.reservations.items())[0]
+    add_placement(hub, "peer", pick_n(1), annotations=asks(4, "batch"))
+    hand_nominate(
+        hub,
+        "member-1",
+        "peer",
+        Nomination(
+            priority=LOW,
+            requests={"cpu": "4"},
+            victims=[NominatedVictim(binding=key, placement=reservation.placement, priority=LOW)],
+            nominated_at=datetime.now(UTC),
+        ),
+    )
+    found = clean(hub)
+    assert any("not lower" in v for v in found), found
+    full.turn(reservation.placement)
+    assert lows_left(hub) == 6  # a victim of equal priority never yields
+
+
+def test_a_victim_reclassed_to_the_preemptors_priority_does_not_yield(
+    full: Fleet, hub: HubClient
+) -> None:
+    add_placement(hub, "checkout", pick_n(1), annotations=asks(4, "release-critical"))
+    full.turn("checkout")
+    ((_, nomination),) = nominations_of(Ledgers.read(hub), "checkout").items()
+    (victim,) = nomination.victims
+    set_annotation(hub, victim.placement, names.PRIORITY_CLASS_ANNOTATION, "release-critical")
+    full.turn(victim.placement)
+    assert bound(hub).get(victim.placement) == 1
 
 
 def test_nominations_naming_nothing_or_a_missing_binding_crash_nothing(
