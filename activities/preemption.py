@@ -42,6 +42,7 @@ from activities.capacity import (
     is_active,
     nominate,
     release,
+    requests_of,
 )
 from activities.deadline import warning_event
 from activities.moves import MoveCause, apply_moves, budget_of, feasible_clusters
@@ -64,7 +65,7 @@ from scheduler import Explanation, Profile
 from scheduler.bindings.writes import mark_unscheduled
 from scheduler.explain.readable import first_few
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.profile import CLUSTER_RESOURCES_FIT
+from scheduler.framework.profile import CLUSTER_RESOURCES_FIT, default_profile
 from scheduler.framework.queue_sort import PriorityClasses, QueueItem, TurnCause
 from scheduler.moves.budgets import available, budget_state
 from scheduler.plugins.priority_sort import PrioritySort
@@ -395,12 +396,12 @@ def yield_room(
     """Give the room the nominations ask for: move each asked binding where the placement's
     filters and room allow (the moves engine, within its budget), unschedule the rest (within
     its budget) and release their room; one line each."""
+    asked, lines = _still_owed(client, profile, placement, asked)
     if not asked:
-        return []
+        return lines
     kinds = kinds_for(placement.metadata.namespace)
     bindings = _bindings_of(client, placement)
     moves = _moves(profile, snapshot, asked, clusters, bindings, ledgers, requests, now())
-    lines = []
     if moves:
         outcome = apply_moves(
             client, placement, snapshot, moves, clusters, profile, now, cause=PREEMPTED
@@ -428,6 +429,59 @@ def yield_room(
         _event(client, placement, current, item, now())
         lines.append(f"unscheduled {current.metadata.name}: {item.reason()}")
     return lines
+
+
+def _still_owed(
+    client: HubClient,
+    profile: Profile | None,
+    placement: ClusterResourcePlacement,
+    asked: Sequence[Asked],
+) -> tuple[list[Asked], list[str]]:
+    """The asked bindings whose preemptor, read now, still wants the room and outranks the
+    placement: not gone nor being deleted (its cleanup has not dropped its nominations yet), still
+    capacity-aware, and of a strictly higher priority than this placement's as it is now (either
+    may have been reclassed since the victims were chosen, or the ledger edited by hand). A line
+    for each binding kept."""
+    if not asked:
+        return [], []
+    classes = _priority_classes(client)
+    sorter = (profile or default_profile()).queue_sorter
+
+    def priority(of: ClusterResourcePlacement) -> int:
+        return sorter.queue_sort(QueueItem(of.metadata, TurnCause.PLACEMENT, classes.known)).value
+
+    mine = priority(placement)
+    why_not: dict[str, str | None] = {}
+    for preemptor in sorted({item.preemptor for item in asked}):
+        namespace, name = split_key(preemptor)
+        try:
+            current = client.get(kinds_for(namespace).placement, name, namespace=namespace)
+        except NotFoundError:
+            why_not[preemptor] = "it is gone"
+            continue
+        except UnauthorizedError:
+            why_not[preemptor] = None  # what the preemptor's turn could read, it judged
+            continue
+        theirs = priority(current)
+        if current.metadata.deleting:
+            why_not[preemptor] = "it is being deleted"
+        elif requests_of(current) is None:
+            why_not[preemptor] = f"it no longer declares {names.REQUESTS_ANNOTATION}"
+        elif theirs <= mine:
+            why_not[preemptor] = f"its priority {theirs} is not above this placement's {mine}"
+        else:
+            why_not[preemptor] = None
+    owed, lines = [], []
+    for item in asked:
+        why = why_not[item.preemptor]
+        if why is None:
+            owed.append(item)
+        else:
+            lines.append(
+                f"kept {item.binding.metadata.name} on {item.cluster}, nominated for "
+                f"{preemptor_label(item.preemptor)}: {why}"
+            )
+    return owed, lines
 
 
 def _moves(
