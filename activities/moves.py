@@ -115,6 +115,8 @@ class MoveOutcome:
 
     lines: list[str] = field(default_factory=list)
     moved: int = 0
+    moved_to: dict[str, str] = field(default_factory=dict)
+    """Binding moved -> the cluster it moved to (an earlier attempt's finished moves too)."""
     no_room: list[str] = field(default_factory=list)
     """The bindings whose move was refused for want of room on its target."""
     unreadable: list[str] = field(default_factory=list)
@@ -219,6 +221,7 @@ def apply_moves(
             if old is not None and aware:
                 release(client, old.spec.target_cluster, [binding_key(old)])
             outcome.moved += 1
+            outcome.moved_to[move.binding] = move.target
             outcome.lines.append(
                 f"moved {move.binding} {move.source} -> {move.target} as "
                 f"{new.metadata.name}: {move.reason} (finished by an earlier attempt)"
@@ -288,6 +291,7 @@ def apply_moves(
             _as_unscheduled(b) if b.metadata.name == old.metadata.name else b for b in bindings
         ]
         outcome.moved += 1
+        outcome.moved_to[move.binding] = move.target
         outcome.lines.append(
             f"moved {move.binding} {move.source} -> {move.target} as {new.metadata.name}: "
             f"{move.reason}"

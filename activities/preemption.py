@@ -66,7 +66,13 @@ from scheduler.bindings.writes import mark_unscheduled
 from scheduler.explain.readable import first_few
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.profile import CLUSTER_RESOURCES_FIT, default_profile
-from scheduler.framework.queue_sort import PriorityClasses, QueueItem, TurnCause
+from scheduler.framework.queue_sort import (
+    PriorityClasses,
+    QueueItem,
+    QueuePriority,
+    QueueSortPlugin,
+    TurnCause,
+)
 from scheduler.moves.budgets import available, budget_state
 from scheduler.plugins.priority_sort import PrioritySort
 from scheduler.preemption import (
@@ -75,6 +81,7 @@ from scheduler.preemption import (
     Candidates,
     PreemptionPlan,
     Preemptor,
+    Room,
     budget_left,
     rooms_from_ledgers,
 )
@@ -88,6 +95,7 @@ __all__ = [
     "PREEMPTED",
     "PREEMPTED_BY_ANNOTATION",
     "Preemption",
+    "Yielded",
     "drop_nominations",
     "left_held",
     "nominations_of",
@@ -102,6 +110,8 @@ __all__ = [
 # On a victim's binding unscheduled for a preemptor: who, and both priorities, for `check`.
 PREEMPTED_BY_ANNOTATION: Final = names.PREEMPTED_BY_ANNOTATION
 PREEMPTED_REASON: Final = "Preempted"
+# Victims a turn's line names per cluster before it counts the rest: lines go into the history.
+VICTIMS_NAMED: Final = 3
 PREEMPTED = MoveCause(said="moved for preemption", capacity_only=False, revives=True)
 
 
@@ -204,7 +214,7 @@ def preempt(
         made = nominate(
             client, chosen.cluster, key, nomination, member.status.resource_usage.allocatable
         )
-        victims = ", ".join(v.binding for v in chosen.victims)
+        victims = first_few([v.binding for v in chosen.victims], VICTIMS_NAMED)
         if made:
             done.nominated.append(chosen.cluster)
             done.lines.append(
@@ -221,7 +231,8 @@ def preempt(
 def said_victims(nominated: Mapping[str, Nomination], clusters: Sequence[str]) -> str:
     """e.g. "member-1 (victims low-0-member-1-x), member-3 (victims low-4-member-3-y)"."""
     return ", ".join(
-        f"{c} (victims {first_few([v.binding for v in nominated[c].victims], 3)})" for c in clusters
+        f"{c} (victims {first_few([v.binding for v in nominated[c].victims], VICTIMS_NAMED)})"
+        for c in clusters
     )
 
 
@@ -258,7 +269,7 @@ def plan_for(
         return Preemption()
     classes = _priority_classes(client)
     sorter = profile.queue_sorter
-    mine = sorter.queue_sort(QueueItem(placement.metadata, TurnCause.PLACEMENT, classes.known))
+    mine = classes.priority(sorter, placement)
     if isinstance(sorter, PrioritySort) and mine.value <= classes.floor():
         # No placement can have a lower priority than this one: nothing to read or ask.
         return Preemption(priority_class=mine.priority_class or "")
@@ -279,10 +290,7 @@ def plan_for(
         return done
 
     reads = _Reads.of(client, occupied)
-    priorities = {
-        k: sorter.queue_sort(QueueItem(p.metadata, TurnCause.PLACEMENT, classes.known)).value
-        for k, p in reads.placements.items()
-    }
+    priorities = {k: classes.priority(sorter, p).value for k, p in reads.placements.items()}
     by_name = {c.metadata.name: c for c in clusters}
     own_keys = {binding_key(b) for b in own if is_active(b)}
     rooms = rooms_from_ledgers(
@@ -382,6 +390,14 @@ def left_held(
     return out
 
 
+@dataclass
+class Yielded:
+    """What a victim's turn gave up: a line for each asked binding, and how many it unscheduled."""
+
+    lines: list[str] = field(default_factory=list)
+    unscheduled: int = 0
+
+
 def yield_room(
     client: HubClient,
     profile: Profile | None,
@@ -392,28 +408,31 @@ def yield_room(
     ledgers: Ledgers,
     requests: Mapping[str, Fraction] | None,
     now: Callable[[], datetime],
-) -> list[str]:
+) -> Yielded:
     """Give the room the nominations ask for: move each asked binding where the placement's
     filters and room allow (the moves engine, within its budget), unschedule the rest (within
     its budget) and release their room; one line each."""
     asked, lines = _still_owed(client, profile, placement, asked)
+    done = Yielded(lines)
     if not asked:
-        return lines
+        return done
     kinds = kinds_for(placement.metadata.namespace)
     bindings = _bindings_of(client, placement)
     moves = _moves(profile, snapshot, asked, clusters, bindings, ledgers, requests, now())
+    moved_to: dict[str, str] = {}
     if moves:
         outcome = apply_moves(
             client, placement, snapshot, moves, clusters, profile, now, cause=PREEMPTED
         )
         lines += outcome.lines
+        moved_to = outcome.moved_to
         bindings = _bindings_of(client, placement)
     by_name = {b.metadata.name: b for b in bindings}
     budget = budget_of(client, placement, bindings)
     for item in asked:
         current = by_name.get(item.binding.metadata.name)
         if current is None or not is_active(current) or current.spec.target_cluster != item.cluster:
-            moved = _moved_to(lines, item.binding.metadata.name)
+            moved = moved_to.get(item.binding.metadata.name)
             if moved is not None:
                 _event(client, placement, item.binding, item, now(), f"moved to {moved}, ")
             continue  # moved above, or gone
@@ -428,7 +447,8 @@ def yield_room(
         release(client, item.cluster, [binding_key(current)])
         _event(client, placement, current, item, now())
         lines.append(f"unscheduled {current.metadata.name}: {item.reason()}")
-    return lines
+        done.unscheduled += 1
+    return done
 
 
 def _still_owed(
@@ -448,7 +468,7 @@ def _still_owed(
     sorter = (profile or default_profile()).queue_sorter
 
     def priority(of: ClusterResourcePlacement) -> int:
-        return sorter.queue_sort(QueueItem(of.metadata, TurnCause.PLACEMENT, classes.known)).value
+        return classes.priority(sorter, of).value
 
     mine = priority(placement)
     why_not: dict[str, str | None] = {}
@@ -594,15 +614,6 @@ def _event(
         client.create(event)
 
 
-def _moved_to(lines: Sequence[str], binding: str) -> str | None:
-    """The cluster the moves engine's line says `binding` moved to this turn, if it did."""
-    head = f"moved {binding} "
-    for line in lines:
-        if line.startswith(head):
-            return line[len(head) :].split(" -> ", 1)[-1].split(" ", 1)[0]
-    return None
-
-
 def _bindings_of(
     client: HubClient, placement: ClusterResourcePlacement
 ) -> list[ClusterResourceBinding]:
@@ -623,6 +634,13 @@ def _bindings_of(
 class _Classes:
     known: PriorityClasses
     policies: Mapping[str, str | None]
+
+    def priority(
+        self, sorter: QueueSortPlugin, placement: ClusterResourcePlacement
+    ) -> QueuePriority:
+        """The placement's priority as the profile's QueueSort plugin gives it (what orders its
+        turns is what preemption compares)."""
+        return sorter.queue_sort(QueueItem(placement.metadata, TurnCause.PLACEMENT, self.known))
 
     def floor(self) -> int:
         """The lowest priority PrioritySort gives any placement: the lowest class, or the
@@ -692,11 +710,11 @@ class _Reads:
             budgets=budgets,
         )
 
-    def budgets_left(self, rooms: Iterable[object]) -> dict[str, int | None]:
+    def budgets_left(self, rooms: Iterable[Room]) -> dict[str, int | None]:
         """Placement -> disruptions its budget allows one after another (None: no budget)."""
         limits: dict[str, int] = {}
         for room in rooms:
-            for occupant in getattr(room, "occupants", ()):
+            for occupant in room.occupants:
                 limits[occupant.placement] = limits.get(occupant.placement, 0) + 1
         out: dict[str, int | None] = {}
         for key, limit in limits.items():

@@ -337,7 +337,7 @@ def _give_room(
     if not asked:
         return fleet, (Ledgers.read(client) if unreleased else ledgers)
     with settings.get_tracer().start_as_current_span("yield_room") as span:
-        lines = yield_room(
+        done = yield_room(
             client,
             settings.profile,
             placement,
@@ -349,8 +349,8 @@ def _give_room(
             settings.now,
         )
         span.set_attribute("asked", len(asked))
-    run.lines += lines
-    run.preempted += sum(line.startswith("unscheduled ") for line in lines)
+    run.lines += done.lines
+    run.preempted += done.unscheduled
     fleet = read_fleet(client, request.placement, settings.clusters, request.namespace)
     return fleet, Ledgers.read(client)
 
